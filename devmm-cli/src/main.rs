@@ -1,0 +1,3 @@
+//! `devmm`: what devmm finds on this machine.
+
+fn main() {}

@@ -1,0 +1,94 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{resource_chain, MemoryInfo, MemoryResource};
+use crate::stream::Stream;
+
+/// Refuses allocations that would take its usage past `limit_bytes`,
+/// without calling upstream.
+///
+/// ```
+/// use devmm::{Error, LimitingAdaptor, MallocMemoryResource, MemoryResource, Stream};
+/// let mr = LimitingAdaptor::new(MallocMemoryResource::new(), 64);
+/// let s = Stream::cpu();
+/// let p = mr.allocate(64, &s)?;
+/// assert!(matches!(mr.allocate(1, &s), Err(Error::LimitExceeded { in_use: 64, .. })));
+/// unsafe { mr.deallocate(p, 64, &s)? };
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct LimitingAdaptor<U> {
+    upstream: U,
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl<U: MemoryResource> LimitingAdaptor<U> {
+    /// Wraps `upstream` with a budget of `limit_bytes`.
+    pub fn new(upstream: U, limit_bytes: usize) -> Self {
+        LimitingAdaptor {
+            upstream,
+            limit: limit_bytes,
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    /// The wrapped resource.
+    pub fn get_upstream(&self) -> &U {
+        &self.upstream
+    }
+
+    /// The budget.
+    pub fn limit_bytes(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes allocated through the adaptor and not yet deallocated.
+    pub fn used_bytes(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        // Reserve first so concurrent callers cannot overshoot together.
+        let reserved = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(nbytes)
+                    .filter(|&total| total <= self.limit)
+            });
+        if let Err(in_use) = reserved {
+            return Err(Error::LimitExceeded {
+                device: self.device(),
+                nbytes,
+                limit: self.limit,
+                in_use,
+                chain: resource_chain(self),
+            });
+        }
+        self.upstream.allocate(nbytes, stream).map_err(|e| {
+            self.used.fetch_sub(nbytes, Ordering::Relaxed);
+            e.through("LimitingAdaptor")
+        })
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        // SAFETY: forwarded verbatim; the caller upholds the contract.
+        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
+        self.used.fetch_sub(nbytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    forward_probes!(upstream);
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        let upstream = self.upstream.available_memory()?;
+        let budget = self.limit.saturating_sub(self.used_bytes());
+        Ok(MemoryInfo {
+            free: budget.min(upstream.free),
+            total: self.limit.min(upstream.total),
+        })
+    }
+}

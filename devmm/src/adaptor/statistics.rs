@@ -1,0 +1,119 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::Result;
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::Stream;
+
+/// A snapshot of a [`StatisticsAdaptor`]'s counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Statistics {
+    /// Bytes allocated and not yet deallocated.
+    pub current_bytes: usize,
+    /// The most `current_bytes` has been.
+    pub peak_bytes: usize,
+    /// Bytes ever allocated.
+    pub total_bytes: usize,
+    /// Successful allocations.
+    pub allocations: usize,
+    /// Successful deallocations.
+    pub deallocations: usize,
+}
+
+/// Counts bytes and calls through its upstream.
+///
+/// Counters are atomics, exact under any number of threads.
+///
+/// ```
+/// use devmm::{MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream};
+/// let stats = StatisticsAdaptor::new(MallocMemoryResource::new());
+/// let s = Stream::cpu();
+/// let p = stats.allocate(64, &s)?;
+/// assert_eq!((stats.current_bytes(), stats.total_bytes()), (64, 64));
+/// unsafe { stats.deallocate(p, 64, &s)? };
+/// assert_eq!(stats.current_bytes(), 0);
+/// assert_eq!(stats.peak_bytes(), 64);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct StatisticsAdaptor<U> {
+    upstream: U,
+    current: AtomicUsize,
+    peak: AtomicUsize,
+    total: AtomicUsize,
+    allocations: AtomicUsize,
+    deallocations: AtomicUsize,
+}
+
+impl<U: MemoryResource> StatisticsAdaptor<U> {
+    /// Wraps `upstream`, with every counter at zero.
+    pub fn new(upstream: U) -> Self {
+        StatisticsAdaptor {
+            upstream,
+            current: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            total: AtomicUsize::new(0),
+            allocations: AtomicUsize::new(0),
+            deallocations: AtomicUsize::new(0),
+        }
+    }
+
+    /// The wrapped resource.
+    pub fn get_upstream(&self) -> &U {
+        &self.upstream
+    }
+
+    /// Bytes allocated and not yet deallocated.
+    pub fn current_bytes(&self) -> usize {
+        self.current.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes live at once.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Bytes ever allocated.
+    pub fn total_bytes(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// All counters at once.
+    pub fn statistics(&self) -> Statistics {
+        Statistics {
+            current_bytes: self.current_bytes(),
+            peak_bytes: self.peak_bytes(),
+            total_bytes: self.total_bytes(),
+            allocations: self.allocations.load(Ordering::Relaxed),
+            deallocations: self.deallocations.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        let ptr = self
+            .upstream
+            .allocate(nbytes, stream)
+            .map_err(|e| e.through("StatisticsAdaptor"))?;
+        let now = self.current.fetch_add(nbytes, Ordering::Relaxed) + nbytes;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        self.total.fetch_add(nbytes, Ordering::Relaxed);
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        Ok(ptr)
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        // SAFETY: forwarded verbatim; the caller upholds the contract.
+        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
+        self.current.fetch_sub(nbytes, Ordering::Relaxed);
+        self.deallocations.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    forward_probes!(upstream);
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        self.upstream.available_memory()
+    }
+}

@@ -1,0 +1,106 @@
+//! A resource made of two closures: the escape hatch for allocators devmm
+//! does not wrap (and the bridge Python-defined resources go through).
+
+use std::fmt;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::Stream;
+
+type AllocateFn = dyn Fn(usize, &Stream) -> Result<DevicePtr> + Send + Sync;
+type DeallocateFn = dyn Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Sync;
+
+/// A resource whose `allocate` and `deallocate` are closures.
+///
+/// The closures own whatever state they capture. `alignment` is the promise
+/// callers rely on; an `allocate` closure that breaks it is reported as
+/// [`Error::Misuse`] instead of handing out a misaligned pointer.
+///
+/// ```
+/// use devmm::{CallbackMemoryResource, Device, DevicePtr, MemoryResource, Stream};
+/// let mr = CallbackMemoryResource::new(
+///     Device::CPU,
+///     8,
+///     |n, _s| Ok(DevicePtr::from_host_ptr(Box::into_raw(vec![0u64; n.div_ceil(8)].into_boxed_slice()) as *mut u64)),
+///     |p, n, _s| {
+///         // SAFETY: `p` came from the allocate closure with the same `n`.
+///         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p.as_host_ptr::<u64>(), n.div_ceil(8))) });
+///         Ok(())
+///     },
+/// );
+/// let s = Stream::cpu();
+/// let p = mr.allocate(24, &s)?;
+/// unsafe { mr.deallocate(p, 24, &s)? };
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub struct CallbackMemoryResource {
+    device: Device,
+    alignment: usize,
+    allocate: Box<AllocateFn>,
+    deallocate: Box<DeallocateFn>,
+}
+
+impl CallbackMemoryResource {
+    /// A resource on `device` promising `alignment` (a power of two; 1 promises nothing).
+    pub fn new(
+        device: Device,
+        alignment: usize,
+        allocate: impl Fn(usize, &Stream) -> Result<DevicePtr> + Send + Sync + 'static,
+        deallocate: impl Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Sync + 'static,
+    ) -> CallbackMemoryResource {
+        CallbackMemoryResource {
+            device,
+            alignment: alignment.max(1).next_power_of_two(),
+            allocate: Box::new(allocate),
+            deallocate: Box::new(deallocate),
+        }
+    }
+}
+
+impl fmt::Debug for CallbackMemoryResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CallbackMemoryResource(device={}, alignment={})",
+            self.device, self.alignment
+        )
+    }
+}
+
+impl MemoryResource for CallbackMemoryResource {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        let ptr = (self.allocate)(nbytes, stream)?;
+        if !ptr.is_aligned(self.alignment) {
+            // Give the memory back rather than leak it; the caller never saw it.
+            let _ = (self.deallocate)(ptr, nbytes, stream);
+            return Err(Error::Misuse {
+                kind: crate::error::MisuseKind::Misaligned {
+                    promised: self.alignment,
+                },
+                ptr,
+                nbytes,
+                device: self.device,
+                resource: format!("{self:?}"),
+            });
+        }
+        Ok(ptr)
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        (self.deallocate)(ptr, nbytes, stream)
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        self.alignment
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        crate::runtime::runtime_for(self.device)?.memory_info(self.device)
+    }
+}

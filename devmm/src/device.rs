@@ -1,0 +1,344 @@
+//! Devices: a platform kind plus an ordinal, with DLPack's numbering.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// The kind of memory a device owns.
+///
+/// The discriminants are DLPack's `DLDeviceType` codes, so converting to the
+/// wire format is a cast, never a lookup table.
+///
+/// ```
+/// use devmm::DeviceType;
+/// assert_eq!(DeviceType::Rocm as i32, 10);
+/// assert_eq!(DeviceType::from_dlpack(2), Some(DeviceType::Cuda));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(i32)]
+pub enum DeviceType {
+    /// Ordinary host memory.
+    Cpu = 1,
+    /// CUDA device memory.
+    Cuda = 2,
+    /// Page-locked host memory registered with CUDA.
+    CudaHost = 3,
+    /// ROCm (HIP) device memory.
+    Rocm = 10,
+    /// Page-locked host memory registered with ROCm.
+    RocmHost = 11,
+    /// CUDA managed (unified) memory.
+    CudaManaged = 13,
+}
+
+impl DeviceType {
+    /// Every device type devmm knows, in DLPack code order.
+    pub const ALL: [DeviceType; 6] = [
+        DeviceType::Cpu,
+        DeviceType::Cuda,
+        DeviceType::CudaHost,
+        DeviceType::Rocm,
+        DeviceType::RocmHost,
+        DeviceType::CudaManaged,
+    ];
+
+    /// The DLPack `DLDeviceType` code.
+    ///
+    /// ```
+    /// assert_eq!(devmm::DeviceType::CudaManaged.dlpack_code(), 13);
+    /// ```
+    pub const fn dlpack_code(self) -> i32 {
+        self as i32
+    }
+
+    /// The device type for a DLPack code, if devmm supports it.
+    ///
+    /// ```
+    /// assert_eq!(devmm::DeviceType::from_dlpack(4), None); // OpenCL: not ours
+    /// ```
+    pub const fn from_dlpack(code: i32) -> Option<DeviceType> {
+        Some(match code {
+            1 => DeviceType::Cpu,
+            2 => DeviceType::Cuda,
+            3 => DeviceType::CudaHost,
+            10 => DeviceType::Rocm,
+            11 => DeviceType::RocmHost,
+            13 => DeviceType::CudaManaged,
+            _ => return None,
+        })
+    }
+
+    /// The lower-case name used in device strings (`"cuda_host"`).
+    ///
+    /// ```
+    /// assert_eq!(devmm::DeviceType::CudaHost.name(), "cuda_host");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            DeviceType::Cpu => "cpu",
+            DeviceType::Cuda => "cuda",
+            DeviceType::CudaHost => "cuda_host",
+            DeviceType::Rocm => "rocm",
+            DeviceType::RocmHost => "rocm_host",
+            DeviceType::CudaManaged => "cuda_managed",
+        }
+    }
+
+    /// Whether the host can dereference this memory directly.
+    ///
+    /// ```
+    /// assert!(devmm::DeviceType::CudaHost.is_host_accessible());
+    /// assert!(!devmm::DeviceType::Cuda.is_host_accessible());
+    /// ```
+    pub const fn is_host_accessible(self) -> bool {
+        matches!(
+            self,
+            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost | DeviceType::CudaManaged
+        )
+    }
+
+    /// The runtime that serves this device type: `"cpu"`, `"cuda"` or `"rocm"`.
+    ///
+    /// ```
+    /// assert_eq!(devmm::DeviceType::CudaManaged.runtime_name(), "cuda");
+    /// ```
+    pub const fn runtime_name(self) -> &'static str {
+        match self {
+            DeviceType::Cpu => "cpu",
+            DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged => "cuda",
+            DeviceType::Rocm | DeviceType::RocmHost => "rocm",
+        }
+    }
+}
+
+impl fmt::Display for DeviceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DeviceType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        DeviceType::ALL
+            .into_iter()
+            .find(|ty| ty.name() == s)
+            .ok_or_else(|| Error::parse("device type", s, device_type_names()))
+    }
+}
+
+fn device_type_names() -> String {
+    let names: Vec<&str> = DeviceType::ALL.iter().map(|ty| ty.name()).collect();
+    names.join(", ")
+}
+
+/// One device: a [`DeviceType`] and its ordinal.
+///
+/// A small `Copy` value. devmm has no ambient "current device": every
+/// buffer, stream and resource carries the `Device` it belongs to.
+///
+/// ```
+/// use devmm::{Device, DeviceType};
+/// let gpu: Device = "cuda:1".parse()?;
+/// assert_eq!(gpu, Device::new(DeviceType::Cuda, 1));
+/// assert_eq!(gpu.to_string(), "cuda:1");
+/// assert_eq!(gpu.dlpack_device(), (2, 1));
+/// assert_eq!("cpu".parse::<Device>()?, Device::CPU);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Device {
+    ty: DeviceType,
+    index: u32,
+}
+
+impl Device {
+    /// The host, `cpu:0`.
+    pub const CPU: Device = Device {
+        ty: DeviceType::Cpu,
+        index: 0,
+    };
+
+    /// The largest ordinal: DLPack carries device ids as `int32`.
+    pub const MAX_INDEX: u32 = i32::MAX as u32;
+
+    /// A device of `ty` with ordinal `index`.
+    ///
+    /// Ordinals above [`Device::MAX_INDEX`] are clamped into range by
+    /// [`Device::try_new`]; this constructor is for literals.
+    ///
+    /// ```
+    /// let d = devmm::Device::new(devmm::DeviceType::Rocm, 0);
+    /// assert_eq!(d.to_string(), "rocm:0");
+    /// ```
+    pub const fn new(ty: DeviceType, index: u32) -> Device {
+        assert!(
+            index <= Device::MAX_INDEX,
+            "device ordinal exceeds i32::MAX"
+        );
+        Device { ty, index }
+    }
+
+    /// A device of `ty` with ordinal `index`, or an error when the ordinal
+    /// does not fit DLPack's `int32`.
+    ///
+    /// ```
+    /// assert!(devmm::Device::try_new(devmm::DeviceType::Cuda, u32::MAX).is_err());
+    /// ```
+    pub fn try_new(ty: DeviceType, index: u32) -> Result<Device, Error> {
+        if index > Device::MAX_INDEX {
+            return Err(Error::parse(
+                "device ordinal",
+                &index.to_string(),
+                "an ordinal from 0 to 2147483647",
+            ));
+        }
+        Ok(Device { ty, index })
+    }
+
+    /// `cuda:index`.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Device::cuda(0).to_string(), "cuda:0");
+    /// ```
+    pub const fn cuda(index: u32) -> Device {
+        Device::new(DeviceType::Cuda, index)
+    }
+
+    /// `rocm:index`.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Device::rocm(2).to_string(), "rocm:2");
+    /// ```
+    pub const fn rocm(index: u32) -> Device {
+        Device::new(DeviceType::Rocm, index)
+    }
+
+    /// The device type.
+    pub const fn ty(self) -> DeviceType {
+        self.ty
+    }
+
+    /// The ordinal within its type.
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The `(device_type, device_id)` pair of DLPack's `__dlpack_device__`.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Device::CPU.dlpack_device(), (1, 0));
+    /// ```
+    pub const fn dlpack_device(self) -> (i32, i32) {
+        // `index` never exceeds i32::MAX (checked at construction).
+        (self.ty as i32, self.index as i32)
+    }
+
+    /// The device named by a DLPack `(device_type, device_id)` pair.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Device::from_dlpack(2, 3)?, devmm::Device::cuda(3));
+    /// assert!(devmm::Device::from_dlpack(2, -1).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_dlpack(device_type: i32, device_id: i32) -> Result<Device, Error> {
+        let ty = DeviceType::from_dlpack(device_type).ok_or_else(|| {
+            Error::parse(
+                "DLPack device type",
+                &device_type.to_string(),
+                "one of 1 (cpu), 2 (cuda), 3 (cuda_host), 10 (rocm), 11 (rocm_host), 13 (cuda_managed)",
+            )
+        })?;
+        let index = u32::try_from(device_id).map_err(|_| {
+            Error::parse(
+                "DLPack device id",
+                &device_id.to_string(),
+                "a non-negative ordinal",
+            )
+        })?;
+        Ok(Device { ty, index })
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.ty, self.index)
+    }
+}
+
+impl FromStr for Device {
+    type Err = Error;
+
+    /// Parses `"cpu"`, `"cuda:1"`, `"rocm:0"`, `"cuda_host"`; the ordinal
+    /// defaults to 0.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        const EXPECTED: &str =
+            "TYPE or TYPE:ORDINAL, TYPE one of cpu, cuda, cuda_host, rocm, rocm_host, cuda_managed (e.g. \"cuda:1\")";
+        let (ty, index) = match s.split_once(':') {
+            Some((ty, index)) => (ty, Some(index)),
+            None => (s, None),
+        };
+        let ty = ty
+            .parse::<DeviceType>()
+            .map_err(|_| Error::parse("device", s, EXPECTED))?;
+        let index = match index {
+            None => 0,
+            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                digits
+                    .parse::<u32>()
+                    .map_err(|_| Error::parse("device", s, EXPECTED))?
+            }
+            Some(_) => return Err(Error::parse("device", s, EXPECTED)),
+        };
+        Device::try_new(ty, index).map_err(|_| Error::parse("device", s, EXPECTED))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_seed_spellings() {
+        assert_eq!("cpu".parse::<Device>().unwrap(), Device::CPU);
+        assert_eq!("cpu:0".parse::<Device>().unwrap(), Device::CPU);
+        assert_eq!("cuda:1".parse::<Device>().unwrap(), Device::cuda(1));
+        assert_eq!("rocm:0".parse::<Device>().unwrap(), Device::rocm(0));
+        assert_eq!(
+            "cuda_managed:2".parse::<Device>().unwrap(),
+            Device::new(DeviceType::CudaManaged, 2)
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_strings_with_the_expected_form() {
+        for bad in [
+            "",
+            "gpu",
+            "cuda:",
+            "cuda:-1",
+            "cuda:x",
+            "cuda:1:2",
+            "CUDA:0",
+            "cuda:+1",
+            "cuda:4294967296",
+            "cuda:2147483648",
+        ] {
+            let err = bad.parse::<Device>().unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("TYPE:ORDINAL"), "{bad:?}: {msg}");
+            assert!(msg.contains(&format!("{bad:?}")), "{bad:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for ty in DeviceType::ALL {
+            let d = Device::new(ty, 7);
+            assert_eq!(d.to_string().parse::<Device>().unwrap(), d);
+            assert_eq!(DeviceType::from_dlpack(ty as i32), Some(ty));
+        }
+    }
+}

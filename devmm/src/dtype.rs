@@ -1,0 +1,282 @@
+//! Element types, spelled exactly as DLPack's `DLDataType`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// DLPack's `DLDataTypeCode`: the family of an element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DTypeCode {
+    /// Signed integer.
+    Int = 0,
+    /// Unsigned integer.
+    UInt = 1,
+    /// IEEE floating point.
+    Float = 2,
+    /// Opaque handle (pointer-sized).
+    OpaqueHandle = 3,
+    /// bfloat16.
+    BFloat = 4,
+    /// Complex: two floats of `bits / 2` each.
+    Complex = 5,
+    /// Boolean, one byte per element.
+    Bool = 6,
+}
+
+impl DTypeCode {
+    /// The code for a DLPack `DLDataTypeCode` value devmm supports.
+    ///
+    /// ```
+    /// assert_eq!(devmm::DTypeCode::from_dlpack(4), Some(devmm::DTypeCode::BFloat));
+    /// ```
+    pub const fn from_dlpack(code: u8) -> Option<DTypeCode> {
+        Some(match code {
+            0 => DTypeCode::Int,
+            1 => DTypeCode::UInt,
+            2 => DTypeCode::Float,
+            3 => DTypeCode::OpaqueHandle,
+            4 => DTypeCode::BFloat,
+            5 => DTypeCode::Complex,
+            6 => DTypeCode::Bool,
+            _ => return None,
+        })
+    }
+}
+
+/// An element type: `(code, bits, lanes)` as in DLPack.
+///
+/// ```
+/// use devmm::DType;
+/// let f32: DType = "float32".parse()?;
+/// assert_eq!(f32, DType::FLOAT32);
+/// assert_eq!((f32.itemsize(), f32.to_string()), (4, "float32".to_string()));
+/// assert_eq!(DType::BFLOAT16.itemsize(), 2);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DType {
+    code: DTypeCode,
+    bits: u8,
+    lanes: u16,
+}
+
+macro_rules! standard_dtypes {
+    ($($konst:ident = $name:literal, $code:ident, $bits:literal;)*) => {
+        impl DType {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                pub const $konst: DType = DType { code: DTypeCode::$code, bits: $bits, lanes: 1 };
+            )*
+
+            /// Every type with a standard name, in a stable order.
+            pub const STANDARD: &'static [DType] = &[$(DType::$konst),*];
+
+            /// The standard name (`"float32"`), for scalar types that have one.
+            ///
+            /// ```
+            /// assert_eq!(devmm::DType::COMPLEX64.name(), Some("complex64"));
+            /// ```
+            pub const fn name(self) -> Option<&'static str> {
+                if self.lanes != 1 {
+                    return None;
+                }
+                $(
+                    if self.code as u8 == DTypeCode::$code as u8 && self.bits == $bits {
+                        return Some($name);
+                    }
+                )*
+                None
+            }
+        }
+    };
+}
+
+standard_dtypes! {
+    BOOL = "bool", Bool, 8;
+    INT8 = "int8", Int, 8;
+    INT16 = "int16", Int, 16;
+    INT32 = "int32", Int, 32;
+    INT64 = "int64", Int, 64;
+    UINT8 = "uint8", UInt, 8;
+    UINT16 = "uint16", UInt, 16;
+    UINT32 = "uint32", UInt, 32;
+    UINT64 = "uint64", UInt, 64;
+    FLOAT16 = "float16", Float, 16;
+    FLOAT32 = "float32", Float, 32;
+    FLOAT64 = "float64", Float, 64;
+    BFLOAT16 = "bfloat16", BFloat, 16;
+    COMPLEX64 = "complex64", Complex, 64;
+    COMPLEX128 = "complex128", Complex, 128;
+}
+
+impl DType {
+    /// A type from its DLPack triple, checked: `bits` and `lanes` non-zero,
+    /// and whole bytes per element.
+    ///
+    /// ```
+    /// use devmm::{DType, DTypeCode};
+    /// assert_eq!(DType::new(DTypeCode::Float, 32, 1)?, DType::FLOAT32);
+    /// assert!(DType::new(DTypeCode::Float, 0, 1).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn new(code: DTypeCode, bits: u8, lanes: u16) -> Result<DType, Error> {
+        if bits == 0 || lanes == 0 || bits % 8 != 0 {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "dtype (code {code:?}, bits {bits}, lanes {lanes}) is not byte-sized; \
+                     bits must be a non-zero multiple of 8 and lanes non-zero"
+                ),
+            });
+        }
+        Ok(DType { code, bits, lanes })
+    }
+
+    /// The type family.
+    pub const fn code(self) -> DTypeCode {
+        self.code
+    }
+
+    /// Bits per lane.
+    pub const fn bits(self) -> u8 {
+        self.bits
+    }
+
+    /// Lanes per element (1 for scalars).
+    pub const fn lanes(self) -> u16 {
+        self.lanes
+    }
+
+    /// Bytes per element.
+    pub const fn itemsize(self) -> usize {
+        (self.bits as usize / 8) * self.lanes as usize
+    }
+
+    /// The natural alignment of one lane: the lane's byte size rounded up to
+    /// a power of two (a `complex64` lane is 8 bytes, so 8).
+    ///
+    /// ```
+    /// assert_eq!(devmm::DType::COMPLEX128.alignment(), 16);
+    /// ```
+    pub const fn alignment(self) -> usize {
+        (self.bits as usize / 8).next_power_of_two()
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "{:?}{}x{}", self.code, self.bits, self.lanes),
+        }
+    }
+}
+
+impl fmt::Debug for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DType({self})")
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        DType::STANDARD
+            .iter()
+            .copied()
+            .find(|dt| dt.name() == Some(s))
+            .ok_or_else(|| {
+                let names: Vec<&str> = DType::STANDARD.iter().filter_map(|dt| dt.name()).collect();
+                Error::parse("dtype", s, format!("one of {}", names.join(", ")))
+            })
+    }
+}
+
+/// A Rust type whose values are elements of a [`DType`].
+///
+/// # Safety
+///
+/// `size_of::<Self>()` must equal `Self::DTYPE.itemsize()` and the type's
+/// bytes must be a valid `DTYPE` element, because devmm reinterprets buffers
+/// of `DTYPE` as slices of `Self`. `#[derive(Element)]` checks this for user
+/// types at compile time.
+///
+/// ```
+/// use devmm::{DType, Element};
+/// assert_eq!(<f32 as Element>::DTYPE, DType::FLOAT32);
+/// assert_eq!(<u8 as Element>::DTYPE.itemsize(), 1);
+/// ```
+pub unsafe trait Element: Copy + Send + Sync + 'static {
+    /// The element type.
+    const DTYPE: DType;
+}
+
+macro_rules! primitive_elements {
+    ($($ty:ty => $dtype:ident),* $(,)?) => {$(
+        // SAFETY: the primitive's size is its dtype's itemsize (asserted below).
+        unsafe impl Element for $ty {
+            const DTYPE: DType = DType::$dtype;
+        }
+        const _: () = assert!(std::mem::size_of::<$ty>() == DType::$dtype.itemsize());
+    )*};
+}
+
+primitive_elements! {
+    bool => BOOL,
+    i8 => INT8, i16 => INT16, i32 => INT32, i64 => INT64,
+    u8 => UINT8, u16 => UINT16, u32 => UINT32, u64 => UINT64,
+    f32 => FLOAT32, f64 => FLOAT64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_standard_name_round_trips() {
+        let names = [
+            "float16",
+            "float32",
+            "float64",
+            "bfloat16",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "bool",
+            "complex64",
+            "complex128",
+        ];
+        for name in names {
+            let dt: DType = name.parse().unwrap();
+            assert_eq!(dt.to_string(), name);
+            assert_eq!(dt.lanes(), 1);
+            assert_eq!(dt.itemsize() * 8, dt.bits() as usize);
+        }
+        assert_eq!(DType::STANDARD.len(), names.len());
+    }
+
+    #[test]
+    fn unknown_names_list_the_accepted_ones() {
+        let msg = "float8".parse::<DType>().unwrap_err().to_string();
+        assert!(
+            msg.contains("\"float8\"") && msg.contains("bfloat16"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn vector_types_have_lane_sized_items() {
+        let f32x4 = DType::new(DTypeCode::Float, 32, 4).unwrap();
+        assert_eq!(f32x4.itemsize(), 16);
+        assert_eq!(f32x4.alignment(), 4);
+        assert_eq!(f32x4.name(), None);
+        assert_eq!(f32x4.to_string(), "Float32x4");
+    }
+}

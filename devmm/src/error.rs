@@ -1,0 +1,228 @@
+//! The one error type of devmm.
+//!
+//! Every variant says what was asked, on which device, through which resource
+//! chain, and what to do about it, so a message read in a log is enough to act.
+
+use std::fmt;
+
+use crate::device::Device;
+use crate::ptr::DevicePtr;
+
+/// Result alias used throughout devmm.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong. Variants are stable and meant to be matched.
+///
+/// ```
+/// use devmm::{Error, LimitingAdaptor, MallocMemoryResource, MemoryResource, Stream};
+/// let mr = LimitingAdaptor::new(MallocMemoryResource::new(), 64);
+/// match mr.allocate(65, &Stream::cpu()) {
+///     Err(Error::LimitExceeded { nbytes, limit, .. }) => assert_eq!((nbytes, limit), (65, 64)),
+///     other => panic!("expected a limit error, got {other:?}"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The resource could not find `nbytes` on `device`.
+    #[error(
+        "out of memory: allocating {nbytes} bytes on {device} through {chain} failed{}; \
+         free buffers you no longer need, or allocate less",
+        detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+    )]
+    OutOfMemory {
+        /// The device asked.
+        device: Device,
+        /// The size asked.
+        nbytes: usize,
+        /// The resource chain, outermost first (`StatisticsAdaptor -> MallocMemoryResource(...)`).
+        chain: String,
+        /// What the platform allocator said, when it said anything.
+        detail: Option<String>,
+    },
+
+    /// A [`LimitingAdaptor`](crate::LimitingAdaptor) refused the request
+    /// without asking its upstream.
+    #[error(
+        "limit exceeded: allocating {nbytes} bytes on {device} through {chain} would bring usage \
+         to more than the limit of {limit} bytes ({in_use} in use); free buffers or raise limit_bytes"
+    )]
+    LimitExceeded {
+        /// The device asked.
+        device: Device,
+        /// The size asked.
+        nbytes: usize,
+        /// The adaptor's limit.
+        limit: usize,
+        /// Bytes already allocated through the adaptor.
+        in_use: usize,
+        /// The resource chain, outermost first.
+        chain: String,
+    },
+
+    /// A shape, dtype, stride set or layout policy that cannot describe memory.
+    #[error("invalid layout: {reason}")]
+    InvalidLayout {
+        /// What is wrong and what to write instead.
+        reason: String,
+    },
+
+    /// A resource detected a call that breaks its contract.
+    #[error("misuse of {resource} on {device}: {kind} (pointer {ptr}, {nbytes} bytes)")]
+    Misuse {
+        /// What the caller did wrong.
+        kind: MisuseKind,
+        /// The pointer passed.
+        ptr: DevicePtr,
+        /// The size passed.
+        nbytes: usize,
+        /// The device of the resource.
+        device: Device,
+        /// The resource that noticed.
+        resource: String,
+    },
+
+    /// A buffer was used after [`DeviceBuffer::free`](crate::DeviceBuffer::free).
+    #[error("buffer of {nbytes} bytes on {device} is closed: it was freed; allocate a new buffer")]
+    BufferClosed {
+        /// The device of the buffer.
+        device: Device,
+        /// Its size.
+        nbytes: usize,
+    },
+
+    /// A value did not parse.
+    #[error("cannot parse {input:?} as a {what}: expected {expected}")]
+    Parse {
+        /// What was being parsed ("device", "dtype", ...).
+        what: &'static str,
+        /// The text given.
+        input: String,
+        /// The accepted forms.
+        expected: String,
+    },
+
+    /// An argument outside what the callee accepts.
+    #[error("invalid argument: {reason}")]
+    InvalidArgument {
+        /// What was passed and what is accepted.
+        reason: String,
+    },
+
+    /// No runtime serves the device or name asked for.
+    #[error("runtime {name:?} is unavailable: {reason}")]
+    RuntimeUnavailable {
+        /// The runtime asked for.
+        name: String,
+        /// Why it is missing and how to get it.
+        reason: String,
+    },
+
+    /// A driver call returned an error status.
+    #[error(
+        "{call} failed{} with {name} ({code}): {message}",
+        device.map(|d| format!(" on {d}")).unwrap_or_default()
+    )]
+    Driver {
+        /// The C function that failed (`cudaMalloc`).
+        call: &'static str,
+        /// The status code.
+        code: i32,
+        /// The status's symbolic name (`cudaErrorMemoryAllocation`).
+        name: String,
+        /// The driver's description of the status.
+        message: String,
+        /// The device the call was made for, when it was made for one.
+        device: Option<Device>,
+    },
+
+    /// A stream operation that cannot be done as asked.
+    #[error("stream error on {device}: {reason}")]
+    Stream {
+        /// The stream's device.
+        device: Device,
+        /// What was asked and why it cannot be done.
+        reason: String,
+    },
+}
+
+/// How a caller broke a resource's contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MisuseKind {
+    /// The pointer was never allocated by this resource.
+    UnknownPointer,
+    /// The pointer is live but was allocated with another size.
+    WrongSize {
+        /// The size it was allocated with.
+        allocated: usize,
+    },
+    /// The pointer was already deallocated.
+    DoubleFree,
+    /// The resource handed out a pointer that breaks its own alignment promise.
+    Misaligned {
+        /// The alignment the resource promises.
+        promised: usize,
+    },
+}
+
+impl fmt::Display for MisuseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MisuseKind::UnknownPointer => {
+                f.write_str("deallocate of a pointer this resource never allocated")
+            }
+            MisuseKind::WrongSize { allocated } => write!(
+                f,
+                "deallocate with the wrong size; the pointer was allocated with {allocated} bytes"
+            ),
+            MisuseKind::DoubleFree => {
+                f.write_str("double free: the pointer was already deallocated")
+            }
+            MisuseKind::Misaligned { promised } => write!(
+                f,
+                "allocate returned a pointer that is not aligned to the promised {promised} bytes"
+            ),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn parse(what: &'static str, input: &str, expected: impl Into<String>) -> Error {
+        Error::Parse {
+            what,
+            input: input.to_owned(),
+            expected: expected.into(),
+        }
+    }
+
+    pub(crate) fn layout(reason: impl Into<String>) -> Error {
+        Error::InvalidLayout {
+            reason: reason.into(),
+        }
+    }
+
+    /// Prefixes the resource chain of an allocation failure with an adaptor's
+    /// name, so the message shows the whole stack the request went through.
+    pub(crate) fn through(mut self, adaptor: &str) -> Error {
+        if let Error::OutOfMemory { chain, .. } | Error::LimitExceeded { chain, .. } = &mut self {
+            *chain = format!("{adaptor} -> {chain}");
+        }
+        self
+    }
+
+    /// Whether this error means "not enough memory" (OOM or a limit), the
+    /// condition Python maps to `MemoryError`.
+    ///
+    /// ```
+    /// # use devmm::{Device, Error};
+    /// let e = Error::OutOfMemory { device: Device::CPU, nbytes: 1, chain: "x".into(), detail: None };
+    /// assert!(e.is_out_of_memory());
+    /// ```
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            Error::OutOfMemory { .. } | Error::LimitExceeded { .. }
+        )
+    }
+}

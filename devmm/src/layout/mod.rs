@@ -1,0 +1,328 @@
+//! Layouts: how a shape's elements sit in memory.
+//!
+//! A [`LayoutPolicy`] turns `(shape, dtype, device)` into a resolved
+//! [`Layout`] through one resolution rule, so every policy (and the
+//! `layout!` macro) agrees on strides, padding and sizes:
+//!
+//! - the policy picks a dimension order (outermost first), a unit-stride
+//!   alignment and a base alignment;
+//! - the innermost dimension has stride 1, and its extent is padded so its
+//!   byte length is a multiple of the unit-stride alignment;
+//! - each outer dimension's stride is the next inner stride times that
+//!   dimension's (padded) extent;
+//! - required bytes are `(1 + Σ stride·(extent−1))·itemsize`, rounded up to
+//!   the base alignment, and zero when any extent is zero.
+//!
+//! Strides are in elements (DLPack's convention), positive, and never make
+//! two elements overlap. Every size computation is overflow-checked.
+
+mod policy;
+
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::size::{checked_add, checked_mul, round_up};
+
+pub use policy::{Aligned, ColMajor, DeviceOptimal, LayoutPlan, LayoutPolicy, Permuted, RowMajor};
+
+/// A short list of per-dimension numbers, inline up to four dimensions.
+pub type Dims = SmallVec<[usize; 4]>;
+
+/// A resolved layout: shape, strides, the order that produced them, the
+/// bytes to allocate and the alignment the base address needs.
+///
+/// ```
+/// use devmm::{DType, Device, Layout, LayoutPolicy, RowMajor};
+/// let layout = RowMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+/// assert_eq!(layout.strides(), &[3, 1]);
+/// assert_eq!(layout.required_nbytes(), 24);
+///
+/// // Hand-built layouts are validated: these strides overlap.
+/// assert!(Layout::new(&[2, 3], &[2, 1], DType::FLOAT32, 4).is_err());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Layout {
+    shape: Dims,
+    strides: Dims,
+    permutation: Dims,
+    itemsize: usize,
+    required_nbytes: usize,
+    base_alignment: usize,
+    policy: Option<Arc<dyn LayoutPolicy>>,
+}
+
+impl Layout {
+    /// Resolves `shape` under `policy`; the layout remembers the policy.
+    pub fn resolve(
+        policy: &Arc<dyn LayoutPolicy>,
+        shape: &[usize],
+        dtype: DType,
+        device: crate::Device,
+    ) -> Result<Layout> {
+        let plan = policy.plan(shape, dtype, device)?;
+        let mut layout = Layout::from_plan(shape, dtype, &plan)?;
+        layout.policy = Some(Arc::clone(policy));
+        Ok(layout)
+    }
+
+    /// Applies the resolution rule to a plan.
+    fn from_plan(shape: &[usize], dtype: DType, plan: &LayoutPlan) -> Result<Layout> {
+        check_permutation(&plan.permutation, shape.len())?;
+        let itemsize = dtype.itemsize();
+        for (what, value) in [
+            ("unit-stride alignment", plan.unit_stride_alignment),
+            ("base alignment", plan.base_alignment),
+        ] {
+            if !value.is_power_of_two() {
+                return Err(Error::layout(format!(
+                    "{what} must be a power of two, not {value}"
+                )));
+            }
+        }
+        // Pad rows to whole elements as well as to the alignment.
+        let row_multiple = lcm(plan.unit_stride_alignment, itemsize)?;
+        let mut strides: Dims = SmallVec::from_elem(0, shape.len());
+        let mut running = 1usize;
+        for (position, &dim) in plan.permutation.iter().enumerate().rev() {
+            strides[dim] = running;
+            let extent = shape[dim].max(1);
+            let extent = if position + 1 == plan.permutation.len() {
+                let bytes = checked_mul(extent, itemsize, "row length in bytes")?;
+                round_up_multiple(bytes, row_multiple)? / itemsize
+            } else {
+                extent
+            };
+            running = checked_mul(running, extent, "stride")?;
+        }
+        let required_nbytes = required_nbytes(shape, &strides, itemsize, plan.base_alignment)?;
+        Ok(Layout {
+            shape: shape.into(),
+            strides,
+            permutation: plan.permutation.clone(),
+            itemsize,
+            required_nbytes,
+            base_alignment: plan.base_alignment,
+            policy: None,
+        })
+    }
+
+    /// A hand-built layout, validated: same rank, positive strides that
+    /// never overlap, a power-of-two base alignment, sizes that fit `usize`.
+    pub fn new(
+        shape: &[usize],
+        strides: &[usize],
+        dtype: DType,
+        base_alignment: usize,
+    ) -> Result<Layout> {
+        if shape.len() != strides.len() {
+            return Err(Error::layout(format!(
+                "shape has {} dimensions but strides has {}; give one stride per dimension",
+                shape.len(),
+                strides.len()
+            )));
+        }
+        if !base_alignment.is_power_of_two() {
+            return Err(Error::layout(format!(
+                "base alignment must be a power of two, not {base_alignment}"
+            )));
+        }
+        let permutation = order_by_stride(shape, strides);
+        let layout = Layout {
+            shape: shape.into(),
+            strides: strides.into(),
+            itemsize: dtype.itemsize(),
+            required_nbytes: required_nbytes(shape, strides, dtype.itemsize(), base_alignment)?,
+            permutation,
+            base_alignment,
+            policy: None,
+        };
+        layout.validate()?;
+        Ok(layout)
+    }
+
+    /// Checks the invariants every layout keeps: positive strides, no two
+    /// elements at the same address, and required bytes covering the last
+    /// addressable element.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(dim) = self.strides.iter().position(|&s| s == 0) {
+            return Err(Error::layout(format!(
+                "stride of dimension {dim} is 0; strides must be positive (broadcasting is not storage)"
+            )));
+        }
+        check_permutation(&self.permutation, self.shape.len())?;
+        if self.shape.contains(&0) {
+            return Ok(());
+        }
+        // Walking dimensions from the smallest stride up, each stride must
+        // step past everything the inner dimensions span.
+        let mut span = 1usize;
+        for &dim in self.permutation.iter().rev() {
+            let (extent, stride) = (self.shape[dim], self.strides[dim]);
+            if extent > 1 && stride < span {
+                return Err(Error::layout(format!(
+                    "stride {stride} of dimension {dim} overlaps the {span} elements spanned by the \
+                     dimensions inside it; use a stride of at least {span}"
+                )));
+            }
+            let reach = checked_mul(stride, extent - 1, "span")?;
+            span = span.max(checked_add(reach, 1, "span")?);
+        }
+        let last = checked_mul(span, self.itemsize, "required bytes")?;
+        if self.required_nbytes < last {
+            return Err(Error::layout(format!(
+                "required bytes {} do not cover the last element (needs {last})",
+                self.required_nbytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Extents, one per dimension.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Strides in elements, one per dimension.
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+
+    /// Dimensions ordered from the largest stride to the smallest.
+    pub fn permutation(&self) -> &[usize] {
+        &self.permutation
+    }
+
+    /// Bytes per element.
+    pub fn itemsize(&self) -> usize {
+        self.itemsize
+    }
+
+    /// Number of elements (the product of the extents).
+    pub fn numel(&self) -> usize {
+        // Cannot overflow: required_nbytes, computed checked, bounds it.
+        self.shape.iter().product()
+    }
+
+    /// Bytes to allocate: covers the last element, rounded up to the base alignment.
+    pub fn required_nbytes(&self) -> usize {
+        self.required_nbytes
+    }
+
+    /// The alignment the first element's address must meet.
+    pub fn base_alignment(&self) -> usize {
+        self.base_alignment
+    }
+
+    /// The policy that produced this layout, `None` for hand-built ones.
+    pub fn policy(&self) -> Option<&Arc<dyn LayoutPolicy>> {
+        self.policy.as_ref()
+    }
+
+    /// Whether the elements are densely packed in row-major order.
+    pub fn is_c_contiguous(&self) -> bool {
+        let mut expected = 1usize;
+        for (&extent, &stride) in self.shape.iter().zip(&self.strides).rev() {
+            if extent > 1 && stride != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(extent);
+        }
+        true
+    }
+}
+
+impl fmt::Debug for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Layout")
+            .field("shape", &self.shape.as_slice())
+            .field("strides", &self.strides.as_slice())
+            .field("required_nbytes", &self.required_nbytes)
+            .field("base_alignment", &self.base_alignment)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl PartialEq for Layout {
+    /// Layouts are equal when they describe the same memory; provenance aside.
+    fn eq(&self, other: &Layout) -> bool {
+        self.shape == other.shape
+            && self.strides == other.strides
+            && self.itemsize == other.itemsize
+            && self.required_nbytes == other.required_nbytes
+            && self.base_alignment == other.base_alignment
+    }
+}
+
+fn required_nbytes(
+    shape: &[usize],
+    strides: &[usize],
+    itemsize: usize,
+    base: usize,
+) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let mut last = 0usize;
+    for (&extent, &stride) in shape.iter().zip(strides) {
+        last = checked_add(
+            last,
+            checked_mul(stride, extent - 1, "element offset")?,
+            "element offset",
+        )?;
+    }
+    let bytes = checked_mul(
+        checked_add(last, 1, "element count")?,
+        itemsize,
+        "required bytes",
+    )?;
+    round_up(bytes, base, "required bytes")
+}
+
+fn check_permutation(permutation: &[usize], ndim: usize) -> Result<()> {
+    let mut seen: Dims = SmallVec::from_elem(0, ndim);
+    let valid = permutation.len() == ndim
+        && permutation.iter().all(|&d| {
+            d < ndim && {
+                seen[d] += 1;
+                seen[d] == 1
+            }
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::layout(format!(
+            "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
+             list each dimension exactly once, outermost first"
+        )))
+    }
+}
+
+/// Dimensions from the largest stride to the smallest (ties: later
+/// dimension inner, as in row-major).
+fn order_by_stride(shape: &[usize], strides: &[usize]) -> Dims {
+    let mut order: Dims = (0..shape.len()).collect();
+    order.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
+    order
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn lcm(a: usize, b: usize) -> Result<usize> {
+    checked_mul(a / gcd(a, b), b, "row alignment")
+}
+
+fn round_up_multiple(n: usize, multiple: usize) -> Result<usize> {
+    let rounded = checked_add(n, multiple - 1, "padded row length")? / multiple;
+    checked_mul(rounded, multiple, "padded row length")
+}

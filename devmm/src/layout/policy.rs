@@ -1,0 +1,249 @@
+//! The shipped layout policies.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::device::{Device, DeviceType};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+use super::{Dims, Layout};
+
+/// What a policy decides; [`Layout::resolve`] does the arithmetic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutPlan {
+    /// Dimensions from outermost to innermost.
+    pub permutation: Dims,
+    /// Bytes the innermost dimension's length is padded to a multiple of
+    /// (1: no padding).
+    pub unit_stride_alignment: usize,
+    /// The alignment of the first element (at least the dtype's).
+    pub base_alignment: usize,
+}
+
+/// Turns `(shape, dtype, device)` into a [`LayoutPlan`].
+///
+/// Implement it for layouts of your own; [`LayoutPolicy::layout`] and
+/// [`Layout::resolve`] apply the shared resolution rule to the plan.
+///
+/// ```
+/// use devmm::{ColMajor, DType, Device, LayoutPolicy};
+/// let layout = ColMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+/// assert_eq!(layout.strides(), &[1, 2]);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub trait LayoutPolicy: Send + Sync + fmt::Debug + 'static {
+    /// The dimension order and alignment demands for `shape`.
+    fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan>;
+
+    /// Resolves `shape` with a copy of this policy as the layout's provenance.
+    fn layout(&self, shape: &[usize], dtype: DType, device: Device) -> Result<Layout>
+    where
+        Self: Sized + Clone,
+    {
+        let policy: Arc<dyn LayoutPolicy> = Arc::new(self.clone());
+        Layout::resolve(&policy, shape, dtype, device)
+    }
+}
+
+fn dense(permutation: Dims, dtype: DType) -> LayoutPlan {
+    LayoutPlan {
+        permutation,
+        unit_stride_alignment: 1,
+        base_alignment: dtype.alignment(),
+    }
+}
+
+/// C order: the last dimension is contiguous.
+///
+/// ```
+/// use devmm::{DType, Device, LayoutPolicy, RowMajor};
+/// assert_eq!(RowMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?.strides(), &[3, 1]);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowMajor;
+
+impl LayoutPolicy for RowMajor {
+    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
+        Ok(dense((0..shape.len()).collect(), dtype))
+    }
+}
+
+/// Fortran order: the first dimension is contiguous.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColMajor;
+
+impl LayoutPolicy for ColMajor {
+    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
+        Ok(dense((0..shape.len()).rev().collect(), dtype))
+    }
+}
+
+/// A dense layout in any dimension order, outermost first.
+///
+/// ```
+/// use devmm::{DType, Device, LayoutPolicy, Permuted};
+/// let nhwc = Permuted::new([0, 2, 3, 1]); // NCHW shape stored channels-last
+/// assert_eq!(nhwc.layout(&[1, 3, 4, 5], DType::UINT8, Device::CPU)?.strides(), &[60, 1, 15, 3]);
+/// assert!(Permuted::new([0, 0]).layout(&[2, 2], DType::UINT8, Device::CPU).is_err());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permuted {
+    order: Dims,
+}
+
+impl Permuted {
+    /// The order `order`, outermost dimension first.
+    pub fn new(order: impl IntoIterator<Item = usize>) -> Permuted {
+        Permuted {
+            order: order.into_iter().collect(),
+        }
+    }
+
+    /// The dimension order, outermost first.
+    pub fn order(&self) -> &[usize] {
+        &self.order
+    }
+}
+
+impl LayoutPolicy for Permuted {
+    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
+        if self.order.len() != shape.len() {
+            return Err(Error::layout(format!(
+                "permutation {:?} has {} entries but the shape has {} dimensions; give one entry per dimension",
+                self.order.as_slice(),
+                self.order.len(),
+                shape.len()
+            )));
+        }
+        Ok(dense(self.order.clone(), dtype))
+    }
+}
+
+/// Another policy's order with padded rows and an aligned base.
+///
+/// The innermost dimension's byte length is padded to a multiple of
+/// `unit_stride_alignment`, so every row starts aligned; the first element
+/// sits on a `base_alignment` boundary and the size is a multiple of it.
+///
+/// ```
+/// use devmm::{Aligned, DType, Device, LayoutPolicy, RowMajor};
+/// let aligned = Aligned::new(RowMajor, 128, 256)?;
+/// let layout = aligned.layout(&[4, 3], DType::FLOAT32, Device::CPU)?;
+/// assert_eq!(layout.strides(), &[32, 1]);
+/// assert_eq!(layout.required_nbytes() % 256, 0);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Aligned {
+    inner: Arc<dyn LayoutPolicy>,
+    unit_stride_alignment: usize,
+    base_alignment: usize,
+}
+
+impl Aligned {
+    /// Wraps `inner`; both alignments must be powers of two.
+    pub fn new(
+        inner: impl LayoutPolicy,
+        unit_stride_alignment: usize,
+        base_alignment: usize,
+    ) -> Result<Aligned> {
+        Aligned::over(Arc::new(inner), unit_stride_alignment, base_alignment)
+    }
+
+    /// Wraps a shared policy.
+    pub fn over(
+        inner: Arc<dyn LayoutPolicy>,
+        unit_stride_alignment: usize,
+        base_alignment: usize,
+    ) -> Result<Aligned> {
+        for (what, value) in [
+            ("unit_stride_alignment", unit_stride_alignment),
+            ("base_alignment", base_alignment),
+        ] {
+            if !value.is_power_of_two() {
+                return Err(Error::layout(format!(
+                    "{what} must be a power of two (1, 2, 4, ...), not {value}"
+                )));
+            }
+        }
+        Ok(Aligned {
+            inner,
+            unit_stride_alignment,
+            base_alignment,
+        })
+    }
+
+    /// The wrapped policy.
+    pub fn inner(&self) -> &Arc<dyn LayoutPolicy> {
+        &self.inner
+    }
+
+    /// Row padding, in bytes.
+    pub fn unit_stride_alignment(&self) -> usize {
+        self.unit_stride_alignment
+    }
+
+    /// Base alignment, in bytes.
+    pub fn base_alignment(&self) -> usize {
+        self.base_alignment
+    }
+}
+
+impl LayoutPolicy for Aligned {
+    fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan> {
+        let inner = self.inner.plan(shape, dtype, device)?;
+        if self.unit_stride_alignment > 1 && self.unit_stride_alignment < dtype.itemsize() {
+            return Err(Error::layout(format!(
+                "unit_stride_alignment {} is smaller than one {dtype} element ({} bytes); \
+                 use at least {} or 1 for no padding",
+                self.unit_stride_alignment,
+                dtype.itemsize(),
+                dtype.itemsize().next_power_of_two()
+            )));
+        }
+        Ok(LayoutPlan {
+            permutation: inner.permutation,
+            unit_stride_alignment: inner.unit_stride_alignment.max(self.unit_stride_alignment),
+            base_alignment: inner.base_alignment.max(self.base_alignment),
+        })
+    }
+}
+
+/// Row-major with the padding each device prefers: GPU memory gets rows
+/// aligned to 128 bytes and a 256-byte base (what coalesced loads and
+/// cudaMalloc give); host memory gets cache-line (64-byte) rows and base.
+///
+/// ```
+/// use devmm::{DType, Device, DeviceOptimal, LayoutPolicy};
+/// let gpu = DeviceOptimal.layout(&[2, 3], DType::FLOAT32, Device::cuda(0))?;
+/// assert_eq!((gpu.strides(), gpu.base_alignment()), (&[32, 1][..], 256));
+/// let cpu = DeviceOptimal.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+/// assert_eq!((cpu.strides(), cpu.base_alignment()), (&[16, 1][..], 64));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceOptimal;
+
+impl DeviceOptimal {
+    /// The `(unit_stride_alignment, base_alignment)` used on `device`.
+    pub const fn alignments(device: Device) -> (usize, usize) {
+        match device.ty() {
+            DeviceType::Cuda | DeviceType::Rocm | DeviceType::CudaManaged => (128, 256),
+            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost => (64, 64),
+        }
+    }
+}
+
+impl LayoutPolicy for DeviceOptimal {
+    fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan> {
+        let (unit, base) = DeviceOptimal::alignments(device);
+        Ok(LayoutPlan {
+            permutation: (0..shape.len()).collect(),
+            unit_stride_alignment: unit.max(dtype.itemsize().next_power_of_two()),
+            base_alignment: base.max(dtype.alignment()),
+        })
+    }
+}

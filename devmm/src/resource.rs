@@ -1,0 +1,157 @@
+//! The memory-resource contract, shaped like rmm's `device_memory_resource`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::ptr::DevicePtr;
+use crate::stream::Stream;
+
+/// Free and total bytes, as a runtime or resource reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Bytes still available.
+    pub free: usize,
+    /// Bytes in all.
+    pub total: usize,
+}
+
+/// Something that hands out and takes back memory on one device.
+///
+/// Allocation is stream-ordered: a pointer from `allocate(n, s)` is ready
+/// for use on `s`, and `deallocate(p, n, s)` frees it once the work queued
+/// on `s` so far has finished. Resources that are not stream-ordered
+/// (`stream_ordered() == false`) allocate and free synchronously and ignore
+/// the stream. Zero-byte requests are legal and may return
+/// [`DevicePtr::NULL`].
+///
+/// Failures are [`Error`](crate::Error)s that name the device, the size and
+/// the resource chain; a resource never panics on a request it cannot serve.
+///
+/// ```
+/// use devmm::{MallocMemoryResource, MemoryResource, Stream};
+/// let mr = MallocMemoryResource::new();
+/// let stream = Stream::cpu();
+/// let p = mr.allocate(100, &stream)?;
+/// assert!(p.is_aligned(mr.guaranteed_alignment()));
+/// // SAFETY: `p` came from `mr.allocate(100, ..)` and is freed once.
+/// unsafe { mr.deallocate(p, 100, &stream)? };
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub trait MemoryResource: Send + Sync + fmt::Debug {
+    /// Allocates `nbytes` on [`device`](Self::device), ordered on `stream`.
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr>;
+
+    /// Returns `ptr` to the resource, ordered on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from `allocate(nbytes, ..)` on this resource and not
+    /// have been deallocated since; no work may still use it except work
+    /// queued on `stream`. Resources that track their allocations
+    /// ([`detects_misuse`](Self::detects_misuse)) report violations as
+    /// [`Error::Misuse`](crate::Error::Misuse); others have undefined behaviour.
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()>;
+
+    /// The device the memory lives on.
+    fn device(&self) -> Device;
+
+    /// Whether allocation and deallocation are ordered on the stream passed
+    /// (cudaMallocAsync) rather than immediate (cudaMalloc, malloc).
+    fn stream_ordered(&self) -> bool {
+        false
+    }
+
+    /// The alignment, in bytes, that every non-null pointer meets.
+    fn guaranteed_alignment(&self) -> usize;
+
+    /// Free and total memory as this resource sees it.
+    fn available_memory(&self) -> Result<MemoryInfo>;
+
+    /// The resource this one forwards to, for adaptors.
+    fn upstream(&self) -> Option<&dyn MemoryResource> {
+        None
+    }
+
+    /// Whether `deallocate` reports unknown pointers, wrong sizes and double
+    /// frees as errors instead of undefined behaviour.
+    fn detects_misuse(&self) -> bool {
+        false
+    }
+
+    /// The number of live allocations, for resources that track them.
+    fn live_count(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// The resource chain from `mr` down, outermost first:
+/// `StatisticsAdaptor -> LimitingAdaptor(limit=64) -> MallocMemoryResource(device=cpu:0, alignment=64)`.
+///
+/// ```
+/// use devmm::{resource_chain, MallocMemoryResource, StatisticsAdaptor};
+/// let mr = StatisticsAdaptor::new(MallocMemoryResource::new());
+/// assert_eq!(
+///     resource_chain(&mr),
+///     "StatisticsAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
+/// );
+/// ```
+pub fn resource_chain(mr: &dyn MemoryResource) -> String {
+    let mut links = Vec::new();
+    let mut next = Some(mr);
+    while let Some(mr) = next {
+        links.push(link_name(mr));
+        next = mr.upstream();
+    }
+    links.join(" -> ")
+}
+
+/// One link of a chain: the resource's Debug output without its upstream,
+/// so adaptors show as their name alone.
+fn link_name(mr: &dyn MemoryResource) -> String {
+    let debug = format!("{mr:?}");
+    if mr.upstream().is_some() {
+        let end = debug.find([' ', '(', '{']).unwrap_or(debug.len());
+        debug[..end].to_owned()
+    } else {
+        debug
+    }
+}
+
+macro_rules! forward_memory_resource {
+    ($($wrapper:ident),*) => {$(
+        impl<T: MemoryResource + ?Sized> MemoryResource for $wrapper<T> {
+            fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+                (**self).allocate(nbytes, stream)
+            }
+            unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+                // SAFETY: the caller upholds the contract for the pointee.
+                unsafe { (**self).deallocate(ptr, nbytes, stream) }
+            }
+            fn device(&self) -> Device {
+                (**self).device()
+            }
+            fn stream_ordered(&self) -> bool {
+                (**self).stream_ordered()
+            }
+            fn guaranteed_alignment(&self) -> usize {
+                (**self).guaranteed_alignment()
+            }
+            fn available_memory(&self) -> Result<MemoryInfo> {
+                (**self).available_memory()
+            }
+            fn upstream(&self) -> Option<&dyn MemoryResource> {
+                (**self).upstream()
+            }
+            fn detects_misuse(&self) -> bool {
+                (**self).detects_misuse()
+            }
+            fn live_count(&self) -> Option<usize> {
+                (**self).live_count()
+            }
+        }
+    )*};
+}
+
+forward_memory_resource!(Arc, Box);

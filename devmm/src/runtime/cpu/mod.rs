@@ -1,0 +1,163 @@
+//! The CPU runtime: a real backend over libc that needs no hardware.
+//!
+//! It has one device (`cpu:0`), one stream (handle 0, every operation a
+//! no-op because host calls complete before they return), and memcpy as
+//! `copy_nonoverlapping`. Every GPU-free test runs on it.
+
+pub mod memory;
+mod stream;
+
+use std::sync::{Arc, OnceLock};
+
+use crate::device::{Device, DeviceType};
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::{Stream, StreamSentinel};
+
+use super::{ActivationGuard, DeviceRuntime, RuntimeRegistration};
+
+pub(crate) use stream::stream;
+
+/// The CPU runtime.
+///
+/// ```
+/// let rt = devmm::runtime_for("cpu")?;
+/// let info = rt.memory_info(devmm::Device::CPU)?;
+/// assert!(info.total >= info.free && info.total > 0);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct CpuRuntime {
+    default_resource: OnceLock<Arc<dyn MemoryResource>>,
+}
+
+pub(crate) fn registration() -> RuntimeRegistration {
+    RuntimeRegistration {
+        name: "cpu",
+        device_types: &[DeviceType::Cpu],
+        probe: || true,
+        load: || Ok(Arc::new(CpuRuntime::default())),
+    }
+}
+
+/// Checks that `device` is `cpu:0`, the only device this runtime has.
+pub(crate) fn check_device(device: Device) -> Result<()> {
+    if device == Device::CPU {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            reason: format!("the cpu runtime has only cpu:0, not {device}; use Device::CPU"),
+        })
+    }
+}
+
+/// Free and total physical memory of the host.
+pub(crate) fn host_memory_info() -> Result<MemoryInfo> {
+    // SAFETY: sysconf only reads system configuration.
+    let (page, total, free) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PAGESIZE),
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_AVPHYS_PAGES),
+        )
+    };
+    let bytes = |pages: libc::c_long| -> Result<usize> {
+        let pages = usize::try_from(pages).map_err(|_| Error::RuntimeUnavailable {
+            name: "cpu".into(),
+            reason: "sysconf could not report physical memory".into(),
+        })?;
+        Ok(pages.saturating_mul(usize::try_from(page).unwrap_or(4096)))
+    };
+    Ok(MemoryInfo {
+        free: bytes(free)?,
+        total: bytes(total)?,
+    })
+}
+
+impl DeviceRuntime for CpuRuntime {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn device_types(&self) -> &[DeviceType] {
+        &[DeviceType::Cpu]
+    }
+
+    fn device_count(&self) -> Result<usize> {
+        Ok(1)
+    }
+
+    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+        check_device(device)?;
+        host_memory_info()
+    }
+
+    fn stream(&self, device: Device, _which: StreamSentinel) -> Result<Stream> {
+        check_device(device)?;
+        Ok(stream())
+    }
+
+    fn create_stream(&self, device: Device) -> Result<Stream> {
+        self.stream(device, StreamSentinel::Default)
+    }
+
+    fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
+        check_device(device)?;
+        stream::check_handle(handle)?;
+        Ok(stream())
+    }
+
+    unsafe fn copy_host_to_device(
+        &self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: &Stream,
+    ) -> Result<()> {
+        check_device(stream.device())?;
+        // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes;
+        // a live Rust slice cannot overlap memory we are allowed to write.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_host_ptr(), src.len()) };
+        Ok(())
+    }
+
+    unsafe fn copy_device_to_host(
+        &self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_device(stream.device())?;
+        // SAFETY: the caller guarantees `src` is valid for `dst.len()` bytes;
+        // `dst` is an exclusive borrow, so the ranges cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_host_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn copy_device_to_device(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_device(stream.device())?;
+        // SAFETY: the caller guarantees both ranges are valid and disjoint.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_host_ptr::<u8>(), dst.as_host_ptr(), nbytes)
+        };
+        Ok(())
+    }
+
+    fn activate(&self, device: Device) -> Result<ActivationGuard> {
+        check_device(device)?;
+        Ok(ActivationGuard::noop())
+    }
+
+    fn default_resource(&self, device: Device) -> Result<Arc<dyn MemoryResource>> {
+        check_device(device)?;
+        Ok(Arc::clone(self.default_resource.get_or_init(|| {
+            Arc::new(memory::MallocMemoryResource::new())
+        })))
+    }
+}

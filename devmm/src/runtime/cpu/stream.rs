@@ -1,0 +1,47 @@
+//! The CPU's one stream: host calls finish before they return, so ordering
+//! operations have nothing to do.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::stream::{Stream, StreamOps};
+
+#[derive(Debug)]
+struct CpuStreamOps;
+
+impl StreamOps for CpuStreamOps {
+    fn synchronize(&self, device: Device, handle: usize) -> Result<()> {
+        super::check_device(device)?;
+        check_handle(handle)
+    }
+
+    fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
+        super::check_device(device)?;
+        check_handle(consumer)?;
+        check_handle(producer)
+    }
+
+    fn destroy(&self, _device: Device, _handle: usize) {}
+}
+
+pub(super) fn check_handle(handle: usize) -> Result<()> {
+    if handle == 0 {
+        Ok(())
+    } else {
+        Err(Error::Stream {
+            device: Device::CPU,
+            reason: format!(
+                "the cpu runtime has one stream, handle 0; {handle:#x} is not a cpu stream"
+            ),
+        })
+    }
+}
+
+/// The shared CPU stream; cloning it is one reference-count increment.
+pub(crate) fn stream() -> Stream {
+    static STREAM: OnceLock<Stream> = OnceLock::new();
+    STREAM
+        .get_or_init(|| Stream::borrowed(Device::CPU, 0, Arc::new(CpuStreamOps)))
+        .clone()
+}

@@ -1,0 +1,155 @@
+//! Runtimes: one per platform, each the single place that talks to its driver.
+//!
+//! A [`DeviceRuntime`] enumerates devices, reports memory, makes streams,
+//! copies bytes, activates devices and picks the default resource. Runtimes
+//! are discovered by name: [`runtime_names`] only probes, [`runtime_for`]
+//! loads once and hands out the same instance afterwards.
+
+pub mod cpu;
+mod registry;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::device::{Device, DeviceType};
+use crate::error::Result;
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::{Stream, StreamSentinel};
+
+pub use registry::{
+    default_device, register_runtime, runtime_for, runtime_names, RuntimeRegistration,
+    RuntimeSelector, RUNTIME_ENV,
+};
+
+/// Everything devmm needs from one platform.
+///
+/// ```
+/// use devmm::{runtime_for, Device};
+/// let cpu = runtime_for(Device::CPU)?;
+/// assert_eq!(cpu.name(), "cpu");
+/// assert_eq!(cpu.devices()?, vec![Device::CPU]);
+/// assert_eq!(cpu.default_stream(Device::CPU)?.handle(), 0);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub trait DeviceRuntime: Send + Sync + fmt::Debug {
+    /// `"cpu"`, `"cuda"`, `"rocm"`, or a third party's name.
+    fn name(&self) -> &str;
+
+    /// The device types this runtime serves; the first is its primary type.
+    fn device_types(&self) -> &[DeviceType];
+
+    /// How many devices of the primary type exist.
+    fn device_count(&self) -> Result<usize>;
+
+    /// The devices of the primary type, `index` 0 upwards.
+    fn devices(&self) -> Result<Vec<Device>> {
+        let ty = self.device_types()[0];
+        (0..self.device_count()?)
+            .map(|i| Device::try_new(ty, u32::try_from(i).unwrap_or(u32::MAX)))
+            .collect()
+    }
+
+    /// Free and total memory of `device`.
+    fn memory_info(&self, device: Device) -> Result<MemoryInfo>;
+
+    /// One of the built-in streams of `device`.
+    fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream>;
+
+    /// The default stream of `device`.
+    fn default_stream(&self, device: Device) -> Result<Stream> {
+        self.stream(device, StreamSentinel::Default)
+    }
+
+    /// A new stream on `device`, destroyed when its last clone drops.
+    fn create_stream(&self, device: Device) -> Result<Stream>;
+
+    /// A stream over a native handle the caller owns.
+    fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream>;
+
+    /// Copies `src` from the host into device memory at `dst`, ordered on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for `src.len()` bytes of writes on `stream`'s device.
+    unsafe fn copy_host_to_device(&self, dst: DevicePtr, src: &[u8], stream: &Stream)
+        -> Result<()>;
+
+    /// Copies device memory at `src` into `dst` on the host, and waits for it.
+    ///
+    /// # Safety
+    ///
+    /// `src` must be valid for `dst.len()` bytes of reads on `stream`'s device.
+    unsafe fn copy_device_to_host(
+        &self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: &Stream,
+    ) -> Result<()>;
+
+    /// Copies `nbytes` between two allocations of the same device.
+    ///
+    /// # Safety
+    ///
+    /// Both ranges must be valid for `nbytes` and must not overlap.
+    unsafe fn copy_device_to_device(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<()>;
+
+    /// Makes `device` the active one for this thread until the guard drops.
+    fn activate(&self, device: Device) -> Result<ActivationGuard>;
+
+    /// The resource to use for `device` when the registry has none.
+    fn default_resource(&self, device: Device) -> Result<Arc<dyn MemoryResource>>;
+}
+
+/// Restores the previously active device when dropped.
+///
+/// ```
+/// let rt = devmm::runtime_for("cpu")?;
+/// let _guard = rt.activate(devmm::Device::CPU)?;
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[must_use = "the device is only active while the guard lives"]
+pub struct ActivationGuard {
+    restore: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ActivationGuard {
+    /// A guard with nothing to restore (platforms without device state).
+    pub fn noop() -> ActivationGuard {
+        ActivationGuard { restore: None }
+    }
+
+    /// A guard that runs `restore` on drop.
+    pub fn new(restore: impl FnOnce() + Send + 'static) -> ActivationGuard {
+        ActivationGuard {
+            restore: Some(Box::new(restore)),
+        }
+    }
+}
+
+impl Drop for ActivationGuard {
+    fn drop(&mut self) {
+        if let Some(restore) = self.restore.take() {
+            restore();
+        }
+    }
+}
+
+impl fmt::Debug for ActivationGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActivationGuard")
+            .field("restores", &self.restore.is_some())
+            .finish()
+    }
+}
+
+/// The runtimes devmm ships, in discovery order.
+fn builtin_registrations() -> Vec<RuntimeRegistration> {
+    vec![cpu::registration()]
+}

@@ -1,0 +1,212 @@
+//! Runtime discovery: cheap probes, loading on demand, one instance each.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use crate::device::{Device, DeviceType};
+use crate::error::{Error, Result};
+
+use super::DeviceRuntime;
+
+/// The environment variable that restricts discovery to one runtime and
+/// makes its device 0 the default device (`cpu`, `cuda` or `rocm`).
+pub const RUNTIME_ENV: &str = "DEVMM_RUNTIME";
+
+/// How a runtime is found and loaded.
+///
+/// ```
+/// use devmm::{RuntimeRegistration, DeviceType};
+/// let reg = RuntimeRegistration {
+///     name: "mine",
+///     device_types: &[DeviceType::Cpu],
+///     probe: || true,
+///     load: || devmm::runtime_for("cpu"),
+/// };
+/// devmm::register_runtime(reg)?;
+/// assert!(devmm::runtime_names().contains(&"mine".to_string()));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct RuntimeRegistration {
+    /// The name `runtime_for` and `DEVMM_RUNTIME` use.
+    pub name: &'static str,
+    /// The device types the runtime serves, primary first.
+    pub device_types: &'static [DeviceType],
+    /// A cheap check that the platform is present (a library exists); it
+    /// must not resolve a driver table.
+    pub probe: fn() -> bool,
+    /// Loads the runtime; called at most once successfully.
+    pub load: fn() -> Result<Arc<dyn DeviceRuntime>>,
+}
+
+impl fmt::Debug for RuntimeRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeRegistration")
+            .field("name", &self.name)
+            .field("device_types", &self.device_types)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`runtime_for`] accepts: a device, a device type, or a name.
+#[derive(Clone, Copy, Debug)]
+pub enum RuntimeSelector<'a> {
+    /// The runtime serving this device's type.
+    Device(Device),
+    /// The runtime serving this type.
+    Type(DeviceType),
+    /// The runtime of this name.
+    Name(&'a str),
+}
+
+impl From<Device> for RuntimeSelector<'_> {
+    fn from(device: Device) -> Self {
+        RuntimeSelector::Device(device)
+    }
+}
+
+impl From<DeviceType> for RuntimeSelector<'_> {
+    fn from(ty: DeviceType) -> Self {
+        RuntimeSelector::Type(ty)
+    }
+}
+
+impl<'a> From<&'a str> for RuntimeSelector<'a> {
+    fn from(name: &'a str) -> Self {
+        RuntimeSelector::Name(name)
+    }
+}
+
+struct Registry {
+    registrations: Vec<RuntimeRegistration>,
+    loaded: HashMap<&'static str, Arc<dyn DeviceRuntime>>,
+}
+
+fn registry() -> &'static RwLock<Registry> {
+    static REGISTRY: OnceLock<RwLock<Registry>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        RwLock::new(Registry {
+            registrations: super::builtin_registrations(),
+            loaded: HashMap::new(),
+        })
+    })
+}
+
+/// `DEVMM_RUNTIME`, read once per process: discovery must not change under
+/// a running program, and the default-device lookup stays off the
+/// environment lock on the allocation path.
+fn env_override() -> Option<&'static str> {
+    static OVERRIDE: OnceLock<Option<String>> = OnceLock::new();
+    OVERRIDE
+        .get_or_init(|| std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty()))
+        .as_deref()
+}
+
+/// Adds a third-party runtime. Names are unique.
+pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
+    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    if reg
+        .registrations
+        .iter()
+        .any(|r| r.name == registration.name)
+    {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "a runtime named {:?} is already registered; pick another name",
+                registration.name
+            ),
+        });
+    }
+    reg.registrations.push(registration);
+    Ok(())
+}
+
+/// The runtimes whose platform is present, by probing only: no driver table
+/// is resolved. With `DEVMM_RUNTIME` set, only that runtime and `cpu`.
+///
+/// ```
+/// assert!(devmm::runtime_names().contains(&"cpu".to_string()));
+/// ```
+pub fn runtime_names() -> Vec<String> {
+    let only = env_override();
+    let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+    reg.registrations
+        .iter()
+        .filter(|r| only.is_none_or(|o| r.name == o || r.name == "cpu"))
+        .filter(|r| (r.probe)())
+        .map(|r| r.name.to_owned())
+        .collect()
+}
+
+/// The runtime for a device, a device type or a name, loaded on first use
+/// and the same instance afterwards.
+///
+/// ```
+/// use devmm::{runtime_for, Device, DeviceType};
+/// let a = runtime_for(Device::CPU)?;
+/// let b = runtime_for(DeviceType::Cpu)?;
+/// assert!(std::sync::Arc::ptr_eq(&a, &b));
+/// assert!(runtime_for("tpu").is_err());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn runtime_for<'a>(selector: impl Into<RuntimeSelector<'a>>) -> Result<Arc<dyn DeviceRuntime>> {
+    let selector = selector.into();
+    let registration = {
+        let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+        let found = reg.registrations.iter().find(|r| match selector {
+            RuntimeSelector::Name(name) => r.name == name,
+            RuntimeSelector::Type(ty) => r.device_types.contains(&ty),
+            RuntimeSelector::Device(d) => r.device_types.contains(&d.ty()),
+        });
+        let Some(found) = found.copied() else {
+            let known: Vec<&str> = reg.registrations.iter().map(|r| r.name).collect();
+            return Err(Error::RuntimeUnavailable {
+                name: selector_name(selector),
+                reason: format!(
+                    "no runtime is registered for it (registered: {}); register one with devmm::register_runtime",
+                    known.join(", ")
+                ),
+            });
+        };
+        if let Some(rt) = reg.loaded.get(found.name) {
+            return Ok(Arc::clone(rt));
+        }
+        found
+    };
+    // Loading may take a while (dlopen); do it outside the lock, then keep
+    // whichever instance got in first so every caller sees the same one.
+    let loaded = (registration.load)()?;
+    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    Ok(Arc::clone(
+        reg.loaded.entry(registration.name).or_insert(loaded),
+    ))
+}
+
+fn selector_name(selector: RuntimeSelector<'_>) -> String {
+    match selector {
+        RuntimeSelector::Name(name) => name.to_owned(),
+        RuntimeSelector::Type(ty) => ty.runtime_name().to_owned(),
+        RuntimeSelector::Device(d) => d.ty().runtime_name().to_owned(),
+    }
+}
+
+/// The device [`empty`](crate::empty) uses when none is given: `cpu:0`, or
+/// device 0 of the runtime `DEVMM_RUNTIME` names.
+///
+/// ```
+/// # if std::env::var("DEVMM_RUNTIME").is_err() {
+/// assert_eq!(devmm::default_device()?, devmm::Device::CPU);
+/// # }
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn default_device() -> Result<Device> {
+    match env_override() {
+        None => Ok(Device::CPU),
+        Some(name) => {
+            let rt = runtime_for(name)?;
+            let ty = rt.device_types()[0];
+            Ok(Device::new(ty, 0))
+        }
+    }
+}

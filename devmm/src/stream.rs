@@ -1,0 +1,184 @@
+//! Streams: opaque native handles plus the ordering operations devmm needs.
+//!
+//! devmm never launches work. A stream is only something to allocate on,
+//! free on, synchronize, and make wait on another stream; each runtime
+//! supplies those operations through [`StreamOps`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::Result;
+
+/// The platform-independent names for a runtime's built-in streams.
+///
+/// They are distinct values: each runtime maps them to its own magic
+/// handles (CUDA: legacy default `1`, per-thread default `2`; ROCm and the
+/// CPU: `0`).
+///
+/// ```
+/// assert_ne!(devmm::DEFAULT, devmm::LEGACY_DEFAULT);
+/// assert_ne!(devmm::LEGACY_DEFAULT, devmm::PER_THREAD_DEFAULT);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamSentinel {
+    /// The runtime's default stream.
+    Default,
+    /// The legacy (implicitly synchronizing) default stream.
+    LegacyDefault,
+    /// The per-thread default stream.
+    PerThreadDefault,
+}
+
+/// The runtime's default stream.
+pub const DEFAULT: StreamSentinel = StreamSentinel::Default;
+/// The legacy default stream.
+pub const LEGACY_DEFAULT: StreamSentinel = StreamSentinel::LegacyDefault;
+/// The per-thread default stream.
+pub const PER_THREAD_DEFAULT: StreamSentinel = StreamSentinel::PerThreadDefault;
+
+/// The ordering operations a runtime provides for its streams.
+///
+/// Implemented by each runtime; users meet it only when registering a
+/// runtime of their own.
+pub trait StreamOps: Send + Sync + fmt::Debug {
+    /// Blocks until all work queued on `handle` has finished.
+    fn synchronize(&self, device: Device, handle: usize) -> Result<()>;
+
+    /// Makes future work on `consumer` wait for the work queued so far on
+    /// `producer` (through an event on platforms that have them).
+    fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()>;
+
+    /// Destroys a stream the runtime created; called once, when the last
+    /// clone of an owning [`Stream`] drops.
+    fn destroy(&self, device: Device, handle: usize);
+}
+
+struct StreamInner {
+    device: Device,
+    handle: usize,
+    owned: bool,
+    ops: Arc<dyn StreamOps>,
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if self.owned {
+            self.ops.destroy(self.device, self.handle);
+        }
+    }
+}
+
+/// A stream on one device: a native handle and its runtime's ordering
+/// operations. Cloning is cheap and shares the handle; a stream the runtime
+/// created is destroyed when its last clone drops.
+///
+/// ```
+/// use devmm::Stream;
+/// let s = Stream::cpu();
+/// assert_eq!(s.handle(), 0); // the CPU runtime's single no-op stream
+/// s.synchronize()?;
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Stream {
+    inner: Arc<StreamInner>,
+}
+
+impl Stream {
+    /// Wraps a native handle that the caller keeps alive and destroys.
+    pub fn borrowed(device: Device, handle: usize, ops: Arc<dyn StreamOps>) -> Stream {
+        Stream::build(device, handle, false, ops)
+    }
+
+    /// Takes ownership of a native handle: `ops.destroy` runs when the last
+    /// clone drops.
+    pub fn owned(device: Device, handle: usize, ops: Arc<dyn StreamOps>) -> Stream {
+        Stream::build(device, handle, true, ops)
+    }
+
+    fn build(device: Device, handle: usize, owned: bool, ops: Arc<dyn StreamOps>) -> Stream {
+        Stream {
+            inner: Arc::new(StreamInner {
+                device,
+                handle,
+                owned,
+                ops,
+            }),
+        }
+    }
+
+    /// The CPU runtime's one stream (handle 0; every operation is a no-op).
+    pub fn cpu() -> Stream {
+        crate::runtime::cpu::stream()
+    }
+
+    /// The device the stream belongs to.
+    pub fn device(&self) -> Device {
+        self.inner.device
+    }
+
+    /// The native handle (`cudaStream_t`, `hipStream_t`, 0 on the CPU).
+    pub fn handle(&self) -> usize {
+        self.inner.handle
+    }
+
+    /// Whether dropping the last clone destroys the native stream.
+    pub fn is_owned(&self) -> bool {
+        self.inner.owned
+    }
+
+    /// Blocks until all work queued on this stream has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner
+            .ops
+            .synchronize(self.inner.device, self.inner.handle)
+    }
+
+    /// Makes this stream wait for the work queued so far on the native
+    /// stream `producer` of the same device.
+    pub fn wait_raw(&self, producer: usize) -> Result<()> {
+        self.inner
+            .ops
+            .wait(self.inner.device, self.inner.handle, producer)
+    }
+
+    /// Makes this stream wait for the work queued so far on `producer`.
+    ///
+    /// ```
+    /// let (a, b) = (devmm::Stream::cpu(), devmm::Stream::cpu());
+    /// a.wait(&b)?;
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn wait(&self, producer: &Stream) -> Result<()> {
+        if producer.device() != self.device() {
+            return Err(crate::Error::Stream {
+                device: self.device(),
+                reason: format!(
+                    "cannot make a stream on {} wait on a stream of {}; synchronize the producer instead",
+                    self.device(),
+                    producer.device()
+                ),
+            });
+        }
+        self.wait_raw(producer.handle())
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Stream) -> bool {
+        self.device() == other.device() && self.handle() == other.handle()
+    }
+}
+
+impl Eq for Stream {}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.inner.device)
+            .field("handle", &format_args!("{:#x}", self.inner.handle))
+            .field("owned", &self.inner.owned)
+            .finish()
+    }
+}

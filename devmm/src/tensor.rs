@@ -1,0 +1,317 @@
+//! `Tensor` and `empty`: typed, shaped views over a shared `DeviceBuffer`.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::buffer::DeviceBuffer;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::{Layout, LayoutPolicy, RowMajor};
+use crate::ptr::DevicePtr;
+use crate::resource::MemoryResource;
+use crate::size::checked_add;
+use crate::stream::Stream;
+
+struct TensorInner {
+    buffer: Arc<DeviceBuffer>,
+    dtype: DType,
+    layout: Layout,
+    byte_offset: usize,
+    read_only: bool,
+}
+
+/// A dtype, a layout and an offset over a shared [`DeviceBuffer`].
+///
+/// Not an array: no arithmetic, no indexing. It is what devmm hands out
+/// and exports through DLPack. Cloning shares the buffer.
+///
+/// ```
+/// use devmm::{empty, DType, EmptyOptions, RowMajor};
+/// let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new().layout(RowMajor))?;
+/// assert_eq!((t.shape(), t.strides()), (&[2, 3][..], &[3, 1][..]));
+/// assert_eq!(t.device(), devmm::Device::CPU);
+/// t.buffer().free(t.buffer().stream())?;
+/// assert!(t.buffer().is_closed());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    inner: Arc<TensorInner>,
+}
+
+impl Tensor {
+    /// A tensor over `buffer`, checked: the layout's bytes from `byte_offset`
+    /// must fit the buffer, and the first element must meet the layout's
+    /// base alignment.
+    pub fn from_buffer(
+        buffer: Arc<DeviceBuffer>,
+        dtype: DType,
+        layout: Layout,
+        byte_offset: usize,
+    ) -> Result<Tensor> {
+        if layout.itemsize() != dtype.itemsize() {
+            return Err(Error::layout(format!(
+                "the layout has {}-byte elements but {dtype} has {}",
+                layout.itemsize(),
+                dtype.itemsize()
+            )));
+        }
+        let end = checked_add(byte_offset, layout.required_nbytes(), "tensor extent")?;
+        if end > buffer.nbytes() {
+            return Err(Error::layout(format!(
+                "the layout needs {} bytes from offset {byte_offset}, but the buffer has {}",
+                layout.required_nbytes(),
+                buffer.nbytes()
+            )));
+        }
+        let data = buffer.ptr().offset(byte_offset);
+        if layout.required_nbytes() > 0
+            && !data.is_some_and(|p| p.is_aligned(layout.base_alignment()))
+        {
+            return Err(Error::layout(format!(
+                "the first element at {} + {byte_offset} is not aligned to the layout's {} bytes",
+                buffer.ptr(),
+                layout.base_alignment()
+            )));
+        }
+        Ok(Tensor {
+            inner: Arc::new(TensorInner {
+                buffer,
+                dtype,
+                layout,
+                byte_offset,
+                read_only: false,
+            }),
+        })
+    }
+
+    /// The same memory, flagged read-only (DLPack exports carry the flag).
+    pub fn to_read_only(&self) -> Tensor {
+        Tensor {
+            inner: Arc::new(TensorInner {
+                buffer: Arc::clone(&self.inner.buffer),
+                dtype: self.inner.dtype,
+                layout: self.inner.layout.clone(),
+                byte_offset: self.inner.byte_offset,
+                read_only: true,
+            }),
+        }
+    }
+
+    /// The buffer the tensor views.
+    pub fn buffer(&self) -> &Arc<DeviceBuffer> {
+        &self.inner.buffer
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// The layout (shape, strides, provenance).
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// Extents.
+    pub fn shape(&self) -> &[usize] {
+        self.inner.layout.shape()
+    }
+
+    /// Strides in elements.
+    pub fn strides(&self) -> &[usize] {
+        self.inner.layout.strides()
+    }
+
+    /// The device of the buffer.
+    pub fn device(&self) -> Device {
+        self.inner.buffer.device()
+    }
+
+    /// Bytes from the buffer's start to the first element.
+    pub fn byte_offset(&self) -> usize {
+        self.inner.byte_offset
+    }
+
+    /// The first element's address: null when the tensor has no elements.
+    pub fn data_ptr(&self) -> DevicePtr {
+        if self.inner.layout.required_nbytes() == 0 {
+            return DevicePtr::NULL;
+        }
+        // In range: checked against the buffer in `from_buffer`.
+        DevicePtr::from_addr(self.inner.buffer.ptr().addr() + self.inner.byte_offset)
+    }
+
+    /// Whether consumers must not write.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.inner.layout.numel()
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("dtype", &self.dtype())
+            .field("device", &self.device())
+            .field("read_only", &self.is_read_only())
+            .finish()
+    }
+}
+
+/// Where and how [`empty`] allocates. Everything is optional: the layout
+/// defaults to [`RowMajor`], the device to [`default_device`](crate::default_device)
+/// (or the resource's), the resource to the registry's current one, the
+/// stream to the device's default.
+///
+/// ```
+/// use std::sync::Arc;
+/// use devmm::{Aligned, EmptyOptions, MallocMemoryResource, RowMajor, Device};
+/// let opts = EmptyOptions::new()
+///     .layout(Aligned::new(RowMajor, 128, 256)?)
+///     .device(Device::CPU)
+///     .resource(Arc::new(MallocMemoryResource::new()));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct EmptyOptions {
+    layout: Option<Arc<dyn LayoutPolicy>>,
+    device: Option<Device>,
+    resource: Option<Arc<dyn MemoryResource>>,
+    stream: Option<Stream>,
+}
+
+impl EmptyOptions {
+    /// All defaults.
+    pub fn new() -> EmptyOptions {
+        EmptyOptions::default()
+    }
+
+    /// Lays the tensor out with `policy`.
+    pub fn layout(self, policy: impl LayoutPolicy) -> EmptyOptions {
+        self.layout_shared(Arc::new(policy))
+    }
+
+    /// Lays the tensor out with a shared policy (kept as the layout's provenance).
+    pub fn layout_shared(mut self, policy: Arc<dyn LayoutPolicy>) -> EmptyOptions {
+        self.layout = Some(policy);
+        self
+    }
+
+    /// Allocates on `device`.
+    pub fn device(mut self, device: Device) -> EmptyOptions {
+        self.device = Some(device);
+        self
+    }
+
+    /// Allocates from `resource` instead of the registry's current one.
+    pub fn resource(mut self, resource: Arc<dyn MemoryResource>) -> EmptyOptions {
+        self.resource = Some(resource);
+        self
+    }
+
+    /// Orders the allocation on `stream`.
+    pub fn stream(mut self, stream: Stream) -> EmptyOptions {
+        self.stream = Some(stream);
+        self
+    }
+}
+
+impl fmt::Debug for EmptyOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmptyOptions")
+            .field("layout", &self.layout)
+            .field("device", &self.device)
+            .field("resource", &self.resource)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+fn row_major() -> &'static Arc<dyn LayoutPolicy> {
+    static ROW_MAJOR: OnceLock<Arc<dyn LayoutPolicy>> = OnceLock::new();
+    ROW_MAJOR.get_or_init(|| Arc::new(RowMajor))
+}
+
+/// Allocates an uninitialised tensor: policy → layout → resource → buffer → tensor.
+///
+/// When the layout's base alignment exceeds what the resource guarantees,
+/// the buffer is over-allocated by the difference and the tensor starts at
+/// the first aligned address inside it.
+///
+/// ```
+/// use devmm::{empty, Aligned, DType, EmptyOptions, RowMajor};
+/// let padded = empty(&[4, 3], DType::FLOAT32, &EmptyOptions::new().layout(Aligned::new(RowMajor, 128, 256)?))?;
+/// assert_eq!(padded.strides(), &[32, 1]);
+/// assert!(padded.data_ptr().is_aligned(256));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Tensor> {
+    let device = match (options.device, &options.resource) {
+        (Some(device), Some(mr)) if mr.device() != device => {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "device {device} was asked for, but the resource {mr:?} allocates on {}; \
+                     pass a resource of {device} or drop the device option",
+                    mr.device()
+                ),
+            });
+        }
+        (Some(device), _) => device,
+        (None, Some(mr)) => mr.device(),
+        (None, None) => crate::runtime::default_device()?,
+    };
+    let policy = options.layout.as_ref().unwrap_or_else(|| row_major());
+    let layout = Layout::resolve(policy, shape, dtype, device)?;
+    let resource = match &options.resource {
+        Some(mr) => Arc::clone(mr),
+        None => crate::registry::get_current_memory_resource(device)?,
+    };
+    let stream = match &options.stream {
+        Some(stream) => stream.clone(),
+        None if device == Device::CPU => Stream::cpu(),
+        None => crate::runtime::runtime_for(device)?.default_stream(device)?,
+    };
+    let base = layout.base_alignment();
+    let slack = if layout.required_nbytes() > 0 && base > resource.guaranteed_alignment() {
+        base - resource.guaranteed_alignment()
+    } else {
+        0
+    };
+    let nbytes = checked_add(layout.required_nbytes(), slack, "allocation size")?;
+    let buffer = Arc::new(DeviceBuffer::new(nbytes, resource, &stream)?);
+    let addr = buffer.ptr().addr();
+    let byte_offset = if slack == 0 {
+        0
+    } else {
+        addr.next_multiple_of(base) - addr
+    };
+    Tensor::from_buffer(buffer, dtype, layout, byte_offset)
+}
+
+/// A new tensor with `other`'s shape, dtype and device (the layout and the
+/// rest from `options`).
+///
+/// ```
+/// use devmm::{empty, empty_like, DType, EmptyOptions};
+/// let a = empty(&[2, 2], DType::INT32, &EmptyOptions::new())?;
+/// let b = empty_like(&a, &EmptyOptions::new())?;
+/// assert_eq!((b.shape(), b.dtype()), (&[2, 2][..], DType::INT32));
+/// assert_ne!(a.data_ptr(), b.data_ptr());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn empty_like(other: &Tensor, options: &EmptyOptions) -> Result<Tensor> {
+    let options = if options.device.is_none() && options.resource.is_none() {
+        options.clone().device(other.device())
+    } else {
+        options.clone()
+    };
+    empty(other.shape(), other.dtype(), &options)
+}
