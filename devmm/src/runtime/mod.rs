@@ -67,6 +67,16 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// A stream over a native handle the caller owns.
     fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream>;
 
+    /// The consumer stream a DLPack `__dlpack__(stream=...)` value names on
+    /// `device`, or `Ok(None)` when the consumer asked for no
+    /// synchronization (`-1`, or nothing on platforms without streams).
+    ///
+    /// `value` is the protocol's integer as given; `None` means the consumer
+    /// passed none, which each platform maps by the DLPack rules (CUDA: the
+    /// legacy default stream; ROCm: the default stream; CPU: no stream).
+    /// Values the protocol forbids on the platform are refused.
+    fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>>;
+
     /// Copies `src` from the host into device memory at `dst`, ordered on `stream`.
     ///
     /// # Safety

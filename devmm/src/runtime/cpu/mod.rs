@@ -108,6 +108,20 @@ impl DeviceRuntime for CpuRuntime {
         Ok(stream())
     }
 
+    fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
+        check_device(device)?;
+        match value {
+            // Host work is complete when a call returns: nothing to order.
+            None | Some(-1) | Some(0) => Ok(None),
+            Some(other) => Err(Error::Stream {
+                device,
+                reason: format!(
+                    "stream={other} names no cpu stream; DLPack consumers pass None (or -1) for cpu tensors"
+                ),
+            }),
+        }
+    }
+
     unsafe fn copy_host_to_device(
         &self,
         dst: DevicePtr,
