@@ -1,13 +1,81 @@
 //! The `devmm` Python package's native core (`devmm._devmm`).
 //!
-//! A PyO3 extension over the Rust core, so Python users get the seed's API
-//! with the Rust implementation's speed and safety.
+//! A PyO3 extension over the Rust core: each module here wraps one core
+//! concept for Python and keeps no behaviour of its own beyond argument
+//! conversion, object identity and the Python-specific bridges (Python
+//! resources, `contextvars` overrides, `logging`, NumPy's allocator).
+
+mod adaptors;
+mod buffer;
+mod device;
+mod dtype;
+mod error;
+mod host_resources;
+mod layout;
+mod log_bridge;
+mod registry;
+mod resource;
+mod runtime;
+mod stream;
+mod tensor;
 
 use pyo3::prelude::*;
 
 /// The extension module.
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    log_bridge::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DEVMM_RUNTIME", devmm::runtime::RUNTIME_ENV)?;
+    m.add(
+        "RuntimeUnavailableError",
+        py.get_type::<error::RuntimeUnavailableError>(),
+    )?;
+
+    m.add_class::<device::PyDeviceType>()?;
+    m.add_class::<device::PyDevice>()?;
+    m.add_class::<dtype::PyDType>()?;
+
+    m.add_class::<stream::PyStreamSentinel>()?;
+    m.add_class::<stream::PyStream>()?;
+    for (name, inner) in [
+        ("DEFAULT", devmm::DEFAULT),
+        ("LEGACY_DEFAULT", devmm::LEGACY_DEFAULT),
+        ("PER_THREAD_DEFAULT", devmm::PER_THREAD_DEFAULT),
+    ] {
+        m.add(name, stream::PyStreamSentinel { inner })?;
+    }
+
+    m.add_class::<layout::PyLayoutPolicy>()?;
+    m.add_class::<layout::PyRowMajor>()?;
+    m.add_class::<layout::PyColMajor>()?;
+    m.add_class::<layout::PyPermuted>()?;
+    m.add_class::<layout::PyAligned>()?;
+    m.add_class::<layout::PyDeviceOptimal>()?;
+    m.add_class::<layout::PyLayout>()?;
+
+    m.add_class::<resource::PyMemoryResource>()?;
+    m.add_class::<host_resources::PyMallocMemoryResource>()?;
+    m.add_class::<host_resources::PyBytearrayMemoryResource>()?;
+    m.add_class::<adaptors::PyStatisticsAdaptor>()?;
+    m.add_class::<adaptors::PyLimitingAdaptor>()?;
+    m.add_class::<adaptors::PyLoggingAdaptor>()?;
+    m.add_class::<adaptors::PyCallbackMemoryResource>()?;
+
+    m.add_class::<registry::PyUsingMemoryResource>()?;
+    m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::set_current_memory_resource, m)?)?;
+
+    m.add_class::<runtime::PyDeviceRuntime>()?;
+    m.add_function(wrap_pyfunction!(runtime::runtime_for, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::default_device, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::require_runtime, m)?)?;
+
+    m.add_class::<buffer::PyDeviceBuffer>()?;
+    m.add_class::<tensor::PyTensor>()?;
+    m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::empty_like, m)?)?;
     Ok(())
 }

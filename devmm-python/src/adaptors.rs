@@ -1,0 +1,186 @@
+//! The adaptors and the callback resource: native resources composed over
+//! any resource, Python-defined ones included. Each holds its upstream
+//! Python object, so the whole chain lives as long as the adaptor.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+
+use crate::device::DeviceArg;
+use crate::resource::{python_resource, resource_of, PyMemoryResource};
+
+type Upstream = Arc<dyn devmm::MemoryResource>;
+
+fn adaptor_repr(py: Python<'_>, name: &str, upstream: &Py<PyAny>, extra: &str) -> PyResult<String> {
+    Ok(format!("{name}({}{extra})", upstream.bind(py).repr()?))
+}
+
+/// Counts bytes and calls through its upstream: `current_bytes`,
+/// `peak_bytes`, `total_bytes`, `allocations`, `deallocations`.
+#[pyclass(extends = PyMemoryResource, name = "StatisticsAdaptor", module = "devmm")]
+pub(crate) struct PyStatisticsAdaptor {
+    stats: Arc<devmm::StatisticsAdaptor<Upstream>>,
+    upstream: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyStatisticsAdaptor {
+    #[new]
+    fn py_new(upstream: &Bound<'_, PyAny>) -> PyResult<(Self, PyMemoryResource)> {
+        let stats = Arc::new(devmm::StatisticsAdaptor::new(resource_of(upstream)?));
+        let base = PyMemoryResource::native(stats.clone());
+        Ok((
+            PyStatisticsAdaptor {
+                stats,
+                upstream: upstream.clone().unbind(),
+            },
+            base,
+        ))
+    }
+
+    /// The wrapped resource.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+        self.upstream.clone_ref(py)
+    }
+
+    /// Bytes allocated and not yet deallocated.
+    #[getter]
+    fn current_bytes(&self) -> usize {
+        self.stats.current_bytes()
+    }
+
+    /// The most bytes live at once.
+    #[getter]
+    fn peak_bytes(&self) -> usize {
+        self.stats.peak_bytes()
+    }
+
+    /// Bytes ever allocated.
+    #[getter]
+    fn total_bytes(&self) -> usize {
+        self.stats.total_bytes()
+    }
+
+    /// Successful allocations.
+    #[getter]
+    fn allocations(&self) -> usize {
+        self.stats.statistics().allocations
+    }
+
+    /// Successful deallocations.
+    #[getter]
+    fn deallocations(&self) -> usize {
+        self.stats.statistics().deallocations
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        adaptor_repr(py, "StatisticsAdaptor", &self.upstream, "")
+    }
+}
+
+/// Refuses (with `MemoryError`) any allocation that would take its usage
+/// past `limit_bytes`, without asking its upstream.
+#[pyclass(extends = PyMemoryResource, name = "LimitingAdaptor", module = "devmm")]
+pub(crate) struct PyLimitingAdaptor {
+    limiting: Arc<devmm::LimitingAdaptor<Upstream>>,
+    upstream: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyLimitingAdaptor {
+    #[new]
+    fn py_new(
+        upstream: &Bound<'_, PyAny>,
+        limit_bytes: usize,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let limiting = Arc::new(devmm::LimitingAdaptor::new(
+            resource_of(upstream)?,
+            limit_bytes,
+        ));
+        let base = PyMemoryResource::native(limiting.clone());
+        Ok((
+            PyLimitingAdaptor {
+                limiting,
+                upstream: upstream.clone().unbind(),
+            },
+            base,
+        ))
+    }
+
+    /// The wrapped resource.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+        self.upstream.clone_ref(py)
+    }
+
+    /// The budget, in bytes.
+    #[getter]
+    fn limit_bytes(&self) -> usize {
+        self.limiting.limit_bytes()
+    }
+
+    /// Bytes allocated through the adaptor and not yet deallocated.
+    #[getter]
+    fn used_bytes(&self) -> usize {
+        self.limiting.used_bytes()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let extra = format!(", limit_bytes={}", self.limiting.limit_bytes());
+        adaptor_repr(py, "LimitingAdaptor", &self.upstream, &extra)
+    }
+}
+
+/// Logs every call as a structured record on the `devmm.mr` logger
+/// (attributes `op`, `ptr`, `nbytes`, `stream`, `device`, and `error` on failure).
+#[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
+pub(crate) struct PyLoggingAdaptor {
+    upstream: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyLoggingAdaptor {
+    #[new]
+    fn py_new(upstream: &Bound<'_, PyAny>) -> PyResult<(Self, PyMemoryResource)> {
+        let logging = devmm::LoggingAdaptor::new(resource_of(upstream)?);
+        Ok((
+            PyLoggingAdaptor {
+                upstream: upstream.clone().unbind(),
+            },
+            PyMemoryResource::native(Arc::new(logging)),
+        ))
+    }
+
+    /// The wrapped resource.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+        self.upstream.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        adaptor_repr(py, "LoggingAdaptor", &self.upstream, "")
+    }
+}
+
+/// A resource made of two Python callables: `alloc_fn(nbytes, stream) -> int`
+/// and `dealloc_fn(ptr, nbytes, stream)`. Pointers that break the promised
+/// `alignment` are given back and reported as `ValueError`.
+#[pyclass(extends = PyMemoryResource, name = "CallbackMemoryResource", module = "devmm")]
+pub(crate) struct PyCallbackMemoryResource;
+
+#[pymethods]
+impl PyCallbackMemoryResource {
+    #[new]
+    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = 1))]
+    fn py_new(
+        alloc_fn: Py<PyAny>,
+        dealloc_fn: Py<PyAny>,
+        device: Option<DeviceArg>,
+        alignment: usize,
+    ) -> (Self, PyMemoryResource) {
+        let device = device.map_or(devmm::Device::CPU, |d| d.0);
+        let mr = python_resource(device, alignment, alloc_fn, dealloc_fn);
+        (PyCallbackMemoryResource, PyMemoryResource::native(mr))
+    }
+}

@@ -1,0 +1,169 @@
+//! `DeviceBuffer`: one owning, stream-ordered allocation.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::device::{DeviceArg, PyDevice};
+use crate::error::IntoPyResult;
+use crate::registry;
+use crate::resource::resource_of;
+use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
+
+/// An allocation that owns its memory and keeps its resource alive.
+///
+/// `free()` releases it (on its allocation stream unless another is named)
+/// and is idempotent; a `with` block frees it on exit, and dropping the last
+/// reference frees it too. While DLPack exports of it are alive, `free()`
+/// closes it and the memory goes back when the last consumer lets go.
+#[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
+pub(crate) struct PyDeviceBuffer {
+    pub(crate) buffer: Arc<devmm::DeviceBuffer>,
+    mr: Py<PyAny>,
+}
+
+impl PyDeviceBuffer {
+    pub(crate) fn wrap(buffer: Arc<devmm::DeviceBuffer>, mr: Py<PyAny>) -> Self {
+        PyDeviceBuffer { buffer, mr }
+    }
+}
+
+#[pymethods]
+impl PyDeviceBuffer {
+    /// Allocates `size` bytes from `mr` (the current resource of `device`
+    /// when `None`), ordered on `stream` (the device's default when `None`).
+    #[new]
+    #[pyo3(signature = (size, *, mr = None, stream = None, device = None))]
+    fn py_new(
+        py: Python<'_>,
+        size: usize,
+        mr: Option<&Bound<'_, PyAny>>,
+        stream: Option<StreamArg>,
+        device: Option<DeviceArg>,
+    ) -> PyResult<Self> {
+        let (obj, rust) = match mr {
+            Some(mr) => (mr.clone().unbind(), resource_of(mr)?),
+            None => {
+                let device = match device {
+                    Some(d) => d.0,
+                    None => devmm::default_device().py()?,
+                };
+                let current = registry::current(py, device)?;
+                (current.obj, current.mr)
+            }
+        };
+        let device = rust.device();
+        let stream = resolve_stream(stream, device)?;
+        let buffer =
+            maybe_detached(py, device, || devmm::DeviceBuffer::new(size, rust, &stream)).py()?;
+        Ok(PyDeviceBuffer::wrap(Arc::new(buffer), obj))
+    }
+
+    /// The address of the allocation (0 for zero bytes).
+    #[getter]
+    fn ptr(&self) -> usize {
+        self.buffer.ptr().addr()
+    }
+
+    /// The size in bytes.
+    #[getter]
+    fn size(&self) -> usize {
+        self.buffer.nbytes()
+    }
+
+    /// The size in bytes (the same as `size`).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.buffer.nbytes()
+    }
+
+    /// The device the memory lives on.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        self.buffer.device().into()
+    }
+
+    /// The stream the buffer was allocated on.
+    #[getter]
+    fn stream(&self) -> PyStream {
+        self.buffer.stream().clone().into()
+    }
+
+    /// The resource that owns the memory.
+    #[getter]
+    fn mr(&self, py: Python<'_>) -> Py<PyAny> {
+        self.mr.clone_ref(py)
+    }
+
+    /// Whether `free()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.buffer.is_closed()
+    }
+
+    /// DLPack exports of this buffer that no consumer has released yet.
+    #[getter]
+    fn live_exports(&self) -> usize {
+        self.buffer.live_exports()
+    }
+
+    /// Frees the memory, ordered on `stream` (the allocation stream when
+    /// `None`). Idempotent.
+    #[pyo3(signature = (stream = None))]
+    fn free(&self, py: Python<'_>, stream: Option<StreamArg>) -> PyResult<()> {
+        let device = self.buffer.device();
+        let stream = match stream {
+            None => self.buffer.stream().clone(),
+            some => resolve_stream(some, device)?,
+        };
+        maybe_detached(py, device, || self.buffer.free(&stream)).py()
+    }
+
+    /// Copies `data` (any bytes-like object) to the start of the buffer.
+    fn copy_from_host(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
+        maybe_detached(py, self.buffer.device(), || {
+            self.buffer.copy_from_host(&data)
+        })
+        .py()
+    }
+
+    /// The first `nbytes` bytes of the buffer (all of it when `None`), copied to the host.
+    #[pyo3(signature = (nbytes = None))]
+    fn copy_to_host<'py>(
+        &self,
+        py: Python<'py>,
+        nbytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = vec![0u8; nbytes.unwrap_or(self.buffer.nbytes())];
+        maybe_detached(py, self.buffer.device(), || {
+            self.buffer.copy_to_host(&mut out)
+        })
+        .py()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.free(py, None)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DeviceBuffer(ptr={:#x}, size={}, device={}, closed={})",
+            self.buffer.ptr().addr(),
+            self.buffer.nbytes(),
+            self.buffer.device(),
+            if self.buffer.is_closed() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}

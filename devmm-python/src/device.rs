@@ -1,0 +1,185 @@
+//! `Device` and `DeviceType`: DLPack's device numbering as Python values.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::error::IntoPyResult;
+
+/// The kind of memory a device owns. The values are DLPack's
+/// `DLDeviceType` codes, so `int(t)` is what `__dlpack_device__` reports.
+#[pyclass(eq, eq_int, hash, frozen, name = "DeviceType", module = "devmm")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PyDeviceType {
+    /// Ordinary host memory.
+    #[pyo3(name = "CPU")]
+    Cpu = 1,
+    /// CUDA device memory.
+    #[pyo3(name = "CUDA")]
+    Cuda = 2,
+    /// Page-locked host memory registered with CUDA.
+    #[pyo3(name = "CUDA_HOST")]
+    CudaHost = 3,
+    /// ROCm (HIP) device memory.
+    #[pyo3(name = "ROCM")]
+    Rocm = 10,
+    /// Page-locked host memory registered with ROCm.
+    #[pyo3(name = "ROCM_HOST")]
+    RocmHost = 11,
+    /// CUDA managed (unified) memory.
+    #[pyo3(name = "CUDA_MANAGED")]
+    CudaManaged = 13,
+}
+
+impl From<devmm::DeviceType> for PyDeviceType {
+    fn from(ty: devmm::DeviceType) -> Self {
+        match ty {
+            devmm::DeviceType::Cpu => PyDeviceType::Cpu,
+            devmm::DeviceType::Cuda => PyDeviceType::Cuda,
+            devmm::DeviceType::CudaHost => PyDeviceType::CudaHost,
+            devmm::DeviceType::Rocm => PyDeviceType::Rocm,
+            devmm::DeviceType::RocmHost => PyDeviceType::RocmHost,
+            devmm::DeviceType::CudaManaged => PyDeviceType::CudaManaged,
+        }
+    }
+}
+
+impl From<PyDeviceType> for devmm::DeviceType {
+    fn from(ty: PyDeviceType) -> Self {
+        match ty {
+            PyDeviceType::Cpu => devmm::DeviceType::Cpu,
+            PyDeviceType::Cuda => devmm::DeviceType::Cuda,
+            PyDeviceType::CudaHost => devmm::DeviceType::CudaHost,
+            PyDeviceType::Rocm => devmm::DeviceType::Rocm,
+            PyDeviceType::RocmHost => devmm::DeviceType::RocmHost,
+            PyDeviceType::CudaManaged => devmm::DeviceType::CudaManaged,
+        }
+    }
+}
+
+#[pymethods]
+impl PyDeviceType {
+    /// The member for a DLPack device-type code, like `IntEnum(value)`.
+    #[new]
+    fn py_new(value: i32) -> PyResult<Self> {
+        devmm::DeviceType::from_dlpack(value)
+            .map(PyDeviceType::from)
+            .ok_or_else(|| PyValueError::new_err(format!("{value} is not a valid DeviceType")))
+    }
+
+    /// The DLPack code.
+    #[getter]
+    fn value(&self) -> i32 {
+        *self as i32
+    }
+
+    /// The member's name (`"CPU"`).
+    #[getter]
+    fn name(&self) -> &'static str {
+        match self {
+            PyDeviceType::Cpu => "CPU",
+            PyDeviceType::Cuda => "CUDA",
+            PyDeviceType::CudaHost => "CUDA_HOST",
+            PyDeviceType::Rocm => "ROCM",
+            PyDeviceType::RocmHost => "ROCM_HOST",
+            PyDeviceType::CudaManaged => "CUDA_MANAGED",
+        }
+    }
+
+    fn __index__(&self) -> i32 {
+        *self as i32
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<DeviceType.{}: {}>", self.name(), *self as i32)
+    }
+}
+
+/// One device: a type and an ordinal. A frozen value; equal devices hash
+/// alike, so devices key dictionaries.
+#[pyclass(frozen, eq, hash, name = "Device", module = "devmm")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PyDevice {
+    pub(crate) inner: devmm::Device,
+}
+
+impl From<devmm::Device> for PyDevice {
+    fn from(inner: devmm::Device) -> Self {
+        PyDevice { inner }
+    }
+}
+
+#[pymethods]
+impl PyDevice {
+    /// A device of `type` (a `DeviceType`, its code, or its name) with ordinal `index`.
+    #[new]
+    #[pyo3(signature = (r#type, index = 0))]
+    fn py_new(r#type: &Bound<'_, PyAny>, index: u32) -> PyResult<Self> {
+        let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
+            devmm::DeviceType::from(ty)
+        } else if let Ok(code) = r#type.extract::<i32>() {
+            PyDeviceType::py_new(code)?.into()
+        } else {
+            r#type.extract::<String>()?.parse().py()?
+        };
+        Ok(devmm::Device::try_new(ty, index).py()?.into())
+    }
+
+    /// Parses `"cpu"`, `"cuda:1"`, `"rocm:0"`, `"cuda_host"` (ordinal defaults to 0).
+    #[staticmethod]
+    fn from_string(text: &str) -> PyResult<Self> {
+        Ok(text.parse::<devmm::Device>().py()?.into())
+    }
+
+    /// The device type.
+    #[getter]
+    fn r#type(&self) -> PyDeviceType {
+        self.inner.ty().into()
+    }
+
+    /// The ordinal.
+    #[getter]
+    fn index(&self) -> u32 {
+        self.inner.index()
+    }
+
+    /// `(device_type, device_id)` as the DLPack protocol reports it.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.inner.dlpack_device()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Device(type={}, index={})",
+            PyDeviceType::from(self.inner.ty()).__repr__(),
+            self.inner.index()
+        )
+    }
+
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+}
+
+/// A device argument: a `Device` or its string form.
+///
+/// Python type: `Device | str`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeviceArg(pub(crate) devmm::Device);
+
+impl<'py> FromPyObject<'_, 'py> for DeviceArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(device) = obj.cast::<PyDevice>() {
+            return Ok(DeviceArg(device.get().inner));
+        }
+        if let Ok(text) = obj.cast::<PyString>() {
+            return Ok(DeviceArg(text.to_cow()?.parse().py()?));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected a devmm.Device or a device string like \"cuda:0\", got {}",
+            obj.get_type().name()?
+        )))
+    }
+}

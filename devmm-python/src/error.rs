@@ -1,0 +1,68 @@
+//! How devmm errors surface in Python: each variant becomes the exception
+//! the seed names, and an exception raised by Python code devmm called back
+//! (a Python-defined resource) comes back out unchanged.
+
+use std::cell::RefCell;
+
+use pyo3::exceptions::{PyImportError, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    devmm,
+    RuntimeUnavailableError,
+    PyImportError,
+    "A runtime (CUDA, ROCm) or the library a resource wraps is not available on this machine."
+);
+
+thread_local! {
+    /// The exception a Python callback raised, with the message of the
+    /// devmm error that carried it through Rust. Kept per thread: the
+    /// callback and the binding that converts the error run on one thread.
+    static PENDING: RefCell<Option<(String, PyErr)>> = const { RefCell::new(None) };
+}
+
+/// Remembers `err`, raised by Python code inside a devmm call, so that the
+/// devmm error built from it (whose message is `message`) converts back to
+/// the original exception at the binding boundary.
+pub(crate) fn stash_python_error(message: String, err: PyErr) {
+    PENDING.with_borrow_mut(|pending| *pending = Some((message, err)));
+}
+
+/// Converts a devmm error to the Python exception users expect:
+/// out-of-memory and limits → `MemoryError`, bad values → `ValueError`,
+/// missing runtimes → [`RuntimeUnavailableError`] (an `ImportError`),
+/// driver and stream failures → `RuntimeError`.
+pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
+    let message = err.to_string();
+    let stashed = PENDING.with_borrow_mut(|pending| match pending.take() {
+        Some((carried, original)) if message.contains(&carried) => Some(original),
+        _ => None,
+    });
+    if let Some(original) = stashed {
+        return original;
+    }
+    match err {
+        devmm::Error::OutOfMemory { .. } | devmm::Error::LimitExceeded { .. } => {
+            PyMemoryError::new_err(message)
+        }
+        devmm::Error::InvalidLayout { .. }
+        | devmm::Error::Parse { .. }
+        | devmm::Error::InvalidArgument { .. }
+        | devmm::Error::Misuse { .. }
+        | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
+        devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
+        _ => PyRuntimeError::new_err(message),
+    }
+}
+
+/// `Result<T, devmm::Error>` → `PyResult<T>`.
+pub(crate) trait IntoPyResult<T> {
+    /// Converts the error with [`to_py_err`].
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for devmm::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_py_err)
+    }
+}

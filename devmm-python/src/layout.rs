@@ -1,0 +1,289 @@
+//! Layout policies and resolved layouts.
+//!
+//! A policy object is callable as `policy(shape, dtype, device)` and returns
+//! a `Layout` whose `policy` attribute is that very object, so a layout
+//! always says which policy made it.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyTuple};
+
+use crate::device::DeviceArg;
+use crate::dtype::DTypeArg;
+use crate::error::IntoPyResult;
+
+/// A shape argument: a sequence of non-negative ints, or one int for 1-D.
+///
+/// Python type: `Sequence[int] | int`
+#[derive(Clone, Debug)]
+pub(crate) struct ShapeArg(pub(crate) devmm::Dims);
+
+impl<'py> FromPyObject<'_, 'py> for ShapeArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(tuple) = obj.cast::<PyTuple>() {
+            let mut dims = devmm::Dims::with_capacity(tuple.len());
+            for item in tuple.iter() {
+                dims.push(item.extract::<usize>()?);
+            }
+            return Ok(ShapeArg(dims));
+        }
+        if let Ok(n) = obj.cast::<PyInt>() {
+            return Ok(ShapeArg(devmm::Dims::from_elem(n.extract::<usize>()?, 1)));
+        }
+        let items: Vec<usize> = obj.extract()?;
+        Ok(ShapeArg(items.into_iter().collect()))
+    }
+}
+
+/// The base of every layout policy. Call a policy with
+/// `(shape, dtype, device)` to resolve a `Layout`.
+#[pyclass(frozen, subclass, name = "LayoutPolicy", module = "devmm")]
+pub(crate) struct PyLayoutPolicy {
+    pub(crate) inner: Arc<dyn devmm::LayoutPolicy>,
+}
+
+impl PyLayoutPolicy {
+    fn with(policy: impl devmm::LayoutPolicy) -> Self {
+        PyLayoutPolicy {
+            inner: Arc::new(policy),
+        }
+    }
+}
+
+#[pymethods]
+impl PyLayoutPolicy {
+    /// Resolves `shape` of `dtype` on `device` into a `Layout` that remembers this policy.
+    fn __call__(
+        slf: &Bound<'_, Self>,
+        shape: ShapeArg,
+        dtype: DTypeArg,
+        device: DeviceArg,
+    ) -> PyResult<PyLayout> {
+        let layout = devmm::Layout::resolve(&slf.get().inner, &shape.0, dtype.0, device.0).py()?;
+        Ok(PyLayout {
+            layout,
+            policy: Some(slf.clone().into_any().unbind()),
+        })
+    }
+}
+
+/// C order: the last dimension is contiguous.
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "RowMajor", module = "devmm")]
+pub(crate) struct PyRowMajor;
+
+#[pymethods]
+impl PyRowMajor {
+    #[new]
+    fn py_new() -> (Self, PyLayoutPolicy) {
+        (PyRowMajor, PyLayoutPolicy::with(devmm::RowMajor))
+    }
+
+    fn __repr__(&self) -> &'static str {
+        "RowMajor()"
+    }
+}
+
+/// Fortran order: the first dimension is contiguous.
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "ColMajor", module = "devmm")]
+pub(crate) struct PyColMajor;
+
+#[pymethods]
+impl PyColMajor {
+    #[new]
+    fn py_new() -> (Self, PyLayoutPolicy) {
+        (PyColMajor, PyLayoutPolicy::with(devmm::ColMajor))
+    }
+
+    fn __repr__(&self) -> &'static str {
+        "ColMajor()"
+    }
+}
+
+/// A dense layout in any dimension order, outermost first
+/// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
+pub(crate) struct PyPermuted {
+    order: Vec<usize>,
+}
+
+#[pymethods]
+impl PyPermuted {
+    #[new]
+    fn py_new(order: Vec<usize>) -> (Self, PyLayoutPolicy) {
+        let policy = PyLayoutPolicy::with(devmm::Permuted::new(order.iter().copied()));
+        (PyPermuted { order }, policy)
+    }
+
+    /// The dimension order, outermost first.
+    #[getter]
+    fn order(&self) -> Vec<usize> {
+        self.order.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Permuted({:?})", self.order)
+    }
+}
+
+/// Another policy with padded rows: the innermost extent is padded to a
+/// multiple of `unit_stride_alignment` bytes and the first element sits on
+/// a `base_alignment` boundary.
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
+pub(crate) struct PyAligned {
+    inner: Py<PyLayoutPolicy>,
+    unit_stride_alignment: usize,
+    base_alignment: usize,
+}
+
+#[pymethods]
+impl PyAligned {
+    #[new]
+    #[pyo3(signature = (inner, unit_stride_alignment = 1, base_alignment = 1))]
+    fn py_new(
+        inner: Bound<'_, PyLayoutPolicy>,
+        unit_stride_alignment: usize,
+        base_alignment: usize,
+    ) -> PyResult<(Self, PyLayoutPolicy)> {
+        let aligned = devmm::Aligned::over(
+            Arc::clone(&inner.get().inner),
+            unit_stride_alignment,
+            base_alignment,
+        )
+        .py()?;
+        Ok((
+            PyAligned {
+                inner: inner.unbind(),
+                unit_stride_alignment,
+                base_alignment,
+            },
+            PyLayoutPolicy::with(aligned),
+        ))
+    }
+
+    /// The wrapped policy.
+    #[getter]
+    fn inner(&self, py: Python<'_>) -> Py<PyLayoutPolicy> {
+        self.inner.clone_ref(py)
+    }
+
+    /// Row padding, in bytes.
+    #[getter]
+    fn unit_stride_alignment(&self) -> usize {
+        self.unit_stride_alignment
+    }
+
+    /// Base alignment, in bytes.
+    #[getter]
+    fn base_alignment(&self) -> usize {
+        self.base_alignment
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Aligned({}, unit_stride_alignment={}, base_alignment={})",
+            self.inner.bind(py).repr()?,
+            self.unit_stride_alignment,
+            self.base_alignment
+        ))
+    }
+}
+
+/// Row-major with the padding each device prefers: 128-byte rows and a
+/// 256-byte base on GPUs, cache-line rows and base on the host.
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "DeviceOptimal", module = "devmm")]
+pub(crate) struct PyDeviceOptimal;
+
+#[pymethods]
+impl PyDeviceOptimal {
+    #[new]
+    fn py_new() -> (Self, PyLayoutPolicy) {
+        (PyDeviceOptimal, PyLayoutPolicy::with(devmm::DeviceOptimal))
+    }
+
+    fn __repr__(&self) -> &'static str {
+        "DeviceOptimal()"
+    }
+}
+
+/// A resolved layout: shape, strides in elements (DLPack's convention),
+/// the bytes to allocate, the base alignment, and the policy that made it.
+#[pyclass(frozen, name = "Layout", module = "devmm")]
+pub(crate) struct PyLayout {
+    pub(crate) layout: devmm::Layout,
+    pub(crate) policy: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyLayout {
+    /// Extents, one per dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.layout.shape())
+    }
+
+    /// Strides in elements, one per dimension.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.layout.strides())
+    }
+
+    /// Dimensions ordered from the largest stride to the smallest.
+    #[getter]
+    fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.layout.permutation())
+    }
+
+    /// Bytes per element.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.layout.itemsize()
+    }
+
+    /// Number of elements.
+    #[getter]
+    fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+
+    /// Bytes to allocate: covers the last element, rounded up to the base alignment.
+    #[getter]
+    fn required_nbytes(&self) -> usize {
+        self.layout.required_nbytes()
+    }
+
+    /// The alignment the first element's address must meet.
+    #[getter]
+    fn base_alignment(&self) -> usize {
+        self.layout.base_alignment()
+    }
+
+    /// The policy object that produced this layout (`None` for hand-built ones).
+    #[getter]
+    fn policy(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.policy.as_ref().map(|p| p.clone_ref(py))
+    }
+
+    /// Whether the elements are densely packed in row-major order.
+    fn is_c_contiguous(&self) -> bool {
+        self.layout.is_c_contiguous()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyLayout>()
+            .is_ok_and(|other| other.get().layout == self.layout)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Layout(shape={:?}, strides={:?}, required_nbytes={}, base_alignment={})",
+            self.layout.shape(),
+            self.layout.strides(),
+            self.layout.required_nbytes(),
+            self.layout.base_alignment()
+        )
+    }
+}

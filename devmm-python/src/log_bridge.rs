@@ -1,0 +1,143 @@
+//! Forwards devmm's `tracing` events to Python's `logging`, so the core
+//! `LoggingAdaptor`'s structured events become records on the `devmm.mr`
+//! logger (target `devmm::mr` → logger `devmm.mr`), with each field as a
+//! record attribute.
+
+use std::fmt;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// The subscriber: only devmm's own targets are enabled, so other crates'
+/// events cost nothing.
+struct PythonLogging;
+
+#[derive(Default)]
+struct Fields {
+    message: Option<String>,
+    pairs: Vec<(&'static str, FieldValue)>,
+}
+
+enum FieldValue {
+    Int(u64),
+    Text(String),
+}
+
+impl Visit for Fields {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.pairs.push((field.name(), FieldValue::Int(value)));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_text(field, value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.record_text(field, format!("{value:?}"));
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_text(field, value.to_string());
+    }
+}
+
+impl Fields {
+    fn record_text(&mut self, field: &Field, text: String) {
+        if field.name() == "message" {
+            self.message = Some(text);
+        } else {
+            self.pairs.push((field.name(), FieldValue::Text(text)));
+        }
+    }
+
+    /// `allocate ptr=0x... nbytes=64 stream=0 device=cpu:0`.
+    fn summary(&self) -> String {
+        let mut out = self.message.clone().unwrap_or_default();
+        for (name, value) in &self.pairs {
+            if *name == "op" {
+                if let FieldValue::Text(op) = value {
+                    out.insert_str(0, op);
+                }
+                continue;
+            }
+            let shown = match (name, value) {
+                (&"ptr", FieldValue::Int(addr)) => format!("{addr:#x}"),
+                (_, FieldValue::Int(n)) => n.to_string(),
+                (_, FieldValue::Text(t)) => t.clone(),
+            };
+            out.push_str(&format!(" {name}={shown}"));
+        }
+        out
+    }
+}
+
+fn python_level(level: &Level) -> u32 {
+    match *level {
+        Level::ERROR => 40,
+        Level::WARN => 30,
+        Level::INFO => 20,
+        Level::DEBUG => 10,
+        Level::TRACE => 5,
+    }
+}
+
+fn emit(py: Python<'_>, target: &str, level: &Level, fields: &Fields) -> PyResult<()> {
+    let logger = py
+        .import("logging")?
+        .call_method1("getLogger", (target.replace("::", "."),))?;
+    let level = python_level(level);
+    if !logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
+        return Ok(());
+    }
+    let extra = PyDict::new(py);
+    for (name, value) in &fields.pairs {
+        match value {
+            FieldValue::Int(n) => extra.set_item(name, n)?,
+            FieldValue::Text(t) => extra.set_item(name, t)?,
+        }
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("extra", extra)?;
+    logger.call_method("log", (level, fields.summary()), Some(&kwargs))?;
+    Ok(())
+}
+
+impl Subscriber for PythonLogging {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target().starts_with("devmm::")
+    }
+
+    fn new_span(&self, _span: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _span: &Id, _values: &Record<'_>) {}
+
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let metadata = event.metadata();
+        // During interpreter shutdown there is no logging to write to.
+        Python::try_attach(|py| {
+            if let Err(err) = emit(py, metadata.target(), metadata.level(), &fields) {
+                // A broken handler must not turn an allocation into a failure.
+                err.write_unraisable(py, None);
+            }
+        });
+    }
+
+    fn enter(&self, _span: &Id) {}
+
+    fn exit(&self, _span: &Id) {}
+}
+
+/// Routes devmm's events to Python logging for the rest of the process.
+/// If the embedding program already set a global subscriber, it keeps it.
+pub(crate) fn install() {
+    let _ = tracing::subscriber::set_global_default(PythonLogging);
+}

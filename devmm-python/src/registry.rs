@@ -1,0 +1,195 @@
+//! The current-resource registry as Python sees it: a process-wide map of
+//! strong references keyed by device, overridden per `contextvars` context
+//! by `using_memory_resource`, so overrides follow threads and async tasks.
+//!
+//! Python keeps its own map (so `get_current_memory_resource` returns the
+//! very object that was installed) and mirrors process-wide changes into
+//! the core registry, so Rust code in the same process agrees.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{IntoPyDict, PyTuple};
+use pyo3::{intern, PyClassInitializer};
+
+use crate::device::DeviceArg;
+use crate::error::IntoPyResult;
+use crate::host_resources::PyMallocMemoryResource;
+use crate::resource::{resource_of, PyMemoryResource};
+
+/// A resource as both the Python object users passed and its Rust resource.
+pub(crate) struct Current {
+    pub(crate) obj: Py<PyAny>,
+    pub(crate) mr: Arc<dyn devmm::MemoryResource>,
+}
+
+/// One `using_memory_resource` override; frames chain to the ones outside.
+#[pyclass(frozen, name = "_OverrideFrame", module = "devmm")]
+pub(crate) struct PyOverrideFrame {
+    device: devmm::Device,
+    obj: Py<PyAny>,
+    mr: Arc<dyn devmm::MemoryResource>,
+    parent: Option<Py<PyOverrideFrame>>,
+}
+
+fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static VAR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    VAR.get_or_try_init(py, || {
+        let contextvars = py.import("contextvars")?;
+        let kwargs = [("default", py.None())].into_py_dict(py)?;
+        Ok::<_, PyErr>(
+            contextvars
+                .getattr("ContextVar")?
+                .call(("devmm.current_memory_resource",), Some(&kwargs))?
+                .unbind(),
+        )
+    })
+    .map(|var| var.bind(py))
+}
+
+fn global() -> &'static Mutex<HashMap<devmm::Device, Current>> {
+    static GLOBAL: std::sync::OnceLock<Mutex<HashMap<devmm::Device, Current>>> =
+        std::sync::OnceLock::new();
+    GLOBAL.get_or_init(Mutex::default)
+}
+
+fn lock_global() -> std::sync::MutexGuard<'static, HashMap<devmm::Device, Current>> {
+    // Entries are replaced whole; a panic elsewhere cannot leave one torn.
+    global().lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Wraps a resource the core handed out (a runtime's default) as a Python
+/// object: the CPU runtime's default is a `MallocMemoryResource`.
+fn wrap_native(py: Python<'_>, mr: Arc<dyn devmm::MemoryResource>) -> PyResult<Py<PyAny>> {
+    let base = PyMemoryResource::native(mr);
+    if base
+        .native
+        .as_ref()
+        .is_some_and(|mr| mr.device() == devmm::Device::CPU)
+    {
+        let init = PyClassInitializer::from(base).add_subclass(PyMallocMemoryResource);
+        Ok(Py::new(py, init)?.into_any())
+    } else {
+        Ok(Py::new(py, base)?.into_any())
+    }
+}
+
+/// The resource in force on `device` in the current context.
+pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current> {
+    let mut frame = context_var(py)?.call_method0(intern!(py, "get"))?;
+    while let Ok(found) = frame.cast::<PyOverrideFrame>() {
+        let f = found.get();
+        if f.device == device {
+            return Ok(Current {
+                obj: f.obj.clone_ref(py),
+                mr: Arc::clone(&f.mr),
+            });
+        }
+        let parent = match &f.parent {
+            Some(parent) => parent.bind(py).clone().into_any(),
+            None => break,
+        };
+        frame = parent;
+    }
+    if let Some(entry) = lock_global().get(&device) {
+        return Ok(Current {
+            obj: entry.obj.clone_ref(py),
+            mr: Arc::clone(&entry.mr),
+        });
+    }
+    let mr = devmm::get_current_memory_resource(device).py()?;
+    let obj = wrap_native(py, Arc::clone(&mr))?;
+    let mut map = lock_global();
+    let entry = map.entry(device).or_insert(Current { obj, mr });
+    Ok(Current {
+        obj: entry.obj.clone_ref(py),
+        mr: Arc::clone(&entry.mr),
+    })
+}
+
+fn resolve_device(device: Option<DeviceArg>) -> PyResult<devmm::Device> {
+    match device {
+        Some(device) => Ok(device.0),
+        None => devmm::default_device().py(),
+    }
+}
+
+/// The resource `empty` and `DeviceBuffer` use on `device` (the default
+/// device when `None`): the innermost `using_memory_resource` override of
+/// this context, else the process-wide one, else the runtime's default.
+#[pyfunction]
+#[pyo3(signature = (device = None))]
+pub(crate) fn get_current_memory_resource(
+    py: Python<'_>,
+    device: Option<DeviceArg>,
+) -> PyResult<Py<PyAny>> {
+    Ok(current(py, resolve_device(device)?)?.obj)
+}
+
+/// Makes `mr` the process-wide current resource of `mr.device`; returns
+/// the resource it replaces (`None` if there was none yet).
+#[pyfunction]
+pub(crate) fn set_current_memory_resource(
+    py: Python<'_>,
+    mr: &Bound<'_, PyAny>,
+) -> PyResult<Option<Py<PyAny>>> {
+    let rust = resource_of(mr)?;
+    let device = rust.device();
+    devmm::set_current_memory_resource(Arc::clone(&rust));
+    let previous = lock_global().insert(
+        device,
+        Current {
+            obj: mr.clone().unbind(),
+            mr: rust,
+        },
+    );
+    Ok(previous.map(|p| p.obj.clone_ref(py)))
+}
+
+/// A context manager making `mr` current on its device for the body of a
+/// `with` block (in this context only); `as` binds the resource.
+#[pyclass(name = "using_memory_resource", module = "devmm")]
+pub(crate) struct PyUsingMemoryResource {
+    obj: Py<PyAny>,
+    mr: Arc<dyn devmm::MemoryResource>,
+    tokens: Vec<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyUsingMemoryResource {
+    #[new]
+    fn py_new(mr: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyUsingMemoryResource {
+            mr: resource_of(mr)?,
+            obj: mr.clone().unbind(),
+            tokens: Vec::new(),
+        })
+    }
+
+    fn __enter__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let var = context_var(py)?;
+        let parent = var.call_method0(intern!(py, "get"))?;
+        let frame = PyOverrideFrame {
+            device: self.mr.device(),
+            obj: self.obj.clone_ref(py),
+            mr: Arc::clone(&self.mr),
+            parent: parent
+                .cast::<PyOverrideFrame>()
+                .ok()
+                .map(|p| p.clone().unbind()),
+        };
+        let token = var.call_method1(intern!(py, "set"), (Py::new(py, frame)?,))?;
+        self.tokens.push(token.unbind());
+        Ok(self.obj.clone_ref(py))
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        if let Some(token) = self.tokens.pop() {
+            context_var(py)?.call_method1(intern!(py, "reset"), (token,))?;
+        }
+        Ok(false)
+    }
+}

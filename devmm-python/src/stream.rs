@@ -1,0 +1,146 @@
+//! Streams and the sentinels naming each runtime's built-in streams.
+
+use pyo3::prelude::*;
+
+use crate::device::PyDevice;
+use crate::error::IntoPyResult;
+
+/// A platform-independent name for a runtime's built-in stream:
+/// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.
+/// Each runtime maps it to its own magic handle.
+#[pyclass(frozen, eq, hash, name = "StreamSentinel", module = "devmm")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PyStreamSentinel {
+    pub(crate) inner: devmm::StreamSentinel,
+}
+
+#[pymethods]
+impl PyStreamSentinel {
+    fn __repr__(&self) -> &'static str {
+        match self.inner {
+            devmm::StreamSentinel::Default => "devmm.DEFAULT",
+            devmm::StreamSentinel::LegacyDefault => "devmm.LEGACY_DEFAULT",
+            devmm::StreamSentinel::PerThreadDefault => "devmm.PER_THREAD_DEFAULT",
+        }
+    }
+}
+
+/// A stream on one device: an opaque native handle plus ordering.
+/// devmm never launches work; streams are what allocation, release and
+/// DLPack hand-off are ordered on.
+#[pyclass(frozen, eq, name = "Stream", module = "devmm")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PyStream {
+    pub(crate) inner: devmm::Stream,
+}
+
+impl From<devmm::Stream> for PyStream {
+    fn from(inner: devmm::Stream) -> Self {
+        PyStream { inner }
+    }
+}
+
+/// Runs `f`, releasing the GIL when the stream's device has a driver behind
+/// it; host (cpu) operations finish faster than a GIL hand-off.
+pub(crate) fn maybe_detached<T: Send>(
+    py: Python<'_>,
+    device: devmm::Device,
+    f: impl FnOnce() -> T + Send,
+) -> T {
+    if device.ty() == devmm::DeviceType::Cpu {
+        f()
+    } else {
+        py.detach(f)
+    }
+}
+
+#[pymethods]
+impl PyStream {
+    /// The native handle (`cudaStream_t`, `hipStream_t`; 0 on the CPU).
+    #[getter]
+    fn handle(&self) -> usize {
+        self.inner.handle()
+    }
+
+    /// The device the stream belongs to.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        self.inner.device().into()
+    }
+
+    /// Whether devmm destroys the native stream when the last reference goes.
+    #[getter]
+    fn owned(&self) -> bool {
+        self.inner.is_owned()
+    }
+
+    /// Blocks until all work queued on the stream has finished (GIL released).
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        maybe_detached(py, self.inner.device(), || self.inner.synchronize()).py()
+    }
+
+    /// Makes this stream wait for the work queued so far on `other`.
+    fn wait(&self, py: Python<'_>, other: &PyStream) -> PyResult<()> {
+        maybe_detached(py, self.inner.device(), || self.inner.wait(&other.inner)).py()
+    }
+
+    /// Makes this stream wait for the work queued so far on the native
+    /// stream `handle` of the same device.
+    fn wait_raw(&self, py: Python<'_>, handle: usize) -> PyResult<()> {
+        maybe_detached(py, self.inner.device(), || self.inner.wait_raw(handle)).py()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Stream(device={}, handle={:#x})",
+            self.inner.device(),
+            self.inner.handle()
+        )
+    }
+}
+
+/// A stream argument: a `Stream`, a sentinel resolved on the device, or
+/// `None` for the device's default stream.
+///
+/// Python type: `Stream | StreamSentinel | None`
+#[derive(Clone, Debug)]
+pub(crate) enum StreamArg {
+    /// A concrete stream.
+    Stream(devmm::Stream),
+    /// A sentinel for the device's runtime to map.
+    Sentinel(devmm::StreamSentinel),
+}
+
+impl<'py> FromPyObject<'_, 'py> for StreamArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(stream) = obj.cast::<PyStream>() {
+            return Ok(StreamArg::Stream(stream.get().inner.clone()));
+        }
+        if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
+            return Ok(StreamArg::Sentinel(sentinel.get().inner));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected a devmm.Stream, a stream sentinel (devmm.DEFAULT, ...) or None, got {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
+/// The stream `arg` names on `device` (the default stream when `None`).
+pub(crate) fn resolve_stream(
+    arg: Option<StreamArg>,
+    device: devmm::Device,
+) -> PyResult<devmm::Stream> {
+    match arg {
+        Some(StreamArg::Stream(stream)) => Ok(stream),
+        None if device == devmm::Device::CPU => Ok(devmm::Stream::cpu()),
+        None => devmm::runtime_for(device)
+            .and_then(|rt| rt.default_stream(device))
+            .py(),
+        Some(StreamArg::Sentinel(which)) => devmm::runtime_for(device)
+            .and_then(|rt| rt.stream(device, which))
+            .py(),
+    }
+}

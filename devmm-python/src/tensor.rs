@@ -1,0 +1,247 @@
+//! `Tensor`, `empty` and `empty_like`.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
+use pyo3::{intern, PyClassInitializer};
+
+use crate::buffer::PyDeviceBuffer;
+use crate::device::{DeviceArg, PyDevice};
+use crate::dtype::{DTypeArg, PyDType};
+use crate::error::IntoPyResult;
+use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
+use crate::registry;
+use crate::resource::resource_of;
+use crate::stream::{maybe_detached, resolve_stream, StreamArg};
+
+/// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
+/// and what DLPack consumers take. Not an array: no arithmetic, no indexing.
+#[pyclass(frozen, name = "Tensor", module = "devmm")]
+pub(crate) struct PyTensor {
+    pub(crate) tensor: devmm::Tensor,
+    policy: Py<PyAny>,
+    mr: Py<PyAny>,
+    buffer: PyOnceLock<Py<PyDeviceBuffer>>,
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Extents, one per dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.shape())
+    }
+
+    /// Strides in elements (DLPack's convention; NumPy reports bytes).
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.tensor.strides())
+    }
+
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.tensor.shape().len()
+    }
+
+    /// The element type.
+    #[getter]
+    fn dtype(&self) -> PyDType {
+        self.tensor.dtype().into()
+    }
+
+    /// The device of the buffer.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        self.tensor.device().into()
+    }
+
+    /// The buffer the tensor views (the same object on every access).
+    #[getter]
+    fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyDeviceBuffer>> {
+        self.buffer
+            .get_or_try_init(py, || {
+                Py::new(
+                    py,
+                    PyDeviceBuffer::wrap(Arc::clone(self.tensor.buffer()), self.mr.clone_ref(py)),
+                )
+            })
+            .map(|b| b.clone_ref(py))
+    }
+
+    /// The resolved layout; its `policy` is the policy object `empty` was given.
+    #[getter]
+    fn layout(&self, py: Python<'_>) -> PyLayout {
+        PyLayout {
+            layout: self.tensor.layout().clone(),
+            policy: Some(self.policy.clone_ref(py)),
+        }
+    }
+
+    /// The first element's address (0 when the tensor has no elements).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.tensor.data_ptr().addr()
+    }
+
+    /// Bytes from the buffer's start to the first element.
+    #[getter]
+    fn byte_offset(&self) -> usize {
+        self.tensor.byte_offset()
+    }
+
+    /// Whether consumers must not write.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.tensor.is_read_only()
+    }
+
+    /// The same memory, flagged read-only for DLPack consumers.
+    fn to_read_only(&self, py: Python<'_>) -> PyTensor {
+        PyTensor {
+            tensor: self.tensor.to_read_only(),
+            policy: self.policy.clone_ref(py),
+            mr: self.mr.clone_ref(py),
+            buffer: PyOnceLock::new(),
+        }
+    }
+
+    /// `(device_type, device_id)` as the DLPack protocol reports it.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.tensor.device().dlpack_device()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Tensor(shape={:?}, strides={:?}, dtype={}, device={})",
+            self.tensor.shape(),
+            self.tensor.strides(),
+            self.tensor.dtype(),
+            self.tensor.device()
+        )
+    }
+}
+
+fn default_policy(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static ROW_MAJOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    ROW_MAJOR
+        .get_or_try_init(py, || {
+            let init = PyClassInitializer::from(PyLayoutPolicy {
+                inner: Arc::new(devmm::RowMajor),
+            })
+            .add_subclass(PyRowMajor);
+            Ok::<_, PyErr>(Py::new(py, init)?.into_any())
+        })
+        .map(|p| p.bind(py))
+}
+
+fn allocate(
+    py: Python<'_>,
+    shape: &[usize],
+    dtype: devmm::DType,
+    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    device: Option<devmm::Device>,
+    mr: Option<&Bound<'_, PyAny>>,
+    stream: Option<StreamArg>,
+) -> PyResult<PyTensor> {
+    let (policy_obj, policy) = match layout {
+        Some(layout) => (
+            layout.clone().into_any().unbind(),
+            Arc::clone(&layout.get().inner),
+        ),
+        None => {
+            let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
+            (
+                default.clone().into_any().unbind(),
+                Arc::clone(&default.get().inner),
+            )
+        }
+    };
+    let (mr_obj, rust_mr) = match mr {
+        Some(mr) => (mr.clone().unbind(), resource_of(mr)?),
+        None => {
+            let device = match device {
+                Some(device) => device,
+                None => devmm::default_device().py()?,
+            };
+            let current = registry::current(py, device)?;
+            (current.obj, current.mr)
+        }
+    };
+    let device = device.unwrap_or_else(|| rust_mr.device());
+    let stream = resolve_stream(stream, device)?;
+    let options = devmm::EmptyOptions::new()
+        .layout_shared(policy)
+        .device(device)
+        .resource(rust_mr)
+        .stream(stream);
+    let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
+    Ok(PyTensor {
+        tensor,
+        policy: policy_obj,
+        mr: mr_obj,
+        buffer: PyOnceLock::new(),
+    })
+}
+
+/// Allocates an uninitialised tensor: `layout` (a policy; row-major when
+/// `None`) resolves the shape, `mr` (the current resource of `device` when
+/// `None`) allocates, ordered on `stream`.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype, *, layout = None, device = None, mr = None, stream = None))]
+pub(crate) fn empty(
+    py: Python<'_>,
+    shape: ShapeArg,
+    dtype: DTypeArg,
+    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    device: Option<DeviceArg>,
+    mr: Option<&Bound<'_, PyAny>>,
+    stream: Option<StreamArg>,
+) -> PyResult<PyTensor> {
+    allocate(
+        py,
+        &shape.0,
+        dtype.0,
+        layout,
+        device.map(|d| d.0),
+        mr,
+        stream,
+    )
+}
+
+/// A new tensor with the shape, dtype and device of `other`: a devmm
+/// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
+/// (a NumPy array, say). The other arguments are as for `empty`.
+#[pyfunction]
+#[pyo3(signature = (other, *, layout = None, device = None, mr = None, stream = None))]
+pub(crate) fn empty_like(
+    py: Python<'_>,
+    other: &Bound<'_, PyAny>,
+    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    device: Option<DeviceArg>,
+    mr: Option<&Bound<'_, PyAny>>,
+    stream: Option<StreamArg>,
+) -> PyResult<PyTensor> {
+    let (shape, dtype, other_device) = match other.cast::<PyTensor>() {
+        Ok(tensor) => {
+            let t = &tensor.get().tensor;
+            (devmm::Dims::from(t.shape()), t.dtype(), t.device())
+        }
+        Err(_) => {
+            let (ty, id): (i32, i32) = other
+                .call_method0(intern!(py, "__dlpack_device__"))?
+                .extract()?;
+            let shape: ShapeArg = other.getattr(intern!(py, "shape"))?.extract()?;
+            let dtype: DTypeArg = other.getattr(intern!(py, "dtype"))?.extract()?;
+            (shape.0, dtype.0, devmm::Device::from_dlpack(ty, id).py()?)
+        }
+    };
+    let device = match (device, mr) {
+        (Some(device), _) => Some(device.0),
+        (None, Some(_)) => None,
+        (None, None) => Some(other_device),
+    };
+    allocate(py, &shape, dtype, layout, device, mr, stream)
+}

@@ -1,0 +1,34 @@
+"""Runs the seed's example sessions verbatim and docs/python.md as doctests.
+
+Markdown code fences are turned into blank lines before parsing, so an
+example's expected output ends where its fenced block ends."""
+
+import doctest
+import pathlib
+import re
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DOCUMENTS = [
+    HERE / "seed_000_api.md",
+    HERE / "seed_001_readme.md",
+    REPO / "docs" / "python.md",
+]
+FENCE = re.compile(r"^```[a-z]*[ \t]*$", re.MULTILINE)
+
+
+def run_markdown_doctests(path: pathlib.Path) -> doctest.TestResults:
+    text = FENCE.sub("", path.read_text())
+    test = doctest.DocTestParser().get_doctest(text, {}, path.name, str(path), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    return runner.summarize(verbose=False)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_document_examples(path: pathlib.Path) -> None:
+    result = run_markdown_doctests(path)
+    assert result.attempted > 0, f"{path} has no examples"
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {path}"
