@@ -37,3 +37,8 @@ pub use runtime::{
 };
 pub use stream::{Stream, StreamOps, StreamSentinel, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT};
 pub use tensor::{empty, empty_like, EmptyOptions, Tensor};
+
+/// The README's examples, run as doctests so the front page cannot drift.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
