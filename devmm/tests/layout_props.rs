@@ -190,6 +190,13 @@ fn zero_extents_need_zero_bytes_and_keep_positive_strides() {
         (layout.required_nbytes(), layout.strides()),
         (0, &[3, 1][..])
     );
+    let huge_but_empty = RowMajor
+        .layout(&[0, usize::MAX / 8], DType::UINT8, Device::CPU)
+        .unwrap();
+    assert_eq!(
+        (huge_but_empty.numel(), huge_but_empty.required_nbytes()),
+        (0, 0)
+    );
     let scalar = RowMajor.layout(&[], DType::FLOAT64, Device::CPU).unwrap();
     assert_eq!((scalar.required_nbytes(), scalar.numel()), (8, 1));
 }
