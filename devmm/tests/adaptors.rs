@@ -5,8 +5,8 @@ use std::thread;
 
 use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 use devmm::{
-    resource_chain, CallbackMemoryResource, Device, DevicePtr, Error, LimitingAdaptor,
-    LoggingAdaptor, MemoryResource, MisuseKind, StatisticsAdaptor, Stream,
+    CallbackMemoryResource, Device, DevicePtr, Error, LimitingAdaptor, LoggingAdaptor,
+    MemoryResource, MisuseKind, StatisticsAdaptor, Stream, resource_chain,
 };
 
 #[test]
@@ -118,7 +118,10 @@ fn out_of_memory_from_upstream_names_the_whole_chain() {
             ..
         } => {
             assert_eq!((*device, *nbytes), (Device::CPU, usize::MAX / 2));
-            assert_eq!(chain, "StatisticsAdaptor -> LoggingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)");
+            assert_eq!(
+                chain,
+                "StatisticsAdaptor -> LoggingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
+            );
         }
         other => panic!("expected OutOfMemory, got {other:?}"),
     }

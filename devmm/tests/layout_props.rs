@@ -234,8 +234,10 @@ fn invalid_policies_and_hand_built_layouts_say_what_to_fix() {
         assert!(matches!(err, Error::InvalidLayout { .. }), "{err:?}");
         assert!(err.to_string().contains(needle), "{err} lacks {needle:?}");
     }
-    assert!(Aligned::new(RowMajor, 96, 64)
-        .unwrap_err()
-        .to_string()
-        .contains("power of two"));
+    assert!(
+        Aligned::new(RowMajor, 96, 64)
+            .unwrap_err()
+            .to_string()
+            .contains("power of two")
+    );
 }

@@ -6,7 +6,7 @@ use std::thread;
 
 use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 use devmm::{
-    get_current_memory_resource, using_memory_resource, Device, MemoryResource, StatisticsAdaptor,
+    Device, MemoryResource, StatisticsAdaptor, get_current_memory_resource, using_memory_resource,
 };
 
 fn same(a: &Arc<dyn MemoryResource>, b: &Arc<dyn MemoryResource>) -> bool {

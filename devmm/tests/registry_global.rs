@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use devmm::mrs::cpu::HeapMemoryResource;
-use devmm::{get_current_memory_resource, set_current_memory_resource, Device, MemoryResource};
+use devmm::{Device, MemoryResource, get_current_memory_resource, set_current_memory_resource};
 
 fn same(a: &Arc<dyn MemoryResource>, b: &Arc<dyn MemoryResource>) -> bool {
     Arc::ptr_eq(a, b)

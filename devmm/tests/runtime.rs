@@ -4,8 +4,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use devmm::{
-    register_runtime, runtime_for, runtime_names, Device, DeviceType, Error, RuntimeRegistration,
-    Stream, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT,
+    DEFAULT, Device, DeviceType, Error, LEGACY_DEFAULT, PER_THREAD_DEFAULT, RuntimeRegistration,
+    Stream, register_runtime, runtime_for, runtime_names,
 };
 
 #[test]
@@ -84,10 +84,12 @@ fn third_parties_register_their_own_runtime() {
         probe: || false,
         load: || runtime_for("cpu"),
     });
-    assert!(again
-        .unwrap_err()
-        .to_string()
-        .contains("already registered"));
+    assert!(
+        again
+            .unwrap_err()
+            .to_string()
+            .contains("already registered")
+    );
 }
 
 /// `DEVMM_RUNTIME` is read once per process, so it is tested in a child

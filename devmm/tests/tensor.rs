@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 use devmm::{
-    empty, empty_like, using_memory_resource, Aligned, ColMajor, DType, Device, DeviceBuffer,
-    EmptyOptions, Error, Layout, MemoryResource, RowMajor, StatisticsAdaptor, Stream, Tensor,
+    Aligned, ColMajor, DType, Device, DeviceBuffer, EmptyOptions, Error, Layout, MemoryResource,
+    RowMajor, StatisticsAdaptor, Stream, Tensor, empty, empty_like, using_memory_resource,
 };
 
 #[test]
