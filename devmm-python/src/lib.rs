@@ -13,6 +13,7 @@ mod error;
 mod host_resources;
 mod layout;
 mod log_bridge;
+mod numpy_handler;
 mod registry;
 mod resource;
 mod runtime;
@@ -62,6 +63,9 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLimitingAdaptor>()?;
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
+    m.add_class::<numpy_handler::PyNumpyHandlerMemoryResource>()?;
+    m.add_class::<numpy_handler::PyNumpyInstaller>()?;
+    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
 
     m.add_class::<registry::PyUsingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;

@@ -1,5 +1,5 @@
 """Host memory resources."""
 
-from .._devmm import BytearrayMemoryResource, MallocMemoryResource
+from .._devmm import BytearrayMemoryResource, MallocMemoryResource, NumpyHandlerMemoryResource
 
-__all__ = ["BytearrayMemoryResource", "MallocMemoryResource"]
+__all__ = ["BytearrayMemoryResource", "MallocMemoryResource", "NumpyHandlerMemoryResource"]
