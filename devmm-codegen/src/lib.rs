@@ -5,3 +5,5 @@
 //!   libloading-based loader, so no GPU SDK is needed to build devmm.
 //! - Python stubs: reads the Python extension's Rust source and emits the
 //!   `.pyi` files shipped with the package.
+
+pub mod stubs;

@@ -11,7 +11,12 @@ use crate::resource::{python_resource, resource_of, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
-fn adaptor_repr(py: Python<'_>, name: &str, upstream: &Py<PyAny>, extra: &str) -> PyResult<String> {
+fn adaptor_repr(
+    py: Python<'_>,
+    name: &str,
+    upstream: &Py<PyMemoryResource>,
+    extra: &str,
+) -> PyResult<String> {
     Ok(format!("{name}({}{extra})", upstream.bind(py).repr()?))
 }
 
@@ -20,13 +25,13 @@ fn adaptor_repr(py: Python<'_>, name: &str, upstream: &Py<PyAny>, extra: &str) -
 #[pyclass(extends = PyMemoryResource, name = "StatisticsAdaptor", module = "devmm")]
 pub(crate) struct PyStatisticsAdaptor {
     stats: Arc<devmm::StatisticsAdaptor<Upstream>>,
-    upstream: Py<PyAny>,
+    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
 impl PyStatisticsAdaptor {
     #[new]
-    fn py_new(upstream: &Bound<'_, PyAny>) -> PyResult<(Self, PyMemoryResource)> {
+    fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
         let stats = Arc::new(devmm::StatisticsAdaptor::new(resource_of(upstream)?));
         let base = PyMemoryResource::native(stats.clone());
         Ok((
@@ -40,7 +45,7 @@ impl PyStatisticsAdaptor {
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
         self.upstream.clone_ref(py)
     }
 
@@ -84,14 +89,14 @@ impl PyStatisticsAdaptor {
 #[pyclass(extends = PyMemoryResource, name = "LimitingAdaptor", module = "devmm")]
 pub(crate) struct PyLimitingAdaptor {
     limiting: Arc<devmm::LimitingAdaptor<Upstream>>,
-    upstream: Py<PyAny>,
+    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
 impl PyLimitingAdaptor {
     #[new]
     fn py_new(
-        upstream: &Bound<'_, PyAny>,
+        upstream: &Bound<'_, PyMemoryResource>,
         limit_bytes: usize,
     ) -> PyResult<(Self, PyMemoryResource)> {
         let limiting = Arc::new(devmm::LimitingAdaptor::new(
@@ -110,7 +115,7 @@ impl PyLimitingAdaptor {
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
         self.upstream.clone_ref(py)
     }
 
@@ -136,13 +141,13 @@ impl PyLimitingAdaptor {
 /// (attributes `op`, `ptr`, `nbytes`, `stream`, `device`, and `error` on failure).
 #[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
 pub(crate) struct PyLoggingAdaptor {
-    upstream: Py<PyAny>,
+    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
 impl PyLoggingAdaptor {
     #[new]
-    fn py_new(upstream: &Bound<'_, PyAny>) -> PyResult<(Self, PyMemoryResource)> {
+    fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
         let logging = devmm::LoggingAdaptor::new(resource_of(upstream)?);
         Ok((
             PyLoggingAdaptor {
@@ -154,7 +159,7 @@ impl PyLoggingAdaptor {
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyAny> {
+    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
         self.upstream.clone_ref(py)
     }
 

@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::IntoPyResult;
 use crate::registry;
-use crate::resource::resource_of;
+use crate::resource::{resource_of, PyMemoryResource};
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 
 /// An allocation that owns its memory and keeps its resource alive.
@@ -20,11 +20,11 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 #[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
-    mr: Py<PyAny>,
+    mr: Py<PyMemoryResource>,
 }
 
 impl PyDeviceBuffer {
-    pub(crate) fn wrap(buffer: Arc<devmm::DeviceBuffer>, mr: Py<PyAny>) -> Self {
+    pub(crate) fn wrap(buffer: Arc<devmm::DeviceBuffer>, mr: Py<PyMemoryResource>) -> Self {
         PyDeviceBuffer { buffer, mr }
     }
 }
@@ -38,7 +38,7 @@ impl PyDeviceBuffer {
     fn py_new(
         py: Python<'_>,
         size: usize,
-        mr: Option<&Bound<'_, PyAny>>,
+        mr: Option<&Bound<'_, PyMemoryResource>>,
         stream: Option<StreamArg>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
@@ -92,7 +92,7 @@ impl PyDeviceBuffer {
 
     /// The resource that owns the memory.
     #[getter]
-    fn mr(&self, py: Python<'_>) -> Py<PyAny> {
+    fn mr(&self, py: Python<'_>) -> Py<PyMemoryResource> {
         self.mr.clone_ref(py)
     }
 

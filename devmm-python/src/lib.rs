@@ -28,7 +28,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     log_bridge::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DEVMM_RUNTIME", devmm::runtime::RUNTIME_ENV)?;
+    m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
     m.add(
         "RuntimeUnavailableError",
         py.get_type::<error::RuntimeUnavailableError>(),
@@ -40,13 +40,24 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<stream::PyStreamSentinel>()?;
     m.add_class::<stream::PyStream>()?;
-    for (name, inner) in [
-        ("DEFAULT", devmm::DEFAULT),
-        ("LEGACY_DEFAULT", devmm::LEGACY_DEFAULT),
-        ("PER_THREAD_DEFAULT", devmm::PER_THREAD_DEFAULT),
-    ] {
-        m.add(name, stream::PyStreamSentinel { inner })?;
-    }
+    m.add(
+        "DEFAULT",
+        stream::PyStreamSentinel {
+            inner: devmm::DEFAULT,
+        },
+    )?;
+    m.add(
+        "LEGACY_DEFAULT",
+        stream::PyStreamSentinel {
+            inner: devmm::LEGACY_DEFAULT,
+        },
+    )?;
+    m.add(
+        "PER_THREAD_DEFAULT",
+        stream::PyStreamSentinel {
+            inner: devmm::PER_THREAD_DEFAULT,
+        },
+    )?;
 
     m.add_class::<layout::PyLayoutPolicy>()?;
     m.add_class::<layout::PyRowMajor>()?;

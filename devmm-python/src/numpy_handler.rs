@@ -260,7 +260,7 @@ fn handler_capsule(
 /// that was current before. Made by `devmm.integrations.numpy.install`.
 #[pyclass(name = "NumpyInstaller", module = "devmm.integrations.numpy")]
 pub(crate) struct PyNumpyInstaller {
-    mr: Py<PyAny>,
+    mr: Py<PyMemoryResource>,
     previous: Option<Py<PyAny>>,
 }
 
@@ -268,7 +268,7 @@ pub(crate) struct PyNumpyInstaller {
 impl PyNumpyInstaller {
     /// The resource NumPy allocates through.
     #[getter]
-    fn mr(&self, py: Python<'_>) -> Py<PyAny> {
+    fn mr(&self, py: Python<'_>) -> Py<PyMemoryResource> {
         self.mr.clone_ref(py)
     }
 
@@ -303,7 +303,7 @@ impl PyNumpyInstaller {
 #[pyfunction]
 pub(crate) fn install_numpy_handler(
     py: Python<'_>,
-    mr: &Bound<'_, PyAny>,
+    mr: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<PyNumpyInstaller> {
     let rust = resource_of(mr)?;
     if !rust.device().ty().is_host_accessible() {

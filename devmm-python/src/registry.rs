@@ -21,7 +21,7 @@ use crate::resource::{resource_of, PyMemoryResource};
 
 /// A resource as both the Python object users passed and its Rust resource.
 pub(crate) struct Current {
-    pub(crate) obj: Py<PyAny>,
+    pub(crate) obj: Py<PyMemoryResource>,
     pub(crate) mr: Arc<dyn devmm::MemoryResource>,
 }
 
@@ -29,7 +29,7 @@ pub(crate) struct Current {
 #[pyclass(frozen, name = "_OverrideFrame", module = "devmm")]
 pub(crate) struct PyOverrideFrame {
     device: devmm::Device,
-    obj: Py<PyAny>,
+    obj: Py<PyMemoryResource>,
     mr: Arc<dyn devmm::MemoryResource>,
     parent: Option<Py<PyOverrideFrame>>,
 }
@@ -62,7 +62,10 @@ fn lock_global() -> std::sync::MutexGuard<'static, HashMap<devmm::Device, Curren
 
 /// Wraps a resource the core handed out (a runtime's default) as a Python
 /// object: the CPU runtime's default is a `MallocMemoryResource`.
-fn wrap_native(py: Python<'_>, mr: Arc<dyn devmm::MemoryResource>) -> PyResult<Py<PyAny>> {
+fn wrap_native(
+    py: Python<'_>,
+    mr: Arc<dyn devmm::MemoryResource>,
+) -> PyResult<Py<PyMemoryResource>> {
     let base = PyMemoryResource::native(mr);
     if base
         .native
@@ -70,9 +73,9 @@ fn wrap_native(py: Python<'_>, mr: Arc<dyn devmm::MemoryResource>) -> PyResult<P
         .is_some_and(|mr| mr.device() == devmm::Device::CPU)
     {
         let init = PyClassInitializer::from(base).add_subclass(PyMallocMemoryResource);
-        Ok(Py::new(py, init)?.into_any())
+        Ok(Bound::new(py, init)?.into_super().unbind())
     } else {
-        Ok(Py::new(py, base)?.into_any())
+        Py::new(py, base)
     }
 }
 
@@ -124,7 +127,7 @@ fn resolve_device(device: Option<DeviceArg>) -> PyResult<devmm::Device> {
 pub(crate) fn get_current_memory_resource(
     py: Python<'_>,
     device: Option<DeviceArg>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<Py<PyMemoryResource>> {
     Ok(current(py, resolve_device(device)?)?.obj)
 }
 
@@ -133,8 +136,8 @@ pub(crate) fn get_current_memory_resource(
 #[pyfunction]
 pub(crate) fn set_current_memory_resource(
     py: Python<'_>,
-    mr: &Bound<'_, PyAny>,
-) -> PyResult<Option<Py<PyAny>>> {
+    mr: &Bound<'_, PyMemoryResource>,
+) -> PyResult<Option<Py<PyMemoryResource>>> {
     let rust = resource_of(mr)?;
     let device = rust.device();
     devmm::set_current_memory_resource(Arc::clone(&rust));
@@ -152,7 +155,7 @@ pub(crate) fn set_current_memory_resource(
 /// `with` block (in this context only); `as` binds the resource.
 #[pyclass(name = "using_memory_resource", module = "devmm")]
 pub(crate) struct PyUsingMemoryResource {
-    obj: Py<PyAny>,
+    obj: Py<PyMemoryResource>,
     mr: Arc<dyn devmm::MemoryResource>,
     tokens: Vec<Py<PyAny>>,
 }
@@ -160,7 +163,7 @@ pub(crate) struct PyUsingMemoryResource {
 #[pymethods]
 impl PyUsingMemoryResource {
     #[new]
-    fn py_new(mr: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn py_new(mr: &Bound<'_, PyMemoryResource>) -> PyResult<Self> {
         Ok(PyUsingMemoryResource {
             mr: resource_of(mr)?,
             obj: mr.clone().unbind(),
@@ -168,7 +171,7 @@ impl PyUsingMemoryResource {
         })
     }
 
-    fn __enter__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn __enter__(&mut self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         let var = context_var(py)?;
         let parent = var.call_method0(intern!(py, "get"))?;
         let frame = PyOverrideFrame {

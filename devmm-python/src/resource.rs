@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError};
+use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -169,17 +169,10 @@ impl PyMemoryResource {
 
 /// The Rust resource behind a Python resource object: its native resource,
 /// or a bridge to the Python methods of a Python-defined one.
-pub(crate) fn resource_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
-    let base = obj.cast::<PyMemoryResource>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "expected a devmm.DeviceMemoryResource, got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
-    })?;
-    let base = base.borrow();
+pub(crate) fn resource_of(
+    obj: &Bound<'_, PyMemoryResource>,
+) -> PyResult<Arc<dyn devmm::MemoryResource>> {
+    let base = obj.borrow();
     if let Some(mr) = &base.native {
         return Ok(Arc::clone(mr));
     }

@@ -13,7 +13,7 @@ use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
 use crate::registry;
-use crate::resource::resource_of;
+use crate::resource::{resource_of, PyMemoryResource};
 use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
@@ -22,7 +22,7 @@ use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     policy: Py<PyAny>,
-    mr: Py<PyAny>,
+    mr: Py<PyMemoryResource>,
     buffer: PyOnceLock<Py<PyDeviceBuffer>>,
 }
 
@@ -143,7 +143,7 @@ fn allocate(
     dtype: devmm::DType,
     layout: Option<&Bound<'_, PyLayoutPolicy>>,
     device: Option<devmm::Device>,
-    mr: Option<&Bound<'_, PyAny>>,
+    mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
     let (policy_obj, policy) = match layout {
@@ -197,7 +197,7 @@ pub(crate) fn empty(
     dtype: DTypeArg,
     layout: Option<&Bound<'_, PyLayoutPolicy>>,
     device: Option<DeviceArg>,
-    mr: Option<&Bound<'_, PyAny>>,
+    mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
     allocate(
@@ -221,7 +221,7 @@ pub(crate) fn empty_like(
     other: &Bound<'_, PyAny>,
     layout: Option<&Bound<'_, PyLayoutPolicy>>,
     device: Option<DeviceArg>,
-    mr: Option<&Bound<'_, PyAny>>,
+    mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
     let (shape, dtype, other_device) = match other.cast::<PyTensor>() {
