@@ -542,6 +542,13 @@ impl Crate {
                 Expr::Call(c) if tokens(&c.func).replace(' ', "") == "String::from" => "str".to_owned(),
                 // `py.get_type::<E>()`: an exception class, stubbed from its create_exception!.
                 Expr::MethodCall(m) if m.method == "get_type" => continue,
+                // `Enum::Variant` of a pyclass enum.
+                Expr::Path(p) if p.path.segments.len() >= 2 => {
+                    let owner = p.path.segments[p.path.segments.len() - 2].ident.to_string();
+                    self.names.get(&owner).ok_or_else(|| {
+                        err(file, format!("module constant {} is a variant of {owner}, which is not a #[pyclass]", name.value()))
+                    })?
+                }
                 Expr::Struct(s) => {
                     let rust = s.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
                     self.names.get(&rust).ok_or_else(|| {
@@ -551,7 +558,7 @@ impl Crate {
                 other => {
                     return Err(err(file, format!(
                         "module constant {}: cannot tell the Python type of {}; use a string literal, \
-                         String::from(..), or a #[pyclass] struct literal",
+                         String::from(..), or a #[pyclass] value",
                         name.value(),
                         tokens(other)
                     )))

@@ -1,0 +1,83 @@
+//! Snapshots of the Python stubs: a fixture covering every form the
+//! generator reads, the devmm extension itself, and the errors.
+
+use std::fs;
+use std::path::Path;
+
+use devmm_codegen::stubs::generate;
+
+#[test]
+fn fixture_extension_stub() {
+    let source = include_str!("fixtures/stubs_extension.rs");
+    let stub = generate(&[("stubs_extension.rs", source)], "shapes").unwrap();
+    insta::assert_snapshot!(stub);
+}
+
+#[test]
+fn devmm_extension_stub() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../devmm-python/src");
+    let mut files: Vec<_> = fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let sources: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let stub = generate(&sources, "devmm._devmm").unwrap();
+    insta::assert_snapshot!(stub);
+}
+
+fn error_of(source: &str) -> String {
+    generate(&[("bad.rs", source)], "bad")
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn types_without_a_python_spelling_are_errors() {
+    let message = error_of("#[pyfunction]\nfn f(x: Opaque) -> usize { 0 }");
+    insta::assert_snapshot!(message, @"bad.rs: f: no Python spelling for `Opaque`; make it a #[pyclass] or give its definition a doc line ``Python type: `...` ``");
+}
+
+#[test]
+fn a_base_that_is_not_a_pyclass_is_an_error() {
+    let message = error_of("#[pyclass(extends = Missing)]\nstruct A;");
+    insta::assert_snapshot!(message, @"bad.rs: class A extends Missing, which is not a #[pyclass] here");
+}
+
+#[test]
+fn methods_of_an_unknown_class_are_an_error() {
+    let message = error_of("#[pymethods]\nimpl Nowhere { fn f(&self) {} }");
+    insta::assert_snapshot!(message, @"bad.rs: #[pymethods] for Nowhere, which is not a #[pyclass] seen so far");
+}
+
+#[test]
+fn constants_of_unknown_type_are_an_error() {
+    let message = error_of("#[pymodule]\nfn m(m: &Bound<'_, PyModule>) -> PyResult<()> { m.add(\"X\", compute())?; Ok(()) }");
+    insta::assert_snapshot!(message, @"bad.rs: module constant X: cannot tell the Python type of compute (); use a string literal, String::from(..), or a #[pyclass] value");
+}
+
+#[test]
+fn signatures_naming_missing_arguments_are_an_error() {
+    let message = error_of("#[pyfunction]\n#[pyo3(signature = (a, b = 1))]\nfn f(a: usize) {}");
+    insta::assert_snapshot!(message, @"bad.rs: f: signature names b, which is not an argument");
+}
+
+#[test]
+fn sources_that_do_not_parse_are_an_error() {
+    let message = error_of("fn (");
+    assert!(
+        message.starts_with("bad.rs: does not parse as Rust:"),
+        "{message}"
+    );
+}
