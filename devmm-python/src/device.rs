@@ -44,6 +44,18 @@ impl From<devmm::DeviceType> for PyDeviceType {
     }
 }
 
+impl PyDeviceType {
+    /// The class attribute for `ty`: one object per member, as with `IntEnum`.
+    pub(crate) fn member(py: Python<'_>, ty: devmm::DeviceType) -> PyResult<Py<PyDeviceType>> {
+        let name = PyDeviceType::from(ty).name();
+        Ok(py
+            .get_type::<PyDeviceType>()
+            .getattr(name)?
+            .cast_into::<PyDeviceType>()?
+            .unbind())
+    }
+}
+
 impl From<PyDeviceType> for devmm::DeviceType {
     fn from(ty: PyDeviceType) -> Self {
         match ty {
@@ -61,10 +73,10 @@ impl From<PyDeviceType> for devmm::DeviceType {
 impl PyDeviceType {
     /// The member for a DLPack device-type code, like `IntEnum(value)`.
     #[new]
-    fn py_new(value: i32) -> PyResult<Self> {
-        devmm::DeviceType::from_dlpack(value)
-            .map(PyDeviceType::from)
-            .ok_or_else(|| PyValueError::new_err(format!("{value} is not a valid DeviceType")))
+    fn py_new(py: Python<'_>, value: i32) -> PyResult<Py<Self>> {
+        let ty = devmm::DeviceType::from_dlpack(value)
+            .ok_or_else(|| PyValueError::new_err(format!("{value} is not a valid DeviceType")))?;
+        PyDeviceType::member(py, ty)
     }
 
     /// The DLPack code.
@@ -118,7 +130,9 @@ impl PyDevice {
         let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
             devmm::DeviceType::from(ty)
         } else if let Ok(code) = r#type.extract::<i32>() {
-            PyDeviceType::py_new(code)?.into()
+            devmm::DeviceType::from_dlpack(code).ok_or_else(|| {
+                PyValueError::new_err(format!("{code} is not a valid DeviceType"))
+            })?
         } else {
             r#type.extract::<String>()?.parse().py()?
         };
@@ -133,8 +147,8 @@ impl PyDevice {
 
     /// The device type.
     #[getter]
-    fn r#type(&self) -> PyDeviceType {
-        self.inner.ty().into()
+    fn r#type(&self, py: Python<'_>) -> PyResult<Py<PyDeviceType>> {
+        PyDeviceType::member(py, self.inner.ty())
     }
 
     /// The ordinal.

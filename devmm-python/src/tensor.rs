@@ -171,12 +171,15 @@ fn allocate(
         }
     };
     let device = device.unwrap_or_else(|| rust_mr.device());
-    let stream = resolve_stream(stream, device)?;
-    let options = devmm::EmptyOptions::new()
+    let mut options = devmm::EmptyOptions::new()
         .layout_shared(policy)
         .device(device)
-        .resource(rust_mr)
-        .stream(stream);
+        .resource(rust_mr);
+    // Without a stream the core picks the device's default, after it has
+    // checked the device against the resource.
+    if stream.is_some() {
+        options = options.stream(resolve_stream(stream, device)?);
+    }
     let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
     Ok(PyTensor {
         tensor,

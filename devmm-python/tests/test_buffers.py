@@ -1,0 +1,82 @@
+"""DeviceBuffer: ownership, freeing, copies."""
+
+import gc
+
+import pytest
+
+import devmm
+from devmm.mrs.cpu import BytearrayMemoryResource
+
+
+def test_buffer_fields(stats: devmm.StatisticsAdaptor, stream: devmm.Stream) -> None:
+    buf = devmm.DeviceBuffer(64, mr=stats, stream=stream)
+    assert (buf.size, buf.nbytes, buf.closed, buf.live_exports) == (64, 64, False, 0)
+    assert buf.ptr % 64 == 0
+    assert buf.mr is stats and buf.stream == stream
+    assert buf.device == devmm.Device.from_string("cpu")
+    assert stats.current_bytes == 64
+    assert repr(buf).startswith("DeviceBuffer(ptr=0x") and repr(buf).endswith("size=64, device=cpu:0, closed=False)")
+    buf.free()
+    buf.free(stream)
+    assert buf.closed and stats.current_bytes == 0
+    assert stats.deallocations == 1
+
+
+def test_context_manager_frees(stats: devmm.StatisticsAdaptor) -> None:
+    with devmm.DeviceBuffer(100, mr=stats) as buf:
+        assert stats.current_bytes == 100
+    assert buf.closed and stats.current_bytes == 0
+
+
+def test_dropping_the_last_reference_frees(stats: devmm.StatisticsAdaptor) -> None:
+    buf = devmm.DeviceBuffer(100, mr=stats)
+    assert stats.current_bytes == 100
+    del buf
+    gc.collect()
+    assert stats.current_bytes == 0
+
+
+def test_buffers_keep_their_resource_alive() -> None:
+    mr = BytearrayMemoryResource()
+    buf = devmm.DeviceBuffer(32, mr=devmm.StatisticsAdaptor(mr))
+    gc.collect()
+    upstream = buf.mr.upstream  # type: ignore[attr-defined]
+    assert upstream is mr and mr._debug_live_count() == 1
+    buf.free()
+    assert mr._debug_live_count() == 0
+
+
+def test_copies_round_trip_and_check_bounds() -> None:
+    buf = devmm.DeviceBuffer(8)
+    buf.copy_from_host(b"abcdefgh")
+    assert buf.copy_to_host() == b"abcdefgh"
+    assert buf.copy_to_host(3) == b"abc"
+    with pytest.raises(ValueError, match="does not fit"):
+        buf.copy_from_host(b"123456789")
+    buf.free()
+    with pytest.raises(ValueError, match="closed"):
+        buf.copy_to_host()
+
+
+def test_zero_byte_buffers_are_null(stats: devmm.StatisticsAdaptor) -> None:
+    buf = devmm.DeviceBuffer(0, mr=stats)
+    assert buf.ptr == 0 and buf.size == 0
+    buf.free()
+    assert buf.closed
+
+
+def test_default_resource_and_device_arguments() -> None:
+    buf = devmm.DeviceBuffer(16, device="cpu", stream=devmm.DEFAULT)
+    assert buf.mr is devmm.get_current_memory_resource("cpu")
+    buf.free()
+    with pytest.raises(TypeError, match="stream sentinel"):
+        devmm.DeviceBuffer(16, stream=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        devmm.DeviceBuffer(16, mr=object())  # type: ignore[arg-type]
+
+
+def test_limits_surface_as_memory_error(stream: devmm.Stream) -> None:
+    limited = devmm.LimitingAdaptor(BytearrayMemoryResource(), limit_bytes=10)
+    with pytest.raises(MemoryError):
+        devmm.DeviceBuffer(11, mr=limited, stream=stream)
+    assert limited.used_bytes == 0

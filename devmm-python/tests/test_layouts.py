@@ -1,0 +1,65 @@
+"""Layout policies and resolved layouts."""
+
+import pytest
+
+import devmm
+
+F32 = devmm.DType.from_string("float32")
+
+
+def test_dense_policies(cpu: devmm.Device) -> None:
+    assert devmm.RowMajor()((2, 3, 4), F32, cpu).strides == (12, 4, 1)
+    assert devmm.ColMajor()((2, 3, 4), F32, cpu).strides == (1, 2, 6)
+    nhwc = devmm.Permuted([0, 2, 3, 1])
+    assert nhwc((1, 3, 4, 5), "uint8", cpu).strides == (60, 1, 15, 3)
+    assert nhwc.order == [0, 2, 3, 1]
+
+
+def test_layouts_carry_their_policy_object(cpu: devmm.Device) -> None:
+    for policy in (devmm.RowMajor(), devmm.ColMajor(), devmm.DeviceOptimal(), devmm.Permuted([1, 0])):
+        assert policy((2, 2), F32, cpu).policy is policy
+
+
+def test_aligned_pads_rows_and_base(cpu: devmm.Device) -> None:
+    aligned = devmm.Aligned(devmm.RowMajor(), unit_stride_alignment=128, base_alignment=256)
+    layout = aligned((4, 3), F32, "cpu")
+    assert layout.strides == (32, 1)
+    assert layout.required_nbytes == 512
+    assert layout.base_alignment == 256
+    assert isinstance(aligned.inner, devmm.RowMajor)
+    assert repr(aligned) == "Aligned(RowMajor(), unit_stride_alignment=128, base_alignment=256)"
+
+
+def test_device_optimal_depends_on_the_device() -> None:
+    opt = devmm.DeviceOptimal()
+    assert opt((2, 3), F32, "cpu").strides == (16, 1)
+    assert opt((2, 3), F32, "cuda:0").strides == (32, 1)
+    assert opt((2, 3), F32, "cuda:0").base_alignment == 256
+
+
+def test_layout_fields(cpu: devmm.Device) -> None:
+    layout = devmm.ColMajor()((2, 3), "int64", cpu)
+    assert layout.shape == (2, 3)
+    assert layout.permutation == (1, 0)
+    assert (layout.itemsize, layout.numel, layout.required_nbytes) == (8, 6, 48)
+    assert not layout.is_c_contiguous()
+    assert devmm.RowMajor()((2, 3), "int64", cpu).is_c_contiguous()
+    assert layout == devmm.ColMajor()((2, 3), "int64", cpu)
+    assert layout != devmm.RowMajor()((2, 3), "int64", cpu)
+
+
+@pytest.mark.parametrize("alignments", [(3, 1), (1, 48), (0, 1)])
+def test_alignments_must_be_powers_of_two(alignments: tuple[int, int]) -> None:
+    with pytest.raises(ValueError, match="power of two"):
+        devmm.Aligned(devmm.RowMajor(), *alignments)
+
+
+def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
+    with pytest.raises(ValueError, match="not a permutation"):
+        devmm.Permuted([0, 0])((2, 2), F32, cpu)
+    with pytest.raises(ValueError, match="overflows"):
+        devmm.RowMajor()((1 << 62, 1 << 62), F32, cpu)
+    with pytest.raises(ValueError, match="smaller than one"):
+        devmm.Aligned(devmm.RowMajor(), 2, 1)((2,), "float64", cpu)
+    with pytest.raises(OverflowError):
+        devmm.RowMajor()((-1,), F32, cpu)

@@ -1,0 +1,212 @@
+"""Memory resources, adaptors, Python-defined resources."""
+
+import ctypes
+import logging
+from typing import Any
+
+import pytest
+
+import devmm
+from devmm.mrs.cpu import BytearrayMemoryResource, MallocMemoryResource, NumpyHandlerMemoryResource
+
+
+def write_read(ptr: int, payload: bytes) -> bytes:
+    ctypes.memmove(ptr, payload, len(payload))
+    return ctypes.string_at(ptr, len(payload))
+
+
+@pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource, NumpyHandlerMemoryResource])
+def test_host_resources_hand_out_aligned_writable_memory(factory: Any, stream: devmm.Stream) -> None:
+    mr = factory()
+    align = mr.guaranteed_alignment()
+    ptrs = [mr.allocate(n, stream) for n in (1, 100, 4096)]
+    assert all(p % align == 0 for p in ptrs)
+    assert len(set(ptrs)) == 3
+    assert write_read(ptrs[1], b"x" * 100) == b"x" * 100
+    for p, n in zip(ptrs, (1, 100, 4096)):
+        mr.deallocate(p, n, stream)
+    assert mr.allocate(0, stream) == 0
+    mr.deallocate(0, 0, stream)
+    assert mr.device == devmm.Device.from_string("cpu")
+    assert not mr.stream_ordered
+    free, total = mr.available_memory()
+    assert 0 < free <= total
+
+
+def test_resource_reprs() -> None:
+    assert repr(MallocMemoryResource(alignment=128)) == "MallocMemoryResource(device=cpu:0, alignment=128)"
+    assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=64)"
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    limited = devmm.LimitingAdaptor(stats, limit_bytes=10)
+    assert repr(limited) == (
+        "LimitingAdaptor(StatisticsAdaptor(MallocMemoryResource(device=cpu:0, alignment=64)), limit_bytes=10)"
+    )
+    assert limited.upstream is stats
+
+
+def test_malloc_alignment_must_be_a_power_of_two() -> None:
+    with pytest.raises(ValueError, match="power of two"):
+        MallocMemoryResource(alignment=48)
+
+
+def test_bytearray_resource_detects_misuse(stream: devmm.Stream) -> None:
+    mr = BytearrayMemoryResource()
+    p = mr.allocate(32, stream)
+    assert mr._debug_live_count() == 1
+    with pytest.raises(ValueError, match="wrong size"):
+        mr.deallocate(p, 16, stream)
+    with pytest.raises(ValueError, match="never allocated"):
+        mr.deallocate(p + 64, 32, stream)
+    mr.deallocate(p, 32, stream)
+    with pytest.raises(ValueError, match="double free"):
+        mr.deallocate(p, 32, stream)
+    assert mr._debug_live_count() == 0
+
+
+def test_statistics_adaptor_counts(stream: devmm.Stream) -> None:
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    a = stats.allocate(100, stream)
+    b = stats.allocate(50, stream)
+    assert (stats.current_bytes, stats.peak_bytes, stats.total_bytes) == (150, 150, 150)
+    stats.deallocate(a, 100, stream)
+    c = stats.allocate(10, stream)
+    assert (stats.current_bytes, stats.peak_bytes, stats.total_bytes) == (60, 150, 160)
+    stats.deallocate(b, 50, stream)
+    stats.deallocate(c, 10, stream)
+    assert (stats.allocations, stats.deallocations, stats.current_bytes) == (3, 3, 0)
+
+
+def test_limiting_adaptor_raises_memory_error_naming_the_chain(stream: devmm.Stream) -> None:
+    limited = devmm.LimitingAdaptor(devmm.StatisticsAdaptor(MallocMemoryResource()), limit_bytes=64)
+    p = limited.allocate(64, stream)
+    assert limited.used_bytes == 64 and limited.limit_bytes == 64
+    with pytest.raises(MemoryError, match=r"limit of 64 bytes \(64 in use\)") as info:
+        limited.allocate(1, stream)
+    assert "LimitingAdaptor -> StatisticsAdaptor -> MallocMemoryResource" in str(info.value)
+    limited.deallocate(p, 64, stream)
+    limited.deallocate(limited.allocate(64, stream), 64, stream)
+
+
+def test_logging_adaptor_emits_structured_records(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
+    mr = devmm.LoggingAdaptor(BytearrayMemoryResource())
+    with caplog.at_level(logging.INFO, logger="devmm.mr"):
+        p = mr.allocate(16, stream)
+        mr.deallocate(p, 16, stream)
+        with pytest.raises(ValueError):
+            mr.deallocate(p, 16, stream)
+    records = [r for r in caplog.records if r.name == "devmm.mr"]
+    assert [(r.op, r.levelname) for r in records] == [  # type: ignore[attr-defined]
+        ("allocate", "INFO"),
+        ("deallocate", "INFO"),
+        ("deallocate", "WARNING"),
+    ]
+    first = records[0]
+    assert (first.ptr, first.nbytes, first.stream, first.device) == (p, 16, 0, "cpu:0")  # type: ignore[attr-defined]
+    assert "double free" in records[2].error  # type: ignore[attr-defined]
+    assert records[0].getMessage().startswith("allocate ptr=")
+
+
+def test_logging_adaptor_is_silent_when_the_logger_is_off(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
+    mr = devmm.LoggingAdaptor(MallocMemoryResource())
+    with caplog.at_level(logging.WARNING, logger="devmm.mr"):
+        mr.deallocate(mr.allocate(8, stream), 8, stream)
+    assert not [r for r in caplog.records if r.name == "devmm.mr"]
+
+
+class PyHeap(devmm.DeviceMemoryResource):
+    """A resource written in Python: bytearrays keyed by address."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: dict[int, bytearray] = {}
+        self.calls: list[tuple[str, int]] = []
+
+    def allocate(self, nbytes: int, stream: Any = None) -> int:
+        if nbytes > 1 << 20:
+            raise MemoryError(f"PyHeap will not hold {nbytes} bytes")
+        block = bytearray(nbytes + 64)
+        addr = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
+        aligned = (addr + 63) & ~63
+        self.blocks[aligned] = block
+        self.calls.append(("allocate", nbytes))
+        return aligned
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+        del self.blocks[ptr]
+        self.calls.append(("deallocate", nbytes))
+
+    def guaranteed_alignment(self) -> int:
+        return 64
+
+
+def test_python_subclass_backs_tensors_and_adaptors() -> None:
+    heap = PyHeap()
+    stats = devmm.StatisticsAdaptor(heap)
+    t = devmm.empty((4, 4), "float32", mr=stats)
+    assert t.buffer.ptr in heap.blocks
+    assert stats.current_bytes == 64
+    t.buffer.free()
+    assert heap.calls == [("allocate", 64), ("deallocate", 64)]
+    assert heap.blocks == {} and stats.current_bytes == 0
+
+
+def test_python_exceptions_come_back_unchanged() -> None:
+    heap = PyHeap()
+    with pytest.raises(MemoryError, match="PyHeap will not hold"):
+        devmm.empty((1 << 21,), "uint8", mr=devmm.StatisticsAdaptor(heap))
+    with pytest.raises(KeyError):
+        heap.deallocate(12345, 1)
+    buf = devmm.DeviceBuffer(8, mr=heap)
+    del heap.blocks[buf.ptr]
+    with pytest.raises(KeyError):
+        buf.free()
+
+
+def test_python_subclass_sets_its_device() -> None:
+    heap = PyHeap()
+    heap.device = "cuda_host:0"
+    assert heap.device == devmm.Device.from_string("cuda_host:0")
+    with pytest.raises(AttributeError, match="fixed"):
+        MallocMemoryResource().device = "cpu"  # type: ignore[misc]
+
+
+def test_base_class_methods_must_be_overridden(stream: devmm.Stream) -> None:
+    class Incomplete(devmm.DeviceMemoryResource):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Incomplete must override allocate"):
+        Incomplete().allocate(8, stream)
+    with pytest.raises(NotImplementedError):
+        devmm.empty((2,), "uint8", mr=Incomplete())
+
+
+def test_callback_resource(stream: devmm.Stream) -> None:
+    heap = PyHeap()
+    seen: list[Any] = []
+
+    def alloc(nbytes: int, s: devmm.Stream) -> int:
+        seen.append(s)
+        return heap.allocate(nbytes)
+
+    mr = devmm.CallbackMemoryResource(alloc, heap.deallocate, "cpu", alignment=64)
+    assert mr.guaranteed_alignment() == 64
+    p = mr.allocate(10, stream)
+    assert p % 64 == 0 and seen == [stream]
+    mr.deallocate(p, 10, stream)
+    assert heap.blocks == {}
+
+
+def test_callback_resource_refuses_misaligned_pointers(stream: devmm.Stream) -> None:
+    heap = PyHeap()
+    mr = devmm.CallbackMemoryResource(lambda n, s: heap.allocate(n) + 1, lambda p, n, s: heap.deallocate(p - 1, n), alignment=8)
+    with pytest.raises(ValueError, match="not aligned to the promised 8 bytes"):
+        mr.allocate(16, stream)
+    assert heap.blocks == {}  # the misaligned block was given back
+
+
+def test_numpy_handler_resource_wraps_numpys_allocator(stream: devmm.Stream) -> None:
+    mr = NumpyHandlerMemoryResource()
+    assert repr(mr) == 'NumpyHandlerMemoryResource(handler="default_allocator")'
+    t = devmm.empty((3, 3), "float64", mr=mr)
+    assert t.buffer.mr is mr
+    t.buffer.free()

@@ -1,0 +1,66 @@
+"""Runtimes, streams and their sentinels."""
+
+import pytest
+
+import devmm
+
+
+def test_sentinels_are_distinct_objects() -> None:
+    sentinels = [devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT]
+    assert len({id(s) for s in sentinels}) == 3
+    assert len(set(sentinels)) == 3
+    assert repr(devmm.PER_THREAD_DEFAULT) == "devmm.PER_THREAD_DEFAULT"
+
+
+def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
+    rt = devmm.runtime_for(cpu)
+    assert rt.name == "cpu"
+    assert rt.devices() == [cpu]
+    assert rt.device_count() == 1
+    assert rt.device_types == [devmm.DeviceType.CPU]
+    free, total = rt.memory_info(cpu)
+    assert 0 < free <= total
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        s = rt.stream(cpu, sentinel)
+        assert s.handle == 0 and s.device == cpu
+    s = rt.default_stream(cpu)
+    assert s == rt.create_stream(cpu) == rt.wrap_stream(cpu, 0)
+    s.synchronize()
+    s.wait(rt.default_stream(cpu))
+    s.wait_raw(0)
+
+
+def test_cpu_streams_refuse_foreign_handles(cpu: devmm.Device) -> None:
+    rt = devmm.runtime_for(cpu)
+    with pytest.raises(RuntimeError, match="one stream"):
+        rt.wrap_stream(cpu, 5)
+    with pytest.raises(RuntimeError):
+        rt.default_stream(cpu).wait_raw(7)
+    with pytest.raises(ValueError, match="only cpu:0"):
+        rt.default_stream(devmm.Device.from_string("cuda:0"))
+
+
+def test_runtime_lookup_is_by_device_type_or_name(cpu: devmm.Device) -> None:
+    rt = devmm.runtime_for("cpu")
+    assert devmm.runtime_for(cpu) is rt
+    assert devmm.runtime_for(devmm.DeviceType.CPU) is rt
+    assert "cpu" in devmm.runtime_names()
+    assert devmm.DEVMM_RUNTIME == "DEVMM_RUNTIME"
+
+
+def test_missing_runtimes_raise_an_import_error() -> None:
+    with pytest.raises(devmm.RuntimeUnavailableError, match="tpu"):
+        devmm.runtime_for("tpu")
+    assert issubclass(devmm.RuntimeUnavailableError, ImportError)
+
+
+@pytest.mark.skipif("cuda" in devmm.runtime_names(), reason="a CUDA driver is present")
+def test_gpu_resource_modules_need_their_driver() -> None:
+    with pytest.raises(ImportError, match="cuda runtime is not available"):
+        import devmm.mrs.cuda as _  # noqa: F401
+
+
+@pytest.mark.skipif("rocm" in devmm.runtime_names(), reason="a ROCm driver is present")
+def test_rocm_resource_module_needs_its_driver() -> None:
+    with pytest.raises(devmm.RuntimeUnavailableError):
+        import devmm.mrs.rocm as _  # noqa: F401
