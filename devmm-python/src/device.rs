@@ -130,9 +130,8 @@ impl PyDevice {
         let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
             devmm::DeviceType::from(ty)
         } else if let Ok(code) = r#type.extract::<i32>() {
-            devmm::DeviceType::from_dlpack(code).ok_or_else(|| {
-                PyValueError::new_err(format!("{code} is not a valid DeviceType"))
-            })?
+            devmm::DeviceType::from_dlpack(code)
+                .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))?
         } else {
             r#type.extract::<String>()?.parse().py()?
         };
@@ -189,7 +188,7 @@ impl<'py> FromPyObject<'_, 'py> for DeviceArg {
             return Ok(DeviceArg(device.get().inner));
         }
         if let Ok(text) = obj.cast::<PyString>() {
-            return Ok(DeviceArg(text.to_cow()?.parse().py()?));
+            return Ok(DeviceArg(text.to_str()?.parse().py()?));
         }
         Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "expected a devmm.Device or a device string like \"cuda:0\", got {}",

@@ -77,12 +77,12 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         if let Ok(name) = obj.cast::<PyString>() {
-            return Ok(DTypeArg(name.to_cow()?.parse().py()?));
+            return Ok(DTypeArg(name.to_str()?.parse().py()?));
         }
         if let Ok(dtype) = obj.cast::<PyDType>() {
             return Ok(DTypeArg(dtype.get().inner));
         }
         let name = obj.str()?;
-        Ok(DTypeArg(name.to_cow()?.parse().py()?))
+        Ok(DTypeArg(name.to_str()?.parse().py()?))
     }
 }

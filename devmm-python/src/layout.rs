@@ -4,7 +4,7 @@
 //! a `Layout` whose `policy` attribute is that very object, so a layout
 //! always says which policy made it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
@@ -51,6 +51,16 @@ impl PyLayoutPolicy {
             inner: Arc::new(policy),
         }
     }
+
+    /// A stateless policy, shared by every Python object of its class so
+    /// that making one (`devmm.RowMajor()`) allocates nothing in Rust.
+    pub(crate) fn shared<P: devmm::LayoutPolicy + Default>(
+        cell: &'static OnceLock<Arc<dyn devmm::LayoutPolicy>>,
+    ) -> Self {
+        PyLayoutPolicy {
+            inner: Arc::clone(cell.get_or_init(|| Arc::new(P::default()))),
+        }
+    }
 }
 
 #[pymethods]
@@ -78,7 +88,13 @@ pub(crate) struct PyRowMajor;
 impl PyRowMajor {
     #[new]
     fn py_new() -> (Self, PyLayoutPolicy) {
-        (PyRowMajor, PyLayoutPolicy::with(devmm::RowMajor))
+        {
+            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
+            (
+                PyRowMajor,
+                PyLayoutPolicy::shared::<devmm::RowMajor>(&SHARED),
+            )
+        }
     }
 
     fn __repr__(&self) -> &'static str {
@@ -94,7 +110,13 @@ pub(crate) struct PyColMajor;
 impl PyColMajor {
     #[new]
     fn py_new() -> (Self, PyLayoutPolicy) {
-        (PyColMajor, PyLayoutPolicy::with(devmm::ColMajor))
+        {
+            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
+            (
+                PyColMajor,
+                PyLayoutPolicy::shared::<devmm::ColMajor>(&SHARED),
+            )
+        }
     }
 
     fn __repr__(&self) -> &'static str {
@@ -200,7 +222,13 @@ pub(crate) struct PyDeviceOptimal;
 impl PyDeviceOptimal {
     #[new]
     fn py_new() -> (Self, PyLayoutPolicy) {
-        (PyDeviceOptimal, PyLayoutPolicy::with(devmm::DeviceOptimal))
+        {
+            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
+            (
+                PyDeviceOptimal,
+                PyLayoutPolicy::shared::<devmm::DeviceOptimal>(&SHARED),
+            )
+        }
     }
 
     fn __repr__(&self) -> &'static str {

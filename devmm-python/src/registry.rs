@@ -7,6 +7,7 @@
 //! the core registry, so Rust code in the same process agrees.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
@@ -79,9 +80,18 @@ fn wrap_native(
     }
 }
 
+/// Whether any `using_memory_resource` block was ever entered. Until one
+/// is, no context can hold an override, so lookups skip the context
+/// variable (a Python call) on the allocation path.
+static OVERRIDES_USED: AtomicBool = AtomicBool::new(false);
+
 /// The resource in force on `device` in the current context.
 pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current> {
-    let mut frame = context_var(py)?.call_method0(intern!(py, "get"))?;
+    let mut frame = if OVERRIDES_USED.load(Ordering::Acquire) {
+        context_var(py)?.call_method0(intern!(py, "get"))?
+    } else {
+        py.None().into_bound(py)
+    };
     while let Ok(found) = frame.cast::<PyOverrideFrame>() {
         let f = found.get();
         if f.device == device {
@@ -172,6 +182,7 @@ impl PyUsingMemoryResource {
     }
 
     fn __enter__(&mut self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        OVERRIDES_USED.store(true, Ordering::Release);
         let var = context_var(py)?;
         let parent = var.call_method0(intern!(py, "get"))?;
         let frame = PyOverrideFrame {

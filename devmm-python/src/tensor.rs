@@ -1,11 +1,11 @@
 //! `Tensor`, `empty` and `empty_like`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
-use pyo3::{intern, PyClassInitializer};
 
 use crate::buffer::PyDeviceBuffer;
 use crate::device::{DeviceArg, PyDevice};
@@ -23,7 +23,7 @@ pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     policy: Py<PyAny>,
     mr: Py<PyMemoryResource>,
-    buffer: PyOnceLock<Py<PyDeviceBuffer>>,
+    buffer: OnceLock<Py<PyDeviceBuffer>>,
 }
 
 #[pymethods]
@@ -61,14 +61,15 @@ impl PyTensor {
     /// The buffer the tensor views (the same object on every access).
     #[getter]
     fn buffer(&self, py: Python<'_>) -> PyResult<Py<PyDeviceBuffer>> {
-        self.buffer
-            .get_or_try_init(py, || {
-                Py::new(
-                    py,
-                    PyDeviceBuffer::wrap(Arc::clone(self.tensor.buffer()), self.mr.clone_ref(py)),
-                )
-            })
-            .map(|b| b.clone_ref(py))
+        if let Some(buffer) = self.buffer.get() {
+            return Ok(buffer.clone_ref(py));
+        }
+        let made = Py::new(
+            py,
+            PyDeviceBuffer::wrap(Arc::clone(self.tensor.buffer()), self.mr.clone_ref(py)),
+        )?;
+        // Should another thread have won the race, its object is kept.
+        Ok(self.buffer.get_or_init(|| made).clone_ref(py))
     }
 
     /// The resolved layout; its `policy` is the policy object `empty` was given.
@@ -104,7 +105,7 @@ impl PyTensor {
             tensor: self.tensor.to_read_only(),
             policy: self.policy.clone_ref(py),
             mr: self.mr.clone_ref(py),
-            buffer: PyOnceLock::new(),
+            buffer: OnceLock::new(),
         }
     }
 
@@ -128,11 +129,7 @@ fn default_policy(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static ROW_MAJOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     ROW_MAJOR
         .get_or_try_init(py, || {
-            let init = PyClassInitializer::from(PyLayoutPolicy {
-                inner: Arc::new(devmm::RowMajor),
-            })
-            .add_subclass(PyRowMajor);
-            Ok::<_, PyErr>(Py::new(py, init)?.into_any())
+            Ok::<_, PyErr>(py.get_type::<PyRowMajor>().call0()?.unbind())
         })
         .map(|p| p.bind(py))
 }
@@ -185,7 +182,7 @@ fn allocate(
         tensor,
         policy: policy_obj,
         mr: mr_obj,
-        buffer: PyOnceLock::new(),
+        buffer: OnceLock::new(),
     })
 }
 
