@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the devmm Python package into a fresh virtual environment and runs
+# its tests: pytest (with the seed's examples and docs/python.md as
+# doctests), then mypy's stubtest of the generated stubs against the built
+# module. Exits non-zero on the first failure.
+#
+# Environment: PYTHON (default python3) makes the venv; DEVMM_VENV (default
+# .venv at the repository root) is reused when it exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+venv="${DEVMM_VENV:-$root/.venv}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "virtual environment at $venv"
+if [ ! -x "$venv/bin/python" ]; then
+    "${PYTHON:-python3}" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet "maturin>=1.5,<2" numpy pytest mypy
+
+step "build and install the package (maturin develop)"
+(
+    cd devmm-python
+    VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --locked --quiet
+)
+
+step "pytest (API tests, seed examples and docs/python.md as doctests)"
+"$venv/bin/python" -m pytest -q devmm-python/tests
+
+step "stubtest: the generated stubs against the built module"
+# From outside the source tree, so mypy sees only the installed package.
+(
+    cd "$(mktemp -d)"
+    "$venv/bin/python" -m mypy.stubtest devmm \
+        --allowlist "$root/devmm-python/stubtest-allowlist.txt" \
+        --ignore-unused-allowlist
+)
+
+step "Python package: all checks passed"
