@@ -254,14 +254,16 @@ impl DlpackExport {
     /// The `DLTensor` a consumer reads.
     pub fn dl_tensor(&self) -> &DLTensor {
         match self.flavor {
-            // SAFETY: `raw` points at a live struct of the flavour's type,
-            // owned by `self`, for as long as `self` is borrowed.
             DlpackFlavor::Versioned => {
-                unsafe { self.raw.cast::<DLManagedTensorVersioned>().as_ref() }.dl_tensor()
+                // SAFETY: `raw` points at a live struct of the flavour's
+                // type, owned by `self`, for as long as `self` is borrowed.
+                let managed = unsafe { self.raw.cast::<DLManagedTensorVersioned>().as_ref() };
+                managed.dl_tensor()
             }
-            // SAFETY: as above.
             DlpackFlavor::Legacy => {
-                unsafe { self.raw.cast::<DLManagedTensor>().as_ref() }.dl_tensor()
+                // SAFETY: as above.
+                let managed = unsafe { self.raw.cast::<DLManagedTensor>().as_ref() };
+                managed.dl_tensor()
             }
         }
     }
