@@ -4,10 +4,10 @@
 
 mod support;
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 
-use support::fake_driver::{exclusive, fake_libraries, FakeControl};
+use support::fake_driver::{FakeControl, exclusive, fake_libraries};
 
 type Handle = *mut c_void;
 type GetInt = unsafe extern "C" fn(*mut c_int) -> c_int;

@@ -42,7 +42,7 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use std::ffi::{c_char, c_int, CString};
+use std::ffi::{CString, c_char, c_int};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
