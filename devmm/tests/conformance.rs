@@ -2,17 +2,17 @@
 //! against resources that break the contract (so its checks can fail).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use devmm::testing::{
-    dlpack_conformance, mr_conformance, CheckStatus, ConformanceReport, MrConformanceOptions,
-    RecordedCall, RecordingMemoryResource,
+    CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall, RecordingMemoryResource,
+    dlpack_conformance, mr_conformance,
 };
 use devmm::{
-    runtime_for, CallbackMemoryResource, Device, DeviceBuffer, DevicePtr, Error,
-    HeapMemoryResource, LimitingAdaptor, LoggingAdaptor, MallocMemoryResource, MemoryResource,
-    MisuseKind, StatisticsAdaptor, Stream,
+    CallbackMemoryResource, Device, DeviceBuffer, DevicePtr, Error, HeapMemoryResource,
+    LimitingAdaptor, LoggingAdaptor, MallocMemoryResource, MemoryResource, MisuseKind,
+    StatisticsAdaptor, Stream, runtime_for,
 };
 
 fn status<'a>(report: &'a ConformanceReport, name: &str) -> &'a CheckStatus {
@@ -289,9 +289,10 @@ fn recording_runs_out_of_fake_address_space() {
     mr.allocate(1000, &s).unwrap();
     let err = mr.allocate(100, &s).unwrap_err();
     assert!(err.is_out_of_memory(), "{err}");
-    assert!(err
-        .to_string()
-        .contains("RecordingMemoryResource(device=cpu:0, alignment=256)"));
+    assert!(
+        err.to_string()
+            .contains("RecordingMemoryResource(device=cpu:0, alignment=256)")
+    );
     assert!(mr.allocate(usize::MAX, &s).unwrap_err().is_out_of_memory());
     let info = mr.available_memory().unwrap();
     assert_eq!((info.free, info.total), (0, 1024));

@@ -13,14 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use devmm::dlpack::ffi::{
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
-    DLPACK_MINOR_VERSION,
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion,
+    DLTensor,
 };
 use devmm::{DTypeCode, DeviceType};
 
-const INSTALL: &str =
-    "install the official header with `python3 -m pip install apache-tvm-ffi==0.1.15.post2` \
+const INSTALL: &str = "install the official header with `python3 -m pip install apache-tvm-ffi==0.1.15.post2` \
     (it ships dlpack/dlpack.h; `tvm-ffi-config --dlpack-includedir` prints where), or set \
     DEVMM_DLPACK_INCLUDE to a directory holding dlpack/dlpack.h of DLPack 1.1 or newer";
 

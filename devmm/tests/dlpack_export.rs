@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
-use devmm::dlpack::{ffi, DlpackExport, DlpackFlavor, DlpackRequest};
+use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest, ffi};
 use devmm::testing::{RecordedCall, RecordingMemoryResource};
 use devmm::{
-    empty, Aligned, ColMajor, DType, EmptyOptions, Error, HeapMemoryResource, LayoutPolicy,
-    MemoryResource, Permuted, RowMajor, StatisticsAdaptor, Tensor,
+    Aligned, ColMajor, DType, EmptyOptions, Error, HeapMemoryResource, LayoutPolicy,
+    MemoryResource, Permuted, RowMajor, StatisticsAdaptor, Tensor, empty,
 };
 use proptest::prelude::*;
 
@@ -393,8 +393,8 @@ fn policy_strategy(ndim: usize) -> impl Strategy<Value = (Arc<dyn LayoutPolicy>,
         })
 }
 
-fn case_strategy(
-) -> impl Strategy<Value = (Vec<usize>, DType, Arc<dyn LayoutPolicy>, String, bool, bool)> {
+fn case_strategy()
+-> impl Strategy<Value = (Vec<usize>, DType, Arc<dyn LayoutPolicy>, String, bool, bool)> {
     prop::collection::vec(0usize..5, 0..=4).prop_flat_map(|shape| {
         let ndim = shape.len();
         (

@@ -11,14 +11,14 @@ use std::alloc::Layout as AllocLayout;
 use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{self, NonNull};
 
 use super::ffi::{
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
 };
-use super::request::{freed_refusal, DlpackFlavor, DlpackRequest};
+use super::request::{DlpackFlavor, DlpackRequest, freed_refusal};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

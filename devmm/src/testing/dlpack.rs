@@ -13,10 +13,10 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{Aligned, ColMajor, DeviceOptimal, LayoutPolicy, Permuted, RowMajor};
 use crate::stream::Stream;
-use crate::tensor::{empty, EmptyOptions, Tensor};
+use crate::tensor::{EmptyOptions, Tensor, empty};
 
 use super::recording::{RecordedCall, RecordingMemoryResource};
-use super::report::{ensure, CheckResult, ConformanceReport};
+use super::report::{CheckResult, ConformanceReport, ensure};
 
 /// The tensors every field check exports: plain, transposed, permuted,
 /// padded, device-preferred, scalar, and odd dtypes.

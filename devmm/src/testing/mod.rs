@@ -23,9 +23,9 @@ mod recording;
 mod report;
 
 pub use dlpack::dlpack_conformance;
-pub use mr::{mr_conformance, MrConformanceOptions};
+pub use mr::{MrConformanceOptions, mr_conformance};
 pub use recording::{
-    RecordedCall, RecordingMemoryResource, RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY,
-    RECORDING_FIRST_ADDRESS,
+    RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY, RECORDING_FIRST_ADDRESS, RecordedCall,
+    RecordingMemoryResource,
 };
 pub use report::{CheckOutcome, CheckStatus, ConformanceFailure, ConformanceReport};

@@ -5,10 +5,10 @@ use std::fmt;
 use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{resource_chain, MemoryResource};
+use crate::resource::{MemoryResource, resource_chain};
 use crate::stream::Stream;
 
-use super::report::{ensure, CheckResult, ConformanceReport};
+use super::report::{CheckResult, ConformanceReport, ensure};
 
 type WriteFn = dyn Fn(DevicePtr, &[u8], &Stream) -> Result<()> + Send + Sync;
 type ReadFn = dyn Fn(&mut [u8], DevicePtr, &Stream) -> Result<()> + Send + Sync;

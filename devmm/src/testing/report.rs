@@ -1,7 +1,7 @@
 //! What a conformance suite found: one named outcome per check.
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// How one check ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,9 +161,5 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Fails the check with `message` unless `condition` holds.
 pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message())
-    }
+    if condition { Ok(()) } else { Err(message()) }
 }
