@@ -413,7 +413,8 @@ impl Tensor {
             }
         };
         // On failure the export drops here and its deleter ends the export.
-        if let Some(consumer) = consumer {
+        // A consumer on the producer's own stream is already ordered after it.
+        if let Some(consumer) = consumer.filter(|c| c != buffer.stream()) {
             consumer.wait(buffer.stream())?;
         }
         Ok(export)
