@@ -21,6 +21,7 @@ use super::ffi::{
 use super::request::{DlpackFlavor, DlpackRequest, freed_refusal};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::stream::Stream;
 use crate::tensor::Tensor;
 
 /// The two managed structs, as the block builder and the deleter see them.
@@ -413,10 +414,65 @@ impl Tensor {
             }
         };
         // On failure the export drops here and its deleter ends the export.
-        // A consumer on the producer's own stream is already ordered after it.
-        if let Some(consumer) = consumer.filter(|c| c != buffer.stream()) {
-            consumer.wait(buffer.stream())?;
-        }
+        hand_off(consumer, buffer.stream())?;
         Ok(export)
+    }
+}
+
+/// Orders the consumer's stream after the producer's. Nothing to do when
+/// the consumer asked for no synchronization (`None`) or names the
+/// producer's own stream, which is ordered after itself already.
+fn hand_off(consumer: Option<Stream>, producer: &Stream) -> Result<()> {
+    match consumer {
+        Some(consumer) if consumer != *producer => consumer.wait(producer),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::hand_off;
+    use crate::device::Device;
+    use crate::error::Result;
+    use crate::stream::{Stream, StreamOps};
+
+    /// Stream operations that record every wait instead of doing it.
+    #[derive(Debug, Default)]
+    struct Waits(Mutex<Vec<(Device, usize, usize)>>);
+
+    impl StreamOps for Waits {
+        fn synchronize(&self, _: Device, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
+            self.0.lock().unwrap().push((device, consumer, producer));
+            Ok(())
+        }
+        fn destroy(&self, _: Device, _: usize) {}
+    }
+
+    #[test]
+    fn the_consumer_waits_on_the_producer_unless_it_asked_for_nothing_or_is_the_producer() {
+        let waits = Arc::new(Waits::default());
+        let gpu = Device::cuda(1);
+        let producer = Stream::borrowed(gpu, 0x10, waits.clone());
+        let consumer = Stream::borrowed(gpu, 0x20, waits.clone());
+        hand_off(None, &producer).unwrap();
+        hand_off(Some(producer.clone()), &producer).unwrap();
+        assert!(waits.0.lock().unwrap().is_empty());
+        hand_off(Some(consumer), &producer).unwrap();
+        assert_eq!(*waits.0.lock().unwrap(), [(gpu, 0x20, 0x10)]);
+    }
+
+    #[test]
+    fn a_consumer_on_another_device_is_a_stream_error() {
+        let waits = Arc::new(Waits::default());
+        let producer = Stream::borrowed(Device::cuda(0), 0x10, waits.clone());
+        let consumer = Stream::borrowed(Device::cuda(1), 0x10, waits.clone());
+        let err = hand_off(Some(consumer), &producer).unwrap_err();
+        assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
+        assert!(waits.0.lock().unwrap().is_empty());
     }
 }
