@@ -12,7 +12,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
 use super::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -99,34 +99,29 @@ struct Block<M> {
 /// Allocates and fills one block for `tensor`; the buffer's export count
 /// must already include it.
 fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
-    let ndim = tensor.shape().len();
-    let to_i64 = |what: &str, values: &[usize]| -> Result<Vec<i64>> {
-        values
-            .iter()
-            .map(|&v| {
-                i64::try_from(v).map_err(|_| {
-                    Error::layout(format!(
-                        "{what} value {v} does not fit DLPack's int64; use a smaller shape"
-                    ))
-                })
-            })
-            .collect()
-    };
-    let dims: Vec<i64> = [
-        to_i64("shape", tensor.shape())?,
-        to_i64("stride", tensor.strides())?,
-    ]
-    .concat();
+    let (shape, strides) = (tensor.shape(), tensor.strides());
+    let ndim = shape.len();
+    // Checked before allocating, so the block is written without failing.
+    if let Some(&v) = shape
+        .iter()
+        .chain(strides)
+        .find(|&&v| i64::try_from(v).is_err())
+    {
+        return Err(Error::layout(format!(
+            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
+        )));
+    }
     let ndim_c = i32::try_from(ndim).map_err(|_| {
         Error::layout(format!(
             "a tensor of {ndim} dimensions does not fit DLPack's int32 ndim"
         ))
     })?;
-    let too_big =
-        |_| Error::layout("the DLPack export block overflows isize; use fewer dimensions");
+    let too_big = || Error::layout("the DLPack export block overflows isize; use fewer dimensions");
+    let dims_len = ndim.checked_mul(2).ok_or_else(too_big)?;
+    let dims = AllocLayout::array::<i64>(dims_len).map_err(|_| too_big())?;
     let (layout, dims_offset) = AllocLayout::new::<Block<M>>()
-        .extend(AllocLayout::array::<i64>(dims.len()).map_err(too_big)?)
-        .map_err(too_big)?;
+        .extend(dims)
+        .map_err(|_| too_big())?;
     let layout = layout.pad_to_align();
     // SAFETY: the layout is non-zero-sized (it holds a `Block<M>`).
     let raw = unsafe { std::alloc::alloc(layout) };
@@ -138,12 +133,14 @@ fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
             detail: None,
         });
     };
-    // SAFETY: `dims_offset + 8 * dims.len()` lies inside the block by
+    // SAFETY: `dims_offset + 8 * dims_len` lies inside the block by
     // construction of `layout`, and `extend` aligned it for i64.
     let dims_ptr = unsafe { raw.add(dims_offset) }.cast::<i64>();
-    // SAFETY: `dims_ptr` is valid for `dims.len()` writes (see above) and
-    // does not overlap the `Vec`.
-    unsafe { ptr::copy_nonoverlapping(dims.as_ptr(), dims_ptr, dims.len()) };
+    for (i, &v) in shape.iter().chain(strides).enumerate() {
+        // SAFETY: `i < dims_len`, so the write stays inside the block; the
+        // value fits i64 (checked above).
+        unsafe { dims_ptr.add(i).write(v as i64) };
+    }
     let dl_tensor = DLTensor {
         data: tensor.data_ptr().as_host_ptr(),
         device: {
@@ -160,7 +157,7 @@ fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
             lanes: tensor.dtype().lanes(),
         },
         shape: dims_ptr,
-        // SAFETY: `ndim <= dims.len()`, so this stays inside (or one past) the dims.
+        // SAFETY: `ndim <= dims_len`, so this stays inside (or one past) the dims.
         strides: unsafe { dims_ptr.add(ndim) },
         byte_offset: 0,
     };
@@ -312,11 +309,6 @@ impl DlpackExport {
     /// (a PyCapsule destructor does this for a capsule nobody consumed);
     /// dropping the result runs the deleter. `None` for a null pointer.
     ///
-    /// # Safety
-    ///
-    /// `raw` is null or came from `into_raw` of an export of `flavor`, and
-    /// its deleter has not run and will not run otherwise.
-    ///
     /// ```
     /// use devmm::dlpack::{DlpackExport, DlpackRequest};
     /// let t = devmm::empty(&[4], devmm::DType::UINT8, &devmm::EmptyOptions::new())?;
@@ -329,6 +321,11 @@ impl DlpackExport {
     /// assert_eq!(t.buffer().live_exports(), 0);
     /// # Ok::<(), devmm::Error>(())
     /// ```
+    ///
+    /// # Safety
+    ///
+    /// `raw` is null or came from `into_raw` of an export of `flavor`, and
+    /// its deleter has not run and will not run otherwise.
     pub unsafe fn from_raw(raw: *mut c_void, flavor: DlpackFlavor) -> Option<DlpackExport> {
         NonNull::new(raw).map(|raw| DlpackExport { raw, flavor })
     }

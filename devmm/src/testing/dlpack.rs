@@ -18,11 +18,14 @@ use crate::tensor::{EmptyOptions, Tensor, empty};
 use super::recording::{RecordedCall, RecordingMemoryResource};
 use super::report::{CheckResult, ConformanceReport, ensure};
 
+/// A shape, a dtype and the policy that lays it out.
+type Specimen = (Vec<usize>, DType, Arc<dyn LayoutPolicy>);
+
 /// The tensors every field check exports: plain, transposed, permuted,
 /// padded, device-preferred, scalar, and odd dtypes.
-fn specimens() -> Vec<(Vec<usize>, DType, Arc<dyn LayoutPolicy>)> {
-    let padded = Aligned::new(RowMajor, 128, 256).map(|p| Arc::new(p) as Arc<dyn LayoutPolicy>);
-    let mut specimens: Vec<(Vec<usize>, DType, Arc<dyn LayoutPolicy>)> = vec![
+fn specimens() -> Result<Vec<Specimen>, String> {
+    let padded = Aligned::new(RowMajor, 128, 256).map_err(|e| format!("Aligned failed: {e}"))?;
+    Ok(vec![
         (vec![2, 3], DType::FLOAT32, Arc::new(RowMajor)),
         (vec![3, 4], DType::INT16, Arc::new(ColMajor)),
         (
@@ -30,14 +33,11 @@ fn specimens() -> Vec<(Vec<usize>, DType, Arc<dyn LayoutPolicy>)> {
             DType::FLOAT64,
             Arc::new(Permuted::new([2, 0, 1])),
         ),
+        (vec![4, 3], DType::FLOAT32, Arc::new(padded)),
         (vec![5, 7], DType::BFLOAT16, Arc::new(DeviceOptimal)),
         (vec![], DType::COMPLEX128, Arc::new(RowMajor)),
         (vec![9], DType::BOOL, Arc::new(RowMajor)),
-    ];
-    if let Ok(padded) = padded {
-        specimens.push((vec![4, 3], DType::FLOAT32, padded));
-    }
-    specimens
+    ])
 }
 
 /// Everything the checks share: the device, a recording resource on it
@@ -221,7 +221,7 @@ fn legacy_flavor(bench: &Bench) -> CheckResult {
 }
 
 fn field_fidelity(bench: &Bench) -> CheckResult {
-    for (shape, dtype, policy) in specimens() {
+    for (shape, dtype, policy) in specimens()? {
         let tensor = bench.tensor(&shape, dtype, policy)?;
         for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
             fields_match(&tensor, &export(&tensor, &request)?)?;
