@@ -81,6 +81,18 @@ fn adaptor_stacks_conform() {
         || Ok(LoggingAdaptor::new(MallocMemoryResource::new())),
         &options,
     ));
+    assert_conforms(mr_conformance(
+        || Ok(StatisticsAdaptor::new(MallocMemoryResource::new())),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LimitingAdaptor::new(MallocMemoryResource::new(), 1 << 20)),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LoggingAdaptor::new(HeapMemoryResource::new())),
+        &options,
+    ));
     let report = assert_conforms(mr_conformance(
         || {
             Ok(StatisticsAdaptor::new(LimitingAdaptor::new(
