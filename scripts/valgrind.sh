@@ -19,13 +19,14 @@ command -v valgrind >/dev/null || {
     exit 2
 }
 
-# The export and deleter tests, the resource conformance suites, and the
-# library's own unit tests (resources, adaptors, buffers).
+# The export and deleter tests, the resource conformance suites, the
+# resource, adaptor and buffer tests, and the library's unit tests.
+suites=(dlpack_export conformance cpu_resources adaptors buffer)
 build_log="$log_dir/build.log"
-cargo test -p devmm --no-run --lib --test dlpack_export --test conformance 2>&1 | tee "$build_log" >&2
+cargo test -p devmm --no-run --lib "${suites[@]/#/--test=}" 2>&1 | tee "$build_log" >&2
 mapfile -t binaries < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
-if [ "${#binaries[@]}" -ne 3 ]; then
-    echo "expected 3 test binaries, found ${#binaries[@]}: ${binaries[*]}" >&2
+if [ "${#binaries[@]}" -ne $((${#suites[@]} + 1)) ]; then
+    echo "expected $((${#suites[@]} + 1)) test binaries, found ${#binaries[@]}: ${binaries[*]}" >&2
     exit 2
 fi
 
