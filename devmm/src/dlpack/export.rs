@@ -28,12 +28,7 @@ use crate::tensor::Tensor;
 trait ManagedStruct: Sized {
     fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, flags: u64) -> Self;
     fn dl_tensor(&self) -> &DLTensor;
-    /// Runs the deleter stored in the struct, as a consumer would.
-    ///
-    /// # Safety
-    ///
-    /// `this` is a live export that nobody else will delete.
-    unsafe fn run_deleter(this: *mut Self);
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
 }
 
 impl ManagedStruct for DLManagedTensorVersioned {
@@ -54,16 +49,13 @@ impl ManagedStruct for DLManagedTensorVersioned {
         &self.dl_tensor
     }
 
-    unsafe fn run_deleter(this: *mut Self) {
-        // SAFETY: the caller guarantees `this` is live; devmm always sets the deleter.
-        if let Some(deleter) = unsafe { (*this).deleter } {
-            // SAFETY: called once, on the struct it belongs to.
-            unsafe { deleter(this) };
-        }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
     }
 }
 
 impl ManagedStruct for DLManagedTensor {
+    /// Legacy consumers get no flags: read-only tensors refuse them earlier.
     fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, _flags: u64) -> Self {
         DLManagedTensor {
             dl_tensor,
@@ -76,12 +68,21 @@ impl ManagedStruct for DLManagedTensor {
         &self.dl_tensor
     }
 
-    unsafe fn run_deleter(this: *mut Self) {
-        // SAFETY: the caller guarantees `this` is live; devmm always sets the deleter.
-        if let Some(deleter) = unsafe { (*this).deleter } {
-            // SAFETY: called once, on the struct it belongs to.
-            unsafe { deleter(this) };
-        }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+/// Runs the deleter stored in the struct, as a consumer would.
+///
+/// # Safety
+///
+/// `this` is a live export that nobody else will delete.
+unsafe fn run_deleter<M: ManagedStruct>(this: *mut M) {
+    // SAFETY: the caller guarantees `this` is live.
+    if let Some(deleter) = unsafe { (*this).deleter() } {
+        // SAFETY: called once, on the struct it belongs to.
+        unsafe { deleter(this) };
     }
 }
 
@@ -333,15 +334,14 @@ impl DlpackExport {
 
 impl Drop for DlpackExport {
     fn drop(&mut self) {
+        let raw = self.raw.as_ptr();
         match self.flavor {
             // SAFETY: `self` owns the live export and is dropped once.
             DlpackFlavor::Versioned => unsafe {
-                DLManagedTensorVersioned::run_deleter(self.raw.as_ptr().cast())
+                run_deleter(raw.cast::<DLManagedTensorVersioned>())
             },
             // SAFETY: as above.
-            DlpackFlavor::Legacy => unsafe {
-                DLManagedTensor::run_deleter(self.raw.as_ptr().cast())
-            },
+            DlpackFlavor::Legacy => unsafe { run_deleter(raw.cast::<DLManagedTensor>()) },
         }
     }
 }
