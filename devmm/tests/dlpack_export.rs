@@ -500,3 +500,23 @@ proptest! {
         prop_assert_eq!(heap.live_count(), Some(0));
     }
 }
+
+#[test]
+fn vector_dtypes_keep_their_lanes() {
+    let float4 = DType::new(devmm::DTypeCode::Float, 32, 4).unwrap();
+    let t = tensor_on(
+        Arc::new(HeapMemoryResource::new()),
+        &[3, 2],
+        float4,
+        RowMajor,
+    );
+    consume(
+        t.to_dlpack(&DlpackRequest::new().max_version(1, 1))
+            .unwrap(),
+        |view, seen| {
+            assert_eq!(seen, expected(&t, true));
+            assert_eq!(seen.dtype, (2, 32, 4));
+            assert_eq!(view.num_bytes(), 6 * 16);
+        },
+    );
+}
