@@ -8,6 +8,7 @@
 mod adaptors;
 mod buffer;
 mod device;
+mod dlpack;
 mod dtype;
 mod error;
 mod host_resources;
@@ -19,6 +20,7 @@ mod resource;
 mod runtime;
 mod stream;
 mod tensor;
+mod testing;
 
 use pyo3::prelude::*;
 
@@ -92,5 +94,9 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty_like, m)?)?;
+
+    m.add_class::<testing::PyRecordingMemoryResource>()?;
+    m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::dlpack_conformance, m)?)?;
     Ok(())
 }

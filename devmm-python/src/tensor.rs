@@ -109,6 +109,23 @@ impl PyTensor {
         }
     }
 
+    /// Exports the tensor as a DLPack capsule, zero-copy: the versioned
+    /// struct for consumers passing `max_version >= (1, 0)`, the legacy one
+    /// otherwise. `stream` is the consumer's stream (-1: no ordering);
+    /// `copy=True` and a `dl_device` other than the tensor's raise
+    /// `BufferError`, as does a tensor whose buffer was freed.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::dlpack::export_capsule(py, &self.tensor, stream, max_version, dl_device, copy)
+    }
+
     /// `(device_type, device_id)` as the DLPack protocol reports it.
     fn __dlpack_device__(&self) -> (i32, i32) {
         self.tensor.device().dlpack_device()

@@ -1,0 +1,14 @@
+"""The conformance suites and the recording resource devmm tests itself
+with, for authors of third-party resources and runtimes.
+
+- ``mr_conformance(factory)`` runs the memory-resource contract against
+  fresh resources from ``factory`` and raises ``AssertionError`` naming each
+  failed check.
+- ``dlpack_conformance(device)`` runs the DLPack producer contract for
+  tensors on ``device`` without dereferencing device memory.
+- ``RecordingMemoryResource`` is an allocator double with deterministic
+  fake pointers, a verbatim call log and misuse detection."""
+
+from ._devmm import RecordingMemoryResource, dlpack_conformance, mr_conformance
+
+__all__ = ["RecordingMemoryResource", "dlpack_conformance", "mr_conformance"]

@@ -1,0 +1,193 @@
+//! `devmm.testing`: the core's conformance suites and recording resource
+//! for Python authors of resources and runtimes.
+
+use std::sync::Arc;
+
+use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
+use pyo3::exceptions::PyAssertionError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::device::{DeviceArg, PyDevice};
+use crate::error::{stash_python_error, IntoPyResult};
+use crate::resource::{resource_of, PyMemoryResource};
+use crate::stream::PyStream;
+
+/// `None` when every check passed; `AssertionError` listing the failures otherwise.
+fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
+    report
+        .into_result()
+        .map(drop)
+        .map_err(|failure| PyAssertionError::new_err(failure.to_string()))
+}
+
+/// A devmm error carrying an exception raised by a Python hook of the suite.
+fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
+    let reason = format!("the {hook} hook raised {}", err.value(py));
+    stash_python_error(reason.clone(), err);
+    devmm::Error::InvalidArgument { reason }
+}
+
+/// Runs the memory-resource contract against fresh resources from
+/// `factory` (a resource class, or any callable returning a resource):
+/// byte-exact writes and reads, no aliasing, alignment honesty, live-count
+/// bookkeeping, misuse detection, zero-byte requests. Raises
+/// `AssertionError` naming each failed check.
+///
+/// The suite reads and writes memory with the device runtime's copies;
+/// for other memory pass `write(ptr, data, stream)`,
+/// `read(ptr, nbytes, stream) -> bytes` and `stream_factory(device)`, or
+/// `data_access=False` to skip the byte checks.
+#[pyfunction]
+#[pyo3(signature = (factory, *, write = None, read = None, stream_factory = None, data_access = true))]
+pub(crate) fn mr_conformance(
+    py: Python<'_>,
+    factory: Py<PyAny>,
+    write: Option<Py<PyAny>>,
+    read: Option<Py<PyAny>>,
+    stream_factory: Option<Py<PyAny>>,
+    data_access: bool,
+) -> PyResult<()> {
+    let mut options = MrConformanceOptions::new();
+    if let Some(write) = write {
+        options = options.write(move |dst, src, stream| {
+            Python::attach(|py| {
+                write
+                    .call1(
+                        py,
+                        (
+                            dst.addr(),
+                            PyBytes::new(py, src),
+                            PyStream::from(stream.clone()),
+                        ),
+                    )
+                    .map(drop)
+                    .map_err(|e| hook_failure(py, "write", e))
+            })
+        });
+    }
+    if let Some(read) = read {
+        options = options.read(move |dst, src, stream| {
+            Python::attach(|py| {
+                let data: Vec<u8> = read
+                    .call1(py, (src.addr(), dst.len(), PyStream::from(stream.clone())))
+                    .and_then(|b| b.extract(py))
+                    .map_err(|e| hook_failure(py, "read", e))?;
+                if data.len() != dst.len() {
+                    return Err(devmm::Error::InvalidArgument {
+                        reason: format!(
+                            "the read hook returned {} bytes, not {}",
+                            data.len(),
+                            dst.len()
+                        ),
+                    });
+                }
+                dst.copy_from_slice(&data);
+                Ok(())
+            })
+        });
+    }
+    if let Some(make) = stream_factory {
+        options = options.stream_factory(move |device| {
+            Python::attach(|py| {
+                make.call1(py, (PyDevice::from(device),))
+                    .and_then(|s| Ok(s.bind(py).cast::<PyStream>()?.get().inner.clone()))
+                    .map_err(|e| hook_failure(py, "stream_factory", e))
+            })
+        });
+    }
+    if !data_access {
+        options = options.without_data_access();
+    }
+    // The suite runs checks on several threads, and Python resources need
+    // the GIL on each of them: run it detached, attaching for every call.
+    let factory = move || {
+        Python::attach(|py| {
+            let made = factory
+                .call0(py)
+                .map_err(|e| hook_failure(py, "factory", e))?;
+            let mr = made.bind(py).cast::<PyMemoryResource>().map_err(|_| {
+                devmm::Error::InvalidArgument {
+                    reason: "the factory did not return a devmm.DeviceMemoryResource".into(),
+                }
+            })?;
+            resource_of(mr).map_err(|e| hook_failure(py, "factory", e))
+        })
+    };
+    let report = py.detach(|| devmm::testing::mr_conformance(factory, &options));
+    raise_on_failure(report)
+}
+
+/// Runs the DLPack producer contract for tensors on `device` (both capsule
+/// flavours, field fidelity, every refusal, deleter lifetime) without
+/// touching device memory. Raises `AssertionError` naming each failed check.
+#[pyfunction]
+pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<()> {
+    // Deleters run on other threads in the suite; they may need the GIL.
+    raise_on_failure(py.detach(|| devmm::testing::dlpack_conformance(device.0)))
+}
+
+/// An allocator double: deterministic fake pointers (the first is 256),
+/// a verbatim call log and misuse detection. It never touches memory, so
+/// it stands in for any device.
+#[pyclass(extends = PyMemoryResource, name = "RecordingMemoryResource", module = "devmm.testing")]
+pub(crate) struct PyRecordingMemoryResource {
+    recording: Arc<devmm::testing::RecordingMemoryResource>,
+}
+
+#[pymethods]
+impl PyRecordingMemoryResource {
+    /// A recording resource on `device` (cpu when `None`) aligning to `alignment`.
+    #[new]
+    #[pyo3(signature = (device = None, alignment = 256))]
+    fn py_new(device: Option<DeviceArg>, alignment: usize) -> PyResult<(Self, PyMemoryResource)> {
+        let device = device.map_or(devmm::Device::CPU, |d| d.0);
+        let recording = Arc::new(
+            devmm::testing::RecordingMemoryResource::with_alignment(device, alignment).py()?,
+        );
+        let base = PyMemoryResource::native(recording.clone());
+        Ok((PyRecordingMemoryResource { recording }, base))
+    }
+
+    /// The live allocations, address to size.
+    #[getter]
+    fn live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let live = PyDict::new(py);
+        for (ptr, nbytes) in self.recording.live() {
+            live.set_item(ptr, nbytes)?;
+        }
+        Ok(live)
+    }
+
+    /// Every call so far, in order: `("allocate", nbytes, stream, ptr or
+    /// None)` and `("deallocate", ptr, nbytes, stream, ok)`.
+    ///
+    /// Python type: `list[tuple[Any, ...]]`
+    #[getter]
+    fn calls(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        self.recording
+            .calls()
+            .into_iter()
+            .map(|call| {
+                let tuple = match call {
+                    RecordedCall::Allocate {
+                        nbytes,
+                        stream,
+                        result,
+                    } => ("allocate", nbytes, stream, result.ok().map(|p| p.addr()))
+                        .into_pyobject(py)?
+                        .into_any(),
+                    RecordedCall::Deallocate {
+                        ptr,
+                        nbytes,
+                        stream,
+                        result,
+                    } => ("deallocate", ptr.addr(), nbytes, stream, result.is_ok())
+                        .into_pyobject(py)?
+                        .into_any(),
+                };
+                Ok(tuple.unbind())
+            })
+            .collect()
+    }
+}
