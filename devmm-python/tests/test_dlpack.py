@@ -1,0 +1,154 @@
+"""Tensor.__dlpack__ / __dlpack_device__ per the DLPack Python protocol."""
+
+import ctypes
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import devmm
+
+PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
+PyCapsule_GetName.restype = ctypes.c_char_p
+PyCapsule_GetName.argtypes = [ctypes.py_object]
+
+
+def capsule_name(capsule: object) -> bytes:
+    return PyCapsule_GetName(capsule)
+
+
+def test_version_negotiation_picks_the_capsule_flavour() -> None:
+    t = devmm.empty((2, 2), "float32")
+    assert capsule_name(t.__dlpack__(max_version=(1, 0))) == b"dltensor_versioned"
+    assert capsule_name(t.__dlpack__(max_version=(1, 3))) == b"dltensor_versioned"
+    assert capsule_name(t.__dlpack__()) == b"dltensor"
+    assert capsule_name(t.__dlpack__(max_version=(0, 8))) == b"dltensor"
+    assert t.__dlpack_device__() == (1, 0)
+
+
+def test_numpy_imports_zero_copy_with_the_right_fields(stats: devmm.StatisticsAdaptor) -> None:
+    t = devmm.empty((3, 4), "int16", layout=devmm.ColMajor(), mr=stats)
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.buffer.ptr == t.data_ptr
+    assert (a.shape, a.dtype, a.strides) == ((3, 4), np.dtype("int16"), (2, 6))
+    a[...] = np.arange(12, dtype=np.int16).reshape(3, 4)
+    assert t.buffer.copy_to_host(4) == np.array([0, 4], dtype=np.int16).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int64", "float16", "float64", "complex64", "complex128"])
+def test_dtypes_round_trip_through_numpy(dtype: str) -> None:
+    assert np.from_dlpack(devmm.empty((5,), dtype)).dtype == np.dtype(dtype)
+
+
+def test_padded_layouts_keep_byte_strides() -> None:
+    t = devmm.empty((4, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 128, 256))
+    a = np.from_dlpack(t)
+    assert a.strides == (128, 4)
+    assert a.ctypes.data == t.data_ptr and a.ctypes.data % 256 == 0
+
+
+def test_refusals_are_buffer_errors() -> None:
+    t = devmm.empty((2,), "float32")
+    with pytest.raises(BufferError, match="^copy=True is not supported; devmm exports are always zero-copy$"):
+        t.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="dl_device"):
+        t.__dlpack__(dl_device=(2, 0))
+    assert capsule_name(t.__dlpack__(copy=False, dl_device=(1, 0))) == b"dltensor"
+    readonly = t.to_read_only()
+    with pytest.raises(BufferError, match="read-only"):
+        readonly.__dlpack__()
+    assert capsule_name(readonly.__dlpack__(max_version=(1, 0))) == b"dltensor_versioned"
+    t.buffer.free()
+    with pytest.raises(BufferError, match="was freed"):
+        t.__dlpack__(max_version=(1, 0))
+
+
+def test_stream_values_for_the_cpu() -> None:
+    t = devmm.empty((2,), "float32")
+    for ok in (None, -1, 0):
+        t.__dlpack__(stream=ok)
+    with pytest.raises(RuntimeError, match="names no cpu stream"):
+        t.__dlpack__(stream=5)
+
+
+def test_unconsumed_capsules_release_their_export(stats: devmm.StatisticsAdaptor) -> None:
+    t = devmm.empty((8,), "float64", mr=stats)
+    capsules = [t.__dlpack__(), t.__dlpack__(max_version=(1, 0))]
+    assert t.buffer.live_exports == 2
+    t.buffer.free()
+    assert t.buffer.closed and stats.current_bytes == 64  # exports hold the memory
+    del capsules
+    gc.collect()
+    assert t.buffer.live_exports == 0 and stats.current_bytes == 0
+
+
+def test_free_while_a_consumer_holds_the_memory(stats: devmm.StatisticsAdaptor) -> None:
+    t = devmm.empty((4,), "float32", mr=stats)
+    a = np.from_dlpack(t)
+    a[...] = 7.0
+    t.buffer.free()
+    assert t.buffer.closed and t.buffer.live_exports == 1
+    assert stats.current_bytes == 16 and float(a.sum()) == 28.0
+    del a
+    gc.collect()
+    assert stats.current_bytes == 0 and t.buffer.live_exports == 0
+
+
+def test_exports_outlive_every_devmm_handle(stats: devmm.StatisticsAdaptor) -> None:
+    a = np.from_dlpack(devmm.empty((16,), "uint8", mr=stats))
+    gc.collect()
+    a[...] = 3
+    assert stats.current_bytes == 16 and int(a.sum()) == 48
+    del a
+    gc.collect()
+    assert stats.current_bytes == 0
+
+
+def test_consumers_may_release_from_another_thread(stats: devmm.StatisticsAdaptor) -> None:
+    t = devmm.empty((32,), "float32", mr=stats)
+    holder = [np.from_dlpack(t)]
+    t.buffer.free()
+
+    def release() -> None:
+        holder.clear()
+        gc.collect()
+
+    worker = threading.Thread(target=release)
+    worker.start()
+    worker.join()
+    assert stats.current_bytes == 0
+
+
+def test_zero_size_tensors_export_a_null_pointer() -> None:
+    a = np.from_dlpack(devmm.empty((0, 3), "float32"))
+    assert a.shape == (0, 3) and a.size == 0
+
+
+def test_python_resources_free_exports_on_release() -> None:
+    freed: list[int] = []
+    blocks: dict[int, ctypes.Array[ctypes.c_char]] = {}
+
+    def alloc(nbytes: int, stream: devmm.Stream) -> int:
+        block = ctypes.create_string_buffer(nbytes)
+        blocks[ctypes.addressof(block)] = block
+        return ctypes.addressof(block)
+
+    def dealloc(ptr: int, nbytes: int, stream: devmm.Stream) -> None:
+        freed.append(ptr)
+        del blocks[ptr]
+
+    mr = devmm.CallbackMemoryResource(alloc, dealloc)
+    a = np.from_dlpack(devmm.empty((10,), "uint8", mr=mr))
+    assert not freed
+    del a
+    gc.collect()
+    assert len(freed) == 1 and not blocks
+
+
+def test_conformance_suite_passes_on_the_cpu(cpu: devmm.Device) -> None:
+    devmm.testing.dlpack_conformance(cpu)
+    devmm.testing.dlpack_conformance("cpu")
+
+
+import devmm.testing  # noqa: E402  (imported last: the module under test above is devmm)

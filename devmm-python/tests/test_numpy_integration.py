@@ -1,0 +1,71 @@
+"""NEP 49: NumPy allocating through devmm, and NumPy's allocator as a resource."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import devmm
+import devmm.integrations.numpy as devmm_numpy
+from devmm.mrs.cpu import BytearrayMemoryResource, MallocMemoryResource, NumpyHandlerMemoryResource
+
+try:
+    from numpy._core.multiarray import get_handler_name
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import get_handler_name  # type: ignore[no-redef]
+
+
+def test_install_accounts_every_numpy_allocation() -> None:
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    before = get_handler_name()
+    with devmm_numpy.install(stats) as installer:
+        assert get_handler_name() == "devmm" and installer.installed
+        assert installer.mr is stats
+        a = np.ones(1000)
+        b = np.zeros((10, 10), dtype=np.int32)
+        c = np.concatenate([a, a])
+        assert stats.current_bytes >= 8000 + 400 + 16000
+    assert get_handler_name() == before and not installer.installed
+    assert float(c.sum()) == 2000.0
+    del a, b, c
+    gc.collect()
+    assert stats.current_bytes == 0 and stats.total_bytes >= 24400
+
+
+def test_uninstall_is_idempotent_and_restores() -> None:
+    stats = devmm.StatisticsAdaptor(BytearrayMemoryResource())
+    installer = devmm_numpy.install(stats)
+    try:
+        x = np.empty(64, dtype=np.uint8)
+        resized = np.resize(x, 4096)  # realloc-like paths
+        assert resized.nbytes == 4096
+    finally:
+        installer.uninstall()
+        installer.uninstall()
+    assert get_handler_name() != "devmm"
+    total = stats.total_bytes
+    np.ones(100)
+    assert stats.total_bytes == total
+    del x, resized
+    gc.collect()
+    assert stats.current_bytes == 0
+
+
+def test_limits_become_numpy_memory_errors() -> None:
+    limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=1024)
+    with devmm_numpy.install(limited):
+        small = np.ones(10)
+        with pytest.raises(MemoryError):
+            np.ones(10_000)
+    del small
+
+
+def test_install_refuses_device_memory_and_cycles() -> None:
+    gpu = devmm.CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None, "cuda:0")
+    with pytest.raises(ValueError, match="host"):
+        devmm_numpy.install(gpu)
+    with pytest.raises(ValueError, match="cycle"):
+        devmm_numpy.install(devmm.StatisticsAdaptor(NumpyHandlerMemoryResource()))
+    with devmm_numpy.install(MallocMemoryResource()):
+        with pytest.raises(ValueError, match="cycle"):
+            NumpyHandlerMemoryResource()
