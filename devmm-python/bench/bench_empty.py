@@ -4,7 +4,8 @@ Run from the repository root after a release build of the package:
 
     .venv/bin/python devmm-python/bench/bench_empty.py
 
-Each figure is the best of several repeats of a timeit loop, per operation.
+Each figure is the best of several rounds of a timeit loop, per call; the
+cases take turns within each round.
 """
 
 import argparse
@@ -36,16 +37,24 @@ CASES = [
 ]
 
 
-def best_seconds(fn, number: int, repeat: int) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+def best_seconds(cases, number: int, repeat: int) -> list[float]:
+    """Per-call seconds of each case: the best of `repeat` rounds, the cases
+    interleaved within each round so that load on the machine hits all of
+    them alike."""
+    best = [float("inf")] * len(cases)
+    for _ in range(repeat):
+        for i, (_, fn, _) in enumerate(cases):
+            best[i] = min(best[i], timeit.timeit(fn, number=number) / number)
+    return best
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=100_000, help="calls per repeat")
-    parser.add_argument("--repeat", type=int, default=7, help="repeats; the best is reported")
+    parser.add_argument("--number", type=int, default=20_000, help="calls per timing")
+    parser.add_argument("--repeat", type=int, default=25, help="rounds; the best is reported")
     args = parser.parse_args()
-    results = [(name, best_seconds(fn, args.number, args.repeat), target) for name, fn, target in CASES]
+    seconds = best_seconds(CASES, args.number, args.repeat)
+    results = [(name, s, target) for (name, _, target), s in zip(CASES, seconds)]
     baseline = results[0][1]
     print(f"{'operation':<70} {'per call':>10} {'vs numpy':>9} {'target':>7}")
     for name, seconds, target in results:

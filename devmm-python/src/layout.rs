@@ -4,10 +4,12 @@
 //! a `Layout` whose `policy` attribute is that very object, so a layout
 //! always says which policy made it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyTuple};
+use pyo3::PyClassInitializer;
 
 use crate::device::DeviceArg;
 use crate::dtype::DTypeArg;
@@ -51,16 +53,6 @@ impl PyLayoutPolicy {
             inner: Arc::new(policy),
         }
     }
-
-    /// A stateless policy, shared by every Python object of its class so
-    /// that making one (`devmm.RowMajor()`) allocates nothing in Rust.
-    pub(crate) fn shared<P: devmm::LayoutPolicy + Default>(
-        cell: &'static OnceLock<Arc<dyn devmm::LayoutPolicy>>,
-    ) -> Self {
-        PyLayoutPolicy {
-            inner: Arc::clone(cell.get_or_init(|| Arc::new(P::default()))),
-        }
-    }
 }
 
 #[pymethods]
@@ -86,15 +78,15 @@ pub(crate) struct PyRowMajor;
 
 #[pymethods]
 impl PyRowMajor {
+    /// The policy. It is stateless, so every call returns the same object.
     #[new]
-    fn py_new() -> (Self, PyLayoutPolicy) {
-        {
-            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
-            (
-                PyRowMajor,
-                PyLayoutPolicy::shared::<devmm::RowMajor>(&SHARED),
-            )
-        }
+    fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
+        static ONE: PyOnceLock<Py<PyRowMajor>> = PyOnceLock::new();
+        ONE.get_or_try_init(py, || {
+            let base = PyLayoutPolicy::with(devmm::RowMajor);
+            Py::new(py, PyClassInitializer::from(base).add_subclass(PyRowMajor))
+        })
+        .map(|one| one.clone_ref(py))
     }
 
     fn __repr__(&self) -> &'static str {
@@ -108,15 +100,15 @@ pub(crate) struct PyColMajor;
 
 #[pymethods]
 impl PyColMajor {
+    /// The policy. It is stateless, so every call returns the same object.
     #[new]
-    fn py_new() -> (Self, PyLayoutPolicy) {
-        {
-            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
-            (
-                PyColMajor,
-                PyLayoutPolicy::shared::<devmm::ColMajor>(&SHARED),
-            )
-        }
+    fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
+        static ONE: PyOnceLock<Py<PyColMajor>> = PyOnceLock::new();
+        ONE.get_or_try_init(py, || {
+            let base = PyLayoutPolicy::with(devmm::ColMajor);
+            Py::new(py, PyClassInitializer::from(base).add_subclass(PyColMajor))
+        })
+        .map(|one| one.clone_ref(py))
     }
 
     fn __repr__(&self) -> &'static str {
@@ -220,15 +212,18 @@ pub(crate) struct PyDeviceOptimal;
 
 #[pymethods]
 impl PyDeviceOptimal {
+    /// The policy. It is stateless, so every call returns the same object.
     #[new]
-    fn py_new() -> (Self, PyLayoutPolicy) {
-        {
-            static SHARED: OnceLock<Arc<dyn devmm::LayoutPolicy>> = OnceLock::new();
-            (
-                PyDeviceOptimal,
-                PyLayoutPolicy::shared::<devmm::DeviceOptimal>(&SHARED),
+    fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
+        static ONE: PyOnceLock<Py<PyDeviceOptimal>> = PyOnceLock::new();
+        ONE.get_or_try_init(py, || {
+            let base = PyLayoutPolicy::with(devmm::DeviceOptimal);
+            Py::new(
+                py,
+                PyClassInitializer::from(base).add_subclass(PyDeviceOptimal),
             )
-        }
+        })
+        .map(|one| one.clone_ref(py))
     }
 
     fn __repr__(&self) -> &'static str {

@@ -6,7 +6,6 @@
 //! very object that was installed) and mirrors process-wide changes into
 //! the core registry, so Rust code in the same process agrees.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -50,15 +49,51 @@ fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     .map(|var| var.bind(py))
 }
 
-fn global() -> &'static Mutex<HashMap<devmm::Device, Current>> {
-    static GLOBAL: std::sync::OnceLock<Mutex<HashMap<devmm::Device, Current>>> =
-        std::sync::OnceLock::new();
-    GLOBAL.get_or_init(Mutex::default)
+/// The process-wide current resources, one entry per device. A process
+/// uses a handful of devices, so a list beats hashing on every allocation.
+#[derive(Default)]
+struct Global {
+    entries: Vec<(devmm::Device, Current)>,
 }
 
-fn lock_global() -> std::sync::MutexGuard<'static, HashMap<devmm::Device, Current>> {
+impl Global {
+    fn get(&self, device: devmm::Device) -> Option<&Current> {
+        self.entries
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, c)| c)
+    }
+
+    /// The entry for `device`, installing `current` if there is none.
+    fn get_or_insert(&mut self, device: devmm::Device, current: Current) -> &Current {
+        let index = match self.entries.iter().position(|(d, _)| *d == device) {
+            Some(index) => index,
+            None => {
+                self.entries.push((device, current));
+                self.entries.len() - 1
+            }
+        };
+        &self.entries[index].1
+    }
+
+    /// Installs `current` for `device`, returning the entry it replaces.
+    fn insert(&mut self, device: devmm::Device, current: Current) -> Option<Current> {
+        match self.entries.iter_mut().find(|(d, _)| *d == device) {
+            Some((_, slot)) => Some(std::mem::replace(slot, current)),
+            None => {
+                self.entries.push((device, current));
+                None
+            }
+        }
+    }
+}
+
+fn lock_global() -> std::sync::MutexGuard<'static, Global> {
+    static GLOBAL: Mutex<Global> = Mutex::new(Global {
+        entries: Vec::new(),
+    });
     // Entries are replaced whole; a panic elsewhere cannot leave one torn.
-    global().lock().unwrap_or_else(|e| e.into_inner())
+    GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Wraps a resource the core handed out (a runtime's default) as a Python
@@ -106,7 +141,7 @@ pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current
         };
         frame = parent;
     }
-    if let Some(entry) = lock_global().get(&device) {
+    if let Some(entry) = lock_global().get(device) {
         return Ok(Current {
             obj: entry.obj.clone_ref(py),
             mr: Arc::clone(&entry.mr),
@@ -114,8 +149,9 @@ pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current
     }
     let mr = devmm::get_current_memory_resource(device).py()?;
     let obj = wrap_native(py, Arc::clone(&mr))?;
-    let mut map = lock_global();
-    let entry = map.entry(device).or_insert(Current { obj, mr });
+    let mut global = lock_global();
+    // Another thread may have installed one meanwhile: theirs stays.
+    let entry = global.get_or_insert(device, Current { obj, mr });
     Ok(Current {
         obj: entry.obj.clone_ref(py),
         mr: Arc::clone(&entry.mr),

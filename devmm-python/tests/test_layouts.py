@@ -63,3 +63,11 @@ def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
         devmm.Aligned(devmm.RowMajor(), 2, 1)((2,), "float64", cpu)
     with pytest.raises(OverflowError):
         devmm.RowMajor()((-1,), F32, cpu)
+
+
+def test_stateless_policies_are_singletons() -> None:
+    assert devmm.RowMajor() is devmm.RowMajor()
+    assert devmm.ColMajor() is devmm.ColMajor()
+    assert devmm.DeviceOptimal() is devmm.DeviceOptimal()
+    assert devmm.RowMajor() is not devmm.ColMajor()
+    assert devmm.Permuted([1, 0]) is not devmm.Permuted([1, 0])
