@@ -29,9 +29,9 @@
 //!     fn origin() -> PyPoint { PyPoint { x: 0 } }
 //! "#;
 //! let stub = devmm_codegen::stubs::generate(&[("point.rs", source)], "points")?;
-//! assert!(stub.contains("class Point:"));
+//! assert!(stub.contains("@final\nclass Point:\n    \"\"\"A point.\"\"\""));
 //! assert!(stub.contains("def __new__(cls, x: int) -> Point: ..."));
-//! assert!(stub.contains("    @property\n    def x(self) -> int: ..."));
+//! assert!(stub.contains("    @property\n    def x(self) -> int:\n        \"\"\"The x coordinate.\"\"\""));
 //! assert!(stub.contains("def origin() -> Point: ..."));
 //! # Ok::<(), devmm_codegen::stubs::StubError>(())
 //! ```
@@ -43,6 +43,13 @@ mod types;
 use std::fmt;
 
 /// Why stubs could not be generated: the file, and what in it.
+///
+/// ```
+/// let err = devmm_codegen::stubs::generate(&[("lib.rs", "#[pyfunction]\nfn f(x: Opaque) {}")], "m")
+///     .unwrap_err();
+/// assert_eq!(err.file, "lib.rs");
+/// assert!(err.message.contains("no Python spelling for `Opaque`"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StubError {
     /// The source file (as named by the caller).
