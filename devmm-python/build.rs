@@ -24,6 +24,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         .collect();
     let stub = devmm_codegen::stubs::generate(&sources, "devmm._devmm")?;
     let out = manifest.join("python").join("devmm").join("_devmm.pyi");
+    // Regenerate when the stub is deleted or edited by hand, too.
+    println!("cargo:rerun-if-changed={}", out.display());
     // Rewrite only on change, so an unchanged stub does not look new to
     // maturin or editors.
     if fs::read_to_string(&out).ok().as_deref() != Some(stub.as_str()) {
