@@ -1,0 +1,132 @@
+//! The `devmm` binary as a user runs it: real output, real exit statuses.
+
+use std::process::{Command, Output};
+
+fn devmm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_devmm"))
+        .args(args)
+        // Discovery must see every runtime, whatever the caller's shell set.
+        .env_remove("DEVMM_RUNTIME")
+        .output()
+        .expect("the devmm binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("stderr is UTF-8")
+}
+
+const CPU_CHAIN: &str = "MallocMemoryResource(device=cpu:0, alignment=64)";
+
+#[test]
+fn info_lists_the_cpu_runtime_device_and_chain() {
+    let out = devmm(&["info"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let runtime = text
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .unwrap_or_else(|| panic!("no cpu runtime line in:\n{text}"));
+    assert!(runtime.contains("available"), "{runtime}");
+    let device = text
+        .lines()
+        .find(|l| l.starts_with("cpu:0 "))
+        .unwrap_or_else(|| panic!("no cpu:0 device line in:\n{text}"));
+    assert!(device.ends_with(CPU_CHAIN), "{device}");
+    assert!(
+        device.contains("iB "),
+        "memory shown in binary units: {device}"
+    );
+}
+
+#[test]
+fn info_explains_every_missing_builtin_runtime() {
+    let out = devmm(&["info", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let runtimes = report["runtimes"].as_array().expect("a runtimes list");
+    for name in ["cpu", "cuda", "rocm"] {
+        let rt = runtimes
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from {report}"));
+        if rt["available"] == false {
+            let reason = rt["reason"]
+                .as_str()
+                .expect("a missing runtime has a reason");
+            assert!(
+                reason.contains(&format!("runtime \"{name}\" is unavailable")),
+                "{reason}"
+            );
+        }
+    }
+}
+
+#[test]
+fn info_json_reports_cpu_memory_and_chain() {
+    let out = devmm(&["info", "--json"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let cpu = report["runtimes"]
+        .as_array()
+        .and_then(|rts| rts.iter().find(|r| r["name"] == "cpu"))
+        .expect("the cpu runtime is listed");
+    assert_eq!(cpu["available"], true);
+    assert_eq!(cpu["devices"], 1);
+    let dev = report["devices"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["device"] == "cpu:0"))
+        .expect("cpu:0 is listed");
+    assert_eq!(dev["runtime"], "cpu");
+    assert_eq!(dev["resource_chain"], CPU_CHAIN);
+    let free = dev["free_bytes"].as_u64().expect("free bytes");
+    let total = dev["total_bytes"].as_u64().expect("total bytes");
+    assert!(0 < free && free <= total, "free {free}, total {total}");
+}
+
+#[test]
+fn runtime_override_names_what_was_excluded() {
+    let out = Command::new(env!("CARGO_BIN_EXE_devmm"))
+        .args(["info", "--json"])
+        .env("DEVMM_RUNTIME", "cpu")
+        .output()
+        .expect("the devmm binary runs");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let cuda = report["runtimes"]
+        .as_array()
+        .and_then(|rts| rts.iter().find(|r| r["name"] == "cuda"))
+        .expect("cuda is listed");
+    assert_eq!(cuda["available"], false);
+    assert_eq!(
+        cuda["reason"],
+        "not probed: DEVMM_RUNTIME=cpu limits discovery to cpu"
+    );
+}
+
+fn assert_one_line_usage_error(args: &[&str], expected: &str) {
+    let out = devmm(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert!(out.stdout.is_empty(), "{args:?} wrote to stdout");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("devmm: error: "), "{err}");
+    assert!(err.contains(expected), "{args:?}: {err}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    assert_one_line_usage_error(&["info", "--bogus"], "unexpected argument '--bogus'");
+    assert_one_line_usage_error(&["nonsense"], "unrecognized subcommand 'nonsense'");
+    assert_one_line_usage_error(&[], "name a subcommand (info");
+}
+
+#[test]
+fn help_documents_every_flag() {
+    let out = devmm(&["info", "--help"]);
+    assert!(out.status.success());
+    let help = stdout(&out);
+    assert!(help.contains("--json"), "{help}");
+    assert!(help.contains("Print the report as JSON"), "{help}");
+}
