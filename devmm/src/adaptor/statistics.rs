@@ -97,7 +97,11 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
             .allocate(nbytes, stream)
             .map_err(|e| e.through("StatisticsAdaptor"))?;
         let now = self.current.fetch_add(nbytes, Ordering::Relaxed) + nbytes;
-        self.peak.fetch_max(now, Ordering::Relaxed);
+        // Most allocations do not set a new peak; a plain load spares them
+        // the locked read-modify-write, and `fetch_max` still settles races.
+        if now > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
         self.total.fetch_add(nbytes, Ordering::Relaxed);
         self.allocations.fetch_add(1, Ordering::Relaxed);
         Ok(ptr)
