@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use devmm::runtime::RUNTIME_ENV;
-use devmm::{DeviceRuntime, DeviceType};
+use devmm::{Device, DeviceRuntime, DeviceType};
 
 /// One runtime devmm knows of: loaded, or the reason it is not.
 #[derive(Debug)]
@@ -50,6 +50,51 @@ pub(crate) fn runtimes() -> Vec<FoundRuntime> {
                 _ => devmm::runtime_for(name.as_str()).map_err(|e| e.to_string()),
             };
             FoundRuntime { name, runtime }
+        })
+        .collect()
+}
+
+/// Every device of every runtime that loaded, with its runtime.
+///
+/// A runtime that loads but cannot list its devices is an error here: the
+/// commands that measure or check devices must not skip one silently.
+pub(crate) fn available_devices() -> devmm::Result<Vec<(Arc<dyn DeviceRuntime>, Device)>> {
+    let mut devices = Vec::new();
+    for found in runtimes() {
+        if let Ok(rt) = found.runtime {
+            for device in rt.devices()? {
+                devices.push((Arc::clone(&rt), device));
+            }
+        }
+    }
+    Ok(devices)
+}
+
+/// The devices `wanted` names, or every available one when it names none.
+/// Naming a device that is not available is an error listing those that are.
+pub(crate) fn select_devices(
+    wanted: &[Device],
+) -> devmm::Result<Vec<(Arc<dyn DeviceRuntime>, Device)>> {
+    let available = available_devices()?;
+    if wanted.is_empty() {
+        return Ok(available);
+    }
+    wanted
+        .iter()
+        .map(|&device| {
+            available
+                .iter()
+                .find(|(_, d)| *d == device)
+                .cloned()
+                .ok_or_else(|| {
+                    let names: Vec<String> = available.iter().map(|(_, d)| d.to_string()).collect();
+                    devmm::Error::InvalidArgument {
+                        reason: format!(
+                            "device {device} is not available; available: {} (see devmm info)",
+                            names.join(", ")
+                        ),
+                    }
+                })
         })
         .collect()
 }

@@ -1,9 +1,10 @@
 //! `devmm`: what devmm finds on this machine.
 //!
 //! `devmm info` lists runtimes, devices, memory and the resource chain per
-//! device. Each subcommand lives in its own module; this file only parses
+//! device; `devmm bench` times allocation through each resource stack. Each subcommand lives in its own module; this file only parses
 //! the command line and turns failures into one line and an exit status.
 
+mod bench;
 mod discovery;
 mod error;
 mod info;
@@ -34,6 +35,13 @@ enum Command {
     /// devices with their free and total memory, and the current resource
     /// chain of each device, outermost adaptor first.
     Info(info::InfoArgs),
+    /// Measure allocate + deallocate latency per resource stack.
+    ///
+    /// For every available device (or those named with --device), times
+    /// allocate + deallocate pairs through each resource stack over a size
+    /// sweep, beside the raw allocator underneath (posix_memalign on the
+    /// CPU). Each figure is the median of --runs runs of --iters pairs.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +51,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Info(args) => info::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -130,3 +130,88 @@ fn help_documents_every_flag() {
     assert!(help.contains("--json"), "{help}");
     assert!(help.contains("Print the report as JSON"), "{help}");
 }
+
+#[test]
+fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_and_size() {
+    let out = devmm(&[
+        "bench",
+        "--json",
+        "--runs",
+        "3",
+        "--iters",
+        "20",
+        "--max-size",
+        "4KiB",
+        "--device",
+        "cpu",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(
+        (report["runs"].as_u64(), report["iters"].as_u64()),
+        (Some(3), Some(20))
+    );
+    let figures = report["figures"].as_array().expect("a figures list");
+    let stacks = [
+        CPU_CHAIN.to_owned(),
+        "HeapMemoryResource(device=cpu:0, alignment=64)".to_owned(),
+        format!("StatisticsAdaptor -> LimitingAdaptor -> {CPU_CHAIN}"),
+    ];
+    for nbytes in [64u64, 256, 1024, 4096] {
+        for stack in &stacks {
+            let f = figures
+                .iter()
+                .find(|f| f["nbytes"] == nbytes && f["stack"] == stack.as_str())
+                .unwrap_or_else(|| panic!("no figure for {stack} at {nbytes} B"));
+            assert_eq!(f["device"], "cpu:0");
+            assert_eq!(f["raw"], "posix_memalign(64)+free");
+            let median = f["median_ns"].as_f64().expect("median");
+            let raw = f["raw_median_ns"].as_f64().expect("raw median");
+            assert!(median > 0.0 && raw > 0.0, "{f}");
+            let ratio = f["ratio"].as_f64().expect("ratio");
+            assert!((ratio - median / raw).abs() < 1e-9 * ratio.max(1.0), "{f}");
+        }
+    }
+    assert_eq!(figures.len(), 4 * stacks.len(), "16 KiB is past --max-size");
+}
+
+#[test]
+fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
+    let out = devmm(&["bench", "--runs", "1", "--iters", "5", "--max-size", "64"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(
+        out.stderr.is_empty(),
+        "progress drawn on a pipe: {}",
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("RAW on cpu:0: posix_memalign(64)+free"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("cpu:0") && l.ends_with(CPU_CHAIN))
+        .unwrap_or_else(|| panic!("no malloc row in:\n{text}"));
+    assert!(row.contains("64 B") && row.contains('x'), "{row}");
+}
+
+#[test]
+fn bench_refuses_bad_arguments_in_one_line() {
+    assert_one_line_usage_error(&["bench", "--runs", "0"], "--runs");
+    assert_one_line_usage_error(&["bench", "--max-size", "4TB"], "unknown unit");
+    assert_one_line_usage_error(&["bench", "--device", "tpu:0"], "--device");
+    let out = devmm(&["bench", "--min-size", "1MiB", "--max-size", "64"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--min-size <= --max-size"), "{err}");
+    let out = devmm(&["bench", "--device", "cuda:7"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("device cuda:7 is not available; available: cpu:0"),
+        "{err}"
+    );
+}
