@@ -122,14 +122,36 @@ impl MemoryResource for MallocMemoryResource {
     }
 }
 
-/// How many freed addresses the heap resource remembers to tell a double
-/// free from an unknown pointer. Bounded so a long run does not grow it.
+/// How many of its latest frees the heap resource remembers to tell a
+/// double free from an unknown pointer. Bounded so a long run does not grow it.
 const FREED_MEMORY: usize = 1024;
 
 #[derive(Default)]
 struct HeapState {
     live: HashMap<usize, usize>,
-    recently_freed: VecDeque<usize>,
+    /// Freed addresses not handed out again since, each with the number of
+    /// the free that released it.
+    freed: HashMap<usize, u64>,
+    /// The latest frees, oldest first. An entry whose address was handed
+    /// out again (or freed again later) is stale and only ages out; that
+    /// keeps every operation O(1), where pruning the queue on allocation
+    /// scanned it.
+    free_order: VecDeque<(usize, u64)>,
+    frees: u64,
+}
+
+impl HeapState {
+    fn remember_free(&mut self, addr: usize) {
+        self.frees += 1;
+        self.freed.insert(addr, self.frees);
+        self.free_order.push_back((addr, self.frees));
+        if self.free_order.len() > FREED_MEMORY
+            && let Some((old, number)) = self.free_order.pop_front()
+            && self.freed.get(&old) == Some(&number)
+        {
+            self.freed.remove(&old);
+        }
+    }
 }
 
 /// A checked resource over Rust's global allocator.
@@ -247,7 +269,7 @@ impl MemoryResource for HeapMemoryResource {
         }
         let mut state = self.state();
         state.live.insert(raw as usize, nbytes);
-        state.recently_freed.retain(|&a| a != raw as usize);
+        state.freed.remove(&(raw as usize));
         Ok(DevicePtr::from_host_ptr(raw))
     }
 
@@ -257,7 +279,7 @@ impl MemoryResource for HeapMemoryResource {
         }
         let mut state = self.state();
         match state.live.get(&ptr.addr()) {
-            None if state.recently_freed.contains(&ptr.addr()) => {
+            None if state.freed.contains_key(&ptr.addr()) => {
                 Err(self.misuse(MisuseKind::DoubleFree, ptr, nbytes))
             }
             None => Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes)),
@@ -270,10 +292,7 @@ impl MemoryResource for HeapMemoryResource {
                     return Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes));
                 };
                 state.live.remove(&ptr.addr());
-                if state.recently_freed.len() == FREED_MEMORY {
-                    state.recently_freed.pop_front();
-                }
-                state.recently_freed.push_back(ptr.addr());
+                state.remember_free(ptr.addr());
                 // SAFETY: the pointer is live in our table with this size, so
                 // it came from `alloc(layout)` and has not been freed.
                 unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
@@ -300,5 +319,28 @@ impl MemoryResource for HeapMemoryResource {
 
     fn live_count(&self) -> Option<usize> {
         Some(self.state().live.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heap_remembers_the_latest_frees_and_no_more() {
+        let mut state = HeapState::default();
+        // Freed, handed out again, freed again: the first free's queue entry
+        // is stale and must not erase the second when it ages out.
+        state.remember_free(0x40);
+        state.freed.remove(&0x40);
+        state.remember_free(0x40);
+        for i in 0..FREED_MEMORY - 1 {
+            state.remember_free(0x1000 + 64 * i);
+        }
+        assert!(state.freed.contains_key(&0x40), "the second free is recent");
+        state.remember_free(0x80);
+        assert!(!state.freed.contains_key(&0x40), "past FREED_MEMORY frees");
+        assert_eq!(state.freed.len(), FREED_MEMORY);
+        assert_eq!(state.free_order.len(), FREED_MEMORY);
     }
 }

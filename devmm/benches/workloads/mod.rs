@@ -1,0 +1,125 @@
+//! The operations the benchmarks measure, shared by the criterion timings
+//! (`allocation.rs`) and the instruction counts (`instructions.rs`) so both
+//! measure exactly the same code.
+//!
+//! Workloads come in groups; the first of each group is its baseline, the
+//! raw call devmm wraps, and every figure is read as a ratio to it.
+
+use std::alloc::Layout as AllocLayout;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use devmm::{
+    DType, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource, MemoryResource,
+    StatisticsAdaptor, Stream, empty,
+};
+
+/// The alignment of the raw baseline: the CPU resources' default.
+const ALIGN: usize = devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT;
+
+/// The small 2-D shape `empty` is measured with (8 × 8 float32, 256 bytes).
+const SHAPE_2D: [usize; 2] = [8, 8];
+
+/// One measured operation.
+pub(crate) struct Workload {
+    /// The group it is compared within (`alloc_dealloc/64B`).
+    pub(crate) group: &'static str,
+    /// Its name inside the group.
+    pub(crate) name: &'static str,
+    /// One iteration.
+    pub(crate) run: Box<dyn FnMut()>,
+}
+
+fn posix_memalign_pair(nbytes: usize) -> impl FnMut() {
+    move || {
+        let mut out: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: `out` is a valid place for the result and ALIGN is a power
+        // of two multiple of the pointer size.
+        let status = unsafe { libc::posix_memalign(&mut out, ALIGN, black_box(nbytes)) };
+        assert_eq!(status, 0, "posix_memalign({nbytes}) failed");
+        // SAFETY: `out` came from posix_memalign and is freed once.
+        unsafe { libc::free(black_box(out)) };
+    }
+}
+
+fn std_alloc_pair(nbytes: usize) -> impl FnMut() {
+    let layout = AllocLayout::from_size_align(nbytes, ALIGN).expect("a valid layout");
+    move || {
+        // SAFETY: every layout measured has a non-zero size.
+        let p = unsafe { std::alloc::alloc(black_box(layout)) };
+        assert!(!p.is_null(), "std::alloc failed for {layout:?}");
+        // SAFETY: `p` came from `alloc(layout)` and is freed once.
+        unsafe { std::alloc::dealloc(black_box(p), layout) };
+    }
+}
+
+/// An allocate + deallocate pair through `mr`, held as the registry holds
+/// resources: behind `Arc<dyn MemoryResource>`.
+fn resource_pair(mr: Arc<dyn MemoryResource>, nbytes: usize) -> impl FnMut() {
+    let stream = Stream::cpu();
+    move || {
+        let p = mr.allocate(black_box(nbytes), &stream).expect("allocate");
+        // SAFETY: `p` came from `mr.allocate(nbytes, ..)` and is freed once.
+        unsafe { mr.deallocate(black_box(p), nbytes, &stream) }.expect("deallocate");
+    }
+}
+
+fn workload(group: &'static str, name: &'static str, run: impl FnMut() + 'static) -> Workload {
+    Workload {
+        group,
+        name,
+        run: Box::new(run),
+    }
+}
+
+/// Every workload, baselines first within each group.
+pub(crate) fn all() -> Vec<Workload> {
+    let mut all = Vec::new();
+    for (group, nbytes) in [
+        ("alloc_dealloc/64B", 64usize),
+        ("alloc_dealloc/1MiB", 1 << 20),
+    ] {
+        all.push(workload(
+            group,
+            "posix_memalign+free",
+            posix_memalign_pair(nbytes),
+        ));
+        all.push(workload(
+            group,
+            "std::alloc+dealloc",
+            std_alloc_pair(nbytes),
+        ));
+        let malloc: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
+        all.push(workload(
+            group,
+            "MallocMemoryResource",
+            resource_pair(malloc, nbytes),
+        ));
+        let heap: Arc<dyn MemoryResource> = Arc::new(HeapMemoryResource::new());
+        all.push(workload(
+            group,
+            "HeapMemoryResource",
+            resource_pair(heap, nbytes),
+        ));
+        let stack: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(
+            LimitingAdaptor::new(MallocMemoryResource::new(), usize::MAX),
+        ));
+        all.push(workload(
+            group,
+            "Statistics(Limiting(Malloc))",
+            resource_pair(stack, nbytes),
+        ));
+    }
+    let nbytes = SHAPE_2D.iter().product::<usize>() * DType::FLOAT32.itemsize();
+    all.push(workload(
+        "empty_2d",
+        "posix_memalign+free",
+        posix_memalign_pair(nbytes),
+    ));
+    let options = EmptyOptions::new();
+    all.push(workload("empty_2d", "empty+drop", move || {
+        let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
+        drop(black_box(t));
+    }));
+    all
+}
