@@ -1,10 +1,11 @@
 //! `devmm`: what devmm finds on this machine.
 //!
 //! `devmm info` lists runtimes, devices, memory and the resource chain per
-//! device; `devmm bench` times allocation through each resource stack. Each subcommand lives in its own module; this file only parses
+//! device; `devmm check` runs the conformance suites; `devmm bench` times allocation through each resource stack. Each subcommand lives in its own module; this file only parses
 //! the command line and turns failures into one line and an exit status.
 
 mod bench;
+mod check;
 mod discovery;
 mod error;
 mod info;
@@ -35,6 +36,13 @@ enum Command {
     /// devices with their free and total memory, and the current resource
     /// chain of each device, outermost adaptor first.
     Info(info::InfoArgs),
+    /// Run the conformance suites; exit non-zero on any failure.
+    ///
+    /// Runs mr_conformance against every available device's default
+    /// resource and every shipped CPU resource (and the adaptors over it),
+    /// and dlpack_conformance on every available device (or those named
+    /// with --device), printing one pass/fail line per check.
+    Check(check::CheckArgs),
     /// Measure allocate + deallocate latency per resource stack.
     ///
     /// For every available device (or those named with --device), times
@@ -51,6 +59,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Info(args) => info::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Bench(args) => bench::run(&args),
     };
     match result {

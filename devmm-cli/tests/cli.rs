@@ -215,3 +215,73 @@ fn bench_refuses_bad_arguments_in_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn check_passes_on_the_cpu_with_a_line_per_check() {
+    let out = devmm(&["check", "--device", "cpu:0"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\nstderr: {}", stderr(&out));
+    let checks: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("PASS") || l.starts_with("FAIL") || l.starts_with("SKIP"))
+        .collect();
+    assert!(checks.iter().all(|l| !l.starts_with("FAIL")), "{text}");
+    for (suite, subject) in [
+        ("mr_conformance", CPU_CHAIN),
+        (
+            "mr_conformance",
+            "HeapMemoryResource(device=cpu:0, alignment=64)",
+        ),
+        (
+            "mr_conformance",
+            "StatisticsAdaptor -> MallocMemoryResource",
+        ),
+        ("mr_conformance", "LimitingAdaptor -> MallocMemoryResource"),
+        ("mr_conformance", "LoggingAdaptor -> MallocMemoryResource"),
+        ("dlpack_conformance", "cpu:0"),
+    ] {
+        assert!(
+            checks
+                .iter()
+                .any(|l| l.starts_with("PASS") && l.contains(suite) && l.contains(subject)),
+            "no passing {suite} line for {subject}:\n{text}"
+        );
+    }
+    let malloc_alignment = checks
+        .iter()
+        .filter(|l| l.contains("alignment_promise") && l.ends_with(CPU_CHAIN) && !l.contains("->"))
+        .count();
+    assert_eq!(
+        malloc_alignment, 1,
+        "the cpu default is checked once:\n{text}"
+    );
+    let summary = format!("{} checks: ", checks.len());
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&summary) && l.contains(" 0 failed")),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_json_counts_match_its_checks() {
+    let out = devmm(&["check", "--json"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let checks = report["checks"].as_array().expect("a checks list");
+    for status in ["passed", "failed", "skipped"] {
+        let n = checks.iter().filter(|c| c["status"] == status).count();
+        assert_eq!(report[status].as_u64(), Some(n as u64), "{status}");
+    }
+    assert_eq!(report["failed"], 0);
+    assert!(checks
+        .iter()
+        .any(|c| c["suite"] == "dlpack_conformance" && c["subject"] == "cpu:0"));
+    assert!(
+        checks
+            .iter()
+            .filter(|c| c["status"] == "skipped")
+            .all(|c| c["detail"].as_str().is_some_and(|d| !d.is_empty())),
+        "every skip says why"
+    );
+}
