@@ -1,5 +1,6 @@
 //! `devmm bench`: what an allocate + deallocate pair costs through each
-//! resource stack, across sizes, beside the raw allocator underneath.
+//! resource stack, across sizes, and what a DLPack export of a tensor from
+//! each stack costs, each beside the raw allocator underneath.
 
 use std::hint::black_box;
 use std::io::IsTerminal;
@@ -7,8 +8,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use devmm::dlpack::DlpackRequest;
 use devmm::{
-    Device, HeapMemoryResource, LimitingAdaptor, MemoryResource, StatisticsAdaptor, Stream,
+    DType, Device, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MemoryResource,
+    StatisticsAdaptor, Stream, Tensor,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -21,6 +24,17 @@ use crate::units;
 
 /// The alignment of the raw CPU baseline: the CPU resources' default.
 const RAW_CPU_ALIGNMENT: usize = devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT;
+
+/// The tensor exported: a small 2-D float32 (its size does not matter to
+/// the export, which never touches the data).
+const EXPORT_SHAPE: [usize; 2] = [8, 8];
+
+/// The raw pair an export is set against: one small host block, as the
+/// export allocates one host block for its managed struct, shape and strides.
+const EXPORT_RAW_NBYTES: usize = 64;
+
+const ALLOCATE: &str = "allocate+deallocate";
+const EXPORT: &str = "dlpack export+delete";
 
 /// Options of `devmm bench`.
 #[derive(Debug, clap::Args)]
@@ -166,14 +180,18 @@ fn time_run(iters: u32, mut pair: impl FnMut() -> Result<(), CliError>) -> Resul
 /// One figure of the report.
 #[derive(Debug, Serialize)]
 struct Figure {
+    /// `allocate+deallocate` or `dlpack export+delete`.
+    operation: &'static str,
     device: String,
     /// The resource chain measured, outermost first.
     stack: String,
+    /// Bytes allocated, or the exported tensor's bytes.
     nbytes: usize,
-    /// Median nanoseconds per allocate + deallocate pair.
+    /// Median nanoseconds per operation.
     median_ns: f64,
-    /// The allocator beside it.
+    /// The allocator beside it, and the bytes of its allocate + free pair.
     raw: String,
+    raw_nbytes: usize,
     raw_median_ns: f64,
     /// `median_ns / raw_median_ns`.
     ratio: f64,
@@ -184,7 +202,6 @@ struct Figure {
 pub(crate) struct BenchReport {
     runs: u32,
     iters: u32,
-    operation: &'static str,
     figures: Vec<Figure>,
 }
 
@@ -199,51 +216,112 @@ fn progress(steps: u64) -> ProgressBar {
     bar
 }
 
+/// Times `contenders` against `raw`, taking turns within each run so load
+/// from other processes falls on all of them alike; returns the median of
+/// `raw` and of each contender.
+fn race<C>(
+    args: &BenchArgs,
+    mut raw: impl FnMut() -> Result<(), CliError>,
+    contenders: &[C],
+    mut op: impl FnMut(&C) -> Result<(), CliError>,
+) -> Result<(f64, Vec<f64>), CliError> {
+    let mut raw_runs = Vec::with_capacity(args.runs as usize);
+    let mut runs = vec![Vec::with_capacity(args.runs as usize); contenders.len()];
+    for _ in 0..args.runs {
+        raw_runs.push(time_run(args.iters, &mut raw)?);
+        for (c, runs) in contenders.iter().zip(&mut runs) {
+            runs.push(time_run(args.iters, || op(c))?);
+        }
+    }
+    Ok((
+        median_ns(&mut raw_runs),
+        runs.iter_mut().map(|r| median_ns(r)).collect(),
+    ))
+}
+
+/// A tensor from `mr` and the request that exports it without waiting on
+/// any stream, so the figure is the export and deleter alone.
+fn export_subject(
+    mr: &Arc<dyn MemoryResource>,
+    stream: &Stream,
+) -> Result<(Tensor, DlpackRequest), CliError> {
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(mr))
+        .stream(stream.clone());
+    let tensor = devmm::empty(&EXPORT_SHAPE, DType::FLOAT32, &options)?;
+    Ok((tensor, DlpackRequest::new().max_version(1, 1).stream(-1)))
+}
+
 /// Runs `devmm bench`.
 pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, CliError> {
     let sizes = sizes(args.min_size, args.max_size)?;
     let subjects = subjects(args)?;
-    let steps: usize = subjects.iter().map(|s| s.stacks.len() * sizes.len()).sum();
+    let steps: usize = subjects
+        .iter()
+        .map(|s| s.stacks.len() * (sizes.len() + 1))
+        .sum();
     let bar = progress(steps as u64);
     let mut figures = Vec::new();
     for subject in &subjects {
+        let device = subject.device.to_string();
         for &nbytes in &sizes {
-            bar.set_message(format!("{} {}", subject.device, units::bytes(nbytes)));
-            // Raw and stacks take turns within each run, so load from other
-            // processes falls on all of them alike and the ratios hold.
-            let mut raw_runs = Vec::with_capacity(args.runs as usize);
-            let mut stack_runs = vec![Vec::with_capacity(args.runs as usize); subject.stacks.len()];
-            for _ in 0..args.runs {
-                raw_runs.push(time_run(args.iters, || {
-                    subject.raw.pair(nbytes, &subject.stream)
-                })?);
-                for (mr, runs) in subject.stacks.iter().zip(&mut stack_runs) {
-                    runs.push(time_run(args.iters, || {
-                        resource_pair(&**mr, nbytes, &subject.stream)
-                    })?);
-                }
-            }
-            let raw_median_ns = median_ns(&mut raw_runs);
-            for (mr, mut runs) in subject.stacks.iter().zip(stack_runs) {
-                let median_ns = median_ns(&mut runs);
+            bar.set_message(format!("{device} {}", units::bytes(nbytes)));
+            let (raw_median_ns, medians) = race(
+                args,
+                || subject.raw.pair(nbytes, &subject.stream),
+                &subject.stacks,
+                |mr| resource_pair(&**mr, nbytes, &subject.stream),
+            )?;
+            for (mr, median_ns) in subject.stacks.iter().zip(medians) {
                 figures.push(Figure {
-                    device: subject.device.to_string(),
+                    operation: ALLOCATE,
+                    device: device.clone(),
                     stack: devmm::resource_chain(&**mr),
                     nbytes,
                     median_ns,
                     raw: subject.raw.name(),
+                    raw_nbytes: nbytes,
                     raw_median_ns,
                     ratio: median_ns / raw_median_ns,
                 });
                 bar.inc(1);
             }
         }
+        bar.set_message(format!("{device} export"));
+        let exports = subject
+            .stacks
+            .iter()
+            .map(|mr| export_subject(mr, &subject.stream))
+            .collect::<Result<Vec<_>, _>>()?;
+        let host = Raw::PosixMemalign;
+        let (raw_median_ns, medians) = race(
+            args,
+            || host.pair(EXPORT_RAW_NBYTES, &subject.stream),
+            &exports,
+            |(tensor, request)| {
+                drop(black_box(tensor.to_dlpack(request)?));
+                Ok(())
+            },
+        )?;
+        for ((mr, (tensor, _)), median_ns) in subject.stacks.iter().zip(&exports).zip(medians) {
+            figures.push(Figure {
+                operation: EXPORT,
+                device: device.clone(),
+                stack: devmm::resource_chain(&**mr),
+                nbytes: tensor.buffer().nbytes(),
+                median_ns,
+                raw: host.name(),
+                raw_nbytes: EXPORT_RAW_NBYTES,
+                raw_median_ns,
+                ratio: median_ns / raw_median_ns,
+            });
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
     let report = BenchReport {
         runs: args.runs,
         iters: args.iters,
-        operation: "allocate+deallocate",
         figures,
     };
     report::emit(&report, args.json)?;
@@ -253,6 +331,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, CliError> {
 impl Report for BenchReport {
     fn to_text(&self) -> String {
         let mut table = Table::new(&[
+            ("OPERATION", Align::Left),
             ("DEVICE", Align::Left),
             ("SIZE", Align::Right),
             ("MEDIAN", Align::Right),
@@ -260,12 +339,14 @@ impl Report for BenchReport {
             ("RATIO", Align::Right),
             ("STACK", Align::Left),
         ]);
-        let mut raws: Vec<(&str, &str)> = Vec::new();
+        let mut raws: Vec<(&str, &str, &str)> = Vec::new();
         for f in &self.figures {
-            if !raws.contains(&(f.device.as_str(), f.raw.as_str())) {
-                raws.push((&f.device, &f.raw));
+            let raw = (f.operation, f.device.as_str(), f.raw.as_str());
+            if !raws.contains(&raw) {
+                raws.push(raw);
             }
             table.row(vec![
+                f.operation.to_owned(),
                 f.device.clone(),
                 units::bytes(f.nbytes),
                 units::nanos(f.median_ns),
@@ -275,11 +356,16 @@ impl Report for BenchReport {
             ]);
         }
         let mut text = format!(
-            "{} latency: median of {} runs of {} pairs each\n",
-            self.operation, self.runs, self.iters
+            "Latency: median of {} runs of {} operations each; RATIO = MEDIAN / RAW\n",
+            self.runs, self.iters
         );
-        for (device, raw) in raws {
-            text.push_str(&format!("RAW on {device}: {raw}\n"));
+        for (operation, device, raw) in raws {
+            let size = if operation == EXPORT {
+                format!(" of {}", units::bytes(EXPORT_RAW_NBYTES))
+            } else {
+                " of the same size".to_owned()
+            };
+            text.push_str(&format!("RAW for {operation} on {device}: {raw}{size}\n"));
         }
         text.push('\n');
         text.push_str(&table.render());

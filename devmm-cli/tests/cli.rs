@@ -132,7 +132,7 @@ fn help_documents_every_flag() {
 }
 
 #[test]
-fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_and_size() {
+fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_size_and_export() {
     let out = devmm(&[
         "bench",
         "--json",
@@ -161,7 +161,11 @@ fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_and_size() {
         for stack in &stacks {
             let f = figures
                 .iter()
-                .find(|f| f["nbytes"] == nbytes && f["stack"] == stack.as_str())
+                .find(|f| {
+                    f["operation"] == "allocate+deallocate"
+                        && f["nbytes"] == nbytes
+                        && f["stack"] == stack.as_str()
+                })
                 .unwrap_or_else(|| panic!("no figure for {stack} at {nbytes} B"));
             assert_eq!(f["device"], "cpu:0");
             assert_eq!(f["raw"], "posix_memalign(64)+free");
@@ -172,7 +176,19 @@ fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_and_size() {
             assert!((ratio - median / raw).abs() < 1e-9 * ratio.max(1.0), "{f}");
         }
     }
-    assert_eq!(figures.len(), 4 * stacks.len(), "16 KiB is past --max-size");
+    for stack in &stacks {
+        let export = figures
+            .iter()
+            .find(|f| f["operation"] == "dlpack export+delete" && f["stack"] == stack.as_str())
+            .unwrap_or_else(|| panic!("no export figure for {stack}"));
+        assert_eq!(export["nbytes"], 256, "an 8 x 8 float32 tensor");
+        assert_eq!(export["raw_nbytes"], 64);
+        assert!(
+            export["median_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+            "{export}"
+        );
+    }
+    assert_eq!(figures.len(), 5 * stacks.len(), "16 KiB is past --max-size");
 }
 
 #[test]
@@ -186,12 +202,18 @@ fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
     );
     let text = stdout(&out);
     assert!(
-        text.contains("RAW on cpu:0: posix_memalign(64)+free"),
+        text.contains(
+            "RAW for allocate+deallocate on cpu:0: posix_memalign(64)+free of the same size"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("RAW for dlpack export+delete on cpu:0: posix_memalign(64)+free of 64 B"),
         "{text}"
     );
     let row = text
         .lines()
-        .find(|l| l.starts_with("cpu:0") && l.ends_with(CPU_CHAIN))
+        .find(|l| l.starts_with("allocate+deallocate") && l.ends_with(CPU_CHAIN))
         .unwrap_or_else(|| panic!("no malloc row in:\n{text}"));
     assert!(row.contains("64 B") && row.contains('x'), "{row}");
 }

@@ -8,6 +8,9 @@
 //! - `empty_2d`: `empty(&[8, 8], float32)` end to end (registry, layout,
 //!   buffer, tensor) and its drop, against one raw pair of the same size.
 //!   Target: within 4×.
+//! - `dlpack_export`: `Tensor::to_dlpack` for that tensor plus the
+//!   consumer's deleter, against one raw pair of a 64-byte block (an export
+//!   is one heap block). Target: under 2×.
 
 mod workloads;
 

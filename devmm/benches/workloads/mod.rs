@@ -9,6 +9,7 @@ use std::alloc::Layout as AllocLayout;
 use std::hint::black_box;
 use std::sync::Arc;
 
+use devmm::dlpack::DlpackRequest;
 use devmm::{
     DType, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource, MemoryResource,
     StatisticsAdaptor, Stream, empty,
@@ -120,6 +121,19 @@ pub(crate) fn all() -> Vec<Workload> {
     all.push(workload("empty_2d", "empty+drop", move || {
         let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
         drop(black_box(t));
+    }));
+    // An export is one heap block and a deleter call: compare it with one
+    // raw allocation pair of a small block.
+    all.push(workload(
+        "dlpack_export",
+        "posix_memalign+free",
+        posix_memalign_pair(64),
+    ));
+    let tensor = empty(&SHAPE_2D, DType::FLOAT32, &EmptyOptions::new()).expect("empty");
+    let request = DlpackRequest::new().max_version(1, 1);
+    all.push(workload("dlpack_export", "to_dlpack+deleter", move || {
+        let export = tensor.to_dlpack(black_box(&request)).expect("export");
+        drop(black_box(export));
     }));
     all
 }
