@@ -7,6 +7,7 @@ mod device;
 mod dtype;
 mod error;
 mod layout;
+mod ledger;
 pub mod mrs;
 mod ptr;
 mod registry;
@@ -23,10 +24,13 @@ pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{Error, MisuseKind, Result};
 pub use layout::{
-    Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, Permuted, RowMajor,
+    Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
+    Permuted, RowMajor, StaticLayout, StaticPlan,
 };
+pub use ledger::Ledger;
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use ptr::DevicePtr;
+pub use size::SizeOverflow;
 pub use registry::{
     get_current_memory_resource, set_current_memory_resource, using_memory_resource, ResourceGuard,
 };
@@ -37,3 +41,9 @@ pub use runtime::{
 };
 pub use stream::{Stream, StreamOps, StreamSentinel, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT};
 pub use tensor::{empty, empty_like, EmptyOptions, Tensor};
+
+// MACROS pub use devmm_macros::{layout, memory_resource, Element};
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
