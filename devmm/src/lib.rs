@@ -42,7 +42,7 @@ pub use runtime::{
 pub use stream::{Stream, StreamOps, StreamSentinel, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT};
 pub use tensor::{empty, empty_like, EmptyOptions, Tensor};
 
-// MACROS pub use devmm_macros::{layout, memory_resource, Element};
+pub use devmm_macros::{layout, memory_resource, Element};
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -1,0 +1,1 @@
+pub(crate) type Input = syn::DeriveInput;

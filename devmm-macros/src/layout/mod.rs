@@ -1,0 +1,2 @@
+pub(crate) mod expand;
+pub(crate) mod parse;

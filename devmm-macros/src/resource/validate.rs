@@ -1,0 +1,608 @@
+//! Checks a parsed `#[memory_resource]` and turns it into the model the
+//! expansion works from. Every problem is reported, each on its own token.
+
+use proc_macro2::Span;
+use quote::ToTokens;
+use syn::{
+    Attribute, Expr, FnArg, Ident, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Lit, LitBool,
+    LitInt, Member, ReceiverKind, ReturnType, Safety, Type,
+};
+
+use super::parse::{Arg, Args, Item};
+use crate::diagnostics::Errors;
+use crate::names;
+
+/// The trait methods, with the signature each must have (for messages).
+const METHODS: &[(&str, &str)] = &[
+    (
+        "allocate",
+        "fn allocate(&self, nbytes: usize, stream: &Stream) -> devmm::Result<DevicePtr>",
+    ),
+    (
+        "deallocate",
+        "unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> devmm::Result<()>",
+    ),
+    ("device", "fn device(&self) -> Device"),
+    ("stream_ordered", "fn stream_ordered(&self) -> bool"),
+    ("guaranteed_alignment", "fn guaranteed_alignment(&self) -> usize"),
+    (
+        "available_memory",
+        "fn available_memory(&self) -> devmm::Result<MemoryInfo>",
+    ),
+    ("upstream", "fn upstream(&self) -> Option<&dyn MemoryResource>"),
+    ("detects_misuse", "fn detects_misuse(&self) -> bool"),
+    ("live_count", "fn live_count(&self) -> Option<usize>"),
+];
+
+const KEYS: &str = "device, alignment, stream_ordered, ledger, debug";
+
+/// What to generate.
+pub(crate) enum Model {
+    /// `impl Adaptor` for a struct with an `#[upstream]` field.
+    AdaptorStruct(AdaptorStruct),
+    /// `impl MemoryResource` from an impl block.
+    Impl(ImplModel),
+}
+
+pub(crate) struct AdaptorStruct {
+    /// The struct with the `#[upstream]` markers removed.
+    pub(crate) item: ItemStruct,
+    pub(crate) field: Member,
+    pub(crate) ty: Type,
+}
+
+pub(crate) struct ImplModel {
+    /// The impl header (generics, self type); its items are below.
+    pub(crate) header: ItemImpl,
+    /// Items that stay in the inherent impl.
+    pub(crate) inherent: Vec<ImplItem>,
+    /// Trait methods the user wrote, moved into the trait impl as written.
+    pub(crate) written: Vec<ImplItemFn>,
+    pub(crate) kind: Kind,
+}
+
+pub(crate) enum Kind {
+    /// Forward everything not written to the `#[upstream]` field.
+    Adaptor,
+    Resource(Resource),
+}
+
+/// A resource of the user's own.
+pub(crate) struct Resource {
+    pub(crate) allocate: UserFn,
+    pub(crate) deallocate: UserFn,
+    /// `DeviceType` variant and ordinal, or `None` when `fn device` is written.
+    pub(crate) device: Option<(&'static str, u32)>,
+    /// `None` when `fn guaranteed_alignment` is written.
+    pub(crate) alignment: Option<LitInt>,
+    pub(crate) stream_ordered: Option<LitBool>,
+    pub(crate) tracking: Tracking,
+}
+
+/// The user's `allocate` or `deallocate`, kept as an inherent method.
+pub(crate) struct UserFn {
+    pub(crate) item: ImplItemFn,
+    pub(crate) takes_stream: bool,
+}
+
+/// When the ledger bookkeeping runs.
+pub(crate) enum Tracking {
+    /// Under `debug_assertions` (the default).
+    Debug(Member),
+    /// Always (`debug = true`).
+    Always(Member),
+    /// Never (`debug = false`).
+    Never,
+}
+
+pub(crate) fn validate(args: &Args, item: &Item) -> syn::Result<Model> {
+    match item {
+        Item::Struct(item) => adaptor_struct(args, item).map(Model::AdaptorStruct),
+        Item::Impl(item) => impl_block(args, item).map(Model::Impl),
+    }
+}
+
+/// Whether `ident` names a `MemoryResource` method.
+pub(crate) fn is_trait_method(ident: &Ident) -> bool {
+    METHODS.iter().any(|(name, _)| ident == name)
+}
+
+fn is_upstream(attr: &Attribute) -> bool {
+    attr.path().is_ident("upstream")
+}
+
+/// The struct with its `#[upstream]` markers removed: also the fallback
+/// emitted when the struct has errors, so its uses do not fail as well.
+pub(crate) fn strip_upstream(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|a| !is_upstream(a));
+    }
+    item
+}
+
+fn adaptor_struct(args: &Args, item: &ItemStruct) -> syn::Result<AdaptorStruct> {
+    let mut errors = Errors::default();
+    for arg in &args.args {
+        errors.spanned(
+            &arg.key,
+            format_args!(
+                "on a struct, #[memory_resource] takes no arguments: it marks an adaptor, whose \
+                 device and alignment are its upstream's; put `{}` on a resource's impl block",
+                arg.key
+            ),
+        );
+    }
+    let mut upstream = None;
+    for (index, field) in item.fields.iter().enumerate() {
+        for attr in field.attrs.iter().filter(|a| is_upstream(a)) {
+            if let Err(e) = attr.meta.require_path_only() {
+                errors.push(syn::Error::new(
+                    e.span(),
+                    "#[upstream] takes no arguments: write `#[upstream]`",
+                ));
+            }
+            if upstream.is_some() {
+                errors.spanned(
+                    attr,
+                    "duplicate #[upstream]: an adaptor forwards to exactly one upstream; \
+                     remove this marker",
+                );
+                continue;
+            }
+            let member = match &field.ident {
+                Some(ident) => Member::Named(ident.clone()),
+                None => Member::Unnamed(index.into()),
+            };
+            upstream = Some((member, field.ty.clone()));
+        }
+    }
+    if upstream.is_none() {
+        errors.spanned(
+            &item.ident,
+            format_args!(
+                "adaptor `{}` has no #[upstream] field: mark the field holding the resource it \
+                 forwards to with `#[upstream]`",
+                item.ident
+            ),
+        );
+    }
+    let stripped = strip_upstream(item);
+    errors.finish(())?;
+    let (field, ty) = upstream.expect("checked above");
+    Ok(AdaptorStruct {
+        item: stripped,
+        field,
+        ty,
+    })
+}
+
+/// The arguments of a resource's attribute, checked one by one.
+#[derive(Default)]
+struct ResourceArgs<'a> {
+    device: Option<(&'a Arg, (&'static str, u32))>,
+    alignment: Option<(&'a Arg, LitInt)>,
+    stream_ordered: Option<LitBool>,
+    ledger: Option<(&'a Arg, Member)>,
+    debug: Option<LitBool>,
+}
+
+fn lit(value: &Expr) -> Option<&Lit> {
+    match value {
+        Expr::Lit(expr) => Some(&expr.lit),
+        _ => None,
+    }
+}
+
+fn resource_args<'a>(args: &'a Args, errors: &mut Errors) -> ResourceArgs<'a> {
+    let mut out = ResourceArgs::default();
+    let mut seen: Vec<String> = Vec::new();
+    for arg in &args.args {
+        let key = arg.key.to_string();
+        if seen.contains(&key) {
+            errors.spanned(
+                &arg.key,
+                format_args!("`{key}` is given twice; keep one"),
+            );
+            continue;
+        }
+        seen.push(key.clone());
+        match key.as_str() {
+            "device" => match lit(&arg.value) {
+                Some(Lit::Str(text)) => match names::device(&text.value()) {
+                    Some(device) => out.device = Some((arg, device)),
+                    None => errors.spanned(
+                        text,
+                        format_args!(
+                            "unknown device {:?}: write \"TYPE\" or \"TYPE:ORDINAL\" with TYPE one of {}, \
+                             e.g. `device = \"cuda:0\"`",
+                            text.value(),
+                            device_type_names()
+                        ),
+                    ),
+                },
+                _ => errors.spanned(
+                    &arg.value,
+                    "`device` takes a string: write e.g. `device = \"cpu\"` or `device = \"cuda:0\"`",
+                ),
+            },
+            "alignment" => match lit(&arg.value) {
+                Some(Lit::Int(int)) => match int.base10_parse::<u64>() {
+                    Ok(n) if n.is_power_of_two() => out.alignment = Some((arg, int.clone())),
+                    _ => errors.spanned(
+                        int,
+                        format_args!(
+                            "alignment {} is not a power of two: write one of 1, 2, 4, 8, ..., \
+                             e.g. `alignment = 64`",
+                            int
+                        ),
+                    ),
+                },
+                _ => errors.spanned(
+                    &arg.value,
+                    "`alignment` takes an integer literal in bytes, a power of two: e.g. `alignment = 64`",
+                ),
+            },
+            "stream_ordered" | "debug" => match lit(&arg.value) {
+                Some(Lit::Bool(b)) => {
+                    if key == "debug" {
+                        out.debug = Some(b.clone());
+                    } else {
+                        out.stream_ordered = Some(b.clone());
+                    }
+                }
+                _ => errors.spanned(
+                    &arg.value,
+                    format_args!("`{key}` takes `true` or `false`"),
+                ),
+            },
+            "ledger" => match member(&arg.value) {
+                Some(m) => out.ledger = Some((arg, m)),
+                None => errors.spanned(
+                    &arg.value,
+                    "`ledger` names the struct field holding a `devmm::Ledger`: e.g. `ledger = ledger` \
+                     (or `ledger = 0` in a tuple struct)",
+                ),
+            },
+            _ => errors.spanned(
+                &arg.key,
+                format_args!("unknown key `{key}`: #[memory_resource] accepts {KEYS}"),
+            ),
+        }
+    }
+    out
+}
+
+fn device_type_names() -> String {
+    let names: Vec<&str> = names::DEVICE_TYPES.iter().map(|(n, _)| *n).collect();
+    names.join(", ")
+}
+
+fn member(value: &Expr) -> Option<Member> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => {
+            path.path.get_ident().cloned().map(Member::Named)
+        }
+        Expr::Lit(expr) => match &expr.lit {
+            Lit::Int(int) => int
+                .base10_parse::<u32>()
+                .ok()
+                .map(|i| Member::Unnamed(syn::Index { index: i, span: int.span() })),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
+    let mut errors = Errors::default();
+    if let Some((path, _)) = &item.trait_ {
+        errors.spanned(
+            path,
+            "#[memory_resource] writes the trait impl itself: put it on the inherent impl \
+             `impl Type { fn allocate(..) .. }`",
+        );
+    }
+    let resource = !args.args.is_empty();
+    let mut inherent = Vec::new();
+    let mut written: Vec<ImplItemFn> = Vec::new();
+    let mut allocate = None;
+    let mut deallocate = None;
+    for impl_item in &item.items {
+        let ImplItem::Fn(f) = impl_item else {
+            inherent.push(impl_item.clone());
+            continue;
+        };
+        let name = f.sig.ident.to_string();
+        let Some(&(_, expected)) = METHODS.iter().find(|(n, _)| *n == name) else {
+            inherent.push(impl_item.clone());
+            continue;
+        };
+        if written.iter().any(|w| w.sig.ident == f.sig.ident)
+            || (name == "allocate" && allocate.is_some())
+            || (name == "deallocate" && deallocate.is_some())
+        {
+            errors.spanned(&f.sig.ident, format_args!("`fn {name}` is written twice"));
+            continue;
+        }
+        let takes_stream = check_signature(f, &name, expected, resource, &mut errors);
+        if resource && matches!(name.as_str(), "upstream" | "detects_misuse" | "live_count") {
+            errors.spanned(
+                &f.sig.ident,
+                format_args!(
+                    "a resource of your own does not write `fn {name}`: #[memory_resource] \
+                     generates it (from its ledger; a resource has no upstream). Remove it, or \
+                     for an adaptor drop the attribute's arguments and mark its field #[upstream]"
+                ),
+            );
+            continue;
+        }
+        let mut f = f.clone();
+        f.vis = syn::Visibility::Inherited;
+        match name.as_str() {
+            "allocate" if resource => allocate = Some(UserFn { item: f, takes_stream }),
+            "deallocate" if resource => deallocate = Some(UserFn { item: f, takes_stream }),
+            _ => written.push(f),
+        }
+    }
+    let kind = if resource {
+        let args = resource_args(args, &mut errors);
+        let mut missing = |what: &str| {
+            errors.spanned(
+                &item.self_ty,
+                format_args!(
+                    "`{}` has no `{what}`: write it in this impl block",
+                    item.self_ty.to_token_stream()
+                ),
+            );
+        };
+        if allocate.is_none() {
+            missing(METHODS[0].1);
+        }
+        if deallocate.is_none() {
+            missing(METHODS[1].1);
+        }
+        probe_or_key(
+            &written,
+            "device",
+            args.device.as_ref().map(|(arg, _)| *arg),
+            "`device = \"cpu\"` (or \"cuda:0\", ...) to the attribute, or write `fn device(&self) -> Device`",
+            &item.self_ty,
+            &mut errors,
+        );
+        probe_or_key(
+            &written,
+            "guaranteed_alignment",
+            args.alignment.as_ref().map(|(arg, _)| *arg),
+            "`alignment = 64` (bytes every pointer is aligned to) to the attribute, or write \
+             `fn guaranteed_alignment(&self) -> usize`",
+            &item.self_ty,
+            &mut errors,
+        );
+        if let Some(b) = &args.stream_ordered {
+            if let Some(f) = written.iter().find(|f| f.sig.ident == "stream_ordered") {
+                errors.spanned(
+                    &f.sig.ident,
+                    "stream ordering is given twice: remove `fn stream_ordered` or the \
+                     `stream_ordered` key",
+                );
+            }
+            if b.value {
+                for f in [&allocate, &deallocate].into_iter().flatten() {
+                    if !f.takes_stream {
+                        errors.spanned(
+                            &f.item.sig.inputs,
+                            format_args!(
+                                "a stream-ordered resource gets the stream: add `stream: &Stream` \
+                                 as the last parameter of `fn {}`",
+                                f.item.sig.ident
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        let debug = args.debug.as_ref().map(|b| b.value);
+        let tracking = match (&args.ledger, debug) {
+            (Some((_, field)), None) => Some(Tracking::Debug(field.clone())),
+            (Some((_, field)), Some(true)) => Some(Tracking::Always(field.clone())),
+            (None, Some(false)) => Some(Tracking::Never),
+            (Some((arg, _)), Some(false)) => {
+                errors.spanned(
+                    &arg.key,
+                    "`ledger` is unused with `debug = false`: remove one of them",
+                );
+                None
+            }
+            (None, _) => {
+                errors.push(syn::Error::new(
+                    Span::call_site(),
+                    "a resource keeps a ledger of its live allocations in debug builds: add a \
+                     `ledger: devmm::Ledger` field and `ledger = ledger` to the attribute, or \
+                     write `debug = false` to go without",
+                ));
+                None
+            }
+        };
+        match (allocate, deallocate, tracking) {
+            (Some(allocate), Some(deallocate), Some(tracking)) => Kind::Resource(Resource {
+                allocate,
+                deallocate,
+                device: args.device.map(|(_, d)| d),
+                alignment: args.alignment.map(|(_, a)| a),
+                stream_ordered: args.stream_ordered,
+                tracking,
+            }),
+            _ => Kind::Adaptor, // unreachable: an error was recorded
+        }
+    } else {
+        Kind::Adaptor
+    };
+    errors.finish(())?;
+    let mut header = item.clone();
+    header.items.clear();
+    Ok(ImplModel {
+        header,
+        inherent,
+        written,
+        kind,
+    })
+}
+
+/// Checks that a probe is given exactly once: as an attribute key or as a
+/// written method.
+fn probe_or_key(
+    written: &[ImplItemFn],
+    method: &str,
+    key: Option<&Arg>,
+    how: &str,
+    self_ty: &Type,
+    errors: &mut Errors,
+) {
+    let written = written.iter().find(|f| f.sig.ident == method);
+    match (written, key) {
+        (Some(f), Some(arg)) => {
+            let message = format!(
+                "`{method}` is given twice: remove `fn {method}` or the `{}` key",
+                arg.key
+            );
+            errors.spanned(&f.sig.ident, &message);
+            errors.spanned(&arg.key, &message);
+        }
+        (None, None) => {
+            errors.spanned(
+                self_ty,
+                format_args!(
+                    "`{}` does not say its {}: add {how}",
+                    self_ty.to_token_stream(),
+                    method.replace('_', " ")
+                ),
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The last identifier of a type path (`devmm::Result<T>` → `Result`).
+fn type_name(ty: &Type) -> Option<&Ident> {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => path.path.segments.last().map(|s| &s.ident),
+        Type::Group(group) => type_name(&group.elem),
+        Type::Paren(paren) => type_name(&paren.elem),
+        _ => None,
+    }
+}
+
+fn is_named(ty: &Type, name: &str) -> bool {
+    type_name(ty).is_some_and(|i| i == name)
+}
+
+fn is_stream_ref(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => r.mutability.is_none() && is_named(&r.elem, "Stream"),
+        _ => false,
+    }
+}
+
+/// Checks one method against its trait signature; `allocate` and
+/// `deallocate` of a resource may leave out the stream. Returns whether the
+/// method takes the stream.
+fn check_signature(
+    f: &ImplItemFn,
+    name: &str,
+    expected: &str,
+    resource: bool,
+    errors: &mut Errors,
+) -> bool {
+    let sig = &f.sig;
+    let must = |what: &str| format!("{what}: `fn {name}` must be `{expected}`");
+    if sig.constness.is_some() || sig.asyncness.is_some() || sig.abi.is_some() {
+        let token = sig
+            .constness
+            .as_ref()
+            .map(ToTokens::to_token_stream)
+            .or(sig.asyncness.as_ref().map(ToTokens::to_token_stream))
+            .unwrap_or_else(|| sig.abi.to_token_stream());
+        errors.spanned(token, must("remove this qualifier"));
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.spanned(&sig.generics, must("remove the generic parameters"));
+    }
+    let is_unsafe = matches!(sig.safety, Safety::Unsafe(_));
+    if name == "deallocate" && !is_unsafe {
+        errors.spanned(
+            &sig.fn_token,
+            must("`deallocate` trusts its caller with the pointer; write `unsafe fn deallocate`"),
+        );
+    } else if name != "deallocate" && is_unsafe {
+        errors.spanned(&sig.safety, must("remove `unsafe`"));
+    }
+    let mut inputs = sig.inputs.iter();
+    match inputs.next() {
+        Some(FnArg::Receiver(r))
+            if r.mutability.is_none()
+                && matches!(r.kind, ReceiverKind::Reference(_, _, None)) => {}
+        Some(arg @ FnArg::Receiver(_)) => {
+            errors.spanned(arg, must("resources are shared between threads; take `&self`"));
+        }
+        _ => errors.spanned(&sig.ident, must("add `&self` as the first parameter")),
+    }
+    let params: Vec<&Type> = inputs
+        .filter_map(|arg| match arg {
+            FnArg::Typed(pat) => Some(&*pat.ty),
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let (required, optional_stream): (&[&str], bool) = match name {
+        "allocate" => (&["usize"], true),
+        "deallocate" => (&["DevicePtr", "usize"], true),
+        _ => (&[], false),
+    };
+    let mut takes_stream = false;
+    if params.len() < required.len() || params.len() > required.len() + usize::from(optional_stream) {
+        errors.spanned(
+            &sig.inputs,
+            must(&format!(
+                "wrong number of parameters{}",
+                if resource && optional_stream {
+                    " (the stream may be left out by a resource that is not stream-ordered)"
+                } else {
+                    ""
+                }
+            )),
+        );
+    } else {
+        for (ty, want) in params.iter().zip(required) {
+            if !is_named(ty, want) {
+                errors.spanned(ty, must(&format!("expected `{want}`")));
+            }
+        }
+        if let Some(stream) = params.get(required.len()) {
+            takes_stream = true;
+            if !is_stream_ref(stream) {
+                errors.spanned(stream, must("expected `&Stream`"));
+            }
+        } else if optional_stream && !resource {
+            errors.spanned(
+                &sig.inputs,
+                must("an adaptor passes the stream on to its upstream; add `stream: &Stream`"),
+            );
+        }
+    }
+    let returns = match name {
+        "allocate" | "deallocate" | "available_memory" => "Result",
+        "device" => "Device",
+        "stream_ordered" | "detects_misuse" => "bool",
+        "guaranteed_alignment" => "usize",
+        _ => "Option",
+    };
+    match &sig.output {
+        ReturnType::Type(_, ty) if is_named(ty, returns) => {}
+        ReturnType::Type(_, ty) => errors.spanned(ty, must(&format!("expected `{returns}`"))),
+        ReturnType::Default => errors.spanned(
+            &sig.ident,
+            must(&format!("add the return type (`-> {returns}..`)")),
+        ),
+    }
+    takes_stream
+}

@@ -1,0 +1,164 @@
+//! Resources and adaptors written with `#[memory_resource]`, exercised
+//! through the `MemoryResource` trait: the checks the macro adds (alignment
+//! honesty, the ledger's misuse detection, live counts) and the forwarding
+//! of adaptors over concrete, generic and `Arc<dyn MemoryResource>` upstreams.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use devmm::{
+    memory_resource, resource_chain, Device, DevicePtr, Error, HeapMemoryResource, Ledger,
+    MallocMemoryResource, MemoryResource, MisuseKind, Result, Stream,
+};
+
+/// A resource over the global allocator that hands out `offset` bytes past
+/// an aligned block, so tests can make it break its alignment promise.
+#[derive(Debug, Default)]
+struct Blocks {
+    offset: usize,
+    ledger: Ledger,
+}
+
+#[memory_resource(device = "cpu", alignment = 64, ledger = ledger, debug = true)]
+impl Blocks {
+    fn layout(nbytes: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(nbytes.max(1) + 64, 64).expect("test sizes are small")
+    }
+
+    fn allocate(&self, nbytes: usize) -> Result<DevicePtr> {
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(Self::layout(nbytes)) };
+        assert!(!raw.is_null());
+        Ok(DevicePtr::from_addr(raw as usize + self.offset))
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize) -> Result<()> {
+        // SAFETY: `ptr - offset` came from `alloc` with this layout.
+        unsafe { std::alloc::dealloc((ptr.addr() - self.offset) as *mut u8, Self::layout(nbytes)) };
+        Ok(())
+    }
+}
+
+#[test]
+fn a_generated_resource_reports_its_probes() {
+    let mr = Blocks::default();
+    assert_eq!(mr.device(), Device::CPU);
+    assert_eq!(mr.guaranteed_alignment(), 64);
+    assert!(!mr.stream_ordered());
+    assert!(mr.detects_misuse());
+    assert!(mr.upstream().is_none());
+    assert!(mr.available_memory().unwrap().total > 0);
+}
+
+#[test]
+fn the_ledger_counts_and_catches_misuse() {
+    let mr = Blocks::default();
+    let s = Stream::cpu();
+    let p = mr.allocate(100, &s).unwrap();
+    let q = mr.allocate(10, &s).unwrap();
+    assert!(p.is_aligned(64));
+    assert_eq!(mr.live_count(), Some(2));
+    // SAFETY: misuse is detected by the ledger and reported, not performed.
+    let wrong = unsafe { mr.deallocate(p, 99, &s) };
+    assert!(
+        matches!(wrong, Err(Error::Misuse { kind: MisuseKind::WrongSize { allocated: 100 }, nbytes: 99, .. })),
+        "{wrong:?}"
+    );
+    // SAFETY: p and q are live with these sizes.
+    unsafe {
+        mr.deallocate(p, 100, &s).unwrap();
+        mr.deallocate(q, 10, &s).unwrap();
+    }
+    assert_eq!(mr.live_count(), Some(0));
+    // SAFETY: as above, detected.
+    let twice = unsafe { mr.deallocate(p, 100, &s) };
+    assert!(matches!(twice, Err(Error::Misuse { kind: MisuseKind::DoubleFree, .. })), "{twice:?}");
+    let unknown = unsafe { mr.deallocate(DevicePtr::from_addr(0x40), 8, &s) };
+    assert!(matches!(unknown, Err(Error::Misuse { kind: MisuseKind::UnknownPointer, .. })), "{unknown:?}");
+}
+
+#[test]
+fn a_pointer_breaking_the_promised_alignment_is_an_error() {
+    let mr = Blocks { offset: 8, ..Blocks::default() };
+    let result = mr.allocate(16, &Stream::cpu());
+    match result {
+        Err(Error::Misuse { kind: MisuseKind::Misaligned { promised: 64 }, nbytes: 16, device, .. }) => {
+            assert_eq!(device, Device::CPU)
+        }
+        other => panic!("expected a misaligned-pointer error, got {other:?}"),
+    }
+    // The misaligned block was given back, not recorded.
+    assert_eq!(mr.live_count(), Some(0));
+}
+
+/// Counts allocations; everything else forwards to `inner`.
+#[memory_resource]
+#[derive(Debug)]
+struct Counting<U> {
+    #[upstream]
+    inner: U,
+    allocations: AtomicUsize,
+}
+
+#[memory_resource]
+impl<U: MemoryResource> Counting<U> {
+    fn new(inner: U) -> Self {
+        Counting { inner, allocations: AtomicUsize::new(0) }
+    }
+
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        self.inner.allocate(nbytes, stream)
+    }
+}
+
+#[test]
+fn an_adaptor_forwards_what_it_does_not_write() {
+    let mr = Counting::new(HeapMemoryResource::new());
+    let s = Stream::cpu();
+    let p = mr.allocate(32, &s).unwrap();
+    assert_eq!(mr.allocations.load(Ordering::Relaxed), 1);
+    assert_eq!(mr.live_count(), Some(1));
+    assert!(mr.detects_misuse());
+    assert_eq!(mr.guaranteed_alignment(), 64);
+    assert_eq!(mr.device(), Device::CPU);
+    // SAFETY: forwarded to the heap resource, which detects the misuse.
+    assert!(matches!(unsafe { mr.deallocate(p, 31, &s) }, Err(Error::Misuse { .. })));
+    // SAFETY: p is live with 32 bytes.
+    unsafe { mr.deallocate(p, 32, &s).unwrap() };
+    assert_eq!(mr.live_count(), Some(0));
+    assert_eq!(
+        resource_chain(&mr),
+        "Counting -> HeapMemoryResource(device=cpu:0, alignment=64)"
+    );
+}
+
+#[test]
+fn an_adaptor_over_a_shared_trait_object() {
+    let shared: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
+    let mr = Counting::new(Arc::clone(&shared));
+    let s = Stream::cpu();
+    let p = mr.allocate(8, &s).unwrap();
+    // SAFETY: p is live with 8 bytes.
+    unsafe { mr.deallocate(p, 8, &s).unwrap() };
+    assert_eq!(mr.allocations.load(Ordering::Relaxed), 1);
+    assert!(mr.upstream().is_some());
+    assert_eq!(
+        resource_chain(&mr),
+        "Counting -> MallocMemoryResource(device=cpu:0, alignment=64)"
+    );
+}
+
+/// Forwarded failures name the adaptor in their chain.
+#[test]
+fn forwarded_failures_name_the_adaptor() {
+    let mr = Counting::new(devmm::LimitingAdaptor::new(MallocMemoryResource::new(), 16));
+    let err = mr.allocate(17, &Stream::cpu()).unwrap_err();
+    match err {
+        Error::LimitExceeded { chain, .. } => assert_eq!(
+            chain,
+            "Counting -> LimitingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
+        ),
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+}
