@@ -13,8 +13,9 @@ pub(crate) fn repr_kinds(attrs: &[Attribute]) -> syn::Result<Vec<Ident>> {
             }
             // `align(N)` and `packed(N)` carry arguments; skip them.
             if meta.input.peek(syn::token::Paren) {
-                let _content;
-                syn::parenthesized!(_content in meta.input);
+                let content;
+                syn::parenthesized!(content in meta.input);
+                content.parse::<proc_macro2::TokenStream>()?;
             }
             Ok(())
         })?;

@@ -7,8 +7,16 @@ use syn::spanned::Spanned;
 use super::parse::Input;
 use super::validate::{self, Order};
 
+/// Expands `layout!`; on errors, a block of them that still has a type
+/// (`!`), so the surrounding code does not fail as well.
 pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
-    let layout = validate::validate(input)?;
+    let layout = match validate::validate(input) {
+        Ok(layout) => layout,
+        Err(errors) => {
+            let errors = errors.into_compile_error();
+            return Ok(quote!({ #errors ::core::unreachable!() }));
+        }
+    };
     let rank = layout.shape.len();
     let element = &layout.element;
     let extents = layout.shape.iter().map(|e| {

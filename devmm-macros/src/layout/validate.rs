@@ -55,14 +55,16 @@ pub(crate) fn validate(input: Input) -> syn::Result<Layout> {
     let (order, aligned) = match policy.name.to_string().as_str() {
         "aligned" => match policy.args {
             PolicyArgs::Aligned(inner, keys) => {
-                if inner.name == "aligned" {
+                let order = if inner.name == "aligned" {
                     errors.spanned(
                         &inner.name,
                         "aligned(..) wraps row_major, col_major or permuted(..), not another aligned(..): \
                          give the larger alignments to one aligned(..)",
                     );
-                }
-                let order = order_of(&inner, rank, &mut errors);
+                    None
+                } else {
+                    order_of(&inner, rank, &mut errors)
+                };
                 let aligned = aligned_keys(&policy.name, keys, &mut errors);
                 (order, aligned)
             }

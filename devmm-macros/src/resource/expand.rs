@@ -26,14 +26,22 @@ pub(crate) fn expand(args: Args, item: Item) -> syn::Result<TokenStream> {
 fn fallback(item: &Item) -> TokenStream {
     match item {
         Item::Struct(item) => validate::strip_upstream(item).into_token_stream(),
+        // A trait impl is complete as written.
+        Item::Impl(item) if item.trait_.is_some() => item.into_token_stream(),
         Item::Impl(item) => {
-            // The trait methods go: written as inherent methods they would
-            // shadow the trait's and produce errors of their own.
+            // The trait methods stay, so their bodies are still checked and
+            // their imports used, but under hidden names: as `allocate` they
+            // would shadow the trait's method at every call site.
             let mut item = item.clone();
-            item.items.retain(|i| match i {
-                syn::ImplItem::Fn(f) => !validate::is_trait_method(&f.sig.ident),
-                _ => true,
-            });
+            for (index, impl_item) in item.items.iter_mut().enumerate() {
+                if let syn::ImplItem::Fn(f) = impl_item {
+                    if validate::is_trait_method(&f.sig.ident) {
+                        let name = format_ident!("__devmm_{}_{}", f.sig.ident, index);
+                        *f = renamed(f, &name);
+                        f.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
+                    }
+                }
+            }
             item.into_token_stream()
         }
     }
@@ -73,9 +81,23 @@ fn impl_block(model: &ImplModel) -> TokenStream {
     let self_ty = &header.self_ty;
     let attrs = &header.attrs;
     let is_written = |name: &str| written.iter().any(|f| f.sig.ident == name);
-    let (user_fns, generated) = match kind {
-        Kind::Adaptor => (TokenStream::new(), adaptor_methods(self_ty, &is_written)),
-        Kind::Resource(resource) => resource_methods(resource, &is_written),
+    let (user_fns, generated, written) = match kind {
+        Kind::Adaptor => {
+            // A written `allocate` is wrapped too, so failures through it
+            // name the adaptor in their chain like forwarded ones do.
+            let (allocate, written): (Vec<_>, Vec<_>) =
+                written.iter().partition(|f| f.sig.ident == "allocate");
+            let user_fns = allocate
+                .first()
+                .map(|f| renamed(f, &format_ident!("__devmm_allocate")).into_token_stream())
+                .unwrap_or_default();
+            let methods = adaptor_methods(self_ty, !allocate.is_empty(), &is_written);
+            (user_fns, methods, written)
+        }
+        Kind::Resource(resource) => {
+            let (user_fns, methods) = resource_methods(resource, &is_written);
+            (user_fns, methods, written.iter().collect())
+        }
     };
     let inherent_impl = if inherent.is_empty() && user_fns.is_empty() {
         TokenStream::new()
@@ -99,30 +121,35 @@ fn impl_block(model: &ImplModel) -> TokenStream {
     }
 }
 
-/// Forwards to `Adaptor::upstream` every method the user did not write.
-fn adaptor_methods(self_ty: &Type, is_written: &dyn Fn(&str) -> bool) -> TokenStream {
+/// Forwards to `Adaptor::upstream` every method the user did not write;
+/// `allocate` calls the user's when `own_allocate`.
+fn adaptor_methods(
+    self_ty: &Type,
+    own_allocate: bool,
+    is_written: &dyn Fn(&str) -> bool,
+) -> TokenStream {
     let name = type_name(self_ty);
     let upstream = quote!(::devmm::__private::Adaptor::upstream(self));
     let mr = quote!(::devmm::__private::MemoryResource);
-    let mut methods = TokenStream::new();
+    let allocate = if own_allocate {
+        quote!(Self::__devmm_allocate(self, nbytes, stream))
+    } else {
+        quote!(#mr::allocate(#upstream, nbytes, stream))
+    };
+    let mut methods = quote! {
+        fn allocate(
+            &self,
+            nbytes: usize,
+            stream: &::devmm::__private::Stream,
+        ) -> ::devmm::__private::Result<::devmm::__private::DevicePtr> {
+            #allocate.map_err(|error| ::devmm::__private::through(error, #name))
+        }
+    };
     let mut add = |method: &str, tokens: TokenStream| {
         if !is_written(method) {
             methods.extend(tokens);
         }
     };
-    add(
-        "allocate",
-        quote! {
-            fn allocate(
-                &self,
-                nbytes: usize,
-                stream: &::devmm::__private::Stream,
-            ) -> ::devmm::__private::Result<::devmm::__private::DevicePtr> {
-                #mr::allocate(#upstream, nbytes, stream)
-                    .map_err(|error| ::devmm::__private::through(error, #name))
-            }
-        },
-    );
     add(
         "deallocate",
         quote! {
@@ -178,8 +205,8 @@ fn resource_methods(
     let allocate_fn = format_ident!("__devmm_allocate");
     let deallocate_fn = format_ident!("__devmm_deallocate");
     let user_fns = [
-        renamed(&resource.allocate, &allocate_fn),
-        renamed(&resource.deallocate, &deallocate_fn),
+        renamed(&resource.allocate.item, &allocate_fn),
+        renamed(&resource.deallocate.item, &deallocate_fn),
     ];
     let stream = |f: &UserFn| f.takes_stream.then(|| quote!(, stream));
     let alloc_stream = stream(&resource.allocate);
@@ -281,9 +308,9 @@ fn resource_methods(
 
 /// The user's function under a hidden name, so that calling `allocate` on
 /// the concrete type reaches the checked trait method, not this one.
-fn renamed(f: &UserFn, name: &syn::Ident) -> ImplItemFn {
-    let mut item = f.item.clone();
-    item.sig.ident = syn::Ident::new(&name.to_string(), f.item.sig.ident.span());
+fn renamed(f: &ImplItemFn, name: &syn::Ident) -> ImplItemFn {
+    let mut item = f.clone();
+    item.sig.ident = syn::Ident::new(&name.to_string(), f.sig.ident.span());
     item.attrs.push(syn::parse_quote!(#[doc(hidden)]));
     item
 }

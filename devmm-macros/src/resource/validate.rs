@@ -180,11 +180,19 @@ fn adaptor_struct(args: &Args, item: &ItemStruct) -> syn::Result<AdaptorStruct> 
 /// The arguments of a resource's attribute, checked one by one.
 #[derive(Default)]
 struct ResourceArgs<'a> {
+    /// Each key as given, valid or not (so a bad value is not also "missing").
+    given: Vec<&'a Arg>,
     device: Option<(&'a Arg, (&'static str, u32))>,
     alignment: Option<(&'a Arg, LitInt)>,
     stream_ordered: Option<LitBool>,
     ledger: Option<(&'a Arg, Member)>,
     debug: Option<LitBool>,
+}
+
+impl<'a> ResourceArgs<'a> {
+    fn given(&self, keys: &[&str]) -> Option<&'a Arg> {
+        self.given.iter().copied().find(|a| keys.iter().any(|k| a.key == k))
+    }
 }
 
 fn lit(value: &Expr) -> Option<&Lit> {
@@ -207,6 +215,7 @@ fn resource_args<'a>(args: &'a Args, errors: &mut Errors) -> ResourceArgs<'a> {
             continue;
         }
         seen.push(key.clone());
+        out.given.push(arg);
         match key.as_str() {
             "device" => match lit(&arg.value) {
                 Some(Lit::Str(text)) => match names::device(&text.value()) {
@@ -297,11 +306,12 @@ fn member(value: &Expr) -> Option<Member> {
 fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
     let mut errors = Errors::default();
     if let Some((path, _)) = &item.trait_ {
-        errors.spanned(
+        // Nothing else is worth checking in an impl the macro cannot use.
+        return Err(syn::Error::new_spanned(
             path,
             "#[memory_resource] writes the trait impl itself: put it on the inherent impl \
              `impl Type { fn allocate(..) .. }`",
-        );
+        ));
     }
     let resource = !args.args.is_empty();
     let mut inherent = Vec::new();
@@ -365,7 +375,7 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
         probe_or_key(
             &written,
             "device",
-            args.device.as_ref().map(|(arg, _)| *arg),
+            args.given(&["device"]),
             "`device = \"cpu\"` (or \"cuda:0\", ...) to the attribute, or write `fn device(&self) -> Device`",
             &item.self_ty,
             &mut errors,
@@ -373,7 +383,7 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
         probe_or_key(
             &written,
             "guaranteed_alignment",
-            args.alignment.as_ref().map(|(arg, _)| *arg),
+            args.given(&["alignment"]),
             "`alignment = 64` (bytes every pointer is aligned to) to the attribute, or write \
              `fn guaranteed_alignment(&self) -> usize`",
             &item.self_ty,
@@ -414,7 +424,7 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
                 );
                 None
             }
-            (None, _) => {
+            (None, _) if args.given(&["ledger", "debug"]).is_none() => {
                 errors.push(syn::Error::new(
                     Span::call_site(),
                     "a resource keeps a ledger of its live allocations in debug builds: add a \
@@ -423,6 +433,8 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
                 ));
                 None
             }
+            // A `ledger` or `debug` value that did not parse: already reported.
+            (None, _) => None,
         };
         match (allocate, deallocate, tracking) {
             (Some(allocate), Some(deallocate), Some(tracking)) => Kind::Resource(Resource {
