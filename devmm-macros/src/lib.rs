@@ -11,6 +11,8 @@ use proc_macro::TokenStream;
 use syn::parse_macro_input;
 
 mod diagnostics;
+#[cfg(test)]
+mod expansion;
 mod element;
 mod layout;
 mod names;

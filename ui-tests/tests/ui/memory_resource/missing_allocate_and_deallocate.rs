@@ -1,4 +1,4 @@
-use devmm::{memory_resource, DevicePtr, Ledger, Result};
+use devmm::{memory_resource, Ledger};
 
 #[derive(Debug, Default)]
 struct Arena {
