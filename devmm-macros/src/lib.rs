@@ -11,9 +11,9 @@ use proc_macro::TokenStream;
 use syn::parse_macro_input;
 
 mod diagnostics;
+mod element;
 #[cfg(test)]
 mod expansion;
-mod element;
 mod layout;
 mod names;
 mod resource;

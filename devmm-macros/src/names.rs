@@ -69,9 +69,10 @@ pub(crate) fn device(text: &str) -> Option<(&'static str, u32)> {
     let variant = DEVICE_TYPES.iter().find(|(name, _)| *name == ty)?.1;
     let ordinal = match ordinal {
         None => 0,
-        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-            digits.parse::<u32>().ok().filter(|&n| n <= i32::MAX as u32)?
-        }
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => digits
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n <= i32::MAX as u32)?,
         Some(_) => return None,
     };
     Some((variant, ordinal))
@@ -86,7 +87,16 @@ mod tests {
         assert_eq!(device("cpu"), Some(("Cpu", 0)));
         assert_eq!(device("cuda:3"), Some(("Cuda", 3)));
         assert_eq!(device("cuda_managed:0"), Some(("CudaManaged", 0)));
-        for bad in ["", "gpu", "cuda:", "cuda:-1", "cuda:+1", "cuda:2147483648", "CUDA", "cuda:1:2"] {
+        for bad in [
+            "",
+            "gpu",
+            "cuda:",
+            "cuda:-1",
+            "cuda:+1",
+            "cuda:2147483648",
+            "CUDA",
+            "cuda:1:2",
+        ] {
             assert_eq!(device(bad), None, "{bad:?}");
         }
     }
@@ -94,7 +104,11 @@ mod tests {
     #[test]
     fn dtype_sizes_follow_their_bit_widths() {
         for d in DTYPES {
-            let bits: usize = d.name.trim_start_matches(|c: char| c.is_alphabetic()).parse().unwrap_or(8);
+            let bits: usize = d
+                .name
+                .trim_start_matches(|c: char| c.is_alphabetic())
+                .parse()
+                .unwrap_or(8);
             assert_eq!(d.itemsize * 8, bits, "{}", d.name);
             assert_eq!(d.konst, d.name.to_uppercase());
         }

@@ -117,7 +117,10 @@ mod tests {
             ledger.take(p, 1).unwrap();
         }
         // The oldest free was forgotten: it reads as unknown, not double.
-        assert_eq!(ledger.take(DevicePtr::from_addr(64), 1), Err(MisuseKind::UnknownPointer));
+        assert_eq!(
+            ledger.take(DevicePtr::from_addr(64), 1),
+            Err(MisuseKind::UnknownPointer)
+        );
         let last = DevicePtr::from_addr((FREED_MEMORY + 1) * 64);
         assert_eq!(ledger.take(last, 1), Err(MisuseKind::DoubleFree));
         // An address handed out again is live, not a double free.

@@ -30,7 +30,6 @@ pub use layout::{
 pub use ledger::Ledger;
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use ptr::DevicePtr;
-pub use size::SizeOverflow;
 pub use registry::{
     get_current_memory_resource, set_current_memory_resource, using_memory_resource, ResourceGuard,
 };
@@ -39,6 +38,7 @@ pub use runtime::{
     default_device, register_runtime, runtime_for, runtime_names, ActivationGuard, DeviceRuntime,
     RuntimeRegistration, RuntimeSelector,
 };
+pub use size::SizeOverflow;
 pub use stream::{Stream, StreamOps, StreamSentinel, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT};
 pub use tensor::{empty, empty_like, EmptyOptions, Tensor};
 

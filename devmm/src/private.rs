@@ -114,7 +114,10 @@ mod tests {
         });
         assert!(matches!(
             result,
-            Err(Error::Misuse { kind: MisuseKind::Misaligned { promised: 64 }, .. })
+            Err(Error::Misuse {
+                kind: MisuseKind::Misaligned { promised: 64 },
+                ..
+            })
         ));
         assert_eq!(given_back, Some(DevicePtr::from_addr(0x1004)));
     }
@@ -125,13 +128,21 @@ mod tests {
         let ledger = Ledger::new();
         let p = DevicePtr::from_addr(0x1000);
         allocated(&mr, Some(&ledger), 8, Ok(p), |_| Ok(())).unwrap();
-        let failure = Error::InvalidArgument { reason: "no".into() };
-        assert_eq!(deallocate(&mr, Some(&ledger), p, 8, || Err(failure.clone())), Err(failure));
+        let failure = Error::InvalidArgument {
+            reason: "no".into(),
+        };
+        assert_eq!(
+            deallocate(&mr, Some(&ledger), p, 8, || Err(failure.clone())),
+            Err(failure)
+        );
         assert_eq!(ledger.live_count(), 1);
         assert_eq!(deallocate(&mr, Some(&ledger), p, 8, || Ok(())), Ok(()));
         assert!(matches!(
             deallocate(&mr, Some(&ledger), p, 8, || Ok(())),
-            Err(Error::Misuse { kind: MisuseKind::DoubleFree, .. })
+            Err(Error::Misuse {
+                kind: MisuseKind::DoubleFree,
+                ..
+            })
         ));
     }
 
@@ -141,6 +152,9 @@ mod tests {
         let ledger = Ledger::new();
         allocated(&mr, Some(&ledger), 0, Ok(DevicePtr::NULL), |_| Ok(())).unwrap();
         assert_eq!(ledger.live_count(), 0);
-        assert_eq!(deallocate(&mr, Some(&ledger), DevicePtr::NULL, 0, || Ok(())), Ok(()));
+        assert_eq!(
+            deallocate(&mr, Some(&ledger), DevicePtr::NULL, 0, || Ok(())),
+            Ok(())
+        );
     }
 }

@@ -34,23 +34,45 @@ impl From<SizeOverflow> for Error {
 }
 
 /// Multiplies sizes, naming what overflowed.
-pub(crate) const fn checked_mul(a: usize, b: usize, what: &'static str) -> Result<usize, SizeOverflow> {
+pub(crate) const fn checked_mul(
+    a: usize,
+    b: usize,
+    what: &'static str,
+) -> Result<usize, SizeOverflow> {
     match a.checked_mul(b) {
         Some(n) => Ok(n),
-        None => Err(SizeOverflow { what, a, b, op: '*' }),
+        None => Err(SizeOverflow {
+            what,
+            a,
+            b,
+            op: '*',
+        }),
     }
 }
 
 /// Adds sizes, naming what overflowed.
-pub(crate) const fn checked_add(a: usize, b: usize, what: &'static str) -> Result<usize, SizeOverflow> {
+pub(crate) const fn checked_add(
+    a: usize,
+    b: usize,
+    what: &'static str,
+) -> Result<usize, SizeOverflow> {
     match a.checked_add(b) {
         Some(n) => Ok(n),
-        None => Err(SizeOverflow { what, a, b, op: '+' }),
+        None => Err(SizeOverflow {
+            what,
+            a,
+            b,
+            op: '+',
+        }),
     }
 }
 
 /// Rounds `n` up to a multiple of the power of two `align`.
-pub(crate) const fn round_up(n: usize, align: usize, what: &'static str) -> Result<usize, SizeOverflow> {
+pub(crate) const fn round_up(
+    n: usize,
+    align: usize,
+    what: &'static str,
+) -> Result<usize, SizeOverflow> {
     debug_assert!(align.is_power_of_two());
     match checked_add(n, align - 1, what) {
         Ok(n) => Ok(n & !(align - 1)),
@@ -88,7 +110,10 @@ mod tests {
         let e = Error::from(checked_mul(usize::MAX, 2, "stride").unwrap_err());
         assert_eq!(
             e.to_string(),
-            format!("invalid layout: stride overflows usize ({} * 2); use a smaller shape", usize::MAX)
+            format!(
+                "invalid layout: stride overflows usize ({} * 2); use a smaller shape",
+                usize::MAX
+            )
         );
         assert!(checked_add(usize::MAX, 1, "x").is_err());
         assert!(round_up(usize::MAX, 2, "x").is_err());

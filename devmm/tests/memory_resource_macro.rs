@@ -61,7 +61,14 @@ fn the_ledger_counts_and_catches_misuse() {
     // SAFETY: misuse is detected by the ledger and reported, not performed.
     let wrong = unsafe { mr.deallocate(p, 99, &s) };
     assert!(
-        matches!(wrong, Err(Error::Misuse { kind: MisuseKind::WrongSize { allocated: 100 }, nbytes: 99, .. })),
+        matches!(
+            wrong,
+            Err(Error::Misuse {
+                kind: MisuseKind::WrongSize { allocated: 100 },
+                nbytes: 99,
+                ..
+            })
+        ),
         "{wrong:?}"
     );
     // SAFETY: p and q are live with these sizes.
@@ -72,17 +79,44 @@ fn the_ledger_counts_and_catches_misuse() {
     assert_eq!(mr.live_count(), Some(0));
     // SAFETY: as above, detected.
     let twice = unsafe { mr.deallocate(p, 100, &s) };
-    assert!(matches!(twice, Err(Error::Misuse { kind: MisuseKind::DoubleFree, .. })), "{twice:?}");
+    assert!(
+        matches!(
+            twice,
+            Err(Error::Misuse {
+                kind: MisuseKind::DoubleFree,
+                ..
+            })
+        ),
+        "{twice:?}"
+    );
+    // SAFETY: as above, detected.
     let unknown = unsafe { mr.deallocate(DevicePtr::from_addr(0x40), 8, &s) };
-    assert!(matches!(unknown, Err(Error::Misuse { kind: MisuseKind::UnknownPointer, .. })), "{unknown:?}");
+    assert!(
+        matches!(
+            unknown,
+            Err(Error::Misuse {
+                kind: MisuseKind::UnknownPointer,
+                ..
+            })
+        ),
+        "{unknown:?}"
+    );
 }
 
 #[test]
 fn a_pointer_breaking_the_promised_alignment_is_an_error() {
-    let mr = Blocks { offset: 8, ..Blocks::default() };
+    let mr = Blocks {
+        offset: 8,
+        ..Blocks::default()
+    };
     let result = mr.allocate(16, &Stream::cpu());
     match result {
-        Err(Error::Misuse { kind: MisuseKind::Misaligned { promised: 64 }, nbytes: 16, device, .. }) => {
+        Err(Error::Misuse {
+            kind: MisuseKind::Misaligned { promised: 64 },
+            nbytes: 16,
+            device,
+            ..
+        }) => {
             assert_eq!(device, Device::CPU)
         }
         other => panic!("expected a misaligned-pointer error, got {other:?}"),
@@ -103,7 +137,10 @@ struct Counting<U> {
 #[memory_resource]
 impl<U: MemoryResource> Counting<U> {
     fn new(inner: U) -> Self {
-        Counting { inner, allocations: AtomicUsize::new(0) }
+        Counting {
+            inner,
+            allocations: AtomicUsize::new(0),
+        }
     }
 
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
@@ -123,7 +160,8 @@ fn an_adaptor_forwards_what_it_does_not_write() {
     assert_eq!(mr.guaranteed_alignment(), 64);
     assert_eq!(mr.device(), Device::CPU);
     // SAFETY: forwarded to the heap resource, which detects the misuse.
-    assert!(matches!(unsafe { mr.deallocate(p, 31, &s) }, Err(Error::Misuse { .. })));
+    let wrong = unsafe { mr.deallocate(p, 31, &s) };
+    assert!(matches!(wrong, Err(Error::Misuse { .. })), "{wrong:?}");
     // SAFETY: p is live with 32 bytes.
     unsafe { mr.deallocate(p, 32, &s).unwrap() };
     assert_eq!(mr.live_count(), Some(0));

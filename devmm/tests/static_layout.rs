@@ -9,36 +9,77 @@ use devmm::{
 };
 use proptest::prelude::*;
 
-const IMAGE: StaticLayout<2> = layout!(f32, [480, 641], aligned(row_major, unit_stride = 128, base = 256));
+const IMAGE: StaticLayout<2> = layout!(
+    f32,
+    [480, 641],
+    aligned(row_major, unit_stride = 128, base = 256)
+);
 
 #[test]
 fn layout_macro_matches_the_runtime_policies() {
     let policy = Aligned::new(RowMajor, 128, 256).unwrap();
-    assert_eq!(Layout::from(IMAGE), policy.layout(&[480, 641], DType::FLOAT32, Device::CPU).unwrap());
+    assert_eq!(
+        Layout::from(IMAGE),
+        policy
+            .layout(&[480, 641], DType::FLOAT32, Device::CPU)
+            .unwrap()
+    );
     assert_eq!(IMAGE.strides(), &[672, 1]);
     assert_eq!(IMAGE.base_alignment(), 256);
-    assert_eq!(IMAGE.padding_nbytes(), IMAGE.required_nbytes() - 480 * 641 * 4);
+    assert_eq!(
+        IMAGE.padding_nbytes(),
+        IMAGE.required_nbytes() - 480 * 641 * 4
+    );
 
     let col = layout!(u16, [3, 5], col_major);
-    assert_eq!(Layout::from(col), ColMajor.layout(&[3, 5], DType::UINT16, Device::CPU).unwrap());
+    assert_eq!(
+        Layout::from(col),
+        ColMajor
+            .layout(&[3, 5], DType::UINT16, Device::CPU)
+            .unwrap()
+    );
     let nhwc = layout!(u8, [1, 3, 4, 5], permuted(0, 2, 3, 1));
     assert_eq!(nhwc.strides(), &[60, 1, 15, 3]);
     let row = layout!(f64, [2, 3]);
     assert_eq!(row.strides(), &[3, 1]);
     assert_eq!(row.required_nbytes(), 48);
-    let aligned_perm = layout!(i32, [4, 3, 2], aligned(permuted(2, 0, 1), unit_stride = 32, base = 64));
+    let aligned_perm = layout!(
+        i32,
+        [4, 3, 2],
+        aligned(permuted(2, 0, 1), unit_stride = 32, base = 64)
+    );
     let policy = Aligned::new(Permuted::new([2, 0, 1]), 32, 64).unwrap();
-    assert_eq!(Layout::from(aligned_perm), policy.layout(&[4, 3, 2], DType::INT32, Device::CPU).unwrap());
+    assert_eq!(
+        Layout::from(aligned_perm),
+        policy
+            .layout(&[4, 3, 2], DType::INT32, Device::CPU)
+            .unwrap()
+    );
 }
 
 #[test]
 fn the_const_rule_refuses_what_the_runtime_refuses() {
-    let too_fine = StaticLayout::resolve([2, 3], DType::FLOAT64, StaticPlan::row_major().aligned(4, 1));
-    assert!(matches!(too_fine, Err(LayoutRuleError::UnitStrideBelowElement { unit_stride_alignment: 4, itemsize: 8 })));
-    assert!(Aligned::new(RowMajor, 4, 1).unwrap().layout(&[2, 3], DType::FLOAT64, Device::CPU).is_err());
+    let too_fine = StaticLayout::resolve(
+        [2, 3],
+        DType::FLOAT64,
+        StaticPlan::row_major().aligned(4, 1),
+    );
+    assert!(matches!(
+        too_fine,
+        Err(LayoutRuleError::UnitStrideBelowElement {
+            unit_stride_alignment: 4,
+            itemsize: 8
+        })
+    ));
+    assert!(Aligned::new(RowMajor, 4, 1)
+        .unwrap()
+        .layout(&[2, 3], DType::FLOAT64, Device::CPU)
+        .is_err());
     let overflow = StaticLayout::resolve([usize::MAX / 2, 3], DType::INT8, StaticPlan::row_major());
     assert!(matches!(overflow, Err(LayoutRuleError::Overflow(_))));
-    assert!(RowMajor.layout(&[usize::MAX / 2, 3], DType::INT8, Device::CPU).is_err());
+    assert!(RowMajor
+        .layout(&[usize::MAX / 2, 3], DType::INT8, Device::CPU)
+        .is_err());
 }
 
 fn dtypes() -> impl Strategy<Value = DType> {

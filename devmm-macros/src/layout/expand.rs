@@ -27,7 +27,9 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
         Order::RowMajor => quote!(::devmm::__private::StaticPlan::<#rank>::row_major()),
         Order::ColMajor => quote!(::devmm::__private::StaticPlan::<#rank>::col_major()),
         Order::Permuted(dims) => {
-            let dims = dims.iter().map(|d| syn::LitInt::new(&format!("{}usize", d.base10_digits()), d.span()));
+            let dims = dims
+                .iter()
+                .map(|d| syn::LitInt::new(&format!("{}usize", d.base10_digits()), d.span()));
             quote!(::devmm::__private::StaticPlan::<#rank>::permuted([#(#dims),*]))
         }
     };

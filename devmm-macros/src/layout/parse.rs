@@ -44,9 +44,9 @@ impl Parse for Input {
         };
         input.parse::<Option<Token![,]>>()?;
         if !input.is_empty() {
-            return Err(input.error(
-                "unexpected tokens: write `layout!(ELEMENT, [EXTENT, ..], POLICY)`",
-            ));
+            return Err(
+                input.error("unexpected tokens: write `layout!(ELEMENT, [EXTENT, ..], POLICY)`")
+            );
         }
         Ok(Input {
             element,

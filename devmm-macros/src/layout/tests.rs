@@ -17,13 +17,17 @@ fn row_major() {
 #[test]
 fn aligned_permutation() {
     insta::assert_snapshot!(expand_macro(quote!(
-        u8, [1, 3, 224, 224], aligned(permuted(0, 2, 3, 1), unit_stride = 128, base = 256)
+        u8,
+        [1, 3, 224, 224],
+        aligned(permuted(0, 2, 3, 1), unit_stride = 128, base = 256)
     )));
 }
 
 #[test]
 fn every_error_at_once() {
     insta::assert_snapshot!(expand_macro(quote!(
-        f32, [0, 2, 3], aligned(permuted(0, 0), unit_stride = 3, colour = 1)
+        f32,
+        [0, 2, 3],
+        aligned(permuted(0, 0), unit_stride = 3, colour = 1)
     )));
 }

@@ -31,7 +31,8 @@ pub(crate) struct Aligned {
     pub(crate) unit_stride_tokens: TokenStream,
 }
 
-const POLICIES: &str = "row_major, col_major, permuted(D, ..) or aligned(POLICY, unit_stride = N, base = N)";
+const POLICIES: &str =
+    "row_major, col_major, permuted(D, ..) or aligned(POLICY, unit_stride = N, base = N)";
 
 pub(crate) fn validate(input: Input) -> syn::Result<Layout> {
     let mut errors = Errors::default();
@@ -50,7 +51,9 @@ pub(crate) fn validate(input: Input) -> syn::Result<Layout> {
         }
     }
     let mut shape_tokens = TokenStream::new();
-    input.bracket.surround(&mut shape_tokens, |t| input.shape.to_tokens(t));
+    input
+        .bracket
+        .surround(&mut shape_tokens, |t| input.shape.to_tokens(t));
     let policy = input.policy.unwrap_or_else(Policy::row_major);
     let (order, aligned) = match policy.name.to_string().as_str() {
         "aligned" => match policy.args {

@@ -5,14 +5,17 @@ use quote::{format_ident, quote, ToTokens};
 use syn::{ImplItemFn, Type};
 
 use super::parse::{Args, Item};
-use super::validate::{self, AdaptorStruct, ImplModel, Kind, Model, Resource, Tracking, UserFn};
+use super::validate::{self, AdaptorStruct, ImplModel, Kind, Resource, Tracking, UserFn};
 
 /// Expands the attribute; on errors, emits them with a stub of the item so
 /// the rest of the crate does not fail on its absence too.
 pub(crate) fn expand(args: Args, item: Item) -> syn::Result<TokenStream> {
-    match validate::validate(&args, &item) {
-        Ok(Model::AdaptorStruct(model)) => Ok(adaptor_struct(&model)),
-        Ok(Model::Impl(model)) => Ok(impl_block(&model)),
+    let checked = match &item {
+        Item::Struct(s) => validate::adaptor_struct(&args, s).map(|m| adaptor_struct(&m)),
+        Item::Impl(i) => validate::impl_block(&args, i).map(|m| impl_block(&m)),
+    };
+    match checked {
+        Ok(tokens) => Ok(tokens),
         Err(errors) => {
             let mut tokens = fallback(&item);
             tokens.extend(errors.into_compile_error());
@@ -51,7 +54,9 @@ fn adaptor_struct(model: &AdaptorStruct) -> TokenStream {
     let AdaptorStruct { item, field, ty } = model;
     let name = &item.ident;
     let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
-    let mut predicates = where_clause.map(|w| w.predicates.clone()).unwrap_or_default();
+    let mut predicates = where_clause
+        .map(|w| w.predicates.clone())
+        .unwrap_or_default();
     predicates.push(syn::parse_quote!(#ty: ::devmm::__private::MemoryResource));
     quote! {
         #item

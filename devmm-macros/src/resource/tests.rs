@@ -15,7 +15,12 @@ fn expand_attr(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -
 #[test]
 fn resource_with_ledger() {
     insta::assert_snapshot!(expand_attr(
-        quote!(device = "cuda:1", alignment = 256, stream_ordered = true, ledger = ledger),
+        quote!(
+            device = "cuda:1",
+            alignment = 256,
+            stream_ordered = true,
+            ledger = ledger
+        ),
         quote! {
             impl Arena {
                 pub fn new() -> Self { Arena::default() }

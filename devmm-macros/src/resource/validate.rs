@@ -8,7 +8,7 @@ use syn::{
     LitInt, Member, ReceiverKind, ReturnType, Safety, Type,
 };
 
-use super::parse::{Arg, Args, Item};
+use super::parse::{Arg, Args};
 use crate::diagnostics::Errors;
 use crate::names;
 
@@ -36,14 +36,7 @@ const METHODS: &[(&str, &str)] = &[
 
 const KEYS: &str = "device, alignment, stream_ordered, ledger, debug";
 
-/// What to generate.
-pub(crate) enum Model {
-    /// `impl Adaptor` for a struct with an `#[upstream]` field.
-    AdaptorStruct(AdaptorStruct),
-    /// `impl MemoryResource` from an impl block.
-    Impl(ImplModel),
-}
-
+/// An adaptor's struct: `impl Adaptor` is generated for it.
 pub(crate) struct AdaptorStruct {
     /// The struct with the `#[upstream]` markers removed.
     pub(crate) item: ItemStruct,
@@ -51,6 +44,7 @@ pub(crate) struct AdaptorStruct {
     pub(crate) ty: Type,
 }
 
+/// An impl block: `impl MemoryResource` is generated from it.
 pub(crate) struct ImplModel {
     /// The impl header (generics, self type); its items are below.
     pub(crate) header: ItemImpl,
@@ -64,7 +58,7 @@ pub(crate) struct ImplModel {
 pub(crate) enum Kind {
     /// Forward everything not written to the `#[upstream]` field.
     Adaptor,
-    Resource(Resource),
+    Resource(Box<Resource>),
 }
 
 /// A resource of the user's own.
@@ -95,13 +89,6 @@ pub(crate) enum Tracking {
     Never,
 }
 
-pub(crate) fn validate(args: &Args, item: &Item) -> syn::Result<Model> {
-    match item {
-        Item::Struct(item) => adaptor_struct(args, item).map(Model::AdaptorStruct),
-        Item::Impl(item) => impl_block(args, item).map(Model::Impl),
-    }
-}
-
 /// Whether `ident` names a `MemoryResource` method.
 pub(crate) fn is_trait_method(ident: &Ident) -> bool {
     METHODS.iter().any(|(name, _)| ident == name)
@@ -121,7 +108,8 @@ pub(crate) fn strip_upstream(item: &ItemStruct) -> ItemStruct {
     item
 }
 
-fn adaptor_struct(args: &Args, item: &ItemStruct) -> syn::Result<AdaptorStruct> {
+/// Checks an adaptor's struct.
+pub(crate) fn adaptor_struct(args: &Args, item: &ItemStruct) -> syn::Result<AdaptorStruct> {
     let mut errors = Errors::default();
     for arg in &args.args {
         errors.spanned(
@@ -191,7 +179,10 @@ struct ResourceArgs<'a> {
 
 impl<'a> ResourceArgs<'a> {
     fn given(&self, keys: &[&str]) -> Option<&'a Arg> {
-        self.given.iter().copied().find(|a| keys.iter().any(|k| a.key == k))
+        self.given
+            .iter()
+            .copied()
+            .find(|a| keys.iter().any(|k| a.key == k))
     }
 }
 
@@ -208,10 +199,7 @@ fn resource_args<'a>(args: &'a Args, errors: &mut Errors) -> ResourceArgs<'a> {
     for arg in &args.args {
         let key = arg.key.to_string();
         if seen.contains(&key) {
-            errors.spanned(
-                &arg.key,
-                format_args!("`{key}` is given twice; keep one"),
-            );
+            errors.spanned(&arg.key, format_args!("`{key}` is given twice; keep one"));
             continue;
         }
         seen.push(key.clone());
@@ -293,17 +281,20 @@ fn member(value: &Expr) -> Option<Member> {
             path.path.get_ident().cloned().map(Member::Named)
         }
         Expr::Lit(expr) => match &expr.lit {
-            Lit::Int(int) => int
-                .base10_parse::<u32>()
-                .ok()
-                .map(|i| Member::Unnamed(syn::Index { index: i, span: int.span() })),
+            Lit::Int(int) => int.base10_parse::<u32>().ok().map(|i| {
+                Member::Unnamed(syn::Index {
+                    index: i,
+                    span: int.span(),
+                })
+            }),
             _ => None,
         },
         _ => None,
     }
 }
 
-fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
+/// Checks the impl block of a resource (with arguments) or adaptor.
+pub(crate) fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
     let mut errors = Errors::default();
     if let Some((path, _)) = &item.trait_ {
         // Nothing else is worth checking in an impl the macro cannot use.
@@ -350,8 +341,18 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
         let mut f = f.clone();
         f.vis = syn::Visibility::Inherited;
         match name.as_str() {
-            "allocate" if resource => allocate = Some(UserFn { item: f, takes_stream }),
-            "deallocate" if resource => deallocate = Some(UserFn { item: f, takes_stream }),
+            "allocate" if resource => {
+                allocate = Some(UserFn {
+                    item: f,
+                    takes_stream,
+                })
+            }
+            "deallocate" if resource => {
+                deallocate = Some(UserFn {
+                    item: f,
+                    takes_stream,
+                })
+            }
             _ => written.push(f),
         }
     }
@@ -437,20 +438,25 @@ fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel> {
             (None, _) => None,
         };
         match (allocate, deallocate, tracking) {
-            (Some(allocate), Some(deallocate), Some(tracking)) => Kind::Resource(Resource {
-                allocate,
-                deallocate,
-                device: args.device.map(|(_, d)| d),
-                alignment: args.alignment.map(|(_, a)| a),
-                stream_ordered: args.stream_ordered,
-                tracking,
-            }),
-            _ => Kind::Adaptor, // unreachable: an error was recorded
+            (Some(allocate), Some(deallocate), Some(tracking)) => {
+                Some(Kind::Resource(Box::new(Resource {
+                    allocate,
+                    deallocate,
+                    device: args.device.map(|(_, d)| d),
+                    alignment: args.alignment.map(|(_, a)| a),
+                    stream_ordered: args.stream_ordered,
+                    tracking,
+                })))
+            }
+            // Each missing part has recorded its error.
+            _ => None,
         }
     } else {
-        Kind::Adaptor
+        Some(Kind::Adaptor)
     };
-    errors.finish(())?;
+    let kind = errors
+        .finish(kind)?
+        .expect("a missing part records an error");
     let mut header = item.clone();
     header.items.clear();
     Ok(ImplModel {
@@ -543,7 +549,7 @@ fn check_signature(
     let is_unsafe = matches!(sig.safety, Safety::Unsafe(_));
     if name == "deallocate" && !is_unsafe {
         errors.spanned(
-            &sig.fn_token,
+            sig.fn_token,
             must("`deallocate` trusts its caller with the pointer; write `unsafe fn deallocate`"),
         );
     } else if name != "deallocate" && is_unsafe {
@@ -552,10 +558,12 @@ fn check_signature(
     let mut inputs = sig.inputs.iter();
     match inputs.next() {
         Some(FnArg::Receiver(r))
-            if r.mutability.is_none()
-                && matches!(r.kind, ReceiverKind::Reference(_, _, None)) => {}
+            if r.mutability.is_none() && matches!(r.kind, ReceiverKind::Reference(_, _, None)) => {}
         Some(arg @ FnArg::Receiver(_)) => {
-            errors.spanned(arg, must("resources are shared between threads; take `&self`"));
+            errors.spanned(
+                arg,
+                must("resources are shared between threads; take `&self`"),
+            );
         }
         _ => errors.spanned(&sig.ident, must("add `&self` as the first parameter")),
     }
@@ -571,7 +579,8 @@ fn check_signature(
         _ => (&[], false),
     };
     let mut takes_stream = false;
-    if params.len() < required.len() || params.len() > required.len() + usize::from(optional_stream) {
+    if params.len() < required.len() || params.len() > required.len() + usize::from(optional_stream)
+    {
         errors.spanned(
             &sig.inputs,
             must(&format!(

@@ -123,7 +123,12 @@ impl Layout {
             shape: shape.into(),
             strides: strides.into(),
             itemsize: dtype.itemsize(),
-            required_nbytes: rule::required_nbytes(shape, strides, dtype.itemsize(), base_alignment)?,
+            required_nbytes: rule::required_nbytes(
+                shape,
+                strides,
+                dtype.itemsize(),
+                base_alignment,
+            )?,
             permutation,
             base_alignment,
             policy: None,
@@ -250,7 +255,11 @@ fn check_permutation(permutation: &[usize], ndim: usize) -> Result<()> {
     if rule::is_permutation(permutation, ndim) {
         Ok(())
     } else {
-        Err(rule_error(LayoutRuleError::NotAPermutation, permutation, ndim))
+        Err(rule_error(
+            LayoutRuleError::NotAPermutation,
+            permutation,
+            ndim,
+        ))
     }
 }
 
@@ -262,9 +271,9 @@ fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize) -> Err
             "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
              list each dimension exactly once, outermost first"
         )),
-        LayoutRuleError::NotPowerOfTwo { what, value } => Error::layout(format!(
-            "{what} must be a power of two, not {value}"
-        )),
+        LayoutRuleError::NotPowerOfTwo { what, value } => {
+            Error::layout(format!("{what} must be a power of two, not {value}"))
+        }
         LayoutRuleError::UnitStrideBelowElement {
             unit_stride_alignment,
             itemsize,

@@ -94,8 +94,16 @@ pub(crate) const fn aligned_alignments(
             itemsize,
         });
     }
-    let unit = if inner.0 > unit_stride_alignment { inner.0 } else { unit_stride_alignment };
-    let base = if inner.1 > base_alignment { inner.1 } else { base_alignment };
+    let unit = if inner.0 > unit_stride_alignment {
+        inner.0
+    } else {
+        unit_stride_alignment
+    };
+    let base = if inner.1 > base_alignment {
+        inner.1
+    } else {
+        base_alignment
+    };
     Ok((unit, base))
 }
 
@@ -139,7 +147,12 @@ pub(crate) const fn resolve(
         }
         running = tri!(checked_mul(running, extent, "stride"));
     }
-    Ok(tri!(required_nbytes(shape, strides, itemsize, base_alignment)))
+    Ok(tri!(required_nbytes(
+        shape,
+        strides,
+        itemsize,
+        base_alignment
+    )))
 }
 
 /// `(1 + Σ stride·(extent−1))·itemsize` rounded up to `base`; zero when any
