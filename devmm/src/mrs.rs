@@ -3,6 +3,6 @@
 /// Host memory: libc's allocator and the checked heap resource.
 pub mod cpu {
     pub use crate::runtime::cpu::memory::{
-        HeapMemoryResource, MallocMemoryResource, CPU_DEFAULT_ALIGNMENT,
+        CPU_DEFAULT_ALIGNMENT, HeapMemoryResource, MallocMemoryResource,
     };
 }

@@ -3,12 +3,12 @@
 //! honesty, the ledger's misuse detection, live counts) and the forwarding
 //! of adaptors over concrete, generic and `Arc<dyn MemoryResource>` upstreams.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use devmm::{
-    memory_resource, resource_chain, Device, DevicePtr, Error, HeapMemoryResource, Ledger,
-    MallocMemoryResource, MemoryResource, MisuseKind, Result, Stream,
+    Device, DevicePtr, Error, HeapMemoryResource, Ledger, MallocMemoryResource, MemoryResource,
+    MisuseKind, Result, Stream, memory_resource, resource_chain,
 };
 
 /// A resource over the global allocator that hands out `offset` bytes past

@@ -4,8 +4,8 @@
 //! or by `LayoutPolicy::layout`.
 
 use devmm::{
-    layout, Aligned, ColMajor, DType, Device, Element, Layout, LayoutPolicy, LayoutRuleError,
-    Permuted, RowMajor, StaticLayout, StaticPlan,
+    Aligned, ColMajor, DType, Device, Element, Layout, LayoutPolicy, LayoutRuleError, Permuted,
+    RowMajor, StaticLayout, StaticPlan, layout,
 };
 use proptest::prelude::*;
 
@@ -71,15 +71,19 @@ fn the_const_rule_refuses_what_the_runtime_refuses() {
             itemsize: 8
         })
     ));
-    assert!(Aligned::new(RowMajor, 4, 1)
-        .unwrap()
-        .layout(&[2, 3], DType::FLOAT64, Device::CPU)
-        .is_err());
+    assert!(
+        Aligned::new(RowMajor, 4, 1)
+            .unwrap()
+            .layout(&[2, 3], DType::FLOAT64, Device::CPU)
+            .is_err()
+    );
     let overflow = StaticLayout::resolve([usize::MAX / 2, 3], DType::INT8, StaticPlan::row_major());
     assert!(matches!(overflow, Err(LayoutRuleError::Overflow(_))));
-    assert!(RowMajor
-        .layout(&[usize::MAX / 2, 3], DType::INT8, Device::CPU)
-        .is_err());
+    assert!(
+        RowMajor
+            .layout(&[usize::MAX / 2, 3], DType::INT8, Device::CPU)
+            .is_err()
+    );
 }
 
 fn dtypes() -> impl Strategy<Value = DType> {

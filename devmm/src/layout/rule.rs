@@ -4,7 +4,7 @@
 //! compile-time ones ([`StaticLayout`](super::StaticLayout), what `layout!`
 //! expands to) both call these, so the two cannot disagree.
 
-use crate::size::{checked_add, checked_mul, lcm, round_up, round_up_multiple, SizeOverflow};
+use crate::size::{SizeOverflow, checked_add, checked_mul, lcm, round_up, round_up_multiple};
 
 /// Why the resolution rule refused a plan.
 ///

@@ -4,9 +4,9 @@ use smallvec::SmallVec;
 
 use crate::dtype::DType;
 
-use super::policy::dense_alignments;
-use super::rule::{aligned_alignments, resolve, LayoutRuleError};
 use super::Layout;
+use super::policy::dense_alignments;
+use super::rule::{LayoutRuleError, aligned_alignments, resolve};
 
 /// The compile-time counterpart of a [`LayoutPolicy`](super::LayoutPolicy):
 /// a dimension order, optionally wrapped in [`Aligned`](super::Aligned)'s
