@@ -86,7 +86,7 @@ impl Layout {
             plan.base_alignment,
             &mut strides,
         )
-        .map_err(|e| rule_error(e, &plan.permutation, shape.len()))?;
+        .map_err(|e| rule_error(e, &plan.permutation, shape.len(), dtype))?;
         Ok(Layout {
             shape: shape.into(),
             strides,
@@ -259,22 +259,22 @@ fn check_permutation(permutation: &[usize], ndim: usize) -> Result<()> {
     if rule::is_permutation(permutation, ndim) {
         Ok(())
     } else {
-        Err(rule_error(
-            LayoutRuleError::NotAPermutation,
-            permutation,
-            ndim,
-        ))
+        Err(not_a_permutation(permutation, ndim))
     }
 }
 
+fn not_a_permutation(permutation: &[usize], ndim: usize) -> Error {
+    Error::layout(format!(
+        "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
+         list each dimension exactly once, outermost first"
+    ))
+}
+
 /// The run-time message for a refusal of the rule.
-fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize) -> Error {
+fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize, dtype: DType) -> Error {
     match error {
         LayoutRuleError::Overflow(overflow) => overflow.into(),
-        LayoutRuleError::NotAPermutation => Error::layout(format!(
-            "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
-             list each dimension exactly once, outermost first"
-        )),
+        LayoutRuleError::NotAPermutation => not_a_permutation(permutation, ndim),
         LayoutRuleError::NotPowerOfTwo { what, value } => {
             Error::layout(format!("{what} must be a power of two, not {value}"))
         }
@@ -282,7 +282,7 @@ fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize) -> Err
             unit_stride_alignment,
             itemsize,
         } => Error::layout(format!(
-            "unit_stride_alignment {unit_stride_alignment} is smaller than one element \
+            "unit_stride_alignment {unit_stride_alignment} is smaller than one {dtype} element \
              ({itemsize} bytes); use at least {} or 1 for no padding",
             itemsize.next_power_of_two()
         )),

@@ -209,7 +209,7 @@ impl LayoutPolicy for Aligned {
             self.base_alignment,
             dtype.itemsize(),
         )
-        .map_err(|e| super::rule_error(e, &inner.permutation, shape.len()))?;
+        .map_err(|e| super::rule_error(e, &inner.permutation, shape.len(), dtype))?;
         Ok(LayoutPlan {
             permutation: inner.permutation,
             unit_stride_alignment,
