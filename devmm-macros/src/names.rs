@@ -3,7 +3,7 @@
 //! These mirror `devmm::DType::STANDARD` and `devmm::DeviceType::ALL`; the
 //! macros need them to reject a bad name with a span before anything is
 //! compiled. The ui-tests compile every name here against devmm, so an entry
-//! devmm lacks fails the build (see docs/adr/0005-macro-name-tables.md).
+//! devmm lacks fails the build (see docs/adr/0005-macros.md).
 
 /// A standard dtype: its name, the `DType` constant, and bytes per element.
 pub(crate) struct DTypeName {
