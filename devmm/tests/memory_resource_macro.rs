@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
     Device, DevicePtr, Error, HeapMemoryResource, Ledger, MallocMemoryResource, MemoryResource,
     MisuseKind, Result, Stream, memory_resource, resource_chain,
@@ -21,20 +22,32 @@ struct Blocks {
 
 #[memory_resource(device = "cpu", alignment = 64, ledger = ledger, debug = true)]
 impl Blocks {
-    fn layout(nbytes: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(nbytes.max(1) + 64, 64).expect("test sizes are small")
+    /// One spare alignment unit, so `offset` stays inside the block.
+    fn layout(nbytes: usize) -> Option<std::alloc::Layout> {
+        let size = nbytes.max(1).checked_add(64)?;
+        std::alloc::Layout::from_size_align(size, 64).ok()
     }
 
     fn allocate(&self, nbytes: usize) -> Result<DevicePtr> {
+        let out_of_memory = || Error::OutOfMemory {
+            device: Device::CPU,
+            nbytes,
+            chain: "Blocks".into(),
+            detail: None,
+        };
+        let layout = Self::layout(nbytes).ok_or_else(out_of_memory)?;
         // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc(Self::layout(nbytes)) };
-        assert!(!raw.is_null());
+        let raw = unsafe { std::alloc::alloc(layout) };
+        if raw.is_null() {
+            return Err(out_of_memory());
+        }
         Ok(DevicePtr::from_addr(raw as usize + self.offset))
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize) -> Result<()> {
+        let layout = Self::layout(nbytes).expect("a live allocation's layout was valid");
         // SAFETY: `ptr - offset` came from `alloc` with this layout.
-        unsafe { std::alloc::dealloc((ptr.addr() - self.offset) as *mut u8, Self::layout(nbytes)) };
+        unsafe { std::alloc::dealloc((ptr.addr() - self.offset) as *mut u8, layout) };
         Ok(())
     }
 }
@@ -198,5 +211,56 @@ fn forwarded_failures_name_the_adaptor() {
             "Counting -> LimitingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
         ),
         other => panic!("expected a limit error, got {other:?}"),
+    }
+}
+
+/// The testing kit's contract, for resources and adaptors the macro wrote.
+#[test]
+fn generated_resources_pass_mr_conformance() {
+    let report = mr_conformance(|| Ok(Blocks::default()), &MrConformanceOptions::new());
+    assert!(report.is_ok(), "{report}");
+    let report = mr_conformance(
+        || Ok(Counting::new(HeapMemoryResource::new())),
+        &MrConformanceOptions::new(),
+    );
+    assert!(report.is_ok(), "{report}");
+    let report = mr_conformance(
+        || {
+            let shared: Arc<dyn MemoryResource> = Arc::new(Blocks::default());
+            Ok(Counting::new(shared))
+        },
+        &MrConformanceOptions::new(),
+    );
+    assert!(report.is_ok(), "{report}");
+}
+
+/// A resource that breaks its alignment promise fails the kit's checks
+/// with the macro's error instead of handing out the bad pointer.
+#[test]
+fn a_dishonest_resource_is_caught_not_trusted() {
+    let report = mr_conformance(
+        || {
+            Ok(Blocks {
+                offset: 8,
+                ..Blocks::default()
+            })
+        },
+        &MrConformanceOptions::new(),
+    );
+    // Every allocation is refused with the macro's misalignment error, so
+    // the kit never holds a misaligned pointer: each failed check says so.
+    let failures: Vec<_> = report.failures().collect();
+    assert!(
+        failures.iter().any(|c| c.name == "alignment_honesty"),
+        "{report}"
+    );
+    for check in failures {
+        let text = format!("{:?}", check.status);
+        assert!(
+            text.contains(
+                "allocate returned a pointer that is not aligned to the promised 64 bytes"
+            ),
+            "{report}"
+        );
     }
 }
