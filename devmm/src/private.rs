@@ -27,9 +27,18 @@ pub trait Adaptor {
     fn upstream(&self) -> &Self::Upstream;
 }
 
-/// Prefixes an allocation failure's resource chain with the adaptor's name.
-pub fn through(error: Error, adaptor: &str) -> Error {
-    error.through(adaptor)
+/// Prefixes the resource chain of an allocation failure that passed
+/// through `mr` with the adaptor's name, unless `mr` built the error itself
+/// (its chain already starts at `mr`).
+pub fn through<R: MemoryResource>(mr: &R, error: Error, adaptor: &str) -> Error {
+    match &error {
+        Error::OutOfMemory { chain, .. } | Error::LimitExceeded { chain, .. }
+            if *chain == crate::resource::resource_chain(mr) =>
+        {
+            error
+        }
+        _ => error.through(adaptor),
+    }
 }
 
 /// Free and total memory of `device`, from its runtime: the default

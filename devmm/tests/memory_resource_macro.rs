@@ -264,3 +264,48 @@ fn a_dishonest_resource_is_caught_not_trusted() {
         );
     }
 }
+
+/// Refuses requests over a budget with an error it builds itself.
+#[memory_resource]
+#[derive(Debug)]
+struct Budget<U> {
+    #[upstream]
+    inner: U,
+    budget: usize,
+}
+
+#[memory_resource]
+impl<U: MemoryResource> Budget<U> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        if nbytes > self.budget {
+            return Err(Error::LimitExceeded {
+                device: self.device(),
+                nbytes,
+                limit: self.budget,
+                in_use: 0,
+                chain: resource_chain(self),
+            });
+        }
+        self.inner.allocate(nbytes, stream)
+    }
+}
+
+/// Errors an adaptor builds name the chain once; errors from below get the
+/// adaptor's name prefixed, also through a written `allocate`.
+#[test]
+fn error_chains_name_each_adaptor_once() {
+    let mr = Budget {
+        inner: Counting::new(devmm::LimitingAdaptor::new(MallocMemoryResource::new(), 16)),
+        budget: 32,
+    };
+    let own = mr.allocate(33, &Stream::cpu()).unwrap_err();
+    let below = mr.allocate(17, &Stream::cpu()).unwrap_err();
+    let chain = |e: Error| match e {
+        Error::LimitExceeded { chain, .. } => chain,
+        other => panic!("expected a limit error, got {other:?}"),
+    };
+    let full =
+        "Budget -> Counting -> LimitingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)";
+    assert_eq!(chain(own), full);
+    assert_eq!(chain(below), full);
+}

@@ -147,7 +147,7 @@ fn adaptor_methods(
             nbytes: usize,
             stream: &::devmm::__private::Stream,
         ) -> ::devmm::__private::Result<::devmm::__private::DevicePtr> {
-            #allocate.map_err(|error| ::devmm::__private::through(error, #name))
+            #allocate.map_err(|error| ::devmm::__private::through(self, error, #name))
         }
     };
     let mut add = |method: &str, tokens: TokenStream| {
