@@ -1,4 +1,5 @@
-//! Facts the macros' generated code relies on, checked at compile time.
+//! Facts the macros' generated code and the DLPack export rely on,
+//! checked at compile time.
 
 use std::sync::Arc;
 
@@ -26,6 +27,23 @@ assert_impl_all!(DType: Copy, Send, Sync);
 // `&dyn MemoryResource` from `upstream()`.
 assert_obj_safe!(MemoryResource);
 assert_impl_all!(Arc<dyn MemoryResource>: MemoryResource);
+
+// The DLPack structs keep their C sizes on 64-bit targets (the header
+// comparison in dlpack_abi.rs checks every field; this fails the build).
+#[cfg(target_pointer_width = "64")]
+mod dlpack_sizes {
+    use devmm::dlpack::ffi::{
+        DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    };
+    use static_assertions::assert_eq_size;
+
+    assert_eq_size!(DLDataType, [u8; 4]);
+    assert_eq_size!(DLDevice, [u8; 8]);
+    assert_eq_size!(DLPackVersion, [u8; 8]);
+    assert_eq_size!(DLTensor, [u8; 48]);
+    assert_eq_size!(DLManagedTensor, [u8; 64]);
+    assert_eq_size!(DLManagedTensorVersioned, [u8; 80]);
+}
 
 /// `derive(Element)` reads `DTYPE` in a `const`; the primitives keep it.
 const _: () = assert!(<f32 as Element>::DTYPE.itemsize() == 4);
