@@ -357,100 +357,7 @@ pub(crate) fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel>
         }
     }
     let kind = if resource {
-        let args = resource_args(args, &mut errors);
-        let mut missing = |what: &str| {
-            errors.spanned(
-                &item.self_ty,
-                format_args!(
-                    "`{}` has no `{what}`: write it in this impl block",
-                    item.self_ty.to_token_stream()
-                ),
-            );
-        };
-        if allocate.is_none() {
-            missing(METHODS[0].1);
-        }
-        if deallocate.is_none() {
-            missing(METHODS[1].1);
-        }
-        probe_or_key(
-            &written,
-            "device",
-            args.given(&["device"]),
-            "`device = \"cpu\"` (or \"cuda:0\", ...) to the attribute, or write `fn device(&self) -> Device`",
-            &item.self_ty,
-            &mut errors,
-        );
-        probe_or_key(
-            &written,
-            "guaranteed_alignment",
-            args.given(&["alignment"]),
-            "`alignment = 64` (bytes every pointer is aligned to) to the attribute, or write \
-             `fn guaranteed_alignment(&self) -> usize`",
-            &item.self_ty,
-            &mut errors,
-        );
-        if let Some(b) = &args.stream_ordered {
-            if let Some(f) = written.iter().find(|f| f.sig.ident == "stream_ordered") {
-                errors.spanned(
-                    &f.sig.ident,
-                    "stream ordering is given twice: remove `fn stream_ordered` or the \
-                     `stream_ordered` key",
-                );
-            }
-            if b.value {
-                for f in [&allocate, &deallocate].into_iter().flatten() {
-                    if !f.takes_stream {
-                        errors.spanned(
-                            &f.item.sig.inputs,
-                            format_args!(
-                                "a stream-ordered resource gets the stream: add `stream: &Stream` \
-                                 as the last parameter of `fn {}`",
-                                f.item.sig.ident
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-        let debug = args.debug.as_ref().map(|b| b.value);
-        let tracking = match (&args.ledger, debug) {
-            (Some((_, field)), None) => Some(Tracking::Debug(field.clone())),
-            (Some((_, field)), Some(true)) => Some(Tracking::Always(field.clone())),
-            (None, Some(false)) => Some(Tracking::Never),
-            (Some((arg, _)), Some(false)) => {
-                errors.spanned(
-                    &arg.key,
-                    "`ledger` is unused with `debug = false`: remove one of them",
-                );
-                None
-            }
-            (None, _) if args.given(&["ledger", "debug"]).is_none() => {
-                errors.push(syn::Error::new(
-                    Span::call_site(),
-                    "a resource keeps a ledger of its live allocations in debug builds: add a \
-                     `ledger: devmm::Ledger` field and `ledger = ledger` to the attribute, or \
-                     write `debug = false` to go without",
-                ));
-                None
-            }
-            // A `ledger` or `debug` value that did not parse: already reported.
-            (None, _) => None,
-        };
-        match (allocate, deallocate, tracking) {
-            (Some(allocate), Some(deallocate), Some(tracking)) => {
-                Some(Kind::Resource(Box::new(Resource {
-                    allocate,
-                    deallocate,
-                    device: args.device.map(|(_, d)| d),
-                    alignment: args.alignment.map(|(_, a)| a),
-                    stream_ordered: args.stream_ordered,
-                    tracking,
-                })))
-            }
-            // Each missing part has recorded its error.
-            _ => None,
-        }
+        resource_kind(args, item, allocate, deallocate, &written, &mut errors)
     } else {
         Some(Kind::Adaptor)
     };
@@ -465,6 +372,113 @@ pub(crate) fn impl_block(args: &Args, item: &ItemImpl) -> syn::Result<ImplModel>
         written,
         kind,
     })
+}
+
+/// Checks what a resource of the user's own needs beyond its methods:
+/// the attribute's keys, and each probe given exactly once. `None` when an
+/// error was recorded.
+fn resource_kind(
+    args: &Args,
+    item: &ItemImpl,
+    allocate: Option<UserFn>,
+    deallocate: Option<UserFn>,
+    written: &[ImplItemFn],
+    errors: &mut Errors,
+) -> Option<Kind> {
+    let args = resource_args(args, errors);
+    let mut missing = |what: &str| {
+        errors.spanned(
+            &item.self_ty,
+            format_args!(
+                "`{}` has no `{what}`: write it in this impl block",
+                item.self_ty.to_token_stream()
+            ),
+        );
+    };
+    if allocate.is_none() {
+        missing(METHODS[0].1);
+    }
+    if deallocate.is_none() {
+        missing(METHODS[1].1);
+    }
+    probe_or_key(
+        written,
+        "device",
+        args.given(&["device"]),
+        "`device = \"cpu\"` (or \"cuda:0\", ...) to the attribute, or write `fn device(&self) -> Device`",
+        &item.self_ty,
+        errors,
+    );
+    probe_or_key(
+        written,
+        "guaranteed_alignment",
+        args.given(&["alignment"]),
+        "`alignment = 64` (bytes every pointer is aligned to) to the attribute, or write \
+         `fn guaranteed_alignment(&self) -> usize`",
+        &item.self_ty,
+        errors,
+    );
+    if let Some(b) = &args.stream_ordered {
+        if let Some(f) = written.iter().find(|f| f.sig.ident == "stream_ordered") {
+            errors.spanned(
+                &f.sig.ident,
+                "stream ordering is given twice: remove `fn stream_ordered` or the \
+                 `stream_ordered` key",
+            );
+        }
+        if b.value {
+            for f in [&allocate, &deallocate].into_iter().flatten() {
+                if !f.takes_stream {
+                    errors.spanned(
+                        &f.item.sig.inputs,
+                        format_args!(
+                            "a stream-ordered resource gets the stream: add `stream: &Stream` \
+                             as the last parameter of `fn {}`",
+                            f.item.sig.ident
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    let debug = args.debug.as_ref().map(|b| b.value);
+    let tracking = match (&args.ledger, debug) {
+        (Some((_, field)), None) => Some(Tracking::Debug(field.clone())),
+        (Some((_, field)), Some(true)) => Some(Tracking::Always(field.clone())),
+        (None, Some(false)) => Some(Tracking::Never),
+        (Some((arg, _)), Some(false)) => {
+            errors.spanned(
+                &arg.key,
+                "`ledger` is unused with `debug = false`: remove one of them",
+            );
+            None
+        }
+        (None, _) if args.given(&["ledger", "debug"]).is_none() => {
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                "a resource keeps a ledger of its live allocations in debug builds: add a \
+                 `ledger: devmm::Ledger` field and `ledger = ledger` to the attribute, or \
+                 write `debug = false` to go without",
+            ));
+            None
+        }
+        // A `ledger` or `debug` value that did not parse: already reported.
+        (None, _) => None,
+    };
+    match (allocate, deallocate, tracking) {
+        (Some(allocate), Some(deallocate), Some(tracking)) => {
+            Some(Kind::Resource(Box::new(Resource {
+                allocate,
+                deallocate,
+                device: args.device.map(|(_, d)| d),
+                alignment: args.alignment.map(|(_, a)| a),
+                stream_ordered: args.stream_ordered,
+                tracking,
+            })))
+        }
+        // Each missing part has recorded its error.
+        _ => None,
+    }
 }
 
 /// Checks that a probe is given exactly once: as an attribute key or as a
