@@ -5,6 +5,7 @@ use quote::{format_ident, quote, ToTokens};
 use syn::{ImplItemFn, Type};
 
 use super::parse::{Args, Item};
+use super::signature;
 use super::validate::{self, AdaptorStruct, ImplModel, Kind, Resource, Tracking, UserFn};
 
 /// Expands the attribute; on errors, emits them with a stub of the item so
@@ -38,7 +39,7 @@ fn fallback(item: &Item) -> TokenStream {
             let mut item = item.clone();
             for (index, impl_item) in item.items.iter_mut().enumerate() {
                 if let syn::ImplItem::Fn(f) = impl_item {
-                    if validate::is_trait_method(&f.sig.ident) {
+                    if signature::is_trait_method(&f.sig.ident) {
                         let name = format_ident!("__devmm_{}_{}", f.sig.ident, index);
                         *f = renamed(f, &name);
                         f.attrs.push(syn::parse_quote!(#[allow(dead_code)]));

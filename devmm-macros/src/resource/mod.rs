@@ -3,6 +3,7 @@
 
 pub(crate) mod expand;
 pub(crate) mod parse;
+mod signature;
 pub(crate) mod validate;
 
 #[cfg(test)]
