@@ -147,7 +147,9 @@ impl Parser<'_> {
         let ty = self.c_type(&mut tokens)?;
         tokens.end("the end of the line after the aliased type")?;
         if ty.is_void() {
-            return Err(format!("expected a type other than plain `void` for `{name}`"));
+            return Err(format!(
+                "expected a type other than plain `void` for `{name}`"
+            ));
         }
         self.types.push(TypeAlias { name, ty });
         Ok(())
@@ -162,7 +164,12 @@ impl Parser<'_> {
         let availability = match words.next().unwrap_or("") {
             "required" => Availability::Required,
             "optional" => Availability::Optional,
-            "" => return Err("expected `required` or `optional` after `fn`, found the end of the line".into()),
+            "" => {
+                return Err(
+                    "expected `required` or `optional` after `fn`, found the end of the line"
+                        .into(),
+                )
+            }
             other => {
                 return Err(format!(
                     "expected `required` or `optional` after `fn`, found `{other}`"
@@ -234,16 +241,19 @@ impl Parser<'_> {
         }
         let base = match tokens.next() {
             Some(Token::Word(w)) if w == "void" => BaseType::Void,
-            Some(Token::Word(w)) if scalar_start(&w) => {
-                BaseType::Scalar(scalar(&w, tokens)?)
-            }
+            Some(Token::Word(w)) if scalar_start(&w) => BaseType::Scalar(scalar(&w, tokens)?),
             Some(Token::Word(w)) if self.types.iter().any(|t| t.name == w) => BaseType::Alias(w),
             Some(Token::Word(w)) => {
                 return Err(format!(
                     "expected a C type, found `{w}`; declare it first with `type {w} = ...`"
                 ))
             }
-            other => return Err(format!("expected a C type, found {}", describe(other.as_ref()))),
+            other => {
+                return Err(format!(
+                    "expected a C type, found {}",
+                    describe(other.as_ref())
+                ))
+            }
         };
         let mut pointers = 0;
         while tokens.eat('*') {
@@ -352,8 +362,8 @@ fn rust_ident(name: &str, what: &str) -> Result<(), String> {
         "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
         "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super",
         "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box",
-        "do", "final", "macro", "override", "priv", "try", "typeof", "unsized", "virtual",
-        "yield", "_",
+        "do", "final", "macro", "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+        "_",
     ];
     if KEYWORDS.contains(&name) {
         Err(format!(
@@ -485,7 +495,10 @@ impl Tokens {
     fn ident(&mut self, expected: &str) -> Result<String, String> {
         match self.next() {
             Some(Token::Word(w)) => Ok(w),
-            other => Err(format!("expected {expected}, found {}", describe(other.as_ref()))),
+            other => Err(format!(
+                "expected {expected}, found {}",
+                describe(other.as_ref())
+            )),
         }
     }
 

@@ -33,7 +33,10 @@ fn a_well_formed_description_parses() {
     assert_eq!(api.env, "TEST_PATH");
     assert_eq!(api.functions.len(), 3);
     let open = &api.functions[0];
-    assert_eq!(open.to_string(), "int testOpen(const char* path, handle_t* out)");
+    assert_eq!(
+        open.to_string(),
+        "int testOpen(const char* path, handle_t* out)"
+    );
     assert!(open.params[0].ty.is_const);
     assert_eq!(open.params[1].ty.base, BaseType::Alias("handle_t".into()));
     assert_eq!(open.params[1].ty.pointers, 1);
