@@ -45,12 +45,12 @@ fn text(f: unsafe extern "C" fn(Status) -> *const c_char, code: Status) -> Optio
     // SAFETY: the error-name and error-string functions accept any code and
     // return null or a static NUL-terminated string.
     let ptr = unsafe { f(code) };
+    if ptr.is_null() {
+        return None;
+    }
     // SAFETY: non-null results point at a static C string (see above).
-    (!ptr.is_null()).then(|| {
-        unsafe { CStr::from_ptr(ptr) }
-            .to_string_lossy()
-            .into_owned()
-    })
+    let text = unsafe { CStr::from_ptr(ptr) };
+    Some(text.to_string_lossy().into_owned())
 }
 
 /// Device count, the current device, and memory information.
