@@ -1,0 +1,94 @@
+//! One driver call: counted, checked against injected failures, run under the state lock with
+//! panics caught, and logged as `name key=value ... -> status`.
+
+use std::ffi::c_int;
+use std::fmt::{Display, Write};
+use std::panic::{self, AssertUnwindSafe};
+
+use crate::platform::{Fault, Platform};
+use crate::state::{self, State};
+
+/// Runs `body`, turning a panic into `fallback`: no panic may unwind into C.
+pub(crate) fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    panic::catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
+/// The arguments of a call being logged; outputs are appended by the call's body.
+#[derive(Debug)]
+pub(crate) struct Args(String);
+
+impl Args {
+    /// Appends ` key=value`.
+    pub(crate) fn note(&mut self, key: &str, value: impl Display) {
+        // Writing into a String cannot fail.
+        let _ = write!(self.0, " {key}={value}");
+    }
+
+    /// Appends ` key=0x...`, the form handles and pointers take in the log.
+    pub(crate) fn note_hex(&mut self, key: &str, value: usize) {
+        self.note(key, format_args!("{value:#x}"));
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Call {
+    platform: &'static Platform,
+    name: &'static str,
+    args: Args,
+}
+
+impl Call {
+    pub(crate) fn new(platform: &'static Platform, name: &'static str) -> Self {
+        Self {
+            platform,
+            name,
+            args: Args(String::new()),
+        }
+    }
+
+    /// Logs an input argument (inputs are logged even when an injected failure skips the body).
+    pub(crate) fn arg(mut self, key: &str, value: impl Display) -> Self {
+        self.args.note(key, value);
+        self
+    }
+
+    /// Logs a handle or pointer argument in hex.
+    pub(crate) fn arg_hex(mut self, key: &str, value: usize) -> Self {
+        self.args.note_hex(key, value);
+        self
+    }
+
+    /// Runs a status-returning call and returns the platform's status code.
+    pub(crate) fn run(
+        self,
+        body: impl FnOnce(&mut State, &mut Args) -> Result<(), Fault>,
+    ) -> c_int {
+        let Call {
+            platform,
+            name,
+            mut args,
+        } = self;
+        guarded(platform.codes.unknown, move || {
+            let mut state = state::lock();
+            state.log.count(name);
+            let outcome = match state.injections.take(name) {
+                Some(status) => Err(Fault::Injected(status)),
+                None => body(&mut state, &mut args),
+            };
+            let code = platform.code(outcome);
+            state.log.push(format!("{name}{} -> {code}", args.0));
+            code
+        })
+    }
+
+    /// Counts and logs a call that returns no status (the error-name functions): nothing to
+    /// fail, so injected failures do not apply.
+    pub(crate) fn record(self) {
+        let Call { name, args, .. } = self;
+        guarded((), move || {
+            let mut state = state::lock();
+            state.log.count(name);
+            state.log.push(format!("{name}{}", args.0));
+        });
+    }
+}

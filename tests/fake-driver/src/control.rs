@@ -1,0 +1,153 @@
+//! The `fake_*` control API, exported as C symbols by every fake library.
+//!
+//! Tests reach it with `dlsym` on the same library the code under test loaded (`dlopen` of one
+//! path returns one instance, so both see the same state). The state is per library and
+//! process-wide: tests sharing a process must serialise their use of a fake.
+//!
+//! Functions returning `c_int` answer 0 on success and -1 on a bad argument.
+//!
+//! ```
+//! use fake_driver::control::*;
+//! fake_reset();
+//! assert_eq!(fake_set_memory_limit(0, 4096), 0);
+//! assert_eq!(fake_set_memory_limit(9, 4096), -1);
+//! assert_eq!(fake_live_allocations(), 0);
+//! // SAFETY: the name is a NUL-terminated string.
+//! assert_eq!(unsafe { fake_call_count(c"cudaMalloc".as_ptr()) }, 0);
+//! ```
+
+use std::ffi::{c_char, c_int, CStr};
+
+use crate::call::guarded;
+use crate::state::{self, State};
+
+/// Failure of a control call: a bad argument.
+const REFUSED: c_int = -1;
+
+fn status(ok: bool) -> c_int {
+    if ok {
+        0
+    } else {
+        REFUSED
+    }
+}
+
+/// # Safety
+/// `ptr` is null or a NUL-terminated string.
+unsafe fn text<'a>(ptr: *const c_char) -> Option<&'a str> {
+    // SAFETY: non-null, and NUL-terminated by this function's contract.
+    (!ptr.is_null()).then(|| unsafe { CStr::from_ptr(ptr) }.to_str().ok())?
+}
+
+/// Back to a fresh library: every live allocation freed (like a device reset), every stream
+/// and event destroyed, log, counters and pending failures cleared, 2 devices with the default
+/// 1 GiB limit, every thread's current device 0, default versions. Handles are never reused, so
+/// a handle from before the reset stays invalid.
+#[no_mangle]
+pub extern "C" fn fake_reset() {
+    guarded((), || {
+        let mut state = state::lock();
+        state.memory.clear();
+        *state = State::default();
+    })
+}
+
+/// Sets the number of devices (0 to 64). With 0, `*GetDeviceCount` fails with no-device.
+/// Allocations on devices removed this way can still be freed.
+#[no_mangle]
+pub extern "C" fn fake_set_device_count(count: c_int) -> c_int {
+    guarded(REFUSED, || {
+        let count = usize::try_from(count);
+        status(count.is_ok_and(|count| state::lock().devices.set_count(count).is_ok()))
+    })
+}
+
+/// Sets `device`'s memory limit: allocations past it fail with out-of-memory and
+/// `*MemGetInfo` reports it as the total. Usage counts requested bytes exactly.
+#[no_mangle]
+pub extern "C" fn fake_set_memory_limit(device: c_int, bytes: u64) -> c_int {
+    guarded(REFUSED, || {
+        status(state::lock().devices.set_limit(device, bytes).is_ok())
+    })
+}
+
+/// Sets what `*RuntimeGetVersion` and `*DriverGetVersion` report.
+#[no_mangle]
+pub extern "C" fn fake_set_version(runtime: c_int, driver: c_int) {
+    guarded((), || state::lock().versions = Some((runtime, driver)))
+}
+
+/// The next call of the function `name` (e.g. `"cudaMalloc"`) returns `status` and does
+/// nothing else (it is still counted and logged). Arming it twice fails the next two calls.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn fake_fail_next(name: *const c_char, status: c_int) -> c_int {
+    // SAFETY: this function's contract.
+    unsafe { fake_fail_nth(name, 1, status) }
+}
+
+/// The `nth` (1-based) next call of `name` returns `status`; `nth` 0 is refused.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn fake_fail_nth(name: *const c_char, nth: u64, status: c_int) -> c_int {
+    guarded(REFUSED, || {
+        // SAFETY: this function's contract.
+        let Some(name) = (unsafe { text(name) }).filter(|_| nth > 0) else {
+            return REFUSED;
+        };
+        state::lock().injections.arm(name.to_owned(), nth, status);
+        0
+    })
+}
+
+/// How many times `name` was called since the last reset or clear (failed calls included).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn fake_call_count(name: *const c_char) -> u64 {
+    guarded(0, || {
+        // SAFETY: this function's contract.
+        unsafe { text(name) }.map_or(0, |name| state::lock().log.calls(name))
+    })
+}
+
+/// Copies the call log (one call per line, each ending in `\n`; format in
+/// [`entry`](crate::entry)) into `buf` like `snprintf`: at most `cap - 1` bytes and a NUL.
+/// Returns the full length without the NUL, so a return `>= cap` means it was cut short; a null
+/// `buf` or zero `cap` just measures.
+///
+/// # Safety
+/// `buf` is null or valid for writes of `cap` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fake_call_log(buf: *mut c_char, cap: usize) -> usize {
+    guarded(0, || {
+        let log = state::lock().log.text();
+        if !buf.is_null() && cap > 0 {
+            let copied = log.len().min(cap - 1);
+            // SAFETY: `buf` holds `cap > copied` bytes by this function's contract, and
+            // cannot overlap the freshly built `log`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(log.as_ptr().cast::<c_char>(), buf, copied);
+                buf.add(copied).write(0);
+            }
+        }
+        log.len()
+    })
+}
+
+/// Forgets the calls so far (log and counters); memory, handles and devices are kept.
+#[no_mangle]
+pub extern "C" fn fake_clear_calls() {
+    guarded((), || state::lock().log.clear())
+}
+
+/// Live allocations of every kind (device, managed, pinned host).
+#[no_mangle]
+pub extern "C" fn fake_live_allocations() -> u64 {
+    guarded(0, || state::lock().memory.live_count() as u64)
+}

@@ -1,0 +1,153 @@
+//! Devices: how many there are, their memory limits and usage, and each thread's current device.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::thread::{self, ThreadId};
+
+use crate::platform::Fault;
+
+/// Devices a fresh (or reset) fake reports.
+pub(crate) const DEFAULT_DEVICE_COUNT: usize = 2;
+/// Memory limit of each device until `fake_set_memory_limit` changes it: 1 GiB.
+pub(crate) const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+/// Most devices `fake_set_device_count` accepts; real machines have far fewer.
+pub(crate) const MAX_DEVICE_COUNT: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+struct DeviceMemory {
+    limit: u64,
+    used: u64,
+}
+
+impl Default for DeviceMemory {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_MEMORY_LIMIT,
+            used: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Devices {
+    memory: Vec<DeviceMemory>,
+    /// Kept here rather than in a thread-local so that `fake_reset` resets every thread.
+    current: HashMap<ThreadId, c_int>,
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Self {
+            memory: vec![DeviceMemory::default(); DEFAULT_DEVICE_COUNT],
+            current: HashMap::new(),
+        }
+    }
+}
+
+impl Devices {
+    pub(crate) fn count(&self) -> usize {
+        self.memory.len()
+    }
+
+    /// Devices beyond the new count are dropped; allocations still live on them can be freed.
+    pub(crate) fn set_count(&mut self, count: usize) -> Result<(), Fault> {
+        if count > MAX_DEVICE_COUNT {
+            return Err(Fault::InvalidValue);
+        }
+        self.memory.resize(count, DeviceMemory::default());
+        Ok(())
+    }
+
+    fn index(&self, device: c_int) -> Result<usize, Fault> {
+        if self.memory.is_empty() {
+            return Err(Fault::NoDevice);
+        }
+        usize::try_from(device)
+            .ok()
+            .filter(|&index| index < self.memory.len())
+            .ok_or(Fault::InvalidDevice)
+    }
+
+    /// The calling thread's current device (0 until it calls `*SetDevice`).
+    pub(crate) fn current(&self) -> Result<c_int, Fault> {
+        let device = self
+            .current
+            .get(&thread::current().id())
+            .copied()
+            .unwrap_or(0);
+        self.index(device)?;
+        Ok(device)
+    }
+
+    pub(crate) fn set_current(&mut self, device: c_int) -> Result<(), Fault> {
+        self.index(device)?;
+        self.current.insert(thread::current().id(), device);
+        Ok(())
+    }
+
+    pub(crate) fn set_limit(&mut self, device: c_int, bytes: u64) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        self.memory[index].limit = bytes;
+        Ok(())
+    }
+
+    /// `(free, total)`: the limit minus what live allocations on the device use.
+    pub(crate) fn info(&self, device: c_int) -> Result<(u64, u64), Fault> {
+        let memory = self.memory[self.index(device)?];
+        Ok((memory.limit.saturating_sub(memory.used), memory.limit))
+    }
+
+    /// Charges `bytes` to the device, or fails with out-of-memory past its limit.
+    pub(crate) fn reserve(&mut self, device: c_int, bytes: usize) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        let memory = &mut self.memory[index];
+        let used = u64::try_from(bytes)
+            .ok()
+            .and_then(|bytes| memory.used.checked_add(bytes))
+            .filter(|&used| used <= memory.limit)
+            .ok_or(Fault::OutOfMemory)?;
+        memory.used = used;
+        Ok(())
+    }
+
+    /// Returns what [`Devices::reserve`] charged; a device removed since is ignored.
+    pub(crate) fn release(&mut self, device: c_int, bytes: usize) {
+        let index = usize::try_from(device).ok();
+        if let Some(memory) = index.and_then(|index| self.memory.get_mut(index)) {
+            memory.used = memory.used.saturating_sub(bytes as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_stops_at_the_limit_and_release_gives_it_back() {
+        let mut devices = Devices::default();
+        devices.set_limit(1, 1000).unwrap();
+        devices.reserve(1, 600).unwrap();
+        assert_eq!(devices.reserve(1, 401), Err(Fault::OutOfMemory));
+        assert_eq!(devices.info(1), Ok((400, 1000)));
+        devices.release(1, 600);
+        assert_eq!(devices.info(1), Ok((1000, 1000)));
+    }
+
+    #[test]
+    fn ordinals_are_checked_against_the_count() {
+        let mut devices = Devices::default();
+        assert_eq!(devices.set_current(2), Err(Fault::InvalidDevice));
+        assert_eq!(devices.set_current(-1), Err(Fault::InvalidDevice));
+        devices.set_current(1).unwrap();
+        assert_eq!(devices.current(), Ok(1));
+        devices.set_count(1).unwrap();
+        assert_eq!(devices.current(), Err(Fault::InvalidDevice));
+        devices.set_count(0).unwrap();
+        assert_eq!(devices.current(), Err(Fault::NoDevice));
+        assert_eq!(
+            devices.set_count(MAX_DEVICE_COUNT + 1),
+            Err(Fault::InvalidValue)
+        );
+    }
+}

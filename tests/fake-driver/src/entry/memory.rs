@@ -1,0 +1,295 @@
+//! Allocation, release and copies: `*Malloc`, `*MallocAsync`, pinned host and managed memory,
+//! their frees, `*Memcpy` and `*MemcpyAsync`. Device bytes are charged to a device and refused
+//! past its limit; a zero-byte request succeeds with a null pointer and charges nothing.
+//!
+//! ```
+//! use fake_driver::{entry::memory, Platform};
+//! let p = &Platform::EXAMPLE;
+//! let mut ptr = std::ptr::null_mut();
+//! // SAFETY: `ptr` is valid for a write.
+//! assert_eq!(unsafe { memory::malloc(p, "cudaMalloc", &mut ptr, 1000) }, 0);
+//! assert_eq!(ptr as usize % 256, 0);
+//! // More than the default 1 GiB limit: out of memory.
+//! // SAFETY: as above.
+//! assert_eq!(unsafe { memory::malloc(p, "cudaMalloc", &mut ptr, 2 << 30) }, 2);
+//! assert_eq!(memory::free(p, "cudaFree", ptr), 0);
+//! assert_eq!(memory::free(p, "cudaFree", ptr), 1, "double free is an invalid value");
+//! ```
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use crate::call::{Args, Call};
+use crate::memory::Kind;
+use crate::out::Out;
+use crate::platform::{Fault, Platform};
+use crate::state::State;
+use crate::stream;
+
+/// The frees that accept device-side blocks.
+const DEVICE_KINDS: &[Kind] = &[Kind::Device, Kind::Managed];
+
+/// `cudaMemcpyKind` / `hipMemcpyKind`: host-to-host 0, host-to-device 1, device-to-host 2,
+/// device-to-device 3, default (inferred from the pointers) 4.
+const MEMCPY_DEFAULT: c_int = 4;
+
+/// `cudaMalloc(void** devPtr, size_t size)` on the current device.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn malloc(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    size: usize,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("size", size)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            let device = state.devices.current()?;
+            allocate(state, args, out, Kind::Device, size, Some(device))
+        })
+}
+
+/// `cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream)` on the stream's device.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn malloc_async(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    size: usize,
+    stream: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("size", size)
+        .arg_hex("stream", stream as usize)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            let device = stream::device_of(state, platform, stream)?;
+            allocate(state, args, out, Kind::Device, size, Some(device))
+        })
+}
+
+/// Pinned host memory: `cudaMallocHost(void** ptr, size_t size)` (flags 0) or
+/// `hipHostMalloc(void** ptr, size_t size, unsigned int flags)`. Charged to no device.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn malloc_host(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    size: usize,
+    flags: u32,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("size", size)
+        .arg("flags", flags)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            if flags & !platform.host_alloc_flags != 0 {
+                return Err(Fault::InvalidValue);
+            }
+            allocate(state, args, out, Kind::Host, size, None)
+        })
+}
+
+/// `cudaMallocManaged(void** devPtr, size_t size, unsigned int flags)`: flags must be attach
+/// global or attach host; charged to the current device so memory info stays predictable.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn malloc_managed(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    size: usize,
+    flags: u32,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("size", size)
+        .arg("flags", flags)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            if !platform.managed_flags.contains(&flags) {
+                return Err(Fault::InvalidValue);
+            }
+            let device = state.devices.current()?;
+            allocate(state, args, out, Kind::Managed, size, Some(device))
+        })
+}
+
+/// `cudaFree(void* devPtr)`: device or managed blocks; null is a no-op.
+pub fn free(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .run(|state, _| release(state, ptr, DEVICE_KINDS))
+}
+
+/// `cudaFreeAsync(void* devPtr, cudaStream_t stream)`: as [`free`], on a live stream.
+pub fn free_async(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut c_void,
+    stream: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .arg_hex("stream", stream as usize)
+        .run(|state, _| {
+            stream::device_of(state, platform, stream)?;
+            release(state, ptr, DEVICE_KINDS)
+        })
+}
+
+/// `cudaFreeHost(void* ptr)`: pinned host blocks only; null is a no-op.
+pub fn free_host(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .run(|state, _| release(state, ptr, &[Kind::Host]))
+}
+
+/// `cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind)`. Every side
+/// the kind calls "device" must lie inside one live device or managed block; the default
+/// kind infers each side from the allocation table.
+///
+/// # Safety
+/// Host-side pointers are valid for `count` bytes (read for `src`, write for `dst`).
+pub unsafe fn memcpy(
+    platform: &'static Platform,
+    name: &'static str,
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("dst", dst as usize)
+        .arg_hex("src", src as usize)
+        .arg("count", count)
+        .arg("kind", kind)
+        // SAFETY: this function's contract.
+        .run(|state, _| unsafe { copy(state, dst, src, count, kind) })
+}
+
+/// `cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+/// cudaStream_t stream)`: [`memcpy`] on a live stream, done before returning.
+///
+/// # Safety
+/// As [`memcpy`].
+pub unsafe fn memcpy_async(
+    platform: &'static Platform,
+    name: &'static str,
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("dst", dst as usize)
+        .arg_hex("src", src as usize)
+        .arg("count", count)
+        .arg("kind", kind)
+        .arg_hex("stream", stream as usize)
+        .run(|state, _| {
+            stream::device_of(state, platform, stream)?;
+            // SAFETY: this function's contract.
+            unsafe { copy(state, dst, src, count, kind) }
+        })
+}
+
+fn allocate(
+    state: &mut State,
+    args: &mut Args,
+    out: Out<*mut c_void>,
+    kind: Kind,
+    size: usize,
+    device: Option<c_int>,
+) -> Result<(), Fault> {
+    if let Some(device) = device {
+        args.note("device", device);
+    }
+    if size == 0 {
+        out.set(ptr::null_mut());
+        return Ok(());
+    }
+    if let Some(device) = device {
+        state.devices.reserve(device, size)?;
+    }
+    match state.memory.insert(kind, size, device) {
+        Ok(block) => {
+            out.set(block);
+            args.note_hex("ptr", block as usize);
+            Ok(())
+        }
+        Err(fault) => {
+            if let Some(device) = device {
+                state.devices.release(device, size);
+            }
+            Err(fault)
+        }
+    }
+}
+
+fn release(state: &mut State, ptr: *mut c_void, kinds: &[Kind]) -> Result<(), Fault> {
+    if ptr.is_null() {
+        return Ok(());
+    }
+    let allocation = state.memory.remove(ptr, kinds)?;
+    if let Some(device) = allocation.device {
+        state.devices.release(device, allocation.size());
+    }
+    Ok(())
+}
+
+/// # Safety
+/// As [`memcpy`].
+unsafe fn copy(
+    state: &State,
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+) -> Result<(), Fault> {
+    let on_device = |ptr: *const c_void| {
+        state
+            .memory
+            .find(ptr, 1)
+            .is_some_and(|a| a.kind.on_device())
+    };
+    let (dst_on_device, src_on_device) = match kind {
+        0 => (false, false),
+        1 => (true, false),
+        2 => (false, true),
+        3 => (true, true),
+        MEMCPY_DEFAULT => (on_device(dst), on_device(src)),
+        _ => return Err(Fault::InvalidMemcpyDirection),
+    };
+    if count == 0 {
+        return Ok(());
+    }
+    if dst.is_null() || src.is_null() {
+        return Err(Fault::InvalidValue);
+    }
+    for (side, is_device) in [(dst.cast_const(), dst_on_device), (src, src_on_device)] {
+        let inside = state
+            .memory
+            .find(side, count)
+            .is_some_and(|a| a.kind.on_device());
+        if is_device && !inside {
+            return Err(Fault::InvalidValue);
+        }
+    }
+    // SAFETY: device sides lie inside live blocks of at least `count` bytes (checked above);
+    // host sides are valid by this function's contract. `copy` tolerates overlap.
+    unsafe { ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Events: which device they were created on and the stream they were last recorded on.
+
+use std::ffi::c_int;
+
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) device: c_int,
+    /// The stream handle of the last `*EventRecord`, kept for the call log and for debugging.
+    pub(crate) recorded_on: Option<usize>,
+}

@@ -1,0 +1,176 @@
+//! The allocation table: every live block of host memory the fake has handed out, by kind.
+
+use std::alloc::{self, Layout};
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+use crate::platform::Fault;
+
+/// Alignment of device and managed allocations, as the CUDA runtime guarantees.
+pub(crate) const DEVICE_ALIGNMENT: usize = 256;
+/// Pinned host memory is page-locked, so page aligned.
+pub(crate) const HOST_ALIGNMENT: usize = 4096;
+
+/// Which allocator made a block, which decides which free function accepts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `*Malloc` / `*MallocAsync`: charged to a device.
+    Device,
+    /// `*Malloc` with managed flags: charged to the device current at allocation.
+    Managed,
+    /// Pinned host memory: charged to no device.
+    Host,
+}
+
+impl Kind {
+    fn alignment(self) -> usize {
+        match self {
+            Kind::Device | Kind::Managed => DEVICE_ALIGNMENT,
+            Kind::Host => HOST_ALIGNMENT,
+        }
+    }
+
+    /// Device-accessible memory: what a copy's device side must point into.
+    pub(crate) fn on_device(self) -> bool {
+        matches!(self, Kind::Device | Kind::Managed)
+    }
+}
+
+/// A block the table owns; freed only through [`Memory::remove`] or [`Memory::clear`].
+#[derive(Debug)]
+struct Block(NonNull<u8>);
+
+// SAFETY: a `Block` is the sole owner of its allocation and is only reached through the state
+// mutex, so moving it between threads cannot create unsynchronised access.
+unsafe impl Send for Block {}
+
+#[derive(Debug)]
+pub(crate) struct Allocation {
+    block: Block,
+    layout: Layout,
+    pub(crate) kind: Kind,
+    /// The device the bytes are charged to; `None` for pinned host memory.
+    pub(crate) device: Option<c_int>,
+}
+
+impl Allocation {
+    pub(crate) fn size(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// Keyed by address so a pointer into the middle of a block finds it (see [`Memory::find`]).
+    live: BTreeMap<usize, Allocation>,
+}
+
+impl Memory {
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Allocates `size > 0` zeroed bytes. Zeroed rather than left uninitialised so that tests
+    /// reading memory nobody wrote stay deterministic and clean under valgrind.
+    pub(crate) fn insert(
+        &mut self,
+        kind: Kind,
+        size: usize,
+        device: Option<c_int>,
+    ) -> Result<*mut c_void, Fault> {
+        let layout =
+            Layout::from_size_align(size, kind.alignment()).map_err(|_| Fault::OutOfMemory)?;
+        if layout.size() == 0 {
+            return Err(Fault::InvalidValue);
+        }
+        // SAFETY: the layout has a non-zero size, checked above.
+        let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) }).ok_or(Fault::OutOfMemory)?;
+        self.live.insert(
+            ptr.as_ptr() as usize,
+            Allocation {
+                block: Block(ptr),
+                layout,
+                kind,
+                device,
+            },
+        );
+        Ok(ptr.as_ptr().cast())
+    }
+
+    /// Frees the block starting exactly at `ptr` if one of `kinds` made it; anything else
+    /// (unknown, interior, already freed, wrong allocator) is an invalid value.
+    pub(crate) fn remove(&mut self, ptr: *mut c_void, kinds: &[Kind]) -> Result<Allocation, Fault> {
+        let address = ptr as usize;
+        match self.live.get(&address) {
+            Some(allocation) if kinds.contains(&allocation.kind) => {}
+            _ => return Err(Fault::InvalidValue),
+        }
+        let allocation = self.live.remove(&address).ok_or(Fault::InvalidValue)?;
+        // SAFETY: the block was allocated by `insert` with this layout and is no longer in the
+        // table, so it is freed exactly once.
+        unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };
+        Ok(allocation)
+    }
+
+    /// The allocation containing all of `[ptr, ptr + len)`, if any.
+    pub(crate) fn find(&self, ptr: *const c_void, len: usize) -> Option<&Allocation> {
+        let address = ptr as usize;
+        let end = address.checked_add(len)?;
+        let (&start, allocation) = self.live.range(..=address).next_back()?;
+        (end <= start + allocation.size()).then_some(allocation)
+    }
+
+    /// Frees everything (`fake_reset`; the devices are reset separately).
+    pub(crate) fn clear(&mut self) {
+        for (_, allocation) in std::mem::take(&mut self.live) {
+            // SAFETY: as in `remove`: allocated with this layout, now out of the table.
+            unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_aligned_zeroed_and_found_by_interior_range() {
+        let mut memory = Memory::default();
+        let ptr = memory.insert(Kind::Device, 300, Some(0)).unwrap();
+        assert_eq!(ptr as usize % DEVICE_ALIGNMENT, 0);
+        // SAFETY: `ptr` is a live 300-byte block.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), 300) };
+        assert!(bytes.iter().all(|&b| b == 0));
+        let inside = ptr.cast::<u8>().wrapping_add(100).cast::<c_void>();
+        assert!(memory.find(inside, 200).is_some());
+        assert!(memory.find(inside, 201).is_none());
+        memory.remove(ptr, &[Kind::Device]).unwrap();
+        assert_eq!(memory.live_count(), 0);
+    }
+
+    #[test]
+    fn free_checks_the_allocator_and_refuses_double_free() {
+        let mut memory = Memory::default();
+        let host = memory.insert(Kind::Host, 64, None).unwrap();
+        assert_eq!(host as usize % HOST_ALIGNMENT, 0);
+        assert_eq!(
+            memory.remove(host, &[Kind::Device]).err(),
+            Some(Fault::InvalidValue)
+        );
+        memory.remove(host, &[Kind::Host]).unwrap();
+        assert_eq!(
+            memory.remove(host, &[Kind::Host]).err(),
+            Some(Fault::InvalidValue)
+        );
+    }
+
+    #[test]
+    fn clear_frees_everything() {
+        let mut memory = Memory::default();
+        memory.insert(Kind::Managed, 8, Some(1)).unwrap();
+        memory.insert(Kind::Host, 8, None).unwrap();
+        memory.clear();
+        assert_eq!(memory.live_count(), 0);
+    }
+}

@@ -1,0 +1,179 @@
+//! What differs between the CUDA runtime and HIP: status codes, error names, sentinel streams,
+//! accepted flags and versions. Everything else is shared behaviour.
+
+use std::ffi::{c_int, CStr};
+
+/// Why a call failed, before the platform turns it into its own status code.
+///
+/// ```
+/// use fake_driver::{Fault, Platform};
+/// assert_eq!(Platform::EXAMPLE.code(Err(Fault::OutOfMemory)), 2);
+/// assert_eq!(Platform::EXAMPLE.code(Err(Fault::Injected(999))), 999);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A null out-pointer, unknown flags, an unknown pointer to free, a bad copy range.
+    InvalidValue,
+    /// The allocation would pass the device's memory limit, or the host is out of memory.
+    OutOfMemory,
+    /// The fake is configured with zero devices.
+    NoDevice,
+    /// A device ordinal outside `0..count`.
+    InvalidDevice,
+    /// A stream or event handle that was never created, or was destroyed.
+    InvalidHandle,
+    /// A `cudaMemcpyKind` / `hipMemcpyKind` outside the enumeration.
+    InvalidMemcpyDirection,
+    /// A status injected with `fake_fail_next`, returned as is.
+    Injected(c_int),
+}
+
+/// The platform's numeric status code for each [`Fault`].
+///
+/// ```
+/// let codes = fake_driver::Platform::EXAMPLE.codes;
+/// assert_eq!((codes.success, codes.invalid_device), (0, 101));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Codes {
+    /// `cudaSuccess` / `hipSuccess`.
+    pub success: c_int,
+    /// `cudaErrorInvalidValue` / `hipErrorInvalidValue`.
+    pub invalid_value: c_int,
+    /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
+    pub out_of_memory: c_int,
+    /// `cudaErrorNoDevice` / `hipErrorNoDevice`.
+    pub no_device: c_int,
+    /// `cudaErrorInvalidDevice` / `hipErrorInvalidDevice`.
+    pub invalid_device: c_int,
+    /// `cudaErrorInvalidResourceHandle` / `hipErrorInvalidHandle`.
+    pub invalid_handle: c_int,
+    /// `cudaErrorInvalidMemcpyDirection` / `hipErrorInvalidMemcpyDirection`.
+    pub invalid_memcpy_direction: c_int,
+    /// `cudaErrorUnknown` / `hipErrorUnknown`: returned if the fake itself fails (a caught panic).
+    pub unknown: c_int,
+}
+
+/// One row of the platform's error table, for `cudaGetErrorName` / `cudaGetErrorString`.
+///
+/// ```
+/// let row = fake_driver::ErrorInfo { code: 0, name: c"cudaSuccess", description: c"no error" };
+/// assert_eq!(row.name.to_str(), Ok("cudaSuccess"));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorInfo {
+    /// The status code.
+    pub code: c_int,
+    /// Its enumerator name, e.g. `cudaErrorMemoryAllocation`.
+    pub name: &'static CStr,
+    /// Its human-readable description, e.g. `out of memory`.
+    pub description: &'static CStr,
+}
+
+/// A platform's dialect of the shared driver behaviour.
+///
+/// ```
+/// let p = fake_driver::Platform::EXAMPLE;
+/// assert!(p.is_builtin_stream(0));
+/// assert!(!p.is_builtin_stream(0x1000));
+/// ```
+#[derive(Debug)]
+pub struct Platform {
+    /// Stream handles that always exist and belong to the calling thread's current device
+    /// (CUDA: 0, `cudaStreamLegacy` 1, `cudaStreamPerThread` 2; HIP: 0, `hipStreamPerThread` 2).
+    pub builtin_streams: &'static [usize],
+    /// Flags accepted by `*StreamCreateWithFlags` (any other bit is an invalid value).
+    pub stream_flags: u32,
+    /// Flags accepted by `*EventCreateWithFlags`.
+    pub event_flags: u32,
+    /// Flags accepted by `*StreamWaitEvent`.
+    pub wait_flags: u32,
+    /// Flags accepted by the pinned host allocator.
+    pub host_alloc_flags: u32,
+    /// The values `*MallocManaged` accepts (attach global, attach host).
+    pub managed_flags: &'static [u32],
+    /// Status codes.
+    pub codes: Codes,
+    /// Names and descriptions of the status codes the fake knows.
+    pub errors: &'static [ErrorInfo],
+    /// What the name and string functions answer for a code not in `errors`.
+    pub unrecognized: ErrorInfo,
+    /// `*RuntimeGetVersion` and `*DriverGetVersion` until `fake_set_version` changes them.
+    pub default_versions: (c_int, c_int),
+}
+
+impl Platform {
+    /// A CUDA-like platform for examples and unit tests of this crate.
+    pub const EXAMPLE: Platform = Platform {
+        builtin_streams: &[0, 1, 2],
+        stream_flags: 0x1,
+        event_flags: 0x7,
+        wait_flags: 0x1,
+        host_alloc_flags: 0,
+        managed_flags: &[1, 2],
+        codes: Codes {
+            success: 0,
+            invalid_value: 1,
+            out_of_memory: 2,
+            no_device: 100,
+            invalid_device: 101,
+            invalid_handle: 400,
+            invalid_memcpy_direction: 21,
+            unknown: 999,
+        },
+        errors: &[ErrorInfo {
+            code: 0,
+            name: c"cudaSuccess",
+            description: c"no error",
+        }],
+        unrecognized: ErrorInfo {
+            code: -1,
+            name: c"unrecognized error code",
+            description: c"unrecognized error code",
+        },
+        default_versions: (12040, 12040),
+    };
+
+    /// The status code a call's outcome is reported with.
+    ///
+    /// ```
+    /// assert_eq!(fake_driver::Platform::EXAMPLE.code(Ok(())), 0);
+    /// ```
+    pub fn code(&self, outcome: Result<(), Fault>) -> c_int {
+        let codes = &self.codes;
+        match outcome {
+            Ok(()) => codes.success,
+            Err(Fault::InvalidValue) => codes.invalid_value,
+            Err(Fault::OutOfMemory) => codes.out_of_memory,
+            Err(Fault::NoDevice) => codes.no_device,
+            Err(Fault::InvalidDevice) => codes.invalid_device,
+            Err(Fault::InvalidHandle) => codes.invalid_handle,
+            Err(Fault::InvalidMemcpyDirection) => codes.invalid_memcpy_direction,
+            Err(Fault::Injected(code)) => code,
+        }
+    }
+
+    /// Whether `handle` is one of the platform's sentinel streams.
+    ///
+    /// ```
+    /// assert!(fake_driver::Platform::EXAMPLE.is_builtin_stream(2));
+    /// ```
+    pub fn is_builtin_stream(&self, handle: usize) -> bool {
+        self.builtin_streams.contains(&handle)
+    }
+
+    /// The error-table row for `code`, or [`Platform::unrecognized`].
+    ///
+    /// ```
+    /// let p = fake_driver::Platform::EXAMPLE;
+    /// assert_eq!(p.error_info(0).name.to_str(), Ok("cudaSuccess"));
+    /// assert_eq!(p.error_info(12345).name.to_str(), Ok("unrecognized error code"));
+    /// ```
+    pub fn error_info(&self, code: c_int) -> ErrorInfo {
+        self.errors
+            .iter()
+            .copied()
+            .find(|row| row.code == code)
+            .unwrap_or(self.unrecognized)
+    }
+}
