@@ -64,10 +64,7 @@ impl<T: DriverTable> Driver<T> {
     /// Opens the library at `path` (a file name or a full path) and resolves
     /// the table.
     pub(crate) fn open_path(runtime: &str, path: &OsStr) -> Result<Driver<T>> {
-        // SAFETY: loading a driver library runs its initializers; the
-        // libraries devmm loads are the vendor runtimes (or test doubles of
-        // them), whose initializers are sound to run.
-        match unsafe { libloading::Library::new(path) } {
+        match dlopen(path) {
             Ok(library) => Driver::resolve(runtime, library, path.to_owned()),
             Err(e) => Err(unavailable::<T>(
                 runtime,
@@ -144,11 +141,23 @@ fn unavailable<T: DriverTable>(runtime: &str, reason: String) -> Error {
     }
 }
 
+/// Opens a library that is never unmapped: driver runtimes register
+/// thread-local destructors and atexit handlers that must outlive every
+/// handle devmm drops (cudarc keeps its libraries loaded for the same
+/// reason), so unloading one would leave threads jumping into freed code.
+fn dlopen(path: &OsStr) -> std::result::Result<libloading::Library, libloading::Error> {
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+    // SAFETY: loading a driver library runs its initializers; the libraries
+    // devmm loads are the vendor runtimes (or test doubles of them), whose
+    // initializers are sound to run.
+    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE) }
+        .map(Into::into)
+}
+
 /// The override path if set, else the first library name that loads.
 fn open_library<T: DriverTable>(runtime: &str) -> Result<(libloading::Library, OsString)> {
     if let Some(path) = std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty()) {
-        // SAFETY: as in `Driver::open_path`.
-        return match unsafe { libloading::Library::new(&path) } {
+        return match dlopen(&path) {
             Ok(library) => Ok((library, path)),
             Err(e) => Err(unavailable::<T>(
                 runtime,
@@ -163,8 +172,7 @@ fn open_library<T: DriverTable>(runtime: &str) -> Result<(libloading::Library, O
     }
     let mut tried = Vec::new();
     for name in T::LIBRARIES {
-        // SAFETY: as in `Driver::open_path`.
-        match unsafe { libloading::Library::new(name) } {
+        match dlopen(OsStr::new(name)) {
             Ok(library) => return Ok((library, OsString::from(name))),
             Err(e) => tried.push(format!("{name} ({e})")),
         }
