@@ -594,3 +594,108 @@ macro_rules! platform_tests {
 
 platform_tests!(cuda, CUDA);
 platform_tests!(rocm, ROCM);
+
+#[test]
+fn missing_required_symbols_are_all_listed_in_one_error() {
+    let path = fake::path("fake-cudart-minimal");
+    let err = CudaRuntime::open(&path).unwrap_err();
+    let Error::RuntimeUnavailable { name, reason } = &err else {
+        panic!("expected runtime unavailable, got {err:?}");
+    };
+    assert_eq!(name, "cuda");
+    let missing = [
+        ("cudaGetDevice", "1.0"),
+        ("cudaSetDevice", "1.0"),
+        ("cudaMemGetInfo", "3.0"),
+        ("cudaMalloc", "1.0"),
+        ("cudaFree", "1.0"),
+        ("cudaMallocHost", "1.0"),
+        ("cudaFreeHost", "1.0"),
+        ("cudaMallocManaged", "6.0"),
+        ("cudaMemcpy", "1.0"),
+        ("cudaMemcpyAsync", "1.1"),
+        ("cudaStreamCreateWithFlags", "5.0"),
+        ("cudaStreamDestroy", "1.1"),
+        ("cudaStreamSynchronize", "1.1"),
+        ("cudaStreamWaitEvent", "3.2"),
+        ("cudaEventCreateWithFlags", "2.2"),
+        ("cudaEventRecord", "1.1"),
+        ("cudaEventDestroy", "1.1"),
+    ]
+    .map(|(n, v)| format!("{n} (since {v})"))
+    .join(", ");
+    assert_eq!(
+        *reason,
+        format!(
+            "{} is not a usable CUDA runtime: it lacks the required symbols {missing}; \
+             install a newer CUDA runtime or point DEVMM_CUDART_PATH at one",
+            path.display()
+        )
+    );
+    // The optional symbols it also lacks are not reported.
+    assert!(!reason.contains("cudaMallocAsync"));
+}
+
+#[test]
+fn cuda_stream_sentinels_and_dlpack_stream_values() {
+    let (_fake, _g, rt) = CUDA.setup(CUDA.package);
+    let dev = CUDA.dev(0);
+    let handle = |which| rt.stream(dev, which).unwrap().handle();
+    assert_eq!(handle(StreamSentinel::Default), 0);
+    assert_eq!(handle(StreamSentinel::LegacyDefault), 1);
+    assert_eq!(handle(StreamSentinel::PerThreadDefault), 2);
+    let consumer = |v| rt.consumer_stream(dev, v).map(|s| s.map(|s| s.handle()));
+    assert_eq!(
+        consumer(None).unwrap(),
+        Some(1),
+        "no value: the legacy default stream"
+    );
+    assert_eq!(consumer(Some(-1)).unwrap(), None);
+    assert_eq!(consumer(Some(1)).unwrap(), Some(1));
+    assert_eq!(consumer(Some(2)).unwrap(), Some(2));
+    assert_eq!(consumer(Some(0x5000)).unwrap(), Some(0x5000));
+    for refused in [0, -2] {
+        let err = consumer(Some(refused)).unwrap_err();
+        assert!(
+            matches!(err, Error::Stream { device, .. } if device == dev),
+            "{err}"
+        );
+    }
+    assert!(consumer(Some(0))
+        .unwrap_err()
+        .to_string()
+        .contains("disallowed for CUDA"));
+}
+
+#[test]
+fn rocm_stream_sentinels_and_dlpack_stream_values() {
+    let (_fake, _g, rt) = ROCM.setup(ROCM.package);
+    let dev = ROCM.dev(0);
+    let handle = |which| rt.stream(dev, which).unwrap().handle();
+    assert_eq!(handle(StreamSentinel::Default), 0);
+    assert_eq!(handle(StreamSentinel::LegacyDefault), 0);
+    assert_eq!(handle(StreamSentinel::PerThreadDefault), 2);
+    let consumer = |v| rt.consumer_stream(dev, v).map(|s| s.map(|s| s.handle()));
+    assert_eq!(consumer(None).unwrap(), Some(0));
+    assert_eq!(consumer(Some(0)).unwrap(), Some(0));
+    assert_eq!(consumer(Some(-1)).unwrap(), None);
+    assert_eq!(consumer(Some(0x5000)).unwrap(), Some(0x5000));
+    for refused in [1, 2, -7] {
+        assert!(
+            matches!(consumer(Some(refused)), Err(Error::Stream { .. })),
+            "{refused}"
+        );
+    }
+}
+
+#[test]
+fn versions_and_library_path() {
+    let (_fake, _g, _rt) = CUDA.setup(CUDA.package);
+    let rt = CudaRuntime::open(fake::path("fake-cudart")).unwrap();
+    let (runtime, driver) = rt.versions().unwrap();
+    assert!(runtime > 0 && driver >= runtime, "{runtime} {driver}");
+    assert_eq!(rt.library_path(), fake::path("fake-cudart").as_os_str());
+    assert!(rt.has_stream_ordered_allocation());
+    let sync = CudaRuntime::open(fake::path("fake-cudart-sync")).unwrap();
+    assert!(!sync.has_stream_ordered_allocation());
+}

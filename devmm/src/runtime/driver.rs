@@ -187,3 +187,45 @@ fn open_library<T: DriverTable>(runtime: &str) -> Result<(libloading::Library, O
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table for a library that exists nowhere.
+    #[derive(Clone, Copy, Debug)]
+    struct Absent;
+
+    impl DriverTable for Absent {
+        const API: &'static str = "Absent runtime";
+        const LIBRARIES: &'static [&'static str] = &["libdevmm_absent.so", "libdevmm_absent.so.1"];
+        const PATH_ENV: &'static str = "DEVMM_TEST_ABSENT_PATH";
+
+        unsafe fn load_with(
+            _lookup: impl FnMut(&CStr) -> *const c_void,
+        ) -> std::result::Result<Self, Vec<MissingSymbol>> {
+            Ok(Absent)
+        }
+    }
+
+    #[test]
+    fn a_missing_library_names_every_name_tried_and_the_override() {
+        assert!(!Driver::<Absent>::probe());
+        let Err(Error::RuntimeUnavailable { name, reason }) = Driver::<Absent>::open("absent")
+        else {
+            panic!("an absent library loaded");
+        };
+        assert_eq!(name, "absent");
+        assert!(
+            reason.starts_with(
+                "the Absent runtime library was not found; tried libdevmm_absent.so ("
+            ),
+            "{reason}"
+        );
+        assert!(reason.contains("), libdevmm_absent.so.1 ("), "{reason}");
+        assert!(
+            reason.ends_with("; install it or set DEVMM_TEST_ABSENT_PATH to its full path"),
+            "{reason}"
+        );
+    }
+}
