@@ -18,6 +18,8 @@
 //! ```
 
 mod device;
+#[cfg(feature = "cudarc")]
+pub mod interop;
 mod memory;
 mod stream;
 
