@@ -1,11 +1,21 @@
-//! The CUDA and ROCm runtimes against the fake driver libraries, through the
-//! real generated loader: one suite, run for each platform.
+//! The CUDA and ROCm runtimes through the real generated loader: one suite,
+//! run for each platform.
+//!
+//! By default the suite runs against the fake driver libraries from
+//! `tests/` and also checks, through their call logs, what devmm asked the
+//! driver to do. With `DEVMM_GPU_SMOKE=cuda` (or `rocm`), as
+//! `scripts/gpu-smoke.sh` sets it, that platform's tests run against the
+//! real driver instead: every behavioural check runs, the call-log checks
+//! are left out, and the tests that need failure injection say they were
+//! skipped.
 
 mod fake;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
+use devmm::mrs::cuda::CudaManagedMemoryResource;
+use devmm::mrs::rocm::HipManagedMemoryResource;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
 use devmm::{
@@ -13,8 +23,13 @@ use devmm::{
 };
 use fake::Fake;
 
+type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
+type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
+
 /// What differs between the platforms, as the suite needs it.
 struct Platform {
+    /// The devmm runtime name, also the `DEVMM_GPU_SMOKE` value.
+    runtime: &'static str,
     /// The fake's package (`fake-cudart`).
     package: &'static str,
     /// The variant without `*MallocAsync`.
@@ -31,14 +46,19 @@ struct Platform {
     /// The pinned allocation and free calls.
     host_malloc: &'static str,
     host_free: &'static str,
-    /// `*ErrorMemoryAllocation` / `hipErrorOutOfMemory`.
+    /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
     oom_name: &'static str,
     /// The invalid-handle status and its name.
     invalid_handle: (i32, &'static str),
-    open: fn(&Path) -> devmm::Result<Arc<dyn DeviceRuntime>>,
+    /// The library at a path, or the process-wide runtime.
+    load: Loader,
+    /// A managed-memory resource over the library at a path, or the
+    /// process-wide runtime.
+    managed_resource: ManagedLoader,
 }
 
 const CUDA: Platform = Platform {
+    runtime: "cuda",
     package: "fake-cudart",
     sync_package: "fake-cudart-sync",
     prefix: "cuda",
@@ -52,10 +72,25 @@ const CUDA: Platform = Platform {
     host_free: "cudaFreeHost",
     oom_name: "cudaErrorMemoryAllocation",
     invalid_handle: (400, "cudaErrorInvalidResourceHandle"),
-    open: |p| Ok(CudaRuntime::open(p)? as Arc<dyn DeviceRuntime>),
+    load: |path| {
+        Ok(match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        } as Arc<dyn DeviceRuntime>)
+    },
+    managed_resource: |path, device| {
+        let rt = match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        };
+        Ok(Arc::new(CudaManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
 };
 
 const ROCM: Platform = Platform {
+    runtime: "rocm",
     package: "fake-hip",
     sync_package: "fake-hip-sync",
     prefix: "hip",
@@ -69,7 +104,21 @@ const ROCM: Platform = Platform {
     host_free: "hipHostFree",
     oom_name: "hipErrorOutOfMemory",
     invalid_handle: (400, "hipErrorInvalidHandle"),
-    open: |p| Ok(RocmRuntime::open(p)? as Arc<dyn DeviceRuntime>),
+    load: |path| {
+        Ok(match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        } as Arc<dyn DeviceRuntime>)
+    },
+    managed_resource: |path, device| {
+        let rt = match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        };
+        Ok(Arc::new(HipManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
 };
 
 impl Platform {
@@ -81,20 +130,75 @@ impl Platform {
         Device::new(self.device, index)
     }
 
-    /// The fake (locked and reset) and a runtime over it.
-    fn setup(
-        &self,
-        package: &str,
-    ) -> (
-        Fake,
-        std::sync::MutexGuard<'static, ()>,
-        Arc<dyn DeviceRuntime>,
-    ) {
-        let (fake, guard) = Fake::lock(package);
-        let rt = (self.open)(&fake.path).unwrap();
-        fake.clear_calls();
-        (fake, guard, rt)
+    /// Whether this run targets the real driver (`DEVMM_GPU_SMOKE`).
+    fn on_hardware(&self) -> bool {
+        std::env::var("DEVMM_GPU_SMOKE").is_ok_and(|v| v == self.runtime)
     }
+}
+
+/// The driver under test: a fake (locked, reset, its call log cleared), or
+/// the real driver on hardware.
+struct Under {
+    p: &'static Platform,
+    rt: Arc<dyn DeviceRuntime>,
+    fake: Option<Fake>,
+    _lock: Option<MutexGuard<'static, ()>>,
+}
+
+impl Under {
+    fn new(p: &'static Platform) -> Under {
+        Under::with_package(p, p.package)
+    }
+
+    fn with_package(p: &'static Platform, package: &str) -> Under {
+        if p.on_hardware() {
+            let rt = (p.load)(None).expect("the real driver loads");
+            return Under {
+                p,
+                rt,
+                fake: None,
+                _lock: None,
+            };
+        }
+        let (fake, lock) = Fake::lock(package);
+        let rt = (p.load)(Some(&fake.path)).unwrap();
+        fake.clear_calls();
+        Under {
+            p,
+            rt,
+            fake: Some(fake),
+            _lock: Some(lock),
+        }
+    }
+
+    /// A second device: `*:1` on the fakes (two devices), the last device
+    /// on hardware (which may have only one).
+    fn second(&self) -> Device {
+        match self.fake {
+            Some(_) => self.p.dev(1),
+            None => {
+                let count = self.rt.device_count().unwrap();
+                self.p.dev(u32::try_from(count.max(1) - 1).unwrap())
+            }
+        }
+    }
+
+    /// The fake, or `None` with a note on hardware, for checks that need
+    /// the call log or failure injection.
+    fn fake(&self) -> Option<&Fake> {
+        self.fake.as_ref()
+    }
+
+    fn assert_no_leaks(&self) {
+        if let Some(fake) = &self.fake {
+            assert_eq!(fake.live_allocations(), 0, "every allocation was freed");
+        }
+    }
+}
+
+/// Says why a test did nothing on hardware.
+fn skipped_on_hardware(why: &str) {
+    eprintln!("skipped on hardware: {why}");
 }
 
 /// The value of `key=` in a log line.
@@ -108,42 +212,68 @@ fn hex(value: usize) -> String {
     format!("{value:#x}")
 }
 
-fn device_count_and_memory_info(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
-    assert_eq!(rt.device_count().unwrap(), 2);
-    assert_eq!(rt.devices().unwrap(), vec![p.dev(0), p.dev(1)]);
-    fake.set_memory_limit(1, 1 << 20);
-    let info = rt.memory_info(p.dev(1)).unwrap();
-    assert_eq!((info.free, info.total), (1 << 20, 1 << 20));
-    let mr = rt.default_resource(p.dev(1)).unwrap();
-    let stream = rt.default_stream(p.dev(1)).unwrap();
+fn device_count_and_memory_info(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let count = rt.device_count().unwrap();
+    let devices: Vec<Device> = (0..count)
+        .map(|i| p.dev(u32::try_from(i).unwrap()))
+        .collect();
+    assert_eq!(rt.devices().unwrap(), devices);
+    let dev = u.second();
+    if let Some(fake) = u.fake() {
+        assert_eq!(count, 2);
+        fake.set_memory_limit(1, 1 << 20);
+        let info = rt.memory_info(dev).unwrap();
+        assert_eq!((info.free, info.total), (1 << 20, 1 << 20));
+    } else {
+        assert!(count >= 1, "a GPU machine has a GPU");
+    }
+    let before = rt.memory_info(dev).unwrap();
+    assert!(before.free <= before.total && before.total > 0);
+    let mr = rt.default_resource(dev).unwrap();
+    let stream = rt.default_stream(dev).unwrap();
     let ptr = mr.allocate(4096, &stream).unwrap();
-    assert_eq!(rt.memory_info(p.dev(1)).unwrap().free, (1 << 20) - 4096);
-    assert_eq!(mr.available_memory().unwrap().free, (1 << 20) - 4096);
+    if u.fake().is_some() {
+        assert_eq!(rt.memory_info(dev).unwrap().free, (1 << 20) - 4096);
+        assert_eq!(mr.available_memory().unwrap().free, (1 << 20) - 4096);
+    }
     // SAFETY: allocated above with this size, freed once.
     unsafe { mr.deallocate(ptr, 4096, &stream).unwrap() };
-    assert_eq!(fake.live_allocations(), 0);
+    u.assert_no_leaks();
 
-    let err = rt.memory_info(p.dev(2)).unwrap_err();
+    let missing = p.dev(u32::try_from(count).unwrap());
+    let err = rt.memory_info(missing).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(
         err.to_string()
-            .contains(&format!("{} does not exist", p.dev(2))),
+            .contains(&format!("{missing} does not exist")),
         "{err}"
     );
-    fake.set_device_count(3);
-    assert_eq!(rt.device_count().unwrap(), 3);
-    fake.set_device_count(0);
-    assert_eq!(
-        rt.device_count().unwrap(),
-        0,
-        "no device is zero devices, not an error"
-    );
-    assert!(rt.devices().unwrap().is_empty());
+    if let Some(fake) = u.fake() {
+        fake.set_device_count(3);
+        assert_eq!(rt.device_count().unwrap(), 3);
+        fake.set_device_count(0);
+        assert_eq!(
+            rt.device_count().unwrap(),
+            0,
+            "no device is zero devices, not an error"
+        );
+        assert!(rt.devices().unwrap().is_empty());
+    }
 }
 
-fn activation_guard_restores_the_previous_device(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
+fn activation_guard_restores_the_previous_device(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    assert!(rt.activate(Device::CPU).is_err());
+    let Some(fake) = u.fake() else {
+        // The current device is driver state devmm does not expose: on
+        // hardware, check that nested guards work and leave no error.
+        let _outer = rt.activate(u.second()).unwrap();
+        let _inner = rt.activate(p.dev(0)).unwrap();
+        return;
+    };
     let set = p.call("SetDevice");
     {
         let _outer = rt.activate(p.dev(1)).unwrap();
@@ -165,47 +295,48 @@ fn activation_guard_restores_the_previous_device(p: &Platform) {
         "0",
         "the guard restores device 0"
     );
-    assert!(rt.activate(Device::CPU).is_err());
 }
 
-fn streams_created_wrapped_and_builtin(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
-    let dev = p.dev(1);
+fn streams_created_wrapped_and_builtin(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
     let stream = rt.create_stream(dev).unwrap();
     assert!(stream.is_owned());
     assert_ne!(stream.handle(), 0);
-    let created = fake.log_of(&p.call("StreamCreateWithFlags"));
-    assert_eq!(created.len(), 1);
-    assert_eq!(field(&created[0], "device"), "1", "created on its device");
     stream.synchronize().unwrap();
-    let synced = fake.log_of(&p.call("StreamSynchronize"));
-    assert_eq!(field(&synced[0], "stream"), hex(stream.handle()));
+    if let Some(fake) = u.fake() {
+        let created = fake.log_of(&p.call("StreamCreateWithFlags"));
+        assert_eq!(created.len(), 1);
+        assert_eq!(field(&created[0], "device"), "1", "created on its device");
+        let synced = fake.log_of(&p.call("StreamSynchronize"));
+        assert_eq!(field(&synced[0], "stream"), hex(stream.handle()));
+    }
 
     let handle = stream.handle();
     let clone = stream.clone();
     drop(stream);
-    assert_eq!(
-        fake.calls(&p.call("StreamDestroy")),
-        0,
-        "a clone still lives"
-    );
+    let destroys = || u.fake().map(|f| f.calls(&p.call("StreamDestroy")));
+    assert!(matches!(destroys(), None | Some(0)), "a clone still lives");
     drop(clone);
-    let destroyed = fake.log_of(&p.call("StreamDestroy"));
-    assert_eq!(destroyed.len(), 1);
-    assert_eq!(field(&destroyed[0], "stream"), hex(handle));
-    assert!(destroyed[0].ends_with("-> 0"), "{destroyed:?}");
+    if let Some(fake) = u.fake() {
+        let destroyed = fake.log_of(&p.call("StreamDestroy"));
+        assert_eq!(destroyed.len(), 1);
+        assert_eq!(field(&destroyed[0], "stream"), hex(handle));
+        assert!(destroyed[0].ends_with("-> 0"), "{destroyed:?}");
+    }
 
     let owned_elsewhere = rt.create_stream(dev).unwrap();
     let wrapped = rt.wrap_stream(dev, owned_elsewhere.handle()).unwrap();
     assert!(!wrapped.is_owned());
+    wrapped.synchronize().unwrap();
     drop(wrapped);
-    assert_eq!(
-        fake.calls(&p.call("StreamDestroy")),
-        1,
+    assert!(
+        matches!(destroys(), None | Some(1)),
         "wrapped streams are not destroyed"
     );
     drop(owned_elsewhere);
-    assert_eq!(fake.calls(&p.call("StreamDestroy")), 2);
+    assert!(matches!(destroys(), None | Some(2)));
 
     for which in [
         StreamSentinel::Default,
@@ -219,15 +350,29 @@ fn streams_created_wrapped_and_builtin(p: &Platform) {
     assert_eq!(rt.default_stream(dev).unwrap().handle(), 0);
 }
 
-fn memcpy_of_every_kind(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
-    let dev = p.dev(1);
+/// Copies `data` in and out of `ptr` and checks it came back.
+fn round_trip(rt: &dyn DeviceRuntime, ptr: devmm::DevicePtr, data: &[u8], stream: &devmm::Stream) {
+    let mut back = vec![0u8; data.len()];
+    // SAFETY: callers pass a live allocation of at least `data.len()` bytes.
+    unsafe {
+        rt.copy_host_to_device(ptr, data, stream).unwrap();
+        rt.copy_device_to_host(&mut back, ptr, stream).unwrap();
+    }
+    assert_eq!(back, data);
+}
+
+fn memcpy_of_every_kind(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
     let stream = rt.create_stream(dev).unwrap();
     let mr = rt.default_resource(dev).unwrap();
     let data: Vec<u8> = (0..=255).collect();
     let a = mr.allocate(256, &stream).unwrap();
     let b = mr.allocate(256, &stream).unwrap();
-    fake.clear_calls();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
     // SAFETY: `a` and `b` are live 256-byte allocations of `dev`.
     unsafe {
         rt.copy_host_to_device(a, &data, &stream).unwrap();
@@ -237,23 +382,20 @@ fn memcpy_of_every_kind(p: &Platform) {
     // SAFETY: as above.
     unsafe { rt.copy_device_to_host(&mut back, b, &stream).unwrap() };
     assert_eq!(back, data);
-    let copies = fake.log_of(&p.call("MemcpyAsync"));
-    let kinds: Vec<&str> = copies.iter().map(|l| field(l, "kind")).collect();
-    assert_eq!(
-        kinds,
-        ["1", "3", "2"],
-        "host-to-device, device-to-device, device-to-host"
-    );
-    assert!(copies
-        .iter()
-        .all(|l| field(l, "stream") == hex(stream.handle())));
     // SAFETY: empty copies touch nothing.
     unsafe { rt.copy_host_to_device(a, &[], &stream).unwrap() };
-    assert_eq!(
-        fake.log_of(&p.call("MemcpyAsync")).len(),
-        3,
-        "empty copies make no call"
-    );
+    if let Some(fake) = u.fake() {
+        let copies = fake.log_of(&p.call("MemcpyAsync"));
+        let kinds: Vec<&str> = copies.iter().map(|l| field(l, "kind")).collect();
+        assert_eq!(
+            kinds,
+            ["1", "3", "2"],
+            "host-to-device, device-to-device, device-to-host; empty copies make no call"
+        );
+        assert!(copies
+            .iter()
+            .all(|l| field(l, "stream") == hex(stream.handle())));
+    }
 
     // Pinned and managed memory: the driver infers the direction (kind 4).
     for ty in [p.host, p.managed] {
@@ -261,23 +403,22 @@ fn memcpy_of_every_kind(p: &Platform) {
         let mr = rt.default_resource(dev).unwrap();
         let s = rt.default_stream(dev).unwrap();
         let ptr = mr.allocate(256, &s).unwrap();
-        fake.clear_calls();
-        let mut back = vec![0u8; 256];
-        // SAFETY: `ptr` is a live 256-byte allocation.
-        unsafe {
-            rt.copy_host_to_device(ptr, &data, &s).unwrap();
-            rt.copy_device_to_host(&mut back, ptr, &s).unwrap();
+        if let Some(fake) = u.fake() {
+            fake.clear_calls();
         }
-        assert_eq!(back, data);
-        let kinds: Vec<String> = fake
-            .log_of(&p.call("MemcpyAsync"))
-            .iter()
-            .map(|l| field(l, "kind").to_owned())
-            .collect();
-        if ty == p.device {
-            assert_eq!(kinds, ["1", "2"]);
-        } else {
-            assert_eq!(kinds, ["4", "4"], "{ty}");
+        round_trip(&**rt, ptr, &data, &s);
+        if let Some(fake) = u.fake() {
+            let kinds: Vec<String> = fake
+                .log_of(&p.call("MemcpyAsync"))
+                .iter()
+                .map(|l| field(l, "kind").to_owned())
+                .collect();
+            let expected = if ty == p.device {
+                ["1", "2"]
+            } else {
+                ["4", "4"]
+            };
+            assert_eq!(kinds, expected, "{ty}");
         }
         // SAFETY: allocated above, freed once.
         unsafe { mr.deallocate(ptr, 256, &s).unwrap() };
@@ -287,18 +428,74 @@ fn memcpy_of_every_kind(p: &Platform) {
         mr.deallocate(a, 256, &stream).unwrap();
         mr.deallocate(b, 256, &stream).unwrap();
     }
-    assert_eq!(fake.live_allocations(), 0);
+    u.assert_no_leaks();
 }
 
-fn out_of_memory_names_device_size_and_chain(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
-    let dev = p.dev(1);
-    fake.set_memory_limit(1, 1 << 20);
-    let mr = StatisticsAdaptor::new(rt.default_resource(dev).unwrap());
+fn resource_contract(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let devices = [
+        u.second(),
+        Device::new(p.host, 0),
+        Device::new(p.managed, 0),
+    ];
+    for dev in devices {
+        let mr = rt.default_resource(dev).unwrap();
+        let stream = rt.create_stream(dev).unwrap();
+        assert_eq!(mr.device(), dev);
+        assert!(
+            mr.allocate(0, &stream).unwrap().is_null(),
+            "zero bytes: null"
+        );
+        let sizes = [1usize, 255, 256, 257, 4097, 1 << 20];
+        let ptrs: Vec<_> = sizes
+            .iter()
+            .map(|&n| mr.allocate(n, &stream).unwrap())
+            .collect();
+        for (i, (&n, &ptr)) in sizes.iter().zip(&ptrs).enumerate() {
+            assert!(
+                ptr.is_aligned(mr.guaranteed_alignment()),
+                "{dev}: {ptr} for {n} bytes"
+            );
+            let fill = vec![u8::try_from(i + 1).unwrap(); n];
+            // SAFETY: `ptr` is a live allocation of `n` bytes.
+            unsafe { rt.copy_host_to_device(ptr, &fill, &stream).unwrap() };
+        }
+        // No allocation overlaps another: each still holds its own bytes.
+        for (i, (&n, &ptr)) in sizes.iter().zip(&ptrs).enumerate() {
+            let mut back = vec![0u8; n];
+            // SAFETY: as above.
+            unsafe { rt.copy_device_to_host(&mut back, ptr, &stream).unwrap() };
+            assert!(
+                back.iter().all(|&b| usize::from(b) == i + 1),
+                "{dev}: allocation {i} was overwritten"
+            );
+        }
+        for (&n, &ptr) in sizes.iter().zip(&ptrs) {
+            // SAFETY: allocated above with this size, freed once.
+            unsafe { mr.deallocate(ptr, n, &stream).unwrap() };
+        }
+        stream.synchronize().unwrap();
+    }
+    u.assert_no_leaks();
+}
+
+fn out_of_memory_names_device_size_and_chain(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    if let Some(fake) = u.fake() {
+        fake.set_memory_limit(1, 1 << 20);
+    }
+    let too_much = rt.memory_info(dev).unwrap().total.saturating_mul(2);
+    let device_mr = rt.default_resource(dev).unwrap();
+    let ordered = device_mr.stream_ordered();
+    let mr = StatisticsAdaptor::new(device_mr);
     let stream = rt.default_stream(dev).unwrap();
-    let err = mr.allocate(2 << 20, &stream).unwrap_err();
+    let err = mr.allocate(too_much, &stream).unwrap_err();
+    let suffix = if ordered { ", stream_ordered=true" } else { "" };
     let chain = format!(
-        "StatisticsAdaptor -> {}(device={dev}, alignment=256, stream_ordered=true)",
+        "StatisticsAdaptor -> {}(device={dev}, alignment=256{suffix})",
         p.device_mr
     );
     match &err {
@@ -310,28 +507,33 @@ fn out_of_memory_names_device_size_and_chain(p: &Platform) {
         } => {
             assert_eq!(
                 (*device, *nbytes, c.as_str()),
-                (dev, 2 << 20, chain.as_str())
+                (dev, too_much, chain.as_str())
             );
         }
         other => panic!("expected out of memory, got {other:?}"),
     }
-    let malloc = p.call("MallocAsync");
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "out of memory: allocating 2097152 bytes on {dev} through {chain} failed \
-             ({malloc} failed on {dev} with {} (2): out of memory); \
-             free buffers you no longer need, or allocate less",
-            p.oom_name
-        )
+    let malloc = p.call(if ordered { "MallocAsync" } else { "Malloc" });
+    let text = err.to_string();
+    let head = format!(
+        "out of memory: allocating {too_much} bytes on {dev} through {chain} failed ({malloc} failed on {dev} with {} (2): ",
+        p.oom_name
     );
+    assert!(text.starts_with(&head), "{text}");
+    assert!(
+        text.ends_with("); free buffers you no longer need, or allocate less"),
+        "{text}"
+    );
+    if u.fake().is_some() {
+        assert!(text.contains("(2): out of memory)"), "{text}");
+    }
     assert!(err.is_out_of_memory());
     assert_eq!(mr.statistics().current_bytes, 0);
 }
 
-fn stream_handoff_records_then_waits(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
-    let dev = p.dev(1);
+fn stream_handoff_records_then_waits(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
     let producer = rt.create_stream(dev).unwrap();
     let theirs = rt.create_stream(dev).unwrap();
     let consumer = rt
@@ -339,59 +541,70 @@ fn stream_handoff_records_then_waits(p: &Platform) {
         .unwrap()
         .expect("a stream handle means: synchronize");
     assert!(!consumer.is_owned());
-    fake.clear_calls();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
     consumer.wait(&producer).unwrap();
-    let log = fake.log();
-    let names: Vec<&str> = log.iter().map(|l| l.split(' ').next().unwrap()).collect();
-    let wanted = [
-        "EventCreateWithFlags",
-        "EventRecord",
-        "StreamWaitEvent",
-        "EventDestroy",
-    ]
-    .map(|s| p.call(s));
-    let order: Vec<usize> = wanted
-        .iter()
-        .map(|w| {
-            names
-                .iter()
-                .position(|n| n == w)
-                .unwrap_or_else(|| panic!("no {w} in {log:?}"))
-        })
-        .collect();
-    assert!(
-        order.windows(2).all(|w| w[0] < w[1]),
-        "create, record, wait, destroy in order: {log:?}"
-    );
-    let record = &log[order[1]];
-    let wait = &log[order[2]];
-    let event = field(&log[order[0]], "event");
-    assert_eq!(field(record, "event"), event);
-    assert_eq!(
-        field(record, "stream"),
-        hex(producer.handle()),
-        "recorded on the producer"
-    );
-    assert_eq!(field(wait, "event"), event);
-    assert_eq!(
-        field(wait, "stream"),
-        hex(theirs.handle()),
-        "the consumer waits"
-    );
-    assert!(log.iter().all(|l| l.ends_with("-> 0")), "{log:?}");
+    consumer.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        let log = fake.log();
+        let names: Vec<&str> = log.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        let wanted = [
+            "EventCreateWithFlags",
+            "EventRecord",
+            "StreamWaitEvent",
+            "EventDestroy",
+        ]
+        .map(|s| p.call(s));
+        let order: Vec<usize> = wanted
+            .iter()
+            .map(|w| {
+                names
+                    .iter()
+                    .position(|n| n == w)
+                    .unwrap_or_else(|| panic!("no {w} in {log:?}"))
+            })
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "create, record, wait, destroy in order: {log:?}"
+        );
+        let event = field(&log[order[0]], "event");
+        let (record, wait) = (&log[order[1]], &log[order[2]]);
+        assert_eq!(field(record, "event"), event);
+        assert_eq!(
+            field(record, "stream"),
+            hex(producer.handle()),
+            "recorded on the producer"
+        );
+        assert_eq!(field(wait, "event"), event);
+        assert_eq!(
+            field(wait, "stream"),
+            hex(theirs.handle()),
+            "the consumer waits"
+        );
+        assert!(log.iter().all(|l| l.ends_with("-> 0")), "{log:?}");
+    }
 
     // -1: the consumer asked for no synchronization.
     assert!(rt.consumer_stream(dev, Some(-1)).unwrap().is_none());
     // A stream never waits on itself.
-    fake.clear_calls();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
     producer.wait(&producer).unwrap();
-    assert!(fake.log().is_empty());
+    if let Some(fake) = u.fake() {
+        assert!(fake.log().is_empty());
+    }
 }
 
-fn driver_errors_name_call_code_and_device(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
+fn driver_errors_name_call_code_and_device(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("needs failure injection");
+    };
     let dev = p.dev(1);
-    let stream = rt.create_stream(dev).unwrap();
+    let stream = u.rt.create_stream(dev).unwrap();
     let (code, name) = p.invalid_handle;
     fake.fail_next(&p.call("StreamSynchronize"), code);
     let err = stream.synchronize().unwrap_err();
@@ -408,22 +621,28 @@ fn driver_errors_name_call_code_and_device(p: &Platform) {
         }
         other => panic!("expected a driver error, got {other:?}"),
     }
-    assert!(
-        err.to_string().starts_with(&format!(
-            "{}StreamSynchronize failed on {dev} with {name} (400): ",
-            p.prefix
-        )),
-        "{err}"
+    let head = format!(
+        "{}StreamSynchronize failed on {dev} with {name} (400): ",
+        p.prefix
     );
+    assert!(err.to_string().starts_with(&head), "{err}");
     stream.synchronize().unwrap();
 }
 
-fn stream_ordered_allocation_when_present(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
+fn stream_ordered_allocation_when_present(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
     let dev = p.dev(0);
     let mr = rt.default_resource(dev).unwrap();
-    assert!(mr.stream_ordered());
+    assert!(
+        Arc::ptr_eq(&mr, &rt.default_resource(dev).unwrap()),
+        "one default per device"
+    );
     assert_eq!(mr.guaranteed_alignment(), 256);
+    if u.fake().is_none() && !mr.stream_ordered() {
+        return skipped_on_hardware("the driver has no stream-ordered allocator");
+    }
+    assert!(mr.stream_ordered());
     assert_eq!(
         format!("{mr:?}"),
         format!(
@@ -431,40 +650,46 @@ fn stream_ordered_allocation_when_present(p: &Platform) {
             p.device_mr
         )
     );
-    assert!(
-        Arc::ptr_eq(&mr, &rt.default_resource(dev).unwrap()),
-        "one default per device"
-    );
     let stream = rt.create_stream(dev).unwrap();
-    fake.clear_calls();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
     let ptr = mr.allocate(1000, &stream).unwrap();
     assert!(ptr.is_aligned(256));
+    round_trip(&**rt, ptr, &[9; 1000], &stream);
     // SAFETY: allocated above, freed once.
     unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
-    let alloc = fake.log_of(&p.call("MallocAsync"));
-    let free = fake.log_of(&p.call("FreeAsync"));
-    assert_eq!((alloc.len(), free.len()), (1, 1));
-    assert_eq!(field(&alloc[0], "stream"), hex(stream.handle()));
-    assert_eq!(field(&free[0], "stream"), hex(stream.handle()));
-    assert_eq!(fake.calls(&p.call("Malloc")), 0);
-    // Zero bytes: null, no call.
-    assert!(mr.allocate(0, &stream).unwrap().is_null());
+    stream.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        let alloc = fake.log_of(&p.call("MallocAsync"));
+        let free = fake.log_of(&p.call("FreeAsync"));
+        assert_eq!((alloc.len(), free.len()), (1, 1));
+        assert_eq!(field(&alloc[0], "stream"), hex(stream.handle()));
+        assert_eq!(field(&free[0], "stream"), hex(stream.handle()));
+        assert_eq!(fake.calls(&p.call("Malloc")), 0);
+    }
     // A stream of another device is refused by a stream-ordered resource.
-    let other = rt.default_stream(p.dev(1)).unwrap();
-    assert!(matches!(mr.allocate(8, &other), Err(Error::Stream { .. })));
-    assert_eq!(fake.live_allocations(), 0);
+    if rt.device_count().unwrap() > 1 {
+        let other = rt.default_stream(p.dev(1)).unwrap();
+        assert!(matches!(mr.allocate(8, &other), Err(Error::Stream { .. })));
+    }
+    u.assert_no_leaks();
 }
 
-fn synchronous_allocation_without_async_symbols(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.sync_package);
+fn synchronous_allocation_without_async_symbols(p: &'static Platform) {
+    if p.on_hardware() {
+        return skipped_on_hardware("needs a driver without the stream-ordered allocator");
+    }
+    let u = Under::with_package(p, p.sync_package);
+    let fake = u.fake().expect("a fake");
     let dev = p.dev(0);
-    let mr = rt.default_resource(dev).unwrap();
+    let mr = u.rt.default_resource(dev).unwrap();
     assert!(!mr.stream_ordered());
     assert_eq!(
         format!("{mr:?}"),
         format!("{}(device={dev}, alignment=256)", p.device_mr)
     );
-    let stream = rt.default_stream(dev).unwrap();
+    let stream = u.rt.default_stream(dev).unwrap();
     let ptr = mr.allocate(1000, &stream).unwrap();
     // SAFETY: allocated above, freed once.
     unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
@@ -472,11 +697,12 @@ fn synchronous_allocation_without_async_symbols(p: &Platform) {
         (fake.calls(&p.call("Malloc")), fake.calls(&p.call("Free"))),
         (1, 1)
     );
-    assert_eq!(fake.live_allocations(), 0);
+    u.assert_no_leaks();
 }
 
-fn pinned_and_managed_resources(p: &Platform) {
-    let (fake, _g, rt) = p.setup(p.package);
+fn pinned_and_managed_resources(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
     let host = Device::new(p.host, 0);
     let pinned = rt.default_resource(host).unwrap();
     assert_eq!(
@@ -488,49 +714,49 @@ fn pinned_and_managed_resources(p: &Platform) {
     // Pinned memory is host memory: the host may touch it.
     // SAFETY: `ptr` is a live, host-accessible 100-byte allocation.
     unsafe { ptr.as_host_ptr::<u8>().write_bytes(7, 100) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { ptr.as_host_ptr::<u8>().add(99).read() }, 7);
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 100, &s).unwrap() };
-    assert_eq!((fake.calls(p.host_malloc), fake.calls(p.host_free)), (1, 1));
+    if let Some(fake) = u.fake() {
+        assert_eq!((fake.calls(p.host_malloc), fake.calls(p.host_free)), (1, 1));
+    }
     assert!(pinned.available_memory().unwrap().total > 0);
 
-    let managed_dev = Device::new(p.managed, 1);
-    let managed: Arc<dyn MemoryResource> = if p.prefix == "cuda" {
-        let rt = CudaRuntime::open(&fake.path).unwrap();
-        Arc::new(
-            devmm::mrs::cuda::CudaManagedMemoryResource::with_runtime(&rt, managed_dev).unwrap(),
-        )
-    } else {
-        let rt = RocmRuntime::open(&fake.path).unwrap();
-        Arc::new(
-            devmm::mrs::rocm::HipManagedMemoryResource::with_runtime(&rt, managed_dev).unwrap(),
-        )
-    };
+    let managed_dev = Device::new(p.managed, u.second().index());
+    let path = u.fake().map(|f| f.path.as_path());
+    let managed = (p.managed_resource)(path, managed_dev).unwrap();
     assert_eq!(
         format!("{managed:?}"),
         format!("{}(device={managed_dev}, alignment=256)", p.managed_mr)
     );
     let s = rt.default_stream(managed_dev).unwrap();
-    fake.clear_calls();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
     let ptr = managed.allocate(100, &s).unwrap();
+    round_trip(&**rt, ptr, &[3; 100], &s);
     // SAFETY: allocated above, freed once.
     unsafe { managed.deallocate(ptr, 100, &s).unwrap() };
-    let alloc = fake.log_of(&p.call("MallocManaged"));
-    assert_eq!(alloc.len(), 1);
-    assert_eq!(field(&alloc[0], "flags"), "1", "attached globally");
-    assert_eq!(
-        field(&alloc[0], "device"),
-        "1",
-        "allocated with its device active"
-    );
-    assert_eq!(fake.calls(&p.call("Free")), 1);
-    assert_eq!(fake.live_allocations(), 0);
+    if let Some(fake) = u.fake() {
+        let alloc = fake.log_of(&p.call("MallocManaged"));
+        assert_eq!(alloc.len(), 1);
+        assert_eq!(field(&alloc[0], "flags"), "1", "attached globally");
+        assert_eq!(
+            field(&alloc[0], "device"),
+            "1",
+            "allocated with its device active"
+        );
+        assert_eq!(fake.calls(&p.call("Free")), 1);
+    }
+    u.assert_no_leaks();
 }
 
-fn missing_library_is_runtime_unavailable(p: &Platform) {
-    let err = (p.open)(Path::new("/nonexistent/libdriver.so")).unwrap_err();
+fn missing_library_is_runtime_unavailable(p: &'static Platform) {
+    let err = (p.load)(Some(Path::new("/nonexistent/libdriver.so"))).unwrap_err();
     match &err {
         Error::RuntimeUnavailable { name, reason } => {
-            assert_eq!(name, if p.prefix == "cuda" { "cuda" } else { "rocm" });
+            assert_eq!(name, p.runtime);
             assert!(
                 reason.starts_with("cannot load /nonexistent/libdriver.so: "),
                 "{reason}"
@@ -541,59 +767,38 @@ fn missing_library_is_runtime_unavailable(p: &Platform) {
 }
 
 macro_rules! platform_tests {
-    ($module:ident, $platform:ident) => {
+    ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
         mod $module {
-            use super::*;
-            #[test]
-            fn device_count_and_memory_info() {
-                super::device_count_and_memory_info(&$platform)
-            }
-            #[test]
-            fn activation_guard_restores_the_previous_device() {
-                super::activation_guard_restores_the_previous_device(&$platform)
-            }
-            #[test]
-            fn streams_created_wrapped_and_builtin() {
-                super::streams_created_wrapped_and_builtin(&$platform)
-            }
-            #[test]
-            fn memcpy_of_every_kind() {
-                super::memcpy_of_every_kind(&$platform)
-            }
-            #[test]
-            fn out_of_memory_names_device_size_and_chain() {
-                super::out_of_memory_names_device_size_and_chain(&$platform)
-            }
-            #[test]
-            fn stream_handoff_records_then_waits() {
-                super::stream_handoff_records_then_waits(&$platform)
-            }
-            #[test]
-            fn driver_errors_name_call_code_and_device() {
-                super::driver_errors_name_call_code_and_device(&$platform)
-            }
-            #[test]
-            fn stream_ordered_allocation_when_present() {
-                super::stream_ordered_allocation_when_present(&$platform)
-            }
-            #[test]
-            fn synchronous_allocation_without_async_symbols() {
-                super::synchronous_allocation_without_async_symbols(&$platform)
-            }
-            #[test]
-            fn pinned_and_managed_resources() {
-                super::pinned_and_managed_resources(&$platform)
-            }
-            #[test]
-            fn missing_library_is_runtime_unavailable() {
-                super::missing_library_is_runtime_unavailable(&$platform)
-            }
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(&super::$platform)
+                }
+            )*
         }
     };
 }
 
-platform_tests!(cuda, CUDA);
-platform_tests!(rocm, ROCM);
+macro_rules! suite {
+    ($($module:ident, $platform:ident);*) => {$(
+        platform_tests!($module, $platform:
+            device_count_and_memory_info,
+            activation_guard_restores_the_previous_device,
+            streams_created_wrapped_and_builtin,
+            memcpy_of_every_kind,
+            resource_contract,
+            out_of_memory_names_device_size_and_chain,
+            stream_handoff_records_then_waits,
+            driver_errors_name_call_code_and_device,
+            stream_ordered_allocation_when_present,
+            synchronous_allocation_without_async_symbols,
+            pinned_and_managed_resources,
+            missing_library_is_runtime_unavailable,
+        );
+    )*};
+}
+
+suite!(cuda, CUDA; rocm, ROCM);
 
 #[test]
 fn missing_required_symbols_are_all_listed_in_one_error() {
@@ -638,8 +843,8 @@ fn missing_required_symbols_are_all_listed_in_one_error() {
 
 #[test]
 fn cuda_stream_sentinels_and_dlpack_stream_values() {
-    let (_fake, _g, rt) = CUDA.setup(CUDA.package);
-    let dev = CUDA.dev(0);
+    let u = Under::new(&CUDA);
+    let (rt, dev) = (&u.rt, CUDA.dev(0));
     let handle = |which| rt.stream(dev, which).unwrap().handle();
     assert_eq!(handle(StreamSentinel::Default), 0);
     assert_eq!(handle(StreamSentinel::LegacyDefault), 1);
@@ -669,8 +874,8 @@ fn cuda_stream_sentinels_and_dlpack_stream_values() {
 
 #[test]
 fn rocm_stream_sentinels_and_dlpack_stream_values() {
-    let (_fake, _g, rt) = ROCM.setup(ROCM.package);
-    let dev = ROCM.dev(0);
+    let u = Under::new(&ROCM);
+    let (rt, dev) = (&u.rt, ROCM.dev(0));
     let handle = |which| rt.stream(dev, which).unwrap().handle();
     assert_eq!(handle(StreamSentinel::Default), 0);
     assert_eq!(handle(StreamSentinel::LegacyDefault), 0);
@@ -690,7 +895,10 @@ fn rocm_stream_sentinels_and_dlpack_stream_values() {
 
 #[test]
 fn versions_and_library_path() {
-    let (_fake, _g, _rt) = CUDA.setup(CUDA.package);
+    if CUDA.on_hardware() {
+        return skipped_on_hardware("reads the fakes' versions");
+    }
+    let _u = Under::new(&CUDA);
     let rt = CudaRuntime::open(fake::path("fake-cudart")).unwrap();
     let (runtime, driver) = rt.versions().unwrap();
     assert!(runtime > 0 && driver >= runtime, "{runtime} {driver}");
