@@ -274,8 +274,7 @@ impl FromStr for Device {
     /// Parses `"cpu"`, `"cuda:1"`, `"rocm:0"`, `"cuda_host"`; the ordinal
     /// defaults to 0.
     fn from_str(s: &str) -> Result<Self, Error> {
-        const EXPECTED: &str =
-            "TYPE or TYPE:ORDINAL, TYPE one of cpu, cuda, cuda_host, rocm, rocm_host, cuda_managed (e.g. \"cuda:1\")";
+        const EXPECTED: &str = "TYPE or TYPE:ORDINAL, TYPE one of cpu, cuda, cuda_host, rocm, rocm_host, cuda_managed (e.g. \"cuda:1\")";
         let (ty, index) = match s.split_once(':') {
             Some((ty, index)) => (ty, Some(index)),
             None => (s, None),

@@ -16,7 +16,7 @@ mod size;
 mod stream;
 mod tensor;
 
-pub use adaptor::{LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor, LOG_TARGET};
+pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use device::{Device, DeviceType};
@@ -28,12 +28,17 @@ pub use layout::{
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use ptr::DevicePtr;
 pub use registry::{
-    get_current_memory_resource, set_current_memory_resource, using_memory_resource, ResourceGuard,
+    ResourceGuard, get_current_memory_resource, set_current_memory_resource, using_memory_resource,
 };
-pub use resource::{resource_chain, MemoryInfo, MemoryResource};
+pub use resource::{MemoryInfo, MemoryResource, resource_chain};
 pub use runtime::{
-    default_device, register_runtime, runtime_for, runtime_names, ActivationGuard, DeviceRuntime,
-    RuntimeRegistration, RuntimeSelector,
+    ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, default_device,
+    register_runtime, runtime_for, runtime_names,
 };
-pub use stream::{Stream, StreamOps, StreamSentinel, DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT};
-pub use tensor::{empty, empty_like, EmptyOptions, Tensor};
+pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
+pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
+
+/// The README's examples, run as doctests so the front page cannot drift.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -3,24 +3,24 @@
 /// Host memory: libc's allocator and the checked heap resource.
 pub mod cpu {
     pub use crate::runtime::cpu::memory::{
-        HeapMemoryResource, MallocMemoryResource, CPU_DEFAULT_ALIGNMENT,
+        CPU_DEFAULT_ALIGNMENT, HeapMemoryResource, MallocMemoryResource,
     };
 }
 
 /// CUDA memory: device (`cudaMalloc` / `cudaMallocAsync`), pinned host and
 /// managed memory, through the CUDA runtime loaded at run time.
 pub mod cuda {
+    pub use crate::runtime::GPU_ALIGNMENT;
     pub use crate::runtime::cuda::{
         CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource,
     };
-    pub use crate::runtime::GPU_ALIGNMENT;
 }
 
 /// ROCm memory: device (`hipMalloc` / `hipMallocAsync`), pinned host and
 /// managed memory, through HIP loaded at run time.
 pub mod rocm {
+    pub use crate::runtime::GPU_ALIGNMENT;
     pub use crate::runtime::rocm::{
         HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
     };
-    pub use crate::runtime::GPU_ALIGNMENT;
 }

@@ -2,32 +2,39 @@
 //! libraries behind the environment overrides. One test: the overrides are
 //! process-wide and read when a runtime first loads.
 
-mod fake;
+mod support;
 
 use std::sync::Arc;
 
 use devmm::mrs::cuda::CudaRuntimeMemoryResource;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::{
-    get_current_memory_resource, runtime_for, runtime_names, Device, DeviceBuffer, DeviceType,
-    Error, MemoryResource,
+    Device, DeviceBuffer, DeviceType, Error, MemoryResource, get_current_memory_resource,
+    runtime_for, runtime_names,
 };
-use fake::Fake;
+use support::fake_driver::{FakeControl, exclusive, fake_libraries};
 
 #[test]
 fn registry_finds_loads_once_and_reports_what_is_missing() {
-    let (fake, _guard) = Fake::lock("fake-cudart");
-    std::env::set_var("DEVMM_CUDART_PATH", &fake.path);
-    std::env::set_var("DEVMM_HIP_PATH", "/nonexistent/libamdhip64.so");
+    let _serial = exclusive();
+    let path = &fake_libraries().cudart;
+    let fake = FakeControl::open(path);
+    fake.reset();
+    // SAFETY: this binary has one test, and it sets the variables before
+    // anything in the process reads the environment on another thread.
+    unsafe {
+        std::env::set_var("DEVMM_CUDART_PATH", path);
+        std::env::set_var("DEVMM_HIP_PATH", "/nonexistent/libamdhip64.so");
+    }
 
     // Probing opens libraries but calls nothing in them.
     let names = runtime_names();
     assert!(names.iter().any(|n| n == "cuda"), "{names:?}");
     assert!(!names.iter().any(|n| n == "rocm"), "{names:?}");
     assert!(
-        fake.log().is_empty(),
+        fake.call_log().is_empty(),
         "probing called the driver: {:?}",
-        fake.log()
+        fake.call_log()
     );
 
     match runtime_for("rocm").unwrap_err() {

@@ -9,9 +9,9 @@
 //! are left out, and the tests that need failure injection say they were
 //! skipped.
 
-mod fake;
+mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
 use devmm::mrs::cuda::CudaManagedMemoryResource;
@@ -21,7 +21,7 @@ use devmm::runtime::rocm::RocmRuntime;
 use devmm::{
     Device, DeviceRuntime, DeviceType, Error, MemoryResource, StatisticsAdaptor, StreamSentinel,
 };
-use fake::Fake;
+use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
 
 type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
 type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
@@ -30,10 +30,10 @@ type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryRe
 struct Platform {
     /// The devmm runtime name, also the `DEVMM_GPU_SMOKE` value.
     runtime: &'static str,
-    /// The fake's package (`fake-cudart`).
-    package: &'static str,
-    /// The variant without `*MallocAsync`.
-    sync_package: &'static str,
+    /// The fake library.
+    fake: fn(&FakeLibraries) -> &PathBuf,
+    /// The fake without `*MallocAsync`.
+    fake_sync: fn(&FakeLibraries) -> &PathBuf,
     /// Symbol prefix (`cuda`, `hip`).
     prefix: &'static str,
     device: DeviceType,
@@ -59,8 +59,8 @@ struct Platform {
 
 const CUDA: Platform = Platform {
     runtime: "cuda",
-    package: "fake-cudart",
-    sync_package: "fake-cudart-sync",
+    fake: |f| &f.cudart,
+    fake_sync: |f| &f.cudart_sync,
     prefix: "cuda",
     device: DeviceType::Cuda,
     host: DeviceType::CudaHost,
@@ -91,8 +91,8 @@ const CUDA: Platform = Platform {
 
 const ROCM: Platform = Platform {
     runtime: "rocm",
-    package: "fake-hip",
-    sync_package: "fake-hip-sync",
+    fake: |f| &f.hip,
+    fake_sync: |f| &f.hip_sync,
     prefix: "hip",
     device: DeviceType::Rocm,
     host: DeviceType::RocmHost,
@@ -136,38 +136,49 @@ impl Platform {
     }
 }
 
-/// The driver under test: a fake (locked, reset, its call log cleared), or
-/// the real driver on hardware.
+/// A fake's log lines for calls to `name` (the name is a line's first word).
+fn log_of(fake: &FakeControl, name: &str) -> Vec<String> {
+    fake.call_log()
+        .into_iter()
+        .filter(|l| l.split(' ').next() == Some(name))
+        .collect()
+}
+
+/// The driver under test: a fake (held exclusively, reset, its call log
+/// cleared), or the real driver on hardware.
 struct Under {
     p: &'static Platform,
     rt: Arc<dyn DeviceRuntime>,
-    fake: Option<Fake>,
-    _lock: Option<MutexGuard<'static, ()>>,
+    fake: Option<(&'static FakeControl, PathBuf)>,
+    _serial: Option<MutexGuard<'static, ()>>,
 }
 
 impl Under {
     fn new(p: &'static Platform) -> Under {
-        Under::with_package(p, p.package)
+        Under::with_library(p, p.fake)
     }
 
-    fn with_package(p: &'static Platform, package: &str) -> Under {
+    fn with_library(p: &'static Platform, library: fn(&FakeLibraries) -> &PathBuf) -> Under {
         if p.on_hardware() {
             let rt = (p.load)(None).expect("the real driver loads");
             return Under {
                 p,
                 rt,
                 fake: None,
-                _lock: None,
+                _serial: None,
             };
         }
-        let (fake, lock) = Fake::lock(package);
-        let rt = (p.load)(Some(&fake.path)).unwrap();
+        let serial = exclusive();
+        let path = library(fake_libraries()).clone();
+        let fake = FakeControl::open(&path);
+        fake.reset();
+        let rt = (p.load)(Some(&path)).unwrap();
         fake.clear_calls();
         Under {
             p,
             rt,
-            fake: Some(fake),
-            _lock: Some(lock),
+            fake: Some((fake, path)),
+            _serial: Some(serial),
         }
     }
 
@@ -183,14 +194,18 @@ impl Under {
         }
     }
 
-    /// The fake, or `None` with a note on hardware, for checks that need
-    /// the call log or failure injection.
-    fn fake(&self) -> Option<&Fake> {
-        self.fake.as_ref()
+    /// The fake, for checks that need its call log or failure injection.
+    fn fake(&self) -> Option<&'static FakeControl> {
+        self.fake.as_ref().map(|(f, _)| *f)
+    }
+
+    /// The fake library's path.
+    fn fake_path(&self) -> Option<&Path> {
+        self.fake.as_ref().map(|(_, p)| p.as_path())
     }
 
     fn assert_no_leaks(&self) {
-        if let Some(fake) = &self.fake {
+        if let Some(fake) = self.fake() {
             assert_eq!(fake.live_allocations(), 0, "every allocation was freed");
         }
     }
@@ -223,7 +238,7 @@ fn device_count_and_memory_info(p: &'static Platform) {
     let dev = u.second();
     if let Some(fake) = u.fake() {
         assert_eq!(count, 2);
-        fake.set_memory_limit(1, 1 << 20);
+        assert_eq!(fake.set_memory_limit(1, 1 << 20), 0);
         let info = rt.memory_info(dev).unwrap();
         assert_eq!((info.free, info.total), (1 << 20, 1 << 20));
     } else {
@@ -251,9 +266,9 @@ fn device_count_and_memory_info(p: &'static Platform) {
         "{err}"
     );
     if let Some(fake) = u.fake() {
-        fake.set_device_count(3);
+        assert_eq!(fake.set_device_count(3), 0);
         assert_eq!(rt.device_count().unwrap(), 3);
-        fake.set_device_count(0);
+        assert_eq!(fake.set_device_count(0), 0);
         assert_eq!(
             rt.device_count().unwrap(),
             0,
@@ -277,18 +292,18 @@ fn activation_guard_restores_the_previous_device(p: &'static Platform) {
     let set = p.call("SetDevice");
     {
         let _outer = rt.activate(p.dev(1)).unwrap();
-        assert_eq!(fake.log_of(&set).len(), 1);
-        assert_eq!(field(&fake.log_of(&set)[0], "device"), "1");
+        assert_eq!(log_of(fake, &set).len(), 1);
+        assert_eq!(field(&log_of(fake, &set)[0], "device"), "1");
         {
             let _inner = rt.activate(p.dev(0)).unwrap();
-            assert_eq!(field(fake.log_of(&set).last().unwrap(), "device"), "0");
+            assert_eq!(field(log_of(fake, &set).last().unwrap(), "device"), "0");
         }
-        assert_eq!(field(fake.log_of(&set).last().unwrap(), "device"), "1");
+        assert_eq!(field(log_of(fake, &set).last().unwrap(), "device"), "1");
         // Already active: no call.
         let _same = rt.activate(p.dev(1)).unwrap();
-        assert_eq!(fake.log_of(&set).len(), 3);
+        assert_eq!(log_of(fake, &set).len(), 3);
     }
-    let lines = fake.log_of(&set);
+    let lines = log_of(fake, &set);
     assert_eq!(lines.len(), 4);
     assert_eq!(
         field(&lines[3], "device"),
@@ -306,21 +321,21 @@ fn streams_created_wrapped_and_builtin(p: &'static Platform) {
     assert_ne!(stream.handle(), 0);
     stream.synchronize().unwrap();
     if let Some(fake) = u.fake() {
-        let created = fake.log_of(&p.call("StreamCreateWithFlags"));
+        let created = log_of(fake, &p.call("StreamCreateWithFlags"));
         assert_eq!(created.len(), 1);
         assert_eq!(field(&created[0], "device"), "1", "created on its device");
-        let synced = fake.log_of(&p.call("StreamSynchronize"));
+        let synced = log_of(fake, &p.call("StreamSynchronize"));
         assert_eq!(field(&synced[0], "stream"), hex(stream.handle()));
     }
 
     let handle = stream.handle();
     let clone = stream.clone();
     drop(stream);
-    let destroys = || u.fake().map(|f| f.calls(&p.call("StreamDestroy")));
+    let destroys = || u.fake().map(|f| f.call_count(&p.call("StreamDestroy")));
     assert!(matches!(destroys(), None | Some(0)), "a clone still lives");
     drop(clone);
     if let Some(fake) = u.fake() {
-        let destroyed = fake.log_of(&p.call("StreamDestroy"));
+        let destroyed = log_of(fake, &p.call("StreamDestroy"));
         assert_eq!(destroyed.len(), 1);
         assert_eq!(field(&destroyed[0], "stream"), hex(handle));
         assert!(destroyed[0].ends_with("-> 0"), "{destroyed:?}");
@@ -385,16 +400,18 @@ fn memcpy_of_every_kind(p: &'static Platform) {
     // SAFETY: empty copies touch nothing.
     unsafe { rt.copy_host_to_device(a, &[], &stream).unwrap() };
     if let Some(fake) = u.fake() {
-        let copies = fake.log_of(&p.call("MemcpyAsync"));
+        let copies = log_of(fake, &p.call("MemcpyAsync"));
         let kinds: Vec<&str> = copies.iter().map(|l| field(l, "kind")).collect();
         assert_eq!(
             kinds,
             ["1", "3", "2"],
             "host-to-device, device-to-device, device-to-host; empty copies make no call"
         );
-        assert!(copies
-            .iter()
-            .all(|l| field(l, "stream") == hex(stream.handle())));
+        assert!(
+            copies
+                .iter()
+                .all(|l| field(l, "stream") == hex(stream.handle()))
+        );
     }
 
     // Pinned and managed memory: the driver infers the direction (kind 4).
@@ -408,8 +425,7 @@ fn memcpy_of_every_kind(p: &'static Platform) {
         }
         round_trip(&**rt, ptr, &data, &s);
         if let Some(fake) = u.fake() {
-            let kinds: Vec<String> = fake
-                .log_of(&p.call("MemcpyAsync"))
+            let kinds: Vec<String> = log_of(fake, &p.call("MemcpyAsync"))
                 .iter()
                 .map(|l| field(l, "kind").to_owned())
                 .collect();
@@ -485,7 +501,7 @@ fn out_of_memory_names_device_size_and_chain(p: &'static Platform) {
     let rt = &u.rt;
     let dev = u.second();
     if let Some(fake) = u.fake() {
-        fake.set_memory_limit(1, 1 << 20);
+        assert_eq!(fake.set_memory_limit(1, 1 << 20), 0);
     }
     let too_much = rt.memory_info(dev).unwrap().total.saturating_mul(2);
     let device_mr = rt.default_resource(dev).unwrap();
@@ -547,7 +563,7 @@ fn stream_handoff_records_then_waits(p: &'static Platform) {
     consumer.wait(&producer).unwrap();
     consumer.synchronize().unwrap();
     if let Some(fake) = u.fake() {
-        let log = fake.log();
+        let log = fake.call_log();
         let names: Vec<&str> = log.iter().map(|l| l.split(' ').next().unwrap()).collect();
         let wanted = [
             "EventCreateWithFlags",
@@ -594,7 +610,7 @@ fn stream_handoff_records_then_waits(p: &'static Platform) {
     }
     producer.wait(&producer).unwrap();
     if let Some(fake) = u.fake() {
-        assert!(fake.log().is_empty());
+        assert!(fake.call_log().is_empty());
     }
 }
 
@@ -606,7 +622,7 @@ fn driver_errors_name_call_code_and_device(p: &'static Platform) {
     let dev = p.dev(1);
     let stream = u.rt.create_stream(dev).unwrap();
     let (code, name) = p.invalid_handle;
-    fake.fail_next(&p.call("StreamSynchronize"), code);
+    assert_eq!(fake.fail_next(&p.call("StreamSynchronize"), code), 0);
     let err = stream.synchronize().unwrap_err();
     match &err {
         Error::Driver {
@@ -661,12 +677,12 @@ fn stream_ordered_allocation_when_present(p: &'static Platform) {
     unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
     stream.synchronize().unwrap();
     if let Some(fake) = u.fake() {
-        let alloc = fake.log_of(&p.call("MallocAsync"));
-        let free = fake.log_of(&p.call("FreeAsync"));
+        let alloc = log_of(fake, &p.call("MallocAsync"));
+        let free = log_of(fake, &p.call("FreeAsync"));
         assert_eq!((alloc.len(), free.len()), (1, 1));
         assert_eq!(field(&alloc[0], "stream"), hex(stream.handle()));
         assert_eq!(field(&free[0], "stream"), hex(stream.handle()));
-        assert_eq!(fake.calls(&p.call("Malloc")), 0);
+        assert_eq!(fake.call_count(&p.call("Malloc")), 0);
     }
     // A stream of another device is refused by a stream-ordered resource.
     if rt.device_count().unwrap() > 1 {
@@ -680,7 +696,7 @@ fn synchronous_allocation_without_async_symbols(p: &'static Platform) {
     if p.on_hardware() {
         return skipped_on_hardware("needs a driver without the stream-ordered allocator");
     }
-    let u = Under::with_package(p, p.sync_package);
+    let u = Under::with_library(p, p.fake_sync);
     let fake = u.fake().expect("a fake");
     let dev = p.dev(0);
     let mr = u.rt.default_resource(dev).unwrap();
@@ -694,7 +710,10 @@ fn synchronous_allocation_without_async_symbols(p: &'static Platform) {
     // SAFETY: allocated above, freed once.
     unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
     assert_eq!(
-        (fake.calls(&p.call("Malloc")), fake.calls(&p.call("Free"))),
+        (
+            fake.call_count(&p.call("Malloc")),
+            fake.call_count(&p.call("Free"))
+        ),
         (1, 1)
     );
     u.assert_no_leaks();
@@ -719,13 +738,15 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 100, &s).unwrap() };
     if let Some(fake) = u.fake() {
-        assert_eq!((fake.calls(p.host_malloc), fake.calls(p.host_free)), (1, 1));
+        assert_eq!(
+            (fake.call_count(p.host_malloc), fake.call_count(p.host_free)),
+            (1, 1)
+        );
     }
     assert!(pinned.available_memory().unwrap().total > 0);
 
     let managed_dev = Device::new(p.managed, u.second().index());
-    let path = u.fake().map(|f| f.path.as_path());
-    let managed = (p.managed_resource)(path, managed_dev).unwrap();
+    let managed = (p.managed_resource)(u.fake_path(), managed_dev).unwrap();
     assert_eq!(
         format!("{managed:?}"),
         format!("{}(device={managed_dev}, alignment=256)", p.managed_mr)
@@ -739,7 +760,7 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     // SAFETY: allocated above, freed once.
     unsafe { managed.deallocate(ptr, 100, &s).unwrap() };
     if let Some(fake) = u.fake() {
-        let alloc = fake.log_of(&p.call("MallocManaged"));
+        let alloc = log_of(fake, &p.call("MallocManaged"));
         assert_eq!(alloc.len(), 1);
         assert_eq!(field(&alloc[0], "flags"), "1", "attached globally");
         assert_eq!(
@@ -747,7 +768,7 @@ fn pinned_and_managed_resources(p: &'static Platform) {
             "1",
             "allocated with its device active"
         );
-        assert_eq!(fake.calls(&p.call("Free")), 1);
+        assert_eq!(fake.call_count(&p.call("Free")), 1);
     }
     u.assert_no_leaks();
 }
@@ -802,8 +823,8 @@ suite!(cuda, CUDA; rocm, ROCM);
 
 #[test]
 fn missing_required_symbols_are_all_listed_in_one_error() {
-    let path = fake::path("fake-cudart-minimal");
-    let err = CudaRuntime::open(&path).unwrap_err();
+    let path = &fake_libraries().cudart_minimal;
+    let err = CudaRuntime::open(path).unwrap_err();
     let Error::RuntimeUnavailable { name, reason } = &err else {
         panic!("expected runtime unavailable, got {err:?}");
     };
@@ -866,10 +887,12 @@ fn cuda_stream_sentinels_and_dlpack_stream_values() {
             "{err}"
         );
     }
-    assert!(consumer(Some(0))
-        .unwrap_err()
-        .to_string()
-        .contains("disallowed for CUDA"));
+    assert!(
+        consumer(Some(0))
+            .unwrap_err()
+            .to_string()
+            .contains("disallowed for CUDA")
+    );
 }
 
 #[test]
@@ -899,11 +922,12 @@ fn versions_and_library_path() {
         return skipped_on_hardware("reads the fakes' versions");
     }
     let _u = Under::new(&CUDA);
-    let rt = CudaRuntime::open(fake::path("fake-cudart")).unwrap();
+    let libraries = fake_libraries();
+    let rt = CudaRuntime::open(&libraries.cudart).unwrap();
     let (runtime, driver) = rt.versions().unwrap();
     assert!(runtime > 0 && driver >= runtime, "{runtime} {driver}");
-    assert_eq!(rt.library_path(), fake::path("fake-cudart").as_os_str());
+    assert_eq!(rt.library_path(), libraries.cudart.as_os_str());
     assert!(rt.has_stream_ordered_allocation());
-    let sync = CudaRuntime::open(fake::path("fake-cudart-sync")).unwrap();
+    let sync = CudaRuntime::open(&libraries.cudart_sync).unwrap();
     assert!(!sync.has_stream_ordered_allocation());
 }

@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{resource_chain, MemoryInfo, MemoryResource};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::stream::Stream;
 
 /// Refuses allocations that would take its usage past `limit_bytes`,

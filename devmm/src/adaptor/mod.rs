@@ -40,5 +40,5 @@ mod logging;
 mod statistics;
 
 pub use limiting::LimitingAdaptor;
-pub use logging::{LoggingAdaptor, LOG_TARGET};
+pub use logging::{LOG_TARGET, LoggingAdaptor};
 pub use statistics::{Statistics, StatisticsAdaptor};

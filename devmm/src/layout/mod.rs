@@ -204,7 +204,11 @@ impl Layout {
 
     /// Number of elements (the product of the extents).
     pub fn numel(&self) -> usize {
-        // Cannot overflow: required_nbytes, computed checked, bounds it.
+        if self.shape.contains(&0) {
+            return 0;
+        }
+        // Cannot overflow: without zero extents, the checked required_nbytes
+        // covers every element.
         self.shape.iter().product()
     }
 

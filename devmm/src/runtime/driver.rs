@@ -6,7 +6,7 @@
 //! environment override, or else each library name in order, and reports
 //! every missing required symbol in one error.
 
-use std::ffi::{c_void, CStr, OsStr, OsString};
+use std::ffi::{CStr, OsStr, OsString, c_void};
 use std::fmt;
 
 use crate::error::{Error, Result};

@@ -23,8 +23,8 @@ use crate::stream::{Stream, StreamSentinel};
 
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
-    default_device, register_runtime, runtime_for, runtime_names, RuntimeRegistration,
-    RuntimeSelector, RUNTIME_ENV,
+    RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, default_device, register_runtime,
+    runtime_for, runtime_names,
 };
 
 /// Everything devmm needs from one platform.
@@ -88,7 +88,7 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     ///
     /// `dst` must be valid for `src.len()` bytes of writes on `stream`'s device.
     unsafe fn copy_host_to_device(&self, dst: DevicePtr, src: &[u8], stream: &Stream)
-        -> Result<()>;
+    -> Result<()>;
 
     /// Copies device memory at `src` into `dst` on the host, and waits for it.
     ///

@@ -1,8 +1,8 @@
 //! Devices: how many there are, their memory limits and usage, and each thread's current device.
 
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::ffi::c_int;
-use std::thread::{self, ThreadId};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::platform::Fault;
 
@@ -12,6 +12,16 @@ pub(crate) const DEFAULT_DEVICE_COUNT: usize = 2;
 pub(crate) const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// Most devices `fake_set_device_count` accepts; real machines have far fewer.
 pub(crate) const MAX_DEVICE_COUNT: usize = 64;
+
+/// Bumped for every fresh device table, so `fake_reset` sends every thread back to device 0.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// `(generation, device)`: the thread's current device, valid while `generation` is the
+    /// table's. A const-initialised `Cell` registers no TLS destructor; a destructor would live
+    /// in this library's code and crash threads exiting after the library is unloaded.
+    static CURRENT: Cell<(u64, c_int)> = const { Cell::new((0, 0)) };
+}
 
 #[derive(Debug, Clone, Copy)]
 struct DeviceMemory {
@@ -31,15 +41,14 @@ impl Default for DeviceMemory {
 #[derive(Debug)]
 pub(crate) struct Devices {
     memory: Vec<DeviceMemory>,
-    /// Kept here rather than in a thread-local so that `fake_reset` resets every thread.
-    current: HashMap<ThreadId, c_int>,
+    generation: u64,
 }
 
 impl Default for Devices {
     fn default() -> Self {
         Self {
             memory: vec![DeviceMemory::default(); DEFAULT_DEVICE_COUNT],
-            current: HashMap::new(),
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         }
     }
 }
@@ -70,18 +79,19 @@ impl Devices {
 
     /// The calling thread's current device (0 until it calls `*SetDevice`).
     pub(crate) fn current(&self) -> Result<c_int, Fault> {
-        let device = self
-            .current
-            .get(&thread::current().id())
-            .copied()
-            .unwrap_or(0);
+        let (generation, device) = CURRENT.get();
+        let device = if generation == self.generation {
+            device
+        } else {
+            0
+        };
         self.index(device)?;
         Ok(device)
     }
 
     pub(crate) fn set_current(&mut self, device: c_int) -> Result<(), Fault> {
         self.index(device)?;
-        self.current.insert(thread::current().id(), device);
+        CURRENT.set((self.generation, device));
         Ok(())
     }
 
@@ -132,6 +142,14 @@ mod tests {
         assert_eq!(devices.info(1), Ok((400, 1000)));
         devices.release(1, 600);
         assert_eq!(devices.info(1), Ok((1000, 1000)));
+    }
+
+    #[test]
+    fn a_fresh_table_sends_the_thread_back_to_device_0() {
+        let mut devices = Devices::default();
+        devices.set_current(1).unwrap();
+        assert_eq!(devices.current(), Ok(1));
+        assert_eq!(Devices::default().current(), Ok(0));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use fake_driver::entry::device;
-//! # use fake_driver::{Codes, Platform};
+//! # use fake_driver::Platform;
 //! # static PLATFORM: Platform = Platform::EXAMPLE;
 //! let mut count = 0;
 //! // SAFETY: `count` is valid for a write.

@@ -118,7 +118,8 @@ impl Memory {
         let address = ptr as usize;
         let end = address.checked_add(len)?;
         let (&start, allocation) = self.live.range(..=address).next_back()?;
-        (end <= start + allocation.size()).then_some(allocation)
+        let block_end = start.checked_add(allocation.size())?;
+        (end <= block_end).then_some(allocation)
     }
 
     /// Frees everything (`fake_reset`; the devices are reset separately).

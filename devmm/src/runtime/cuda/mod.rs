@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
-use super::gpu::{call, Calls, GpuRuntime, Platform, ResourceNames, Status};
+use super::gpu::{Calls, GpuRuntime, Platform, ResourceNames, Status, call};
 use super::{DeviceRuntime, RuntimeRegistration};
 
 pub use memory::{CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource};

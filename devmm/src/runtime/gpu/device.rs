@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::driver::Driver;
 use crate::runtime::ActivationGuard;
+use crate::runtime::driver::Driver;
 
-use super::{result, Platform};
+use super::{Platform, result};
 
 /// The driver's ordinal for `device` (DLPack's device id).
 pub(crate) fn ordinal(device: Device) -> c_int {

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{resource_chain, MemoryInfo, MemoryResource};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
 use super::result::memory::Allocator;
-use super::{device, result, GpuRuntime, Platform, ResourceNames};
+use super::{GpuRuntime, Platform, ResourceNames, device, result};
 
 /// The alignment every GPU resource guarantees: what `cudaMalloc` and
 /// `hipMalloc` document, and what pinned and managed allocations meet.

@@ -13,7 +13,7 @@ pub(crate) mod result;
 pub(crate) mod stream;
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_uint, c_void, OsStr};
+use std::ffi::{OsStr, c_char, c_int, c_uint, c_void};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 

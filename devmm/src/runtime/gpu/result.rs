@@ -2,7 +2,7 @@
 //! runtimes make goes through here, so every failure names its call, code,
 //! symbolic name, description and device.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{CStr, c_char, c_int};
 
 use crate::device::Device;
 use crate::error::{Error, Result};

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::runtime::driver::Driver;
 use crate::stream::StreamOps;
 
-use super::{device, result, Platform};
+use super::{Platform, device, result};
 
 /// The [`StreamOps`] of a GPU runtime; every call runs with the stream's
 /// device active.

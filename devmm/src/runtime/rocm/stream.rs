@@ -22,8 +22,8 @@ pub(super) fn consumer_handle(value: Option<i64>) -> Result<Option<usize>, Strin
         Some(v @ (1 | 2)) => Err(format!(
             "stream={v} is reserved for ROCm by the DLPack protocol; pass 0 for the default stream or a stream handle"
         )),
-        Some(v) => usize::try_from(v).map(Some).map_err(|_| {
-            format!("stream={v} is not a ROCm stream; pass -1, 0 or a stream handle")
-        }),
+        Some(v) => usize::try_from(v)
+            .map(Some)
+            .map_err(|_| format!("stream={v} is not a ROCm stream; pass -1, 0 or a stream handle")),
     }
 }

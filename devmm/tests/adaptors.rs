@@ -1,0 +1,276 @@
+//! Adaptors: exact counting under threads, limits, structured logs, closures.
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
+use devmm::{
+    CallbackMemoryResource, Device, DevicePtr, Error, LimitingAdaptor, LoggingAdaptor,
+    MemoryResource, MisuseKind, StatisticsAdaptor, Stream, resource_chain,
+};
+
+#[test]
+fn statistics_are_exact_under_many_threads() {
+    let stats = Arc::new(StatisticsAdaptor::new(HeapMemoryResource::new()));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let stats = Arc::clone(&stats);
+            thread::spawn(move || {
+                let stream = Stream::cpu();
+                for i in 0..500 {
+                    let n = 1 + (t * 500 + i) % 97;
+                    let p = stats.allocate(n, &stream).unwrap();
+                    // SAFETY: freed once with the size it was allocated with.
+                    unsafe { stats.deallocate(p, n, &stream).unwrap() };
+                }
+                // Leave one allocation live per thread.
+                stats.allocate(10, &stream).unwrap()
+            })
+        })
+        .collect();
+    let live: Vec<DevicePtr> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let expected_total: usize = (0..8 * 500).map(|k| 1 + k % 97).sum::<usize>() + 8 * 10;
+    let s = stats.statistics();
+    assert_eq!(s.current_bytes, 80);
+    assert_eq!(s.total_bytes, expected_total);
+    assert_eq!((s.allocations, s.deallocations), (8 * 501, 8 * 500));
+    assert!(s.peak_bytes >= 80 && s.peak_bytes <= 8 * (97 + 10));
+    assert_eq!(stats.live_count(), Some(8));
+    for p in live {
+        // SAFETY: each came from allocate(10) above.
+        unsafe { stats.deallocate(p, 10, &Stream::cpu()).unwrap() };
+    }
+    assert_eq!(stats.current_bytes(), 0);
+}
+
+#[test]
+fn limiting_never_overshoots_under_contention() {
+    let upstream = Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new()));
+    let limited = Arc::new(LimitingAdaptor::new(Arc::clone(&upstream), 1000));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let limited = Arc::clone(&limited);
+            thread::spawn(move || {
+                let s = Stream::cpu();
+                let mut held = Vec::new();
+                for _ in 0..200 {
+                    match limited.allocate(100, &s) {
+                        Ok(p) => held.push(p),
+                        Err(Error::LimitExceeded { limit: 1000, .. }) => {
+                            if let Some(p) = held.pop() {
+                                // SAFETY: allocated above with 100 bytes.
+                                unsafe { limited.deallocate(p, 100, &s).unwrap() };
+                            }
+                        }
+                        Err(other) => panic!("unexpected {other}"),
+                    }
+                    assert!(limited.used_bytes() <= 1000);
+                }
+                for p in held {
+                    // SAFETY: allocated above with 100 bytes.
+                    unsafe { limited.deallocate(p, 100, &s).unwrap() };
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(limited.used_bytes(), 0);
+    assert!(
+        upstream.peak_bytes() <= 1000,
+        "upstream saw {}",
+        upstream.peak_bytes()
+    );
+}
+
+#[test]
+fn limit_refusals_never_reach_upstream_and_name_the_chain() {
+    let stats = StatisticsAdaptor::new(LimitingAdaptor::new(
+        StatisticsAdaptor::new(MallocMemoryResource::new()),
+        64,
+    ));
+    let err = stats.allocate(65, &Stream::cpu()).unwrap_err();
+    assert_eq!(
+        stats.get_upstream().get_upstream().statistics().allocations,
+        0
+    );
+    assert!(err.is_out_of_memory());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("StatisticsAdaptor -> LimitingAdaptor -> StatisticsAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"),
+        "{msg}"
+    );
+    assert!(msg.contains("65 bytes on cpu:0"), "{msg}");
+    // Failed allocations are not counted.
+    assert_eq!(stats.statistics().allocations, 0);
+}
+
+#[test]
+fn out_of_memory_from_upstream_names_the_whole_chain() {
+    let mr = StatisticsAdaptor::new(LoggingAdaptor::new(MallocMemoryResource::new()));
+    let err = mr.allocate(usize::MAX / 2, &Stream::cpu()).unwrap_err();
+    match &err {
+        Error::OutOfMemory {
+            device,
+            nbytes,
+            chain,
+            ..
+        } => {
+            assert_eq!((*device, *nbytes), (Device::CPU, usize::MAX / 2));
+            assert_eq!(
+                chain,
+                "StatisticsAdaptor -> LoggingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
+            );
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert_eq!(
+        resource_chain(&mr),
+        "StatisticsAdaptor -> LoggingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)"
+    );
+}
+
+/// Collects the formatted `devmm::mr` events.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn logging_emits_structured_events() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::TRACE)
+        .finish();
+    let mr = LoggingAdaptor::new(MallocMemoryResource::new());
+    let stream = Stream::cpu();
+    let ptr = tracing::subscriber::with_default(subscriber, || {
+        let p = mr.allocate(48, &stream).unwrap();
+        // SAFETY: allocated just above with 48 bytes.
+        unsafe { mr.deallocate(p, 48, &stream).unwrap() };
+        let _ = mr.allocate(usize::MAX / 2, &stream);
+        p
+    });
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let ptr_field = format!("ptr={}", ptr.addr());
+    for (line, op) in lines.iter().zip(["allocate", "deallocate", "allocate"]) {
+        assert!(line.contains("devmm::mr"), "{line}");
+        assert!(line.contains(&format!("op=\"{op}\"")), "{line}");
+        assert!(
+            line.contains("stream=0") && line.contains("device=cpu:0"),
+            "{line}"
+        );
+    }
+    assert!(
+        lines[0].contains("INFO")
+            && lines[0].contains(&ptr_field)
+            && lines[0].contains("nbytes=48")
+    );
+    assert!(lines[1].contains(&ptr_field) && lines[1].contains("nbytes=48"));
+    assert!(
+        lines[2].contains("WARN") && lines[2].contains("error=out of memory"),
+        "{}",
+        lines[2]
+    );
+}
+
+#[test]
+fn callback_resources_call_the_closures_and_check_alignment() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let backing = Arc::new(HeapMemoryResource::new());
+    let (log_a, log_d, heap_a, heap_d) = (
+        calls.clone(),
+        calls.clone(),
+        backing.clone(),
+        backing.clone(),
+    );
+    let mr = CallbackMemoryResource::new(
+        Device::CPU,
+        64,
+        move |n, s| {
+            log_a.lock().unwrap().push(format!("alloc {n}"));
+            heap_a.allocate(n, s)
+        },
+        move |p, n, s| {
+            log_d.lock().unwrap().push(format!("free {n}"));
+            // SAFETY: the heap resource checks its arguments.
+            unsafe { heap_d.deallocate(p, n, s) }
+        },
+    );
+    let s = Stream::cpu();
+    let p = mr.allocate(24, &s).unwrap();
+    assert!(p.is_aligned(64));
+    // SAFETY: allocated above with 24 bytes.
+    unsafe { mr.deallocate(p, 24, &s).unwrap() };
+    assert_eq!(*calls.lock().unwrap(), ["alloc 24", "free 24"]);
+    assert_eq!(backing.live_count(), Some(0));
+
+    // A closure that breaks the promised alignment is caught, and the memory
+    // it handed out is given back.
+    let heap = Arc::new(HeapMemoryResource::new());
+    let (ha, hd) = (heap.clone(), heap.clone());
+    let liar = CallbackMemoryResource::new(
+        Device::CPU,
+        4096,
+        move |n, s| ha.allocate(n, s).map(|p| p.offset(8).unwrap()),
+        // SAFETY: undoes the offset the allocate closure added.
+        move |p, n, s| unsafe { hd.deallocate(DevicePtr::from_addr(p.addr() - 8), n, s) },
+    );
+    let err = liar.allocate(16, &s).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misuse {
+                kind: MisuseKind::Misaligned { promised: 4096 },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(heap.live_count(), Some(0));
+}
+
+#[test]
+fn adaptors_forward_probes() {
+    let mr = StatisticsAdaptor::new(LimitingAdaptor::new(
+        HeapMemoryResource::with_alignment(256).unwrap(),
+        4096,
+    ));
+    assert_eq!(mr.device(), Device::CPU);
+    assert_eq!(mr.guaranteed_alignment(), 256);
+    assert!(!mr.stream_ordered());
+    assert!(mr.detects_misuse());
+    assert_eq!(mr.live_count(), Some(0));
+    let info = mr.available_memory().unwrap();
+    assert_eq!((info.free, info.total), (4096, 4096));
+    let s = Stream::cpu();
+    let p = mr.allocate(1000, &s).unwrap();
+    assert_eq!(mr.available_memory().unwrap().free, 3096);
+    // Misuse detected below propagates as a typed error and changes no counter.
+    // SAFETY: the heap resource at the bottom checks its arguments.
+    let err = unsafe { mr.deallocate(p, 999, &s) }.unwrap_err();
+    assert!(matches!(
+        err,
+        Error::Misuse {
+            kind: MisuseKind::WrongSize { allocated: 1000 },
+            ..
+        }
+    ));
+    assert_eq!(mr.current_bytes(), 1000);
+    // SAFETY: now with the right size.
+    unsafe { mr.deallocate(p, 1000, &s).unwrap() };
+}

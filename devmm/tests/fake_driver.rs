@@ -1,0 +1,505 @@
+//! The fake driver libraries build from a fresh checkout, load with libloading, and behave as
+//! the runtime tests need: real status codes, per-device limits, live handles, an ordered call
+//! log, failure injection, and the reduced variants for the loader's missing-symbol paths.
+
+mod support;
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr;
+
+use support::fake_driver::{FakeControl, exclusive, fake_libraries};
+
+type Handle = *mut c_void;
+type GetInt = unsafe extern "C" fn(*mut c_int) -> c_int;
+type SetInt = extern "C" fn(c_int) -> c_int;
+type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> c_int;
+type Malloc = unsafe extern "C" fn(*mut Handle, usize) -> c_int;
+type MallocFlags = unsafe extern "C" fn(*mut Handle, usize, u32) -> c_int;
+type MallocAsync = unsafe extern "C" fn(*mut Handle, usize, Handle) -> c_int;
+type Free = extern "C" fn(Handle) -> c_int;
+type FreeAsync = extern "C" fn(Handle, Handle) -> c_int;
+type Memcpy = unsafe extern "C" fn(Handle, *const c_void, usize, c_int) -> c_int;
+type MemcpyAsync = unsafe extern "C" fn(Handle, *const c_void, usize, c_int, Handle) -> c_int;
+type Create = unsafe extern "C" fn(*mut Handle, u32) -> c_int;
+type OnHandle = extern "C" fn(Handle) -> c_int;
+type WaitEvent = extern "C" fn(Handle, Handle, u32) -> c_int;
+type Record = extern "C" fn(Handle, Handle) -> c_int;
+type ErrorText = extern "C" fn(c_int) -> *const c_char;
+
+/// `cudaMemcpyKind` / `hipMemcpyKind`.
+const HOST_TO_DEVICE: c_int = 1;
+const DEVICE_TO_HOST: c_int = 2;
+
+/// The platform functions under test, resolved from one fake library.
+struct Api {
+    get_device_count: GetInt,
+    get_device: GetInt,
+    set_device: SetInt,
+    mem_get_info: MemGetInfo,
+    malloc: Malloc,
+    malloc_async: MallocAsync,
+    free: Free,
+    free_async: FreeAsync,
+    memcpy: Memcpy,
+    memcpy_async: MemcpyAsync,
+    stream_create: Create,
+    stream_destroy: OnHandle,
+    stream_synchronize: OnHandle,
+    stream_wait_event: WaitEvent,
+    event_create: Create,
+    event_record: Record,
+    event_destroy: OnHandle,
+    error_name: ErrorText,
+    error_string: ErrorText,
+    runtime_version: GetInt,
+    driver_version: GetInt,
+}
+
+impl Api {
+    /// `prefix` is `cuda` or `hip`; every name below exists in both APIs.
+    fn resolve(fake: &FakeControl, prefix: &str) -> Self {
+        let name = |suffix: &str| format!("{prefix}{suffix}");
+        // SAFETY: each type alias above is the C signature of the symbol it is resolved for.
+        unsafe {
+            Self {
+                get_device_count: fake.function(&name("GetDeviceCount")),
+                get_device: fake.function(&name("GetDevice")),
+                set_device: fake.function(&name("SetDevice")),
+                mem_get_info: fake.function(&name("MemGetInfo")),
+                malloc: fake.function(&name("Malloc")),
+                malloc_async: fake.function(&name("MallocAsync")),
+                free: fake.function(&name("Free")),
+                free_async: fake.function(&name("FreeAsync")),
+                memcpy: fake.function(&name("Memcpy")),
+                memcpy_async: fake.function(&name("MemcpyAsync")),
+                stream_create: fake.function(&name("StreamCreateWithFlags")),
+                stream_destroy: fake.function(&name("StreamDestroy")),
+                stream_synchronize: fake.function(&name("StreamSynchronize")),
+                stream_wait_event: fake.function(&name("StreamWaitEvent")),
+                event_create: fake.function(&name("EventCreateWithFlags")),
+                event_record: fake.function(&name("EventRecord")),
+                event_destroy: fake.function(&name("EventDestroy")),
+                error_name: fake.function(&name("GetErrorName")),
+                error_string: fake.function(&name("GetErrorString")),
+                runtime_version: fake.function(&name("RuntimeGetVersion")),
+                driver_version: fake.function(&name("DriverGetVersion")),
+            }
+        }
+    }
+
+    fn int(&self, get: GetInt) -> (c_int, c_int) {
+        let mut value = -1;
+        // SAFETY: `value` is valid for a write.
+        let status = unsafe { get(&mut value) };
+        (status, value)
+    }
+
+    fn mem_info(&self) -> (c_int, usize, usize) {
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: both are valid for writes.
+        let status = unsafe { (self.mem_get_info)(&mut free, &mut total) };
+        (status, free, total)
+    }
+
+    fn alloc(&self, size: usize) -> (c_int, Handle) {
+        let mut ptr = ptr::null_mut();
+        // SAFETY: `ptr` is valid for a write.
+        let status = unsafe { (self.malloc)(&mut ptr, size) };
+        (status, ptr)
+    }
+
+    fn create(&self, create: Create, flags: u32) -> (c_int, Handle) {
+        let mut handle = ptr::null_mut();
+        // SAFETY: `handle` is valid for a write.
+        let status = unsafe { create(&mut handle, flags) };
+        (status, handle)
+    }
+
+    fn text(&self, get: ErrorText, code: c_int) -> String {
+        // SAFETY: the error functions return static NUL-terminated strings.
+        unsafe { CStr::from_ptr(get(code)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+fn handle(value: usize) -> Handle {
+    ptr::without_provenance_mut(value)
+}
+
+#[test]
+fn devices_memory_limits_and_copies() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+
+    assert_eq!(cuda.int(cuda.get_device_count), (0, 2));
+    assert_eq!(fake.set_device_count(3), 0);
+    assert_eq!(cuda.int(cuda.get_device_count), (0, 3));
+    assert_eq!(fake.set_device_count(-1), -1);
+    assert_eq!(fake.set_device_count(65), -1);
+    assert_eq!(fake.set_device_count(0), 0);
+    assert_eq!(
+        cuda.int(cuda.get_device_count),
+        (100, 0),
+        "cudaErrorNoDevice"
+    );
+    assert_eq!(fake.set_device_count(2), 0);
+
+    assert_eq!(fake.set_memory_limit(0, 4096), 0);
+    assert_eq!(
+        fake.set_memory_limit(2, 4096),
+        -1,
+        "device 2 does not exist"
+    );
+    assert_eq!(cuda.mem_info(), (0, 4096, 4096));
+    let (status, block) = cuda.alloc(1000);
+    assert_eq!(status, 0);
+    assert!(!block.is_null());
+    assert_eq!(block as usize % 256, 0);
+    assert_eq!(cuda.mem_info(), (0, 3096, 4096));
+    assert_eq!(
+        cuda.alloc(3097).0,
+        2,
+        "cudaErrorMemoryAllocation past the limit"
+    );
+    assert_eq!(cuda.alloc(0), (0, ptr::null_mut()));
+    assert_eq!(fake.live_allocations(), 1);
+
+    assert_eq!((cuda.set_device)(1), 0);
+    assert_eq!(cuda.int(cuda.get_device), (0, 1));
+    assert_eq!(
+        cuda.mem_info(),
+        (0, 1 << 30, 1 << 30),
+        "device 1 keeps the default limit"
+    );
+    assert_eq!((cuda.set_device)(2), 101, "cudaErrorInvalidDevice");
+    assert_eq!(cuda.int(cuda.get_device), (0, 1));
+    let elsewhere = std::thread::spawn(move || {
+        let mut device = -1;
+        // SAFETY: `device` is valid for a write.
+        let status = unsafe { (cuda.get_device)(&mut device) };
+        (status, device)
+    });
+    assert_eq!(
+        elsewhere.join().unwrap(),
+        (0, 0),
+        "the current device is per thread"
+    );
+
+    let input: Vec<u8> = (0..=255).cycle().take(1000).collect();
+    let mut output = vec![0u8; 1000];
+    // SAFETY: host buffers hold 1000 bytes; `block` is a 1000-byte device block.
+    unsafe {
+        assert_eq!(
+            (cuda.memcpy)(block, input.as_ptr().cast(), 1000, HOST_TO_DEVICE),
+            0
+        );
+        assert_eq!(
+            (cuda.memcpy)(output.as_mut_ptr().cast(), block, 1000, DEVICE_TO_HOST),
+            0
+        );
+        assert_eq!(
+            (cuda.memcpy)(block, input.as_ptr().cast(), 1001, HOST_TO_DEVICE),
+            1,
+            "past the block"
+        );
+        assert_eq!(
+            (cuda.memcpy)(block, input.as_ptr().cast(), 10, 9),
+            21,
+            "bad cudaMemcpyKind"
+        );
+    }
+    assert_eq!(input, output);
+
+    assert_eq!((cuda.free)(block), 0);
+    assert_eq!((cuda.free)(block), 1, "double free: cudaErrorInvalidValue");
+    assert_eq!((cuda.free)(ptr::null_mut()), 0);
+    assert_eq!(fake.live_allocations(), 0);
+    assert_eq!((cuda.set_device)(0), 0);
+    assert_eq!(cuda.mem_info(), (0, 4096, 4096));
+
+    let (_, leaked) = cuda.alloc(64);
+    assert!(!leaked.is_null());
+    fake.reset();
+    assert_eq!(fake.live_allocations(), 0, "reset frees every block");
+    assert_eq!(
+        cuda.mem_info(),
+        (0, 1 << 30, 1 << 30),
+        "and restores the default limit"
+    );
+}
+
+#[test]
+fn streams_events_and_the_call_log() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+
+    let (status, producer) = cuda.create(cuda.stream_create, 0);
+    assert_eq!(status, 0);
+    let (status, consumer) = cuda.create(cuda.stream_create, 1);
+    assert_eq!(status, 0);
+    for stream in [producer, consumer] {
+        assert!(
+            stream as usize > 2,
+            "created streams never look like sentinels"
+        );
+    }
+    assert_ne!(producer, consumer);
+    assert_eq!(
+        cuda.create(cuda.stream_create, 4).0,
+        1,
+        "unknown stream flag"
+    );
+    for sentinel in [0, 1, 2] {
+        assert_eq!((cuda.stream_synchronize)(handle(sentinel)), 0);
+    }
+    assert_eq!(
+        (cuda.stream_destroy)(handle(1)),
+        400,
+        "sentinels cannot be destroyed"
+    );
+
+    let (status, event) = cuda.create(cuda.event_create, 2);
+    assert_eq!(status, 0);
+    assert_ne!(event, producer);
+    fake.clear_calls();
+    assert_eq!((cuda.event_record)(event, producer), 0);
+    assert_eq!((cuda.stream_wait_event)(consumer, event, 0), 0);
+    let log = fake.call_log();
+    assert_eq!(
+        log,
+        [
+            format!("cudaEventRecord event={event:p} stream={producer:p} -> 0"),
+            format!(
+                "cudaStreamWaitEvent stream={consumer:p} event={event:p} flags=0 recorded_on={producer:p} -> 0"
+            ),
+        ]
+    );
+
+    // Stream-ordered allocation charges the stream's device, not the current one.
+    assert_eq!((cuda.set_device)(1), 0);
+    let (_, on_device_1) = cuda.create(cuda.stream_create, 0);
+    assert_eq!((cuda.set_device)(0), 0);
+    let mut block = ptr::null_mut();
+    // SAFETY: `block` is valid for a write.
+    let status = unsafe { (cuda.malloc_async)(&mut block, 512, on_device_1) };
+    assert_eq!(status, 0);
+    assert_eq!(cuda.mem_info().1, 1 << 30, "device 0 is not charged");
+    let byte = 7u8;
+    // SAFETY: one host byte into a 512-byte device block.
+    let status = unsafe {
+        (cuda.memcpy_async)(
+            block,
+            ptr::from_ref(&byte).cast(),
+            1,
+            HOST_TO_DEVICE,
+            on_device_1,
+        )
+    };
+    assert_eq!(status, 0);
+    assert_eq!((cuda.set_device)(1), 0);
+    assert_eq!(cuda.mem_info().1, (1 << 30) - 512, "device 1 is");
+    assert_eq!((cuda.free_async)(block, on_device_1), 0);
+    assert_eq!(fake.live_allocations(), 0);
+
+    // An event and the stream it is recorded on must share a device.
+    assert_eq!((cuda.event_record)(event, on_device_1), 400);
+    assert_eq!((cuda.stream_destroy)(on_device_1), 0);
+    assert_eq!((cuda.set_device)(0), 0);
+
+    assert_eq!((cuda.stream_destroy)(producer), 0);
+    assert_eq!(
+        (cuda.stream_destroy)(producer),
+        400,
+        "a destroyed stream is invalid"
+    );
+    assert_eq!((cuda.stream_synchronize)(producer), 400);
+    assert_eq!((cuda.event_record)(event, producer), 400);
+    assert_eq!(
+        (cuda.stream_wait_event)(consumer, producer, 0),
+        400,
+        "a stream is not an event"
+    );
+    assert_eq!((cuda.event_destroy)(event), 0);
+    assert_eq!((cuda.event_destroy)(event), 400);
+    fake.reset();
+    assert_eq!(
+        (cuda.stream_synchronize)(consumer),
+        400,
+        "reset destroys every stream"
+    );
+}
+
+#[test]
+fn counters_injected_failures_versions_and_error_names() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+
+    assert_eq!(fake.fail_next("cudaMalloc", 2), 0);
+    assert_eq!(fake.fail_next("cudaMalloc", 999), 0);
+    assert_eq!(cuda.alloc(64).0, 2);
+    assert_eq!(
+        cuda.alloc(64).0,
+        999,
+        "a second failure queued behind the first"
+    );
+    assert_eq!(fake.live_allocations(), 0, "failed calls allocate nothing");
+    let (status, block) = cuda.alloc(64);
+    assert_eq!(status, 0);
+    assert_eq!((cuda.free)(block), 0);
+    assert_eq!(fake.fail_nth("cudaStreamSynchronize", 2, 700), 0);
+    assert_eq!((cuda.stream_synchronize)(handle(0)), 0);
+    assert_eq!((cuda.stream_synchronize)(handle(0)), 700);
+    assert_eq!((cuda.stream_synchronize)(handle(0)), 0);
+    assert_eq!(fake.fail_nth("cudaMalloc", 0, 2), -1);
+
+    assert_eq!(fake.call_count("cudaMalloc"), 3);
+    assert_eq!(fake.call_count("cudaFree"), 1);
+    assert_eq!(fake.call_count("cudaStreamSynchronize"), 3);
+    assert_eq!(fake.call_count("cudaMallocHost"), 0);
+    let log = fake.call_log();
+    assert_eq!(log.len(), 7);
+    assert_eq!(
+        log[0], "cudaMalloc size=64 -> 2",
+        "injected: inputs logged, body skipped"
+    );
+    assert!(
+        log[2].starts_with("cudaMalloc size=64 device=0 ptr=0x"),
+        "{}",
+        log[2]
+    );
+    assert!(log[2].ends_with(" -> 0"));
+    assert_eq!(log[5], "cudaStreamSynchronize stream=0x0 -> 700");
+    fake.clear_calls();
+    assert_eq!(fake.call_count("cudaMalloc"), 0);
+    assert!(fake.call_log().is_empty());
+
+    assert_eq!(cuda.int(cuda.runtime_version), (0, 12040));
+    fake.set_version(11080, 12020);
+    assert_eq!(cuda.int(cuda.runtime_version), (0, 11080));
+    assert_eq!(cuda.int(cuda.driver_version), (0, 12020));
+
+    assert_eq!(cuda.text(cuda.error_name, 2), "cudaErrorMemoryAllocation");
+    assert_eq!(
+        cuda.text(cuda.error_name, 400),
+        "cudaErrorInvalidResourceHandle"
+    );
+    assert_eq!(cuda.text(cuda.error_string, 101), "invalid device ordinal");
+    assert_eq!(cuda.text(cuda.error_name, 12345), "unrecognized error code");
+    assert_eq!(fake.call_count("cudaGetErrorName"), 3);
+}
+
+#[test]
+fn hip_has_its_own_codes_sentinels_and_state() {
+    let _serial = exclusive();
+    let libraries = fake_libraries();
+    let cuda_fake = FakeControl::open(&libraries.cudart);
+    let fake = FakeControl::open(&libraries.hip);
+    cuda_fake.reset();
+    fake.reset();
+    let hip = Api::resolve(fake, "hip");
+
+    assert_eq!(fake.set_memory_limit(1, 100), 0);
+    assert_eq!((hip.set_device)(1), 0);
+    assert_eq!(hip.alloc(101).0, 2, "hipErrorOutOfMemory");
+    assert_eq!(hip.text(hip.error_name, 2), "hipErrorOutOfMemory");
+    assert_eq!(hip.text(hip.error_name, 400), "hipErrorInvalidHandle");
+    assert_eq!(hip.text(hip.error_name, 12345), "hipErrorUnknown");
+    assert_eq!((hip.stream_synchronize)(handle(0)), 0);
+    assert_eq!((hip.stream_synchronize)(handle(2)), 0, "hipStreamPerThread");
+    assert_eq!(
+        (hip.stream_synchronize)(handle(1)),
+        400,
+        "HIP has no legacy stream"
+    );
+    assert_eq!(hip.int(hip.runtime_version), (0, 60_241_133));
+
+    let (status, device_block) = hip.alloc(100);
+    assert_eq!(status, 0);
+    // SAFETY: the type is `hipHostMalloc`'s C signature.
+    let host_malloc: MallocFlags = unsafe { fake.function("hipHostMalloc") };
+    // SAFETY: as above, for `hipHostFree`.
+    let host_free: Free = unsafe { fake.function("hipHostFree") };
+    let mut pinned = ptr::null_mut();
+    // SAFETY: `pinned` is valid for a write.
+    assert_eq!(unsafe { host_malloc(&mut pinned, 1 << 20, 0x2) }, 0);
+    assert_eq!(pinned as usize % 4096, 0);
+    assert_eq!(
+        hip.mem_info(),
+        (0, 0, 100),
+        "pinned memory is charged to no device"
+    );
+    assert_eq!((hip.free)(pinned), 1, "hipFree refuses pinned memory");
+    assert_eq!(
+        host_free(device_block),
+        1,
+        "hipHostFree refuses device memory"
+    );
+    assert_eq!(fake.live_allocations(), 2);
+    assert_eq!(
+        cuda_fake.live_allocations(),
+        0,
+        "each fake has its own state"
+    );
+    assert_eq!(cuda_fake.call_count("hipMalloc"), 0);
+    assert_eq!(host_free(pinned), 0);
+    assert_eq!((hip.free)(device_block), 0);
+    assert_eq!(fake.live_allocations(), 0);
+}
+
+#[test]
+fn concurrent_calls_are_serialised() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let mut block = ptr::null_mut();
+                    // SAFETY: `block` is valid for a write.
+                    assert_eq!(unsafe { (cuda.malloc)(&mut block, 256) }, 0);
+                    assert_eq!((cuda.free)(block), 0);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(fake.call_count("cudaMalloc"), 200);
+    assert_eq!(fake.live_allocations(), 0);
+    assert_eq!(cuda.mem_info().1, 1 << 30, "every byte given back");
+}
+
+#[test]
+fn variants_leave_out_the_documented_symbols() {
+    let libraries = fake_libraries();
+    let exports = |path: &std::path::Path, name: &str| {
+        // SAFETY: only the symbol's presence is checked; it is never called.
+        unsafe { FakeControl::open(path).library().get::<*const c_void>(name) }.is_ok()
+    };
+    assert!(exports(&libraries.cudart, "cudaMallocAsync"));
+    assert!(exports(&libraries.cudart_sync, "cudaMalloc"));
+    assert!(exports(&libraries.cudart_sync, "cudaMemcpyAsync"));
+    assert!(!exports(&libraries.cudart_sync, "cudaMallocAsync"));
+    assert!(!exports(&libraries.cudart_sync, "cudaFreeAsync"));
+    assert!(exports(&libraries.cudart_minimal, "cudaGetDeviceCount"));
+    assert!(exports(&libraries.cudart_minimal, "cudaGetErrorString"));
+    assert!(exports(&libraries.cudart_minimal, "fake_reset"));
+    assert!(!exports(&libraries.cudart_minimal, "cudaMalloc"));
+    assert!(!exports(
+        &libraries.cudart_minimal,
+        "cudaStreamCreateWithFlags"
+    ));
+    assert!(exports(&libraries.hip, "hipMallocAsync"));
+    assert!(!exports(&libraries.hip_sync, "hipMallocAsync"));
+    assert!(exports(&libraries.hip_sync, "hipHostMalloc"));
+}

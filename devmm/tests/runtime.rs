@@ -1,0 +1,129 @@
+//! Runtime discovery on a machine without GPUs.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use devmm::{
+    DEFAULT, Device, DeviceType, Error, LEGACY_DEFAULT, PER_THREAD_DEFAULT, RuntimeRegistration,
+    Stream, register_runtime, runtime_for, runtime_names,
+};
+
+#[test]
+fn the_cpu_runtime_is_always_there_and_loaded_once() {
+    assert!(runtime_names().iter().any(|n| n == "cpu"));
+    let by_name = runtime_for("cpu").unwrap();
+    assert!(Arc::ptr_eq(&by_name, &runtime_for(Device::CPU).unwrap()));
+    assert!(Arc::ptr_eq(
+        &by_name,
+        &runtime_for(DeviceType::Cpu).unwrap()
+    ));
+    assert_eq!(by_name.devices().unwrap(), vec![Device::CPU]);
+}
+
+#[test]
+fn the_cpu_runtime_has_one_no_op_stream() {
+    let rt = runtime_for("cpu").unwrap();
+    for which in [DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT] {
+        assert_eq!(rt.stream(Device::CPU, which).unwrap().handle(), 0);
+    }
+    let created = rt.create_stream(Device::CPU).unwrap();
+    created.synchronize().unwrap();
+    created.wait(&Stream::cpu()).unwrap();
+    assert!(matches!(created.wait_raw(7), Err(Error::Stream { .. })));
+    assert!(rt.wrap_stream(Device::CPU, 3).is_err());
+    assert!(rt.stream(Device::new(DeviceType::Cpu, 1), DEFAULT).is_err());
+    assert_eq!(rt.consumer_stream(Device::CPU, Some(-1)).unwrap(), None);
+    assert!(rt.consumer_stream(Device::CPU, Some(5)).is_err());
+}
+
+#[test]
+fn cpu_memcpy_copies_bytes() {
+    let rt = runtime_for("cpu").unwrap();
+    let mut a = [1u8, 2, 3, 4];
+    let mut b = [0u8; 4];
+    let s = Stream::cpu();
+    let (pa, pb) = (
+        devmm::DevicePtr::from_host_ptr(a.as_mut_ptr()),
+        devmm::DevicePtr::from_host_ptr(b.as_mut_ptr()),
+    );
+    // SAFETY: both point at live 4-byte arrays that do not overlap.
+    unsafe { rt.copy_device_to_device(pb, pa, 4, &s).unwrap() };
+    assert_eq!(b, [1, 2, 3, 4]);
+    let mut out = [0u8; 2];
+    // SAFETY: `pa` is valid for 2 bytes.
+    unsafe { rt.copy_device_to_host(&mut out, pa, &s).unwrap() };
+    assert_eq!(out, [1, 2]);
+}
+
+#[test]
+fn unknown_runtimes_are_typed_errors_naming_what_is_registered() {
+    let err = runtime_for("tpu").unwrap_err();
+    match &err {
+        Error::RuntimeUnavailable { name, reason } => {
+            assert_eq!(name, "tpu");
+            assert!(reason.contains("cpu"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn third_parties_register_their_own_runtime() {
+    register_runtime(RuntimeRegistration {
+        name: "third-party",
+        device_types: &[DeviceType::Cpu],
+        probe: || true,
+        load: || runtime_for("cpu"),
+    })
+    .unwrap();
+    assert!(runtime_names().iter().any(|n| n == "third-party"));
+    assert_eq!(runtime_for("third-party").unwrap().name(), "cpu");
+    let again = register_runtime(RuntimeRegistration {
+        name: "third-party",
+        device_types: &[DeviceType::Cpu],
+        probe: || false,
+        load: || runtime_for("cpu"),
+    });
+    assert!(
+        again
+            .unwrap_err()
+            .to_string()
+            .contains("already registered")
+    );
+}
+
+/// `DEVMM_RUNTIME` is read once per process, so it is tested in a child
+/// process: this test binary re-runs itself with the variable set.
+#[test]
+fn devmm_runtime_restricts_discovery_and_picks_the_default_device() {
+    if let Ok(expect) = std::env::var("DEVMM_RUNTIME_CHILD") {
+        let names = runtime_names();
+        match expect.as_str() {
+            "cpu" => {
+                assert_eq!(names, vec!["cpu".to_string()]);
+                assert_eq!(devmm::default_device().unwrap(), Device::CPU);
+            }
+            _ => {
+                let err = devmm::default_device().unwrap_err();
+                assert!(matches!(err, Error::RuntimeUnavailable { .. }), "{err:?}");
+            }
+        }
+        return;
+    }
+    for value in ["cpu", "nonexistent"] {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "devmm_runtime_restricts_discovery_and_picks_the_default_device",
+            ])
+            .env("DEVMM_RUNTIME", value)
+            .env("DEVMM_RUNTIME_CHILD", value)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "child with DEVMM_RUNTIME={value} failed:\n{}",
+            String::from_utf8_lossy(&child.stdout)
+        );
+    }
+}

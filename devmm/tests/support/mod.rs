@@ -1,0 +1,3 @@
+//! Shared pieces of devmm's integration tests. Include with `mod support;`.
+
+pub(crate) mod fake_driver;

@@ -1,0 +1,174 @@
+//! `empty`, `empty_like` and `Tensor` end to end on the CPU.
+
+use std::sync::Arc;
+
+use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
+use devmm::{
+    Aligned, ColMajor, DType, Device, DeviceBuffer, EmptyOptions, Error, Layout, MemoryResource,
+    RowMajor, StatisticsAdaptor, Stream, Tensor, empty, empty_like, using_memory_resource,
+};
+
+#[test]
+fn the_seed_readme_figures_hold() {
+    let t = empty(
+        &[2, 3],
+        DType::FLOAT32,
+        &EmptyOptions::new().layout(RowMajor),
+    )
+    .unwrap();
+    assert_eq!((t.shape(), t.strides()), (&[2, 3][..], &[3, 1][..]));
+    assert_eq!(t.device(), Device::CPU);
+    assert_eq!(t.buffer().nbytes(), 24);
+
+    let padded = empty(
+        &[4, 3],
+        DType::FLOAT32,
+        &EmptyOptions::new().layout(Aligned::new(RowMajor, 128, 256).unwrap()),
+    )
+    .unwrap();
+    assert_eq!(padded.strides(), &[32, 1]);
+    assert!(padded.data_ptr().is_aligned(256));
+
+    let stats = Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new()));
+    let tracked = {
+        let _guard = using_memory_resource(stats.clone());
+        empty(
+            &[256],
+            DType::FLOAT32,
+            &EmptyOptions::new().layout(RowMajor),
+        )
+        .unwrap()
+    };
+    assert_eq!((stats.current_bytes(), stats.peak_bytes()), (1024, 1024));
+    tracked.buffer().free(tracked.buffer().stream()).unwrap();
+    assert_eq!(stats.current_bytes(), 0);
+}
+
+#[test]
+fn over_allocates_only_when_the_resource_guarantees_less() {
+    let policy = Aligned::new(RowMajor, 64, 1024).unwrap();
+    let stats = Arc::new(StatisticsAdaptor::new(HeapMemoryResource::new()));
+    let t = empty(
+        &[3, 5],
+        DType::FLOAT64,
+        &EmptyOptions::new()
+            .layout(policy.clone())
+            .resource(stats.clone()),
+    )
+    .unwrap();
+    let required = t.layout().required_nbytes();
+    assert_eq!(required % 1024, 0);
+    assert_eq!(
+        stats.current_bytes(),
+        required + 1024 - 64,
+        "slack of base - guaranteed"
+    );
+    assert!(t.data_ptr().is_aligned(1024));
+    assert!(t.byte_offset() < 1024);
+    assert!(t.byte_offset() + required <= t.buffer().nbytes());
+
+    let strong = Arc::new(StatisticsAdaptor::new(
+        HeapMemoryResource::with_alignment(1024).unwrap(),
+    ));
+    let u = empty(
+        &[3, 5],
+        DType::FLOAT64,
+        &EmptyOptions::new().layout(policy).resource(strong.clone()),
+    )
+    .unwrap();
+    assert_eq!((strong.current_bytes(), u.byte_offset()), (required, 0));
+}
+
+#[test]
+fn zero_size_tensors_have_a_null_data_pointer() {
+    let t = empty(&[0, 4], DType::INT16, &EmptyOptions::new()).unwrap();
+    assert!(t.data_ptr().is_null());
+    assert_eq!((t.numel(), t.strides()), (0, &[4, 1][..]));
+}
+
+#[test]
+fn empty_like_copies_shape_dtype_and_device() {
+    let a = empty(&[2, 2], DType::INT32, &EmptyOptions::new().layout(ColMajor)).unwrap();
+    let b = empty_like(&a, &EmptyOptions::new()).unwrap();
+    assert_eq!(
+        (b.shape(), b.dtype(), b.device()),
+        (a.shape(), a.dtype(), a.device())
+    );
+    assert_eq!(
+        b.strides(),
+        &[2, 1],
+        "the layout comes from the options, row-major by default"
+    );
+    assert_ne!(a.data_ptr(), b.data_ptr());
+}
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let err = empty(&[usize::MAX, 3], DType::FLOAT32, &EmptyOptions::new()).unwrap_err();
+    assert!(matches!(err, Error::InvalidLayout { .. }), "{err:?}");
+    let mismatch = empty(
+        &[1],
+        DType::UINT8,
+        &EmptyOptions::new()
+            .device(Device::cuda(0))
+            .resource(Arc::new(MallocMemoryResource::new())),
+    )
+    .unwrap_err();
+    assert!(
+        mismatch.to_string().contains("allocates on cpu:0"),
+        "{mismatch}"
+    );
+    let limited = Arc::new(devmm::LimitingAdaptor::new(MallocMemoryResource::new(), 16));
+    let oom = empty(&[5], DType::FLOAT32, &EmptyOptions::new().resource(limited)).unwrap_err();
+    assert!(
+        matches!(oom, Error::LimitExceeded { nbytes: 20, .. }),
+        "{oom:?}"
+    );
+}
+
+#[test]
+fn tensors_over_hand_built_layouts_are_checked() {
+    let mr: Arc<dyn MemoryResource> = Arc::new(HeapMemoryResource::new());
+    let buffer = Arc::new(DeviceBuffer::new(64, mr, &Stream::cpu()).unwrap());
+    let layout = Layout::new(&[2, 3], &[4, 1], DType::FLOAT32, 4).unwrap();
+    let t = Tensor::from_buffer(buffer.clone(), DType::FLOAT32, layout.clone(), 16).unwrap();
+    assert_eq!(t.data_ptr().addr(), buffer.ptr().addr() + 16);
+    assert!(!t.is_read_only() && t.to_read_only().is_read_only());
+    let too_far =
+        Tensor::from_buffer(buffer.clone(), DType::FLOAT32, layout.clone(), 48).unwrap_err();
+    assert!(
+        too_far.to_string().contains("the buffer has 64"),
+        "{too_far}"
+    );
+    let misaligned =
+        Tensor::from_buffer(buffer.clone(), DType::FLOAT32, layout.clone(), 2).unwrap_err();
+    assert!(
+        misaligned.to_string().contains("not aligned"),
+        "{misaligned}"
+    );
+    let wrong_dtype = Tensor::from_buffer(buffer, DType::FLOAT64, layout, 0).unwrap_err();
+    assert!(
+        wrong_dtype.to_string().contains("4-byte elements"),
+        "{wrong_dtype}"
+    );
+}
+
+#[test]
+fn tensors_share_and_keep_their_buffer() {
+    let stats = Arc::new(StatisticsAdaptor::new(HeapMemoryResource::new()));
+    let t = empty(
+        &[8],
+        DType::UINT8,
+        &EmptyOptions::new().resource(stats.clone()),
+    )
+    .unwrap();
+    let view = t.to_read_only();
+    drop(t);
+    assert_eq!(
+        stats.current_bytes(),
+        8,
+        "the read-only view still holds the buffer"
+    );
+    drop(view);
+    assert_eq!(stats.current_bytes(), 0);
+}
