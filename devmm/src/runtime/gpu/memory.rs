@@ -19,6 +19,10 @@ use super::{GpuRuntime, Platform, ResourceNames, device, result};
 
 /// The alignment every GPU resource guarantees: what `cudaMalloc` and
 /// `hipMalloc` document, and what pinned and managed allocations meet.
+///
+/// ```
+/// assert_eq!(devmm::mrs::cuda::GPU_ALIGNMENT, 256);
+/// ```
 pub const GPU_ALIGNMENT: usize = 256;
 
 /// Which memory a [`GpuMemory`] hands out.
@@ -69,6 +73,12 @@ impl Kind for ManagedKind {
 /// A memory resource over a GPU driver's allocator. Use it through its
 /// platform names: `devmm::mrs::cuda::CudaRuntimeMemoryResource` and
 /// friends.
+///
+/// ```
+/// use devmm::mrs::cuda::CudaRuntimeMemoryResource;
+/// // A CUDA resource refuses a host device (or says CUDA is missing).
+/// assert!(CudaRuntimeMemoryResource::new(devmm::Device::CPU).is_err());
+/// ```
 pub struct GpuMemory<P: Platform, K: Kind> {
     driver: Arc<Driver<P>>,
     device: Device,

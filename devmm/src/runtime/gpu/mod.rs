@@ -138,6 +138,21 @@ pub trait Platform: DriverTable + fmt::Debug {
 
 /// A GPU runtime over a loaded driver table: `CudaRuntime` and
 /// `RocmRuntime` are this type for their platforms.
+///
+/// ```
+/// use devmm::runtime::cuda::CudaRuntime;
+/// use devmm::DeviceRuntime;
+/// match CudaRuntime::load() {
+///     Ok(rt) => assert!(rt.device_count().is_ok()),
+///     // Without the CUDA runtime, the error names the libraries tried.
+///     Err(devmm::Error::RuntimeUnavailable { name, reason }) => {
+///         assert_eq!(name, "cuda");
+///         assert!(reason.contains("libcudart") || reason.contains("DEVMM_CUDART_PATH"));
+///     }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok::<(), devmm::Error>(())
+/// ```
 pub struct GpuRuntime<P: Platform> {
     driver: Arc<Driver<P>>,
     stream_ops: Arc<stream::GpuStreamOps<P>>,
@@ -159,6 +174,12 @@ impl<P: Platform> GpuRuntime<P> {
 
     /// A runtime over the library at `path`, independent of the
     /// process-wide one (for a specific driver build, or a test double).
+    ///
+    /// ```
+    /// use devmm::runtime::rocm::RocmRuntime;
+    /// let err = RocmRuntime::open("/nonexistent/libamdhip64.so").unwrap_err();
+    /// assert!(err.to_string().contains("cannot load /nonexistent/libamdhip64.so"));
+    /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
         let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
         Ok(Arc::new(GpuRuntime::from_driver(driver)))
@@ -173,12 +194,28 @@ impl<P: Platform> GpuRuntime<P> {
         }
     }
 
-    /// Whether the driver library can be opened (no table is resolved).
+    /// Whether the driver library can be opened (no table is resolved);
+    /// what `runtime_names()` asks.
+    ///
+    /// ```
+    /// let present = devmm::runtime::cuda::CudaRuntime::probe();
+    /// # if std::env::var("DEVMM_RUNTIME").is_err() {
+    /// assert_eq!(present, devmm::runtime_names().iter().any(|n| n == "cuda"));
+    /// # }
+    /// ```
     pub fn probe() -> bool {
         Driver::<P>::probe()
     }
 
     /// The path or file name the driver library was loaded from.
+    ///
+    /// ```no_run
+    /// let rt = devmm::runtime::cuda::CudaRuntime::load()?;
+    /// let (runtime, driver) = rt.versions()?;
+    /// println!("{:?}: runtime {runtime}, driver {driver}, cudaMallocAsync: {}",
+    ///          rt.library_path(), rt.has_stream_ordered_allocation());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
     pub fn library_path(&self) -> &OsStr {
         self.driver.path()
     }
