@@ -7,9 +7,17 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "set-up: .venv with the test tools (scripts/requirements-test.txt)"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
+export PATH="$PWD/.venv/bin:$PATH"
+
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "Rust tests (unit, integration, doc)"
 cargo test --workspace --locked
+
+step "DLPack export, deleter and resource tests under valgrind memcheck"
+bash scripts/valgrind.sh

@@ -146,7 +146,6 @@ impl DeviceBuffer {
     }
 
     /// Registers a DLPack export, refused once the buffer is closed.
-    #[allow(dead_code)] // the DLPack export module (in progress) calls these two
     pub(crate) fn acquire_export(&self) -> Result<()> {
         let mut state = self.state();
         if state.closed {
@@ -157,7 +156,6 @@ impl DeviceBuffer {
     }
 
     /// Ends a DLPack export; the last one of a closed buffer releases it.
-    #[allow(dead_code)]
     pub(crate) fn release_export(&self) {
         let mut state = self.state();
         state.exports = state.exports.saturating_sub(1);

@@ -136,6 +136,16 @@ pub enum Error {
         device: Option<Device>,
     },
 
+    /// A DLPack export was refused (Python: `BufferError`).
+    ///
+    /// The message is the reason verbatim, a whole sentence that says what
+    /// to do instead, because Python shows it as the `BufferError` text.
+    #[error("{reason}")]
+    Dlpack {
+        /// Why the export was refused and what to do instead.
+        reason: String,
+    },
+
     /// A stream operation that cannot be done as asked.
     #[error("stream error on {device}: {reason}")]
     Stream {

@@ -4,6 +4,7 @@ mod adaptor;
 mod buffer;
 mod callback;
 mod device;
+pub mod dlpack;
 mod dtype;
 mod error;
 mod layout;
@@ -15,6 +16,7 @@ pub mod runtime;
 mod size;
 mod stream;
 mod tensor;
+pub mod testing;
 
 pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
 pub use buffer::DeviceBuffer;

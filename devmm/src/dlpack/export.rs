@@ -1,0 +1,475 @@
+//! The owned export: one heap block per export, and the deleter that frees it.
+//!
+//! The block is `Block<M>` (the managed struct first, so the consumer's
+//! pointer is the block's address, then the tensor clone that keeps the
+//! memory alive) followed by `ndim` shape and `ndim` stride values. The
+//! deleter reads the allocation layout back from the block, frees it, and
+//! ends the export on the buffer, which releases a freed buffer's memory
+//! once its last export is gone.
+
+use std::alloc::Layout as AllocLayout;
+use std::ffi::c_void;
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
+
+use super::ffi::{
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion, DLTensor,
+};
+use super::request::{DlpackFlavor, DlpackRequest, freed_refusal};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::tensor::Tensor;
+
+/// The two managed structs, as the block builder and the deleter see them.
+trait ManagedStruct: Sized {
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, flags: u64) -> Self;
+    fn dl_tensor(&self) -> &DLTensor;
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+}
+
+impl ManagedStruct for DLManagedTensorVersioned {
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, flags: u64) -> Self {
+        DLManagedTensorVersioned {
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
+            manager_ctx,
+            deleter: Some(delete::<DLManagedTensorVersioned>),
+            flags,
+            dl_tensor,
+        }
+    }
+
+    fn dl_tensor(&self) -> &DLTensor {
+        &self.dl_tensor
+    }
+
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+impl ManagedStruct for DLManagedTensor {
+    /// Legacy consumers get no flags: read-only tensors refuse them earlier.
+    fn new(dl_tensor: DLTensor, manager_ctx: *mut c_void, _flags: u64) -> Self {
+        DLManagedTensor {
+            dl_tensor,
+            manager_ctx,
+            deleter: Some(delete::<DLManagedTensor>),
+        }
+    }
+
+    fn dl_tensor(&self) -> &DLTensor {
+        &self.dl_tensor
+    }
+
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+/// Runs the deleter stored in the struct, as a consumer would.
+///
+/// # Safety
+///
+/// `this` is a live export that nobody else will delete.
+unsafe fn run_deleter<M: ManagedStruct>(this: *mut M) {
+    // SAFETY: the caller guarantees `this` is live.
+    if let Some(deleter) = unsafe { (*this).deleter() } {
+        // SAFETY: called once, on the struct it belongs to.
+        unsafe { deleter(this) };
+    }
+}
+
+/// The head of an export's heap block; shape and strides follow it.
+#[repr(C)]
+struct Block<M> {
+    /// First field of a `repr(C)` struct: its address is the block's.
+    managed: M,
+    /// Keeps the buffer, and through it the resource chain, alive.
+    owner: ManuallyDrop<Tensor>,
+    /// The block's allocation layout, for the deleter.
+    layout: AllocLayout,
+}
+
+/// Allocates and fills one block for `tensor`; the buffer's export count
+/// must already include it.
+fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
+    let (shape, strides) = (tensor.shape(), tensor.strides());
+    let ndim = shape.len();
+    // Checked before allocating, so the block is written without failing.
+    if let Some(&v) = shape
+        .iter()
+        .chain(strides)
+        .find(|&&v| i64::try_from(v).is_err())
+    {
+        return Err(Error::layout(format!(
+            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
+        )));
+    }
+    let ndim_c = i32::try_from(ndim).map_err(|_| {
+        Error::layout(format!(
+            "a tensor of {ndim} dimensions does not fit DLPack's int32 ndim"
+        ))
+    })?;
+    let too_big = || Error::layout("the DLPack export block overflows isize; use fewer dimensions");
+    let dims_len = ndim.checked_mul(2).ok_or_else(too_big)?;
+    let dims = AllocLayout::array::<i64>(dims_len).map_err(|_| too_big())?;
+    let (layout, dims_offset) = AllocLayout::new::<Block<M>>()
+        .extend(dims)
+        .map_err(|_| too_big())?;
+    let layout = layout.pad_to_align();
+    // SAFETY: the layout is non-zero-sized (it holds a `Block<M>`).
+    let raw = unsafe { std::alloc::alloc(layout) };
+    let Some(block) = NonNull::new(raw.cast::<Block<M>>()) else {
+        return Err(Error::OutOfMemory {
+            device: Device::CPU,
+            nbytes: layout.size(),
+            chain: "DLPack export block (Rust global allocator)".into(),
+            detail: None,
+        });
+    };
+    // SAFETY: `dims_offset + 8 * dims_len` lies inside the block by
+    // construction of `layout`, and `extend` aligned it for i64.
+    let dims_ptr = unsafe { raw.add(dims_offset) }.cast::<i64>();
+    for (i, &v) in shape.iter().chain(strides).enumerate() {
+        // SAFETY: `i < dims_len`, so the write stays inside the block; the
+        // value fits i64 (checked above).
+        unsafe { dims_ptr.add(i).write(v as i64) };
+    }
+    let dl_tensor = DLTensor {
+        data: tensor.data_ptr().as_host_ptr(),
+        device: {
+            let (device_type, device_id) = tensor.device().dlpack_device();
+            DLDevice {
+                device_type,
+                device_id,
+            }
+        },
+        ndim: ndim_c,
+        dtype: DLDataType {
+            code: tensor.dtype().code() as u8,
+            bits: tensor.dtype().bits(),
+            lanes: tensor.dtype().lanes(),
+        },
+        shape: dims_ptr,
+        // SAFETY: `ndim <= dims_len`, so this stays inside (or one past) the dims.
+        strides: unsafe { dims_ptr.add(ndim) },
+        byte_offset: 0,
+    };
+    // SAFETY: `block` is freshly allocated with room and alignment for a
+    // `Block<M>`; nothing has been written there yet.
+    unsafe {
+        block.as_ptr().write(Block {
+            managed: M::new(dl_tensor, raw.cast(), flags),
+            owner: ManuallyDrop::new(tensor.clone()),
+            layout,
+        })
+    };
+    Ok(block.cast())
+}
+
+/// The deleter of both flavours: frees the block, then ends the export on
+/// the buffer (which may release the buffer's memory).
+///
+/// # Safety
+///
+/// `managed` is null or an export built by [`build`] that was not deleted yet.
+unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
+    if managed.is_null() {
+        return;
+    }
+    let block = managed.cast::<Block<M>>();
+    // SAFETY: `managed` is the first field of a live `Block<M>` (see `build`),
+    // so `block` is that block; we take its owner exactly once, here.
+    let (owner, layout) = unsafe { (ManuallyDrop::take(&mut (*block).owner), (*block).layout) };
+    // SAFETY: the block was allocated with `layout` in `build` and nothing
+    // reads it after this point.
+    unsafe { std::alloc::dealloc(block.cast(), layout) };
+    // A deleter called from C must not unwind; a resource whose release
+    // panics is logged instead of aborting the consumer's process.
+    let released = catch_unwind(AssertUnwindSafe(move || {
+        owner.buffer().release_export();
+        drop(owner);
+    }));
+    if released.is_err() {
+        tracing::error!(target: "devmm::dlpack", "releasing an exported buffer panicked");
+    }
+}
+
+/// An owned DLPack export: either managed struct, in its one heap block.
+///
+/// Hand it to a consumer with [`into_raw`](Self::into_raw): the consumer
+/// then owns the deleter call. Dropping an export nobody took runs the
+/// deleter. Until the deleter runs, the tensor's buffer (and its resource
+/// chain) stays alive, even across [`DeviceBuffer::free`](crate::DeviceBuffer::free).
+///
+/// ```
+/// use devmm::dlpack::{DlpackFlavor, DlpackRequest};
+/// use devmm::{empty, DType, EmptyOptions};
+/// let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new())?;
+/// let export = t.to_dlpack(&DlpackRequest::new().max_version(1, 1))?;
+/// assert_eq!(export.flavor(), DlpackFlavor::Versioned);
+/// assert_eq!(export.version(), Some((1, 1)));
+/// assert_eq!(export.shape(), &[2, 3]);
+/// assert_eq!(export.strides(), &[3, 1]);
+/// assert_eq!(t.buffer().live_exports(), 1);
+/// drop(export); // nobody took it: the deleter runs
+/// assert_eq!(t.buffer().live_exports(), 0);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub struct DlpackExport {
+    raw: NonNull<c_void>,
+    flavor: DlpackFlavor,
+}
+
+// SAFETY: the block owns a `Tensor` (Send + Sync) and plain data; the
+// deleter may run on any thread.
+unsafe impl Send for DlpackExport {}
+// SAFETY: shared access only reads fields that never change after `build`.
+unsafe impl Sync for DlpackExport {}
+
+impl DlpackExport {
+    /// Which managed struct this is.
+    pub fn flavor(&self) -> DlpackFlavor {
+        self.flavor
+    }
+
+    /// The version stamped in a versioned export; `None` for legacy ones.
+    pub fn version(&self) -> Option<(u32, u32)> {
+        self.versioned().map(|m| (m.version.major, m.version.minor))
+    }
+
+    /// The flags of a versioned export (`DLPACK_FLAG_BITMASK_*`); 0 for legacy ones.
+    pub fn flags(&self) -> u64 {
+        self.versioned().map_or(0, |m| m.flags)
+    }
+
+    /// The `DLTensor` a consumer reads.
+    pub fn dl_tensor(&self) -> &DLTensor {
+        match self.flavor {
+            DlpackFlavor::Versioned => {
+                // SAFETY: `raw` points at a live struct of the flavour's
+                // type, owned by `self`, for as long as `self` is borrowed.
+                let managed = unsafe { self.raw.cast::<DLManagedTensorVersioned>().as_ref() };
+                managed.dl_tensor()
+            }
+            DlpackFlavor::Legacy => {
+                // SAFETY: as above.
+                let managed = unsafe { self.raw.cast::<DLManagedTensor>().as_ref() };
+                managed.dl_tensor()
+            }
+        }
+    }
+
+    /// The exported shape (`dl_tensor().shape`, `ndim` values).
+    pub fn shape(&self) -> &[i64] {
+        self.dims(self.dl_tensor().shape)
+    }
+
+    /// The exported strides in elements (`dl_tensor().strides`, always explicit).
+    pub fn strides(&self) -> &[i64] {
+        self.dims(self.dl_tensor().strides)
+    }
+
+    fn dims(&self, start: *mut i64) -> &[i64] {
+        let ndim = usize::try_from(self.dl_tensor().ndim).unwrap_or(0);
+        // SAFETY: `build` points shape and strides at `ndim` initialised
+        // values inside the block, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(start, ndim) }
+    }
+
+    fn versioned(&self) -> Option<&DLManagedTensorVersioned> {
+        // SAFETY: a versioned export's pointer is a live
+        // `DLManagedTensorVersioned` owned by `self`.
+        (self.flavor == DlpackFlavor::Versioned)
+            .then(|| unsafe { self.raw.cast::<DLManagedTensorVersioned>().as_ref() })
+    }
+
+    /// The managed struct's address, still owned by `self`.
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.raw.as_ptr()
+    }
+
+    /// Gives the managed struct to the consumer: a `*mut
+    /// DLManagedTensorVersioned` or `*mut DLManagedTensor` by
+    /// [`flavor`](Self::flavor). The consumer must call its deleter exactly
+    /// once, from any thread.
+    pub fn into_raw(self) -> *mut c_void {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        raw
+    }
+
+    /// Takes back an export given away with [`into_raw`](Self::into_raw)
+    /// (a PyCapsule destructor does this for a capsule nobody consumed);
+    /// dropping the result runs the deleter. `None` for a null pointer.
+    ///
+    /// ```
+    /// use devmm::dlpack::{DlpackExport, DlpackRequest};
+    /// let t = devmm::empty(&[4], devmm::DType::UINT8, &devmm::EmptyOptions::new())?;
+    /// let export = t.to_dlpack(&DlpackRequest::new())?;
+    /// let flavor = export.flavor();
+    /// let raw = export.into_raw();
+    /// assert_eq!(t.buffer().live_exports(), 1);
+    /// // SAFETY: `raw` came from `into_raw` and nobody deleted it.
+    /// drop(unsafe { DlpackExport::from_raw(raw, flavor) });
+    /// assert_eq!(t.buffer().live_exports(), 0);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `raw` is null or came from `into_raw` of an export of `flavor`, and
+    /// its deleter has not run and will not run otherwise.
+    pub unsafe fn from_raw(raw: *mut c_void, flavor: DlpackFlavor) -> Option<DlpackExport> {
+        NonNull::new(raw).map(|raw| DlpackExport { raw, flavor })
+    }
+}
+
+impl Drop for DlpackExport {
+    fn drop(&mut self) {
+        let raw = self.raw.as_ptr();
+        match self.flavor {
+            // SAFETY: `self` owns the live export and is dropped once.
+            DlpackFlavor::Versioned => unsafe {
+                run_deleter(raw.cast::<DLManagedTensorVersioned>())
+            },
+            // SAFETY: as above.
+            DlpackFlavor::Legacy => unsafe { run_deleter(raw.cast::<DLManagedTensor>()) },
+        }
+    }
+}
+
+impl fmt::Debug for DlpackExport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.dl_tensor();
+        f.debug_struct("DlpackExport")
+            .field("flavor", &self.flavor)
+            .field("version", &self.version())
+            .field("flags", &self.flags())
+            .field("data", &t.data)
+            .field("device", &t.device)
+            .field("dtype", &t.dtype)
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .finish()
+    }
+}
+
+impl Tensor {
+    /// Exports the tensor as DLPack, zero-copy, as `__dlpack__` does.
+    ///
+    /// Negotiation: a `max_version` of (1, 0) or newer gets the versioned
+    /// struct stamped (1, 1), with `READ_ONLY` set for read-only tensors;
+    /// otherwise the legacy struct, which read-only tensors refuse. A
+    /// `dl_device` other than the tensor's, `copy = true`, and a freed
+    /// buffer are refused with [`Error::Dlpack`]. The stream handoff goes
+    /// through the device's runtime: unless the consumer asked for none
+    /// (`stream = -1`), its stream waits on the buffer's stream.
+    ///
+    /// Zero-size tensors export a null data pointer; strides are always
+    /// explicit; `byte_offset` is 0 and `data` is the first element.
+    ///
+    /// ```
+    /// use devmm::dlpack::DlpackRequest;
+    /// use devmm::{empty, DType, EmptyOptions, Error};
+    /// let t = empty(&[2, 2], DType::FLOAT32, &EmptyOptions::new())?;
+    /// let refused = t.to_dlpack(&DlpackRequest::new().copy(true)).unwrap_err();
+    /// assert!(matches!(refused, Error::Dlpack { .. }));
+    /// assert_eq!(refused.to_string(), "copy=True is not supported; devmm exports are always zero-copy");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn to_dlpack(&self, request: &DlpackRequest) -> Result<DlpackExport> {
+        let flavor = request.negotiate(self)?;
+        let device = self.device();
+        let consumer =
+            crate::runtime::runtime_for(device)?.consumer_stream(device, request.stream)?;
+        let buffer = self.buffer();
+        buffer.acquire_export().map_err(|_| freed_refusal(self))?;
+        let flags = if self.is_read_only() {
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            0
+        };
+        let built = match flavor {
+            DlpackFlavor::Versioned => {
+                build::<DLManagedTensorVersioned>(self, flags).map(NonNull::cast)
+            }
+            DlpackFlavor::Legacy => build::<DLManagedTensor>(self, flags).map(NonNull::cast),
+        };
+        let export = match built {
+            Ok(raw) => DlpackExport { raw, flavor },
+            Err(error) => {
+                buffer.release_export();
+                return Err(error);
+            }
+        };
+        // On failure the export drops here and its deleter ends the export.
+        hand_off(consumer, buffer.stream())?;
+        Ok(export)
+    }
+}
+
+/// Orders the consumer's stream after the producer's. Nothing to do when
+/// the consumer asked for no synchronization (`None`) or names the
+/// producer's own stream, which is ordered after itself already.
+fn hand_off(consumer: Option<Stream>, producer: &Stream) -> Result<()> {
+    match consumer {
+        Some(consumer) if consumer != *producer => consumer.wait(producer),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::hand_off;
+    use crate::device::Device;
+    use crate::error::Result;
+    use crate::stream::{Stream, StreamOps};
+
+    /// Stream operations that record every wait instead of doing it.
+    #[derive(Debug, Default)]
+    struct Waits(Mutex<Vec<(Device, usize, usize)>>);
+
+    impl StreamOps for Waits {
+        fn synchronize(&self, _: Device, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
+            self.0.lock().unwrap().push((device, consumer, producer));
+            Ok(())
+        }
+        fn destroy(&self, _: Device, _: usize) {}
+    }
+
+    #[test]
+    fn the_consumer_waits_on_the_producer_unless_it_asked_for_nothing_or_is_the_producer() {
+        let waits = Arc::new(Waits::default());
+        let gpu = Device::cuda(1);
+        let producer = Stream::borrowed(gpu, 0x10, waits.clone());
+        let consumer = Stream::borrowed(gpu, 0x20, waits.clone());
+        hand_off(None, &producer).unwrap();
+        hand_off(Some(producer.clone()), &producer).unwrap();
+        assert!(waits.0.lock().unwrap().is_empty());
+        hand_off(Some(consumer), &producer).unwrap();
+        assert_eq!(*waits.0.lock().unwrap(), [(gpu, 0x20, 0x10)]);
+    }
+
+    #[test]
+    fn a_consumer_on_another_device_is_a_stream_error() {
+        let waits = Arc::new(Waits::default());
+        let producer = Stream::borrowed(Device::cuda(0), 0x10, waits.clone());
+        let consumer = Stream::borrowed(Device::cuda(1), 0x10, waits.clone());
+        let err = hand_off(Some(consumer), &producer).unwrap_err();
+        assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
+        assert!(waits.0.lock().unwrap().is_empty());
+    }
+}

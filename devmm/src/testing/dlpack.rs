@@ -1,0 +1,414 @@
+//! `dlpack_conformance`: the DLPack producer contract, checked on one device
+//! without touching its memory.
+
+use std::sync::Arc;
+
+use crate::device::{Device, DeviceType};
+use crate::dlpack::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::layout::{Aligned, ColMajor, DeviceOptimal, LayoutPolicy, Permuted, RowMajor};
+use crate::stream::Stream;
+use crate::tensor::{EmptyOptions, Tensor, empty};
+
+use super::recording::{RecordedCall, RecordingMemoryResource};
+use super::report::{CheckResult, ConformanceReport, ensure};
+
+/// A shape, a dtype and the policy that lays it out.
+type Specimen = (Vec<usize>, DType, Arc<dyn LayoutPolicy>);
+
+/// The tensors every field check exports: plain, transposed, permuted,
+/// padded, device-preferred, scalar, and odd dtypes.
+fn specimens() -> Result<Vec<Specimen>, String> {
+    let padded = Aligned::new(RowMajor, 128, 256).map_err(|e| format!("Aligned failed: {e}"))?;
+    Ok(vec![
+        (vec![2, 3], DType::FLOAT32, Arc::new(RowMajor)),
+        (vec![3, 4], DType::INT16, Arc::new(ColMajor)),
+        (
+            vec![2, 3, 4],
+            DType::FLOAT64,
+            Arc::new(Permuted::new([2, 0, 1])),
+        ),
+        (vec![4, 3], DType::FLOAT32, Arc::new(padded)),
+        (vec![5, 7], DType::BFLOAT16, Arc::new(DeviceOptimal)),
+        (vec![], DType::COMPLEX128, Arc::new(RowMajor)),
+        (vec![9], DType::BOOL, Arc::new(RowMajor)),
+    ])
+}
+
+/// Everything the checks share: the device, a recording resource on it
+/// (so no byte of device memory is touched), and its default stream.
+struct Bench {
+    device: Device,
+    recording: Arc<RecordingMemoryResource>,
+    stream: Stream,
+}
+
+impl Bench {
+    fn new(device: Device) -> Result<Bench> {
+        let stream = crate::runtime::runtime_for(device)?.default_stream(device)?;
+        Ok(Bench {
+            device,
+            recording: Arc::new(RecordingMemoryResource::on_device(device)),
+            stream,
+        })
+    }
+
+    fn tensor(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        policy: Arc<dyn LayoutPolicy>,
+    ) -> Result<Tensor, String> {
+        let options = EmptyOptions::new()
+            .layout_shared(policy)
+            .device(self.device)
+            .resource(self.recording.clone())
+            .stream(self.stream.clone());
+        empty(shape, dtype, &options).map_err(|e| format!("empty({shape:?}, {dtype}) failed: {e}"))
+    }
+
+    fn plain(&self) -> Result<Tensor, String> {
+        self.tensor(&[2, 3], DType::FLOAT32, Arc::new(RowMajor))
+    }
+
+    /// A `dl_device` that is not this bench's device.
+    fn other_device(&self) -> (i32, i32) {
+        if self.device.ty() == DeviceType::Cpu {
+            Device::cuda(0).dlpack_device()
+        } else {
+            Device::CPU.dlpack_device()
+        }
+    }
+}
+
+fn export(tensor: &Tensor, request: &DlpackRequest) -> Result<DlpackExport, String> {
+    tensor
+        .to_dlpack(request)
+        .map_err(|e| format!("to_dlpack({request:?}) failed: {e}"))
+}
+
+/// Checks that `request` is refused with `Error::Dlpack`.
+fn expect_refusal(tensor: &Tensor, request: &DlpackRequest, what: &str) -> Result<String, String> {
+    match tensor.to_dlpack(request) {
+        Err(Error::Dlpack { reason }) => Ok(reason),
+        Err(other) => Err(format!("{what} failed with {other:?}, not Error::Dlpack")),
+        Ok(_) => Err(format!("{what} was exported; it must be refused")),
+    }
+}
+
+/// Compares every field a consumer reads with the tensor.
+fn fields_match(tensor: &Tensor, export: &DlpackExport) -> Result<(), String> {
+    let t = export.dl_tensor();
+    let what = format!("{:?} export of {tensor:?}", export.flavor());
+    ensure(t.data as usize == tensor.data_ptr().addr(), || {
+        format!(
+            "{what}: data is {:p}, the first element is at {}",
+            t.data,
+            tensor.data_ptr()
+        )
+    })?;
+    ensure(t.byte_offset == 0, || {
+        format!("{what}: byte_offset is {}", t.byte_offset)
+    })?;
+    let (device_type, device_id) = tensor.device().dlpack_device();
+    ensure(
+        (t.device.device_type, t.device.device_id) == (device_type, device_id),
+        || format!("{what}: device is {:?}", t.device),
+    )?;
+    let dtype = tensor.dtype();
+    ensure(
+        (t.dtype.code, t.dtype.bits, t.dtype.lanes)
+            == (dtype.code() as u8, dtype.bits(), dtype.lanes()),
+        || format!("{what}: dtype is {:?}", t.dtype),
+    )?;
+    ensure(usize::try_from(t.ndim) == Ok(tensor.shape().len()), || {
+        format!("{what}: ndim is {}", t.ndim)
+    })?;
+    ensure(!t.shape.is_null() && !t.strides.is_null(), || {
+        format!("{what}: shape or strides is null; both must be explicit")
+    })?;
+    let as_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+    ensure(export.shape() == as_i64(tensor.shape()), || {
+        format!("{what}: shape is {:?}", export.shape())
+    })?;
+    ensure(export.strides() == as_i64(tensor.strides()), || {
+        format!("{what}: strides are {:?}", export.strides())
+    })?;
+    Ok(())
+}
+
+type BenchCheck = fn(&Bench) -> CheckResult;
+
+/// Runs the DLPack producer contract for tensors on `device` and reports
+/// every check by name.
+///
+/// The tensors live in a [`RecordingMemoryResource`] claiming `device`, so
+/// the suite needs the device's runtime (for streams) but never reads or
+/// writes device memory. Checks: `versioned_flavor`, `legacy_flavor`,
+/// `field_fidelity`, `zero_size`, `read_only`, `refuse_copy`,
+/// `refuse_dl_device`, `refuse_freed`, `stream_handoff`, `deleter_lifetime`,
+/// `raw_deleter`.
+///
+/// ```
+/// let report = devmm::testing::dlpack_conformance(devmm::Device::CPU);
+/// assert!(report.is_ok(), "{report}");
+/// ```
+pub fn dlpack_conformance(device: Device) -> ConformanceReport {
+    let mut report = ConformanceReport::new("dlpack_conformance", device.to_string());
+    let checks: [(&'static str, BenchCheck); 11] = [
+        ("versioned_flavor", versioned_flavor),
+        ("legacy_flavor", legacy_flavor),
+        ("field_fidelity", field_fidelity),
+        ("zero_size", zero_size),
+        ("read_only", read_only),
+        ("refuse_copy", refuse_copy),
+        ("refuse_dl_device", refuse_dl_device),
+        ("refuse_freed", refuse_freed),
+        ("stream_handoff", stream_handoff),
+        ("deleter_lifetime", deleter_lifetime),
+        ("raw_deleter", raw_deleter),
+    ];
+    for (name, check) in checks {
+        report.run(name, || {
+            let bench = Bench::new(device).map_err(|e| format!("{device} is unusable: {e}"))?;
+            check(&bench)
+        });
+    }
+    report
+}
+
+fn versioned_flavor(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    for (major, minor) in [(1, 0), (1, 1), (1, 9), (2, 0)] {
+        let request = DlpackRequest::new().max_version(major, minor);
+        let export = export(&tensor, &request)?;
+        ensure(export.flavor() == DlpackFlavor::Versioned, || {
+            format!(
+                "max_version=({major}, {minor}) got a {:?} export",
+                export.flavor()
+            )
+        })?;
+        ensure(export.version() == Some((1, 1)), || {
+            format!(
+                "max_version=({major}, {minor}) got version {:?}, not (1, 1)",
+                export.version()
+            )
+        })?;
+        ensure(export.flags() == 0, || {
+            format!("a writable tensor's export has flags {:#x}", export.flags())
+        })?;
+    }
+    Ok(None)
+}
+
+fn legacy_flavor(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    for request in [DlpackRequest::new(), DlpackRequest::new().max_version(0, 8)] {
+        let export = export(&tensor, &request)?;
+        ensure(export.flavor() == DlpackFlavor::Legacy, || {
+            format!("{request:?} got a {:?} export", export.flavor())
+        })?;
+        ensure(export.version().is_none(), || {
+            format!("a legacy export claims version {:?}", export.version())
+        })?;
+    }
+    Ok(None)
+}
+
+fn field_fidelity(bench: &Bench) -> CheckResult {
+    for (shape, dtype, policy) in specimens()? {
+        let tensor = bench.tensor(&shape, dtype, policy)?;
+        for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
+            fields_match(&tensor, &export(&tensor, &request)?)?;
+        }
+    }
+    Ok(None)
+}
+
+fn zero_size(bench: &Bench) -> CheckResult {
+    for shape in [&[0, 3][..], &[4, 0, 2], &[0]] {
+        let tensor = bench.tensor(shape, DType::FLOAT32, Arc::new(RowMajor))?;
+        for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
+            let export = export(&tensor, &request)?;
+            ensure(export.dl_tensor().data.is_null(), || {
+                format!(
+                    "the zero-size {shape:?} export has data {:p}, not null",
+                    export.dl_tensor().data
+                )
+            })?;
+            fields_match(&tensor, &export)?;
+        }
+    }
+    Ok(None)
+}
+
+fn read_only(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?.to_read_only();
+    let export = export(&tensor, &DlpackRequest::new().max_version(1, 0))?;
+    ensure(export.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0, || {
+        format!(
+            "a read-only tensor's export has flags {:#x}, without READ_ONLY",
+            export.flags()
+        )
+    })?;
+    ensure(export.flags() & DLPACK_FLAG_BITMASK_IS_COPIED == 0, || {
+        "a zero-copy export claims IS_COPIED".to_owned()
+    })?;
+    drop(export);
+    for request in [DlpackRequest::new(), DlpackRequest::new().max_version(0, 9)] {
+        expect_refusal(&tensor, &request, "a read-only export to a legacy consumer")?;
+    }
+    ensure(tensor.buffer().live_exports() == 0, || {
+        "a refused export left an export registered".to_owned()
+    })?;
+    Ok(None)
+}
+
+fn refuse_copy(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    let reason = expect_refusal(
+        &tensor,
+        &DlpackRequest::new().max_version(1, 1).copy(true),
+        "copy=True",
+    )?;
+    ensure(
+        reason == "copy=True is not supported; devmm exports are always zero-copy",
+        || format!("copy=True was refused with {reason:?}"),
+    )?;
+    export(&tensor, &DlpackRequest::new().max_version(1, 1).copy(false))?;
+    Ok(None)
+}
+
+fn refuse_dl_device(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    let (ty, id) = bench.other_device();
+    expect_refusal(
+        &tensor,
+        &DlpackRequest::new().max_version(1, 1).dl_device(ty, id),
+        "an export to another device",
+    )?;
+    let (own_ty, own_id) = bench.device.dlpack_device();
+    expect_refusal(
+        &tensor,
+        &DlpackRequest::new()
+            .max_version(1, 1)
+            .dl_device(own_ty, own_id.checked_add(1).unwrap_or(0)),
+        "an export to another ordinal",
+    )?;
+    export(
+        &tensor,
+        &DlpackRequest::new()
+            .max_version(1, 1)
+            .dl_device(own_ty, own_id),
+    )?;
+    Ok(None)
+}
+
+fn refuse_freed(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    tensor
+        .buffer()
+        .free(&bench.stream)
+        .map_err(|e| format!("free failed: {e}"))?;
+    for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
+        expect_refusal(&tensor, &request, "an export of a freed buffer")?;
+    }
+    Ok(None)
+}
+
+fn stream_handoff(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    for request in [
+        DlpackRequest::new().max_version(1, 1).stream(-1),
+        DlpackRequest::new().max_version(1, 1),
+    ] {
+        export(&tensor, &request)?;
+    }
+    Ok(None)
+}
+
+fn deleter_lifetime(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    let addr = tensor.buffer().ptr().addr();
+    let first = export(&tensor, &DlpackRequest::new().max_version(1, 1))?;
+    let second = export(&tensor, &DlpackRequest::new())?;
+    ensure(tensor.buffer().live_exports() == 2, || {
+        format!(
+            "two exports are live but the buffer counts {}",
+            tensor.buffer().live_exports()
+        )
+    })?;
+    tensor
+        .buffer()
+        .free(&bench.stream)
+        .map_err(|e| format!("free failed: {e}"))?;
+    ensure(bench.recording.live().contains_key(&addr), || {
+        "free() released memory that two exports still hold".to_owned()
+    })?;
+    drop(first);
+    ensure(bench.recording.live().contains_key(&addr), || {
+        "the first deleter released memory the second export still holds".to_owned()
+    })?;
+    // The last deleter runs on another thread, as a consumer's may.
+    std::thread::spawn(move || drop(second))
+        .join()
+        .map_err(|_| "the deleter panicked on another thread".to_owned())?;
+    ensure(!bench.recording.live().contains_key(&addr), || {
+        "the last deleter did not release the freed buffer".to_owned()
+    })?;
+    let releases = bench
+        .recording
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, RecordedCall::Deallocate { ptr, .. } if ptr.addr() == addr))
+        .count();
+    ensure(releases == 1, || {
+        format!("the buffer was deallocated {releases} times")
+    })?;
+    drop(tensor);
+    let after_drop = bench
+        .recording
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, RecordedCall::Deallocate { .. }))
+        .count();
+    ensure(after_drop == 1, || {
+        format!("dropping the tensor after the release deallocated again ({after_drop} calls)")
+    })?;
+    Ok(None)
+}
+
+fn raw_deleter(bench: &Bench) -> CheckResult {
+    let tensor = bench.plain()?;
+    let versioned = export(&tensor, &DlpackRequest::new().max_version(1, 1))?
+        .into_raw()
+        .cast::<DLManagedTensorVersioned>();
+    let legacy = export(&tensor, &DlpackRequest::new())?
+        .into_raw()
+        .cast::<DLManagedTensor>();
+    ensure(tensor.buffer().live_exports() == 2, || {
+        "exports given away with into_raw are not counted as live".to_owned()
+    })?;
+    // SAFETY: both pointers came from `into_raw` of exports of their
+    // flavour; each deleter is called exactly once, as a consumer would.
+    unsafe {
+        let deleter = (*versioned)
+            .deleter
+            .ok_or("a versioned export has no deleter")?;
+        deleter(versioned);
+        let deleter = (*legacy).deleter.ok_or("a legacy export has no deleter")?;
+        deleter(legacy);
+    }
+    ensure(tensor.buffer().live_exports() == 0, || {
+        format!(
+            "{} exports remain after both deleters ran",
+            tensor.buffer().live_exports()
+        )
+    })?;
+    Ok(None)
+}

@@ -1,0 +1,31 @@
+//! The testing kit devmm's own suites are built on, public so that authors
+//! of third-party resources and runtimes get the same guarantees.
+//!
+//! - [`mr_conformance`] runs the memory-resource contract against fresh
+//!   resources from a factory and reports each check by name.
+//! - [`dlpack_conformance`] runs the DLPack producer contract for tensors on
+//!   a device without touching device memory.
+//! - [`RecordingMemoryResource`] is an allocator double: deterministic fake
+//!   pointers, a verbatim call log, live-allocation tracking and misuse
+//!   detection.
+//!
+//! ```
+//! use devmm::testing::{dlpack_conformance, mr_conformance, MrConformanceOptions};
+//! use devmm::{Device, MallocMemoryResource};
+//! mr_conformance(|| Ok(MallocMemoryResource::new()), &MrConformanceOptions::new()).into_result()?;
+//! dlpack_conformance(Device::CPU).into_result()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod dlpack;
+mod mr;
+mod recording;
+mod report;
+
+pub use dlpack::dlpack_conformance;
+pub use mr::{MrConformanceOptions, mr_conformance};
+pub use recording::{
+    RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY, RECORDING_FIRST_ADDRESS, RecordedCall,
+    RecordingMemoryResource,
+};
+pub use report::{CheckOutcome, CheckStatus, ConformanceFailure, ConformanceReport};

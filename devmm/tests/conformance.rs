@@ -1,0 +1,457 @@
+//! The testing kit against everything devmm ships for the CPU, and the kit
+//! against resources that break the contract (so its checks can fail).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use devmm::testing::{
+    CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall, RecordingMemoryResource,
+    dlpack_conformance, mr_conformance,
+};
+use devmm::{
+    CallbackMemoryResource, Device, DeviceBuffer, DevicePtr, Error, HeapMemoryResource,
+    LimitingAdaptor, LoggingAdaptor, MallocMemoryResource, MemoryResource, MisuseKind,
+    StatisticsAdaptor, Stream, runtime_for,
+};
+
+fn status<'a>(report: &'a ConformanceReport, name: &str) -> &'a CheckStatus {
+    &report
+        .checks()
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check named {name} in {report}"))
+        .status
+}
+
+fn assert_conforms(report: ConformanceReport) -> ConformanceReport {
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.checks().len(), 9, "{report}");
+    report
+}
+
+#[test]
+fn malloc_resource_conforms() {
+    let report = assert_conforms(mr_conformance(
+        || Ok(MallocMemoryResource::new()),
+        &MrConformanceOptions::new(),
+    ));
+    // malloc promises no misuse detection and no bookkeeping: those are skipped, not passed.
+    assert!(matches!(
+        status(&report, "misuse_detection"),
+        CheckStatus::Skipped(_)
+    ));
+    assert!(matches!(
+        status(&report, "live_count"),
+        CheckStatus::Skipped(_)
+    ));
+    assert_eq!(status(&report, "write_read_exact"), &CheckStatus::Passed);
+}
+
+#[test]
+fn malloc_resource_with_page_alignment_conforms() {
+    assert_conforms(mr_conformance(
+        || MallocMemoryResource::with_alignment(4096),
+        &MrConformanceOptions::new(),
+    ));
+}
+
+#[test]
+fn heap_resource_conforms_including_misuse_and_bookkeeping() {
+    let report = assert_conforms(mr_conformance(
+        || HeapMemoryResource::with_alignment(128),
+        &MrConformanceOptions::new(),
+    ));
+    assert_eq!(status(&report, "misuse_detection"), &CheckStatus::Passed);
+    assert_eq!(status(&report, "live_count"), &CheckStatus::Passed);
+}
+
+#[test]
+fn adaptor_stacks_conform() {
+    let options = MrConformanceOptions::new();
+    assert_conforms(mr_conformance(
+        || Ok(StatisticsAdaptor::new(HeapMemoryResource::new())),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LimitingAdaptor::new(HeapMemoryResource::new(), 1 << 20)),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LoggingAdaptor::new(MallocMemoryResource::new())),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(StatisticsAdaptor::new(MallocMemoryResource::new())),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LimitingAdaptor::new(MallocMemoryResource::new(), 1 << 20)),
+        &options,
+    ));
+    assert_conforms(mr_conformance(
+        || Ok(LoggingAdaptor::new(HeapMemoryResource::new())),
+        &options,
+    ));
+    let report = assert_conforms(mr_conformance(
+        || {
+            Ok(StatisticsAdaptor::new(LimitingAdaptor::new(
+                LoggingAdaptor::new(HeapMemoryResource::new()),
+                1 << 20,
+            )))
+        },
+        &options,
+    ));
+    assert_eq!(
+        report.subject(),
+        "StatisticsAdaptor -> LimitingAdaptor -> LoggingAdaptor -> \
+         HeapMemoryResource(device=cpu:0, alignment=64)"
+    );
+    // Adaptors forward the checked resource's misuse detection.
+    assert_eq!(status(&report, "misuse_detection"), &CheckStatus::Passed);
+}
+
+/// A callback resource over a heap resource its closures share.
+fn callback_over_heap(alignment: usize) -> devmm::Result<CallbackMemoryResource> {
+    let heap = Arc::new(HeapMemoryResource::with_alignment(alignment)?);
+    let upstream = Arc::clone(&heap);
+    Ok(CallbackMemoryResource::new(
+        Device::CPU,
+        alignment,
+        move |n, s| heap.allocate(n, s),
+        // SAFETY: the callback resource's caller upholds deallocate's contract,
+        // and the heap resource reports violations as errors anyway.
+        move |p, n, s| unsafe { upstream.deallocate(p, n, s) },
+    ))
+}
+
+#[test]
+fn callback_resource_conforms() {
+    assert_conforms(mr_conformance(
+        || callback_over_heap(64),
+        &MrConformanceOptions::new(),
+    ));
+}
+
+#[test]
+fn the_default_cpu_resource_conforms() {
+    assert_conforms(mr_conformance(
+        || runtime_for(Device::CPU)?.default_resource(Device::CPU),
+        &MrConformanceOptions::new(),
+    ));
+}
+
+#[test]
+fn custom_write_read_and_stream_factory_are_used() {
+    let writes = Arc::new(AtomicUsize::new(0));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let streams = Arc::new(AtomicUsize::new(0));
+    let (w, r, s) = (writes.clone(), reads.clone(), streams.clone());
+    let options = MrConformanceOptions::new()
+        .write(move |dst, src, stream| {
+            w.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: the suite passes pointers it allocated with room for `src`.
+            unsafe { runtime_for(stream.device())?.copy_host_to_device(dst, src, stream) }
+        })
+        .read(move |dst, src, stream| {
+            r.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: as above, for `dst.len()` bytes.
+            unsafe { runtime_for(stream.device())?.copy_device_to_host(dst, src, stream) }
+        })
+        .stream_factory(move |device| {
+            s.fetch_add(1, Ordering::Relaxed);
+            runtime_for(device)?.create_stream(device)
+        });
+    assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
+    assert!(writes.load(Ordering::Relaxed) >= 18);
+    assert!(reads.load(Ordering::Relaxed) >= 18);
+    assert_eq!(streams.load(Ordering::Relaxed), 9, "one stream per check");
+}
+
+#[test]
+fn recording_resource_conforms_without_data_access() {
+    let report = assert_conforms(mr_conformance(
+        || Ok(RecordingMemoryResource::new()),
+        &MrConformanceOptions::new().without_data_access(),
+    ));
+    assert!(matches!(
+        status(&report, "write_read_exact"),
+        CheckStatus::Skipped(_)
+    ));
+    assert_eq!(status(&report, "misuse_detection"), &CheckStatus::Passed);
+    assert_eq!(status(&report, "no_aliasing"), &CheckStatus::Passed);
+}
+
+#[test]
+fn the_cpu_passes_dlpack_conformance() {
+    let report = dlpack_conformance(Device::CPU);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.checks().len(), 11);
+    assert!(
+        report
+            .checks()
+            .iter()
+            .all(|c| c.status == CheckStatus::Passed),
+        "{report}"
+    );
+    report.into_result().expect("already checked");
+}
+
+#[test]
+fn dlpack_conformance_reports_a_device_without_runtime() {
+    // This machine has no CUDA runtime: every check fails with the reason.
+    let report = dlpack_conformance(Device::cuda(0));
+    if runtime_for(Device::cuda(0)).is_ok() {
+        return; // a GPU machine: the CUDA suite is covered by scripts/gpu-smoke.sh
+    }
+    assert!(!report.is_ok());
+    assert_eq!(report.failures().count(), report.checks().len());
+    let failure = report.clone().into_result().unwrap_err();
+    assert!(
+        failure.to_string().contains("cuda:0 is unusable"),
+        "{failure}"
+    );
+    assert_eq!(failure.report(), &report);
+}
+
+// ---- RecordingMemoryResource ----
+
+#[test]
+fn recording_shows_the_seed_example() {
+    let recording = Arc::new(RecordingMemoryResource::new());
+    let stream = Stream::cpu();
+    let buf = DeviceBuffer::new(64, recording.clone(), &stream).unwrap();
+    assert_eq!(recording.live(), BTreeMap::from([(256, 64)]));
+    buf.free(&stream).unwrap();
+    assert_eq!(recording.live(), BTreeMap::new());
+    drop(buf);
+    assert_eq!(
+        recording.calls(),
+        vec![
+            RecordedCall::Allocate {
+                nbytes: 64,
+                stream: 0,
+                result: Ok(DevicePtr::from_addr(256))
+            },
+            RecordedCall::Deallocate {
+                ptr: DevicePtr::from_addr(256),
+                nbytes: 64,
+                stream: 0,
+                result: Ok(())
+            },
+        ],
+        "free then drop deallocates exactly once"
+    );
+}
+
+#[test]
+fn recording_pointers_are_deterministic_aligned_and_never_reused() {
+    let s = Stream::cpu();
+    let mr = RecordingMemoryResource::with_alignment(Device::cuda(1), 128).unwrap();
+    assert_eq!(mr.device(), Device::cuda(1));
+    let a = mr.allocate(1, &s).unwrap();
+    let b = mr.allocate(200, &s).unwrap();
+    let zero = mr.allocate(0, &s).unwrap();
+    // SAFETY: fake pointers; the recording resource never dereferences them.
+    unsafe { mr.deallocate(a, 1, &s).unwrap() };
+    let c = mr.allocate(1, &s).unwrap();
+    assert_eq!(
+        (a.addr(), b.addr(), zero, c.addr()),
+        (256, 384, DevicePtr::NULL, 640)
+    );
+    assert_eq!(mr.live(), BTreeMap::from([(384, 200), (640, 1)]));
+    assert_eq!(mr.live_count(), Some(2));
+    assert_eq!(mr.calls().len(), 5);
+}
+
+#[test]
+fn recording_detects_and_logs_misuse() {
+    let s = Stream::cpu();
+    let mr = RecordingMemoryResource::new();
+    let p = mr.allocate(64, &s).unwrap();
+    let kind = |r: devmm::Result<()>| match r {
+        Err(Error::Misuse { kind, .. }) => kind,
+        other => panic!("expected misuse, got {other:?}"),
+    };
+    // SAFETY: the recording resource checks every argument; misuse is an error.
+    unsafe {
+        assert_eq!(
+            kind(mr.deallocate(DevicePtr::from_addr(4096), 64, &s)),
+            MisuseKind::UnknownPointer
+        );
+        assert_eq!(
+            kind(mr.deallocate(p, 65, &s)),
+            MisuseKind::WrongSize { allocated: 64 }
+        );
+        mr.deallocate(p, 64, &s).unwrap();
+        assert_eq!(kind(mr.deallocate(p, 64, &s)), MisuseKind::DoubleFree);
+    }
+    let calls = mr.calls();
+    assert_eq!(calls.len(), 5);
+    assert!(matches!(
+        &calls[2],
+        RecordedCall::Deallocate { ptr, nbytes: 65, result: Err(Error::Misuse { .. }), .. } if *ptr == p
+    ));
+}
+
+#[test]
+fn recording_runs_out_of_fake_address_space() {
+    let s = Stream::cpu();
+    let mr = RecordingMemoryResource::new().with_capacity(1024);
+    mr.allocate(1000, &s).unwrap();
+    let err = mr.allocate(100, &s).unwrap_err();
+    assert!(err.is_out_of_memory(), "{err}");
+    assert!(
+        err.to_string()
+            .contains("RecordingMemoryResource(device=cpu:0, alignment=256)")
+    );
+    assert!(mr.allocate(usize::MAX, &s).unwrap_err().is_out_of_memory());
+    let info = mr.available_memory().unwrap();
+    assert_eq!((info.free, info.total), (0, 1024));
+}
+
+// ---- the kit catches broken resources ----
+
+/// Hands out pointers 8 bytes off the alignment it promises.
+#[derive(Debug)]
+struct Misaligned(HeapMemoryResource);
+
+impl MemoryResource for Misaligned {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> devmm::Result<DevicePtr> {
+        if nbytes == 0 {
+            return Ok(DevicePtr::NULL);
+        }
+        let padded = nbytes.checked_add(8).ok_or(Error::OutOfMemory {
+            device: Device::CPU,
+            nbytes,
+            chain: "Misaligned".into(),
+            detail: None,
+        })?;
+        let p = self.0.allocate(padded, stream)?;
+        Ok(p.offset(8).expect("in range"))
+    }
+    unsafe fn deallocate(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> devmm::Result<()> {
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let base = DevicePtr::from_addr(ptr.addr() - 8);
+        // SAFETY: `base` is what the heap resource handed out for `nbytes + 8`.
+        unsafe { self.0.deallocate(base, nbytes + 8, stream) }
+    }
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+    fn guaranteed_alignment(&self) -> usize {
+        64
+    }
+    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
+        self.0.available_memory()
+    }
+}
+
+#[test]
+fn a_misaligned_resource_fails_alignment_honesty_only() {
+    let report = mr_conformance(
+        || Ok(Misaligned(HeapMemoryResource::new())),
+        &MrConformanceOptions::new(),
+    );
+    let failed: Vec<_> = report.failures().map(|c| c.name).collect();
+    assert_eq!(failed, ["alignment_honesty"], "{report}");
+    assert!(
+        report.to_string().contains("FAILED alignment_honesty"),
+        "{report}"
+    );
+}
+
+/// Two live allocations share memory; bookkeeping lies; misuse is accepted; huge requests panic.
+#[derive(Debug, Default)]
+struct Broken {
+    live: AtomicUsize,
+}
+
+static SHARED: [u64; 1024] = [0; 1024];
+
+impl MemoryResource for Broken {
+    fn allocate(&self, nbytes: usize, _: &Stream) -> devmm::Result<DevicePtr> {
+        assert!(nbytes < 1 << 40, "Broken cannot allocate {nbytes} bytes");
+        self.live.fetch_add(2, Ordering::Relaxed);
+        Ok(DevicePtr::from_addr(SHARED.as_ptr() as usize))
+    }
+    unsafe fn deallocate(&self, _: DevicePtr, _: usize, _: &Stream) -> devmm::Result<()> {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+    fn guaranteed_alignment(&self) -> usize {
+        8
+    }
+    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
+        Ok(devmm::MemoryInfo { free: 0, total: 0 })
+    }
+    fn detects_misuse(&self) -> bool {
+        true
+    }
+    fn live_count(&self) -> Option<usize> {
+        Some(self.live.load(Ordering::Relaxed))
+    }
+}
+
+#[test]
+fn a_broken_resource_fails_each_check_it_breaks_without_crashing_the_suite() {
+    // Data access off: the shared block is read-only static memory.
+    let report = mr_conformance(
+        || Ok(Broken::default()),
+        &MrConformanceOptions::new().without_data_access(),
+    );
+    let failed: Vec<_> = report.failures().map(|c| c.name).collect();
+    assert_eq!(
+        failed,
+        [
+            "zero_byte",
+            "no_aliasing",
+            "live_count",
+            "misuse_detection",
+            "failures_are_errors",
+            "concurrent_use"
+        ],
+        "{report}"
+    );
+    let CheckStatus::Failed(why) = status(&report, "failures_are_errors") else {
+        unreachable!()
+    };
+    assert!(
+        why.starts_with("panicked instead of returning an error"),
+        "{why}"
+    );
+    let err = report.into_result().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("FAILED no_aliasing: live allocations overlap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failing_factory_is_reported() {
+    let report = mr_conformance(
+        || MallocMemoryResource::with_alignment(3),
+        &MrConformanceOptions::new(),
+    );
+    assert_eq!(
+        report.failures().map(|c| c.name).collect::<Vec<_>>(),
+        ["factory"]
+    );
+    assert!(
+        report
+            .to_string()
+            .contains("alignment must be a power of two"),
+        "{report}"
+    );
+}
