@@ -6,11 +6,14 @@
 #   scripts/gpu-smoke.sh            # CUDA (and ROCm too, when HIP is found)
 #   scripts/gpu-smoke.sh cuda       # one platform
 #
-# The suite is devmm/tests/gpu_runtimes.rs: on CI it runs against the fake
-# drivers from tests/; with DEVMM_GPU_SMOKE=<platform> its tests for that
-# platform run against the real library (found by its usual names, or by
-# DEVMM_CUDART_PATH / DEVMM_HIP_PATH), leaving out the call-log checks and
-# saying which fake-only tests were skipped.
+# The suites are devmm/tests/gpu_runtimes.rs (runtime, streams, copies,
+# resources, the mr_conformance contract) and devmm/tests/gpu_discovery.rs
+# (registry, buffers, dlpack_conformance, a DLPack stream handoff). On CI
+# they run against the fake drivers from tests/; with
+# DEVMM_GPU_SMOKE=<platform> their tests for that platform run against the
+# real library (found by its usual names, or by DEVMM_CUDART_PATH /
+# DEVMM_HIP_PATH), leaving out the call-log checks and saying which
+# fake-only tests were skipped.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -54,7 +57,7 @@ echo "   libcudart: ${DEVMM_CUDART_PATH:-(by name: libcudart.so, .so.12, .so.11.
 echo "   libamdhip64: ${DEVMM_HIP_PATH:-(by name: libamdhip64.so, .so.6, .so.5)}"
 
 echo "== build"
-if ! timeout 420 cargo test -p devmm --test gpu_runtimes --no-run >"$log_dir/build.log" 2>&1; then
+if ! timeout 420 cargo test -p devmm --test gpu_runtimes --test gpu_discovery --no-run >"$log_dir/build.log" 2>&1; then
     tail -40 "$log_dir/build.log"
     echo "SUMMARY: build failed (log: $log_dir/build.log)"
     exit 1
@@ -64,14 +67,15 @@ status=0
 summary=()
 for platform in "${platforms[@]}"; do
     echo "== $platform against the real driver"
-    DEVMM_GPU_SMOKE=$platform timeout 300 cargo test -p devmm --test gpu_runtimes -- \
+    DEVMM_GPU_SMOKE=$platform timeout 300 cargo test -p devmm --test gpu_runtimes --test gpu_discovery -- \
         --test-threads=1 --nocapture "$platform" >"$log_dir/$platform.log" 2>&1
     code=$?
     grep -E '^test |skipped on hardware|panicked|FAILED' "$log_dir/$platform.log" | sed 's/^/   /'
-    result=$(grep -E '^test result:' "$log_dir/$platform.log" | tail -1)
+    passed=$(grep -E '^test result:' "$log_dir/$platform.log" | awk '{p += $4} END {print p + 0}')
+    failed=$(grep -E '^test result:' "$log_dir/$platform.log" | awk '{f += $6} END {print f + 0}')
     skipped=$(grep -c 'skipped on hardware' "$log_dir/$platform.log")
     [[ $code -ne 0 ]] && status=1
-    summary+=("$platform: ${result:-no result (exit $code)}; $skipped fake-only check(s) skipped")
+    summary+=("$platform: $passed passed, $failed failed (exit $code), $skipped fake-only test(s) skipped")
 done
 
 echo "== cudarc interop (compiles)"

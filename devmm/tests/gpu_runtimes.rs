@@ -18,6 +18,7 @@ use devmm::mrs::cuda::CudaManagedMemoryResource;
 use devmm::mrs::rocm::HipManagedMemoryResource;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
+use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
     Device, DeviceRuntime, DeviceType, Error, MemoryResource, StatisticsAdaptor, StreamSentinel,
 };
@@ -496,6 +497,38 @@ fn resource_contract(p: &'static Platform) {
     u.assert_no_leaks();
 }
 
+/// The contract suite of `devmm::testing` on every GPU resource, copying
+/// bytes and making streams through the runtime under test.
+fn conformance_suite(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let (write_rt, read_rt, stream_rt) = (Arc::clone(rt), Arc::clone(rt), Arc::clone(rt));
+    let options = MrConformanceOptions::new()
+        .stream_factory(move |device| stream_rt.create_stream(device))
+        .write(move |dst, src, stream| {
+            // SAFETY: mr_conformance passes allocations with room for `src`.
+            unsafe { write_rt.copy_host_to_device(dst, src, stream) }
+        })
+        .read(move |dst, src, stream| {
+            // SAFETY: mr_conformance passes allocations with room for `dst`.
+            unsafe { read_rt.copy_device_to_host(dst, src, stream) }
+        });
+    for dev in [
+        u.second(),
+        Device::new(p.host, 0),
+        Device::new(p.managed, 0),
+    ] {
+        let report = mr_conformance(|| rt.default_resource(dev), &options);
+        assert!(report.is_ok(), "{report}");
+    }
+    let report = mr_conformance(
+        || (p.managed_resource)(u.fake_path(), Device::new(p.managed, 0)),
+        &options,
+    );
+    assert!(report.is_ok(), "{report}");
+    u.assert_no_leaks();
+}
+
 fn out_of_memory_names_device_size_and_chain(p: &'static Platform) {
     let u = Under::new(p);
     let rt = &u.rt;
@@ -808,6 +841,7 @@ macro_rules! suite {
             streams_created_wrapped_and_builtin,
             memcpy_of_every_kind,
             resource_contract,
+            conformance_suite,
             out_of_memory_names_device_size_and_chain,
             stream_handoff_records_then_waits,
             driver_errors_name_call_code_and_device,
