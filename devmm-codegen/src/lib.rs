@@ -14,7 +14,7 @@
 //!               fn optional 2.1 void miniFlush(void)\n";
 //! let code = devmm_codegen::generate_table("mini.api", source, "crate::driver")?;
 //! assert!(code.contains("pub miniFlush: ::core::option::Option<unsafe extern \"C\" fn()>,"));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 //! ```
 
 pub mod api;
