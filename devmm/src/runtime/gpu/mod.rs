@@ -274,7 +274,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         if device.ty() == P::HOST {
             return super::cpu::host_memory_info();
         }
-        let _active = self.activate(device)?;
+        let _active = device::activate(&self.driver, device)?;
         result::device::memory_info(self.driver.table(), device)
     }
 
@@ -289,7 +289,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
         self.check(device)?;
-        let _active = self.activate(device)?;
+        let _active = device::activate(&self.driver, device)?;
         let handle = result::stream::create(self.driver.table(), device)?;
         Ok(Stream::owned(device, handle, self.stream_ops()))
     }
@@ -316,7 +316,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     ) -> Result<()> {
         let device = stream.device();
         self.check(device)?;
-        let _active = self.activate(device)?;
+        let _active = device::activate(&self.driver, device)?;
         let table = self.driver.table();
         let kind = result::memory::CopyKind::for_device::<P>(
             device,
@@ -346,7 +346,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     ) -> Result<()> {
         let device = stream.device();
         self.check(device)?;
-        let _active = self.activate(device)?;
+        let _active = device::activate(&self.driver, device)?;
         let table = self.driver.table();
         let kind = result::memory::CopyKind::for_device::<P>(
             device,
@@ -377,7 +377,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     ) -> Result<()> {
         let device = stream.device();
         self.check(device)?;
-        let _active = self.activate(device)?;
+        let _active = device::activate(&self.driver, device)?;
         let kind = result::memory::CopyKind::for_device::<P>(
             device,
             result::memory::CopyKind::DeviceToDevice,

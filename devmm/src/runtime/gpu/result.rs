@@ -267,6 +267,8 @@ pub(crate) mod memory {
         if status == 0 && !ptr.is_null() {
             Ok(ptr)
         } else {
+            // A driver that reports success but hands back null for a
+            // non-zero size has no memory to give: report it as such.
             Err((
                 name,
                 if status == 0 {
