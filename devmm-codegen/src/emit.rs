@@ -41,7 +41,12 @@ const SAFETY: &str = "// SAFETY: `lookup` returns null or the address of this sy
 /// module holding the `DriverTable` trait and `MissingSymbol` type the
 /// output implements and returns.
 pub fn emit(api: &Api, source_name: &str, support: &str) -> Result<String, syn::Error> {
-    let support: syn::Path = syn::parse_str(support)?;
+    let support: syn::Path = syn::parse_str(support).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("the support path `{support}` is not a Rust path ({e}); pass one like `crate::driver`"),
+        )
+    })?;
     let tokens = tokens(api, source_name, &support);
     let file: syn::File = syn::parse2(tokens)?;
     let formatted = prettyplease::unparse(&file);
