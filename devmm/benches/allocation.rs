@@ -11,6 +11,10 @@
 //! - `dlpack_export`: `Tensor::to_dlpack` for that tensor plus the
 //!   consumer's deleter, against one raw pair of a 64-byte block (an export
 //!   is one heap block). Target: under 2×.
+//! - `driver_call`: `cudaGetDeviceCount` of the fake CUDA runtime
+//!   (`tests/fake-cudart`) through `CudaRuntime::device_count` (generated
+//!   table and result layer) against the same symbol called directly.
+//!   Target: no measurable difference.
 
 mod workloads;
 

@@ -5,14 +5,19 @@
 //! Workloads come in groups; the first of each group is its baseline, the
 //! raw call devmm wraps, and every figure is read as a ratio to it.
 
+#[path = "../../tests/support/fake_driver.rs"]
+mod fake_driver;
+
 use std::alloc::Layout as AllocLayout;
+use std::ffi::c_int;
 use std::hint::black_box;
 use std::sync::Arc;
 
 use devmm::dlpack::DlpackRequest;
+use devmm::runtime::cuda::CudaRuntime;
 use devmm::{
-    DType, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource, MemoryResource,
-    StatisticsAdaptor, Stream, empty,
+    DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
+    MemoryResource, StatisticsAdaptor, Stream, empty,
 };
 
 /// The alignment of the raw baseline: the CPU resources' default.
@@ -135,5 +140,35 @@ pub(crate) fn all() -> Vec<Workload> {
         let export = tensor.to_dlpack(black_box(&request)).expect("export");
         drop(black_box(export));
     }));
+    // A driver call through the generated table (and its result layer)
+    // against the same symbol of the fake CUDA runtime called directly.
+    let path = fake_driver::fake_libraries().cudart.clone();
+    let library = fake_driver::FakeControl::open(&path).library();
+    // SAFETY: the fake exports cudaGetDeviceCount with CUDA's signature, and
+    // FakeControl keeps the library loaded for the whole process.
+    let direct = unsafe {
+        *library
+            .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cudaGetDeviceCount\0")
+            .expect("the fake exports cudaGetDeviceCount")
+    };
+    all.push(workload(
+        "driver_call",
+        "cudaGetDeviceCount (direct)",
+        move || {
+            let mut count: c_int = 0;
+            // SAFETY: `count` is a valid out-parameter for the call.
+            let status = unsafe { direct(black_box(&mut count)) };
+            assert_eq!(status, 0, "cudaGetDeviceCount failed");
+            black_box(usize::try_from(count).expect("a device count"));
+        },
+    ));
+    let runtime = CudaRuntime::open(&path).expect("the fake CUDA runtime loads");
+    all.push(workload(
+        "driver_call",
+        "CudaRuntime::device_count (table)",
+        move || {
+            black_box(runtime.device_count().expect("device_count"));
+        },
+    ));
     all
 }
