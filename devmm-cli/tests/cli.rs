@@ -1,5 +1,9 @@
 //! The `devmm` binary as a user runs it: real output, real exit statuses.
 
+// Builds and locates the fake driver libraries, as devmm's own tests do.
+#[path = "../../devmm/tests/support/fake_driver.rs"]
+mod fake_driver;
+
 use std::process::{Command, Output};
 
 fn devmm(args: &[&str]) -> Output {
@@ -306,4 +310,119 @@ fn check_json_counts_match_its_checks() {
             .all(|c| c["detail"].as_str().is_some_and(|d| !d.is_empty())),
         "every skip says why"
     );
+}
+
+/// The command over the fake CUDA runtime and HIP libraries (`tests/fake-*`,
+/// two devices each with 1 GiB), found through the loaders' path overrides.
+mod over_fake_drivers {
+    use super::*;
+
+    fn devmm_with_fakes(args: &[&str]) -> Output {
+        let fakes = fake_driver::fake_libraries();
+        Command::new(env!("CARGO_BIN_EXE_devmm"))
+            .args(args)
+            .env_remove("DEVMM_RUNTIME")
+            .env("DEVMM_CUDART_PATH", &fakes.cudart)
+            .env("DEVMM_HIP_PATH", &fakes.hip)
+            .output()
+            .expect("the devmm binary runs")
+    }
+
+    #[test]
+    fn info_lists_every_gpu_with_its_memory_and_chain() {
+        let out = devmm_with_fakes(&["info", "--json"]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        for (runtime, device, resource) in [
+            ("cuda", "cuda:0", "CudaRuntimeMemoryResource"),
+            ("cuda", "cuda:1", "CudaRuntimeMemoryResource"),
+            ("rocm", "rocm:0", "HipRuntimeMemoryResource"),
+            ("rocm", "rocm:1", "HipRuntimeMemoryResource"),
+        ] {
+            let rt = report["runtimes"]
+                .as_array()
+                .and_then(|rts| rts.iter().find(|r| r["name"] == runtime))
+                .expect("the runtime is listed");
+            assert_eq!(
+                (&rt["available"], &rt["devices"]),
+                (&true.into(), &2.into()),
+                "{rt}"
+            );
+            let dev = report["devices"]
+                .as_array()
+                .and_then(|ds| ds.iter().find(|d| d["device"] == device))
+                .unwrap_or_else(|| panic!("{device} missing from {report}"));
+            assert_eq!(dev["total_bytes"], 1u64 << 30, "{dev}");
+            let chain = dev["resource_chain"].as_str().expect("a chain");
+            assert!(
+                chain.starts_with(&format!("{resource}(device={device}, alignment=256")),
+                "{chain}"
+            );
+        }
+    }
+
+    #[test]
+    fn check_passes_on_every_gpu() {
+        let out = devmm_with_fakes(&[
+            "check", "--json", "--device", "cuda:1", "--device", "rocm:0",
+        ]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        assert!(out.status.success(), "{report}");
+        let checks = report["checks"].as_array().expect("a checks list");
+        for subject in ["cuda:1", "rocm:0"] {
+            assert!(
+                checks.iter().any(|c| c["suite"] == "dlpack_conformance"
+                    && c["subject"] == subject
+                    && c["status"] == "passed"),
+                "no dlpack check passed on {subject}"
+            );
+            assert!(
+                checks.iter().any(|c| c["suite"] == "mr_conformance"
+                    && c["subject"].as_str().is_some_and(|s| s.contains(subject))
+                    && c["status"] == "passed"),
+                "no resource check passed on {subject}"
+            );
+        }
+        assert!(
+            !checks
+                .iter()
+                .any(|c| c["subject"].as_str().is_some_and(|s| s.contains("cpu:0"))),
+            "--device limits the run"
+        );
+    }
+
+    #[test]
+    fn bench_sets_gpu_stacks_against_the_platform_allocator() {
+        let out = devmm_with_fakes(&[
+            "bench",
+            "--json",
+            "--runs",
+            "1",
+            "--iters",
+            "3",
+            "--max-size",
+            "64",
+            "--device",
+            "cuda:0",
+        ]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let figures = report["figures"].as_array().expect("a figures list");
+        let adapted = figures
+            .iter()
+            .find(|f| {
+                f["operation"] == "allocate+deallocate"
+                    && f["stack"]
+                        .as_str()
+                        .is_some_and(|s| s.starts_with("StatisticsAdaptor"))
+            })
+            .expect("the two-adaptor stack over the CUDA resource");
+        assert_eq!(adapted["device"], "cuda:0");
+        let raw = adapted["raw"].as_str().expect("a raw allocator");
+        assert!(
+            raw.starts_with("CudaRuntimeMemoryResource(device=cuda:0"),
+            "{raw}"
+        );
+        assert!(figures.iter().all(|f| f["device"] == "cuda:0"));
+    }
 }
