@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Criterion's medians from the last `cargo bench -p devmm --bench allocation`
-as a Markdown table of ratios to each group's posix_memalign+free baseline.
+as a Markdown table of ratios to each group's baseline: the raw call devmm
+wraps (posix_memalign+free, or the driver symbol called directly).
 
 Usage: python3 scripts/bench-ratios.py [TARGET_DIR]   (default: $CARGO_TARGET_DIR or target)
 """
@@ -9,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-BASELINE = "posix_memalign+free"
+BASELINES = ("posix_memalign+free", "cudaGetDeviceCount (direct)")
 
 
 def main() -> int:
@@ -24,11 +25,12 @@ def main() -> int:
     if not groups:
         print(f"no criterion results under {root}; run cargo bench -p devmm --bench allocation first", file=sys.stderr)
         return 1
-    print("| group | workload | median | × posix_memalign+free |")
+    print("| group | workload | median | × baseline |")
     print("| --- | --- | ---: | ---: |")
     for group, figures in groups.items():
-        base = figures.get(BASELINE)
-        for name in sorted(figures, key=lambda n: (n != BASELINE, n)):
+        baseline = next((b for b in BASELINES if b in figures), None)
+        base = figures.get(baseline)
+        for name in sorted(figures, key=lambda n: (n != baseline, n)):
             ratio = f"{figures[name] / base:.2f}" if base else "n/a"
             print(f"| {group} | {name} | {figures[name]:.1f} ns | {ratio} |")
     return 0

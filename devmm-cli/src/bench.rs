@@ -45,7 +45,7 @@ pub(crate) struct BenchArgs {
     /// Timed runs per figure; each figure is the median of the runs.
     #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     runs: u32,
-    /// Allocate + deallocate pairs per run; each run's figure is their mean.
+    /// Operations per run; each run's figure is their mean.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     iters: u32,
     /// Smallest size of the sweep (bytes, or with a unit: 64, 4KiB, 1MiB).

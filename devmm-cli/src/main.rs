@@ -1,8 +1,10 @@
 //! `devmm`: what devmm finds on this machine.
 //!
 //! `devmm info` lists runtimes, devices, memory and the resource chain per
-//! device; `devmm check` runs the conformance suites; `devmm bench` times allocation through each resource stack. Each subcommand lives in its own module; this file only parses
-//! the command line and turns failures into one line and an exit status.
+//! device; `devmm check` runs the conformance suites; `devmm bench` times
+//! allocation and DLPack export through each resource stack. Each
+//! subcommand lives in its own module; this file only parses the command
+//! line and turns failures into one line and an exit status.
 
 mod bench;
 mod check;
@@ -43,12 +45,14 @@ enum Command {
     /// and dlpack_conformance on every available device (or those named
     /// with --device), printing one pass/fail line per check.
     Check(check::CheckArgs),
-    /// Measure allocate + deallocate latency per resource stack.
+    /// Measure allocation and DLPack export latency per resource stack.
     ///
     /// For every available device (or those named with --device), times
     /// allocate + deallocate pairs through each resource stack over a size
-    /// sweep, beside the raw allocator underneath (posix_memalign on the
-    /// CPU). Each figure is the median of --runs runs of --iters pairs.
+    /// sweep, and a DLPack export + delete of a small tensor from each
+    /// stack, beside the raw allocator underneath (posix_memalign on the
+    /// CPU, the platform resource on a GPU). Each figure is the median of
+    /// --runs runs of --iters operations; a progress bar shows on a terminal.
     Bench(bench::BenchArgs),
 }
 
