@@ -1,6 +1,8 @@
 //! The `devmm` binary as a user runs it: real output, real exit statuses.
 
 // Builds and locates the fake driver libraries, as devmm's own tests do.
+// Formatted with devmm (edition 2024), not as part of this crate.
+#[rustfmt::skip]
 #[path = "../../devmm/tests/support/fake_driver.rs"]
 mod fake_driver;
 
