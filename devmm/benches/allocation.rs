@@ -21,13 +21,14 @@ mod workloads;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn side_by_side(c: &mut Criterion) {
-    let mut workloads = workloads::all();
+    let workloads = workloads::all();
     let mut groups: Vec<&'static str> = workloads.iter().map(|w| w.group).collect();
     groups.dedup();
     for group in groups {
         let mut measured = c.benchmark_group(group);
-        for w in workloads.iter_mut().filter(|w| w.group == group) {
-            measured.bench_function(w.name, |b| b.iter(&mut w.run));
+        for w in workloads.iter().filter(|w| w.group == group) {
+            let mut run = (w.make)();
+            measured.bench_function(w.name, |b| b.iter(&mut run));
         }
         measured.finish();
     }

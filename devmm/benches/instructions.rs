@@ -3,10 +3,10 @@
 //! Timings on a shared machine move with its load; instruction counts do
 //! not, so these ratios are the repeatable half of the figures in
 //! `docs/benchmarks.md` (criterion's timings in `allocation.rs` are the
-//! other half). Each workload runs in its own process under callgrind, once
-//! with 0 and once with `ITERATIONS` iterations after one warm-up call; the
-//! difference divided by `ITERATIONS` is the cost of one iteration, free of
-//! start-up and set-up.
+//! other half). Each workload is built and run in its own process under
+//! callgrind, once with 0 and once with `ITERATIONS` iterations after one
+//! warm-up call; the difference divided by `ITERATIONS` is the cost of one
+//! iteration, free of start-up and set-up.
 //!
 //! `cargo bench -p devmm --bench instructions [-- FILTER]` prints a
 //! Markdown table (FILTER keeps the groups whose name contains it); under
@@ -33,8 +33,8 @@ fn main() -> ExitCode {
     if !args.iter().any(|a| a == "--bench") {
         // `cargo test --benches`: prove every workload runs, as criterion
         // does in test mode, without needing valgrind.
-        for mut w in workloads::all() {
-            (w.run)();
+        for w in workloads::all() {
+            ((w.make)())();
             println!("Testing {}/{}: Success", w.group, w.name);
         }
         return ExitCode::SUCCESS;
@@ -57,14 +57,14 @@ fn run_child(index: &str, n: &str) -> ExitCode {
         eprintln!("instructions: {CHILD} takes a workload index and an iteration count");
         return ExitCode::FAILURE;
     };
-    let mut all = workloads::all();
-    let Some(w) = all.get_mut(index) else {
+    let Some(w) = workloads::all().into_iter().nth(index) else {
         eprintln!("instructions: no workload {index}");
         return ExitCode::FAILURE;
     };
-    (w.run)();
+    let mut run = (w.make)();
+    run();
     for _ in 0..n {
-        (w.run)();
+        run();
     }
     ExitCode::SUCCESS
 }

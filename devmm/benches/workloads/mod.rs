@@ -26,14 +26,16 @@ const ALIGN: usize = devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT;
 /// The small 2-D shape `empty` is measured with (8 × 8 float32, 256 bytes).
 const SHAPE_2D: [usize; 2] = [8, 8];
 
-/// One measured operation.
+/// One measured operation, built on demand: a process that measures one
+/// workload builds only that one, so the allocator's state it starts from
+/// does not depend on what else is in the list.
 pub(crate) struct Workload {
     /// The group it is compared within (`alloc_dealloc/64B`).
     pub(crate) group: &'static str,
     /// Its name inside the group.
     pub(crate) name: &'static str,
-    /// One iteration.
-    pub(crate) run: Box<dyn FnMut()>,
+    /// Sets the workload up and returns one iteration.
+    pub(crate) make: Box<dyn Fn() -> Box<dyn FnMut()>>,
 }
 
 fn posix_memalign_pair(nbytes: usize) -> impl FnMut() {
@@ -70,11 +72,71 @@ fn resource_pair(mr: Arc<dyn MemoryResource>, nbytes: usize) -> impl FnMut() {
     }
 }
 
-fn workload(group: &'static str, name: &'static str, run: impl FnMut() + 'static) -> Workload {
+fn workload<R: FnMut() + 'static>(
+    group: &'static str,
+    name: &'static str,
+    make: impl Fn() -> R + 'static,
+) -> Workload {
     Workload {
         group,
         name,
-        run: Box::new(run),
+        make: Box::new(move || Box::new(make())),
+    }
+}
+
+fn stack() -> Arc<dyn MemoryResource> {
+    Arc::new(StatisticsAdaptor::new(LimitingAdaptor::new(
+        MallocMemoryResource::new(),
+        usize::MAX,
+    )))
+}
+
+/// `empty(&SHAPE_2D, float32)` with default options, then its drop.
+fn empty_2d() -> impl FnMut() {
+    let options = EmptyOptions::new();
+    move || {
+        let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
+        drop(black_box(t));
+    }
+}
+
+/// A versioned export of a small tensor, then its deleter.
+fn export_2d() -> impl FnMut() {
+    let tensor = empty(&SHAPE_2D, DType::FLOAT32, &EmptyOptions::new()).expect("empty");
+    let request = DlpackRequest::new().max_version(1, 1);
+    move || {
+        let export = tensor.to_dlpack(black_box(&request)).expect("export");
+        drop(black_box(export));
+    }
+}
+
+/// `cudaGetDeviceCount` of the fake CUDA runtime, resolved and called
+/// directly.
+fn direct_driver_call() -> impl FnMut() {
+    let path = &fake_driver::fake_libraries().cudart;
+    let library = fake_driver::FakeControl::open(path).library();
+    // SAFETY: the fake exports cudaGetDeviceCount with CUDA's signature, and
+    // FakeControl keeps the library loaded for the whole process.
+    let direct = unsafe {
+        *library
+            .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cudaGetDeviceCount\0")
+            .expect("the fake exports cudaGetDeviceCount")
+    };
+    move || {
+        let mut count: c_int = 0;
+        // SAFETY: `count` is a valid out-parameter for the call.
+        let status = unsafe { direct(black_box(&mut count)) };
+        assert_eq!(status, 0, "cudaGetDeviceCount failed");
+        black_box(usize::try_from(count).expect("a device count"));
+    }
+}
+
+/// The same call through the generated table and the result layer.
+fn table_driver_call() -> impl FnMut() {
+    let runtime = CudaRuntime::open(&fake_driver::fake_libraries().cudart)
+        .expect("the fake CUDA runtime loads");
+    move || {
+        black_box(runtime.device_count().expect("device_count"));
     }
 }
 
@@ -85,90 +147,44 @@ pub(crate) fn all() -> Vec<Workload> {
         ("alloc_dealloc/64B", 64usize),
         ("alloc_dealloc/1MiB", 1 << 20),
     ] {
-        all.push(workload(
-            group,
-            "posix_memalign+free",
-            posix_memalign_pair(nbytes),
-        ));
-        all.push(workload(
-            group,
-            "std::alloc+dealloc",
-            std_alloc_pair(nbytes),
-        ));
-        let malloc: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
-        all.push(workload(
-            group,
-            "MallocMemoryResource",
-            resource_pair(malloc, nbytes),
-        ));
-        let heap: Arc<dyn MemoryResource> = Arc::new(HeapMemoryResource::new());
-        all.push(workload(
-            group,
-            "HeapMemoryResource",
-            resource_pair(heap, nbytes),
-        ));
-        let stack: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(
-            LimitingAdaptor::new(MallocMemoryResource::new(), usize::MAX),
-        ));
-        all.push(workload(
-            group,
-            "Statistics(Limiting(Malloc))",
-            resource_pair(stack, nbytes),
-        ));
+        all.push(workload(group, "posix_memalign+free", move || {
+            posix_memalign_pair(nbytes)
+        }));
+        all.push(workload(group, "std::alloc+dealloc", move || {
+            std_alloc_pair(nbytes)
+        }));
+        all.push(workload(group, "MallocMemoryResource", move || {
+            resource_pair(Arc::new(MallocMemoryResource::new()), nbytes)
+        }));
+        all.push(workload(group, "HeapMemoryResource", move || {
+            resource_pair(Arc::new(HeapMemoryResource::new()), nbytes)
+        }));
+        all.push(workload(group, "Statistics(Limiting(Malloc))", move || {
+            resource_pair(stack(), nbytes)
+        }));
     }
     let nbytes = SHAPE_2D.iter().product::<usize>() * DType::FLOAT32.itemsize();
-    all.push(workload(
-        "empty_2d",
-        "posix_memalign+free",
-        posix_memalign_pair(nbytes),
-    ));
-    let options = EmptyOptions::new();
-    all.push(workload("empty_2d", "empty+drop", move || {
-        let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
-        drop(black_box(t));
+    all.push(workload("empty_2d", "posix_memalign+free", move || {
+        posix_memalign_pair(nbytes)
     }));
+    all.push(workload("empty_2d", "empty+drop", empty_2d));
     // An export is one heap block and a deleter call: compare it with one
     // raw allocation pair of a small block.
-    all.push(workload(
-        "dlpack_export",
-        "posix_memalign+free",
-        posix_memalign_pair(64),
-    ));
-    let tensor = empty(&SHAPE_2D, DType::FLOAT32, &EmptyOptions::new()).expect("empty");
-    let request = DlpackRequest::new().max_version(1, 1);
-    all.push(workload("dlpack_export", "to_dlpack+deleter", move || {
-        let export = tensor.to_dlpack(black_box(&request)).expect("export");
-        drop(black_box(export));
+    all.push(workload("dlpack_export", "posix_memalign+free", || {
+        posix_memalign_pair(64)
     }));
+    all.push(workload("dlpack_export", "to_dlpack+deleter", export_2d));
     // A driver call through the generated table (and its result layer)
     // against the same symbol of the fake CUDA runtime called directly.
-    let path = fake_driver::fake_libraries().cudart.clone();
-    let library = fake_driver::FakeControl::open(&path).library();
-    // SAFETY: the fake exports cudaGetDeviceCount with CUDA's signature, and
-    // FakeControl keeps the library loaded for the whole process.
-    let direct = unsafe {
-        *library
-            .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cudaGetDeviceCount\0")
-            .expect("the fake exports cudaGetDeviceCount")
-    };
     all.push(workload(
         "driver_call",
         "cudaGetDeviceCount (direct)",
-        move || {
-            let mut count: c_int = 0;
-            // SAFETY: `count` is a valid out-parameter for the call.
-            let status = unsafe { direct(black_box(&mut count)) };
-            assert_eq!(status, 0, "cudaGetDeviceCount failed");
-            black_box(usize::try_from(count).expect("a device count"));
-        },
+        direct_driver_call,
     ));
-    let runtime = CudaRuntime::open(&path).expect("the fake CUDA runtime loads");
     all.push(workload(
         "driver_call",
         "CudaRuntime::device_count (table)",
-        move || {
-            black_box(runtime.device_count().expect("device_count"));
-        },
+        table_driver_call,
     ));
     all
 }
