@@ -3,10 +3,11 @@
 //! Timings on a shared machine move with its load; instruction counts do
 //! not, so these ratios are the repeatable half of the figures in
 //! `docs/benchmarks.md` (criterion's timings in `allocation.rs` are the
-//! other half). Each workload is built and run in its own process under
-//! callgrind, once with 0 and once with `ITERATIONS` iterations after one
-//! warm-up call; the difference divided by `ITERATIONS` is the cost of one
-//! iteration, free of start-up and set-up.
+//! other half). Each workload runs in its own process under callgrind
+//! (which builds the workload's whole group, so all members start from the
+//! same allocator state), once with 0 and once with `ITERATIONS` iterations
+//! after one warm-up call; the difference divided by `ITERATIONS` is the
+//! cost of one iteration, free of start-up and set-up.
 //!
 //! `cargo bench -p devmm --bench instructions [-- FILTER]` prints a
 //! Markdown table (FILTER keeps the groups whose name contains it); under
@@ -57,11 +58,24 @@ fn run_child(index: &str, n: &str) -> ExitCode {
         eprintln!("instructions: {CHILD} takes a workload index and an iteration count");
         return ExitCode::FAILURE;
     };
-    let Some(w) = workloads::all().into_iter().nth(index) else {
+    let all = workloads::all();
+    let Some(group) = all.get(index).map(|w| w.group) else {
         eprintln!("instructions: no workload {index}");
         return ExitCode::FAILURE;
     };
-    let mut run = (w.make)();
+    // Build the whole group, in order, whichever member is counted: a raw
+    // allocation's cost depends on the allocator's state, which must be
+    // the same for the baseline and every contender.
+    let mut group: Vec<(usize, workloads::Run)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.group == group)
+        .map(|(i, w)| (i, (w.make)()))
+        .collect();
+    let Some((_, run)) = group.iter_mut().find(|(i, _)| *i == index) else {
+        eprintln!("instructions: workload {index} is missing from its own group");
+        return ExitCode::FAILURE;
+    };
     run();
     for _ in 0..n {
         run();

@@ -26,16 +26,19 @@ const ALIGN: usize = devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT;
 /// The small 2-D shape `empty` is measured with (8 × 8 float32, 256 bytes).
 const SHAPE_2D: [usize; 2] = [8, 8];
 
-/// One measured operation, built on demand: a process that measures one
-/// workload builds only that one, so the allocator's state it starts from
-/// does not depend on what else is in the list.
+/// One iteration of a built workload.
+pub(crate) type Run = Box<dyn FnMut()>;
+
+/// One measured operation, built on demand: the benches build one group at
+/// a time, so the allocator state a group starts from does not depend on
+/// the other groups.
 pub(crate) struct Workload {
     /// The group it is compared within (`alloc_dealloc/64B`).
     pub(crate) group: &'static str,
     /// Its name inside the group.
     pub(crate) name: &'static str,
     /// Sets the workload up and returns one iteration.
-    pub(crate) make: Box<dyn Fn() -> Box<dyn FnMut()>>,
+    pub(crate) make: Box<dyn Fn() -> Run>,
 }
 
 fn posix_memalign_pair(nbytes: usize) -> impl FnMut() {
