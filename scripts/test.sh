@@ -25,6 +25,9 @@ step "Rust tests (unit, integration, doc)"
 cargo test --workspace --locked
 # The cudarc interop compiles both directions (cudarc loads CUDA lazily).
 cargo test -p devmm --features cudarc --doc --locked interop
+# The benchmarks build in the test profile and run each workload once
+# (the figures come from `cargo bench`, never from tests).
+cargo test -p devmm --benches --locked
 
 step "DLPack export, deleter and resource tests under valgrind memcheck"
 bash scripts/valgrind.sh
