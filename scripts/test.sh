@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Snapshots (insta, trybuild) are compared, never rewritten, by the suite.
+export INSTA_UPDATE=no
+unset TRYBUILD
+
 step "set-up: .venv with the test tools (scripts/requirements-test.txt)"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
@@ -15,9 +19,15 @@ export PATH="$PWD/.venv/bin:$PATH"
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p devmm --features cudarc --all-targets --locked -- -D warnings
 
 step "Rust tests (unit, integration, doc)"
 cargo test --workspace --locked
+# The cudarc interop compiles both directions (cudarc loads CUDA lazily).
+cargo test -p devmm --features cudarc --doc --locked interop
+# The benchmarks build in the test profile and run each workload once
+# (the figures come from `cargo bench`, never from tests).
+cargo test -p devmm --benches --locked
 
 step "DLPack export, deleter and resource tests under valgrind memcheck"
 bash scripts/valgrind.sh

@@ -122,7 +122,7 @@ impl DType {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn new(code: DTypeCode, bits: u8, lanes: u16) -> Result<DType, Error> {
-        if bits == 0 || lanes == 0 || bits % 8 != 0 {
+        if bits == 0 || lanes == 0 || !bits.is_multiple_of(8) {
             return Err(Error::InvalidArgument {
                 reason: format!(
                     "dtype (code {code:?}, bits {bits}, lanes {lanes}) is not byte-sized; \

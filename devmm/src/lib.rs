@@ -8,6 +8,7 @@ pub mod dlpack;
 mod dtype;
 mod error;
 mod layout;
+mod ledger;
 pub mod mrs;
 mod ptr;
 mod registry;
@@ -25,8 +26,10 @@ pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{Error, MisuseKind, Result};
 pub use layout::{
-    Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, Permuted, RowMajor,
+    Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
+    Permuted, RowMajor, StaticLayout, StaticPlan,
 };
+pub use ledger::Ledger;
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use ptr::DevicePtr;
 pub use registry::{
@@ -37,6 +40,7 @@ pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, default_device,
     register_runtime, runtime_for, runtime_names,
 };
+pub use size::SizeOverflow;
 pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
 pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 
@@ -44,3 +48,9 @@ pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+pub use devmm_macros::{Element, layout, memory_resource};
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;

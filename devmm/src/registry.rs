@@ -6,9 +6,8 @@
 //! the device's runtime.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::device::Device;
 use crate::error::Result;
@@ -16,9 +15,13 @@ use crate::resource::MemoryResource;
 
 type SharedResource = Arc<dyn MemoryResource>;
 
-fn global() -> &'static RwLock<HashMap<Device, SharedResource>> {
-    static GLOBAL: OnceLock<RwLock<HashMap<Device, SharedResource>>> = OnceLock::new();
-    GLOBAL.get_or_init(RwLock::default)
+/// The process-wide table. A process has a handful of devices, so a list
+/// scanned in order is cheaper than hashing, and `empty()` looks here on
+/// every call.
+static GLOBAL: RwLock<Vec<(Device, SharedResource)>> = RwLock::new(Vec::new());
+
+fn lookup(table: &[(Device, SharedResource)], device: Device) -> Option<&SharedResource> {
+    table.iter().find(|(d, _)| *d == device).map(|(_, mr)| mr)
 }
 
 thread_local! {
@@ -48,16 +51,17 @@ pub fn get_current_memory_resource(device: Device) -> Result<SharedResource> {
     if let Some(mr) = overridden {
         return Ok(mr);
     }
-    if let Some(mr) = global()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&device)
-    {
+    if let Some(mr) = lookup(&GLOBAL.read().unwrap_or_else(|e| e.into_inner()), device) {
         return Ok(Arc::clone(mr));
     }
     let default = crate::runtime::runtime_for(device)?.default_resource(device)?;
-    let mut map = global().write().unwrap_or_else(|e| e.into_inner());
-    Ok(Arc::clone(map.entry(device).or_insert(default)))
+    let mut table = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    // Another thread may have installed one meanwhile: keep the first.
+    if let Some(mr) = lookup(&table, device) {
+        return Ok(Arc::clone(mr));
+    }
+    table.push((device, Arc::clone(&default)));
+    Ok(default)
 }
 
 /// Makes `mr` the process-wide current resource of `mr.device()`, returning
@@ -74,10 +78,14 @@ pub fn get_current_memory_resource(device: Device) -> Result<SharedResource> {
 /// ```
 pub fn set_current_memory_resource(mr: SharedResource) -> Option<SharedResource> {
     let device = mr.device();
-    global()
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(device, mr)
+    let mut table = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    match table.iter_mut().find(|(d, _)| *d == device) {
+        Some((_, current)) => Some(std::mem::replace(current, mr)),
+        None => {
+            table.push((device, mr));
+            None
+        }
+    }
 }
 
 /// Makes `mr` current for its device on this thread until the guard drops.

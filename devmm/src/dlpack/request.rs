@@ -85,16 +85,16 @@ impl DlpackRequest {
             ));
         }
         let own = tensor.device().dlpack_device();
-        if let Some(asked) = self.dl_device {
-            if asked != own {
-                return Err(refusal(format!(
-                    "dl_device={asked:?} was asked, but the tensor lives on {} {own:?} and devmm \
-                     never copies across devices; omit dl_device, or copy the data with the \
-                     consumer's library after importing it on {}",
-                    tensor.device(),
-                    tensor.device()
-                )));
-            }
+        if let Some(asked) = self.dl_device
+            && asked != own
+        {
+            return Err(refusal(format!(
+                "dl_device={asked:?} was asked, but the tensor lives on {} {own:?} and devmm \
+                 never copies across devices; omit dl_device, or copy the data with the \
+                 consumer's library after importing it on {}",
+                tensor.device(),
+                tensor.device()
+            )));
         }
         let flavor = self.flavor();
         if flavor == DlpackFlavor::Legacy && tensor.is_read_only() {

@@ -17,6 +17,8 @@
 //! two elements overlap. Every size computation is overflow-checked.
 
 mod policy;
+mod rule;
+mod static_layout;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,9 +27,11 @@ use smallvec::SmallVec;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::size::{checked_add, checked_mul, round_up};
+use crate::size::{checked_add, checked_mul};
 
 pub use policy::{Aligned, ColMajor, DeviceOptimal, LayoutPlan, LayoutPolicy, Permuted, RowMajor};
+pub use rule::LayoutRuleError;
+pub use static_layout::{StaticLayout, StaticPlan};
 
 /// A short list of per-dimension numbers, inline up to four dimensions.
 pub type Dims = SmallVec<[usize; 4]>;
@@ -72,34 +76,17 @@ impl Layout {
 
     /// Applies the resolution rule to a plan.
     fn from_plan(shape: &[usize], dtype: DType, plan: &LayoutPlan) -> Result<Layout> {
-        check_permutation(&plan.permutation, shape.len())?;
         let itemsize = dtype.itemsize();
-        for (what, value) in [
-            ("unit-stride alignment", plan.unit_stride_alignment),
-            ("base alignment", plan.base_alignment),
-        ] {
-            if !value.is_power_of_two() {
-                return Err(Error::layout(format!(
-                    "{what} must be a power of two, not {value}"
-                )));
-            }
-        }
-        // Pad rows to whole elements as well as to the alignment.
-        let row_multiple = lcm(plan.unit_stride_alignment, itemsize)?;
         let mut strides: Dims = SmallVec::from_elem(0, shape.len());
-        let mut running = 1usize;
-        for (position, &dim) in plan.permutation.iter().enumerate().rev() {
-            strides[dim] = running;
-            let extent = shape[dim].max(1);
-            let extent = if position + 1 == plan.permutation.len() {
-                let bytes = checked_mul(extent, itemsize, "row length in bytes")?;
-                round_up_multiple(bytes, row_multiple)? / itemsize
-            } else {
-                extent
-            };
-            running = checked_mul(running, extent, "stride")?;
-        }
-        let required_nbytes = required_nbytes(shape, &strides, itemsize, plan.base_alignment)?;
+        let required_nbytes = rule::resolve(
+            shape,
+            &plan.permutation,
+            itemsize,
+            plan.unit_stride_alignment,
+            plan.base_alignment,
+            &mut strides,
+        )
+        .map_err(|e| rule_error(e, &plan.permutation, shape.len(), dtype))?;
         Ok(Layout {
             shape: shape.into(),
             strides,
@@ -136,7 +123,12 @@ impl Layout {
             shape: shape.into(),
             strides: strides.into(),
             itemsize: dtype.itemsize(),
-            required_nbytes: required_nbytes(shape, strides, dtype.itemsize(), base_alignment)?,
+            required_nbytes: rule::required_nbytes(
+                shape,
+                strides,
+                dtype.itemsize(),
+                base_alignment,
+            )?,
             permutation,
             base_alignment,
             policy: None,
@@ -263,47 +255,37 @@ impl PartialEq for Layout {
     }
 }
 
-fn required_nbytes(
-    shape: &[usize],
-    strides: &[usize],
-    itemsize: usize,
-    base: usize,
-) -> Result<usize> {
-    if shape.contains(&0) {
-        return Ok(0);
-    }
-    let mut last = 0usize;
-    for (&extent, &stride) in shape.iter().zip(strides) {
-        last = checked_add(
-            last,
-            checked_mul(stride, extent - 1, "element offset")?,
-            "element offset",
-        )?;
-    }
-    let bytes = checked_mul(
-        checked_add(last, 1, "element count")?,
-        itemsize,
-        "required bytes",
-    )?;
-    round_up(bytes, base, "required bytes")
-}
-
 fn check_permutation(permutation: &[usize], ndim: usize) -> Result<()> {
-    let mut seen: Dims = SmallVec::from_elem(0, ndim);
-    let valid = permutation.len() == ndim
-        && permutation.iter().all(|&d| {
-            d < ndim && {
-                seen[d] += 1;
-                seen[d] == 1
-            }
-        });
-    if valid {
+    if rule::is_permutation(permutation, ndim) {
         Ok(())
     } else {
-        Err(Error::layout(format!(
-            "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
-             list each dimension exactly once, outermost first"
-        )))
+        Err(not_a_permutation(permutation, ndim))
+    }
+}
+
+fn not_a_permutation(permutation: &[usize], ndim: usize) -> Error {
+    Error::layout(format!(
+        "{permutation:?} is not a permutation of the {ndim} dimensions 0..{ndim}; \
+         list each dimension exactly once, outermost first"
+    ))
+}
+
+/// The run-time message for a refusal of the rule.
+fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize, dtype: DType) -> Error {
+    match error {
+        LayoutRuleError::Overflow(overflow) => overflow.into(),
+        LayoutRuleError::NotAPermutation => not_a_permutation(permutation, ndim),
+        LayoutRuleError::NotPowerOfTwo { what, value } => {
+            Error::layout(format!("{what} must be a power of two, not {value}"))
+        }
+        LayoutRuleError::UnitStrideBelowElement {
+            unit_stride_alignment,
+            itemsize,
+        } => Error::layout(format!(
+            "unit_stride_alignment {unit_stride_alignment} is smaller than one {dtype} element \
+             ({itemsize} bytes); use at least {} or 1 for no padding",
+            itemsize.next_power_of_two()
+        )),
     }
 }
 
@@ -313,20 +295,4 @@ fn order_by_stride(shape: &[usize], strides: &[usize]) -> Dims {
     let mut order: Dims = (0..shape.len()).collect();
     order.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
     order
-}
-
-fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-fn lcm(a: usize, b: usize) -> Result<usize> {
-    checked_mul(a / gcd(a, b), b, "row alignment")
-}
-
-fn round_up_multiple(n: usize, multiple: usize) -> Result<usize> {
-    let rounded = checked_add(n, multiple - 1, "padded row length")? / multiple;
-    checked_mul(rounded, multiple, "padded row length")
 }

@@ -7,6 +7,7 @@ use crate::device::{Device, DeviceType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
+use super::rule::aligned_alignments;
 use super::{Dims, Layout};
 
 /// What a policy decides; [`Layout::resolve`] does the arithmetic.
@@ -46,11 +47,18 @@ pub trait LayoutPolicy: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+/// The `(unit_stride_alignment, base_alignment)` of a dense plan: no row
+/// padding, the dtype's own alignment.
+pub(crate) const fn dense_alignments(dtype: DType) -> (usize, usize) {
+    (1, dtype.alignment())
+}
+
 fn dense(permutation: Dims, dtype: DType) -> LayoutPlan {
+    let (unit_stride_alignment, base_alignment) = dense_alignments(dtype);
     LayoutPlan {
         permutation,
-        unit_stride_alignment: 1,
-        base_alignment: dtype.alignment(),
+        unit_stride_alignment,
+        base_alignment,
     }
 }
 
@@ -195,19 +203,17 @@ impl Aligned {
 impl LayoutPolicy for Aligned {
     fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan> {
         let inner = self.inner.plan(shape, dtype, device)?;
-        if self.unit_stride_alignment > 1 && self.unit_stride_alignment < dtype.itemsize() {
-            return Err(Error::layout(format!(
-                "unit_stride_alignment {} is smaller than one {dtype} element ({} bytes); \
-                 use at least {} or 1 for no padding",
-                self.unit_stride_alignment,
-                dtype.itemsize(),
-                dtype.itemsize().next_power_of_two()
-            )));
-        }
+        let (unit_stride_alignment, base_alignment) = aligned_alignments(
+            (inner.unit_stride_alignment, inner.base_alignment),
+            self.unit_stride_alignment,
+            self.base_alignment,
+            dtype.itemsize(),
+        )
+        .map_err(|e| super::rule_error(e, &inner.permutation, shape.len(), dtype))?;
         Ok(LayoutPlan {
             permutation: inner.permutation,
-            unit_stride_alignment: inner.unit_stride_alignment.max(self.unit_stride_alignment),
-            base_alignment: inner.base_alignment.max(self.base_alignment),
+            unit_stride_alignment,
+            base_alignment,
         })
     }
 }

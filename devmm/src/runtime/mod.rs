@@ -6,7 +6,11 @@
 //! loads once and hands out the same instance afterwards.
 
 pub mod cpu;
+pub mod cuda;
+mod driver;
+mod gpu;
 mod registry;
+pub mod rocm;
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +21,7 @@ use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::{Stream, StreamSentinel};
 
+pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, default_device, register_runtime,
     runtime_for, runtime_names,
@@ -161,5 +166,9 @@ impl fmt::Debug for ActivationGuard {
 
 /// The runtimes devmm ships, in discovery order.
 fn builtin_registrations() -> Vec<RuntimeRegistration> {
-    vec![cpu::registration()]
+    vec![
+        cpu::registration(),
+        cuda::registration(),
+        rocm::registration(),
+    ]
 }

@@ -2,12 +2,11 @@
 //! over `std::alloc` that serves as the reference for tests.
 
 use std::alloc::Layout as AllocLayout;
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::Mutex;
 
 use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
+use crate::ledger::Ledger;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::Stream;
@@ -122,16 +121,6 @@ impl MemoryResource for MallocMemoryResource {
     }
 }
 
-/// How many freed addresses the heap resource remembers to tell a double
-/// free from an unknown pointer. Bounded so a long run does not grow it.
-const FREED_MEMORY: usize = 1024;
-
-#[derive(Default)]
-struct HeapState {
-    live: HashMap<usize, usize>,
-    recently_freed: VecDeque<usize>,
-}
-
 /// A checked resource over Rust's global allocator.
 ///
 /// It records every live allocation, so `deallocate` with an unknown
@@ -154,7 +143,7 @@ struct HeapState {
 /// ```
 pub struct HeapMemoryResource {
     alignment: usize,
-    state: Mutex<HeapState>,
+    ledger: Ledger,
 }
 
 impl HeapMemoryResource {
@@ -162,7 +151,7 @@ impl HeapMemoryResource {
     pub fn new() -> HeapMemoryResource {
         HeapMemoryResource {
             alignment: CPU_DEFAULT_ALIGNMENT,
-            state: Mutex::default(),
+            ledger: Ledger::new(),
         }
     }
 
@@ -171,14 +160,8 @@ impl HeapMemoryResource {
         check_alignment("HeapMemoryResource", alignment)?;
         Ok(HeapMemoryResource {
             alignment,
-            state: Mutex::default(),
+            ledger: Ledger::new(),
         })
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, HeapState> {
-        // The state stays consistent across a panic elsewhere: every update
-        // is a single insert or remove.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
@@ -214,11 +197,10 @@ impl Drop for HeapMemoryResource {
         // Allocations still live belong to buffers that outlived the
         // resource's last owner, which DeviceBuffer's ownership prevents; a
         // leak here would be a bug elsewhere, so release them rather than leak.
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (&addr, &nbytes) in &state.live {
+        for (ptr, nbytes) in self.ledger.drain() {
             if let Ok(layout) = AllocLayout::from_size_align(nbytes, self.alignment) {
                 // SAFETY: every live entry was allocated with this layout.
-                unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+                unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
             }
         }
     }
@@ -245,41 +227,26 @@ impl MemoryResource for HeapMemoryResource {
                 "the global allocator returned null".into(),
             ));
         }
-        let mut state = self.state();
-        state.live.insert(raw as usize, nbytes);
-        state.recently_freed.retain(|&a| a != raw as usize);
-        Ok(DevicePtr::from_host_ptr(raw))
+        let ptr = DevicePtr::from_host_ptr(raw);
+        self.ledger.record(ptr, nbytes);
+        Ok(ptr)
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
         if ptr.is_null() && nbytes == 0 {
             return Ok(());
         }
-        let mut state = self.state();
-        match state.live.get(&ptr.addr()) {
-            None if state.recently_freed.contains(&ptr.addr()) => {
-                Err(self.misuse(MisuseKind::DoubleFree, ptr, nbytes))
-            }
-            None => Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes)),
-            Some(&allocated) if allocated != nbytes => {
-                Err(self.misuse(MisuseKind::WrongSize { allocated }, ptr, nbytes))
-            }
-            Some(_) => {
-                // A live entry's layout was valid when it was allocated.
-                let Ok(layout) = AllocLayout::from_size_align(nbytes, self.alignment) else {
-                    return Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes));
-                };
-                state.live.remove(&ptr.addr());
-                if state.recently_freed.len() == FREED_MEMORY {
-                    state.recently_freed.pop_front();
-                }
-                state.recently_freed.push_back(ptr.addr());
-                // SAFETY: the pointer is live in our table with this size, so
-                // it came from `alloc(layout)` and has not been freed.
-                unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
-                Ok(())
-            }
-        }
+        self.ledger
+            .take(ptr, nbytes)
+            .map_err(|kind| self.misuse(kind, ptr, nbytes))?;
+        // A live entry's layout was valid when it was allocated.
+        let Ok(layout) = AllocLayout::from_size_align(nbytes, self.alignment) else {
+            return Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes));
+        };
+        // SAFETY: the pointer was live in the ledger with this size, so it
+        // came from `alloc(layout)` and has not been freed.
+        unsafe { std::alloc::dealloc(ptr.as_host_ptr(), layout) };
+        Ok(())
     }
 
     fn device(&self) -> Device {
@@ -299,6 +266,6 @@ impl MemoryResource for HeapMemoryResource {
     }
 
     fn live_count(&self) -> Option<usize> {
-        Some(self.state().live.len())
+        Some(self.ledger.live_count())
     }
 }

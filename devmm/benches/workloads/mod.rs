@@ -1,0 +1,193 @@
+//! The operations the benchmarks measure, shared by the criterion timings
+//! (`allocation.rs`) and the instruction counts (`instructions.rs`) so both
+//! measure exactly the same code.
+//!
+//! Workloads come in groups; the first of each group is its baseline, the
+//! raw call devmm wraps, and every figure is read as a ratio to it.
+
+#[path = "../../tests/support/fake_driver.rs"]
+mod fake_driver;
+
+use std::alloc::Layout as AllocLayout;
+use std::ffi::c_int;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use devmm::dlpack::DlpackRequest;
+use devmm::runtime::cuda::CudaRuntime;
+use devmm::{
+    DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
+    MemoryResource, StatisticsAdaptor, Stream, empty,
+};
+
+/// The alignment of the raw baseline: the CPU resources' default.
+const ALIGN: usize = devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT;
+
+/// The small 2-D shape `empty` is measured with (8 × 8 float32, 256 bytes).
+const SHAPE_2D: [usize; 2] = [8, 8];
+
+/// One iteration of a built workload.
+pub(crate) type Run = Box<dyn FnMut()>;
+
+/// One measured operation, built on demand: the benches build one group at
+/// a time, so the allocator state a group starts from does not depend on
+/// the other groups.
+pub(crate) struct Workload {
+    /// The group it is compared within (`alloc_dealloc/64B`).
+    pub(crate) group: &'static str,
+    /// Its name inside the group.
+    pub(crate) name: &'static str,
+    /// Sets the workload up and returns one iteration.
+    pub(crate) make: Box<dyn Fn() -> Run>,
+}
+
+fn posix_memalign_pair(nbytes: usize) -> impl FnMut() {
+    move || {
+        let mut out: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: `out` is a valid place for the result and ALIGN is a power
+        // of two multiple of the pointer size.
+        let status = unsafe { libc::posix_memalign(&mut out, ALIGN, black_box(nbytes)) };
+        assert_eq!(status, 0, "posix_memalign({nbytes}) failed");
+        // SAFETY: `out` came from posix_memalign and is freed once.
+        unsafe { libc::free(black_box(out)) };
+    }
+}
+
+fn std_alloc_pair(nbytes: usize) -> impl FnMut() {
+    let layout = AllocLayout::from_size_align(nbytes, ALIGN).expect("a valid layout");
+    move || {
+        // SAFETY: every layout measured has a non-zero size.
+        let p = unsafe { std::alloc::alloc(black_box(layout)) };
+        assert!(!p.is_null(), "std::alloc failed for {layout:?}");
+        // SAFETY: `p` came from `alloc(layout)` and is freed once.
+        unsafe { std::alloc::dealloc(black_box(p), layout) };
+    }
+}
+
+/// An allocate + deallocate pair through `mr`, held as the registry holds
+/// resources: behind `Arc<dyn MemoryResource>`.
+fn resource_pair(mr: Arc<dyn MemoryResource>, nbytes: usize) -> impl FnMut() {
+    let stream = Stream::cpu();
+    move || {
+        let p = mr.allocate(black_box(nbytes), &stream).expect("allocate");
+        // SAFETY: `p` came from `mr.allocate(nbytes, ..)` and is freed once.
+        unsafe { mr.deallocate(black_box(p), nbytes, &stream) }.expect("deallocate");
+    }
+}
+
+fn workload<R: FnMut() + 'static>(
+    group: &'static str,
+    name: &'static str,
+    make: impl Fn() -> R + 'static,
+) -> Workload {
+    Workload {
+        group,
+        name,
+        make: Box::new(move || Box::new(make())),
+    }
+}
+
+fn stack() -> Arc<dyn MemoryResource> {
+    Arc::new(StatisticsAdaptor::new(LimitingAdaptor::new(
+        MallocMemoryResource::new(),
+        usize::MAX,
+    )))
+}
+
+/// `empty(&SHAPE_2D, float32)` with default options, then its drop.
+fn empty_2d() -> impl FnMut() {
+    let options = EmptyOptions::new();
+    move || {
+        let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
+        drop(black_box(t));
+    }
+}
+
+/// A versioned export of a small tensor, then its deleter.
+fn export_2d() -> impl FnMut() {
+    let tensor = empty(&SHAPE_2D, DType::FLOAT32, &EmptyOptions::new()).expect("empty");
+    let request = DlpackRequest::new().max_version(1, 1);
+    move || {
+        let export = tensor.to_dlpack(black_box(&request)).expect("export");
+        drop(black_box(export));
+    }
+}
+
+/// `cudaGetDeviceCount` of the fake CUDA runtime, resolved and called
+/// directly.
+fn direct_driver_call() -> impl FnMut() {
+    let path = &fake_driver::fake_libraries().cudart;
+    let library = fake_driver::FakeControl::open(path).library();
+    // SAFETY: the fake exports cudaGetDeviceCount with CUDA's signature, and
+    // FakeControl keeps the library loaded for the whole process.
+    let direct = unsafe {
+        *library
+            .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cudaGetDeviceCount\0")
+            .expect("the fake exports cudaGetDeviceCount")
+    };
+    move || {
+        let mut count: c_int = 0;
+        // SAFETY: `count` is a valid out-parameter for the call.
+        let status = unsafe { direct(black_box(&mut count)) };
+        assert_eq!(status, 0, "cudaGetDeviceCount failed");
+        black_box(usize::try_from(count).expect("a device count"));
+    }
+}
+
+/// The same call through the generated table and the result layer.
+fn table_driver_call() -> impl FnMut() {
+    let runtime = CudaRuntime::open(&fake_driver::fake_libraries().cudart)
+        .expect("the fake CUDA runtime loads");
+    move || {
+        black_box(runtime.device_count().expect("device_count"));
+    }
+}
+
+/// Every workload, baselines first within each group.
+pub(crate) fn all() -> Vec<Workload> {
+    let mut all = Vec::new();
+    for (group, nbytes) in [
+        ("alloc_dealloc/64B", 64usize),
+        ("alloc_dealloc/1MiB", 1 << 20),
+    ] {
+        all.push(workload(group, "posix_memalign+free", move || {
+            posix_memalign_pair(nbytes)
+        }));
+        all.push(workload(group, "std::alloc+dealloc", move || {
+            std_alloc_pair(nbytes)
+        }));
+        all.push(workload(group, "MallocMemoryResource", move || {
+            resource_pair(Arc::new(MallocMemoryResource::new()), nbytes)
+        }));
+        all.push(workload(group, "HeapMemoryResource", move || {
+            resource_pair(Arc::new(HeapMemoryResource::new()), nbytes)
+        }));
+        all.push(workload(group, "Statistics(Limiting(Malloc))", move || {
+            resource_pair(stack(), nbytes)
+        }));
+    }
+    let nbytes = SHAPE_2D.iter().product::<usize>() * DType::FLOAT32.itemsize();
+    all.push(workload("empty_2d", "posix_memalign+free", move || {
+        posix_memalign_pair(nbytes)
+    }));
+    all.push(workload("empty_2d", "empty+drop", empty_2d));
+    // An export is one heap block and a deleter call: compare it with one
+    // raw allocation pair of a small block.
+    all.push(workload("dlpack_export", "posix_memalign+free", || {
+        posix_memalign_pair(64)
+    }));
+    all.push(workload("dlpack_export", "to_dlpack+deleter", export_2d));
+    // A driver call through the generated table (and its result layer)
+    // against the same symbol of the fake CUDA runtime called directly.
+    all.push(workload(
+        "driver_call",
+        "cudaGetDeviceCount (direct)",
+        direct_driver_call,
+    ));
+    all.push(workload(
+        "driver_call",
+        "CudaRuntime::device_count (table)",
+        table_driver_call,
+    ));
+    all
+}

@@ -1,0 +1,194 @@
+//! The resolution rule as `const fn`s over slices.
+//!
+//! Run-time layouts ([`Layout::resolve`](super::Layout::resolve)) and
+//! compile-time ones ([`StaticLayout`](super::StaticLayout), what `layout!`
+//! expands to) both call these, so the two cannot disagree.
+
+use crate::size::{SizeOverflow, checked_add, checked_mul, lcm, round_up, round_up_multiple};
+
+/// Why the resolution rule refused a plan.
+///
+/// The `const` counterpart of [`Error::InvalidLayout`](crate::Error::InvalidLayout):
+/// a value a `const` item can match on, which converts to the error with its
+/// full message at run time.
+///
+/// ```
+/// use devmm::{DType, LayoutRuleError, StaticLayout, StaticPlan};
+/// let plan = StaticPlan::permuted([0, 0]);
+/// assert_eq!(StaticLayout::resolve([2, 2], DType::UINT8, plan), Err(LayoutRuleError::NotAPermutation));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutRuleError {
+    /// A size does not fit `usize`.
+    Overflow(SizeOverflow),
+    /// The dimension order does not list each dimension exactly once.
+    NotAPermutation,
+    /// An alignment that is not a power of two.
+    NotPowerOfTwo {
+        /// Which alignment.
+        what: &'static str,
+        /// Its value.
+        value: usize,
+    },
+    /// Row padding finer than one element.
+    UnitStrideBelowElement {
+        /// The unit-stride alignment asked for.
+        unit_stride_alignment: usize,
+        /// Bytes per element.
+        itemsize: usize,
+    },
+}
+
+impl From<SizeOverflow> for LayoutRuleError {
+    fn from(o: SizeOverflow) -> Self {
+        LayoutRuleError::Overflow(o)
+    }
+}
+
+/// `?` for `const fn`, where the `Try` trait is not available.
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Err(LayoutRuleError::Overflow(e)),
+        }
+    };
+}
+
+/// Whether `permutation` lists each of `0..ndim` exactly once.
+pub(crate) const fn is_permutation(permutation: &[usize], ndim: usize) -> bool {
+    if permutation.len() != ndim {
+        return false;
+    }
+    // Quadratic, allocation-free: ranks are small and this runs in const.
+    let mut i = 0;
+    while i < ndim {
+        if permutation[i] >= ndim {
+            return false;
+        }
+        let mut j = 0;
+        while j < i {
+            if permutation[j] == permutation[i] {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// How an [`Aligned`](super::Aligned) wrapper combines its alignments with
+/// the inner plan's: the larger of each, and row padding, when asked for,
+/// no finer than one element.
+pub(crate) const fn aligned_alignments(
+    inner: (usize, usize),
+    unit_stride_alignment: usize,
+    base_alignment: usize,
+    itemsize: usize,
+) -> Result<(usize, usize), LayoutRuleError> {
+    if unit_stride_alignment > 1 && unit_stride_alignment < itemsize {
+        return Err(LayoutRuleError::UnitStrideBelowElement {
+            unit_stride_alignment,
+            itemsize,
+        });
+    }
+    let unit = if inner.0 > unit_stride_alignment {
+        inner.0
+    } else {
+        unit_stride_alignment
+    };
+    let base = if inner.1 > base_alignment {
+        inner.1
+    } else {
+        base_alignment
+    };
+    Ok((unit, base))
+}
+
+/// Fills `strides` (in elements) by the resolution rule and returns the
+/// required bytes. `shape`, `permutation` and `strides` have the same length.
+pub(crate) const fn resolve(
+    shape: &[usize],
+    permutation: &[usize],
+    itemsize: usize,
+    unit_stride_alignment: usize,
+    base_alignment: usize,
+    strides: &mut [usize],
+) -> Result<usize, LayoutRuleError> {
+    if !is_permutation(permutation, shape.len()) {
+        return Err(LayoutRuleError::NotAPermutation);
+    }
+    if !unit_stride_alignment.is_power_of_two() {
+        return Err(LayoutRuleError::NotPowerOfTwo {
+            what: "unit-stride alignment",
+            value: unit_stride_alignment,
+        });
+    }
+    if !base_alignment.is_power_of_two() {
+        return Err(LayoutRuleError::NotPowerOfTwo {
+            what: "base alignment",
+            value: base_alignment,
+        });
+    }
+    // Pad rows to whole elements as well as to the alignment.
+    let row_multiple = tri!(lcm(unit_stride_alignment, itemsize, "row alignment"));
+    let mut running = 1usize;
+    let mut position = permutation.len();
+    while position > 0 {
+        position -= 1;
+        let dim = permutation[position];
+        strides[dim] = running;
+        let mut extent = if shape[dim] == 0 { 1 } else { shape[dim] };
+        if position + 1 == permutation.len() {
+            let bytes = tri!(checked_mul(extent, itemsize, "row length in bytes"));
+            extent = tri!(round_up_multiple(bytes, row_multiple, "padded row length")) / itemsize;
+        }
+        running = tri!(checked_mul(running, extent, "stride"));
+    }
+    Ok(tri!(required_nbytes(
+        shape,
+        strides,
+        itemsize,
+        base_alignment
+    )))
+}
+
+/// `(1 + Σ stride·(extent−1))·itemsize` rounded up to `base`; zero when any
+/// extent is zero.
+pub(crate) const fn required_nbytes(
+    shape: &[usize],
+    strides: &[usize],
+    itemsize: usize,
+    base: usize,
+) -> Result<usize, SizeOverflow> {
+    let mut i = 0;
+    while i < shape.len() {
+        if shape[i] == 0 {
+            return Ok(0);
+        }
+        i += 1;
+    }
+    let mut last = 0usize;
+    let mut i = 0;
+    while i < shape.len() {
+        let offset = match checked_mul(strides[i], shape[i] - 1, "element offset") {
+            Ok(o) => o,
+            Err(e) => return Err(e),
+        };
+        last = match checked_add(last, offset, "element offset") {
+            Ok(l) => l,
+            Err(e) => return Err(e),
+        };
+        i += 1;
+    }
+    let count = match checked_add(last, 1, "element count") {
+        Ok(c) => c,
+        Err(e) => return Err(e),
+    };
+    match checked_mul(count, itemsize, "required bytes") {
+        Ok(bytes) => round_up(bytes, base, "required bytes"),
+        Err(e) => Err(e),
+    }
+}

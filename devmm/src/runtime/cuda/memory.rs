@@ -1,0 +1,65 @@
+//! The CUDA memory resources (`devmm::mrs::cuda`).
+
+use std::ffi::c_void;
+
+use crate::runtime::gpu::memory::{DeviceKind, GpuMemory, ManagedKind, PinnedKind};
+use crate::runtime::gpu::{ResourceNames, Status};
+
+use super::sys::CudaRuntimeTable;
+
+pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
+    device: "CudaRuntimeMemoryResource",
+    pinned: "CudaPinnedMemoryResource",
+    managed: "CudaManagedMemoryResource",
+};
+
+/// Device memory from `cudaMallocAsync` on the allocation stream where the
+/// driver has it (then `stream_ordered()`), else `cudaMalloc`; 256-byte
+/// aligned. Out of memory is [`Error::OutOfMemory`](crate::Error::OutOfMemory)
+/// naming the device, the size and the resource chain.
+///
+/// ```no_run
+/// use devmm::mrs::cuda::CudaRuntimeMemoryResource;
+/// use devmm::{runtime_for, Device, DeviceType, MemoryResource};
+/// let gpu = Device::new(DeviceType::Cuda, 0);
+/// let mr = CudaRuntimeMemoryResource::new(gpu)?;
+/// let stream = runtime_for(gpu)?.default_stream(gpu)?;
+/// let p = mr.allocate(1 << 20, &stream)?;
+/// // SAFETY: `p` came from `mr.allocate(1 << 20, ..)` and is freed once.
+/// unsafe { mr.deallocate(p, 1 << 20, &stream)? };
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub type CudaRuntimeMemoryResource = GpuMemory<CudaRuntimeTable, DeviceKind>;
+
+/// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
+///
+/// ```no_run
+/// use devmm::mrs::cuda::CudaPinnedMemoryResource;
+/// use devmm::{Device, DeviceType, MemoryResource};
+/// let mr = CudaPinnedMemoryResource::new(Device::new(DeviceType::CudaHost, 0))?;
+/// assert_eq!(mr.guaranteed_alignment(), 256);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub type CudaPinnedMemoryResource = GpuMemory<CudaRuntimeTable, PinnedKind>;
+
+/// Managed (unified) memory from `cudaMallocManaged`, on a `cuda_managed`
+/// device.
+///
+/// ```no_run
+/// use devmm::mrs::cuda::CudaManagedMemoryResource;
+/// use devmm::{Device, DeviceType};
+/// let mr = CudaManagedMemoryResource::new(Device::new(DeviceType::CudaManaged, 0))?;
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub type CudaManagedMemoryResource = GpuMemory<CudaRuntimeTable, ManagedKind>;
+
+/// `cudaMallocHost`, whose signature has no flags (HIP's has).
+pub(super) fn host_malloc(
+    table: &CudaRuntimeTable,
+    nbytes: usize,
+) -> (&'static str, Status, *mut c_void) {
+    let mut ptr = std::ptr::null_mut();
+    // SAFETY: `ptr` is a valid out-parameter for the call.
+    let status = unsafe { (table.cudaMallocHost)(&mut ptr, nbytes) };
+    ("cudaMallocHost", status, ptr)
+}

@@ -1,0 +1,111 @@
+//! The CUDA runtime, reached through `libcudart` at run time: no CUDA SDK
+//! is needed to build devmm, and a machine without CUDA gets
+//! [`Error::RuntimeUnavailable`](crate::Error::RuntimeUnavailable) naming
+//! the libraries tried.
+//!
+//! The function table is generated from `devmm/api/cuda_runtime.api` by
+//! devmm-codegen (see `devmm/build.rs`); `DEVMM_CUDART_PATH` overrides the
+//! library names with a full path.
+//!
+//! ```no_run
+//! use devmm::runtime::cuda::CudaRuntime;
+//! use devmm::{Device, DeviceRuntime, DeviceType};
+//! let rt = CudaRuntime::load()?;
+//! let gpu = Device::new(DeviceType::Cuda, 0);
+//! let info = rt.memory_info(gpu)?;
+//! println!("{} devices; {gpu}: {} of {} bytes free", rt.device_count()?, info.free, info.total);
+//! # Ok::<(), devmm::Error>(())
+//! ```
+
+mod device;
+#[cfg(feature = "cudarc")]
+pub mod interop;
+mod memory;
+mod stream;
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use crate::device::DeviceType;
+use crate::stream::StreamSentinel;
+
+use super::gpu::{Calls, GpuRuntime, Platform, ResourceNames, Status, call};
+use super::{DeviceRuntime, RuntimeRegistration};
+
+pub use memory::{CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource};
+
+/// The generated table: plain data, never edited by hand. Not every entry
+/// is called, and its items are public only to the runtime.
+#[allow(dead_code, unreachable_pub)]
+mod sys {
+    include!(concat!(env!("OUT_DIR"), "/cuda_runtime.rs"));
+}
+
+/// The CUDA runtime: devices, streams, copies and memory through libcudart.
+pub type CudaRuntime = GpuRuntime<sys::CudaRuntimeTable>;
+
+impl Platform for sys::CudaRuntimeTable {
+    const RUNTIME: &'static str = "cuda";
+    const DEVICE: DeviceType = DeviceType::Cuda;
+    const HOST: DeviceType = DeviceType::CudaHost;
+    const MANAGED: DeviceType = DeviceType::CudaManaged;
+    const DEVICE_TYPES: &'static [DeviceType] = device::DEVICE_TYPES;
+    const ERROR_OUT_OF_MEMORY: Status = device::ERROR_MEMORY_ALLOCATION;
+    const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
+    const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+
+    fn calls(&self) -> Calls {
+        Calls {
+            get_device_count: call!(self, cudaGetDeviceCount),
+            get_device: call!(self, cudaGetDevice),
+            set_device: call!(self, cudaSetDevice),
+            mem_get_info: call!(self, cudaMemGetInfo),
+            malloc: call!(self, cudaMalloc),
+            free: call!(self, cudaFree),
+            malloc_async: call!(optional self, cudaMallocAsync),
+            free_async: call!(optional self, cudaFreeAsync),
+            host_free: call!(self, cudaFreeHost),
+            malloc_managed: call!(self, cudaMallocManaged),
+            memcpy_async: call!(self, cudaMemcpyAsync),
+            stream_create_with_flags: call!(self, cudaStreamCreateWithFlags),
+            stream_destroy: call!(self, cudaStreamDestroy),
+            stream_synchronize: call!(self, cudaStreamSynchronize),
+            stream_wait_event: call!(self, cudaStreamWaitEvent),
+            event_create_with_flags: call!(self, cudaEventCreateWithFlags),
+            event_record: call!(self, cudaEventRecord),
+            event_destroy: call!(self, cudaEventDestroy),
+            get_error_name: self.cudaGetErrorName,
+            get_error_string: self.cudaGetErrorString,
+            runtime_get_version: call!(self, cudaRuntimeGetVersion),
+            driver_get_version: call!(self, cudaDriverGetVersion),
+        }
+    }
+
+    fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
+        memory::host_malloc(self, nbytes)
+    }
+
+    fn sentinel_handle(which: StreamSentinel) -> usize {
+        stream::sentinel_handle(which)
+    }
+
+    fn consumer_handle(value: Option<i64>) -> Result<Option<usize>, String> {
+        stream::consumer_handle(value)
+    }
+
+    fn shared_slot() -> &'static Mutex<Option<Arc<CudaRuntime>>> {
+        static SHARED: Mutex<Option<Arc<CudaRuntime>>> = Mutex::new(None);
+        &SHARED
+    }
+}
+
+/// How the registry finds the CUDA runtime: the probe only opens the
+/// library, the table is resolved on first `runtime_for`.
+pub(crate) fn registration() -> RuntimeRegistration {
+    RuntimeRegistration {
+        name: "cuda",
+        device_types: device::DEVICE_TYPES,
+        probe: CudaRuntime::probe,
+        load: || Ok(CudaRuntime::load()? as Arc<dyn DeviceRuntime>),
+    }
+}

@@ -1,0 +1,64 @@
+//! Device checks and activation: the driver's current device is per thread,
+//! so every call made for a device runs under a guard that selects it and
+//! restores the previous one.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::runtime::ActivationGuard;
+use crate::runtime::driver::Driver;
+
+use super::{Platform, result};
+
+/// The driver's ordinal for `device` (DLPack's device id).
+pub(crate) fn ordinal(device: Device) -> c_int {
+    // `Device` indices are at most `i32::MAX` (DLPack carries them as int32).
+    c_int::try_from(device.index()).unwrap_or(c_int::MAX)
+}
+
+/// Checks that `P`'s runtime serves `device` and that the device exists.
+pub(crate) fn check<P: Platform>(table: &P, device: Device) -> Result<()> {
+    if !P::DEVICE_TYPES.contains(&device.ty()) {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "the {} runtime does not serve {device}; use a {} device or runtime_for({device})",
+                P::RUNTIME,
+                P::DEVICE
+            ),
+        });
+    }
+    let count = result::device::count(table)?;
+    if usize::try_from(device.index()).is_ok_and(|i| i < count) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            reason: format!(
+                "{device} does not exist: the {} reports {count} device(s); use an index below {count}",
+                P::API
+            ),
+        })
+    }
+}
+
+/// Makes `device` current on this thread until the guard drops; a no-op
+/// guard when it already is.
+pub(crate) fn activate<P: Platform>(
+    driver: &Arc<Driver<P>>,
+    device: Device,
+) -> Result<ActivationGuard> {
+    let table = driver.table();
+    let previous = result::device::get(table)?;
+    let wanted = ordinal(device);
+    if previous == wanted {
+        return Ok(ActivationGuard::noop());
+    }
+    result::device::set(table, wanted, Some(device))?;
+    let driver = Arc::clone(driver);
+    Ok(ActivationGuard::new(move || {
+        if let Err(e) = result::device::set(driver.table(), previous, None) {
+            tracing::warn!(target: "devmm::runtime", error = %e, "could not restore the previously active device");
+        }
+    }))
+}

@@ -1,0 +1,254 @@
+//! The GPU memory resources, written once for both platforms: device memory
+//! (stream-ordered when the driver has `*MallocAsync`), pinned host memory
+//! and managed memory. `devmm::mrs::cuda` and `devmm::mrs::rocm` name them.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::device::{Device, DeviceType};
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
+use crate::runtime::driver::Driver;
+use crate::stream::Stream;
+
+use super::result::memory::Allocator;
+use super::{GpuRuntime, Platform, ResourceNames, device, result};
+
+/// The alignment every GPU resource guarantees: what `cudaMalloc` and
+/// `hipMalloc` document, and what pinned and managed allocations meet.
+///
+/// ```
+/// assert_eq!(devmm::mrs::cuda::GPU_ALIGNMENT, 256);
+/// ```
+pub const GPU_ALIGNMENT: usize = 256;
+
+/// Which memory a [`GpuMemory`] hands out.
+pub trait Kind: Send + Sync + 'static {
+    /// The resource's name on platform `names`.
+    fn name(names: ResourceNames) -> &'static str;
+    /// The device type its memory has on platform `P`.
+    fn device_type<P: Platform>() -> DeviceType;
+}
+
+/// Device memory (`cudaMalloc`, `cudaMallocAsync`).
+#[derive(Debug)]
+pub enum DeviceKind {}
+/// Pinned host memory (`cudaMallocHost`).
+#[derive(Debug)]
+pub enum PinnedKind {}
+/// Managed memory (`cudaMallocManaged`).
+#[derive(Debug)]
+pub enum ManagedKind {}
+
+impl Kind for DeviceKind {
+    fn name(names: ResourceNames) -> &'static str {
+        names.device
+    }
+    fn device_type<P: Platform>() -> DeviceType {
+        P::DEVICE
+    }
+}
+
+impl Kind for PinnedKind {
+    fn name(names: ResourceNames) -> &'static str {
+        names.pinned
+    }
+    fn device_type<P: Platform>() -> DeviceType {
+        P::HOST
+    }
+}
+
+impl Kind for ManagedKind {
+    fn name(names: ResourceNames) -> &'static str {
+        names.managed
+    }
+    fn device_type<P: Platform>() -> DeviceType {
+        P::MANAGED
+    }
+}
+
+/// A memory resource over a GPU driver's allocator. Use it through its
+/// platform names: `devmm::mrs::cuda::CudaRuntimeMemoryResource` and
+/// friends.
+///
+/// ```
+/// use devmm::mrs::cuda::CudaRuntimeMemoryResource;
+/// // A CUDA resource refuses a host device (or says CUDA is missing).
+/// assert!(CudaRuntimeMemoryResource::new(devmm::Device::CPU).is_err());
+/// ```
+pub struct GpuMemory<P: Platform, K: Kind> {
+    driver: Arc<Driver<P>>,
+    device: Device,
+    allocator: Allocator,
+    kind: PhantomData<K>,
+}
+
+impl<P: Platform, K: Kind> GpuMemory<P, K> {
+    fn build(rt: &GpuRuntime<P>, device: Device, allocator: Allocator) -> Result<Self> {
+        let wanted = K::device_type::<P>();
+        if device.ty() != wanted {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "{} serves {wanted} devices, not {device}; pass a {wanted} device",
+                    K::name(P::RESOURCE_NAMES)
+                ),
+            });
+        }
+        rt.check(device)?;
+        Ok(GpuMemory {
+            driver: Arc::clone(rt.driver()),
+            device,
+            allocator,
+            kind: PhantomData,
+        })
+    }
+
+    fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
+        let driver = result::driver_error(self.driver.table(), call, status, Some(self.device));
+        if status == P::ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory {
+                device: self.device,
+                nbytes,
+                chain: resource_chain(self),
+                detail: Some(driver.to_string()),
+            }
+        } else {
+            driver
+        }
+    }
+}
+
+impl<P: Platform> GpuMemory<P, DeviceKind> {
+    /// Device memory on `device` from the process-wide runtime:
+    /// stream-ordered (`*MallocAsync`) when the driver has it.
+    pub fn new(device: Device) -> Result<Self> {
+        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+    }
+
+    /// Device memory on `device` from `rt`, stream-ordered when it can be.
+    pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
+        let allocator = if rt.has_stream_ordered_allocation() {
+            Allocator::DeviceAsync
+        } else {
+            Allocator::Device
+        };
+        GpuMemory::build(rt, device, allocator)
+    }
+
+    /// Device memory on `device` from `rt` through the synchronous
+    /// allocator (`cudaMalloc`) even where the stream-ordered one exists.
+    pub fn synchronous(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
+        GpuMemory::build(rt, device, Allocator::Device)
+    }
+}
+
+impl<P: Platform> GpuMemory<P, PinnedKind> {
+    /// Pinned host memory (a `*_host` device) from the process-wide runtime.
+    pub fn new(device: Device) -> Result<Self> {
+        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+    }
+
+    /// Pinned host memory from `rt`.
+    pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
+        GpuMemory::build(rt, device, Allocator::Pinned)
+    }
+}
+
+impl<P: Platform> GpuMemory<P, ManagedKind> {
+    /// Managed memory from the process-wide runtime.
+    pub fn new(device: Device) -> Result<Self> {
+        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+    }
+
+    /// Managed memory from `rt`.
+    pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
+        GpuMemory::build(rt, device, Allocator::Managed)
+    }
+}
+
+impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}(device={}, alignment={GPU_ALIGNMENT}",
+            K::name(P::RESOURCE_NAMES),
+            self.device
+        )?;
+        if self.allocator == Allocator::DeviceAsync {
+            f.write_str(", stream_ordered=true")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        if nbytes == 0 {
+            return Ok(DevicePtr::NULL);
+        }
+        let ordered = self.stream_ordered();
+        if ordered && stream.device() != self.device {
+            return Err(Error::Stream {
+                device: self.device,
+                reason: format!(
+                    "{self:?} allocates on streams of {}, not of {}; pass a stream of {}",
+                    self.device,
+                    stream.device(),
+                    self.device
+                ),
+            });
+        }
+        let _active = device::activate(&self.driver, self.device)?;
+        let handle = if ordered { stream.handle() } else { 0 };
+        match result::memory::allocate(self.driver.table(), self.allocator, nbytes, handle) {
+            Ok(ptr) => Ok(DevicePtr::from_host_ptr(ptr)),
+            Err((call, status)) => Err(self.out_of_memory(nbytes, call, status)),
+        }
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, _nbytes: usize, stream: &Stream) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let _active = device::activate(&self.driver, self.device)?;
+        let handle = if self.stream_ordered() {
+            stream.handle()
+        } else {
+            0
+        };
+        // SAFETY: the caller guarantees `ptr` came from `allocate` on this
+        // resource (hence from `self.allocator`) and is freed once.
+        unsafe {
+            result::memory::free(
+                self.driver.table(),
+                self.allocator,
+                ptr.as_host_ptr::<c_void>(),
+                handle,
+                self.device,
+            )
+        }
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn stream_ordered(&self) -> bool {
+        self.allocator == Allocator::DeviceAsync
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        GPU_ALIGNMENT
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        if self.device.ty() == P::HOST {
+            return crate::runtime::cpu::host_memory_info();
+        }
+        let _active = device::activate(&self.driver, self.device)?;
+        result::device::memory_info(self.driver.table(), self.device)
+    }
+}

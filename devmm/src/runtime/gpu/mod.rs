@@ -1,0 +1,426 @@
+//! What the CUDA and ROCm runtimes share: HIP mirrors the CUDA runtime call
+//! for call, so the runtime logic is written once over [`Platform`], and
+//! each backend folder (`cuda/`, `rocm/`) supplies its table, its constants
+//! and its stream rules.
+//!
+//! Layers, as in cudarc: the generated table (raw `extern "C"` pointers),
+//! [`result`] (status codes to [`Error`](crate::Error), grouped by noun),
+//! then the safe types here and in `memory`.
+
+pub(crate) mod device;
+pub(crate) mod memory;
+pub(crate) mod result;
+pub(crate) mod stream;
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, c_char, c_int, c_uint, c_void};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use crate::device::{Device, DeviceType};
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::{Stream, StreamSentinel};
+
+use super::driver::{Driver, DriverTable};
+use super::{ActivationGuard, DeviceRuntime};
+
+/// A driver status code (`cudaError_t`, `hipError_t`); 0 is success.
+pub(crate) type Status = c_int;
+/// A native stream or event handle.
+pub(crate) type Handle = *mut c_void;
+
+/// A driver entry point and its C name, for error messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call<F> {
+    pub(crate) name: &'static str,
+    pub(crate) f: F,
+}
+
+/// Builds a [`Call`] from a table field, naming it after the field
+/// (`optional` for an `Option` field).
+macro_rules! call {
+    ($table:expr, $field:ident) => {
+        $crate::runtime::gpu::Call {
+            name: stringify!($field),
+            f: $table.$field,
+        }
+    };
+    (optional $table:expr, $field:ident) => {
+        $table.$field.map(|f| $crate::runtime::gpu::Call {
+            name: stringify!($field),
+            f,
+        })
+    };
+}
+pub(crate) use call;
+
+/// The entry points the shared runtime uses, in the shape both the CUDA
+/// runtime and HIP give them.
+#[derive(Clone, Copy, Debug)]
+pub struct Calls {
+    pub(crate) get_device_count: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) get_device: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) set_device: Call<unsafe extern "C" fn(c_int) -> Status>,
+    pub(crate) mem_get_info: Call<unsafe extern "C" fn(*mut usize, *mut usize) -> Status>,
+    pub(crate) malloc: Call<unsafe extern "C" fn(*mut *mut c_void, usize) -> Status>,
+    pub(crate) free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
+    pub(crate) malloc_async:
+        Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle) -> Status>>,
+    pub(crate) free_async: Option<Call<unsafe extern "C" fn(*mut c_void, Handle) -> Status>>,
+    pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
+    pub(crate) malloc_managed:
+        Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
+    pub(crate) memcpy_async:
+        Call<unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Handle) -> Status>,
+    pub(crate) stream_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
+    pub(crate) stream_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) stream_synchronize: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) stream_wait_event: Call<unsafe extern "C" fn(Handle, Handle, c_uint) -> Status>,
+    pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
+    pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
+    pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) get_error_name: unsafe extern "C" fn(Status) -> *const c_char,
+    pub(crate) get_error_string: unsafe extern "C" fn(Status) -> *const c_char,
+    pub(crate) runtime_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) driver_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+}
+
+/// The names a platform gives its resources, for `Debug` and resource chains.
+#[derive(Clone, Copy, Debug)]
+pub struct ResourceNames {
+    pub(crate) device: &'static str,
+    pub(crate) pinned: &'static str,
+    pub(crate) managed: &'static str,
+}
+
+/// One GPU platform: its generated table plus the constants and rules that
+/// differ between CUDA and ROCm. Implemented in `cuda/` and `rocm/` only.
+pub trait Platform: DriverTable + fmt::Debug {
+    /// The devmm runtime name (`cuda`).
+    const RUNTIME: &'static str;
+    /// Device memory.
+    const DEVICE: DeviceType;
+    /// Pinned host memory.
+    const HOST: DeviceType;
+    /// Managed memory (ROCm has no DLPack type of its own for it: `Rocm`).
+    const MANAGED: DeviceType;
+    /// The device types the runtime serves, primary first.
+    const DEVICE_TYPES: &'static [DeviceType];
+    /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
+    const ERROR_OUT_OF_MEMORY: Status;
+    /// `cudaErrorNoDevice` / `hipErrorNoDevice`: zero devices, not a failure.
+    const ERROR_NO_DEVICE: Status;
+    /// Resource names.
+    const RESOURCE_NAMES: ResourceNames;
+
+    /// The entry points.
+    fn calls(&self) -> Calls;
+
+    /// Allocates pinned host memory (`cudaMallocHost`, `hipHostMalloc`: the
+    /// one call whose signature differs), returning the call's name, its
+    /// status and the pointer.
+    fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void);
+
+    /// The native handle of a built-in stream.
+    fn sentinel_handle(which: StreamSentinel) -> usize;
+
+    /// The consumer stream handle a DLPack `stream=` value names:
+    /// `Ok(None)` for no synchronization, `Err(reason)` for values the
+    /// protocol forbids on this platform.
+    fn consumer_handle(value: Option<i64>) -> std::result::Result<Option<usize>, String>;
+
+    /// The process-wide instance loaded by the registry and by the
+    /// resources' `new` constructors.
+    fn shared_slot() -> &'static Mutex<Option<Arc<GpuRuntime<Self>>>>;
+}
+
+/// A GPU runtime over a loaded driver table: `CudaRuntime` and
+/// `RocmRuntime` are this type for their platforms.
+///
+/// ```
+/// use devmm::runtime::cuda::CudaRuntime;
+/// use devmm::DeviceRuntime;
+/// match CudaRuntime::load() {
+///     Ok(rt) => assert!(rt.device_count().is_ok()),
+///     // Without the CUDA runtime, the error names the libraries tried.
+///     Err(devmm::Error::RuntimeUnavailable { name, reason }) => {
+///         assert_eq!(name, "cuda");
+///         assert!(reason.contains("libcudart") || reason.contains("DEVMM_CUDART_PATH"));
+///     }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub struct GpuRuntime<P: Platform> {
+    driver: Arc<Driver<P>>,
+    stream_ops: Arc<stream::GpuStreamOps<P>>,
+    defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
+}
+
+impl<P: Platform> GpuRuntime<P> {
+    /// The process-wide runtime, loading the driver on first use (the
+    /// path in the platform's environment override, or its library names).
+    pub fn load() -> Result<Arc<GpuRuntime<P>>> {
+        let mut slot = P::shared_slot().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rt) = slot.as_ref() {
+            return Ok(Arc::clone(rt));
+        }
+        let rt = Arc::new(GpuRuntime::from_driver(Driver::open(P::RUNTIME)?));
+        *slot = Some(Arc::clone(&rt));
+        Ok(rt)
+    }
+
+    /// A runtime over the library at `path`, independent of the
+    /// process-wide one (for a specific driver build, or a test double).
+    ///
+    /// ```
+    /// use devmm::runtime::rocm::RocmRuntime;
+    /// let err = RocmRuntime::open("/nonexistent/libamdhip64.so").unwrap_err();
+    /// assert!(err.to_string().contains("cannot load /nonexistent/libamdhip64.so"));
+    /// ```
+    pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
+        let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
+        Ok(Arc::new(GpuRuntime::from_driver(driver)))
+    }
+
+    fn from_driver(driver: Driver<P>) -> GpuRuntime<P> {
+        let driver = Arc::new(driver);
+        GpuRuntime {
+            stream_ops: Arc::new(stream::GpuStreamOps::new(Arc::clone(&driver))),
+            driver,
+            defaults: Mutex::default(),
+        }
+    }
+
+    /// Whether the driver library can be opened (no table is resolved);
+    /// what `runtime_names()` asks.
+    ///
+    /// ```
+    /// let present = devmm::runtime::cuda::CudaRuntime::probe();
+    /// # if std::env::var("DEVMM_RUNTIME").is_err() {
+    /// assert_eq!(present, devmm::runtime_names().iter().any(|n| n == "cuda"));
+    /// # }
+    /// ```
+    pub fn probe() -> bool {
+        Driver::<P>::probe()
+    }
+
+    /// The path or file name the driver library was loaded from.
+    ///
+    /// ```no_run
+    /// let rt = devmm::runtime::cuda::CudaRuntime::load()?;
+    /// let (runtime, driver) = rt.versions()?;
+    /// println!("{:?}: runtime {runtime}, driver {driver}, cudaMallocAsync: {}",
+    ///          rt.library_path(), rt.has_stream_ordered_allocation());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn library_path(&self) -> &OsStr {
+        self.driver.path()
+    }
+
+    /// The runtime and driver versions, as the library encodes them
+    /// (CUDA: `1000 * major + 10 * minor`).
+    pub fn versions(&self) -> Result<(i32, i32)> {
+        result::version::get(self.driver.table())
+    }
+
+    /// Whether the driver has stream-ordered allocation
+    /// (`cudaMallocAsync` / `hipMallocAsync`).
+    pub fn has_stream_ordered_allocation(&self) -> bool {
+        let calls = self.driver.table().calls();
+        calls.malloc_async.is_some() && calls.free_async.is_some()
+    }
+
+    pub(crate) fn driver(&self) -> &Arc<Driver<P>> {
+        &self.driver
+    }
+
+    pub(crate) fn stream_ops(&self) -> Arc<dyn crate::stream::StreamOps> {
+        Arc::clone(&self.stream_ops) as Arc<dyn crate::stream::StreamOps>
+    }
+
+    /// Checks that the runtime serves `device` and that it exists.
+    pub(crate) fn check(&self, device: Device) -> Result<()> {
+        device::check::<P>(self.driver.table(), device)
+    }
+}
+
+impl<P: Platform> fmt::Debug for GpuRuntime<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuRuntime")
+            .field("runtime", &P::RUNTIME)
+            .field("library", &self.driver.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
+    fn name(&self) -> &str {
+        P::RUNTIME
+    }
+
+    fn device_types(&self) -> &[DeviceType] {
+        P::DEVICE_TYPES
+    }
+
+    fn device_count(&self) -> Result<usize> {
+        result::device::count(self.driver.table())
+    }
+
+    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+        self.check(device)?;
+        if device.ty() == P::HOST {
+            return super::cpu::host_memory_info();
+        }
+        let _active = device::activate(&self.driver, device)?;
+        result::device::memory_info(self.driver.table(), device)
+    }
+
+    fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
+        self.check(device)?;
+        Ok(Stream::borrowed(
+            device,
+            P::sentinel_handle(which),
+            self.stream_ops(),
+        ))
+    }
+
+    fn create_stream(&self, device: Device) -> Result<Stream> {
+        self.check(device)?;
+        let _active = device::activate(&self.driver, device)?;
+        let handle = result::stream::create(self.driver.table(), device)?;
+        Ok(Stream::owned(device, handle, self.stream_ops()))
+    }
+
+    fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
+        self.check(device)?;
+        Ok(Stream::borrowed(device, handle, self.stream_ops()))
+    }
+
+    fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
+        self.check(device)?;
+        match P::consumer_handle(value) {
+            Ok(None) => Ok(None),
+            Ok(Some(handle)) => Ok(Some(Stream::borrowed(device, handle, self.stream_ops()))),
+            Err(reason) => Err(Error::Stream { device, reason }),
+        }
+    }
+
+    unsafe fn copy_host_to_device(
+        &self,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: &Stream,
+    ) -> Result<()> {
+        let device = stream.device();
+        self.check(device)?;
+        let _active = device::activate(&self.driver, device)?;
+        let table = self.driver.table();
+        let kind = result::memory::CopyKind::for_device::<P>(
+            device,
+            result::memory::CopyKind::HostToDevice,
+        );
+        // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes.
+        unsafe {
+            result::memory::copy_async(
+                table,
+                device,
+                dst.as_host_ptr(),
+                src.as_ptr().cast(),
+                src.len(),
+                kind,
+                stream.handle(),
+            )?
+        };
+        // `src` is only borrowed for this call: wait until the copy has read it.
+        result::stream::synchronize(table, device, stream.handle())
+    }
+
+    unsafe fn copy_device_to_host(
+        &self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: &Stream,
+    ) -> Result<()> {
+        let device = stream.device();
+        self.check(device)?;
+        let _active = device::activate(&self.driver, device)?;
+        let table = self.driver.table();
+        let kind = result::memory::CopyKind::for_device::<P>(
+            device,
+            result::memory::CopyKind::DeviceToHost,
+        );
+        // SAFETY: the caller guarantees `src` is valid for `dst.len()` bytes;
+        // `dst` is an exclusive borrow.
+        unsafe {
+            result::memory::copy_async(
+                table,
+                device,
+                dst.as_mut_ptr().cast(),
+                src.as_host_ptr::<c_void>().cast_const(),
+                dst.len(),
+                kind,
+                stream.handle(),
+            )?
+        };
+        result::stream::synchronize(table, device, stream.handle())
+    }
+
+    unsafe fn copy_device_to_device(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let device = stream.device();
+        self.check(device)?;
+        let _active = device::activate(&self.driver, device)?;
+        let kind = result::memory::CopyKind::for_device::<P>(
+            device,
+            result::memory::CopyKind::DeviceToDevice,
+        );
+        // SAFETY: the caller guarantees both ranges are valid and disjoint.
+        unsafe {
+            result::memory::copy_async(
+                self.driver.table(),
+                device,
+                dst.as_host_ptr(),
+                src.as_host_ptr::<c_void>().cast_const(),
+                nbytes,
+                kind,
+                stream.handle(),
+            )
+        }
+    }
+
+    fn activate(&self, device: Device) -> Result<ActivationGuard> {
+        self.check(device)?;
+        device::activate(&self.driver, device)
+    }
+
+    fn default_resource(&self, device: Device) -> Result<Arc<dyn MemoryResource>> {
+        self.check(device)?;
+        let mut defaults = self.defaults.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mr) = defaults.get(&device) {
+            return Ok(Arc::clone(mr));
+        }
+        let mr: Arc<dyn MemoryResource> = if device.ty() == P::DEVICE {
+            Arc::new(memory::GpuMemory::<P, memory::DeviceKind>::with_runtime(
+                self, device,
+            )?)
+        } else if device.ty() == P::HOST {
+            Arc::new(memory::GpuMemory::<P, memory::PinnedKind>::with_runtime(
+                self, device,
+            )?)
+        } else {
+            Arc::new(memory::GpuMemory::<P, memory::ManagedKind>::with_runtime(
+                self, device,
+            )?)
+        };
+        defaults.insert(device, Arc::clone(&mr));
+        Ok(mr)
+    }
+}

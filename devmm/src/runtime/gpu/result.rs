@@ -1,0 +1,357 @@
+//! Status codes to [`Error`]s, grouped by noun: every driver call the
+//! runtimes make goes through here, so every failure names its call, code,
+//! symbolic name, description and device.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+use super::{Platform, Status};
+
+/// `Ok` for success, else the driver error for `call`.
+pub(crate) fn check<P: Platform>(
+    table: &P,
+    call: &'static str,
+    status: Status,
+    device: Option<Device>,
+) -> Result<()> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(driver_error(table, call, status, device))
+    }
+}
+
+/// The driver error for a failed `call`.
+pub(crate) fn driver_error<P: Platform>(
+    table: &P,
+    call: &'static str,
+    code: Status,
+    device: Option<Device>,
+) -> Error {
+    let calls = table.calls();
+    Error::Driver {
+        call,
+        code,
+        name: text(calls.get_error_name, code).unwrap_or_else(|| format!("error {code}")),
+        message: text(calls.get_error_string, code)
+            .unwrap_or_else(|| "the driver gave no description".into()),
+        device,
+    }
+}
+
+fn text(f: unsafe extern "C" fn(Status) -> *const c_char, code: Status) -> Option<String> {
+    // SAFETY: the error-name and error-string functions accept any code and
+    // return null or a static NUL-terminated string.
+    let ptr = unsafe { f(code) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-null results point at a static C string (see above).
+    let text = unsafe { CStr::from_ptr(ptr) };
+    Some(text.to_string_lossy().into_owned())
+}
+
+/// Device count, the current device, and memory information.
+pub(crate) mod device {
+    use super::*;
+
+    /// How many devices the driver reports; "no device" is zero, not an error.
+    pub(crate) fn count<P: Platform>(table: &P) -> Result<usize> {
+        let call = table.calls().get_device_count;
+        let mut n: c_int = 0;
+        // SAFETY: `n` is a valid out-parameter for the call.
+        let status = unsafe { (call.f)(&mut n) };
+        if status == P::ERROR_NO_DEVICE {
+            return Ok(0);
+        }
+        check(table, call.name, status, None)?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The current device ordinal of this thread.
+    pub(crate) fn get<P: Platform>(table: &P) -> Result<c_int> {
+        let call = table.calls().get_device;
+        let mut ordinal: c_int = 0;
+        // SAFETY: `ordinal` is a valid out-parameter for the call.
+        let status = unsafe { (call.f)(&mut ordinal) };
+        check(table, call.name, status, None)?;
+        Ok(ordinal)
+    }
+
+    /// Makes `ordinal` current on this thread.
+    pub(crate) fn set<P: Platform>(
+        table: &P,
+        ordinal: c_int,
+        device: Option<Device>,
+    ) -> Result<()> {
+        let call = table.calls().set_device;
+        // SAFETY: the call takes a plain integer; invalid ordinals are errors.
+        let status = unsafe { (call.f)(ordinal) };
+        check(table, call.name, status, device)
+    }
+
+    /// Free and total memory of the current device, which must be `device`.
+    pub(crate) fn memory_info<P: Platform>(
+        table: &P,
+        device: Device,
+    ) -> Result<crate::resource::MemoryInfo> {
+        let call = table.calls().mem_get_info;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: both are valid out-parameters for the call.
+        let status = unsafe { (call.f)(&mut free, &mut total) };
+        check(table, call.name, status, Some(device))?;
+        Ok(crate::resource::MemoryInfo { free, total })
+    }
+}
+
+/// Streams: create, destroy, synchronize, and wait through an event.
+pub(crate) mod stream {
+    use super::*;
+    use std::ffi::c_void;
+
+    /// `cudaStreamDefault` / `hipStreamDefault`: created streams synchronize
+    /// with the legacy default stream, the safe choice for code that mixes
+    /// in libraries still using it.
+    const STREAM_DEFAULT_FLAGS: u32 = 0;
+    /// `cudaEventDisableTiming` / `hipEventDisableTiming`: the fastest
+    /// events, all a wait needs.
+    const EVENT_DISABLE_TIMING: u32 = 0x2;
+
+    /// A new stream on the current device, which must be `device`.
+    pub(crate) fn create<P: Platform>(table: &P, device: Device) -> Result<usize> {
+        let call = table.calls().stream_create_with_flags;
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `handle` is a valid out-parameter for the call.
+        let status = unsafe { (call.f)(&mut handle, STREAM_DEFAULT_FLAGS) };
+        check(table, call.name, status, Some(device))?;
+        Ok(handle as usize)
+    }
+
+    /// Destroys a stream this runtime created.
+    pub(crate) fn destroy<P: Platform>(table: &P, device: Device, handle: usize) -> Result<()> {
+        let call = table.calls().stream_destroy;
+        // SAFETY: `handle` came from `create` and is destroyed once (the
+        // owning `Stream` calls this from its last drop).
+        let status = unsafe { (call.f)(handle as *mut c_void) };
+        check(table, call.name, status, Some(device))
+    }
+
+    /// Blocks until the work queued on `handle` has finished.
+    pub(crate) fn synchronize<P: Platform>(table: &P, device: Device, handle: usize) -> Result<()> {
+        let call = table.calls().stream_synchronize;
+        // SAFETY: `handle` is a stream of this device (a built-in handle, or
+        // one created or wrapped by the runtime).
+        let status = unsafe { (call.f)(handle as *mut c_void) };
+        check(table, call.name, status, Some(device))
+    }
+
+    /// Makes `consumer` wait for the work queued so far on `producer`: an
+    /// event is recorded on the producer, then the consumer waits on it, in
+    /// that order. The event is destroyed at once; the driver keeps it
+    /// alive until the wait completes.
+    pub(crate) fn wait<P: Platform>(
+        table: &P,
+        device: Device,
+        consumer: usize,
+        producer: usize,
+    ) -> Result<()> {
+        let calls = table.calls();
+        let mut event: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `event` is a valid out-parameter for the call.
+        let status = unsafe { (calls.event_create_with_flags.f)(&mut event, EVENT_DISABLE_TIMING) };
+        check(
+            table,
+            calls.event_create_with_flags.name,
+            status,
+            Some(device),
+        )?;
+        // SAFETY: `event` was just created; `producer` is a stream of this device.
+        let recorded = unsafe { (calls.event_record.f)(event, producer as *mut c_void) };
+        let waited = if recorded == 0 {
+            // SAFETY: `consumer` is a stream of this device and `event` is live.
+            unsafe { (calls.stream_wait_event.f)(consumer as *mut c_void, event, 0) }
+        } else {
+            0
+        };
+        // SAFETY: `event` is live and destroyed once, here.
+        let destroyed = unsafe { (calls.event_destroy.f)(event) };
+        check(table, calls.event_record.name, recorded, Some(device))?;
+        check(table, calls.stream_wait_event.name, waited, Some(device))?;
+        check(table, calls.event_destroy.name, destroyed, Some(device))
+    }
+}
+
+/// Allocation and copies.
+pub(crate) mod memory {
+    use super::*;
+    use std::ffi::c_void;
+
+    /// `cudaMemAttachGlobal` / `hipMemAttachGlobal`: managed memory any
+    /// stream may use.
+    const MEM_ATTACH_GLOBAL: u32 = 0x1;
+
+    /// `cudaMemcpyKind` / `hipMemcpyKind`: the two APIs share the values.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum CopyKind {
+        HostToDevice = 1,
+        DeviceToHost = 2,
+        DeviceToDevice = 3,
+        /// The driver infers the direction from the addresses (unified
+        /// addressing); used for host-accessible device types.
+        Default = 4,
+    }
+
+    impl CopyKind {
+        /// `natural` for device memory; `Default` for pinned and managed
+        /// memory, whose addresses the driver recognizes itself.
+        pub(crate) fn for_device<P: Platform>(device: Device, natural: CopyKind) -> CopyKind {
+            if device.ty() == P::DEVICE {
+                natural
+            } else {
+                CopyKind::Default
+            }
+        }
+    }
+
+    /// Which allocator a pointer came from.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Allocator {
+        /// `cudaMalloc` / `hipMalloc`.
+        Device,
+        /// `cudaMallocAsync` / `hipMallocAsync` on a stream, where the driver
+        /// has it (else as `Device`).
+        DeviceAsync,
+        /// `cudaMallocHost` / `hipHostMalloc`.
+        Pinned,
+        /// `cudaMallocManaged` / `hipMallocManaged`.
+        Managed,
+    }
+
+    /// Allocates `nbytes` (non-zero) with `allocator` on the current device,
+    /// which must be `device`. Returns the call that failed with its status
+    /// on failure, so callers can tell out-of-memory from other errors.
+    pub(crate) fn allocate<P: Platform>(
+        table: &P,
+        allocator: Allocator,
+        nbytes: usize,
+        stream: usize,
+    ) -> std::result::Result<*mut c_void, (&'static str, Status)> {
+        let calls = table.calls();
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        let (name, status) = match (allocator, calls.malloc_async) {
+            (Allocator::DeviceAsync, Some(c)) => {
+                // SAFETY: `ptr` is a valid out-parameter; `stream` is a
+                // stream of the current device.
+                let status = unsafe { (c.f)(&mut ptr, nbytes, stream as *mut c_void) };
+                (c.name, status)
+            }
+            (Allocator::Device | Allocator::DeviceAsync, _) => {
+                // SAFETY: `ptr` is a valid out-parameter.
+                let status = unsafe { (calls.malloc.f)(&mut ptr, nbytes) };
+                (calls.malloc.name, status)
+            }
+            (Allocator::Pinned, _) => {
+                let (name, status, p) = table.host_malloc(nbytes);
+                ptr = p;
+                (name, status)
+            }
+            (Allocator::Managed, _) => {
+                // SAFETY: `ptr` is a valid out-parameter.
+                let status =
+                    unsafe { (calls.malloc_managed.f)(&mut ptr, nbytes, MEM_ATTACH_GLOBAL) };
+                (calls.malloc_managed.name, status)
+            }
+        };
+        if status == 0 && !ptr.is_null() {
+            Ok(ptr)
+        } else {
+            // A driver that reports success but hands back null for a
+            // non-zero size has no memory to give: report it as such.
+            Err((
+                name,
+                if status == 0 {
+                    P::ERROR_OUT_OF_MEMORY
+                } else {
+                    status
+                },
+            ))
+        }
+    }
+
+    /// Frees `ptr` with the call matching `allocator`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `allocate` with the same `allocator` and is freed once;
+    /// for `DeviceAsync`, `stream` is a stream of the current device.
+    pub(crate) unsafe fn free<P: Platform>(
+        table: &P,
+        allocator: Allocator,
+        ptr: *mut c_void,
+        stream: usize,
+        device: Device,
+    ) -> Result<()> {
+        let calls = table.calls();
+        // The caller guarantees `ptr` came from the matching allocation
+        // call and is freed once; each arm frees it with that call's pair.
+        let (call, status) = match (allocator, calls.free_async) {
+            (Allocator::DeviceAsync, Some(c)) => {
+                // SAFETY: see above; `stream` is a stream of the current device.
+                (c.name, unsafe { (c.f)(ptr, stream as *mut c_void) })
+            }
+            (Allocator::Pinned, _) => {
+                // SAFETY: see above.
+                (calls.host_free.name, unsafe { (calls.host_free.f)(ptr) })
+            }
+            (Allocator::Device | Allocator::DeviceAsync | Allocator::Managed, _) => {
+                // SAFETY: see above.
+                (calls.free.name, unsafe { (calls.free.f)(ptr) })
+            }
+        };
+        check(table, call, status, Some(device))
+    }
+
+    /// Queues a copy of `nbytes` from `src` to `dst` on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// Both ranges are valid for `nbytes` bytes, in the memory `kind` says,
+    /// and stay valid until the copy completes on `stream`.
+    pub(crate) unsafe fn copy_async<P: Platform>(
+        table: &P,
+        device: Device,
+        dst: *mut c_void,
+        src: *const c_void,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: usize,
+    ) -> Result<()> {
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let call = table.calls().memcpy_async;
+        // SAFETY: the caller guarantees both ranges.
+        let status = unsafe { (call.f)(dst, src, nbytes, kind as c_int, stream as *mut c_void) };
+        check(table, call.name, status, Some(device))
+    }
+}
+
+/// Library versions.
+pub(crate) mod version {
+    use super::*;
+
+    /// The runtime and driver versions as the library encodes them.
+    pub(crate) fn get<P: Platform>(table: &P) -> Result<(i32, i32)> {
+        let calls = table.calls();
+        let (mut runtime, mut driver) = (0, 0);
+        // SAFETY: both are valid out-parameters for their calls.
+        let status = unsafe { (calls.runtime_get_version.f)(&mut runtime) };
+        check(table, calls.runtime_get_version.name, status, None)?;
+        // SAFETY: as above.
+        let status = unsafe { (calls.driver_get_version.f)(&mut driver) };
+        check(table, calls.driver_get_version.name, status, None)?;
+        Ok((runtime, driver))
+    }
+}

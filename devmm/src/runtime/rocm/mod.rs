@@ -1,0 +1,110 @@
+//! The ROCm runtime, reached through HIP (`libamdhip64`) at run time: no
+//! ROCm SDK is needed to build devmm, and a machine without ROCm gets
+//! [`Error::RuntimeUnavailable`](crate::Error::RuntimeUnavailable) naming
+//! the libraries tried.
+//!
+//! The function table is generated from `devmm/api/hip.api` by
+//! devmm-codegen (see `devmm/build.rs`); `DEVMM_HIP_PATH` overrides the
+//! library names with a full path.
+//!
+//! ```no_run
+//! use devmm::runtime::rocm::RocmRuntime;
+//! use devmm::{Device, DeviceRuntime, DeviceType};
+//! let rt = RocmRuntime::load()?;
+//! let gpu = Device::new(DeviceType::Rocm, 0);
+//! println!("{} devices; {gpu}: {:?}", rt.device_count()?, rt.memory_info(gpu)?);
+//! # Ok::<(), devmm::Error>(())
+//! ```
+
+mod device;
+mod memory;
+mod stream;
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use crate::device::DeviceType;
+use crate::stream::StreamSentinel;
+
+use super::gpu::{Calls, GpuRuntime, Platform, ResourceNames, Status, call};
+use super::{DeviceRuntime, RuntimeRegistration};
+
+pub use memory::{HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource};
+
+/// The generated table: plain data, never edited by hand. Not every entry
+/// is called, and its items are public only to the runtime.
+#[allow(dead_code, unreachable_pub)]
+mod sys {
+    include!(concat!(env!("OUT_DIR"), "/hip.rs"));
+}
+
+/// The ROCm runtime: devices, streams, copies and memory through HIP.
+pub type RocmRuntime = GpuRuntime<sys::HipTable>;
+
+impl Platform for sys::HipTable {
+    const RUNTIME: &'static str = "rocm";
+    const DEVICE: DeviceType = DeviceType::Rocm;
+    const HOST: DeviceType = DeviceType::RocmHost;
+    // DLPack has no managed type for ROCm: managed memory is device memory
+    // that the host can also reach.
+    const MANAGED: DeviceType = DeviceType::Rocm;
+    const DEVICE_TYPES: &'static [DeviceType] = device::DEVICE_TYPES;
+    const ERROR_OUT_OF_MEMORY: Status = device::ERROR_OUT_OF_MEMORY;
+    const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
+    const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+
+    fn calls(&self) -> Calls {
+        Calls {
+            get_device_count: call!(self, hipGetDeviceCount),
+            get_device: call!(self, hipGetDevice),
+            set_device: call!(self, hipSetDevice),
+            mem_get_info: call!(self, hipMemGetInfo),
+            malloc: call!(self, hipMalloc),
+            free: call!(self, hipFree),
+            malloc_async: call!(optional self, hipMallocAsync),
+            free_async: call!(optional self, hipFreeAsync),
+            host_free: call!(self, hipHostFree),
+            malloc_managed: call!(self, hipMallocManaged),
+            memcpy_async: call!(self, hipMemcpyAsync),
+            stream_create_with_flags: call!(self, hipStreamCreateWithFlags),
+            stream_destroy: call!(self, hipStreamDestroy),
+            stream_synchronize: call!(self, hipStreamSynchronize),
+            stream_wait_event: call!(self, hipStreamWaitEvent),
+            event_create_with_flags: call!(self, hipEventCreateWithFlags),
+            event_record: call!(self, hipEventRecord),
+            event_destroy: call!(self, hipEventDestroy),
+            get_error_name: self.hipGetErrorName,
+            get_error_string: self.hipGetErrorString,
+            runtime_get_version: call!(self, hipRuntimeGetVersion),
+            driver_get_version: call!(self, hipDriverGetVersion),
+        }
+    }
+
+    fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
+        memory::host_malloc(self, nbytes)
+    }
+
+    fn sentinel_handle(which: StreamSentinel) -> usize {
+        stream::sentinel_handle(which)
+    }
+
+    fn consumer_handle(value: Option<i64>) -> Result<Option<usize>, String> {
+        stream::consumer_handle(value)
+    }
+
+    fn shared_slot() -> &'static Mutex<Option<Arc<RocmRuntime>>> {
+        static SHARED: Mutex<Option<Arc<RocmRuntime>>> = Mutex::new(None);
+        &SHARED
+    }
+}
+
+/// How the registry finds the ROCm runtime: the probe only opens the
+/// library, the table is resolved on first `runtime_for`.
+pub(crate) fn registration() -> RuntimeRegistration {
+    RuntimeRegistration {
+        name: "rocm",
+        device_types: device::DEVICE_TYPES,
+        probe: RocmRuntime::probe,
+        load: || Ok(RocmRuntime::load()? as Arc<dyn DeviceRuntime>),
+    }
+}

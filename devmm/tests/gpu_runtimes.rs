@@ -1,0 +1,967 @@
+//! The CUDA and ROCm runtimes through the real generated loader: one suite,
+//! run for each platform.
+//!
+//! By default the suite runs against the fake driver libraries from
+//! `tests/` and also checks, through their call logs, what devmm asked the
+//! driver to do. With `DEVMM_GPU_SMOKE=cuda` (or `rocm`), as
+//! `scripts/gpu-smoke.sh` sets it, that platform's tests run against the
+//! real driver instead: every behavioural check runs, the call-log checks
+//! are left out, and the tests that need failure injection say they were
+//! skipped.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, MutexGuard};
+
+use devmm::mrs::cuda::CudaManagedMemoryResource;
+use devmm::mrs::rocm::HipManagedMemoryResource;
+use devmm::runtime::cuda::CudaRuntime;
+use devmm::runtime::rocm::RocmRuntime;
+use devmm::testing::{MrConformanceOptions, mr_conformance};
+use devmm::{
+    Device, DeviceRuntime, DeviceType, Error, MemoryResource, StatisticsAdaptor, StreamSentinel,
+};
+use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
+
+type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
+type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
+
+/// What differs between the platforms, as the suite needs it.
+struct Platform {
+    /// The devmm runtime name, also the `DEVMM_GPU_SMOKE` value.
+    runtime: &'static str,
+    /// The fake library.
+    fake: fn(&FakeLibraries) -> &PathBuf,
+    /// The fake without `*MallocAsync`.
+    fake_sync: fn(&FakeLibraries) -> &PathBuf,
+    /// Symbol prefix (`cuda`, `hip`).
+    prefix: &'static str,
+    device: DeviceType,
+    host: DeviceType,
+    managed: DeviceType,
+    /// Names in resource chains.
+    device_mr: &'static str,
+    pinned_mr: &'static str,
+    managed_mr: &'static str,
+    /// The pinned allocation and free calls.
+    host_malloc: &'static str,
+    host_free: &'static str,
+    /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
+    oom_name: &'static str,
+    /// The invalid-handle status and its name.
+    invalid_handle: (i32, &'static str),
+    /// The library at a path, or the process-wide runtime.
+    load: Loader,
+    /// A managed-memory resource over the library at a path, or the
+    /// process-wide runtime.
+    managed_resource: ManagedLoader,
+}
+
+const CUDA: Platform = Platform {
+    runtime: "cuda",
+    fake: |f| &f.cudart,
+    fake_sync: |f| &f.cudart_sync,
+    prefix: "cuda",
+    device: DeviceType::Cuda,
+    host: DeviceType::CudaHost,
+    managed: DeviceType::CudaManaged,
+    device_mr: "CudaRuntimeMemoryResource",
+    pinned_mr: "CudaPinnedMemoryResource",
+    managed_mr: "CudaManagedMemoryResource",
+    host_malloc: "cudaMallocHost",
+    host_free: "cudaFreeHost",
+    oom_name: "cudaErrorMemoryAllocation",
+    invalid_handle: (400, "cudaErrorInvalidResourceHandle"),
+    load: |path| {
+        Ok(match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        } as Arc<dyn DeviceRuntime>)
+    },
+    managed_resource: |path, device| {
+        let rt = match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        };
+        Ok(Arc::new(CudaManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
+};
+
+const ROCM: Platform = Platform {
+    runtime: "rocm",
+    fake: |f| &f.hip,
+    fake_sync: |f| &f.hip_sync,
+    prefix: "hip",
+    device: DeviceType::Rocm,
+    host: DeviceType::RocmHost,
+    managed: DeviceType::Rocm,
+    device_mr: "HipRuntimeMemoryResource",
+    pinned_mr: "HipPinnedMemoryResource",
+    managed_mr: "HipManagedMemoryResource",
+    host_malloc: "hipHostMalloc",
+    host_free: "hipHostFree",
+    oom_name: "hipErrorOutOfMemory",
+    invalid_handle: (400, "hipErrorInvalidHandle"),
+    load: |path| {
+        Ok(match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        } as Arc<dyn DeviceRuntime>)
+    },
+    managed_resource: |path, device| {
+        let rt = match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        };
+        Ok(Arc::new(HipManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
+};
+
+impl Platform {
+    fn call(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.prefix)
+    }
+
+    fn dev(&self, index: u32) -> Device {
+        Device::new(self.device, index)
+    }
+
+    /// Whether this run targets the real driver (`DEVMM_GPU_SMOKE`).
+    fn on_hardware(&self) -> bool {
+        std::env::var("DEVMM_GPU_SMOKE").is_ok_and(|v| v == self.runtime)
+    }
+}
+
+/// A fake's log lines for calls to `name` (the name is a line's first word).
+fn log_of(fake: &FakeControl, name: &str) -> Vec<String> {
+    fake.call_log()
+        .into_iter()
+        .filter(|l| l.split(' ').next() == Some(name))
+        .collect()
+}
+
+/// The driver under test: a fake (held exclusively, reset, its call log
+/// cleared), or the real driver on hardware.
+struct Under {
+    p: &'static Platform,
+    rt: Arc<dyn DeviceRuntime>,
+    fake: Option<(&'static FakeControl, PathBuf)>,
+    _serial: Option<MutexGuard<'static, ()>>,
+}
+
+impl Under {
+    fn new(p: &'static Platform) -> Under {
+        Under::with_library(p, p.fake)
+    }
+
+    fn with_library(p: &'static Platform, library: fn(&FakeLibraries) -> &PathBuf) -> Under {
+        if p.on_hardware() {
+            let rt = (p.load)(None).expect("the real driver loads");
+            return Under {
+                p,
+                rt,
+                fake: None,
+                _serial: None,
+            };
+        }
+        let serial = exclusive();
+        let path = library(fake_libraries()).clone();
+        let fake = FakeControl::open(&path);
+        fake.reset();
+        let rt = (p.load)(Some(&path)).unwrap();
+        fake.clear_calls();
+        Under {
+            p,
+            rt,
+            fake: Some((fake, path)),
+            _serial: Some(serial),
+        }
+    }
+
+    /// A second device: `*:1` on the fakes (two devices), the last device
+    /// on hardware (which may have only one).
+    fn second(&self) -> Device {
+        match self.fake {
+            Some(_) => self.p.dev(1),
+            None => {
+                let count = self.rt.device_count().unwrap();
+                self.p.dev(u32::try_from(count.max(1) - 1).unwrap())
+            }
+        }
+    }
+
+    /// The fake, for checks that need its call log or failure injection.
+    fn fake(&self) -> Option<&'static FakeControl> {
+        self.fake.as_ref().map(|(f, _)| *f)
+    }
+
+    /// The fake library's path.
+    fn fake_path(&self) -> Option<&Path> {
+        self.fake.as_ref().map(|(_, p)| p.as_path())
+    }
+
+    fn assert_no_leaks(&self) {
+        if let Some(fake) = self.fake() {
+            assert_eq!(fake.live_allocations(), 0, "every allocation was freed");
+        }
+    }
+}
+
+/// Says why a test did nothing on hardware.
+fn skipped_on_hardware(why: &str) {
+    eprintln!("skipped on hardware: {why}");
+}
+
+/// The value of `key=` in a log line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+fn hex(value: usize) -> String {
+    format!("{value:#x}")
+}
+
+fn device_count_and_memory_info(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let count = rt.device_count().unwrap();
+    let devices: Vec<Device> = (0..count)
+        .map(|i| p.dev(u32::try_from(i).unwrap()))
+        .collect();
+    assert_eq!(rt.devices().unwrap(), devices);
+    let dev = u.second();
+    if let Some(fake) = u.fake() {
+        assert_eq!(count, 2);
+        assert_eq!(fake.set_memory_limit(1, 1 << 20), 0);
+        let info = rt.memory_info(dev).unwrap();
+        assert_eq!((info.free, info.total), (1 << 20, 1 << 20));
+    } else {
+        assert!(count >= 1, "a GPU machine has a GPU");
+    }
+    let before = rt.memory_info(dev).unwrap();
+    assert!(before.free <= before.total && before.total > 0);
+    let mr = rt.default_resource(dev).unwrap();
+    let stream = rt.default_stream(dev).unwrap();
+    let ptr = mr.allocate(4096, &stream).unwrap();
+    if u.fake().is_some() {
+        assert_eq!(rt.memory_info(dev).unwrap().free, (1 << 20) - 4096);
+        assert_eq!(mr.available_memory().unwrap().free, (1 << 20) - 4096);
+    }
+    // SAFETY: allocated above with this size, freed once.
+    unsafe { mr.deallocate(ptr, 4096, &stream).unwrap() };
+    u.assert_no_leaks();
+
+    let missing = p.dev(u32::try_from(count).unwrap());
+    let err = rt.memory_info(missing).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("{missing} does not exist")),
+        "{err}"
+    );
+    if let Some(fake) = u.fake() {
+        assert_eq!(fake.set_device_count(3), 0);
+        assert_eq!(rt.device_count().unwrap(), 3);
+        assert_eq!(fake.set_device_count(0), 0);
+        assert_eq!(
+            rt.device_count().unwrap(),
+            0,
+            "no device is zero devices, not an error"
+        );
+        assert!(rt.devices().unwrap().is_empty());
+    }
+}
+
+fn activation_guard_restores_the_previous_device(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    assert!(rt.activate(Device::CPU).is_err());
+    let Some(fake) = u.fake() else {
+        // The current device is driver state devmm does not expose: on
+        // hardware, check that nested guards work and leave no error.
+        let _outer = rt.activate(u.second()).unwrap();
+        let _inner = rt.activate(p.dev(0)).unwrap();
+        return;
+    };
+    let set = p.call("SetDevice");
+    {
+        let _outer = rt.activate(p.dev(1)).unwrap();
+        assert_eq!(log_of(fake, &set).len(), 1);
+        assert_eq!(field(&log_of(fake, &set)[0], "device"), "1");
+        {
+            let _inner = rt.activate(p.dev(0)).unwrap();
+            assert_eq!(field(log_of(fake, &set).last().unwrap(), "device"), "0");
+        }
+        assert_eq!(field(log_of(fake, &set).last().unwrap(), "device"), "1");
+        // Already active: no call.
+        let _same = rt.activate(p.dev(1)).unwrap();
+        assert_eq!(log_of(fake, &set).len(), 3);
+    }
+    let lines = log_of(fake, &set);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(
+        field(&lines[3], "device"),
+        "0",
+        "the guard restores device 0"
+    );
+}
+
+fn streams_created_wrapped_and_builtin(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    let stream = rt.create_stream(dev).unwrap();
+    assert!(stream.is_owned());
+    assert_ne!(stream.handle(), 0);
+    stream.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        let created = log_of(fake, &p.call("StreamCreateWithFlags"));
+        assert_eq!(created.len(), 1);
+        assert_eq!(field(&created[0], "device"), "1", "created on its device");
+        let synced = log_of(fake, &p.call("StreamSynchronize"));
+        assert_eq!(field(&synced[0], "stream"), hex(stream.handle()));
+    }
+
+    let handle = stream.handle();
+    let clone = stream.clone();
+    drop(stream);
+    let destroys = || u.fake().map(|f| f.call_count(&p.call("StreamDestroy")));
+    assert!(matches!(destroys(), None | Some(0)), "a clone still lives");
+    drop(clone);
+    if let Some(fake) = u.fake() {
+        let destroyed = log_of(fake, &p.call("StreamDestroy"));
+        assert_eq!(destroyed.len(), 1);
+        assert_eq!(field(&destroyed[0], "stream"), hex(handle));
+        assert!(destroyed[0].ends_with("-> 0"), "{destroyed:?}");
+    }
+
+    let owned_elsewhere = rt.create_stream(dev).unwrap();
+    let wrapped = rt.wrap_stream(dev, owned_elsewhere.handle()).unwrap();
+    assert!(!wrapped.is_owned());
+    wrapped.synchronize().unwrap();
+    drop(wrapped);
+    assert!(
+        matches!(destroys(), None | Some(1)),
+        "wrapped streams are not destroyed"
+    );
+    drop(owned_elsewhere);
+    assert!(matches!(destroys(), None | Some(2)));
+
+    for which in [
+        StreamSentinel::Default,
+        StreamSentinel::LegacyDefault,
+        StreamSentinel::PerThreadDefault,
+    ] {
+        let s = rt.stream(dev, which).unwrap();
+        assert!(!s.is_owned());
+        s.synchronize().unwrap();
+    }
+    assert_eq!(rt.default_stream(dev).unwrap().handle(), 0);
+}
+
+/// Copies `data` in and out of `ptr` and checks it came back.
+fn round_trip(rt: &dyn DeviceRuntime, ptr: devmm::DevicePtr, data: &[u8], stream: &devmm::Stream) {
+    let mut back = vec![0u8; data.len()];
+    // SAFETY: callers pass a live allocation of at least `data.len()` bytes.
+    unsafe {
+        rt.copy_host_to_device(ptr, data, stream).unwrap();
+        rt.copy_device_to_host(&mut back, ptr, stream).unwrap();
+    }
+    assert_eq!(back, data);
+}
+
+fn memcpy_of_every_kind(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    let stream = rt.create_stream(dev).unwrap();
+    let mr = rt.default_resource(dev).unwrap();
+    let data: Vec<u8> = (0..=255).collect();
+    let a = mr.allocate(256, &stream).unwrap();
+    let b = mr.allocate(256, &stream).unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    // SAFETY: `a` and `b` are live 256-byte allocations of `dev`.
+    unsafe {
+        rt.copy_host_to_device(a, &data, &stream).unwrap();
+        rt.copy_device_to_device(b, a, 256, &stream).unwrap();
+    }
+    let mut back = vec![0u8; 256];
+    // SAFETY: as above.
+    unsafe { rt.copy_device_to_host(&mut back, b, &stream).unwrap() };
+    assert_eq!(back, data);
+    // SAFETY: empty copies touch nothing.
+    unsafe { rt.copy_host_to_device(a, &[], &stream).unwrap() };
+    if let Some(fake) = u.fake() {
+        let copies = log_of(fake, &p.call("MemcpyAsync"));
+        let kinds: Vec<&str> = copies.iter().map(|l| field(l, "kind")).collect();
+        assert_eq!(
+            kinds,
+            ["1", "3", "2"],
+            "host-to-device, device-to-device, device-to-host; empty copies make no call"
+        );
+        assert!(
+            copies
+                .iter()
+                .all(|l| field(l, "stream") == hex(stream.handle()))
+        );
+    }
+
+    // Pinned and managed memory: the driver infers the direction (kind 4).
+    for ty in [p.host, p.managed] {
+        let dev = Device::new(ty, 0);
+        let mr = rt.default_resource(dev).unwrap();
+        let s = rt.default_stream(dev).unwrap();
+        let ptr = mr.allocate(256, &s).unwrap();
+        if let Some(fake) = u.fake() {
+            fake.clear_calls();
+        }
+        round_trip(&**rt, ptr, &data, &s);
+        if let Some(fake) = u.fake() {
+            let kinds: Vec<String> = log_of(fake, &p.call("MemcpyAsync"))
+                .iter()
+                .map(|l| field(l, "kind").to_owned())
+                .collect();
+            let expected = if ty == p.device {
+                ["1", "2"]
+            } else {
+                ["4", "4"]
+            };
+            assert_eq!(kinds, expected, "{ty}");
+        }
+        // SAFETY: allocated above, freed once.
+        unsafe { mr.deallocate(ptr, 256, &s).unwrap() };
+    }
+    // SAFETY: allocated above, freed once.
+    unsafe {
+        mr.deallocate(a, 256, &stream).unwrap();
+        mr.deallocate(b, 256, &stream).unwrap();
+    }
+    u.assert_no_leaks();
+}
+
+fn resource_contract(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let devices = [
+        u.second(),
+        Device::new(p.host, 0),
+        Device::new(p.managed, 0),
+    ];
+    for dev in devices {
+        let mr = rt.default_resource(dev).unwrap();
+        let stream = rt.create_stream(dev).unwrap();
+        assert_eq!(mr.device(), dev);
+        assert!(
+            mr.allocate(0, &stream).unwrap().is_null(),
+            "zero bytes: null"
+        );
+        let sizes = [1usize, 255, 256, 257, 4097, 1 << 20];
+        let ptrs: Vec<_> = sizes
+            .iter()
+            .map(|&n| mr.allocate(n, &stream).unwrap())
+            .collect();
+        for (i, (&n, &ptr)) in sizes.iter().zip(&ptrs).enumerate() {
+            assert!(
+                ptr.is_aligned(mr.guaranteed_alignment()),
+                "{dev}: {ptr} for {n} bytes"
+            );
+            let fill = vec![u8::try_from(i + 1).unwrap(); n];
+            // SAFETY: `ptr` is a live allocation of `n` bytes.
+            unsafe { rt.copy_host_to_device(ptr, &fill, &stream).unwrap() };
+        }
+        // No allocation overlaps another: each still holds its own bytes.
+        for (i, (&n, &ptr)) in sizes.iter().zip(&ptrs).enumerate() {
+            let mut back = vec![0u8; n];
+            // SAFETY: as above.
+            unsafe { rt.copy_device_to_host(&mut back, ptr, &stream).unwrap() };
+            assert!(
+                back.iter().all(|&b| usize::from(b) == i + 1),
+                "{dev}: allocation {i} was overwritten"
+            );
+        }
+        for (&n, &ptr) in sizes.iter().zip(&ptrs) {
+            // SAFETY: allocated above with this size, freed once.
+            unsafe { mr.deallocate(ptr, n, &stream).unwrap() };
+        }
+        stream.synchronize().unwrap();
+    }
+    u.assert_no_leaks();
+}
+
+/// The contract suite of `devmm::testing` on every GPU resource, copying
+/// bytes and making streams through the runtime under test.
+fn conformance_suite(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let (write_rt, read_rt, stream_rt) = (Arc::clone(rt), Arc::clone(rt), Arc::clone(rt));
+    let options = MrConformanceOptions::new()
+        .stream_factory(move |device| stream_rt.create_stream(device))
+        .write(move |dst, src, stream| {
+            // SAFETY: mr_conformance passes allocations with room for `src`.
+            unsafe { write_rt.copy_host_to_device(dst, src, stream) }
+        })
+        .read(move |dst, src, stream| {
+            // SAFETY: mr_conformance passes allocations with room for `dst`.
+            unsafe { read_rt.copy_device_to_host(dst, src, stream) }
+        });
+    for dev in [
+        u.second(),
+        Device::new(p.host, 0),
+        Device::new(p.managed, 0),
+    ] {
+        let report = mr_conformance(|| rt.default_resource(dev), &options);
+        assert!(report.is_ok(), "{report}");
+    }
+    let report = mr_conformance(
+        || (p.managed_resource)(u.fake_path(), Device::new(p.managed, 0)),
+        &options,
+    );
+    assert!(report.is_ok(), "{report}");
+    u.assert_no_leaks();
+}
+
+fn out_of_memory_names_device_size_and_chain(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    if let Some(fake) = u.fake() {
+        assert_eq!(fake.set_memory_limit(1, 1 << 20), 0);
+    }
+    let too_much = rt.memory_info(dev).unwrap().total.saturating_mul(2);
+    let device_mr = rt.default_resource(dev).unwrap();
+    let ordered = device_mr.stream_ordered();
+    let mr = StatisticsAdaptor::new(device_mr);
+    let stream = rt.default_stream(dev).unwrap();
+    let err = mr.allocate(too_much, &stream).unwrap_err();
+    let suffix = if ordered { ", stream_ordered=true" } else { "" };
+    let chain = format!(
+        "StatisticsAdaptor -> {}(device={dev}, alignment=256{suffix})",
+        p.device_mr
+    );
+    match &err {
+        Error::OutOfMemory {
+            device,
+            nbytes,
+            chain: c,
+            ..
+        } => {
+            assert_eq!(
+                (*device, *nbytes, c.as_str()),
+                (dev, too_much, chain.as_str())
+            );
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+    let malloc = p.call(if ordered { "MallocAsync" } else { "Malloc" });
+    let text = err.to_string();
+    let head = format!(
+        "out of memory: allocating {too_much} bytes on {dev} through {chain} failed ({malloc} failed on {dev} with {} (2): ",
+        p.oom_name
+    );
+    assert!(text.starts_with(&head), "{text}");
+    assert!(
+        text.ends_with("); free buffers you no longer need, or allocate less"),
+        "{text}"
+    );
+    if u.fake().is_some() {
+        assert!(text.contains("(2): out of memory)"), "{text}");
+    }
+    assert!(err.is_out_of_memory());
+    assert_eq!(mr.statistics().current_bytes, 0);
+}
+
+fn stream_handoff_records_then_waits(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    let producer = rt.create_stream(dev).unwrap();
+    let theirs = rt.create_stream(dev).unwrap();
+    let consumer = rt
+        .consumer_stream(dev, Some(i64::try_from(theirs.handle()).unwrap()))
+        .unwrap()
+        .expect("a stream handle means: synchronize");
+    assert!(!consumer.is_owned());
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    consumer.wait(&producer).unwrap();
+    consumer.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        let log = fake.call_log();
+        let names: Vec<&str> = log.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        let wanted = [
+            "EventCreateWithFlags",
+            "EventRecord",
+            "StreamWaitEvent",
+            "EventDestroy",
+        ]
+        .map(|s| p.call(s));
+        let order: Vec<usize> = wanted
+            .iter()
+            .map(|w| {
+                names
+                    .iter()
+                    .position(|n| n == w)
+                    .unwrap_or_else(|| panic!("no {w} in {log:?}"))
+            })
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "create, record, wait, destroy in order: {log:?}"
+        );
+        let event = field(&log[order[0]], "event");
+        let (record, wait) = (&log[order[1]], &log[order[2]]);
+        assert_eq!(field(record, "event"), event);
+        assert_eq!(
+            field(record, "stream"),
+            hex(producer.handle()),
+            "recorded on the producer"
+        );
+        assert_eq!(field(wait, "event"), event);
+        assert_eq!(
+            field(wait, "stream"),
+            hex(theirs.handle()),
+            "the consumer waits"
+        );
+        assert!(log.iter().all(|l| l.ends_with("-> 0")), "{log:?}");
+    }
+
+    // -1: the consumer asked for no synchronization.
+    assert!(rt.consumer_stream(dev, Some(-1)).unwrap().is_none());
+    // A stream never waits on itself.
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    producer.wait(&producer).unwrap();
+    if let Some(fake) = u.fake() {
+        assert!(fake.call_log().is_empty());
+    }
+}
+
+fn driver_errors_name_call_code_and_device(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("needs failure injection");
+    };
+    let dev = p.dev(1);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let (code, name) = p.invalid_handle;
+    assert_eq!(fake.fail_next(&p.call("StreamSynchronize"), code), 0);
+    let err = stream.synchronize().unwrap_err();
+    match &err {
+        Error::Driver {
+            call,
+            code: c,
+            name: n,
+            device,
+            ..
+        } => {
+            assert_eq!(*call, p.call("StreamSynchronize"));
+            assert_eq!((*c, n.as_str(), *device), (code, name, Some(dev)));
+        }
+        other => panic!("expected a driver error, got {other:?}"),
+    }
+    let head = format!(
+        "{}StreamSynchronize failed on {dev} with {name} (400): ",
+        p.prefix
+    );
+    assert!(err.to_string().starts_with(&head), "{err}");
+    stream.synchronize().unwrap();
+}
+
+fn stream_ordered_allocation_when_present(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = p.dev(0);
+    let mr = rt.default_resource(dev).unwrap();
+    assert!(
+        Arc::ptr_eq(&mr, &rt.default_resource(dev).unwrap()),
+        "one default per device"
+    );
+    assert_eq!(mr.guaranteed_alignment(), 256);
+    if u.fake().is_none() && !mr.stream_ordered() {
+        return skipped_on_hardware("the driver has no stream-ordered allocator");
+    }
+    assert!(mr.stream_ordered());
+    assert_eq!(
+        format!("{mr:?}"),
+        format!(
+            "{}(device={dev}, alignment=256, stream_ordered=true)",
+            p.device_mr
+        )
+    );
+    let stream = rt.create_stream(dev).unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let ptr = mr.allocate(1000, &stream).unwrap();
+    assert!(ptr.is_aligned(256));
+    round_trip(&**rt, ptr, &[9; 1000], &stream);
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
+    stream.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        let alloc = log_of(fake, &p.call("MallocAsync"));
+        let free = log_of(fake, &p.call("FreeAsync"));
+        assert_eq!((alloc.len(), free.len()), (1, 1));
+        assert_eq!(field(&alloc[0], "stream"), hex(stream.handle()));
+        assert_eq!(field(&free[0], "stream"), hex(stream.handle()));
+        assert_eq!(fake.call_count(&p.call("Malloc")), 0);
+    }
+    // A stream of another device is refused by a stream-ordered resource.
+    if rt.device_count().unwrap() > 1 {
+        let other = rt.default_stream(p.dev(1)).unwrap();
+        assert!(matches!(mr.allocate(8, &other), Err(Error::Stream { .. })));
+    }
+    u.assert_no_leaks();
+}
+
+fn synchronous_allocation_without_async_symbols(p: &'static Platform) {
+    if p.on_hardware() {
+        return skipped_on_hardware("needs a driver without the stream-ordered allocator");
+    }
+    let u = Under::with_library(p, p.fake_sync);
+    let fake = u.fake().expect("a fake");
+    let dev = p.dev(0);
+    let mr = u.rt.default_resource(dev).unwrap();
+    assert!(!mr.stream_ordered());
+    assert_eq!(
+        format!("{mr:?}"),
+        format!("{}(device={dev}, alignment=256)", p.device_mr)
+    );
+    let stream = u.rt.default_stream(dev).unwrap();
+    let ptr = mr.allocate(1000, &stream).unwrap();
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(ptr, 1000, &stream).unwrap() };
+    assert_eq!(
+        (
+            fake.call_count(&p.call("Malloc")),
+            fake.call_count(&p.call("Free"))
+        ),
+        (1, 1)
+    );
+    u.assert_no_leaks();
+}
+
+fn pinned_and_managed_resources(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let host = Device::new(p.host, 0);
+    let pinned = rt.default_resource(host).unwrap();
+    assert_eq!(
+        format!("{pinned:?}"),
+        format!("{}(device={host}, alignment=256)", p.pinned_mr)
+    );
+    let s = rt.default_stream(host).unwrap();
+    let ptr = pinned.allocate(100, &s).unwrap();
+    // Pinned memory is host memory: the host may touch it.
+    // SAFETY: `ptr` is a live, host-accessible 100-byte allocation.
+    unsafe { ptr.as_host_ptr::<u8>().write_bytes(7, 100) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { ptr.as_host_ptr::<u8>().add(99).read() }, 7);
+    // SAFETY: allocated above, freed once.
+    unsafe { pinned.deallocate(ptr, 100, &s).unwrap() };
+    if let Some(fake) = u.fake() {
+        assert_eq!(
+            (fake.call_count(p.host_malloc), fake.call_count(p.host_free)),
+            (1, 1)
+        );
+    }
+    assert!(pinned.available_memory().unwrap().total > 0);
+
+    let managed_dev = Device::new(p.managed, u.second().index());
+    let managed = (p.managed_resource)(u.fake_path(), managed_dev).unwrap();
+    assert_eq!(
+        format!("{managed:?}"),
+        format!("{}(device={managed_dev}, alignment=256)", p.managed_mr)
+    );
+    let s = rt.default_stream(managed_dev).unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let ptr = managed.allocate(100, &s).unwrap();
+    round_trip(&**rt, ptr, &[3; 100], &s);
+    // SAFETY: allocated above, freed once.
+    unsafe { managed.deallocate(ptr, 100, &s).unwrap() };
+    if let Some(fake) = u.fake() {
+        let alloc = log_of(fake, &p.call("MallocManaged"));
+        assert_eq!(alloc.len(), 1);
+        assert_eq!(field(&alloc[0], "flags"), "1", "attached globally");
+        assert_eq!(
+            field(&alloc[0], "device"),
+            "1",
+            "allocated with its device active"
+        );
+        assert_eq!(fake.call_count(&p.call("Free")), 1);
+    }
+    u.assert_no_leaks();
+}
+
+fn missing_library_is_runtime_unavailable(p: &'static Platform) {
+    let err = (p.load)(Some(Path::new("/nonexistent/libdriver.so"))).unwrap_err();
+    match &err {
+        Error::RuntimeUnavailable { name, reason } => {
+            assert_eq!(name, p.runtime);
+            assert!(
+                reason.starts_with("cannot load /nonexistent/libdriver.so: "),
+                "{reason}"
+            );
+        }
+        other => panic!("expected runtime unavailable, got {other:?}"),
+    }
+}
+
+macro_rules! platform_tests {
+    ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
+        mod $module {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(&super::$platform)
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! suite {
+    ($($module:ident, $platform:ident);*) => {$(
+        platform_tests!($module, $platform:
+            device_count_and_memory_info,
+            activation_guard_restores_the_previous_device,
+            streams_created_wrapped_and_builtin,
+            memcpy_of_every_kind,
+            resource_contract,
+            conformance_suite,
+            out_of_memory_names_device_size_and_chain,
+            stream_handoff_records_then_waits,
+            driver_errors_name_call_code_and_device,
+            stream_ordered_allocation_when_present,
+            synchronous_allocation_without_async_symbols,
+            pinned_and_managed_resources,
+            missing_library_is_runtime_unavailable,
+        );
+    )*};
+}
+
+suite!(cuda, CUDA; rocm, ROCM);
+
+#[test]
+fn missing_required_symbols_are_all_listed_in_one_error() {
+    let path = &fake_libraries().cudart_minimal;
+    let err = CudaRuntime::open(path).unwrap_err();
+    let Error::RuntimeUnavailable { name, reason } = &err else {
+        panic!("expected runtime unavailable, got {err:?}");
+    };
+    assert_eq!(name, "cuda");
+    let missing = [
+        ("cudaGetDevice", "1.0"),
+        ("cudaSetDevice", "1.0"),
+        ("cudaMemGetInfo", "3.0"),
+        ("cudaMalloc", "1.0"),
+        ("cudaFree", "1.0"),
+        ("cudaMallocHost", "1.0"),
+        ("cudaFreeHost", "1.0"),
+        ("cudaMallocManaged", "6.0"),
+        ("cudaMemcpy", "1.0"),
+        ("cudaMemcpyAsync", "1.1"),
+        ("cudaStreamCreateWithFlags", "5.0"),
+        ("cudaStreamDestroy", "1.1"),
+        ("cudaStreamSynchronize", "1.1"),
+        ("cudaStreamWaitEvent", "3.2"),
+        ("cudaEventCreateWithFlags", "2.2"),
+        ("cudaEventRecord", "1.1"),
+        ("cudaEventDestroy", "1.1"),
+    ]
+    .map(|(n, v)| format!("{n} (since {v})"))
+    .join(", ");
+    assert_eq!(
+        *reason,
+        format!(
+            "{} is not a usable CUDA runtime: it lacks the required symbols {missing}; \
+             install a newer CUDA runtime or point DEVMM_CUDART_PATH at one",
+            path.display()
+        )
+    );
+    // The optional symbols it also lacks are not reported.
+    assert!(!reason.contains("cudaMallocAsync"));
+}
+
+#[test]
+fn cuda_stream_sentinels_and_dlpack_stream_values() {
+    let u = Under::new(&CUDA);
+    let (rt, dev) = (&u.rt, CUDA.dev(0));
+    let handle = |which| rt.stream(dev, which).unwrap().handle();
+    assert_eq!(handle(StreamSentinel::Default), 0);
+    assert_eq!(handle(StreamSentinel::LegacyDefault), 1);
+    assert_eq!(handle(StreamSentinel::PerThreadDefault), 2);
+    let consumer = |v| rt.consumer_stream(dev, v).map(|s| s.map(|s| s.handle()));
+    assert_eq!(
+        consumer(None).unwrap(),
+        Some(1),
+        "no value: the legacy default stream"
+    );
+    assert_eq!(consumer(Some(-1)).unwrap(), None);
+    assert_eq!(consumer(Some(1)).unwrap(), Some(1));
+    assert_eq!(consumer(Some(2)).unwrap(), Some(2));
+    assert_eq!(consumer(Some(0x5000)).unwrap(), Some(0x5000));
+    for refused in [0, -2] {
+        let err = consumer(Some(refused)).unwrap_err();
+        assert!(
+            matches!(err, Error::Stream { device, .. } if device == dev),
+            "{err}"
+        );
+    }
+    assert!(
+        consumer(Some(0))
+            .unwrap_err()
+            .to_string()
+            .contains("disallowed for CUDA")
+    );
+}
+
+#[test]
+fn rocm_stream_sentinels_and_dlpack_stream_values() {
+    let u = Under::new(&ROCM);
+    let (rt, dev) = (&u.rt, ROCM.dev(0));
+    let handle = |which| rt.stream(dev, which).unwrap().handle();
+    assert_eq!(handle(StreamSentinel::Default), 0);
+    assert_eq!(handle(StreamSentinel::LegacyDefault), 0);
+    assert_eq!(handle(StreamSentinel::PerThreadDefault), 2);
+    let consumer = |v| rt.consumer_stream(dev, v).map(|s| s.map(|s| s.handle()));
+    assert_eq!(consumer(None).unwrap(), Some(0));
+    assert_eq!(consumer(Some(0)).unwrap(), Some(0));
+    assert_eq!(consumer(Some(-1)).unwrap(), None);
+    assert_eq!(consumer(Some(0x5000)).unwrap(), Some(0x5000));
+    for refused in [1, 2, -7] {
+        assert!(
+            matches!(consumer(Some(refused)), Err(Error::Stream { .. })),
+            "{refused}"
+        );
+    }
+}
+
+#[test]
+fn versions_and_library_path() {
+    if CUDA.on_hardware() {
+        return skipped_on_hardware("reads the fakes' versions");
+    }
+    let _u = Under::new(&CUDA);
+    let libraries = fake_libraries();
+    let rt = CudaRuntime::open(&libraries.cudart).unwrap();
+    let (runtime, driver) = rt.versions().unwrap();
+    assert!(runtime > 0 && driver >= runtime, "{runtime} {driver}");
+    assert_eq!(rt.library_path(), libraries.cudart.as_os_str());
+    assert!(rt.has_stream_ordered_allocation());
+    let sync = CudaRuntime::open(&libraries.cudart_sync).unwrap();
+    assert!(!sync.has_stream_ordered_allocation());
+}

@@ -1,0 +1,1 @@
+//! trybuild tests of the devmm macros live in `tests/`.

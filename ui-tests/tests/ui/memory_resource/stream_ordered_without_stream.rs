@@ -1,0 +1,19 @@
+use devmm::{memory_resource, DevicePtr, Ledger, Result};
+
+#[derive(Debug, Default)]
+struct Arena {
+    ledger: Ledger,
+}
+
+#[memory_resource(device = "cuda:0", alignment = 256, ledger = ledger, stream_ordered = true)]
+impl Arena {
+    fn allocate(&self, _nbytes: usize) -> Result<DevicePtr> {
+        Ok(DevicePtr::NULL)
+    }
+
+    unsafe fn deallocate(&self, _ptr: DevicePtr, _nbytes: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn main() {}
