@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the devmm Python package into a fresh virtual environment and runs
 # its tests: pytest (with the seed's examples and docs/python.md as
-# doctests), then mypy's stubtest of the generated stubs against the built
-# module. Exits non-zero on the first failure.
+# doctests, and the GPU paths against the repository's fake drivers), then
+# mypy's stubtest of the generated stubs against the built module. Exits
+# non-zero on the first failure.
 #
 # Environment: PYTHON (default python3) makes the venv; DEVMM_VENV (default
 # .venv at the repository root) is reused when it exists.
@@ -25,6 +26,13 @@ step "build and install the package (maturin develop)"
     cd devmm-python
     VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --locked --quiet
 )
+
+step "fake CUDA runtime and HIP libraries for the GPU paths"
+cargo build --locked --quiet -p fake-cudart -p fake-hip
+target_dir="$(cargo metadata --format-version 1 --no-deps \
+    | "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+export DEVMM_TEST_FAKE_CUDART="$target_dir/debug/libfake_cudart.so"
+export DEVMM_TEST_FAKE_HIP="$target_dir/debug/libfake_hip.so"
 
 step "pytest (API tests, seed examples and docs/python.md as doctests)"
 "$venv/bin/python" -m pytest -q devmm-python/tests

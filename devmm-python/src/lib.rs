@@ -11,6 +11,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod error;
+mod gpu_resources;
 mod host_resources;
 mod layout;
 mod log_bridge;
@@ -77,6 +78,12 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
     m.add_class::<numpy_handler::PyNumpyHandlerMemoryResource>()?;
+    m.add_class::<gpu_resources::PyCudaRuntimeMemoryResource>()?;
+    m.add_class::<gpu_resources::PyCudaPinnedMemoryResource>()?;
+    m.add_class::<gpu_resources::PyCudaManagedMemoryResource>()?;
+    m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
+    m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
+    m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
     m.add_class::<numpy_handler::PyNumpyInstaller>()?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
 

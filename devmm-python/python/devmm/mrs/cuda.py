@@ -1,10 +1,18 @@
-"""CUDA memory resources.
+"""CUDA memory resources: device (``cudaMallocAsync`` / ``cudaMalloc``),
+pinned host and managed memory, through the CUDA runtime devmm loads at run
+time (``DEVMM_CUDART_PATH`` names the library explicitly).
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the cuda runtime's driver library is not present."""
+``ImportError``) when the CUDA runtime library is not present."""
 
 from .._devmm import require_runtime as _require_runtime
 
 _require_runtime("cuda")
 
-__all__: list[str] = []
+from .._devmm import (  # noqa: E402  (only once the runtime is known to be there)
+    CudaManagedMemoryResource,
+    CudaPinnedMemoryResource,
+    CudaRuntimeMemoryResource,
+)
+
+__all__ = ["CudaManagedMemoryResource", "CudaPinnedMemoryResource", "CudaRuntimeMemoryResource"]

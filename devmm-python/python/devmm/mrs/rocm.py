@@ -1,10 +1,18 @@
-"""ROCM memory resources.
+"""ROCm memory resources: device (``hipMallocAsync`` / ``hipMalloc``),
+pinned host and managed memory, through HIP, which devmm loads at run time
+(``DEVMM_HIP_PATH`` names the library explicitly).
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the rocm runtime's driver library is not present."""
+``ImportError``) when the HIP library is not present."""
 
 from .._devmm import require_runtime as _require_runtime
 
 _require_runtime("rocm")
 
-__all__: list[str] = []
+from .._devmm import (  # noqa: E402  (only once the runtime is known to be there)
+    HipManagedMemoryResource,
+    HipPinnedMemoryResource,
+    HipRuntimeMemoryResource,
+)
+
+__all__ = ["HipManagedMemoryResource", "HipPinnedMemoryResource", "HipRuntimeMemoryResource"]

@@ -1,0 +1,92 @@
+"""The GPU resources and the driver paths (streams, DLPack hand-off,
+conformance) against the repository's fake CUDA runtime and HIP libraries,
+which serve host memory and record calls. scripts/test-python.sh builds
+them and names them in DEVMM_TEST_FAKE_CUDART / DEVMM_TEST_FAKE_HIP; the
+tests are skipped when those are not set."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    import devmm, devmm.testing
+    import devmm.mrs.{module} as mrs
+
+    assert "{runtime}" in devmm.runtime_names()
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    assert rt is devmm.runtime_for("{runtime}") and rt.devices()[0] == gpu
+    free, total = rt.memory_info(gpu)
+    assert 0 < free <= total
+
+    mr = mrs.{device_mr}()
+    assert mr.device == gpu and mr.guaranteed_alignment() == 256
+    stream = rt.create_stream(gpu)
+    assert stream.device == gpu and stream.handle != 0
+    stream.wait(rt.default_stream(gpu))
+    stream.synchronize()
+
+    stats = devmm.StatisticsAdaptor(mr)
+    t = devmm.empty((4, 3), "float32", layout=devmm.DeviceOptimal(), mr=stats, stream=stream)
+    assert t.device == gpu and t.strides == (32, 1) and t.data_ptr % 256 == 0
+    assert t.__dlpack_device__() == ({code}, 0)
+    t.buffer.copy_from_host(b"devmm")
+    assert t.buffer.copy_to_host(5) == b"devmm"
+    capsule = t.__dlpack__(max_version=(1, 0), stream={consumer_stream})
+    try:
+        t.__dlpack__(dl_device=(1, 0))
+    except BufferError:
+        pass
+    else:
+        raise AssertionError("a cpu dl_device must be refused")
+    t.buffer.free()
+    assert stats.current_bytes > 0  # the capsule still holds the memory
+    del capsule
+    assert stats.current_bytes == 0
+
+    with devmm.using_memory_resource(stats):
+        devmm.empty((8,), "int32", device=gpu).buffer.free()
+    assert stats.allocations == 2 and stats.current_bytes == 0
+
+    pinned = mrs.{pinned_mr}()
+    buf = devmm.DeviceBuffer(100, mr=pinned)
+    assert buf.device.type is devmm.DeviceType.{host_type}
+    buf.free()
+
+    devmm.testing.mr_conformance(mrs.{device_mr})
+    devmm.testing.mr_conformance(mrs.{pinned_mr})
+    devmm.testing.dlpack_conformance(gpu)
+    print("ok")
+    """
+)
+
+PLATFORMS = {
+    "cuda": dict(
+        env="DEVMM_TEST_FAKE_CUDART", path_var="DEVMM_CUDART_PATH", module="cuda", runtime="cuda",
+        device="cuda", code=2, consumer_stream=1, device_mr="CudaRuntimeMemoryResource",
+        pinned_mr="CudaPinnedMemoryResource", host_type="CUDA_HOST",
+    ),
+    "rocm": dict(
+        env="DEVMM_TEST_FAKE_HIP", path_var="DEVMM_HIP_PATH", module="rocm", runtime="rocm",
+        device="rocm", code=10, consumer_stream=0, device_mr="HipRuntimeMemoryResource",
+        pinned_mr="HipPinnedMemoryResource", host_type="ROCM_HOST",
+    ),
+}
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_gpu_paths_against_the_fake_driver(platform: str) -> None:
+    p = PLATFORMS[platform]
+    library = os.environ.get(str(p["env"]))
+    if not library:
+        pytest.skip(f"{p['env']} does not name the fake {platform} library")
+    env = dict(os.environ, **{str(p["path_var"]): library})
+    script = SCRIPT.format(**p)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
