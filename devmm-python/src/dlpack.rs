@@ -15,11 +15,11 @@ use pyo3::prelude::*;
 use crate::error::to_py_err;
 use crate::stream::maybe_detached;
 
-/// A DLPack refusal (and a closed buffer) as `BufferError`, anything else
-/// (out of memory, a stream value the device has no use for) as usual.
+/// A closed buffer is a refusal too (`BufferError`); anything else (a
+/// refusal, out of memory, a stream value the device has no use for)
+/// converts as everywhere.
 fn export_error(err: devmm::Error) -> PyErr {
     match err {
-        devmm::Error::Dlpack { reason } => PyBufferError::new_err(reason),
         devmm::Error::BufferClosed { .. } => PyBufferError::new_err(err.to_string()),
         other => to_py_err(other),
     }

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use pyo3::exceptions::{PyImportError, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -31,7 +31,7 @@ pub(crate) fn stash_python_error(message: String, err: PyErr) {
 /// Converts a devmm error to the Python exception users expect:
 /// out-of-memory and limits → `MemoryError`, bad values → `ValueError`,
 /// missing runtimes → [`RuntimeUnavailableError`] (an `ImportError`),
-/// driver and stream failures → `RuntimeError`.
+/// DLPack refusals → `BufferError`, driver and stream failures → `RuntimeError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     let message = err.to_string();
     let stashed = PENDING.with_borrow_mut(|pending| match pending.take() {
@@ -51,6 +51,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::Misuse { .. }
         | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
+        devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -90,3 +90,22 @@ def test_gpu_paths_against_the_fake_driver(platform: str) -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    ("selected", "expected"),
+    [("cuda", "cuda:0 cpu,cuda"), ("cpu", "cpu:0 cpu")],
+)
+def test_devmm_runtime_selects_the_default_device(selected: str, expected: str) -> None:
+    library = os.environ.get("DEVMM_TEST_FAKE_CUDART")
+    if not library:
+        pytest.skip("DEVMM_TEST_FAKE_CUDART does not name the fake CUDA library")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library, DEVMM_RUNTIME=selected)
+    script = (
+        "import devmm; t = devmm.empty((2,), 'float32'); "
+        "print(devmm.default_device(), ','.join(devmm.runtime_names())); "
+        "assert t.device == devmm.default_device()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
