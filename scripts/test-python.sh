@@ -46,4 +46,7 @@ step "stubtest: the generated stubs against the built module"
         --ignore-unused-allowlist
 )
 
+step "mypy --strict on typical use of the package (the stubs are usable)"
+"$venv/bin/python" -m mypy --strict devmm-python/tests/typing_usage.py
+
 step "Python package: all checks passed"

@@ -242,18 +242,24 @@ pub(crate) struct PyLayout {
 #[pymethods]
 impl PyLayout {
     /// Extents, one per dimension.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.layout.shape())
     }
 
     /// Strides in elements, one per dimension.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
     fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.layout.strides())
     }
 
     /// Dimensions ordered from the largest stride to the smallest.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
     fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.layout.permutation())

@@ -29,12 +29,16 @@ pub(crate) struct PyTensor {
 #[pymethods]
 impl PyTensor {
     /// Extents, one per dimension.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.tensor.shape())
     }
 
     /// Strides in elements (DLPack's convention; NumPy reports bytes).
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
     fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.tensor.strides())
