@@ -31,3 +31,6 @@ cargo test -p devmm --benches --locked
 
 step "DLPack export, deleter and resource tests under valgrind memcheck"
 bash scripts/valgrind.sh
+
+step "Python package: build into .venv, pytest, seed examples, docs/python.md, stubtest"
+bash scripts/test-python.sh
