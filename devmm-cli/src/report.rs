@@ -15,12 +15,16 @@ pub(crate) trait Report: Serialize {
 /// Writes `report` to stdout as pretty JSON (`json`) or as text.
 pub(crate) fn emit(report: &impl Report, json: bool) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, report)?;
-        writeln!(out)?;
+    // Rendered first, then written: a write error (a reader that left)
+    // stays an output error, not a JSON encoding one.
+    let text = if json {
+        let mut json = serde_json::to_string_pretty(report)?;
+        json.push('\n');
+        json
     } else {
-        out.write_all(report.to_text().as_bytes())?;
-    }
+        report.to_text()
+    };
+    out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
 }

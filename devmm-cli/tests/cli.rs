@@ -92,6 +92,28 @@ fn info_json_reports_cpu_memory_and_chain() {
     assert!(0 < free && free <= total, "free {free}, total {total}");
 }
 
+/// `devmm ARGS | head -0`: stdout is a pipe whose reader is already gone.
+fn devmm_into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    // Closed before the child starts, so its first write always fails.
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_devmm"))
+        .args(args)
+        .env_remove("DEVMM_RUNTIME")
+        .stdout(writer)
+        .output()
+        .expect("the devmm binary runs")
+}
+
+#[test]
+fn a_reader_that_left_is_not_an_error() {
+    for args in [&["info", "--json"][..], &["info"][..]] {
+        let out = devmm_into_closed_pipe(args);
+        assert_eq!(stderr(&out), "", "devmm {args:?}");
+        assert!(out.status.success(), "devmm {args:?}: {:?}", out.status);
+    }
+}
+
 #[test]
 fn runtime_override_names_what_was_excluded() {
     let out = Command::new(env!("CARGO_BIN_EXE_devmm"))
