@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::exceptions::PyValueError;
+use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::IntoPyResult;
@@ -121,9 +123,11 @@ impl PyDeviceBuffer {
     }
 
     /// Copies `data` (any bytes-like object) to the start of the buffer.
-    fn copy_from_host(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
+    fn copy_from_host(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = bytes_of(data)?;
+        let data = data.as_bytes();
         maybe_detached(py, self.buffer.device(), || {
-            self.buffer.copy_from_host(&data)
+            self.buffer.copy_from_host(data)
         })
         .py()
     }
@@ -135,12 +139,22 @@ impl PyDeviceBuffer {
         py: Python<'py>,
         nbytes: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = vec![0u8; nbytes.unwrap_or(self.buffer.nbytes())];
-        maybe_detached(py, self.buffer.device(), || {
-            self.buffer.copy_to_host(&mut out)
+        let nbytes = nbytes.unwrap_or(self.buffer.nbytes());
+        // Checked before the bytes object is made: an absurd size must be a
+        // ValueError, not an allocation failure that aborts the process.
+        if nbytes > self.buffer.nbytes() {
+            return Err(PyValueError::new_err(format!(
+                "copy of {nbytes} bytes does not fit a buffer of {} bytes on {}",
+                self.buffer.nbytes(),
+                self.buffer.device()
+            )));
+        }
+        PyBytes::new_with(py, nbytes, |out| {
+            maybe_detached(py, self.buffer.device(), || {
+                self.buffer.copy_to_host(out)
+            })
+            .py()
         })
-        .py()?;
-        Ok(PyBytes::new(py, &out))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -166,4 +180,18 @@ impl PyDeviceBuffer {
             }
         )
     }
+}
+
+/// The bytes of a bytes-like object (`bytes`, `bytearray`, `memoryview`, a
+/// NumPy array, ...) read through the buffer protocol, in C order; items
+/// wider than a byte are read as their raw bytes. `bytes` is used as is.
+fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(bytes) = data.cast::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    // pyo3's buffer API is not in the limited API before 3.11; a
+    // memoryview gives the same bytes (and the TypeError for non-buffers).
+    Ok(PyMemoryView::from(data)?
+        .call_method0(intern!(data.py(), "tobytes"))?
+        .cast_into::<PyBytes>()?)
 }

@@ -58,6 +58,38 @@ def test_copies_round_trip_and_check_bounds() -> None:
         buf.copy_to_host()
 
 
+def test_copy_to_host_checks_the_size_before_allocating() -> None:
+    buf = devmm.DeviceBuffer(8)
+    # Would abort the process if the bytes were allocated first.
+    with pytest.raises(ValueError, match="does not fit"):
+        buf.copy_to_host(2**62)
+    with pytest.raises(ValueError, match="does not fit"):
+        buf.copy_to_host(9)
+    assert buf.copy_to_host(0) == b""
+    buf.free()
+
+
+def test_copy_from_host_takes_any_bytes_like_object() -> None:
+    import array
+
+    import numpy as np
+
+    buf = devmm.DeviceBuffer(8)
+    buf.copy_from_host(bytearray(b"12345678"))
+    assert buf.copy_to_host() == b"12345678"
+    buf.copy_from_host(memoryview(b"abcdefgh")[2:6])
+    assert buf.copy_to_host() == b"cdef5678"
+    buf.copy_from_host(np.array([1, 2], dtype=np.int32))
+    assert buf.copy_to_host() == np.array([1, 2], dtype=np.int32).tobytes()
+    buf.copy_from_host(array.array("h", [7]))
+    assert buf.copy_to_host(2) == array.array("h", [7]).tobytes()
+    with pytest.raises(TypeError):
+        buf.copy_from_host("text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        buf.copy_from_host([1, 2, 3])  # type: ignore[arg-type]
+    buf.free()
+
+
 def test_zero_byte_buffers_are_null(stats: devmm.StatisticsAdaptor) -> None:
     buf = devmm.DeviceBuffer(0, mr=stats)
     assert buf.ptr == 0 and buf.size == 0
