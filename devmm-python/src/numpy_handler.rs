@@ -129,7 +129,10 @@ impl HandlerContext {
         if ptr.is_null() {
             return;
         }
-        if let Some(nbytes) = self.sizes().remove(&(ptr as usize)) {
+        // Bound first so the table's lock is released before `deallocate`,
+        // which may call back into NumPy (and so into this handler).
+        let removed = self.sizes().remove(&(ptr as usize));
+        if let Some(nbytes) = removed {
             // SAFETY: `ptr` is live in our table, so it came from
             // `mr.allocate(nbytes)` and has not been freed.
             let result = unsafe {

@@ -69,3 +69,50 @@ def test_install_refuses_device_memory_and_cycles() -> None:
     with devmm_numpy.install(MallocMemoryResource()):
         with pytest.raises(ValueError, match="cycle"):
             NumpyHandlerMemoryResource()
+
+
+_REENTRANT_FREE = """
+import ctypes
+import numpy as np
+import devmm
+import devmm.integrations.numpy as devmm_numpy
+
+blocks = {}
+
+def alloc(nbytes, stream):
+    block = bytearray(nbytes + 64)
+    addr = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
+    aligned = (addr + 63) & ~63
+    blocks[aligned] = block
+    return aligned
+
+reentered = []
+
+def dealloc(ptr, nbytes, stream):
+    del blocks[ptr]
+    if reentered:
+        return
+    # NumPy allocates and frees (through the installed handler) while the
+    # handler is freeing: the handler must not hold its lock across the free.
+    reentered.append(ptr)
+    scratch = np.arange(4)
+    assert int(scratch.sum()) == 6
+    del scratch
+
+mr = devmm.CallbackMemoryResource(alloc, dealloc, alignment=64)
+with devmm_numpy.install(mr):
+    a = np.ones(1000)
+    del a
+print("freed", len(blocks), len(reentered))
+"""
+
+
+def test_handler_free_may_reenter_numpy() -> None:
+    import subprocess
+    import sys
+
+    # A deadlock would hang the test run; a child with a timeout fails instead.
+    done = subprocess.run([sys.executable, "-c", _REENTRANT_FREE], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "freed 0 1"
+
