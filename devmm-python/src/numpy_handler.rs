@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use pyo3::exceptions::{PyImportError, PyValueError};
+use pyo3::exceptions::{PyImportError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -264,6 +264,8 @@ fn handler_capsule(
 #[pyclass(name = "NumpyInstaller", module = "devmm.integrations.numpy")]
 pub(crate) struct PyNumpyInstaller {
     mr: Py<PyMemoryResource>,
+    /// The handler this installer made current, to tell whether it still is.
+    capsule: Py<PyAny>,
     previous: Option<Py<PyAny>>,
 }
 
@@ -283,10 +285,19 @@ impl PyNumpyInstaller {
 
     /// Restores NumPy's previous handler. Idempotent. Arrays allocated
     /// meanwhile keep using (and keep alive) the devmm resource until freed.
+    /// Raises `RuntimeError` while a handler installed later is current:
+    /// restoring ours would bring back a handler older than that one.
     fn uninstall(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let Some(previous) = self.previous.take() {
-            set_handler(py, previous.bind(py))?;
+        let Some(previous) = &self.previous else {
+            return Ok(());
+        };
+        if !get_handler(py)?.is(self.capsule.bind(py)) {
+            return Err(PyRuntimeError::new_err(
+                "uninstall NumPy handlers in reverse order of install",
+            ));
         }
+        set_handler(py, previous.bind(py))?;
+        self.previous = None;
         Ok(())
     }
 
@@ -325,6 +336,7 @@ pub(crate) fn install_numpy_handler(
     let previous = set_handler(py, &capsule)?;
     Ok(PyNumpyInstaller {
         mr: mr.clone().unbind(),
+        capsule: capsule.unbind(),
         previous: Some(previous),
     })
 }

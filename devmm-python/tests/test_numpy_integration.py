@@ -116,3 +116,26 @@ def test_handler_free_may_reenter_numpy() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "freed 0 1"
 
+
+def test_uninstall_out_of_order_is_refused() -> None:
+    before = get_handler_name()
+    outer_mr = devmm.StatisticsAdaptor(MallocMemoryResource())
+    inner_mr = devmm.StatisticsAdaptor(MallocMemoryResource())
+    outer = devmm_numpy.install(outer_mr)
+    inner = devmm_numpy.install(inner_mr)
+    try:
+        with pytest.raises(RuntimeError, match="reverse order of install"):
+            outer.uninstall()
+        # Nothing changed: the inner handler is still the one NumPy uses.
+        assert outer.installed and inner.installed
+        a = np.ones(100)
+        assert inner_mr.current_bytes >= 800 and outer_mr.current_bytes == 0
+        del a
+    finally:
+        inner.uninstall()
+        outer.uninstall()
+    assert get_handler_name() == before
+    assert not outer.installed and not inner.installed
+    total = outer_mr.total_bytes + inner_mr.total_bytes
+    np.ones(100)
+    assert outer_mr.total_bytes + inner_mr.total_bytes == total
