@@ -31,7 +31,9 @@ pub(crate) fn stash_python_error(message: String, err: PyErr) {
 /// Converts a devmm error to the Python exception users expect:
 /// out-of-memory and limits → `MemoryError`, bad values → `ValueError`,
 /// missing runtimes → [`RuntimeUnavailableError`] (an `ImportError`),
-/// DLPack refusals → `BufferError`, driver and stream failures → `RuntimeError`.
+/// DLPack refusals → `BufferError`, driver failures → `RuntimeError`.
+/// A stream error is a stream (or stream value) that does not fit the
+/// call, so a bad argument: `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     let message = err.to_string();
     let stashed = PENDING.with_borrow_mut(|pending| match pending.take() {
@@ -49,6 +51,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::Parse { .. }
         | devmm::Error::InvalidArgument { .. }
         | devmm::Error::Misuse { .. }
+        | devmm::Error::Stream { .. }
         | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),

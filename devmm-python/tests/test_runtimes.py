@@ -32,9 +32,9 @@ def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
 
 def test_cpu_streams_refuse_foreign_handles(cpu: devmm.Device) -> None:
     rt = devmm.runtime_for(cpu)
-    with pytest.raises(RuntimeError, match="one stream"):
+    with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, 5)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="one stream"):
         rt.default_stream(cpu).wait_raw(7)
     with pytest.raises(ValueError, match="only cpu:0"):
         rt.default_stream(devmm.Device.from_string("cuda:0"))
