@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::MemoryResource;
 use crate::stream::Stream;
@@ -33,9 +33,11 @@ struct BufferState {
 /// use devmm::{DeviceBuffer, MallocMemoryResource, Stream};
 /// let stream = Stream::cpu();
 /// let buf = DeviceBuffer::new(5, Arc::new(MallocMemoryResource::new()), &stream)?;
-/// buf.copy_from_host(b"abc")?;
+/// // SAFETY: the malloc resource hands out real host memory.
+/// unsafe { buf.copy_from_host(b"abc")? };
 /// let mut back = [0u8; 3];
-/// buf.copy_to_host(&mut back)?;
+/// // SAFETY: as above.
+/// unsafe { buf.copy_to_host(&mut back)? };
 /// assert_eq!(&back, b"abc");
 /// buf.free(&stream)?;
 /// buf.free(&stream)?; // idempotent
@@ -54,6 +56,15 @@ impl DeviceBuffer {
     /// Allocates `nbytes` from `resource`, ordered on `stream`.
     pub fn new(nbytes: usize, resource: Arc<dyn MemoryResource>, stream: &Stream) -> Result<Self> {
         let ptr = resource.allocate(nbytes, stream)?;
+        if ptr.is_null() && nbytes > 0 {
+            return Err(Error::Misuse {
+                kind: MisuseKind::NullAllocation,
+                ptr,
+                nbytes,
+                device: resource.device(),
+                resource: crate::resource::resource_chain(&*resource),
+            });
+        }
         Ok(DeviceBuffer {
             ptr,
             nbytes,
@@ -132,20 +143,22 @@ impl DeviceBuffer {
             state.free_stream = Some(stream.clone());
             return Ok(());
         }
-        self.release(&mut state, stream)
+        let due = take_release(&mut state);
+        drop(state);
+        if due { self.deallocate(stream) } else { Ok(()) }
     }
 
-    fn release(&self, state: &mut BufferState, stream: &Stream) -> Result<()> {
-        if state.released {
-            return Ok(());
-        }
-        state.released = true;
-        // SAFETY: `ptr` came from `resource.allocate(nbytes, ..)` in `new`,
-        // and `released` guarantees this runs once.
+    /// Returns the memory to the resource. The lock is not held here: a
+    /// resource's `deallocate` may be user code (a closure, a Python
+    /// method) that looks at this buffer or waits for a lock of its own.
+    fn deallocate(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: `ptr` came from `resource.allocate(nbytes, ..)` in `new`;
+        // callers reach here only after `take_release` returned true, once.
         unsafe { self.resource.deallocate(self.ptr, self.nbytes, stream) }
     }
 
-    /// Registers a DLPack export, refused once the buffer is closed.
+    /// Registers a DLPack export (or an in-flight copy), refused once the
+    /// buffer is closed; while any is live, `free` defers the release.
     pub(crate) fn acquire_export(&self) -> Result<()> {
         let mut state = self.state();
         if state.closed {
@@ -159,14 +172,16 @@ impl DeviceBuffer {
     pub(crate) fn release_export(&self) {
         let mut state = self.state();
         state.exports = state.exports.saturating_sub(1);
-        if state.closed && state.exports == 0 {
-            let stream = state
-                .free_stream
-                .take()
-                .unwrap_or_else(|| self.stream.clone());
-            if let Err(error) = self.release(&mut state, &stream) {
-                tracing::error!(target: "devmm::buffer", %error, "deferred release failed");
-            }
+        if !(state.closed && state.exports == 0 && take_release(&mut state)) {
+            return;
+        }
+        let stream = state
+            .free_stream
+            .take()
+            .unwrap_or_else(|| self.stream.clone());
+        drop(state);
+        if let Err(error) = self.deallocate(&stream) {
+            tracing::error!(target: "devmm::buffer", %error, "deferred release failed");
         }
     }
 
@@ -177,10 +192,9 @@ impl DeviceBuffer {
         }
     }
 
-    fn check_copy(&self, len: usize) -> Result<()> {
-        if self.state().closed {
-            return Err(self.closed_error());
-        }
+    /// Checks a copy of `len` bytes and holds the buffer open until the
+    /// returned guard drops, so a concurrent `free` waits for the copy.
+    fn hold_for_copy(&self, len: usize) -> Result<CopyHold<'_>> {
         if len > self.nbytes {
             return Err(Error::InvalidArgument {
                 reason: format!(
@@ -190,36 +204,66 @@ impl DeviceBuffer {
                 ),
             });
         }
-        Ok(())
+        self.acquire_export()?;
+        Ok(CopyHold(self))
     }
 
     /// Copies `src` to the start of the buffer through the runtime's memcpy.
-    pub fn copy_from_host(&self, src: &[u8]) -> Result<()> {
-        self.check_copy(src.len())?;
+    ///
+    /// # Safety
+    ///
+    /// The buffer's resource must hand out real memory of its device, as
+    /// every shipped resource does; a testing double with fake addresses
+    /// (`RecordingMemoryResource`) or a callback resource returning
+    /// addresses it does not own makes this write to arbitrary memory.
+    pub unsafe fn copy_from_host(&self, src: &[u8]) -> Result<()> {
+        let _hold = self.hold_for_copy(src.len())?;
         if src.is_empty() {
             return Ok(());
         }
         let runtime = crate::runtime::runtime_for(self.device())?;
-        // SAFETY: the buffer is open and at least `src.len()` bytes long.
+        // SAFETY: the caller vouches the pointer is real memory; the hold
+        // keeps it allocated, and it is at least `src.len()` bytes long.
         unsafe { runtime.copy_host_to_device(self.ptr, src, &self.stream) }
     }
 
     /// Copies the start of the buffer into `dst` and waits for it.
-    pub fn copy_to_host(&self, dst: &mut [u8]) -> Result<()> {
-        self.check_copy(dst.len())?;
+    ///
+    /// # Safety
+    ///
+    /// As for [`copy_from_host`](Self::copy_from_host): the resource's
+    /// pointers must be real memory of its device.
+    pub unsafe fn copy_to_host(&self, dst: &mut [u8]) -> Result<()> {
+        let _hold = self.hold_for_copy(dst.len())?;
         if dst.is_empty() {
             return Ok(());
         }
         let runtime = crate::runtime::runtime_for(self.device())?;
-        // SAFETY: the buffer is open and at least `dst.len()` bytes long.
+        // SAFETY: as in `copy_from_host`, for `dst.len()` bytes of reads.
         unsafe { runtime.copy_device_to_host(dst, self.ptr, &self.stream) }
+    }
+}
+
+/// Marks the memory released; true when the caller must now deallocate it.
+fn take_release(state: &mut BufferState) -> bool {
+    !std::mem::replace(&mut state.released, true)
+}
+
+/// Keeps a buffer open for the length of a copy.
+struct CopyHold<'a>(&'a DeviceBuffer);
+
+impl Drop for CopyHold<'_> {
+    fn drop(&mut self) {
+        self.0.release_export();
     }
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        let mut state = std::mem::take(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
-        if let Err(error) = self.release(&mut state, &self.stream) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if take_release(state)
+            && let Err(error) = self.deallocate(&self.stream)
+        {
             tracing::error!(target: "devmm::buffer", %error, "release on drop failed");
         }
     }

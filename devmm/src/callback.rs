@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::Stream;
@@ -15,8 +15,9 @@ type DeallocateFn = dyn Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Syn
 /// A resource whose `allocate` and `deallocate` are closures.
 ///
 /// The closures own whatever state they capture. `alignment` is the promise
-/// callers rely on; an `allocate` closure that breaks it is reported as
-/// [`Error::Misuse`] instead of handing out a misaligned pointer.
+/// callers rely on; an `allocate` closure that breaks it, or returns null
+/// for a non-empty request, is reported as [`Error::Misuse`] instead of
+/// handing out the pointer.
 ///
 /// ```
 /// use devmm::{CallbackMemoryResource, Device, DevicePtr, MemoryResource, Stream};
@@ -29,7 +30,8 @@ type DeallocateFn = dyn Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Syn
 ///         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p.as_host_ptr::<u64>(), n.div_ceil(8))) });
 ///         Ok(())
 ///     },
-/// );
+/// )?;
+/// assert!(CallbackMemoryResource::new(Device::CPU, 3, |_, _| Ok(DevicePtr::NULL), |_, _, _| Ok(())).is_err());
 /// let s = Stream::cpu();
 /// let p = mr.allocate(24, &s)?;
 /// unsafe { mr.deallocate(p, 24, &s)? };
@@ -43,18 +45,36 @@ pub struct CallbackMemoryResource {
 }
 
 impl CallbackMemoryResource {
-    /// A resource on `device` promising `alignment` (a power of two; 1 promises nothing).
+    /// A resource on `device` promising `alignment`, a power of two (1
+    /// promises nothing); anything else is an [`Error::InvalidArgument`].
     pub fn new(
         device: Device,
         alignment: usize,
         allocate: impl Fn(usize, &Stream) -> Result<DevicePtr> + Send + Sync + 'static,
         deallocate: impl Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Sync + 'static,
-    ) -> CallbackMemoryResource {
-        CallbackMemoryResource {
+    ) -> Result<CallbackMemoryResource> {
+        if !alignment.is_power_of_two() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "CallbackMemoryResource alignment must be a power of two (1 for none), not {alignment}"
+                ),
+            });
+        }
+        Ok(CallbackMemoryResource {
             device,
-            alignment: alignment.max(1).next_power_of_two(),
+            alignment,
             allocate: Box::new(allocate),
             deallocate: Box::new(deallocate),
+        })
+    }
+
+    fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
+        Error::Misuse {
+            kind,
+            ptr,
+            nbytes,
+            device: self.device,
+            resource: format!("{self:?}"),
         }
     }
 }
@@ -72,18 +92,14 @@ impl fmt::Debug for CallbackMemoryResource {
 impl MemoryResource for CallbackMemoryResource {
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
         let ptr = (self.allocate)(nbytes, stream)?;
+        if ptr.is_null() && nbytes > 0 {
+            return Err(self.misuse(MisuseKind::NullAllocation, ptr, nbytes));
+        }
         if !ptr.is_aligned(self.alignment) {
             // Give the memory back rather than leak it; the caller never saw it.
             let _ = (self.deallocate)(ptr, nbytes, stream);
-            return Err(Error::Misuse {
-                kind: crate::error::MisuseKind::Misaligned {
-                    promised: self.alignment,
-                },
-                ptr,
-                nbytes,
-                device: self.device,
-                resource: format!("{self:?}"),
-            });
+            let promised = self.alignment;
+            return Err(self.misuse(MisuseKind::Misaligned { promised }, ptr, nbytes));
         }
         Ok(ptr)
     }

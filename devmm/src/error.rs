@@ -169,6 +169,8 @@ pub enum MisuseKind {
     },
     /// The pointer was already deallocated.
     DoubleFree,
+    /// The resource returned a null pointer for a non-empty request.
+    NullAllocation,
     /// The resource handed out a pointer that breaks its own alignment promise.
     Misaligned {
         /// The alignment the resource promises.
@@ -188,6 +190,9 @@ impl fmt::Display for MisuseKind {
             ),
             MisuseKind::DoubleFree => {
                 f.write_str("double free: the pointer was already deallocated")
+            }
+            MisuseKind::NullAllocation => {
+                f.write_str("allocate returned a null pointer for a non-empty request")
             }
             MisuseKind::Misaligned { promised } => write!(
                 f,

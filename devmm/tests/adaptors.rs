@@ -210,7 +210,8 @@ fn callback_resources_call_the_closures_and_check_alignment() {
             // SAFETY: the heap resource checks its arguments.
             unsafe { heap_d.deallocate(p, n, s) }
         },
-    );
+    )
+    .unwrap();
     let s = Stream::cpu();
     let p = mr.allocate(24, &s).unwrap();
     assert!(p.is_aligned(64));
@@ -229,7 +230,8 @@ fn callback_resources_call_the_closures_and_check_alignment() {
         move |n, s| ha.allocate(n, s).map(|p| p.offset(8).unwrap()),
         // SAFETY: undoes the offset the allocate closure added.
         move |p, n, s| unsafe { hd.deallocate(DevicePtr::from_addr(p.addr() - 8), n, s) },
-    );
+    )
+    .unwrap();
     let err = liar.allocate(16, &s).unwrap_err();
     assert!(
         matches!(
@@ -273,4 +275,62 @@ fn adaptors_forward_probes() {
     assert_eq!(mr.current_bytes(), 1000);
     // SAFETY: now with the right size.
     unsafe { mr.deallocate(p, 1000, &s).unwrap() };
+}
+
+#[test]
+fn null_deallocations_with_bytes_never_reach_the_counters() {
+    let stats = StatisticsAdaptor::new(LimitingAdaptor::new(MallocMemoryResource::new(), 1024));
+    let s = Stream::cpu();
+    // SAFETY: a null pointer with bytes is refused before anything is freed.
+    let err = unsafe { stats.deallocate(DevicePtr::NULL, 100, &s) }.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misuse {
+                kind: MisuseKind::UnknownPointer,
+                nbytes: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(stats.current_bytes(), 0);
+    assert_eq!(stats.get_upstream().used_bytes(), 0);
+    // The budget is intact: a full-size allocation still fits.
+    let p = stats.allocate(1024, &s).unwrap();
+    // SAFETY: allocated just above with 1024 bytes.
+    unsafe { stats.deallocate(p, 1024, &s).unwrap() };
+    // Zero-byte allocations are null and come back with zero bytes.
+    let z = stats.allocate(0, &s).unwrap();
+    // SAFETY: a zero-byte allocation returned with zero bytes.
+    unsafe { stats.deallocate(z, 0, &s).unwrap() };
+}
+
+#[test]
+fn callback_resources_refuse_bad_alignments_and_null_pointers() {
+    for bad in [0, 3, 48, usize::MAX] {
+        let err = CallbackMemoryResource::new(
+            Device::CPU,
+            bad,
+            |_, _| Ok(DevicePtr::NULL),
+            |_, _, _| Ok(()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("power of two"), "{err}");
+    }
+    let null =
+        CallbackMemoryResource::new(Device::CPU, 1, |_, _| Ok(DevicePtr::NULL), |_, _, _| Ok(()))
+            .unwrap();
+    let err = null.allocate(8, &Stream::cpu()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misuse {
+                kind: MisuseKind::NullAllocation,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(null.allocate(0, &Stream::cpu()).unwrap().is_null());
 }

@@ -50,11 +50,14 @@ fn the_buffer_keeps_its_resource_alive() {
 #[test]
 fn copies_round_trip_and_are_bounds_checked() {
     let buf = DeviceBuffer::new(5, heap(), &Stream::cpu()).unwrap();
-    buf.copy_from_host(b"abcde").unwrap();
+    // SAFETY: the heap resource hands out real host memory (so below).
+    unsafe { buf.copy_from_host(b"abcde").unwrap() };
     let mut back = [0u8; 5];
-    buf.copy_to_host(&mut back).unwrap();
+    // SAFETY: as above.
+    unsafe { buf.copy_to_host(&mut back).unwrap() };
     assert_eq!(&back, b"abcde");
-    let too_long = buf.copy_from_host(b"abcdef").unwrap_err();
+    // SAFETY: as above.
+    let too_long = unsafe { buf.copy_from_host(b"abcdef") }.unwrap_err();
     assert!(
         too_long
             .to_string()
@@ -62,10 +65,87 @@ fn copies_round_trip_and_are_bounds_checked() {
         "{too_long}"
     );
     buf.free(buf.stream()).unwrap();
-    assert!(matches!(
-        buf.copy_to_host(&mut back),
-        Err(Error::BufferClosed { nbytes: 5, .. })
-    ));
+    // SAFETY: as above.
+    let closed = unsafe { buf.copy_to_host(&mut back) };
+    assert!(matches!(closed, Err(Error::BufferClosed { nbytes: 5, .. })));
+    assert_eq!(buf.live_exports(), 0, "a refused copy holds nothing");
+}
+
+/// A free that lands while a copy runs waits for the copy: the memory goes
+/// back when the copy's hold ends, not under it.
+#[test]
+fn free_during_a_copy_defers_the_release() {
+    let mr = heap();
+    let buf = Arc::new(DeviceBuffer::new(1 << 20, mr.clone(), &Stream::cpu()).unwrap());
+    let copier = {
+        let buf = Arc::clone(&buf);
+        std::thread::spawn(move || {
+            let data = vec![7u8; 1 << 20];
+            for _ in 0..200 {
+                // SAFETY: the heap resource hands out real host memory.
+                match unsafe { buf.copy_from_host(&data) } {
+                    Ok(()) | Err(Error::BufferClosed { .. }) => {}
+                    Err(other) => panic!("{other}"),
+                }
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    buf.free(&Stream::cpu()).unwrap();
+    copier.join().unwrap();
+    assert_eq!((mr.current_bytes(), buf.live_exports()), (0, 0));
+    assert_eq!(mr.statistics().deallocations, 1);
+}
+
+/// The resource's deallocate runs without the buffer's lock held, so user
+/// code in it may look at the buffer.
+#[test]
+fn deallocate_may_look_at_the_buffer() {
+    use std::sync::Mutex;
+    let seen: Arc<Mutex<Option<Arc<DeviceBuffer>>>> = Arc::default();
+    let backing = Arc::new(HeapMemoryResource::new());
+    let (a, d, peek) = (backing.clone(), backing.clone(), seen.clone());
+    let mr = devmm::CallbackMemoryResource::new(
+        devmm::Device::CPU,
+        64,
+        move |n, s| a.allocate(n, s),
+        move |p, n, s| {
+            if let Some(buf) = peek.lock().unwrap().as_ref() {
+                assert!(buf.is_closed());
+                assert_eq!(buf.live_exports(), 0);
+            }
+            // SAFETY: forwarded from the buffer's single release.
+            unsafe { d.deallocate(p, n, s) }
+        },
+    )
+    .unwrap();
+    let buf = Arc::new(DeviceBuffer::new(16, Arc::new(mr), &Stream::cpu()).unwrap());
+    *seen.lock().unwrap() = Some(Arc::clone(&buf));
+    buf.free(&Stream::cpu()).unwrap();
+    assert_eq!(backing.live_count(), Some(0));
+    seen.lock().unwrap().take();
+}
+
+#[test]
+fn a_resource_returning_null_for_real_bytes_is_refused() {
+    let null_mr = devmm::CallbackMemoryResource::new(
+        devmm::Device::CPU,
+        1,
+        |_, _| Ok(devmm::DevicePtr::NULL),
+        |_, _, _| Ok(()),
+    )
+    .unwrap();
+    let err = DeviceBuffer::new(8, Arc::new(null_mr), &Stream::cpu()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Misuse {
+                kind: devmm::MisuseKind::NullAllocation,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -73,7 +153,8 @@ fn zero_byte_buffers_are_legal() {
     let mr = heap();
     let buf = DeviceBuffer::new(0, mr.clone(), &Stream::cpu()).unwrap();
     assert!(buf.ptr().is_null());
-    buf.copy_from_host(&[]).unwrap();
+    // SAFETY: nothing is copied.
+    unsafe { buf.copy_from_host(&[]).unwrap() };
     drop(buf);
     assert_eq!(mr.statistics().allocations, 1);
     assert_eq!(mr.statistics().deallocations, 1);

@@ -115,14 +115,14 @@ fn adaptor_stacks_conform() {
 fn callback_over_heap(alignment: usize) -> devmm::Result<CallbackMemoryResource> {
     let heap = Arc::new(HeapMemoryResource::with_alignment(alignment)?);
     let upstream = Arc::clone(&heap);
-    Ok(CallbackMemoryResource::new(
+    CallbackMemoryResource::new(
         Device::CPU,
         alignment,
         move |n, s| heap.allocate(n, s),
         // SAFETY: the callback resource's caller upholds deallocate's contract,
         // and the heap resource reports violations as errors anyway.
         move |p, n, s| unsafe { upstream.deallocate(p, n, s) },
-    ))
+    )
 }
 
 #[test]
@@ -453,5 +453,68 @@ fn a_failing_factory_is_reported() {
             .to_string()
             .contains("alignment must be a power of two"),
         "{report}"
+    );
+}
+
+/// Tracks pointers, but accepts a wrong size and frees anyway: a resource
+/// whose misuse detection is only half there.
+#[derive(Debug, Default)]
+struct SizeBlind {
+    live: std::sync::Mutex<std::collections::HashSet<usize>>,
+}
+
+impl MemoryResource for SizeBlind {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> devmm::Result<DevicePtr> {
+        let p = MallocMemoryResource::new().allocate(nbytes, stream)?;
+        if !p.is_null() {
+            self.live.lock().unwrap().insert(p.addr());
+        }
+        Ok(p)
+    }
+    unsafe fn deallocate(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> devmm::Result<()> {
+        if !ptr.is_null() && !self.live.lock().unwrap().remove(&ptr.addr()) {
+            return Err(Error::Misuse {
+                kind: devmm::MisuseKind::UnknownPointer,
+                ptr,
+                nbytes,
+                device: Device::CPU,
+                resource: "SizeBlind".into(),
+            });
+        }
+        // SAFETY: `ptr` was live in our table, so malloc handed it out.
+        unsafe { MallocMemoryResource::new().deallocate(ptr, nbytes, stream) }
+    }
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+    fn guaranteed_alignment(&self) -> usize {
+        64
+    }
+    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
+        MallocMemoryResource::new().available_memory()
+    }
+    fn detects_misuse(&self) -> bool {
+        true
+    }
+}
+
+/// The suite forgets a pointer the resource freed on a call it expected to
+/// be refused, so it reports the lie instead of freeing the memory twice.
+#[test]
+fn a_resource_that_frees_on_a_wrong_size_is_reported_not_double_freed() {
+    let report = mr_conformance(|| Ok(SizeBlind::default()), &MrConformanceOptions::new());
+    let failed: Vec<_> = report.failures().map(|c| c.name).collect();
+    assert_eq!(failed, ["misuse_detection"], "{report}");
+    let CheckStatus::Failed(why) = status(&report, "misuse_detection") else {
+        unreachable!()
+    };
+    assert!(
+        why.contains("deallocating with the wrong size was accepted"),
+        "{why}"
     );
 }

@@ -113,7 +113,8 @@ fn dlpark_reads_a_versioned_export_and_its_bytes() {
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect();
-    t.buffer().copy_from_host(&values).unwrap();
+    // SAFETY: the tensor's resource hands out real host memory.
+    unsafe { t.buffer().copy_from_host(&values).unwrap() };
     let export = t
         .to_dlpack(&DlpackRequest::new().max_version(1, 1))
         .unwrap();
@@ -483,7 +484,8 @@ proptest! {
         if wrote {
             // Read the whole buffer back through devmm: every element holds its ordinal.
             let mut bytes = vec![0u8; t.buffer().nbytes()];
-            t.buffer().copy_to_host(&mut bytes).unwrap();
+            // SAFETY: the tensor's resource hands out real host memory.
+            unsafe { t.buffer().copy_to_host(&mut bytes).unwrap() };
             let start = t.data_ptr().addr() - buffer_start;
             let offsets = element_offsets(
                 &t.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(),

@@ -127,3 +127,32 @@ fn devmm_runtime_restricts_discovery_and_picks_the_default_device() {
         );
     }
 }
+
+#[test]
+fn probes_run_outside_the_registry_lock() {
+    // A probe that asks for another runtime must not deadlock discovery.
+    register_runtime(RuntimeRegistration {
+        name: "probe-calls-runtime-for",
+        device_types: &[DeviceType::Cpu],
+        probe: || runtime_for("cpu").is_ok(),
+        load: || runtime_for("cpu"),
+    })
+    .unwrap();
+    assert!(
+        runtime_names()
+            .iter()
+            .any(|n| n == "probe-calls-runtime-for")
+    );
+}
+
+#[test]
+fn runtimes_must_serve_some_device_type() {
+    let err = register_runtime(RuntimeRegistration {
+        name: "typeless",
+        device_types: &[],
+        probe: || true,
+        load: || runtime_for("cpu"),
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("no device types"), "{err}");
+}

@@ -77,9 +77,10 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        super::check_deallocation(self, ptr, nbytes)?;
         // SAFETY: forwarded verbatim; the caller upholds the contract.
         unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        self.used.fetch_sub(nbytes, Ordering::Relaxed);
+        super::saturating_sub(&self.used, nbytes);
         Ok(())
     }
 

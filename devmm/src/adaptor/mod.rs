@@ -35,6 +35,34 @@ macro_rules! forward_probes {
     };
 }
 
+/// Refuses `deallocate(NULL, n > 0)` before it reaches an adaptor's
+/// counters: only zero-byte allocations are null, so such a call frees
+/// nothing (libc's `free(NULL)` would accept it) and would skew the counts.
+fn check_deallocation(
+    mr: &dyn crate::MemoryResource,
+    ptr: crate::DevicePtr,
+    nbytes: usize,
+) -> crate::Result<()> {
+    if ptr.is_null() && nbytes > 0 {
+        return Err(crate::Error::Misuse {
+            kind: crate::MisuseKind::UnknownPointer,
+            ptr,
+            nbytes,
+            device: mr.device(),
+            resource: crate::resource_chain(mr),
+        });
+    }
+    Ok(())
+}
+
+/// Subtracts `n` from a counter without wrapping: a caller that frees more
+/// than it allocated through a resource that cannot tell leaves the counter
+/// at zero rather than near `usize::MAX`.
+fn saturating_sub(counter: &std::sync::atomic::AtomicUsize, n: usize) {
+    let order = std::sync::atomic::Ordering::Relaxed;
+    let _ = counter.fetch_update(order, order, |c| Some(c.saturating_sub(n)));
+}
+
 mod limiting;
 mod logging;
 mod statistics;

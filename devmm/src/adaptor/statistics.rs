@@ -114,9 +114,10 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        super::check_deallocation(self, ptr, nbytes)?;
         // SAFETY: forwarded verbatim; the caller upholds the contract.
         unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        self.current.fetch_sub(nbytes, Ordering::Relaxed);
+        super::saturating_sub(&self.current, nbytes);
         self.deallocations.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

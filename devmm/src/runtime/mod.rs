@@ -131,19 +131,26 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
 /// ```
 #[must_use = "the device is only active while the guard lives"]
 pub struct ActivationGuard {
-    restore: Option<Box<dyn FnOnce() + Send>>,
+    restore: Option<Box<dyn FnOnce()>>,
+    /// Not `Send`: the active device is per thread, so the guard must drop
+    /// on the thread that made it.
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl ActivationGuard {
     /// A guard with nothing to restore (platforms without device state).
     pub fn noop() -> ActivationGuard {
-        ActivationGuard { restore: None }
+        ActivationGuard {
+            restore: None,
+            _not_send: std::marker::PhantomData,
+        }
     }
 
     /// A guard that runs `restore` on drop.
-    pub fn new(restore: impl FnOnce() + Send + 'static) -> ActivationGuard {
+    pub fn new(restore: impl FnOnce() + 'static) -> ActivationGuard {
         ActivationGuard {
             restore: Some(Box::new(restore)),
+            _not_send: std::marker::PhantomData,
         }
     }
 }

@@ -105,6 +105,14 @@ fn env_override() -> Option<&'static str> {
 
 /// Adds a third-party runtime. Names are unique.
 pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
+    if registration.device_types.is_empty() {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "runtime {:?} registers no device types; list at least its primary one",
+                registration.name
+            ),
+        });
+    }
     let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
     if reg
         .registrations
@@ -130,10 +138,18 @@ pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
 /// ```
 pub fn runtime_names() -> Vec<String> {
     let only = env_override();
-    let reg = registry().read().unwrap_or_else(|e| e.into_inner());
-    reg.registrations
-        .iter()
-        .filter(|r| only.is_none_or(|o| r.name == o || r.name == "cpu"))
+    // Probes run outside the lock: a third party's probe may itself call
+    // `runtime_for`, which takes the lock for writing on first load.
+    let candidates: Vec<RuntimeRegistration> = {
+        let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+        reg.registrations
+            .iter()
+            .filter(|r| only.is_none_or(|o| r.name == o || r.name == "cpu"))
+            .copied()
+            .collect()
+    };
+    candidates
+        .into_iter()
         .filter(|r| (r.probe)())
         .map(|r| r.name.to_owned())
         .collect()

@@ -321,13 +321,35 @@ fn refuse_freed(bench: &Bench) -> CheckResult {
     Ok(None)
 }
 
+/// The export honours the runtime's `stream=` mapping: values the platform
+/// refuses are refused (not silently exported), and "no sync" (-1), "none
+/// given" and the default stream's value export.
 fn stream_handoff(bench: &Bench) -> CheckResult {
     let tensor = bench.plain()?;
-    for request in [
-        DlpackRequest::new().max_version(1, 1).stream(-1),
-        DlpackRequest::new().max_version(1, 1),
-    ] {
-        export(&tensor, &request)?;
+    let runtime = crate::runtime::runtime_for(bench.device).map_err(|e| e.to_string())?;
+    for value in [Some(-1), None, Some(0), Some(5)] {
+        let mut request = DlpackRequest::new().max_version(1, 1);
+        if let Some(v) = value {
+            request = request.stream(v);
+        }
+        let mapped = runtime.consumer_stream(bench.device, value);
+        let exported = tensor.to_dlpack(&request);
+        match (&mapped, &exported) {
+            (Err(_), Ok(_)) => {
+                return Err(format!(
+                    "stream={value:?} is refused by the {} runtime but was exported",
+                    runtime.name()
+                ));
+            }
+            // Only -1, None and 0 are stream values every platform can
+            // serve without a live stream behind them.
+            (Ok(_), Err(e)) if value.is_none_or(|v| v <= 0) => {
+                return Err(format!(
+                    "stream={value:?} maps to a stream but the export failed: {e}"
+                ));
+            }
+            _ => {}
+        }
     }
     Ok(None)
 }

@@ -105,11 +105,16 @@ impl RecordingMemoryResource {
         }
     }
 
-    /// A recording resource on `device` aligning to `alignment`, a power of two.
+    /// A recording resource on `device` aligning to `alignment`, a power of
+    /// two; its first address is 256, or `alignment` when that is larger.
     ///
     /// ```
     /// use devmm::testing::RecordingMemoryResource;
+    /// use devmm::{MemoryResource, Stream};
+    /// let mr = RecordingMemoryResource::with_alignment(devmm::Device::CPU, 4096)?;
+    /// assert_eq!(mr.allocate(8, &Stream::cpu())?.addr(), 4096);
     /// assert!(RecordingMemoryResource::with_alignment(devmm::Device::CPU, 48).is_err());
+    /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn with_alignment(device: Device, alignment: usize) -> Result<RecordingMemoryResource> {
         if !alignment.is_power_of_two() {
@@ -121,6 +126,10 @@ impl RecordingMemoryResource {
         }
         let mut mr = RecordingMemoryResource::on_device(device);
         mr.alignment = alignment;
+        // The first address keeps the promise too: 256, or the alignment
+        // when that is larger (both powers of two).
+        let state = mr.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        state.next = RECORDING_FIRST_ADDRESS.max(alignment);
         Ok(mr)
     }
 

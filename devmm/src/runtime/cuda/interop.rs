@@ -92,6 +92,9 @@ pub fn stream_from_cudarc(stream: &Arc<CudaStream>) -> Result<Stream> {
 /// Creating it makes `stream` wait for the work queued so far on the
 /// buffer's own stream (its allocation, copies); cudarc calls on other
 /// streams are ordered after `stream` the same way, through cudarc events.
+/// While the view lives the buffer stays allocated (a `free` is deferred,
+/// as for a DLPack export), and dropping it orders the buffer's stream
+/// after the view's, so the release never overtakes cudarc's work.
 pub struct CudarcBuffer<'a> {
     buffer: &'a DeviceBuffer,
     stream: Arc<CudaStream>,
@@ -101,12 +104,6 @@ impl<'a> CudarcBuffer<'a> {
     /// Views `buffer` (CUDA device, pinned or managed memory) for cudarc
     /// work on `stream`.
     pub fn new(buffer: &'a DeviceBuffer, stream: &Arc<CudaStream>) -> Result<CudarcBuffer<'a>> {
-        if buffer.is_closed() {
-            return Err(Error::BufferClosed {
-                device: buffer.device(),
-                nbytes: buffer.nbytes(),
-            });
-        }
         if buffer.device().ty().runtime_name() != "cuda" {
             return Err(Error::InvalidArgument {
                 reason: format!(
@@ -131,6 +128,9 @@ impl<'a> CudarcBuffer<'a> {
         } else {
             buffer.stream().synchronize()?;
         }
+        // Like a DLPack export: refused once the buffer is freed, and a
+        // `free` while the view lives waits for the view to drop.
+        buffer.acquire_export()?;
         Ok(CudarcBuffer {
             buffer,
             stream: Arc::clone(stream),
@@ -143,6 +143,27 @@ impl<'a> CudarcBuffer<'a> {
         if stream.cu_stream() != self.stream.cu_stream() {
             stream.context().record_err(stream.join(&self.stream));
         }
+    }
+}
+
+impl Drop for CudarcBuffer<'_> {
+    /// Orders the buffer's own stream (where it is freed) after the cudarc
+    /// work queued on the view's stream, then ends the view's hold.
+    fn drop(&mut self) {
+        let ordered = stream_from_cudarc(&self.stream).and_then(|theirs| {
+            if theirs.device() == self.buffer.stream().device() {
+                self.buffer.stream().wait(&theirs)
+            } else {
+                theirs.synchronize()
+            }
+        });
+        if let Err(error) = ordered {
+            tracing::error!(target: "devmm::cudarc", %error, "ordering the buffer after cudarc work failed; synchronizing");
+            if let Err(error) = self.stream.synchronize() {
+                tracing::error!(target: "devmm::cudarc", %error, "cudarc stream synchronize failed");
+            }
+        }
+        self.buffer.release_export();
     }
 }
 

@@ -213,12 +213,18 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         if ptr.is_null() {
             return Ok(());
         }
-        let _active = device::activate(&self.driver, self.device)?;
-        let handle = if self.stream_ordered() {
+        let handle = if !self.stream_ordered() {
+            0
+        } else if stream.device() == self.device {
             stream.handle()
         } else {
+            // A stream of another device (or runtime) means nothing to this
+            // device's driver: finish the work queued there, then free on
+            // this device's default stream.
+            stream.synchronize()?;
             0
         };
+        let _active = device::activate(&self.driver, self.device)?;
         // SAFETY: the caller guarantees `ptr` came from `allocate` on this
         // resource (hence from `self.allocator`) and is freed once.
         unsafe {
