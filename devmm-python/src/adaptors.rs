@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
+use crate::error::IntoPyResult;
 use crate::resource::{python_resource, resource_of, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -170,7 +171,9 @@ impl PyLoggingAdaptor {
 
 /// A resource made of two Python callables: `alloc_fn(nbytes, stream) -> int`
 /// and `dealloc_fn(ptr, nbytes, stream)`. Pointers that break the promised
-/// `alignment` are given back and reported as `ValueError`.
+/// `alignment` are given back and reported as `ValueError`; a non-power-of-two
+/// `alignment` is a `ValueError` and a NULL pointer for a non-empty request a
+/// `MemoryError`.
 #[pyclass(extends = PyMemoryResource, name = "CallbackMemoryResource", module = "devmm")]
 pub(crate) struct PyCallbackMemoryResource;
 
@@ -183,9 +186,9 @@ impl PyCallbackMemoryResource {
         dealloc_fn: Py<PyAny>,
         device: Option<DeviceArg>,
         alignment: usize,
-    ) -> (Self, PyMemoryResource) {
+    ) -> PyResult<(Self, PyMemoryResource)> {
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
-        let mr = python_resource(device, alignment, alloc_fn, dealloc_fn);
-        (PyCallbackMemoryResource, PyMemoryResource::native(mr))
+        let mr = python_resource(device, alignment, alloc_fn, dealloc_fn).py()?;
+        Ok((PyCallbackMemoryResource, PyMemoryResource::native(mr)))
     }
 }

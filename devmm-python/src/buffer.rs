@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::exceptions::PyValueError;
 use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
 use crate::device::{DeviceArg, PyDevice};
@@ -30,6 +30,25 @@ impl PyDeviceBuffer {
         PyDeviceBuffer { buffer, mr }
     }
 }
+
+impl PyDeviceBuffer {
+    /// Refuses host copies from a buffer of `RecordingMemoryResource` (or
+    /// of an adaptor over it): its addresses are made up, and copying
+    /// through them would touch arbitrary memory.
+    fn check_real_memory(&self) -> PyResult<()> {
+        let chain = devmm::resource_chain(self.buffer.resource().as_ref());
+        if chain.contains(RECORDING) {
+            return Err(PyValueError::new_err(format!(
+                "the buffer's addresses are fake ({chain}); {RECORDING} records calls and holds \
+                 no memory to copy to or from"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The testing double whose addresses are made up.
+const RECORDING: &str = "RecordingMemoryResource";
 
 #[pymethods]
 impl PyDeviceBuffer {
@@ -124,10 +143,15 @@ impl PyDeviceBuffer {
 
     /// Copies `data` (any bytes-like object) to the start of the buffer.
     fn copy_from_host(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.check_real_memory()?;
         let data = bytes_of(data)?;
         let data = data.as_bytes();
         maybe_detached(py, self.buffer.device(), || {
-            self.buffer.copy_from_host(data)
+            // SAFETY: the resource is not the testing double with fake
+            // addresses (checked above); every other resource, Python ones
+            // included, is trusted to hand out real memory of its device, as
+            // ctypes trusts the addresses it is given.
+            unsafe { self.buffer.copy_from_host(data) }
         })
         .py()
     }
@@ -149,9 +173,12 @@ impl PyDeviceBuffer {
                 self.buffer.device()
             )));
         }
+        self.check_real_memory()?;
         PyBytes::new_with(py, nbytes, |out| {
             maybe_detached(py, self.buffer.device(), || {
-                self.buffer.copy_to_host(out)
+                // SAFETY: as in `copy_from_host`: the resource hands out
+                // real memory of its device.
+                unsafe { self.buffer.copy_to_host(out) }
             })
             .py()
         })

@@ -29,7 +29,7 @@ pub(crate) fn stash_python_error(message: String, err: PyErr) {
 }
 
 /// Converts a devmm error to the Python exception users expect:
-/// out-of-memory and limits → `MemoryError`, bad values → `ValueError`,
+/// out-of-memory, limits and NULL allocations → `MemoryError`, bad values → `ValueError`,
 /// missing runtimes → [`RuntimeUnavailableError`] (an `ImportError`),
 /// DLPack refusals → `BufferError`, driver failures → `RuntimeError`.
 /// A stream error is a stream (or stream value) that does not fit the
@@ -44,9 +44,14 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         return original;
     }
     match err {
-        devmm::Error::OutOfMemory { .. } | devmm::Error::LimitExceeded { .. } => {
-            PyMemoryError::new_err(message)
-        }
+        // A resource that returned NULL for a non-empty request: the
+        // C convention for "no memory", so the Python one for it too.
+        devmm::Error::OutOfMemory { .. }
+        | devmm::Error::LimitExceeded { .. }
+        | devmm::Error::Misuse {
+            kind: devmm::MisuseKind::NullAllocation,
+            ..
+        } => PyMemoryError::new_err(message),
         devmm::Error::InvalidLayout { .. }
         | devmm::Error::Parse { .. }
         | devmm::Error::InvalidArgument { .. }

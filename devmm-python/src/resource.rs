@@ -179,25 +179,27 @@ pub(crate) fn resource_of(
     let device = base.device;
     drop(base);
     let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
-    Ok(python_resource(
+    python_resource(
         device,
         alignment,
         obj.getattr("allocate")?.unbind(),
         obj.getattr("deallocate")?.unbind(),
-    ))
+    )
+    .py()
 }
 
 /// A Rust resource whose allocate and deallocate call Python callables
 /// `allocate(nbytes, stream) -> int` and `deallocate(ptr, nbytes, stream)`.
+/// A non-power-of-two `alignment` is refused (`InvalidArgument`).
 pub(crate) fn python_resource(
     device: devmm::Device,
     alignment: usize,
     allocate: Py<PyAny>,
     deallocate: Py<PyAny>,
-) -> Arc<dyn devmm::MemoryResource> {
+) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
     let alloc_name = callable_name(&allocate);
     let dealloc_name = callable_name(&deallocate);
-    Arc::new(devmm::CallbackMemoryResource::new(
+    let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
         move |nbytes, stream| {
@@ -225,7 +227,8 @@ pub(crate) fn python_resource(
             })
             .unwrap_or(Ok(()))
         },
-    ))
+    )?;
+    Ok(Arc::new(mr))
 }
 
 fn callable_name(callable: &Py<PyAny>) -> String {

@@ -210,3 +210,14 @@ def test_numpy_handler_resource_wraps_numpys_allocator(stream: devmm.Stream) -> 
     t = devmm.empty((3, 3), "float64", mr=mr)
     assert t.buffer.mr is mr
     t.buffer.free()
+
+
+def test_callback_resource_refuses_bad_alignment_and_null_pointers(stream: devmm.Stream) -> None:
+    with pytest.raises(ValueError, match="power of two|power-of-two"):
+        devmm.CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None, alignment=48)
+    null = devmm.CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None)
+    with pytest.raises(MemoryError, match="null pointer"):
+        null.allocate(8, stream)
+    with pytest.raises(MemoryError, match="null pointer"):
+        devmm.DeviceBuffer(8, mr=null)
+    assert null.allocate(0, stream) == 0
