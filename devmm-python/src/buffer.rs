@@ -64,7 +64,19 @@ impl PyDeviceBuffer {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let (obj, rust) = match mr {
-            Some(mr) => (mr.clone().unbind(), resource_of(mr)?),
+            Some(mr) => {
+                let rust = resource_of(mr)?;
+                if let Some(DeviceArg(device)) = device {
+                    if device != rust.device() {
+                        return Err(PyValueError::new_err(format!(
+                            "device {device} was asked for, but the resource {rust:?} allocates \
+                             on {}; pass a resource of {device} or drop the device argument",
+                            rust.device()
+                        )));
+                    }
+                }
+                (mr.clone().unbind(), rust)
+            }
             None => {
                 let device = match device {
                     Some(d) => d.0,

@@ -1,5 +1,6 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::device::PyDevice;
@@ -129,11 +130,19 @@ impl<'py> FromPyObject<'_, 'py> for StreamArg {
 }
 
 /// The stream `arg` names on `device` (the default stream when `None`).
+/// A stream of another device is a `ValueError`: work on `device` cannot be
+/// ordered on it.
 pub(crate) fn resolve_stream(
     arg: Option<StreamArg>,
     device: devmm::Device,
 ) -> PyResult<devmm::Stream> {
     match arg {
+        Some(StreamArg::Stream(stream)) if stream.device() != device => {
+            Err(PyValueError::new_err(format!(
+                "the stream is on {}, but the memory is on {device}; pass a stream of {device}",
+                stream.device()
+            )))
+        }
         Some(StreamArg::Stream(stream)) => Ok(stream),
         None if device == devmm::Device::CPU => Ok(devmm::Stream::cpu()),
         None => devmm::runtime_for(device)

@@ -122,3 +122,19 @@ def test_copies_refuse_the_recording_double_whose_addresses_are_fake() -> None:
         with pytest.raises(ValueError, match="fake"):
             buf.copy_to_host()
         buf.free()
+
+
+def test_device_and_stream_must_match_the_resource() -> None:
+    from devmm.mrs.cpu import MallocMemoryResource
+
+    with pytest.raises(ValueError, match="allocates on cpu:0"):
+        devmm.DeviceBuffer(8, device="cuda:0", mr=MallocMemoryResource())
+    cpu_stream = devmm.runtime_for(devmm.Device.from_string("cpu")).default_stream(devmm.Device.from_string("cpu"))
+    gpu = devmm.testing.RecordingMemoryResource("cuda:0")
+    with pytest.raises(ValueError, match="the stream is on cpu:0, but the memory is on cuda:0"):
+        devmm.DeviceBuffer(8, mr=gpu, stream=cpu_stream)
+    with pytest.raises(ValueError, match="the stream is on cpu:0"):
+        gpu.allocate(8, cpu_stream)
+    with pytest.raises(ValueError, match="the stream is on cpu:0"):
+        devmm.empty((2,), "float32", mr=gpu, stream=cpu_stream)
+    assert gpu.live == {}
