@@ -7,8 +7,9 @@
 //! the core registry, so Rust code in the same process agrees.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple};
@@ -32,6 +33,9 @@ pub(crate) struct PyOverrideFrame {
     obj: Py<PyMemoryResource>,
     mr: Arc<dyn devmm::MemoryResource>,
     parent: Option<Py<PyOverrideFrame>>,
+    /// The token of the `ContextVar.set` that made this frame current: it
+    /// lives with the frame, so each context resets the token it made.
+    token: OnceLock<Py<PyAny>>,
 }
 
 fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
@@ -198,12 +202,13 @@ pub(crate) fn set_current_memory_resource(
 }
 
 /// A context manager making `mr` current on its device for the body of a
-/// `with` block (in this context only); `as` binds the resource.
-#[pyclass(name = "using_memory_resource", module = "devmm")]
+/// `with` block (in this context only); `as` binds the resource. One object
+/// may be entered by several threads or async tasks at once: each entry's
+/// state lives in its own context.
+#[pyclass(frozen, name = "using_memory_resource", module = "devmm")]
 pub(crate) struct PyUsingMemoryResource {
     obj: Py<PyMemoryResource>,
     mr: Arc<dyn devmm::MemoryResource>,
-    tokens: Vec<Py<PyAny>>,
 }
 
 #[pymethods]
@@ -213,33 +218,51 @@ impl PyUsingMemoryResource {
         Ok(PyUsingMemoryResource {
             mr: resource_of(mr)?,
             obj: mr.clone().unbind(),
-            tokens: Vec::new(),
         })
     }
 
-    fn __enter__(&mut self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+    fn __enter__(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         OVERRIDES_USED.store(true, Ordering::Release);
         let var = context_var(py)?;
         let parent = var.call_method0(intern!(py, "get"))?;
-        let frame = PyOverrideFrame {
-            device: self.mr.device(),
-            obj: self.obj.clone_ref(py),
-            mr: Arc::clone(&self.mr),
-            parent: parent
-                .cast::<PyOverrideFrame>()
-                .ok()
-                .map(|p| p.clone().unbind()),
-        };
-        let token = var.call_method1(intern!(py, "set"), (Py::new(py, frame)?,))?;
-        self.tokens.push(token.unbind());
+        let frame = Py::new(
+            py,
+            PyOverrideFrame {
+                device: self.mr.device(),
+                obj: self.obj.clone_ref(py),
+                mr: Arc::clone(&self.mr),
+                parent: parent
+                    .cast::<PyOverrideFrame>()
+                    .ok()
+                    .map(|p| p.clone().unbind()),
+                token: OnceLock::new(),
+            },
+        )?;
+        let token = var.call_method1(intern!(py, "set"), (frame.clone_ref(py),))?;
+        // The frame is new and not yet seen by anyone else: this set wins.
+        let _ = frame.get().token.set(token.unbind());
         Ok(self.obj.clone_ref(py))
     }
 
+    /// Undoes the innermost entry of this context, which must be one of
+    /// this resource's (`RuntimeError` otherwise: blocks exited out of order).
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        if let Some(token) = self.tokens.pop() {
-            context_var(py)?.call_method1(intern!(py, "reset"), (token,))?;
-        }
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        let var = context_var(py)?;
+        let current = var.call_method0(intern!(py, "get"))?;
+        let token = current
+            .cast::<PyOverrideFrame>()
+            .ok()
+            .filter(|frame| frame.get().obj.is(&self.obj))
+            .and_then(|frame| frame.get().token.get().map(|t| t.clone_ref(py)));
+        let Some(token) = token else {
+            return Err(PyRuntimeError::new_err(format!(
+                "using_memory_resource({}) is not the innermost override in this context; \
+                 exit with blocks in reverse order of entry",
+                self.obj.bind(py).repr()?
+            )));
+        };
+        var.call_method1(intern!(py, "reset"), (token,))?;
         Ok(false)
     }
 }

@@ -3,6 +3,8 @@
 import asyncio
 import threading
 
+import pytest
+
 import devmm
 from devmm.mrs.cpu import BytearrayMemoryResource, MallocMemoryResource
 
@@ -68,6 +70,81 @@ def test_overrides_follow_async_tasks(cpu: devmm.Device) -> None:
         return list(await asyncio.gather(current_after(a, 0.02), current_after(b, 0.01)))
 
     assert asyncio.run(main()) == [a, b]
+
+
+def test_one_using_object_entered_by_two_tasks_at_once(cpu: devmm.Device) -> None:
+    shared_mr = BytearrayMemoryResource()
+    shared = devmm.using_memory_resource(shared_mr)
+    before = devmm.get_current_memory_resource(cpu)
+
+    async def main() -> list[object]:
+        a_entered, b_entered, a_exited = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen: list[object] = []
+
+        async def first() -> None:
+            with shared:
+                a_entered.set()
+                await b_entered.wait()
+                seen.append(devmm.get_current_memory_resource(cpu))
+            # A exits while B is still inside: each resets its own entry.
+            seen.append(devmm.get_current_memory_resource(cpu))
+            a_exited.set()
+
+        async def second() -> None:
+            await a_entered.wait()
+            with shared:
+                b_entered.set()
+                await a_exited.wait()
+                seen.append(devmm.get_current_memory_resource(cpu))
+            seen.append(devmm.get_current_memory_resource(cpu))
+
+        await asyncio.gather(first(), second())
+        return seen
+
+    assert asyncio.run(main()) == [shared_mr, before, shared_mr, before]
+    assert devmm.get_current_memory_resource(cpu) is before
+
+
+def test_one_using_object_entered_by_two_threads(cpu: devmm.Device) -> None:
+    shared_mr = BytearrayMemoryResource()
+    shared = devmm.using_memory_resource(shared_mr)
+    both_in = threading.Barrier(2)
+    first_out = threading.Event()
+    errors: list[BaseException] = []
+
+    def run(exit_first: bool) -> None:
+        try:
+            with shared:
+                both_in.wait(timeout=10)
+                if not exit_first:
+                    first_out.wait(timeout=10)
+                assert devmm.get_current_memory_resource(cpu) is shared_mr
+            assert devmm.get_current_memory_resource(cpu) is not shared_mr
+        except BaseException as e:  # reported below, on the main thread
+            errors.append(e)
+        finally:
+            if exit_first:
+                first_out.set()
+
+    threads = [threading.Thread(target=run, args=(flag,)) for flag in (False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_using_blocks_exited_out_of_order_are_refused(cpu: devmm.Device) -> None:
+    outer = devmm.using_memory_resource(BytearrayMemoryResource())
+    inner = devmm.using_memory_resource(MallocMemoryResource())
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(RuntimeError, match="reverse order of entry"):
+        outer.__exit__(None, None, None)
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="not the innermost"):
+        outer.__exit__(None, None, None)
 
 
 def test_overrides_only_apply_to_their_device(cpu: devmm.Device) -> None:
