@@ -14,8 +14,24 @@ PyCapsule_GetName.restype = ctypes.c_char_p
 PyCapsule_GetName.argtypes = [ctypes.py_object]
 
 
+PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+PyCapsule_GetPointer.restype = ctypes.c_void_p
+PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
 def capsule_name(capsule: object) -> bytes:
     return PyCapsule_GetName(capsule)
+
+
+def capsule_data_pointer(capsule: object) -> int | None:
+    """`dl_tensor.data` of an unconsumed capsule, read through the C ABI."""
+    name = capsule_name(capsule)
+    managed = PyCapsule_GetPointer(capsule, name)
+    assert managed
+    # DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter,
+    # flags (8 bytes each), then the DLTensor; DLManagedTensor starts with it.
+    offset = 32 if name == b"dltensor_versioned" else 0
+    return ctypes.c_void_p.from_address(managed + offset).value
 
 
 def test_version_negotiation_picks_the_capsule_flavour() -> None:
@@ -121,7 +137,13 @@ def test_consumers_may_release_from_another_thread(stats: devmm.StatisticsAdapto
 
 
 def test_zero_size_tensors_export_a_null_pointer() -> None:
-    a = np.from_dlpack(devmm.empty((0, 3), "float32"))
+    t = devmm.empty((0, 3), "float32")
+    for max_version in ((1, 0), None):
+        assert capsule_data_pointer(t.__dlpack__(max_version=max_version)) is None
+    full = devmm.empty((2, 3), "float32")
+    for max_version in ((1, 0), None):
+        assert capsule_data_pointer(full.__dlpack__(max_version=max_version)) == full.data_ptr != 0
+    a = np.from_dlpack(t)
     assert a.shape == (0, 3) and a.size == 0
 
 
