@@ -25,7 +25,23 @@ thread_local! {
 /// devmm error built from it (whose message is `message`) converts back to
 /// the original exception at the binding boundary.
 pub(crate) fn stash_python_error(message: String, err: PyErr) {
-    PENDING.with_borrow_mut(|pending| *pending = Some((message, err)));
+    // Replaced, then dropped outside the borrow: dropping an exception can
+    // run Python code that reaches this stash again.
+    let stale = PENDING.replace(Some((message, err)));
+    drop(stale);
+}
+
+/// Runs `f`, whose devmm errors are logged rather than raised, and drops any
+/// Python exception it stashed: no binding will convert that error, and a
+/// stale stash would keep the exception (and its traceback's frames) alive.
+/// An exception stashed before `f` ran is kept for its own conversion.
+pub(crate) fn discarding_python_errors<T>(f: impl FnOnce() -> T) -> T {
+    let outer = PENDING.take();
+    let result = f();
+    // Dropped outside the thread-local's borrow, as in `stash_python_error`.
+    let unraised = PENDING.replace(outer);
+    drop(unraised);
+    result
 }
 
 /// Converts a devmm error to the Python exception users expect:
@@ -36,10 +52,11 @@ pub(crate) fn stash_python_error(message: String, err: PyErr) {
 /// call, so a bad argument: `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     let message = err.to_string();
-    let stashed = PENDING.with_borrow_mut(|pending| match pending.take() {
+    // Taken out first: a stale exception is dropped after the borrow ends.
+    let stashed = match PENDING.take() {
         Some((carried, original)) if message.contains(&carried) => Some(original),
         _ => None,
-    });
+    };
     if let Some(original) = stashed {
         return original;
     }

@@ -19,6 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use crate::error::discarding_python_errors;
 use crate::resource::{resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -116,7 +117,8 @@ impl HandlerContext {
     fn allocate(&self, nbytes: usize) -> *mut c_void {
         // NumPy treats NULL as failure, so even empty arrays get a byte.
         let nbytes = nbytes.max(1);
-        match self.mr.allocate(nbytes, &self.stream) {
+        // NumPy gets NULL and raises its own MemoryError; the cause is lost.
+        match discarding_python_errors(|| self.mr.allocate(nbytes, &self.stream)) {
             Ok(ptr) if !ptr.is_null() => {
                 self.sizes().insert(ptr.addr(), nbytes);
                 ptr.as_host_ptr()
@@ -133,12 +135,15 @@ impl HandlerContext {
         // which may call back into NumPy (and so into this handler).
         let removed = self.sizes().remove(&(ptr as usize));
         if let Some(nbytes) = removed {
-            // SAFETY: `ptr` is live in our table, so it came from
-            // `mr.allocate(nbytes)` and has not been freed.
-            let result = unsafe {
-                self.mr
-                    .deallocate(devmm::DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
-            };
+            // NumPy's free cannot fail: an error is logged, not raised.
+            let result = discarding_python_errors(|| {
+                // SAFETY: `ptr` is live in our table, so it came from
+                // `mr.allocate(nbytes)` and has not been freed.
+                unsafe {
+                    self.mr
+                        .deallocate(devmm::DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
+                }
+            });
             if let Err(error) = result {
                 tracing::error!(target: "devmm::numpy", %error, "NumPy handler free failed");
             }

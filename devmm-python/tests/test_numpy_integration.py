@@ -139,3 +139,31 @@ def test_uninstall_out_of_order_is_refused() -> None:
     total = outer_mr.total_bytes + inner_mr.total_bytes
     np.ones(100)
     assert outer_mr.total_bytes + inner_mr.total_bytes == total
+
+
+def test_swallowed_callback_exceptions_are_not_kept_alive() -> None:
+    import ctypes
+    import weakref
+
+    class Boom(Exception):
+        pass
+
+    raised: list[weakref.ref[Boom]] = []
+    blocks: dict[int, bytearray] = {}
+
+    def alloc(nbytes: int, stream: object) -> int:
+        block = bytearray(nbytes + 64)
+        addr = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
+        blocks[(addr + 63) & ~63] = block
+        return (addr + 63) & ~63
+
+    def dealloc(ptr: int, nbytes: int, stream: object) -> None:
+        boom = Boom("free failed")
+        raised.append(weakref.ref(boom))
+        raise boom
+
+    with devmm_numpy.install(devmm.CallbackMemoryResource(alloc, dealloc, alignment=64)):
+        a = np.ones(100)
+    del a  # NumPy's free cannot raise: the error is logged and dropped
+    gc.collect()
+    assert raised and all(ref() is None for ref in raised)
