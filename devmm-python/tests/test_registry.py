@@ -108,25 +108,37 @@ def test_one_using_object_entered_by_two_tasks_at_once(cpu: devmm.Device) -> Non
 def test_one_using_object_entered_by_two_threads(cpu: devmm.Device) -> None:
     shared_mr = BytearrayMemoryResource()
     shared = devmm.using_memory_resource(shared_mr)
-    both_in = threading.Barrier(2)
-    first_out = threading.Event()
+    a_entered, b_entered, a_exited = threading.Event(), threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
-    def run(exit_first: bool) -> None:
+    def first() -> None:
         try:
             with shared:
-                both_in.wait(timeout=10)
-                if not exit_first:
-                    first_out.wait(timeout=10)
+                a_entered.set()
+                assert b_entered.wait(timeout=10)
                 assert devmm.get_current_memory_resource(cpu) is shared_mr
+            # The first in exits first, while the second is still inside.
             assert devmm.get_current_memory_resource(cpu) is not shared_mr
         except BaseException as e:  # reported below, on the main thread
             errors.append(e)
         finally:
-            if exit_first:
-                first_out.set()
+            a_entered.set()
+            a_exited.set()
 
-    threads = [threading.Thread(target=run, args=(flag,)) for flag in (False, True)]
+    def second() -> None:
+        try:
+            assert a_entered.wait(timeout=10)
+            with shared:
+                b_entered.set()
+                assert a_exited.wait(timeout=10)
+                assert devmm.get_current_memory_resource(cpu) is shared_mr
+            assert devmm.get_current_memory_resource(cpu) is not shared_mr
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            b_entered.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for t in threads:
         t.start()
     for t in threads:
