@@ -25,6 +25,7 @@ use crate::stream::{Stream, StreamSentinel};
 
 use super::driver::{Driver, DriverTable};
 use super::{ActivationGuard, DeviceRuntime};
+use result::memory::CopyKind;
 
 /// A driver status code (`cudaError_t`, `hipError_t`); 0 is success.
 pub(crate) type Status = c_int;
@@ -160,6 +161,38 @@ pub struct GpuRuntime<P: Platform> {
 }
 
 impl<P: Platform> GpuRuntime<P> {
+    /// Queues one memcpy of `kind` on `stream`, with its device active.
+    ///
+    /// # Safety
+    ///
+    /// `dst` and `src` must be valid for `nbytes` on the sides `kind` names,
+    /// and must not overlap.
+    unsafe fn copy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: &Stream,
+    ) -> Result<()> {
+        let device = stream.device();
+        self.check(device)?;
+        let _active = device::activate(&self.driver, device)?;
+        let kind = CopyKind::for_device::<P>(device, kind);
+        // SAFETY: forwarded from the caller's guarantee.
+        unsafe {
+            result::memory::copy_async(
+                self.driver.table(),
+                device,
+                dst,
+                src,
+                nbytes,
+                kind,
+                stream.handle(),
+            )
+        }
+    }
+
     /// The process-wide runtime, loading the driver on first use (the
     /// path in the platform's environment override, or its library names).
     pub fn load() -> Result<Arc<GpuRuntime<P>>> {
@@ -314,28 +347,11 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         src: &[u8],
         stream: &Stream,
     ) -> Result<()> {
-        let device = stream.device();
-        self.check(device)?;
-        let _active = device::activate(&self.driver, device)?;
-        let table = self.driver.table();
-        let kind = result::memory::CopyKind::for_device::<P>(
-            device,
-            result::memory::CopyKind::HostToDevice,
-        );
+        let (to, from) = (dst.as_host_ptr(), src.as_ptr().cast());
         // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes.
-        unsafe {
-            result::memory::copy_async(
-                table,
-                device,
-                dst.as_host_ptr(),
-                src.as_ptr().cast(),
-                src.len(),
-                kind,
-                stream.handle(),
-            )?
-        };
+        unsafe { self.copy(to, from, src.len(), CopyKind::HostToDevice, stream) }?;
         // `src` is only borrowed for this call: wait until the copy has read it.
-        result::stream::synchronize(table, device, stream.handle())
+        result::stream::synchronize(self.driver.table(), stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_host(
@@ -344,28 +360,15 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         src: DevicePtr,
         stream: &Stream,
     ) -> Result<()> {
-        let device = stream.device();
-        self.check(device)?;
-        let _active = device::activate(&self.driver, device)?;
-        let table = self.driver.table();
-        let kind = result::memory::CopyKind::for_device::<P>(
-            device,
-            result::memory::CopyKind::DeviceToHost,
+        let (to, from) = (
+            dst.as_mut_ptr().cast(),
+            src.as_host_ptr::<c_void>().cast_const(),
         );
         // SAFETY: the caller guarantees `src` is valid for `dst.len()` bytes;
         // `dst` is an exclusive borrow.
-        unsafe {
-            result::memory::copy_async(
-                table,
-                device,
-                dst.as_mut_ptr().cast(),
-                src.as_host_ptr::<c_void>().cast_const(),
-                dst.len(),
-                kind,
-                stream.handle(),
-            )?
-        };
-        result::stream::synchronize(table, device, stream.handle())
+        unsafe { self.copy(to, from, dst.len(), CopyKind::DeviceToHost, stream) }?;
+        // The caller reads `dst` as soon as this returns.
+        result::stream::synchronize(self.driver.table(), stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_device(
@@ -375,25 +378,9 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         nbytes: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let device = stream.device();
-        self.check(device)?;
-        let _active = device::activate(&self.driver, device)?;
-        let kind = result::memory::CopyKind::for_device::<P>(
-            device,
-            result::memory::CopyKind::DeviceToDevice,
-        );
+        let (to, from) = (dst.as_host_ptr(), src.as_host_ptr::<c_void>().cast_const());
         // SAFETY: the caller guarantees both ranges are valid and disjoint.
-        unsafe {
-            result::memory::copy_async(
-                self.driver.table(),
-                device,
-                dst.as_host_ptr(),
-                src.as_host_ptr::<c_void>().cast_const(),
-                nbytes,
-                kind,
-                stream.handle(),
-            )
-        }
+        unsafe { self.copy(to, from, nbytes, CopyKind::DeviceToDevice, stream) }
     }
 
     fn activate(&self, device: Device) -> Result<ActivationGuard> {
