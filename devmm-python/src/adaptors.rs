@@ -21,6 +21,18 @@ fn adaptor_repr(
     Ok(format!("{name}({}{extra})", upstream.bind(py).repr()?))
 }
 
+/// What every adaptor's constructor builds: the native adaptor over the
+/// upstream's resource (shared with the base class, which allocates through
+/// it), the Python upstream kept alive beside it, and that base class.
+fn adapt<A: devmm::MemoryResource + 'static>(
+    upstream: &Bound<'_, PyMemoryResource>,
+    make: impl FnOnce(Upstream) -> A,
+) -> PyResult<(Arc<A>, Py<PyMemoryResource>, PyMemoryResource)> {
+    let adaptor = Arc::new(make(resource_of(upstream)?));
+    let base = PyMemoryResource::native(adaptor.clone());
+    Ok((adaptor, upstream.clone().unbind(), base))
+}
+
 /// Counts bytes and calls through its upstream: `current_bytes`,
 /// `peak_bytes`, `total_bytes`, `allocations`, `deallocations`.
 #[pyclass(extends = PyMemoryResource, name = "StatisticsAdaptor", module = "devmm")]
@@ -33,15 +45,8 @@ pub(crate) struct PyStatisticsAdaptor {
 impl PyStatisticsAdaptor {
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let stats = Arc::new(devmm::StatisticsAdaptor::new(resource_of(upstream)?));
-        let base = PyMemoryResource::native(stats.clone());
-        Ok((
-            PyStatisticsAdaptor {
-                stats,
-                upstream: upstream.clone().unbind(),
-            },
-            base,
-        ))
+        let (stats, upstream, base) = adapt(upstream, devmm::StatisticsAdaptor::new)?;
+        Ok((PyStatisticsAdaptor { stats, upstream }, base))
     }
 
     /// The wrapped resource.
@@ -100,18 +105,9 @@ impl PyLimitingAdaptor {
         upstream: &Bound<'_, PyMemoryResource>,
         limit_bytes: usize,
     ) -> PyResult<(Self, PyMemoryResource)> {
-        let limiting = Arc::new(devmm::LimitingAdaptor::new(
-            resource_of(upstream)?,
-            limit_bytes,
-        ));
-        let base = PyMemoryResource::native(limiting.clone());
-        Ok((
-            PyLimitingAdaptor {
-                limiting,
-                upstream: upstream.clone().unbind(),
-            },
-            base,
-        ))
+        let (limiting, upstream, base) =
+            adapt(upstream, |mr| devmm::LimitingAdaptor::new(mr, limit_bytes))?;
+        Ok((PyLimitingAdaptor { limiting, upstream }, base))
     }
 
     /// The wrapped resource.
@@ -149,13 +145,8 @@ pub(crate) struct PyLoggingAdaptor {
 impl PyLoggingAdaptor {
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let logging = devmm::LoggingAdaptor::new(resource_of(upstream)?);
-        Ok((
-            PyLoggingAdaptor {
-                upstream: upstream.clone().unbind(),
-            },
-            PyMemoryResource::native(Arc::new(logging)),
-        ))
+        let (_, upstream, base) = adapt(upstream, devmm::LoggingAdaptor::new)?;
+        Ok((PyLoggingAdaptor { upstream }, base))
     }
 
     /// The wrapped resource.
