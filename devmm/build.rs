@@ -9,8 +9,9 @@ const TABLES: [(&str, &str); 2] = [
     ("hip.api", "hip.rs"),
 ];
 
-/// Where devmm's generated tables find `DriverTable` and `MissingSymbol`.
-const SUPPORT: &str = "crate::runtime::driver";
+/// Where devmm's generated tables find `DriverTable`, `MissingSymbol` and
+/// the role struct `Calls` their `as ROLE` tags fill.
+const SUPPORT: &str = "crate::runtime::gpu::calls";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

@@ -13,7 +13,7 @@
 //! type cudaError_t = int                # a C type alias
 //! type cudaStream_t = void*
 //! fn required 2.0 cudaError_t cudaMalloc(void** devPtr, size_t size)
-//! fn optional 11.2 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream)
+//! fn optional 11.2 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) as malloc_async
 //! ```
 //!
 //! A `fn` line is `fn required|optional MAJOR.MINOR` followed by the C
@@ -23,6 +23,10 @@
 //! `unsigned long long`, `float`, `double`, `size_t`, the fixed-width
 //! `int8_t` .. `uint64_t`, and aliases declared earlier with `type`, each
 //! optionally preceded by `const` and followed by any number of `*`.
+//!
+//! A trailing `as ROLE` names the function's role: the generated table's
+//! `roles()` fills the field `ROLE` of the consumer's role struct (the
+//! entry points its shared code calls, the same for CUDA and HIP) with it.
 //!
 //! ```
 //! use devmm_codegen::parse::parse;
@@ -98,6 +102,9 @@ pub struct Function {
     pub availability: Availability,
     /// The first version that has it.
     pub since: Version,
+    /// What the consumer calls it by (`malloc` for `cudaMalloc`), from a
+    /// trailing `as ROLE`: the role struct's field it fills.
+    pub role: Option<String>,
 }
 
 impl fmt::Display for Function {

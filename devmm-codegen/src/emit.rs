@@ -10,7 +10,12 @@
 //!   and `const PATH_ENV: &'static str` (where to find the library), and
 //! - `unsafe fn load_with(lookup: impl FnMut(&CStr) -> *const c_void)
 //!   -> Result<Self, Vec<support::MissingSymbol>>`, which resolves every
-//!   symbol and returns every missing required one at once.
+//!   symbol and returns every missing required one at once;
+//! - `type Roles` and `fn roles(&self) -> Self::Roles`: when functions carry
+//!   `as ROLE` tags, the support module's `Calls` struct with each field
+//!   `ROLE` set to a `Call { name, f }` of its function (`Option` for
+//!   optional ones), so the consumer's role mapping cannot drift from the
+//!   description; `()` when none does.
 //!
 //! Finding and opening the library is the consumer's job: the table is
 //! plain data.
@@ -125,6 +130,7 @@ fn tokens(api: &Api, source_name: &str, support: &syn::Path) -> TokenStream {
         }
     };
     let field_names = api.functions.iter().map(|f| ident(&f.name));
+    let roles = roles(api, support);
 
     let api_name = &api.name;
     let libraries = &api.libraries;
@@ -155,6 +161,42 @@ fn tokens(api: &Api, source_name: &str, support: &syn::Path) -> TokenStream {
                 #unwrap
                 ::core::result::Result::Ok(Self { #(#field_names),* })
             }
+
+            #roles
+        }
+    }
+}
+
+/// `type Roles` and `fn roles`: the role-tagged functions as the support
+/// module's `Calls`, each named after its C function for error messages.
+fn roles(api: &Api, support: &syn::Path) -> TokenStream {
+    let tagged: Vec<(&Function, Ident)> = api
+        .functions
+        .iter()
+        .filter_map(|f| f.role.as_deref().map(|role| (f, ident(role))))
+        .collect();
+    if tagged.is_empty() {
+        return quote! {
+            type Roles = ();
+            fn roles(&self) -> Self::Roles {}
+        };
+    }
+    let fields = tagged.iter().map(|(f, role)| {
+        let name = ident(&f.name);
+        let symbol = &f.name;
+        match f.availability {
+            Availability::Required => quote! {
+                #role: #support::Call { name: #symbol, f: self.#name },
+            },
+            Availability::Optional => quote! {
+                #role: self.#name.map(|f| #support::Call { name: #symbol, f }),
+            },
+        }
+    });
+    quote! {
+        type Roles = #support::Calls;
+        fn roles(&self) -> Self::Roles {
+            #support::Calls { #(#fields)* }
         }
     }
 }

@@ -187,13 +187,31 @@ impl Parser<'_> {
         }
         tokens.punct('(', &format!("`(` after `{name}`"))?;
         let params = self.params(&mut tokens, &name)?;
-        tokens.end(&format!("the end of the line after `{name}(...)`"))?;
+        let role = if tokens.peek_word() == Some("as") {
+            tokens.next();
+            let role = tokens.ident(&format!("a role name after `{name}(...) as`"))?;
+            rust_ident(&role, "a role name")?;
+            if self
+                .functions
+                .iter()
+                .any(|f| f.role.as_deref() == Some(role.as_str()))
+            {
+                return Err(format!("role `{role}` is given to two functions"));
+            }
+            Some(role)
+        } else {
+            None
+        };
+        tokens.end(&format!(
+            "the end of the line (or `as ROLE`) after `{name}(...)`"
+        ))?;
         self.functions.push(Function {
             name,
             ret,
             params,
             availability,
             since,
+            role,
         });
         Ok(())
     }

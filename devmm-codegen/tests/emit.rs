@@ -91,3 +91,22 @@ fn a_bad_support_path_is_an_error() {
         "the support path `not a path!` is not a Rust path (unexpected token); pass one like `crate::driver`"
     );
 }
+
+#[test]
+fn role_tags_fill_the_support_role_struct_and_untagged_tables_have_none() {
+    let code = generate(
+        "fn required 1.0 int a(void) as start\nfn optional 2.0 int b(void) as stop\n\
+         fn required 1.0 int c(void)\n",
+    );
+    let compact: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    for piece in [
+        "type Roles = crate::support::Calls;",
+        "start: crate::support::Call { name: \"a\", f: self.a, },",
+        "stop: self .b .map(|f| crate::support::Call { name: \"b\", f, }),",
+    ] {
+        assert!(compact.contains(piece), "{piece}\nmissing from\n{code}");
+    }
+    assert!(!compact.contains("Call { name: \"c\""), "{code}");
+    let untagged = generate("fn required 1.0 int a(void)\n");
+    assert!(untagged.contains("type Roles = ();"), "{untagged}");
+}

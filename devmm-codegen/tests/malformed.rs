@@ -96,7 +96,26 @@ fn unclosed_parameter_list() {
 fn trailing_tokens() {
     assert_eq!(
         errors("fn required 1.0 int f(int a) const\n"),
-        ["test.api:5: expected the end of the line after `f(...)`, found `const`"]
+        ["test.api:5: expected the end of the line (or `as ROLE`) after `f(...)`, found `const`"]
+    );
+}
+
+#[test]
+fn a_role_needs_a_name_and_belongs_to_one_function() {
+    assert_eq!(
+        errors(
+            "fn required 1.0 int f(int a) as
+"
+        ),
+        ["test.api:5: expected a role name after `f(...) as`, found the end of the line"]
+    );
+    assert_eq!(
+        errors(
+            "fn required 1.0 int f(void) as init
+fn required 1.0 int g(void) as init
+"
+        ),
+        ["test.api:6: role `init` is given to two functions"]
     );
 }
 

@@ -11,7 +11,7 @@ fn generate(file: &str) -> String {
         .join(file);
     let source = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    devmm_codegen::generate_table(file, &source, "crate::runtime::driver")
+    devmm_codegen::generate_table(file, &source, "crate::runtime::gpu::calls")
         .unwrap_or_else(|e| panic!("{file} does not generate:\n{e}"))
 }
 

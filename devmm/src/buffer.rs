@@ -84,8 +84,8 @@ impl DeviceBuffer {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn on_device(nbytes: usize, device: Device) -> Result<Self> {
-        let resource = crate::registry::get_current_memory_resource(device)?;
-        let stream = crate::runtime::runtime_for(device)?.default_stream(device)?;
+        let resource = crate::defaults::resource(device)?;
+        let stream = crate::defaults::stream(device)?;
         DeviceBuffer::new(nbytes, resource, &stream)
     }
 
@@ -208,7 +208,8 @@ impl DeviceBuffer {
         Ok(CopyHold(self))
     }
 
-    /// Copies `src` to the start of the buffer through the runtime's memcpy.
+    /// Copies `src` to the start of the buffer through the memcpy of the
+    /// buffer's stream's runtime.
     ///
     /// # Safety
     ///
@@ -221,7 +222,7 @@ impl DeviceBuffer {
         if src.is_empty() {
             return Ok(());
         }
-        let runtime = crate::runtime::runtime_for(self.device())?;
+        let runtime = self.stream.runtime_serving(self.device())?;
         // SAFETY: the caller vouches the pointer is real memory; the hold
         // keeps it allocated, and it is at least `src.len()` bytes long.
         unsafe { runtime.copy_host_to_device(self.ptr, src, &self.stream) }
@@ -238,7 +239,7 @@ impl DeviceBuffer {
         if dst.is_empty() {
             return Ok(());
         }
-        let runtime = crate::runtime::runtime_for(self.device())?;
+        let runtime = self.stream.runtime_serving(self.device())?;
         // SAFETY: as in `copy_from_host`, for `dst.len()` bytes of reads.
         unsafe { runtime.copy_device_to_host(dst, self.ptr, &self.stream) }
     }

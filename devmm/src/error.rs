@@ -118,22 +118,22 @@ pub enum Error {
         reason: String,
     },
 
-    /// A driver call returned an error status.
+    /// A driver call returned an error status; `source` is the driver's
+    /// own error.
     #[error(
-        "{call} failed{} with {name} ({code}): {message}",
-        device.map(|d| format!(" on {d}")).unwrap_or_default()
+        "{} failed{} with {} ({}): {}",
+        .source.call,
+        device.map(|d| format!(" on {d}")).unwrap_or_default(),
+        .source.name,
+        .source.code,
+        .source.message
     )]
     Driver {
-        /// The C function that failed (`cudaMalloc`).
-        call: &'static str,
-        /// The status code.
-        code: i32,
-        /// The status's symbolic name (`cudaErrorMemoryAllocation`).
-        name: String,
-        /// The driver's description of the status.
-        message: String,
         /// The device the call was made for, when it was made for one.
         device: Option<Device>,
+        /// The call, its status code and the driver's name and description.
+        #[source]
+        source: DriverError,
     },
 
     /// A DLPack export was refused (Python: `BufferError`).
@@ -154,6 +154,32 @@ pub enum Error {
         /// What was asked and why it cannot be done.
         reason: String,
     },
+}
+
+/// A status a driver call returned: the call, the code and what the
+/// driver says about it. The source of [`Error::Driver`].
+///
+/// ```
+/// use devmm::DriverError;
+/// let e = DriverError {
+///     call: "cudaMalloc",
+///     code: 2,
+///     name: "cudaErrorMemoryAllocation".into(),
+///     message: "out of memory".into(),
+/// };
+/// assert_eq!(e.to_string(), "cudaMalloc returned cudaErrorMemoryAllocation (2): out of memory");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call} returned {name} ({code}): {message}")]
+pub struct DriverError {
+    /// The C function that failed (`cudaMalloc`).
+    pub call: &'static str,
+    /// The status code.
+    pub code: i32,
+    /// The status's symbolic name (`cudaErrorMemoryAllocation`).
+    pub name: String,
+    /// The driver's description of the status.
+    pub message: String,
 }
 
 /// How a caller broke a resource's contract.

@@ -3,6 +3,7 @@
 mod adaptor;
 mod buffer;
 mod callback;
+mod defaults;
 mod device;
 pub mod dlpack;
 mod dtype;
@@ -24,7 +25,7 @@ pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
-pub use error::{Error, MisuseKind, Result};
+pub use error::{DriverError, Error, MisuseKind, Result};
 pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,

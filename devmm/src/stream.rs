@@ -2,13 +2,16 @@
 //!
 //! devmm never launches work. A stream is only something to allocate on,
 //! free on, synchronize, and make wait on another stream; each runtime
-//! supplies those operations through [`StreamOps`].
+//! supplies those operations through [`StreamOps`]. A stream carries its
+//! runtime, so copies, DLPack exports and hand-offs ask the stream, never a
+//! global lookup.
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::runtime::DeviceRuntime;
 
 /// The platform-independent names for a runtime's built-in streams.
 ///
@@ -39,8 +42,8 @@ pub const PER_THREAD_DEFAULT: StreamSentinel = StreamSentinel::PerThreadDefault;
 
 /// The ordering operations a runtime provides for its streams.
 ///
-/// Implemented by each runtime; users meet it only when registering a
-/// runtime of their own.
+/// Implemented by each runtime (usually by the runtime type itself); users
+/// meet it only when registering a runtime of their own.
 pub trait StreamOps: Send + Sync + fmt::Debug {
     /// Blocks until all work queued on `handle` has finished.
     fn synchronize(&self, device: Device, handle: usize) -> Result<()>;
@@ -52,6 +55,10 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
     /// Destroys a stream the runtime created; called once, when the last
     /// clone of an owning [`Stream`] drops.
     fn destroy(&self, device: Device, handle: usize);
+
+    /// The runtime these streams belong to: what [`Stream::runtime`]
+    /// answers, and what copies and DLPack exports on the stream call.
+    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime>;
 }
 
 struct StreamInner {
@@ -108,11 +115,6 @@ impl Stream {
         }
     }
 
-    /// The CPU runtime's one stream (handle 0; every operation is a no-op).
-    pub fn cpu() -> Stream {
-        crate::runtime::cpu::stream()
-    }
-
     /// The device the stream belongs to.
     pub fn device(&self) -> Device {
         self.inner.device
@@ -121,6 +123,34 @@ impl Stream {
     /// The native handle (`cudaStream_t`, `hipStream_t`, 0 on the CPU).
     pub fn handle(&self) -> usize {
         self.inner.handle
+    }
+
+    /// The runtime the stream belongs to.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Stream::cpu().runtime().name(), "cpu");
+    /// ```
+    pub fn runtime(&self) -> Arc<dyn DeviceRuntime> {
+        Arc::clone(&self.inner.ops).runtime()
+    }
+
+    /// The stream's runtime, checked to serve memory on `device`: what a
+    /// copy into or an export of `device` memory ordered on this stream
+    /// must go through.
+    pub(crate) fn runtime_serving(&self, device: Device) -> Result<Arc<dyn DeviceRuntime>> {
+        let runtime = self.runtime();
+        if runtime.device_types().contains(&device.ty()) {
+            Ok(runtime)
+        } else {
+            Err(Error::Stream {
+                device: self.device(),
+                reason: format!(
+                    "memory on {device} is ordered on a stream of the {} runtime, which does not serve {device}; \
+                     allocate it on a stream of {device}'s runtime",
+                    runtime.name()
+                ),
+            })
+        }
     }
 
     /// Whether dropping the last clone destroys the native stream.
@@ -152,7 +182,7 @@ impl Stream {
     /// ```
     pub fn wait(&self, producer: &Stream) -> Result<()> {
         if producer.device() != self.device() {
-            return Err(crate::Error::Stream {
+            return Err(Error::Stream {
                 device: self.device(),
                 reason: format!(
                     "cannot make a stream on {} wait on a stream of {}; synchronize the producer instead",

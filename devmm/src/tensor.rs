@@ -266,18 +266,17 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
         }
         (Some(device), _) => device,
         (None, Some(mr)) => mr.device(),
-        (None, None) => crate::runtime::default_device()?,
+        (None, None) => crate::defaults::device()?,
     };
     let policy = options.layout.as_ref().unwrap_or_else(|| row_major());
     let layout = Layout::resolve(policy, shape, dtype, device)?;
     let resource = match &options.resource {
         Some(mr) => Arc::clone(mr),
-        None => crate::registry::get_current_memory_resource(device)?,
+        None => crate::defaults::resource(device)?,
     };
     let stream = match &options.stream {
         Some(stream) => stream.clone(),
-        None if device == Device::CPU => Stream::cpu(),
-        None => crate::runtime::runtime_for(device)?.default_stream(device)?,
+        None => crate::defaults::stream(device)?,
     };
     let base = layout.base_alignment();
     let slack = if layout.required_nbytes() > 0 && base > resource.guaranteed_alignment() {

@@ -228,6 +228,50 @@ fn hex(value: usize) -> String {
     format!("{value:#x}")
 }
 
+/// Whether two runtime handles are the same instance.
+fn same_runtime(a: &Arc<dyn DeviceRuntime>, b: &Arc<dyn DeviceRuntime>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+fn streams_carry_their_runtime(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let created = u.rt.create_stream(dev).unwrap();
+    let streams = [
+        u.rt.default_stream(dev).unwrap(),
+        u.rt.stream(dev, StreamSentinel::PerThreadDefault).unwrap(),
+        u.rt.wrap_stream(dev, created.handle()).unwrap(),
+        u.rt.consumer_stream(dev, Some(-1))
+            .unwrap()
+            .unwrap_or_else(|| created.clone()),
+        created,
+    ];
+    for stream in &streams {
+        assert!(same_runtime(&stream.runtime(), &u.rt), "{stream:?}");
+    }
+    // A buffer's copies go to its stream's runtime: here the one opened
+    // from a path, not the process-wide one `runtime_for` would load.
+    let mr = u.rt.default_resource(dev).unwrap();
+    let buffer = devmm::DeviceBuffer::new(4, mr, &streams[4]).unwrap();
+    // SAFETY: the resource hands out real (fake-driver host) memory.
+    unsafe { buffer.copy_from_host(b"abcd") }.unwrap();
+    let mut back = [0u8; 4];
+    // SAFETY: as above.
+    unsafe { buffer.copy_to_host(&mut back) }.unwrap();
+    assert_eq!(&back, b"abcd");
+    if let Some(fake) = u.fake() {
+        let copies = fake.call_count(&p.call("MemcpyAsync"));
+        assert_eq!(copies, 2, "both copies went through the stream's runtime");
+    }
+    // Host memory ordered on a GPU stream has no memcpy in that runtime.
+    let malloc = Arc::new(devmm::MallocMemoryResource::new());
+    let host = devmm::DeviceBuffer::new(4, malloc, &streams[4]).unwrap();
+    // SAFETY: malloc memory is real host memory.
+    let err = unsafe { host.copy_from_host(b"abcd") }.unwrap_err();
+    assert!(matches!(err, Error::Stream { .. }), "{err}");
+    assert!(err.to_string().contains("does not serve cpu:0"), "{err}");
+}
+
 fn device_count_and_memory_info(p: &'static Platform) {
     let u = Under::new(p);
     let rt = &u.rt;
@@ -658,15 +702,18 @@ fn driver_errors_name_call_code_and_device(p: &'static Platform) {
     assert_eq!(fake.fail_next(&p.call("StreamSynchronize"), code), 0);
     let err = stream.synchronize().unwrap_err();
     match &err {
-        Error::Driver {
-            call,
-            code: c,
-            name: n,
-            device,
-            ..
-        } => {
-            assert_eq!(*call, p.call("StreamSynchronize"));
-            assert_eq!((*c, n.as_str(), *device), (code, name, Some(dev)));
+        Error::Driver { device, source } => {
+            assert_eq!(source.call, p.call("StreamSynchronize"));
+            assert_eq!(
+                (source.code, source.name.as_str(), *device),
+                (code, name, Some(dev))
+            );
+            // The driver's error is kept as the source.
+            let source = std::error::Error::source(&err).expect("a source");
+            assert!(source.to_string().starts_with(&format!(
+                "{}StreamSynchronize returned {name} (400): ",
+                p.prefix
+            )));
         }
         other => panic!("expected a driver error, got {other:?}"),
     }
@@ -837,6 +884,7 @@ macro_rules! suite {
     ($($module:ident, $platform:ident);*) => {$(
         platform_tests!($module, $platform:
             device_count_and_memory_info,
+            streams_carry_their_runtime,
             activation_guard_restores_the_previous_device,
             streams_created_wrapped_and_builtin,
             memcpy_of_every_kind,

@@ -370,8 +370,8 @@ impl Tensor {
     /// otherwise the legacy struct, which read-only tensors refuse. A
     /// `dl_device` other than the tensor's, `copy = true`, and a freed
     /// buffer are refused with [`Error::Dlpack`]. The stream handoff goes
-    /// through the device's runtime: unless the consumer asked for none
-    /// (`stream = -1`), its stream waits on the buffer's stream.
+    /// through the runtime of the buffer's stream: unless the consumer asked
+    /// for none (`stream = -1`), its stream waits on the buffer's stream.
     ///
     /// Zero-size tensors export a null data pointer; strides are always
     /// explicit; `byte_offset` is 0 and `data` is the first element.
@@ -388,9 +388,11 @@ impl Tensor {
     pub fn to_dlpack(&self, request: &DlpackRequest) -> Result<DlpackExport> {
         let flavor = request.negotiate(self)?;
         let device = self.device();
-        let consumer =
-            crate::runtime::runtime_for(device)?.consumer_stream(device, request.stream)?;
         let buffer = self.buffer();
+        let consumer = buffer
+            .stream()
+            .runtime_serving(device)?
+            .consumer_stream(device, request.stream)?;
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;
         let flags = if self.is_read_only() {
             DLPACK_FLAG_BITMASK_READ_ONLY
@@ -448,6 +450,9 @@ mod tests {
             Ok(())
         }
         fn destroy(&self, _: Device, _: usize) {}
+        fn runtime(self: Arc<Self>) -> Arc<dyn crate::DeviceRuntime> {
+            crate::runtime::cpu::shared()
+        }
     }
 
     #[test]

@@ -20,6 +20,12 @@ pub trait DriverTable: Sized + Copy + Send + Sync + 'static {
     const LIBRARIES: &'static [&'static str];
     /// The environment variable holding a full path that overrides the names.
     const PATH_ENV: &'static str;
+    /// The entry points by role, as the description's `as ROLE` tags map
+    /// them (`()` for a table without tags).
+    type Roles: Copy + Send + Sync + 'static;
+
+    /// The role mapping; the loader calls it once and keeps the result.
+    fn roles(&self) -> Self::Roles;
 
     /// Resolves every entry through `lookup`, which returns a symbol's
     /// address or null.
@@ -44,8 +50,9 @@ pub struct MissingSymbol {
 
 /// An open driver library and its resolved table. The table's function
 /// pointers stay valid as long as this value lives.
-pub(crate) struct Driver<T> {
+pub(crate) struct Driver<T: DriverTable> {
     table: T,
+    roles: T::Roles,
     path: OsString,
     // Dropped after `table` is no longer reachable: every holder of the
     // table holds the `Driver`.
@@ -86,6 +93,7 @@ impl<T: DriverTable> Driver<T> {
         // or the override), so each symbol has the declared signature.
         match unsafe { T::load_with(lookup) } {
             Ok(table) => Ok(Driver {
+                roles: table.roles(),
                 table,
                 path,
                 _library: library,
@@ -120,13 +128,18 @@ impl<T: DriverTable> Driver<T> {
         &self.table
     }
 
+    /// The entry points by role, resolved once at load.
+    pub(crate) fn roles(&self) -> &T::Roles {
+        &self.roles
+    }
+
     /// The path or name the library was opened by.
     pub(crate) fn path(&self) -> &OsStr {
         &self.path
     }
 }
 
-impl<T> fmt::Debug for Driver<T> {
+impl<T: DriverTable> fmt::Debug for Driver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Driver")
             .field("path", &self.path)
@@ -200,6 +213,9 @@ mod tests {
         const API: &'static str = "Absent runtime";
         const LIBRARIES: &'static [&'static str] = &["libdevmm_absent.so", "libdevmm_absent.so.1"];
         const PATH_ENV: &'static str = "DEVMM_TEST_ABSENT_PATH";
+        type Roles = ();
+
+        fn roles(&self) {}
 
         unsafe fn load_with(
             _lookup: impl FnMut(&CStr) -> *const c_void,

@@ -17,8 +17,6 @@ use crate::stream::{Stream, StreamSentinel};
 
 use super::{ActivationGuard, DeviceRuntime, RuntimeRegistration};
 
-pub(crate) use stream::stream;
-
 /// The CPU runtime.
 ///
 /// ```
@@ -37,8 +35,15 @@ pub(crate) fn registration() -> RuntimeRegistration {
         name: "cpu",
         device_types: &[DeviceType::Cpu],
         probe: || true,
-        load: || Ok(Arc::new(CpuRuntime::default())),
+        load: || Ok(shared() as Arc<dyn DeviceRuntime>),
     }
+}
+
+/// The process-wide CPU runtime: what the registry hands out and what the
+/// CPU stream carries.
+pub(crate) fn shared() -> Arc<CpuRuntime> {
+    static SHARED: OnceLock<Arc<CpuRuntime>> = OnceLock::new();
+    Arc::clone(SHARED.get_or_init(Arc::default))
 }
 
 /// Checks that `device` is `cpu:0`, the only device this runtime has.
@@ -95,7 +100,7 @@ impl DeviceRuntime for CpuRuntime {
 
     fn stream(&self, device: Device, _which: StreamSentinel) -> Result<Stream> {
         check_device(device)?;
-        Ok(stream())
+        Ok(Stream::cpu())
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
@@ -105,7 +110,7 @@ impl DeviceRuntime for CpuRuntime {
     fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
         check_device(device)?;
         stream::check_handle(handle)?;
-        Ok(stream())
+        Ok(Stream::cpu())
     }
 
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {

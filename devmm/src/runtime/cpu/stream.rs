@@ -5,12 +5,12 @@ use std::sync::{Arc, OnceLock};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::runtime::DeviceRuntime;
 use crate::stream::{Stream, StreamOps};
 
-#[derive(Debug)]
-struct CpuStreamOps;
+use super::CpuRuntime;
 
-impl StreamOps for CpuStreamOps {
+impl StreamOps for CpuRuntime {
     fn synchronize(&self, device: Device, handle: usize) -> Result<()> {
         super::check_device(device)?;
         check_handle(handle)
@@ -23,6 +23,10 @@ impl StreamOps for CpuStreamOps {
     }
 
     fn destroy(&self, _device: Device, _handle: usize) {}
+
+    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
+        self
+    }
 }
 
 pub(super) fn check_handle(handle: usize) -> Result<()> {
@@ -38,10 +42,13 @@ pub(super) fn check_handle(handle: usize) -> Result<()> {
     }
 }
 
-/// The shared CPU stream; cloning it is one reference-count increment.
-pub(crate) fn stream() -> Stream {
-    static STREAM: OnceLock<Stream> = OnceLock::new();
-    STREAM
-        .get_or_init(|| Stream::borrowed(Device::CPU, 0, Arc::new(CpuStreamOps)))
-        .clone()
+impl Stream {
+    /// The CPU runtime's one stream (handle 0; every operation is a no-op).
+    /// Cloning it is one reference-count increment.
+    pub fn cpu() -> Stream {
+        static STREAM: OnceLock<Stream> = OnceLock::new();
+        STREAM
+            .get_or_init(|| Stream::borrowed(Device::CPU, 0, super::shared()))
+            .clone()
+    }
 }

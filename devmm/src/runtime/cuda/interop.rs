@@ -70,6 +70,10 @@ impl StreamOps for CudarcStreamOps {
     fn destroy(&self, _device: Device, _handle: usize) {
         // cudarc owns the stream and destroys it when its last Arc drops.
     }
+
+    fn runtime(self: Arc<Self>) -> Arc<dyn crate::runtime::DeviceRuntime> {
+        Arc::clone(&self.ops).runtime()
+    }
 }
 
 /// The cudarc stream as a devmm stream on `cuda:<ordinal>`, through the
@@ -81,7 +85,7 @@ pub fn stream_from_cudarc(stream: &Arc<CudaStream>) -> Result<Stream> {
     let device = Device::try_new(DeviceType::Cuda, ordinal)?;
     rt.check(device)?;
     let ops = Arc::new(CudarcStreamOps {
-        ops: rt.stream_ops(),
+        ops: rt.stream_ops()?,
         _stream: Arc::clone(stream),
     });
     Ok(Stream::borrowed(device, stream.cu_stream() as usize, ops))

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
-use super::gpu::{Calls, GpuRuntime, Platform, ResourceNames, Status, call};
+use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
 pub use memory::{CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource};
@@ -53,33 +53,6 @@ impl Platform for sys::CudaRuntimeTable {
     const ERROR_OUT_OF_MEMORY: Status = device::ERROR_MEMORY_ALLOCATION;
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
-
-    fn calls(&self) -> Calls {
-        Calls {
-            get_device_count: call!(self, cudaGetDeviceCount),
-            get_device: call!(self, cudaGetDevice),
-            set_device: call!(self, cudaSetDevice),
-            mem_get_info: call!(self, cudaMemGetInfo),
-            malloc: call!(self, cudaMalloc),
-            free: call!(self, cudaFree),
-            malloc_async: call!(optional self, cudaMallocAsync),
-            free_async: call!(optional self, cudaFreeAsync),
-            host_free: call!(self, cudaFreeHost),
-            malloc_managed: call!(self, cudaMallocManaged),
-            memcpy_async: call!(self, cudaMemcpyAsync),
-            stream_create_with_flags: call!(self, cudaStreamCreateWithFlags),
-            stream_destroy: call!(self, cudaStreamDestroy),
-            stream_synchronize: call!(self, cudaStreamSynchronize),
-            stream_wait_event: call!(self, cudaStreamWaitEvent),
-            event_create_with_flags: call!(self, cudaEventCreateWithFlags),
-            event_record: call!(self, cudaEventRecord),
-            event_destroy: call!(self, cudaEventDestroy),
-            get_error_name: self.cudaGetErrorName,
-            get_error_string: self.cudaGetErrorString,
-            runtime_get_version: call!(self, cudaRuntimeGetVersion),
-            driver_get_version: call!(self, cudaDriverGetVersion),
-        }
-    }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
         memory::host_malloc(self, nbytes)

@@ -19,7 +19,7 @@ pub(crate) fn ordinal(device: Device) -> c_int {
 }
 
 /// Checks that `P`'s runtime serves `device` and that the device exists.
-pub(crate) fn check<P: Platform>(table: &P, device: Device) -> Result<()> {
+pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<()> {
     if !P::DEVICE_TYPES.contains(&device.ty()) {
         return Err(Error::InvalidArgument {
             reason: format!(
@@ -29,7 +29,7 @@ pub(crate) fn check<P: Platform>(table: &P, device: Device) -> Result<()> {
             ),
         });
     }
-    let count = result::device::count(table)?;
+    let count = result::device::count(driver)?;
     if usize::try_from(device.index()).is_ok_and(|i| i < count) {
         Ok(())
     } else {
@@ -48,16 +48,15 @@ pub(crate) fn activate<P: Platform>(
     driver: &Arc<Driver<P>>,
     device: Device,
 ) -> Result<ActivationGuard> {
-    let table = driver.table();
-    let previous = result::device::get(table)?;
+    let previous = result::device::get(driver)?;
     let wanted = ordinal(device);
     if previous == wanted {
         return Ok(ActivationGuard::noop());
     }
-    result::device::set(table, wanted, Some(device))?;
+    result::device::set(driver, wanted, Some(device))?;
     let driver = Arc::clone(driver);
     Ok(ActivationGuard::new(move || {
-        if let Err(e) = result::device::set(driver.table(), previous, None) {
+        if let Err(e) = result::device::set(&driver, previous, None) {
             tracing::warn!(target: "devmm::runtime", error = %e, "could not restore the previously active device");
         }
     }))

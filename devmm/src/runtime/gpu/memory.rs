@@ -107,7 +107,7 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
-        let driver = result::driver_error(self.driver.table(), call, status, Some(self.device));
+        let driver = result::driver_error(&self.driver, call, status, Some(self.device));
         if status == P::ERROR_OUT_OF_MEMORY {
             Error::OutOfMemory {
                 device: self.device,
@@ -203,7 +203,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
-        match result::memory::allocate(self.driver.table(), self.allocator, nbytes, handle) {
+        match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
             Ok(ptr) => Ok(DevicePtr::from_host_ptr(ptr)),
             Err((call, status)) => Err(self.out_of_memory(nbytes, call, status)),
         }
@@ -229,7 +229,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         // resource (hence from `self.allocator`) and is freed once.
         unsafe {
             result::memory::free(
-                self.driver.table(),
+                &self.driver,
                 self.allocator,
                 ptr.as_host_ptr::<c_void>(),
                 handle,
@@ -255,6 +255,6 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             return crate::runtime::cpu::host_memory_info();
         }
         let _active = device::activate(&self.driver, self.device)?;
-        result::device::memory_info(self.driver.table(), self.device)
+        result::device::memory_info(&self.driver, self.device)
     }
 }

@@ -7,15 +7,16 @@
 //! [`result`] (status codes to [`Error`](crate::Error), grouped by noun),
 //! then the safe types here and in `memory`.
 
+pub(crate) mod calls;
 pub(crate) mod device;
 pub(crate) mod memory;
 pub(crate) mod result;
 pub(crate) mod stream;
 
 use std::collections::HashMap;
-use std::ffi::{OsStr, c_char, c_int, c_uint, c_void};
+use std::ffi::{OsStr, c_int, c_void};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
@@ -25,68 +26,13 @@ use crate::stream::{Stream, StreamSentinel};
 
 use super::driver::{Driver, DriverTable};
 use super::{ActivationGuard, DeviceRuntime};
+pub(crate) use calls::Calls;
 use result::memory::CopyKind;
 
 /// A driver status code (`cudaError_t`, `hipError_t`); 0 is success.
 pub(crate) type Status = c_int;
 /// A native stream or event handle.
 pub(crate) type Handle = *mut c_void;
-
-/// A driver entry point and its C name, for error messages.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Call<F> {
-    pub(crate) name: &'static str,
-    pub(crate) f: F,
-}
-
-/// Builds a [`Call`] from a table field, naming it after the field
-/// (`optional` for an `Option` field).
-macro_rules! call {
-    ($table:expr, $field:ident) => {
-        $crate::runtime::gpu::Call {
-            name: stringify!($field),
-            f: $table.$field,
-        }
-    };
-    (optional $table:expr, $field:ident) => {
-        $table.$field.map(|f| $crate::runtime::gpu::Call {
-            name: stringify!($field),
-            f,
-        })
-    };
-}
-pub(crate) use call;
-
-/// The entry points the shared runtime uses, in the shape both the CUDA
-/// runtime and HIP give them.
-#[derive(Clone, Copy, Debug)]
-pub struct Calls {
-    pub(crate) get_device_count: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
-    pub(crate) get_device: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
-    pub(crate) set_device: Call<unsafe extern "C" fn(c_int) -> Status>,
-    pub(crate) mem_get_info: Call<unsafe extern "C" fn(*mut usize, *mut usize) -> Status>,
-    pub(crate) malloc: Call<unsafe extern "C" fn(*mut *mut c_void, usize) -> Status>,
-    pub(crate) free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
-    pub(crate) malloc_async:
-        Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle) -> Status>>,
-    pub(crate) free_async: Option<Call<unsafe extern "C" fn(*mut c_void, Handle) -> Status>>,
-    pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
-    pub(crate) malloc_managed:
-        Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
-    pub(crate) memcpy_async:
-        Call<unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Handle) -> Status>,
-    pub(crate) stream_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
-    pub(crate) stream_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
-    pub(crate) stream_synchronize: Call<unsafe extern "C" fn(Handle) -> Status>,
-    pub(crate) stream_wait_event: Call<unsafe extern "C" fn(Handle, Handle, c_uint) -> Status>,
-    pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
-    pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
-    pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
-    pub(crate) get_error_name: unsafe extern "C" fn(Status) -> *const c_char,
-    pub(crate) get_error_string: unsafe extern "C" fn(Status) -> *const c_char,
-    pub(crate) runtime_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
-    pub(crate) driver_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
-}
 
 /// The names a platform gives its resources, for `Debug` and resource chains.
 #[derive(Clone, Copy, Debug)]
@@ -98,7 +44,7 @@ pub struct ResourceNames {
 
 /// One GPU platform: its generated table plus the constants and rules that
 /// differ between CUDA and ROCm. Implemented in `cuda/` and `rocm/` only.
-pub trait Platform: DriverTable + fmt::Debug {
+pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// The devmm runtime name (`cuda`).
     const RUNTIME: &'static str;
     /// Device memory.
@@ -115,9 +61,6 @@ pub trait Platform: DriverTable + fmt::Debug {
     const ERROR_NO_DEVICE: Status;
     /// Resource names.
     const RESOURCE_NAMES: ResourceNames;
-
-    /// The entry points.
-    fn calls(&self) -> Calls;
 
     /// Allocates pinned host memory (`cudaMallocHost`, `hipHostMalloc`: the
     /// one call whose signature differs), returning the call's name, its
@@ -155,8 +98,10 @@ pub trait Platform: DriverTable + fmt::Debug {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub struct GpuRuntime<P: Platform> {
+    /// This runtime, for the streams it makes: each carries it, so copies,
+    /// exports and hand-offs on a stream ask the stream's own runtime.
+    me: Weak<GpuRuntime<P>>,
     driver: Arc<Driver<P>>,
-    stream_ops: Arc<stream::GpuStreamOps<P>>,
     defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
 }
 
@@ -182,7 +127,7 @@ impl<P: Platform> GpuRuntime<P> {
         // SAFETY: forwarded from the caller's guarantee.
         unsafe {
             result::memory::copy_async(
-                self.driver.table(),
+                &self.driver,
                 device,
                 dst,
                 src,
@@ -200,7 +145,7 @@ impl<P: Platform> GpuRuntime<P> {
         if let Some(rt) = slot.as_ref() {
             return Ok(Arc::clone(rt));
         }
-        let rt = Arc::new(GpuRuntime::from_driver(Driver::open(P::RUNTIME)?));
+        let rt = GpuRuntime::from_driver(Driver::open(P::RUNTIME)?);
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
@@ -215,16 +160,16 @@ impl<P: Platform> GpuRuntime<P> {
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
         let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
-        Ok(Arc::new(GpuRuntime::from_driver(driver)))
+        Ok(GpuRuntime::from_driver(driver))
     }
 
-    fn from_driver(driver: Driver<P>) -> GpuRuntime<P> {
+    fn from_driver(driver: Driver<P>) -> Arc<GpuRuntime<P>> {
         let driver = Arc::new(driver);
-        GpuRuntime {
-            stream_ops: Arc::new(stream::GpuStreamOps::new(Arc::clone(&driver))),
+        Arc::new_cyclic(|me| GpuRuntime {
+            me: Weak::clone(me),
             driver,
             defaults: Mutex::default(),
-        }
+        })
     }
 
     /// Whether the driver library can be opened (no table is resolved);
@@ -256,13 +201,13 @@ impl<P: Platform> GpuRuntime<P> {
     /// The runtime and driver versions, as the library encodes them
     /// (CUDA: `1000 * major + 10 * minor`).
     pub fn versions(&self) -> Result<(i32, i32)> {
-        result::version::get(self.driver.table())
+        result::version::get(&self.driver)
     }
 
     /// Whether the driver has stream-ordered allocation
     /// (`cudaMallocAsync` / `hipMallocAsync`).
     pub fn has_stream_ordered_allocation(&self) -> bool {
-        let calls = self.driver.table().calls();
+        let calls = self.driver.roles();
         calls.malloc_async.is_some() && calls.free_async.is_some()
     }
 
@@ -270,13 +215,22 @@ impl<P: Platform> GpuRuntime<P> {
         &self.driver
     }
 
-    pub(crate) fn stream_ops(&self) -> Arc<dyn crate::stream::StreamOps> {
-        Arc::clone(&self.stream_ops) as Arc<dyn crate::stream::StreamOps>
+    /// This runtime as the operations its streams carry.
+    pub(crate) fn stream_ops(&self) -> Result<Arc<dyn crate::stream::StreamOps>> {
+        // `me` upgrades whenever `&self` is reachable through the `Arc` every
+        // constructor returns; only a call from inside the last drop fails.
+        match self.me.upgrade() {
+            Some(me) => Ok(me),
+            None => Err(Error::RuntimeUnavailable {
+                name: P::RUNTIME.into(),
+                reason: "the runtime is being dropped; load it again".into(),
+            }),
+        }
     }
 
     /// Checks that the runtime serves `device` and that it exists.
     pub(crate) fn check(&self, device: Device) -> Result<()> {
-        device::check::<P>(self.driver.table(), device)
+        device::check::<P>(&self.driver, device)
     }
 }
 
@@ -299,7 +253,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     }
 
     fn device_count(&self) -> Result<usize> {
-        result::device::count(self.driver.table())
+        result::device::count(&self.driver)
     }
 
     fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
@@ -308,7 +262,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             return super::cpu::host_memory_info();
         }
         let _active = device::activate(&self.driver, device)?;
-        result::device::memory_info(self.driver.table(), device)
+        result::device::memory_info(&self.driver, device)
     }
 
     fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
@@ -316,27 +270,28 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         Ok(Stream::borrowed(
             device,
             P::sentinel_handle(which),
-            self.stream_ops(),
+            self.stream_ops()?,
         ))
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
         self.check(device)?;
         let _active = device::activate(&self.driver, device)?;
-        let handle = result::stream::create(self.driver.table(), device)?;
-        Ok(Stream::owned(device, handle, self.stream_ops()))
+        let ops = self.stream_ops()?;
+        let handle = result::stream::create(&self.driver, device)?;
+        Ok(Stream::owned(device, handle, ops))
     }
 
     fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
         self.check(device)?;
-        Ok(Stream::borrowed(device, handle, self.stream_ops()))
+        Ok(Stream::borrowed(device, handle, self.stream_ops()?))
     }
 
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
         self.check(device)?;
         match P::consumer_handle(value) {
             Ok(None) => Ok(None),
-            Ok(Some(handle)) => Ok(Some(Stream::borrowed(device, handle, self.stream_ops()))),
+            Ok(Some(handle)) => Ok(Some(Stream::borrowed(device, handle, self.stream_ops()?))),
             Err(reason) => Err(Error::Stream { device, reason }),
         }
     }
@@ -351,7 +306,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes.
         unsafe { self.copy(to, from, src.len(), CopyKind::HostToDevice, stream) }?;
         // `src` is only borrowed for this call: wait until the copy has read it.
-        result::stream::synchronize(self.driver.table(), stream.device(), stream.handle())
+        result::stream::synchronize(&self.driver, stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_host(
@@ -368,7 +323,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         // `dst` is an exclusive borrow.
         unsafe { self.copy(to, from, dst.len(), CopyKind::DeviceToHost, stream) }?;
         // The caller reads `dst` as soon as this returns.
-        result::stream::synchronize(self.driver.table(), stream.device(), stream.handle())
+        result::stream::synchronize(&self.driver, stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_device(

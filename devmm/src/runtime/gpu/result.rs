@@ -5,13 +5,15 @@
 use std::ffi::{CStr, c_char, c_int};
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{DriverError, Error, Result};
+use crate::runtime::driver::Driver;
 
+use super::calls::Call;
 use super::{Platform, Status};
 
 /// `Ok` for success, else the driver error for `call`.
 pub(crate) fn check<P: Platform>(
-    table: &P,
+    driver: &Driver<P>,
     call: &'static str,
     status: Status,
     device: Option<Device>,
@@ -19,32 +21,34 @@ pub(crate) fn check<P: Platform>(
     if status == 0 {
         Ok(())
     } else {
-        Err(driver_error(table, call, status, device))
+        Err(driver_error(driver, call, status, device))
     }
 }
 
 /// The driver error for a failed `call`.
 pub(crate) fn driver_error<P: Platform>(
-    table: &P,
+    driver: &Driver<P>,
     call: &'static str,
     code: Status,
     device: Option<Device>,
 ) -> Error {
-    let calls = table.calls();
+    let calls = driver.roles();
     Error::Driver {
-        call,
-        code,
-        name: text(calls.get_error_name, code).unwrap_or_else(|| format!("error {code}")),
-        message: text(calls.get_error_string, code)
-            .unwrap_or_else(|| "the driver gave no description".into()),
         device,
+        source: DriverError {
+            call,
+            code,
+            name: text(calls.get_error_name, code).unwrap_or_else(|| format!("error {code}")),
+            message: text(calls.get_error_string, code)
+                .unwrap_or_else(|| "the driver gave no description".into()),
+        },
     }
 }
 
-fn text(f: unsafe extern "C" fn(Status) -> *const c_char, code: Status) -> Option<String> {
+fn text(call: Call<unsafe extern "C" fn(Status) -> *const c_char>, code: Status) -> Option<String> {
     // SAFETY: the error-name and error-string functions accept any code and
     // return null or a static NUL-terminated string.
-    let ptr = unsafe { f(code) };
+    let ptr = unsafe { (call.f)(code) };
     if ptr.is_null() {
         return None;
     }
@@ -58,50 +62,50 @@ pub(crate) mod device {
     use super::*;
 
     /// How many devices the driver reports; "no device" is zero, not an error.
-    pub(crate) fn count<P: Platform>(table: &P) -> Result<usize> {
-        let call = table.calls().get_device_count;
+    pub(crate) fn count<P: Platform>(driver: &Driver<P>) -> Result<usize> {
+        let call = driver.roles().get_device_count;
         let mut n: c_int = 0;
         // SAFETY: `n` is a valid out-parameter for the call.
         let status = unsafe { (call.f)(&mut n) };
         if status == P::ERROR_NO_DEVICE {
             return Ok(0);
         }
-        check(table, call.name, status, None)?;
+        check(driver, call.name, status, None)?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
     /// The current device ordinal of this thread.
-    pub(crate) fn get<P: Platform>(table: &P) -> Result<c_int> {
-        let call = table.calls().get_device;
+    pub(crate) fn get<P: Platform>(driver: &Driver<P>) -> Result<c_int> {
+        let call = driver.roles().get_device;
         let mut ordinal: c_int = 0;
         // SAFETY: `ordinal` is a valid out-parameter for the call.
         let status = unsafe { (call.f)(&mut ordinal) };
-        check(table, call.name, status, None)?;
+        check(driver, call.name, status, None)?;
         Ok(ordinal)
     }
 
     /// Makes `ordinal` current on this thread.
     pub(crate) fn set<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         ordinal: c_int,
         device: Option<Device>,
     ) -> Result<()> {
-        let call = table.calls().set_device;
+        let call = driver.roles().set_device;
         // SAFETY: the call takes a plain integer; invalid ordinals are errors.
         let status = unsafe { (call.f)(ordinal) };
-        check(table, call.name, status, device)
+        check(driver, call.name, status, device)
     }
 
     /// Free and total memory of the current device, which must be `device`.
     pub(crate) fn memory_info<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         device: Device,
     ) -> Result<crate::resource::MemoryInfo> {
-        let call = table.calls().mem_get_info;
+        let call = driver.roles().mem_get_info;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: both are valid out-parameters for the call.
         let status = unsafe { (call.f)(&mut free, &mut total) };
-        check(table, call.name, status, Some(device))?;
+        check(driver, call.name, status, Some(device))?;
         Ok(crate::resource::MemoryInfo { free, total })
     }
 }
@@ -120,31 +124,39 @@ pub(crate) mod stream {
     const EVENT_DISABLE_TIMING: u32 = 0x2;
 
     /// A new stream on the current device, which must be `device`.
-    pub(crate) fn create<P: Platform>(table: &P, device: Device) -> Result<usize> {
-        let call = table.calls().stream_create_with_flags;
+    pub(crate) fn create<P: Platform>(driver: &Driver<P>, device: Device) -> Result<usize> {
+        let call = driver.roles().stream_create_with_flags;
         let mut handle: *mut c_void = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-parameter for the call.
         let status = unsafe { (call.f)(&mut handle, STREAM_DEFAULT_FLAGS) };
-        check(table, call.name, status, Some(device))?;
+        check(driver, call.name, status, Some(device))?;
         Ok(handle as usize)
     }
 
     /// Destroys a stream this runtime created.
-    pub(crate) fn destroy<P: Platform>(table: &P, device: Device, handle: usize) -> Result<()> {
-        let call = table.calls().stream_destroy;
+    pub(crate) fn destroy<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        handle: usize,
+    ) -> Result<()> {
+        let call = driver.roles().stream_destroy;
         // SAFETY: `handle` came from `create` and is destroyed once (the
         // owning `Stream` calls this from its last drop).
         let status = unsafe { (call.f)(handle as *mut c_void) };
-        check(table, call.name, status, Some(device))
+        check(driver, call.name, status, Some(device))
     }
 
     /// Blocks until the work queued on `handle` has finished.
-    pub(crate) fn synchronize<P: Platform>(table: &P, device: Device, handle: usize) -> Result<()> {
-        let call = table.calls().stream_synchronize;
+    pub(crate) fn synchronize<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        handle: usize,
+    ) -> Result<()> {
+        let call = driver.roles().stream_synchronize;
         // SAFETY: `handle` is a stream of this device (a built-in handle, or
         // one created or wrapped by the runtime).
         let status = unsafe { (call.f)(handle as *mut c_void) };
-        check(table, call.name, status, Some(device))
+        check(driver, call.name, status, Some(device))
     }
 
     /// Makes `consumer` wait for the work queued so far on `producer`: an
@@ -152,17 +164,17 @@ pub(crate) mod stream {
     /// that order. The event is destroyed at once; the driver keeps it
     /// alive until the wait completes.
     pub(crate) fn wait<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         device: Device,
         consumer: usize,
         producer: usize,
     ) -> Result<()> {
-        let calls = table.calls();
+        let calls = driver.roles();
         let mut event: *mut c_void = std::ptr::null_mut();
         // SAFETY: `event` is a valid out-parameter for the call.
         let status = unsafe { (calls.event_create_with_flags.f)(&mut event, EVENT_DISABLE_TIMING) };
         check(
-            table,
+            driver,
             calls.event_create_with_flags.name,
             status,
             Some(device),
@@ -177,9 +189,9 @@ pub(crate) mod stream {
         };
         // SAFETY: `event` is live and destroyed once, here.
         let destroyed = unsafe { (calls.event_destroy.f)(event) };
-        check(table, calls.event_record.name, recorded, Some(device))?;
-        check(table, calls.stream_wait_event.name, waited, Some(device))?;
-        check(table, calls.event_destroy.name, destroyed, Some(device))
+        check(driver, calls.event_record.name, recorded, Some(device))?;
+        check(driver, calls.stream_wait_event.name, waited, Some(device))?;
+        check(driver, calls.event_destroy.name, destroyed, Some(device))
     }
 }
 
@@ -233,12 +245,12 @@ pub(crate) mod memory {
     /// which must be `device`. Returns the call that failed with its status
     /// on failure, so callers can tell out-of-memory from other errors.
     pub(crate) fn allocate<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         allocator: Allocator,
         nbytes: usize,
         stream: usize,
     ) -> std::result::Result<*mut c_void, (&'static str, Status)> {
-        let calls = table.calls();
+        let calls = driver.roles();
         let mut ptr: *mut c_void = std::ptr::null_mut();
         let (name, status) = match (allocator, calls.malloc_async) {
             (Allocator::DeviceAsync, Some(c)) => {
@@ -253,7 +265,7 @@ pub(crate) mod memory {
                 (calls.malloc.name, status)
             }
             (Allocator::Pinned, _) => {
-                let (name, status, p) = table.host_malloc(nbytes);
+                let (name, status, p) = driver.table().host_malloc(nbytes);
                 ptr = p;
                 (name, status)
             }
@@ -287,13 +299,13 @@ pub(crate) mod memory {
     /// `ptr` came from `allocate` with the same `allocator` and is freed once;
     /// for `DeviceAsync`, `stream` is a stream of the current device.
     pub(crate) unsafe fn free<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         allocator: Allocator,
         ptr: *mut c_void,
         stream: usize,
         device: Device,
     ) -> Result<()> {
-        let calls = table.calls();
+        let calls = driver.roles();
         // The caller guarantees `ptr` came from the matching allocation
         // call and is freed once; each arm frees it with that call's pair.
         let (call, status) = match (allocator, calls.free_async) {
@@ -310,7 +322,7 @@ pub(crate) mod memory {
                 (calls.free.name, unsafe { (calls.free.f)(ptr) })
             }
         };
-        check(table, call, status, Some(device))
+        check(driver, call, status, Some(device))
     }
 
     /// Queues a copy of `nbytes` from `src` to `dst` on `stream`.
@@ -320,7 +332,7 @@ pub(crate) mod memory {
     /// Both ranges are valid for `nbytes` bytes, in the memory `kind` says,
     /// and stay valid until the copy completes on `stream`.
     pub(crate) unsafe fn copy_async<P: Platform>(
-        table: &P,
+        driver: &Driver<P>,
         device: Device,
         dst: *mut c_void,
         src: *const c_void,
@@ -331,10 +343,10 @@ pub(crate) mod memory {
         if nbytes == 0 {
             return Ok(());
         }
-        let call = table.calls().memcpy_async;
+        let call = driver.roles().memcpy_async;
         // SAFETY: the caller guarantees both ranges.
         let status = unsafe { (call.f)(dst, src, nbytes, kind as c_int, stream as *mut c_void) };
-        check(table, call.name, status, Some(device))
+        check(driver, call.name, status, Some(device))
     }
 }
 
@@ -343,15 +355,15 @@ pub(crate) mod version {
     use super::*;
 
     /// The runtime and driver versions as the library encodes them.
-    pub(crate) fn get<P: Platform>(table: &P) -> Result<(i32, i32)> {
-        let calls = table.calls();
-        let (mut runtime, mut driver) = (0, 0);
+    pub(crate) fn get<P: Platform>(driver: &Driver<P>) -> Result<(i32, i32)> {
+        let calls = driver.roles();
+        let (mut runtime, mut driver_version) = (0, 0);
         // SAFETY: both are valid out-parameters for their calls.
         let status = unsafe { (calls.runtime_get_version.f)(&mut runtime) };
-        check(table, calls.runtime_get_version.name, status, None)?;
+        check(driver, calls.runtime_get_version.name, status, None)?;
         // SAFETY: as above.
-        let status = unsafe { (calls.driver_get_version.f)(&mut driver) };
-        check(table, calls.driver_get_version.name, status, None)?;
-        Ok((runtime, driver))
+        let status = unsafe { (calls.driver_get_version.f)(&mut driver_version) };
+        check(driver, calls.driver_get_version.name, status, None)?;
+        Ok((runtime, driver_version))
     }
 }

@@ -1,38 +1,21 @@
 //! Stream ordering through the driver: synchronize, wait through an event,
-//! destroy created streams.
+//! destroy created streams. The runtime itself is its streams' operations,
+//! so every stream it makes carries it.
 
-use std::fmt;
 use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::Result;
-use crate::runtime::driver::Driver;
+use crate::runtime::DeviceRuntime;
 use crate::stream::StreamOps;
 
-use super::{Platform, device, result};
+use super::{GpuRuntime, Platform, device, result};
 
-/// The [`StreamOps`] of a GPU runtime; every call runs with the stream's
-/// device active.
-pub(crate) struct GpuStreamOps<P: Platform> {
-    driver: Arc<Driver<P>>,
-}
-
-impl<P: Platform> GpuStreamOps<P> {
-    pub(crate) fn new(driver: Arc<Driver<P>>) -> GpuStreamOps<P> {
-        GpuStreamOps { driver }
-    }
-}
-
-impl<P: Platform> fmt::Debug for GpuStreamOps<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GpuStreamOps({})", P::RUNTIME)
-    }
-}
-
-impl<P: Platform> StreamOps for GpuStreamOps<P> {
+/// Every call runs with the stream's device active.
+impl<P: Platform> StreamOps for GpuRuntime<P> {
     fn synchronize(&self, device: Device, handle: usize) -> Result<()> {
         let _active = device::activate(&self.driver, device)?;
-        result::stream::synchronize(self.driver.table(), device, handle)
+        result::stream::synchronize(&self.driver, device, handle)
     }
 
     fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
@@ -41,15 +24,19 @@ impl<P: Platform> StreamOps for GpuStreamOps<P> {
             return Ok(());
         }
         let _active = device::activate(&self.driver, device)?;
-        result::stream::wait(self.driver.table(), device, consumer, producer)
+        result::stream::wait(&self.driver, device, consumer, producer)
     }
 
     fn destroy(&self, device: Device, handle: usize) {
         let destroyed = device::activate(&self.driver, device)
-            .and_then(|_active| result::stream::destroy(self.driver.table(), device, handle));
+            .and_then(|_active| result::stream::destroy(&self.driver, device, handle));
         if let Err(e) = destroyed {
             // Drop cannot fail; the stream is lost to the driver either way.
             tracing::warn!(target: "devmm::runtime", error = %e, "could not destroy a stream");
         }
+    }
+
+    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
+        self
     }
 }

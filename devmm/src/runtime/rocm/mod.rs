@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
-use super::gpu::{Calls, GpuRuntime, Platform, ResourceNames, Status, call};
+use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
 pub use memory::{HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource};
@@ -52,33 +52,6 @@ impl Platform for sys::HipTable {
     const ERROR_OUT_OF_MEMORY: Status = device::ERROR_OUT_OF_MEMORY;
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
-
-    fn calls(&self) -> Calls {
-        Calls {
-            get_device_count: call!(self, hipGetDeviceCount),
-            get_device: call!(self, hipGetDevice),
-            set_device: call!(self, hipSetDevice),
-            mem_get_info: call!(self, hipMemGetInfo),
-            malloc: call!(self, hipMalloc),
-            free: call!(self, hipFree),
-            malloc_async: call!(optional self, hipMallocAsync),
-            free_async: call!(optional self, hipFreeAsync),
-            host_free: call!(self, hipHostFree),
-            malloc_managed: call!(self, hipMallocManaged),
-            memcpy_async: call!(self, hipMemcpyAsync),
-            stream_create_with_flags: call!(self, hipStreamCreateWithFlags),
-            stream_destroy: call!(self, hipStreamDestroy),
-            stream_synchronize: call!(self, hipStreamSynchronize),
-            stream_wait_event: call!(self, hipStreamWaitEvent),
-            event_create_with_flags: call!(self, hipEventCreateWithFlags),
-            event_record: call!(self, hipEventRecord),
-            event_destroy: call!(self, hipEventDestroy),
-            get_error_name: self.hipGetErrorName,
-            get_error_string: self.hipGetErrorString,
-            runtime_get_version: call!(self, hipRuntimeGetVersion),
-            driver_get_version: call!(self, hipDriverGetVersion),
-        }
-    }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
         memory::host_malloc(self, nbytes)

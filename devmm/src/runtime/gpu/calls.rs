@@ -1,0 +1,51 @@
+//! The entry points the shared GPU code calls, by role. The generated
+//! tables fill [`Calls`] themselves (`as ROLE` tags in `devmm/api/*.api`),
+//! so the mapping from role to C function lives in the description files,
+//! and the loader resolves it once, with the table.
+//!
+//! This module is the support path the generated tables are written
+//! against (`devmm/build.rs`): it also names the loader's trait and error.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+pub(crate) use crate::runtime::driver::{DriverTable, MissingSymbol};
+
+use super::{Handle, Status};
+
+/// A driver entry point and its C name, for error messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call<F> {
+    pub(crate) name: &'static str,
+    pub(crate) f: F,
+}
+
+/// The entry points the shared runtime uses, in the shape both the CUDA
+/// runtime and HIP give them.
+#[derive(Clone, Copy, Debug)]
+pub struct Calls {
+    pub(crate) get_device_count: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) get_device: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) set_device: Call<unsafe extern "C" fn(c_int) -> Status>,
+    pub(crate) mem_get_info: Call<unsafe extern "C" fn(*mut usize, *mut usize) -> Status>,
+    pub(crate) malloc: Call<unsafe extern "C" fn(*mut *mut c_void, usize) -> Status>,
+    pub(crate) free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
+    pub(crate) malloc_async:
+        Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle) -> Status>>,
+    pub(crate) free_async: Option<Call<unsafe extern "C" fn(*mut c_void, Handle) -> Status>>,
+    pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
+    pub(crate) malloc_managed:
+        Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
+    pub(crate) memcpy_async:
+        Call<unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Handle) -> Status>,
+    pub(crate) stream_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
+    pub(crate) stream_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) stream_synchronize: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) stream_wait_event: Call<unsafe extern "C" fn(Handle, Handle, c_uint) -> Status>,
+    pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
+    pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
+    pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) get_error_name: Call<unsafe extern "C" fn(Status) -> *const c_char>,
+    pub(crate) get_error_string: Call<unsafe extern "C" fn(Status) -> *const c_char>,
+    pub(crate) runtime_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+    pub(crate) driver_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
+}
