@@ -213,11 +213,16 @@ fn devices_memory_limits_and_copies() {
     }
     assert_eq!(input, output);
 
+    assert_eq!(
+        (cuda.free)(block),
+        400,
+        "device memory is freed with its device current"
+    );
+    assert_eq!((cuda.set_device)(0), 0);
     assert_eq!((cuda.free)(block), 0);
     assert_eq!((cuda.free)(block), 1, "double free: cudaErrorInvalidValue");
     assert_eq!((cuda.free)(ptr::null_mut()), 0);
     assert_eq!(fake.live_allocations(), 0);
-    assert_eq!((cuda.set_device)(0), 0);
     assert_eq!(cuda.mem_info(), (0, 4096, 4096));
 
     let (_, leaked) = cuda.alloc(64);
@@ -236,6 +241,8 @@ fn streams_events_and_the_call_log() {
     let _serial = exclusive();
     let fake = FakeControl::open(&fake_libraries().cudart);
     fake.reset();
+    // Dead handles are checked here as errors, not as the strict mode's abort.
+    fake.set_strict(false);
     let cuda = Api::resolve(fake, "cuda");
 
     let (status, producer) = cuda.create(cuda.stream_create, 0);
@@ -280,15 +287,24 @@ fn streams_events_and_the_call_log() {
         ]
     );
 
-    // Stream-ordered allocation charges the stream's device, not the current one.
+    // Stream-ordered allocation charges the stream's device, which must be the current one.
     assert_eq!((cuda.set_device)(1), 0);
     let (_, on_device_1) = cuda.create(cuda.stream_create, 0);
     assert_eq!((cuda.set_device)(0), 0);
     let mut block = ptr::null_mut();
     // SAFETY: `block` is valid for a write.
     let status = unsafe { (cuda.malloc_async)(&mut block, 512, on_device_1) };
+    assert_eq!(
+        status, 400,
+        "a stream of another device than the current one"
+    );
+    assert_eq!((cuda.set_device)(1), 0);
+    // SAFETY: `block` is valid for a write.
+    let status = unsafe { (cuda.malloc_async)(&mut block, 512, on_device_1) };
     assert_eq!(status, 0);
+    assert_eq!((cuda.set_device)(0), 0);
     assert_eq!(cuda.mem_info().1, 1 << 30, "device 0 is not charged");
+    assert_eq!((cuda.set_device)(1), 0);
     let byte = 7u8;
     // SAFETY: one host byte into a 512-byte device block.
     let status = unsafe {
@@ -327,6 +343,7 @@ fn streams_events_and_the_call_log() {
     assert_eq!((cuda.event_destroy)(event), 0);
     assert_eq!((cuda.event_destroy)(event), 400);
     fake.reset();
+    fake.set_strict(false);
     assert_eq!(
         (cuda.stream_synchronize)(consumer),
         400,
@@ -403,6 +420,8 @@ fn hip_has_its_own_codes_sentinels_and_state() {
     let fake = FakeControl::open(&libraries.hip);
     cuda_fake.reset();
     fake.reset();
+    // Dead handles are checked here as errors, not as the strict mode's abort.
+    fake.set_strict(false);
     let hip = Api::resolve(fake, "hip");
 
     assert_eq!(fake.set_memory_limit(1, 100), 0);
@@ -502,4 +521,39 @@ fn variants_leave_out_the_documented_symbols() {
     assert!(exports(&libraries.hip, "hipMallocAsync"));
     assert!(!exports(&libraries.hip_sync, "hipMallocAsync"));
     assert!(exports(&libraries.hip_sync, "hipHostMalloc"));
+}
+
+/// Set in the child process `strict_mode_aborts_on_a_dead_handle` starts.
+const STRICT_CHILD: &str = "DEVMM_TEST_STRICT_CHILD";
+
+#[test]
+fn strict_mode_aborts_on_a_dead_handle() {
+    if std::env::var_os(STRICT_CHILD).is_some() {
+        // The child: synchronize a stream that was destroyed, as a use-after-destroy would.
+        let fake = FakeControl::open(&fake_libraries().cudart);
+        fake.reset();
+        let cuda = Api::resolve(fake, "cuda");
+        let (status, stream) = cuda.create(cuda.stream_create, 0);
+        assert_eq!(status, 0);
+        assert_eq!((cuda.stream_destroy)(stream), 0);
+        (cuda.stream_synchronize)(stream);
+        unreachable!("the strict fake returned from a dead handle");
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "strict_mode_aborts_on_a_dead_handle",
+            "--nocapture",
+        ])
+        .env(STRICT_CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(output.status.signal(), Some(libc::SIGABRT), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cudaStreamSynchronize stream=0x")
+            && stderr.contains("never created or was destroyed"),
+        "{stderr}"
+    );
 }

@@ -272,6 +272,51 @@ impl FakeControl {
         unsafe { self.function::<extern "C" fn()>("fake_clear_calls")() }
     }
 
+    /// `fake_set_strict(int)`: with `false`, dead handles are errors instead of an abort (until
+    /// the next reset).
+    pub(crate) fn set_strict(&self, on: bool) {
+        // SAFETY: `void fake_set_strict(int)`.
+        unsafe { self.function::<extern "C" fn(c_int)>("fake_set_strict")(c_int::from(on)) }
+    }
+
+    /// `fake_set_no_driver(int)`: every status call fails with insufficient-driver (35).
+    pub(crate) fn set_no_driver(&self, on: bool) {
+        // SAFETY: `void fake_set_no_driver(int)`.
+        unsafe { self.function::<extern "C" fn(c_int)>("fake_set_no_driver")(c_int::from(on)) }
+    }
+
+    /// `fake_set_pools(int device, int supported) -> int`.
+    pub(crate) fn set_pools(&self, device: c_int, supported: bool) -> c_int {
+        // SAFETY: `int fake_set_pools(int, int)`.
+        let set =
+            unsafe { self.function::<extern "C" fn(c_int, c_int) -> c_int>("fake_set_pools") };
+        set(device, c_int::from(supported))
+    }
+
+    /// `fake_set_stream_delay(uint64_t micros)`: each item of stream work waits this long.
+    pub(crate) fn set_stream_delay(&self, micros: u64) {
+        // SAFETY: `void fake_set_stream_delay(uint64_t)`.
+        unsafe { self.function::<extern "C" fn(u64)>("fake_set_stream_delay")(micros) }
+    }
+
+    /// `fake_has_context(int device) -> int`: 1, 0, or -1 for no such device.
+    pub(crate) fn has_context(&self, device: c_int) -> c_int {
+        // SAFETY: `int fake_has_context(int)`.
+        unsafe { self.function::<extern "C" fn(c_int) -> c_int>("fake_has_context")(device) }
+    }
+
+    /// `fake_last_error() -> int`: the calling thread's last error, not cleared.
+    pub(crate) fn last_error(&self) -> c_int {
+        // SAFETY: `int fake_last_error(void)`.
+        unsafe { self.function::<extern "C" fn() -> c_int>("fake_last_error")() }
+    }
+
+    /// `fake_release_threshold(int device) -> uint64_t`.
+    pub(crate) fn release_threshold(&self, device: c_int) -> u64 {
+        // SAFETY: `uint64_t fake_release_threshold(int)`.
+        unsafe { self.function::<extern "C" fn(c_int) -> u64>("fake_release_threshold")(device) }
+    }
+
     /// `fake_live_allocations() -> uint64_t`: device, managed and pinned host blocks alive.
     pub(crate) fn live_allocations(&self) -> u64 {
         // SAFETY: `uint64_t fake_live_allocations(void)`.

@@ -45,3 +45,92 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
     // SAFETY: this function's contract is the entry point's.
     unsafe { device::mem_get_info(&CUDA, "cudaMemGetInfo", free, total) }
 }
+
+/// `cudaError_t cudaDeviceGetAttribute(int* value, attr, int device)`
+///
+/// # Safety
+/// `value` is null or valid for a write.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceGetAttribute(
+    value: *mut c_int,
+    attr: c_int,
+    device: c_int,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::device_get_attribute(&CUDA, "cudaDeviceGetAttribute", value, attr, device) }
+}
+
+/// `cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)`
+///
+/// # Safety
+/// `bus_id` is null or valid for `len` bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceGetPCIBusId(
+    bus_id: *mut std::ffi::c_char,
+    len: c_int,
+    device: c_int,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::device_get_pci_bus_id(&CUDA, "cudaDeviceGetPCIBusId", bus_id, len, device) }
+}
+
+/// `cudaError_t cudaGetDeviceProperties_v2(prop*, int device)`: fills the name only.
+///
+/// # Safety
+/// `prop` is null or valid for 256 bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties_v2(
+    prop: *mut std::ffi::c_void,
+    device: c_int,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::get_device_properties(&CUDA, "cudaGetDeviceProperties_v2", prop, device) }
+}
+
+/// `cudaError_t cudaGetDeviceProperties(prop*, int device)`: fills the name only.
+///
+/// # Safety
+/// `prop` is null or valid for 256 bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties(
+    prop: *mut std::ffi::c_void,
+    device: c_int,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::get_device_properties(&CUDA, "cudaGetDeviceProperties", prop, device) }
+}
+
+/// `cudaError_t cudaDeviceGetDefaultMemPool(memPool*, int device)`
+///
+/// # Safety
+/// `pool` is null or valid for a write.
+#[cfg(feature = "stream-ordered")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaDeviceGetDefaultMemPool(
+    pool: *mut *mut std::ffi::c_void,
+    device: c_int,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe {
+        device::device_get_default_mem_pool(&CUDA, "cudaDeviceGetDefaultMemPool", pool, device)
+    }
+}
+
+/// `cudaError_t cudaMemPoolSetAttribute(memPool, attr, void* value)`
+///
+/// # Safety
+/// `value` is null or valid for reading a `uint64_t`.
+#[cfg(feature = "stream-ordered")]
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPoolSetAttribute(
+    pool: *mut std::ffi::c_void,
+    attr: c_int,
+    value: *mut std::ffi::c_void,
+) -> cudaError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::mem_pool_set_attribute(&CUDA, "cudaMemPoolSetAttribute", pool, attr, value) }
+}

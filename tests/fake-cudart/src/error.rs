@@ -18,3 +18,17 @@ pub extern "C" fn cudaGetErrorName(error: cudaError_t) -> *const c_char {
 pub extern "C" fn cudaGetErrorString(error: cudaError_t) -> *const c_char {
     error::error_string(&CUDA, "cudaGetErrorString", error)
 }
+
+/// `cudaError_t cudaGetLastError(void)`
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub extern "C" fn cudaGetLastError() -> cudaError_t {
+    error::get_last_error(&CUDA, "cudaGetLastError")
+}
+
+/// `cudaError_t cudaPeekAtLastError(void)`
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub extern "C" fn cudaPeekAtLastError() -> cudaError_t {
+    error::peek_at_last_error(&CUDA, "cudaPeekAtLastError")
+}

@@ -1,6 +1,6 @@
 //! The CUDA runtime's dialect: status codes, error names, sentinel streams, flags, versions.
 
-use fake_driver::{Codes, ErrorInfo, Platform};
+use fake_driver::{Attributes, Codes, ErrorInfo, Platform};
 
 pub(crate) static CUDA: Platform = Platform {
     // 0, cudaStreamLegacy, cudaStreamPerThread.
@@ -24,6 +24,8 @@ pub(crate) static CUDA: Platform = Platform {
         invalid_handle: 400,
         invalid_memcpy_direction: 21,
         unknown: 999,
+        not_supported: 801,
+        insufficient_driver: 35,
     },
     errors: &[
         row(0, c"cudaSuccess", c"no error"),
@@ -69,6 +71,12 @@ pub(crate) static CUDA: Platform = Platform {
     unrecognized: row(-1, c"unrecognized error code", c"unrecognized error code"),
     // CUDA 12.4 (1000 * major + 10 * minor).
     default_versions: (12040, 12040),
+    attributes: Attributes {
+        memory_pools_supported: 115,
+        compute_capability: Some((75, 76)),
+        capability: (9, 0),
+    },
+    device_name: "Fake CUDA GPU",
 };
 
 const fn row(

@@ -73,10 +73,42 @@ impl Call {
             state.log.count(name);
             let outcome = match state.injections.take(name) {
                 Some(status) => Err(Fault::Injected(status)),
+                None if state.mode.no_driver => Err(Fault::InsufficientDriver),
                 None => body(&mut state, &mut args),
             };
             let code = platform.code(outcome);
             state.log.push(format!("{name}{} -> {code}", args.0));
+            if outcome == Err(Fault::DeadHandle) && state.mode.strict {
+                // What the real runtime's undefined behaviour may do; a test sees the abort.
+                eprintln!(
+                    "fake driver (strict): {name}{} was given a handle that was never created or was destroyed; aborting",
+                    args.0
+                );
+                std::process::abort();
+            }
+            if code != platform.codes.success {
+                // As the runtime does: the error stays until `*GetLastError` reads it.
+                state.last_error.insert(std::thread::current().id(), code);
+            }
+            code
+        })
+    }
+
+    /// `*GetLastError` (`clear`) and `*PeekAtLastError`: the calling thread's last error, which
+    /// is their status; reading it never sets it.
+    pub(crate) fn last_error(self, clear: bool) -> c_int {
+        let Call { platform, name, .. } = self;
+        guarded(platform.codes.unknown, move || {
+            let mut state = state::lock();
+            state.log.count(name);
+            let thread = std::thread::current().id();
+            let code = if clear {
+                state.last_error.remove(&thread)
+            } else {
+                state.last_error.get(&thread).copied()
+            }
+            .unwrap_or(platform.codes.success);
+            state.log.push(format!("{name} -> {code}"));
             code
         })
     }

@@ -43,9 +43,12 @@ unsafe fn text<'a>(ptr: *const c_char) -> Option<&'a str> {
 /// and event destroyed, log, counters and pending failures cleared, 2 devices with the default
 /// 1 GiB limit, every thread's current device 0, default versions. Handles are never reused, so
 /// a handle from before the reset stays invalid.
+/// Work still queued on streams runs to the end first.
 #[no_mangle]
 pub extern "C" fn fake_reset() {
     guarded((), || {
+        let pending = crate::stream::all_work(&state::lock());
+        pending.iter().for_each(crate::queue::Marker::wait);
         let mut state = state::lock();
         state.memory.clear();
         *state = State::default();
@@ -150,4 +153,77 @@ pub extern "C" fn fake_clear_calls() {
 #[no_mangle]
 pub extern "C" fn fake_live_allocations() -> u64 {
     guarded(0, || state::lock().memory.live_count() as u64)
+}
+
+/// Strict mode (`on` non-zero, the default): a dead stream or event handle aborts the process.
+/// Off, it is an invalid-handle error. `fake_reset` goes back to the default (strict unless
+/// `FAKE_DRIVER_LENIENT=1`), as it does for the other modes.
+#[no_mangle]
+pub extern "C" fn fake_set_strict(on: c_int) {
+    guarded((), || state::lock().mode.strict = on != 0)
+}
+
+/// A library without a driver (`on` non-zero): every status call fails with insufficient-driver.
+#[no_mangle]
+pub extern "C" fn fake_set_no_driver(on: c_int) {
+    guarded((), || state::lock().mode.no_driver = on != 0)
+}
+
+/// Whether `device` supports memory pools (`cudaDevAttrMemoryPoolsSupported`); without them
+/// `*MallocAsync` fails with not-supported.
+#[no_mangle]
+pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
+    guarded(REFUSED, || {
+        status(
+            state::lock()
+                .devices
+                .set_pools_supported(device, supported != 0)
+                .is_ok(),
+        )
+    })
+}
+
+/// Microseconds each item of stream work waits before it runs (0 by default).
+#[no_mangle]
+pub extern "C" fn fake_set_stream_delay(micros: u64) {
+    guarded((), || crate::queue::set_delay(micros))
+}
+
+/// How many devices have a context (created by `*SetDevice` or a call that needs one).
+#[no_mangle]
+pub extern "C" fn fake_context_count() -> u64 {
+    guarded(0, || state::lock().devices.contexts() as u64)
+}
+
+/// 1 if `device` has a context, 0 if not, -1 for a device that does not exist.
+#[no_mangle]
+pub extern "C" fn fake_has_context(device: c_int) -> c_int {
+    guarded(REFUSED, || {
+        match state::lock().devices.has_context(device) {
+            Ok(has) => c_int::from(has),
+            Err(_) => REFUSED,
+        }
+    })
+}
+
+/// The calling thread's last error, without clearing it (what `*PeekAtLastError` answers).
+#[no_mangle]
+pub extern "C" fn fake_last_error() -> c_int {
+    guarded(REFUSED, || {
+        let state = state::lock();
+        let thread = std::thread::current().id();
+        state.last_error.get(&thread).copied().unwrap_or(0)
+    })
+}
+
+/// The release threshold last set on `device`'s default pool (0 if never), or `u64::MAX` for a
+/// device that does not exist.
+#[no_mangle]
+pub extern "C" fn fake_release_threshold(device: c_int) -> u64 {
+    guarded(u64::MAX, || {
+        state::lock()
+            .devices
+            .release_threshold(device)
+            .unwrap_or(u64::MAX)
+    })
 }

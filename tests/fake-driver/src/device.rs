@@ -27,6 +27,12 @@ thread_local! {
 struct DeviceMemory {
     limit: u64,
     used: u64,
+    /// `cudaDevAttrMemoryPoolsSupported`: without pools, `*MallocAsync` is not supported.
+    pools: bool,
+    /// Whether a context (the primary one) was created on the device.
+    context: bool,
+    /// The default pool's release threshold (`cudaMemPoolAttrReleaseThreshold`).
+    release_threshold: u64,
 }
 
 impl Default for DeviceMemory {
@@ -34,6 +40,9 @@ impl Default for DeviceMemory {
         Self {
             limit: DEFAULT_MEMORY_LIMIT,
             used: 0,
+            pools: std::env::var_os("FAKE_DRIVER_NO_POOLS").is_none_or(|v| v != "1"),
+            context: false,
+            release_threshold: 0,
         }
     }
 }
@@ -89,9 +98,50 @@ impl Devices {
         Ok(device)
     }
 
+    /// Makes `device` current; as on hardware, this creates its primary context.
     pub(crate) fn set_current(&mut self, device: c_int) -> Result<(), Fault> {
-        self.index(device)?;
+        let index = self.index(device)?;
+        self.memory[index].context = true;
         CURRENT.set((self.generation, device));
+        Ok(())
+    }
+
+    /// The current device, for a call that needs a context on it (allocating, making a stream
+    /// or an event): the context is created if the thread's device never had one.
+    pub(crate) fn current_with_context(&mut self) -> Result<c_int, Fault> {
+        let device = self.current()?;
+        let index = self.index(device)?;
+        self.memory[index].context = true;
+        Ok(device)
+    }
+
+    /// How many devices have a context.
+    pub(crate) fn contexts(&self) -> usize {
+        self.memory.iter().filter(|m| m.context).count()
+    }
+
+    /// Whether `device` has a context.
+    pub(crate) fn has_context(&self, device: c_int) -> Result<bool, Fault> {
+        Ok(self.memory[self.index(device)?].context)
+    }
+
+    pub(crate) fn release_threshold(&self, device: c_int) -> Result<u64, Fault> {
+        Ok(self.memory[self.index(device)?].release_threshold)
+    }
+
+    pub(crate) fn set_release_threshold(&mut self, device: c_int, bytes: u64) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        self.memory[index].release_threshold = bytes;
+        Ok(())
+    }
+
+    pub(crate) fn pools_supported(&self, device: c_int) -> Result<bool, Fault> {
+        Ok(self.memory[self.index(device)?].pools)
+    }
+
+    pub(crate) fn set_pools_supported(&mut self, device: c_int, pools: bool) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        self.memory[index].pools = pools;
         Ok(())
     }
 

@@ -2,9 +2,13 @@
 
 use std::ffi::c_int;
 
+use crate::queue::Marker;
+
 #[derive(Debug)]
 pub(crate) struct Event {
     pub(crate) device: c_int,
     /// The stream handle of the last `*EventRecord`, kept for the call log and for debugging.
     pub(crate) recorded_on: Option<usize>,
+    /// The work the last record captured; waits on the event wait for it.
+    pub(crate) marker: Option<Marker>,
 }

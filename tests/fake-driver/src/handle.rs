@@ -37,16 +37,22 @@ impl<T> Handles<T> {
         handle
     }
 
+    /// A handle never created, or destroyed, is [`Fault::DeadHandle`]: undefined behaviour on
+    /// hardware, an abort in strict mode.
     pub(crate) fn get(&self, handle: usize) -> Result<&T, Fault> {
-        self.live.get(&handle).ok_or(Fault::InvalidHandle)
+        self.live.get(&handle).ok_or(Fault::DeadHandle)
     }
 
     pub(crate) fn get_mut(&mut self, handle: usize) -> Result<&mut T, Fault> {
-        self.live.get_mut(&handle).ok_or(Fault::InvalidHandle)
+        self.live.get_mut(&handle).ok_or(Fault::DeadHandle)
     }
 
     pub(crate) fn remove(&mut self, handle: usize) -> Result<T, Fault> {
-        self.live.remove(&handle).ok_or(Fault::InvalidHandle)
+        self.live.remove(&handle).ok_or(Fault::DeadHandle)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        self.live.values()
     }
 }
 
@@ -62,7 +68,7 @@ mod tests {
         assert_ne!(a, b);
         assert!(a > 2 && b > 2);
         assert_eq!(handles.remove(a), Ok('a'));
-        assert_eq!(handles.get(a), Err(Fault::InvalidHandle));
+        assert_eq!(handles.get(a), Err(Fault::DeadHandle));
         assert_eq!(handles.get(b), Ok(&'b'));
     }
 }

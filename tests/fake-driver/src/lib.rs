@@ -4,8 +4,24 @@
 //! real generated loader: each cdylib exports the platform's C symbols with their real signatures
 //! and status codes, and forwards every call to the platform-neutral entry points in [`entry`].
 //! Memory is host memory, devices are bookkeeping (count, per-device limits, a per-thread current
-//! device), streams and events are opaque handles, and every call is counted and logged so tests
-//! can assert what the code under test asked the driver to do, in which order.
+//! device, whether a context was created, whether memory pools are supported), and every call is
+//! counted and logged so tests can assert what the code under test asked the driver to do, in
+//! which order.
+//!
+//! The fakes are as strict as hardware, so code that only works by luck fails here:
+//!
+//! - each stream runs its work (copies, stream-ordered frees, event records and waits) on its
+//!   own worker thread, in order, after a configurable delay (`fake_set_stream_delay`); the
+//!   per-thread stream is the calling thread's own; the legacy stream synchronises with the
+//!   blocking streams; freed memory is poisoned (`0xDB`) when the free is reached;
+//! - strict mode (the default) aborts the process on a stream or event handle that was never
+//!   created or was destroyed (`fake_set_strict(0)` or `FAKE_DRIVER_LENIENT=1` make it an error);
+//! - a failing call sets the calling thread's last error, read by `*GetLastError`;
+//! - a library without a driver (`fake_set_no_driver`, `FAKE_DRIVER_NO_DRIVER=1`) fails every
+//!   status call with insufficient-driver (35); a device without pools (`fake_set_pools`,
+//!   `FAKE_DRIVER_NO_POOLS=1`) fails `*MallocAsync` with not-supported (801);
+//! - every call taking a stream or freeing device memory checks it belongs to the current
+//!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`).
 //!
 //! Every cdylib that links this crate also exports the `fake_*` control API ([`control`]); each
 //! library has its own state, so the CUDA and HIP fakes never see each other's calls.
@@ -31,7 +47,8 @@ mod log;
 mod memory;
 mod out;
 mod platform;
+mod queue;
 mod state;
 mod stream;
 
-pub use platform::{Codes, ErrorInfo, Fault, Platform};
+pub use platform::{Attributes, Codes, ErrorInfo, Fault, Platform};

@@ -60,10 +60,19 @@ impl Allocation {
     }
 }
 
+/// Freed blocks kept mapped (and poisoned) so that work still reading them reads
+/// [`POISON`] rather than freed memory; past this many bytes the oldest are released.
+const QUARANTINE_BYTES: usize = 64 << 20;
+/// What freed memory reads as.
+pub(crate) const POISON: u8 = 0xDB;
+
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     /// Keyed by address so a pointer into the middle of a block finds it (see [`Memory::find`]).
     live: BTreeMap<usize, Allocation>,
+    /// Freed blocks, oldest first, still mapped (see [`Memory::retire`]).
+    quarantine: std::collections::VecDeque<Allocation>,
+    quarantined_bytes: usize,
 }
 
 impl Memory {
@@ -98,19 +107,32 @@ impl Memory {
         Ok(ptr.as_ptr().cast())
     }
 
-    /// Frees the block starting exactly at `ptr` if one of `kinds` made it; anything else
-    /// (unknown, interior, already freed, wrong allocator) is an invalid value.
+    /// Takes the block starting exactly at `ptr` out of the table if one of `kinds` made it;
+    /// anything else (unknown, interior, already freed, wrong allocator) is an invalid value.
+    /// The caller hands it to [`Memory::retire`] once the work ordered before the free has run.
     pub(crate) fn remove(&mut self, ptr: *mut c_void, kinds: &[Kind]) -> Result<Allocation, Fault> {
         let address = ptr as usize;
         match self.live.get(&address) {
             Some(allocation) if kinds.contains(&allocation.kind) => {}
             _ => return Err(Fault::InvalidValue),
         }
-        let allocation = self.live.remove(&address).ok_or(Fault::InvalidValue)?;
-        // SAFETY: the block was allocated by `insert` with this layout and is no longer in the
-        // table, so it is freed exactly once.
-        unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };
-        Ok(allocation)
+        self.live.remove(&address).ok_or(Fault::InvalidValue)
+    }
+
+    /// Poisons a freed block and keeps it mapped for a while, so work that was not ordered
+    /// before the free reads [`POISON`] (a visible corruption) instead of freed memory.
+    pub(crate) fn retire(&mut self, allocation: Allocation) {
+        // SAFETY: the block is owned by `allocation` and `size` bytes long.
+        unsafe { std::ptr::write_bytes(allocation.block.0.as_ptr(), POISON, allocation.size()) };
+        self.quarantined_bytes += allocation.size();
+        self.quarantine.push_back(allocation);
+        while self.quarantined_bytes > QUARANTINE_BYTES {
+            let Some(oldest) = self.quarantine.pop_front() else {
+                break;
+            };
+            self.quarantined_bytes -= oldest.size();
+            release(oldest);
+        }
     }
 
     /// The allocation containing all of `[ptr, ptr + len)`, if any.
@@ -122,13 +144,24 @@ impl Memory {
         (end <= block_end).then_some(allocation)
     }
 
-    /// Frees everything (`fake_reset`; the devices are reset separately).
+    /// Frees everything (`fake_reset`, once no queued work can touch memory; the devices are
+    /// reset separately).
     pub(crate) fn clear(&mut self) {
         for (_, allocation) in std::mem::take(&mut self.live) {
-            // SAFETY: as in `remove`: allocated with this layout, now out of the table.
-            unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };
+            release(allocation);
         }
+        for allocation in std::mem::take(&mut self.quarantine) {
+            release(allocation);
+        }
+        self.quarantined_bytes = 0;
     }
+}
+
+/// Returns a block to the host allocator.
+fn release(allocation: Allocation) {
+    // SAFETY: the block was allocated by `insert` with this layout and has left every table,
+    // so it is freed exactly once.
+    unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };
 }
 
 #[cfg(test)]
@@ -146,8 +179,13 @@ mod tests {
         let inside = ptr.cast::<u8>().wrapping_add(100).cast::<c_void>();
         assert!(memory.find(inside, 200).is_some());
         assert!(memory.find(inside, 201).is_none());
-        memory.remove(ptr, &[Kind::Device]).unwrap();
+        let freed = memory.remove(ptr, &[Kind::Device]).unwrap();
         assert_eq!(memory.live_count(), 0);
+        memory.retire(freed);
+        // SAFETY: retired blocks stay mapped until `clear`.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), 300) };
+        assert!(bytes.iter().all(|&b| b == POISON));
+        memory.clear();
     }
 
     #[test]
@@ -159,7 +197,8 @@ mod tests {
             memory.remove(host, &[Kind::Device]).err(),
             Some(Fault::InvalidValue)
         );
-        memory.remove(host, &[Kind::Host]).unwrap();
+        let freed = memory.remove(host, &[Kind::Host]).unwrap();
+        memory.retire(freed);
         assert_eq!(
             memory.remove(host, &[Kind::Host]).err(),
             Some(Fault::InvalidValue)
@@ -170,7 +209,9 @@ mod tests {
     fn clear_frees_everything() {
         let mut memory = Memory::default();
         memory.insert(Kind::Managed, 8, Some(1)).unwrap();
-        memory.insert(Kind::Host, 8, None).unwrap();
+        let host = memory.insert(Kind::Host, 8, None).unwrap();
+        let freed = memory.remove(host, &[Kind::Host]).unwrap();
+        memory.retire(freed);
         memory.clear();
         assert_eq!(memory.live_count(), 0);
     }

@@ -20,8 +20,18 @@ pub enum Fault {
     NoDevice,
     /// A device ordinal outside `0..count`.
     InvalidDevice,
-    /// A stream or event handle that was never created, or was destroyed.
+    /// A handle the call cannot use (an event recorded on another device's stream, a built-in
+    /// stream to destroy).
     InvalidHandle,
+    /// A stream or event handle that was never created, or was destroyed: the process aborts in
+    /// strict mode (the default), as the real runtime's undefined behaviour may crash it.
+    DeadHandle,
+    /// A stream or pointer of another device than the calling thread's current one.
+    DeviceMismatch,
+    /// The device cannot do this (`*MallocAsync` on a device without memory pools).
+    NotSupported,
+    /// The library has no driver to talk to (a container without the GPU driver).
+    InsufficientDriver,
     /// A `cudaMemcpyKind` / `hipMemcpyKind` outside the enumeration.
     InvalidMemcpyDirection,
     /// A status injected with `fake_fail_next`, returned as is.
@@ -52,6 +62,10 @@ pub struct Codes {
     pub invalid_memcpy_direction: c_int,
     /// `cudaErrorUnknown` / `hipErrorUnknown`: returned if the fake itself fails (a caught panic).
     pub unknown: c_int,
+    /// `cudaErrorNotSupported` / `hipErrorNotSupported`.
+    pub not_supported: c_int,
+    /// `cudaErrorInsufficientDriver` / `hipErrorInsufficientDriver`.
+    pub insufficient_driver: c_int,
 }
 
 /// One row of the platform's error table, for `cudaGetErrorName` / `cudaGetErrorString`.
@@ -100,6 +114,21 @@ pub struct Platform {
     pub unrecognized: ErrorInfo,
     /// `*RuntimeGetVersion` and `*DriverGetVersion` until `fake_set_version` changes them.
     pub default_versions: (c_int, c_int),
+    /// Device attribute numbers the fake answers (`cudaDeviceAttr` / `hipDeviceAttribute_t`).
+    pub attributes: Attributes,
+    /// What `*GetDeviceProperties` names devices (`{name} {ordinal}`).
+    pub device_name: &'static str,
+}
+
+/// The attribute numbers of the platform, and the compute capability the fake reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Attributes {
+    /// `cudaDevAttrMemoryPoolsSupported` (115) / `hipDeviceAttributeMemoryPoolsSupported` (88).
+    pub memory_pools_supported: c_int,
+    /// `cudaDevAttrComputeCapabilityMajor` and `...Minor` (75, 76), where the platform has them.
+    pub compute_capability: Option<(c_int, c_int)>,
+    /// The compute capability the fake's devices report.
+    pub capability: (c_int, c_int),
 }
 
 impl Platform {
@@ -120,6 +149,8 @@ impl Platform {
             invalid_handle: 400,
             invalid_memcpy_direction: 21,
             unknown: 999,
+            not_supported: 801,
+            insufficient_driver: 35,
         },
         errors: &[ErrorInfo {
             code: 0,
@@ -132,6 +163,12 @@ impl Platform {
             description: c"unrecognized error code",
         },
         default_versions: (12040, 12040),
+        attributes: Attributes {
+            memory_pools_supported: 115,
+            compute_capability: Some((75, 76)),
+            capability: (9, 0),
+        },
+        device_name: "Fake GPU",
     };
 
     /// The status code a call's outcome is reported with.
@@ -147,7 +184,11 @@ impl Platform {
             Err(Fault::OutOfMemory) => codes.out_of_memory,
             Err(Fault::NoDevice) => codes.no_device,
             Err(Fault::InvalidDevice) => codes.invalid_device,
-            Err(Fault::InvalidHandle) => codes.invalid_handle,
+            Err(Fault::InvalidHandle | Fault::DeadHandle | Fault::DeviceMismatch) => {
+                codes.invalid_handle
+            }
+            Err(Fault::NotSupported) => codes.not_supported,
+            Err(Fault::InsufficientDriver) => codes.insufficient_driver,
             Err(Fault::InvalidMemcpyDirection) => codes.invalid_memcpy_direction,
             Err(Fault::Injected(code)) => code,
         }

@@ -1,7 +1,9 @@
 //! The library's whole mutable state behind one mutex, so every entry point is thread-safe.
 
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 
 use crate::device::Devices;
 use crate::event::Event;
@@ -9,11 +11,42 @@ use crate::handle::Handles;
 use crate::inject::Injections;
 use crate::log::CallLog;
 use crate::memory::Memory;
-use crate::stream::Stream;
+use crate::stream::{BuiltinQueues, Stream};
+
+/// What kind of machine the library plays, set by `fake_set_mode` or, for processes the tests
+/// start, by the environment (`FAKE_DRIVER_LENIENT=1`, `FAKE_DRIVER_NO_DRIVER=1`,
+/// `FAKE_DRIVER_NO_POOLS=1`, read at load and at every reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// Dead handles abort the process (the default), as on hardware; else they are errors.
+    pub(crate) strict: bool,
+    /// A library without a driver: every status call returns insufficient-driver.
+    pub(crate) no_driver: bool,
+}
+
+impl Mode {
+    fn from_env() -> Mode {
+        let set = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
+        Mode {
+            strict: !set("FAKE_DRIVER_LENIENT"),
+            no_driver: set("FAKE_DRIVER_NO_DRIVER"),
+        }
+    }
+}
+
+impl Default for Mode {
+    fn default() -> Mode {
+        Mode::from_env()
+    }
+}
 
 /// Everything `fake_reset` puts back to its initial value.
 #[derive(Debug, Default)]
 pub(crate) struct State {
+    pub(crate) mode: Mode,
+    pub(crate) builtin_queues: BuiltinQueues,
+    /// The runtime's last error, per thread (`*GetLastError`, `*PeekAtLastError`).
+    pub(crate) last_error: HashMap<ThreadId, c_int>,
     pub(crate) devices: Devices,
     pub(crate) memory: Memory,
     pub(crate) streams: Handles<Stream>,

@@ -1,27 +1,163 @@
-//! Streams. Work is done synchronously at call time, so a stream only needs to remember its
-//! device: the fake checks that handles are live and that events and streams match devices.
+//! Streams and where their work runs. Every stream has a [`Queue`]: a created stream its own,
+//! the legacy stream (`0`, and CUDA's `cudaStreamLegacy`) one per device, the per-thread stream
+//! (`2`) one per calling thread and device. As on hardware, the legacy stream synchronises
+//! with the blocking streams of its device: work queued on it waits for theirs, and work queued
+//! on them waits for the legacy stream's.
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::thread::ThreadId;
 
 use crate::platform::{Fault, Platform};
+use crate::queue::{Job, Marker, Queue};
 use crate::state::State;
+
+/// `cudaStreamPerThread` / `hipStreamPerThread`.
+const PER_THREAD: usize = 2;
+/// `cudaStreamNonBlocking` / `hipStreamNonBlocking`.
+const NON_BLOCKING: u32 = 0x1;
 
 #[derive(Debug)]
 pub(crate) struct Stream {
     pub(crate) device: c_int,
+    pub(crate) flags: u32,
+    pub(crate) queue: Queue,
 }
 
-/// The device a stream handle belongs to: a created stream's own device, or for a sentinel
-/// stream (0, legacy, per-thread) the calling thread's current device.
-pub(crate) fn device_of(
-    state: &State,
+/// The built-in streams' queues.
+#[derive(Debug, Default)]
+pub(crate) struct BuiltinQueues {
+    legacy: HashMap<c_int, Queue>,
+    per_thread: HashMap<(ThreadId, c_int), Queue>,
+    /// Queues of destroyed streams: their work still runs, as on hardware.
+    retired: Vec<Queue>,
+}
+
+impl BuiltinQueues {
+    /// Keeps a destroyed stream's queue until its work has run.
+    pub(crate) fn retire(&mut self, queue: Queue) {
+        self.retired.retain(|q| !q.marker().is_done());
+        self.retired.push(queue);
+    }
+}
+
+/// A resolved stream handle: its device, its queue, and how it orders with the legacy stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) device: c_int,
+    queue: Queue,
+    ordering: Ordering,
+}
+
+impl Target {
+    /// The work queued on the stream so far.
+    pub(crate) fn marker(&self) -> Marker {
+        self.queue.marker()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ordering {
+    Legacy,
+    Blocking,
+    NonBlocking,
+}
+
+/// Resolves `stream` and checks it belongs to the calling thread's current device, as every
+/// call taking a stream does on hardware.
+pub(crate) fn resolve(
+    state: &mut State,
     platform: &Platform,
     stream: *mut c_void,
-) -> Result<c_int, Fault> {
+) -> Result<Target, Fault> {
     let handle = stream as usize;
-    if platform.is_builtin_stream(handle) {
-        state.devices.current()
-    } else {
-        Ok(state.streams.get(handle)?.device)
+    let current = state.devices.current()?;
+    if !platform.is_builtin_stream(handle) {
+        let created = state.streams.get(handle)?;
+        if created.device != current {
+            return Err(Fault::DeviceMismatch);
+        }
+        let ordering = if created.flags & NON_BLOCKING != 0 {
+            Ordering::NonBlocking
+        } else {
+            Ordering::Blocking
+        };
+        return Ok(Target {
+            device: created.device,
+            queue: created.queue.clone(),
+            ordering,
+        });
     }
+    let builtin = &mut state.builtin_queues;
+    let (queue, ordering) = if handle == PER_THREAD {
+        let key = (std::thread::current().id(), current);
+        (
+            builtin.per_thread.entry(key).or_default().clone(),
+            Ordering::Blocking,
+        )
+    } else {
+        (
+            builtin.legacy.entry(current).or_default().clone(),
+            Ordering::Legacy,
+        )
+    };
+    Ok(Target {
+        device: current,
+        queue,
+        ordering,
+    })
+}
+
+/// Queues `job` on `target`, after the legacy stream's work for a blocking stream and after
+/// every blocking stream's work of the device for the legacy stream.
+pub(crate) fn submit(state: &State, target: &Target, job: Job) {
+    let mut waits: Vec<Marker> = Vec::new();
+    match target.ordering {
+        Ordering::NonBlocking => {}
+        Ordering::Blocking => {
+            if let Some(legacy) = state.builtin_queues.legacy.get(&target.device) {
+                waits.push(legacy.marker());
+            }
+        }
+        Ordering::Legacy => {
+            let created = state
+                .streams
+                .values()
+                .filter(|s| s.device == target.device && s.flags & NON_BLOCKING == 0)
+                .map(|s| &s.queue);
+            let per_thread = state
+                .builtin_queues
+                .per_thread
+                .iter()
+                .filter(|((_, device), _)| *device == target.device)
+                .map(|(_, queue)| queue);
+            waits.extend(created.chain(per_thread).map(Queue::marker));
+        }
+    }
+    for marker in waits.into_iter().filter(|m| !m.is_done()) {
+        target.queue.submit(Box::new(move || marker.wait()));
+    }
+    target.queue.submit(job);
+}
+
+/// A marker for "everything queued on `target` so far", legacy ordering included: what
+/// synchronizing the stream waits for.
+pub(crate) fn fence(state: &State, target: &Target) -> Marker {
+    submit(state, target, Box::new(|| {}));
+    target.queue.marker()
+}
+
+/// Markers for all work queued anywhere in the library: what a device-wide synchronization
+/// (`*Free`, `fake_reset`) waits for.
+pub(crate) fn all_work(state: &State) -> Vec<Marker> {
+    let builtin = &state.builtin_queues;
+    state
+        .streams
+        .values()
+        .map(|s| &s.queue)
+        .chain(builtin.legacy.values())
+        .chain(builtin.per_thread.values())
+        .chain(builtin.retired.iter())
+        .map(Queue::marker)
+        .collect()
 }

@@ -45,3 +45,90 @@ pub unsafe extern "C" fn hipMemGetInfo(free: *mut usize, total: *mut usize) -> h
     // SAFETY: this function's contract is the entry point's.
     unsafe { device::mem_get_info(&HIP, "hipMemGetInfo", free, total) }
 }
+
+/// `hipError_t hipDeviceGetAttribute(int* value, attr, int device)`
+///
+/// # Safety
+/// `value` is null or valid for a write.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(
+    value: *mut c_int,
+    attr: c_int,
+    device: c_int,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::device_get_attribute(&HIP, "hipDeviceGetAttribute", value, attr, device) }
+}
+
+/// `hipError_t hipDeviceGetPCIBusId(char* pciBusId, int len, int device)`
+///
+/// # Safety
+/// `bus_id` is null or valid for `len` bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetPCIBusId(
+    bus_id: *mut std::ffi::c_char,
+    len: c_int,
+    device: c_int,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::device_get_pci_bus_id(&HIP, "hipDeviceGetPCIBusId", bus_id, len, device) }
+}
+
+/// `hipError_t hipGetDevicePropertiesR0600(prop*, int device)`: fills the name only.
+///
+/// # Safety
+/// `prop` is null or valid for 256 bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevicePropertiesR0600(
+    prop: *mut std::ffi::c_void,
+    device: c_int,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::get_device_properties(&HIP, "hipGetDevicePropertiesR0600", prop, device) }
+}
+
+/// `hipError_t hipGetDeviceProperties(prop*, int device)`: fills the name only.
+///
+/// # Safety
+/// `prop` is null or valid for 256 bytes of writes.
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceProperties(
+    prop: *mut std::ffi::c_void,
+    device: c_int,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::get_device_properties(&HIP, "hipGetDeviceProperties", prop, device) }
+}
+
+/// `hipError_t hipDeviceGetDefaultMemPool(memPool*, int device)`
+///
+/// # Safety
+/// `pool` is null or valid for a write.
+#[cfg(feature = "stream-ordered")]
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetDefaultMemPool(
+    pool: *mut *mut std::ffi::c_void,
+    device: c_int,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::device_get_default_mem_pool(&HIP, "hipDeviceGetDefaultMemPool", pool, device) }
+}
+
+/// `hipError_t hipMemPoolSetAttribute(memPool, attr, void* value)`
+///
+/// # Safety
+/// `value` is null or valid for reading a `uint64_t`.
+#[cfg(feature = "stream-ordered")]
+#[no_mangle]
+pub unsafe extern "C" fn hipMemPoolSetAttribute(
+    pool: *mut std::ffi::c_void,
+    attr: c_int,
+    value: *mut std::ffi::c_void,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe { device::mem_pool_set_attribute(&HIP, "hipMemPoolSetAttribute", pool, attr, value) }
+}

@@ -1,6 +1,6 @@
 //! HIP's dialect: status codes, error names, sentinel streams, flags, versions.
 
-use fake_driver::{Codes, ErrorInfo, Platform};
+use fake_driver::{Attributes, Codes, ErrorInfo, Platform};
 
 pub(crate) static HIP: Platform = Platform {
     // The null stream and hipStreamPerThread; HIP has no legacy stream.
@@ -25,6 +25,8 @@ pub(crate) static HIP: Platform = Platform {
         invalid_handle: 400,
         invalid_memcpy_direction: 21,
         unknown: 999,
+        not_supported: 801,
+        insufficient_driver: 35,
     },
     errors: &[
         row(0, c"hipSuccess", c"no error"),
@@ -66,6 +68,12 @@ pub(crate) static HIP: Platform = Platform {
     unrecognized: row(999, c"hipErrorUnknown", c"unknown error"),
     // HIP 6.2.41133 (10000000 * major + 100000 * minor + patch).
     default_versions: (60_241_133, 60_241_133),
+    attributes: Attributes {
+        memory_pools_supported: 88,
+        compute_capability: None,
+        capability: (9, 0),
+    },
+    device_name: "Fake HIP GPU",
 };
 
 const fn row(

@@ -306,7 +306,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes.
         unsafe { self.copy(to, from, src.len(), CopyKind::HostToDevice, stream) }?;
         // `src` is only borrowed for this call: wait until the copy has read it.
-        result::stream::synchronize(&self.driver, stream.device(), stream.handle())
+        crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_host(
@@ -323,7 +323,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         // `dst` is an exclusive borrow.
         unsafe { self.copy(to, from, dst.len(), CopyKind::DeviceToHost, stream) }?;
         // The caller reads `dst` as soon as this returns.
-        result::stream::synchronize(&self.driver, stream.device(), stream.handle())
+        crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
     }
 
     unsafe fn copy_device_to_device(

@@ -82,7 +82,7 @@ pub unsafe fn mem_get_info(
     Call::new(platform, name).run(|state, args| {
         // SAFETY: this function's contract.
         let (free, total) = unsafe { (Out::new(free)?, Out::new(total)?) };
-        let device = state.devices.current()?;
+        let device = state.devices.current_with_context()?;
         let (free_bytes, total_bytes) = state.devices.info(device)?;
         let clamp = |bytes: u64| usize::try_from(bytes).unwrap_or(usize::MAX);
         free.set(clamp(free_bytes));
@@ -92,4 +92,161 @@ pub unsafe fn mem_get_info(
         args.note("total", total_bytes);
         Ok(())
     })
+}
+
+/// `cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device)`: memory-pool support
+/// (per device, see `fake_set_pools`) and the compute capability; other attributes are invalid
+/// values.
+///
+/// # Safety
+/// `value` is null or valid for a write.
+pub unsafe fn device_get_attribute(
+    platform: &'static Platform,
+    name: &'static str,
+    value: *mut c_int,
+    attr: c_int,
+    device: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("attr", attr)
+        .arg("device", device)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(value) }?;
+            let attributes = platform.attributes;
+            let answer = if attr == attributes.memory_pools_supported {
+                c_int::from(state.devices.pools_supported(device)?)
+            } else {
+                state.devices.pools_supported(device)?; // the device must exist
+                match attributes.compute_capability {
+                    Some((major, _)) if attr == major => attributes.capability.0,
+                    Some((_, minor)) if attr == minor => attributes.capability.1,
+                    _ => return Err(Fault::InvalidValue),
+                }
+            };
+            out.set(answer);
+            args.note("value", answer);
+            Ok(())
+        })
+}
+
+/// `cudaDeviceGetPCIBusId(char* pciBusId, int len, int device)`: `0000:NN:00.0`, NN = 0x10 +
+/// the ordinal, written like `snprintf` (an invalid value if it does not fit).
+///
+/// # Safety
+/// `bus_id` is null or valid for `len` bytes of writes.
+pub unsafe fn device_get_pci_bus_id(
+    platform: &'static Platform,
+    name: &'static str,
+    bus_id: *mut std::ffi::c_char,
+    len: c_int,
+    device: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("len", len)
+        .arg("device", device)
+        .run(|state, _| {
+            state.devices.pools_supported(device)?; // the device must exist
+            let text = format!("0000:{:02x}:00.0\0", 0x10 + device);
+            let fits = usize::try_from(len).is_ok_and(|len| len >= text.len());
+            if bus_id.is_null() || !fits {
+                return Err(Fault::InvalidValue);
+            }
+            // SAFETY: `bus_id` holds `len >= text.len()` bytes by this function's contract.
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast(), bus_id, text.len()) };
+            Ok(())
+        })
+}
+
+/// `cudaGetDeviceProperties(cudaDeviceProp* prop, int device)`: the fake fills only `name`, the
+/// struct's first member on every version (`char[256]`), and leaves the rest untouched.
+///
+/// # Safety
+/// `prop` is null or valid for 256 bytes of writes.
+pub unsafe fn get_device_properties(
+    platform: &'static Platform,
+    name: &'static str,
+    prop: *mut std::ffi::c_void,
+    device: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("device", device)
+        .run(|state, _| {
+            state.devices.pools_supported(device)?; // the device must exist
+            if prop.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            let text = format!("{} {device}\0", platform.device_name);
+            // SAFETY: `prop` holds at least 256 bytes (the name field) by this function's
+            // contract, and the name is far shorter.
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), prop.cast(), text.len()) };
+            Ok(())
+        })
+}
+
+/// `cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device)`: one pool per device
+/// with pools (not supported otherwise), an opaque handle `0x7000 + ordinal`.
+///
+/// # Safety
+/// `pool` is null or valid for a write.
+pub unsafe fn device_get_default_mem_pool(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut *mut std::ffi::c_void,
+    device: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("device", device)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(pool) }?;
+            if !state.devices.pools_supported(device)? {
+                return Err(Fault::NotSupported);
+            }
+            let handle = POOL_BASE + usize::try_from(device).map_err(|_| Fault::InvalidDevice)?;
+            out.set(crate::handle::to_ptr(handle));
+            args.note_hex("pool", handle);
+            Ok(())
+        })
+}
+
+/// The first default-pool handle; pool `POOL_BASE + n` belongs to device `n`.
+const POOL_BASE: usize = 0x7000;
+/// `cudaMemPoolAttrReleaseThreshold` / `hipMemPoolAttrReleaseThreshold`.
+const RELEASE_THRESHOLD: c_int = 4;
+
+/// `cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value)`: only
+/// the release threshold (a `uint64_t`), kept per pool for `fake_release_threshold`.
+///
+/// # Safety
+/// `value` is null or valid for reading a `u64`.
+pub unsafe fn mem_pool_set_attribute(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut std::ffi::c_void,
+    attr: c_int,
+    value: *mut std::ffi::c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("attr", attr)
+        .run(|state, args| {
+            let device = c_int::try_from((pool as usize).wrapping_sub(POOL_BASE))
+                .map_err(|_| Fault::DeadHandle)?;
+            if !state
+                .devices
+                .pools_supported(device)
+                .map_err(|_| Fault::DeadHandle)?
+            {
+                return Err(Fault::DeadHandle);
+            }
+            if attr != RELEASE_THRESHOLD || value.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            // SAFETY: `value` points at a `u64` by this function's contract.
+            let threshold = unsafe { value.cast::<u64>().read_unaligned() };
+            state.devices.set_release_threshold(device, threshold)?;
+            args.note("value", threshold);
+            Ok(())
+        })
 }

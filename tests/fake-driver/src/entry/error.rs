@@ -1,4 +1,5 @@
-//! `*GetErrorName` and `*GetErrorString`: static strings from the platform's error table.
+//! `*GetErrorName` and `*GetErrorString`: static strings from the platform's error table;
+//! `*GetLastError` and `*PeekAtLastError`: the per-thread last error every failing call sets.
 //!
 //! ```
 //! use fake_driver::{entry::error, Platform};
@@ -26,4 +27,14 @@ pub fn error_string(
 ) -> *const c_char {
     Call::new(platform, name).arg("error", error).record();
     platform.error_info(error).description.as_ptr()
+}
+
+/// `cudaError_t cudaGetLastError(void)`: the calling thread's last error, cleared.
+pub fn get_last_error(platform: &'static Platform, name: &'static str) -> c_int {
+    Call::new(platform, name).last_error(true)
+}
+
+/// `cudaError_t cudaPeekAtLastError(void)`: the calling thread's last error, kept.
+pub fn peek_at_last_error(platform: &'static Platform, name: &'static str) -> c_int {
+    Call::new(platform, name).last_error(false)
 }

@@ -2,6 +2,8 @@
 //!
 //! ```
 //! use fake_driver::{entry::event, Platform};
+//! // Out of strict mode, a destroyed handle is an error rather than an abort.
+//! fake_driver::control::fake_set_strict(0);
 //! let p = &Platform::EXAMPLE;
 //! let mut e = std::ptr::null_mut();
 //! // SAFETY: `e` is valid for a write.
@@ -38,10 +40,11 @@ pub unsafe fn event_create(
             if flags & !platform.event_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
-            let device = state.devices.current()?;
+            let device = state.devices.current_with_context()?;
             let created = state.events.insert(Event {
                 device,
                 recorded_on: None,
+                marker: None,
             });
             out.set(handle::to_ptr(created));
             args.note("device", device);
@@ -62,12 +65,16 @@ pub fn event_record(
         .arg_hex("event", event as usize)
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
-            let stream_device = stream::device_of(state, platform, stream)?;
-            let recorded = state.events.get_mut(event as usize)?;
-            if recorded.device != stream_device {
+            let event_device = state.events.get(event as usize)?.device;
+            let target = stream::resolve(state, platform, stream)?;
+            if event_device != target.device {
                 return Err(Fault::InvalidHandle);
             }
+            // The event completes when the work queued so far (legacy ordering included) has run.
+            let marker = stream::fence(state, &target);
+            let recorded = state.events.get_mut(event as usize)?;
             recorded.recorded_on = Some(stream as usize);
+            recorded.marker = Some(marker);
             Ok(())
         })
 }

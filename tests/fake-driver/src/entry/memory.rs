@@ -20,10 +20,11 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use crate::call::{Args, Call};
-use crate::memory::Kind;
+use crate::memory::{Allocation, Kind};
 use crate::out::Out;
 use crate::platform::{Fault, Platform};
-use crate::state::State;
+use crate::queue::{Job, Marker};
+use crate::state::{self, State};
 use crate::stream;
 
 /// The frees that accept device-side blocks.
@@ -48,7 +49,7 @@ pub unsafe fn malloc(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
-            let device = state.devices.current()?;
+            let device = state.devices.current_with_context()?;
             allocate(state, args, out, Kind::Device, size, Some(device))
         })
 }
@@ -70,7 +71,10 @@ pub unsafe fn malloc_async(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
-            let device = stream::device_of(state, platform, stream)?;
+            let device = stream::resolve(state, platform, stream)?.device;
+            if !state.devices.pools_supported(device)? {
+                return Err(Fault::NotSupported);
+            }
             allocate(state, args, out, Kind::Device, size, Some(device))
         })
 }
@@ -121,16 +125,38 @@ pub unsafe fn malloc_managed(
             if !platform.managed_flags.contains(&flags) {
                 return Err(Fault::InvalidValue);
             }
-            let device = state.devices.current()?;
+            let device = state.devices.current_with_context()?;
             allocate(state, args, out, Kind::Managed, size, Some(device))
         })
 }
 
 /// `cudaFree(void* devPtr)`: device or managed blocks; null is a no-op.
 pub fn free(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -> c_int {
-    Call::new(platform, name)
+    free_synchronously(platform, name, ptr, DEVICE_KINDS)
+}
+
+/// The synchronous frees (`*Free`, `*FreeHost`) synchronize the device first, as on hardware:
+/// the block is retired once all work queued so far has run.
+fn free_synchronously(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut c_void,
+    kinds: &'static [Kind],
+) -> c_int {
+    let mut freed = None;
+    let mut pending = Vec::new();
+    let code = Call::new(platform, name)
         .arg_hex("ptr", ptr as usize)
-        .run(|state, _| release(state, ptr, DEVICE_KINDS))
+        .run(|state, _| {
+            freed = release(state, ptr, kinds)?;
+            pending = stream::all_work(state);
+            Ok(())
+        });
+    if let Some(allocation) = freed {
+        pending.iter().for_each(Marker::wait);
+        state::lock().memory.retire(allocation);
+    }
+    code
 }
 
 /// `cudaFreeAsync(void* devPtr, cudaStream_t stream)`: as [`free`], on a live stream.
@@ -144,16 +170,22 @@ pub fn free_async(
         .arg_hex("ptr", ptr as usize)
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
-            stream::device_of(state, platform, stream)?;
-            release(state, ptr, DEVICE_KINDS)
+            let target = stream::resolve(state, platform, stream)?;
+            if let Some(allocation) = release(state, ptr, DEVICE_KINDS)? {
+                // The block is poisoned when the stream reaches the free, not before.
+                stream::submit(
+                    state,
+                    &target,
+                    Box::new(move || state::lock().memory.retire(allocation)),
+                );
+            }
+            Ok(())
         })
 }
 
 /// `cudaFreeHost(void* ptr)`: pinned host blocks only; null is a no-op.
 pub fn free_host(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -> c_int {
-    Call::new(platform, name)
-        .arg_hex("ptr", ptr as usize)
-        .run(|state, _| release(state, ptr, &[Kind::Host]))
+    free_synchronously(platform, name, ptr, &[Kind::Host])
 }
 
 /// `cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind)`. Every side
@@ -170,13 +202,25 @@ pub unsafe fn memcpy(
     count: usize,
     kind: c_int,
 ) -> c_int {
-    Call::new(platform, name)
+    let mut done = None;
+    let code = Call::new(platform, name)
         .arg_hex("dst", dst as usize)
         .arg_hex("src", src as usize)
         .arg("count", count)
         .arg("kind", kind)
-        // SAFETY: this function's contract.
-        .run(|state, _| unsafe { copy(state, dst, src, count, kind) })
+        .run(|state, _| {
+            // The synchronous copy runs on the legacy stream and returns when it is done.
+            let legacy = stream::resolve(state, platform, std::ptr::null_mut())?;
+            // SAFETY: this function's contract.
+            let job = unsafe { copy(state, dst, src, count, kind) }?;
+            stream::submit(state, &legacy, job);
+            done = Some(legacy.marker());
+            Ok(())
+        });
+    if let Some(done) = done {
+        done.wait();
+    }
+    code
 }
 
 /// `cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
@@ -200,9 +244,11 @@ pub unsafe fn memcpy_async(
         .arg("kind", kind)
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
-            stream::device_of(state, platform, stream)?;
+            let target = stream::resolve(state, platform, stream)?;
             // SAFETY: this function's contract.
-            unsafe { copy(state, dst, src, count, kind) }
+            let job = unsafe { copy(state, dst, src, count, kind) }?;
+            stream::submit(state, &target, job);
+            Ok(())
         })
 }
 
@@ -239,26 +285,42 @@ fn allocate(
     }
 }
 
-fn release(state: &mut State, ptr: *mut c_void, kinds: &[Kind]) -> Result<(), Fault> {
+/// Takes `ptr`'s block out of the table (null frees nothing); the caller retires it once the
+/// work ordered before the free has run.
+fn release(
+    state: &mut State,
+    ptr: *mut c_void,
+    kinds: &[Kind],
+) -> Result<Option<Allocation>, Fault> {
     if ptr.is_null() {
-        return Ok(());
+        return Ok(None);
+    }
+    if let Some(live) = state.memory.find(ptr, 1) {
+        if live.kind == Kind::Device && live.device != Some(state.devices.current()?) {
+            // Device memory is freed with its device current.
+            return Err(Fault::DeviceMismatch);
+        }
     }
     let allocation = state.memory.remove(ptr, kinds)?;
     if let Some(device) = allocation.device {
         state.devices.release(device, allocation.size());
     }
-    Ok(())
+    Ok(Some(allocation))
 }
 
 /// # Safety
 /// As [`memcpy`].
+/// Checks a copy and returns the job that does it on a stream.
+///
+/// # Safety
+/// Host sides are valid for `count` bytes until the job has run.
 unsafe fn copy(
     state: &State,
     dst: *mut c_void,
     src: *const c_void,
     count: usize,
     kind: c_int,
-) -> Result<(), Fault> {
+) -> Result<Job, Fault> {
     let on_device = |ptr: *const c_void| {
         state
             .memory
@@ -274,7 +336,7 @@ unsafe fn copy(
         _ => return Err(Fault::InvalidMemcpyDirection),
     };
     if count == 0 {
-        return Ok(());
+        return Ok(Box::new(|| {}));
     }
     if dst.is_null() || src.is_null() {
         return Err(Fault::InvalidValue);
@@ -288,8 +350,18 @@ unsafe fn copy(
             return Err(Fault::InvalidValue);
         }
     }
-    // SAFETY: device sides lie inside live blocks of at least `count` bytes (checked above);
-    // host sides are valid by this function's contract. `copy` tolerates overlap.
-    unsafe { ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
-    Ok(())
+    let (dst, src) = (dst as usize, src as usize);
+    Ok(Box::new(move || {
+        // SAFETY: device sides lay inside live blocks of at least `count` bytes when the copy
+        // was queued, and freed blocks stay mapped (poisoned) for a while, so a copy that was
+        // not ordered before a free reads poison; host sides are valid by this function's
+        // contract. `copy` tolerates overlap.
+        unsafe {
+            ptr::copy(
+                ptr::with_exposed_provenance::<u8>(src),
+                ptr::with_exposed_provenance_mut::<u8>(dst),
+                count,
+            )
+        };
+    }))
 }

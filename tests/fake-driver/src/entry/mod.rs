@@ -8,6 +8,8 @@
 //!
 //! ```
 //! use fake_driver::{entry::stream, Platform};
+//! // Out of strict mode, a destroyed handle is an error rather than an abort.
+//! fake_driver::control::fake_set_strict(0);
 //! let mut handle = std::ptr::null_mut();
 //! // SAFETY: `handle` is valid for a write.
 //! let status = unsafe { stream::stream_create(&Platform::EXAMPLE, "cudaStreamCreateWithFlags", &mut handle, 0) };

@@ -1,5 +1,6 @@
 //! Streams: `*StreamCreateWithFlags`, `*StreamDestroy`, `*StreamSynchronize`,
 //! `*StreamWaitEvent`. The platform's sentinel streams are always valid and can't be destroyed.
+//! Work queued on a stream runs on its own thread (see the crate docs).
 //!
 //! ```
 //! use fake_driver::{entry::stream, Platform};
@@ -15,6 +16,7 @@ use crate::call::Call;
 use crate::handle;
 use crate::out::Out;
 use crate::platform::{Fault, Platform};
+use crate::queue::Queue;
 use crate::stream::{self, Stream};
 
 /// `cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)` on the current device.
@@ -35,8 +37,12 @@ pub unsafe fn stream_create(
             if flags & !platform.stream_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
-            let device = state.devices.current()?;
-            let created = state.streams.insert(Stream { device });
+            let device = state.devices.current_with_context()?;
+            let created = state.streams.insert(Stream {
+                device,
+                flags,
+                queue: Queue::default(),
+            });
             out.set(handle::to_ptr(created));
             args.note("device", device);
             args.note_hex("stream", created);
@@ -44,7 +50,8 @@ pub unsafe fn stream_create(
         })
 }
 
-/// `cudaStreamDestroy(cudaStream_t stream)`: the handle is invalid afterwards.
+/// `cudaStreamDestroy(cudaStream_t stream)`: the handle is invalid afterwards; work already
+/// queued on it still runs. Built-in streams cannot be destroyed.
 pub fn stream_destroy(
     platform: &'static Platform,
     name: &'static str,
@@ -52,19 +59,35 @@ pub fn stream_destroy(
 ) -> c_int {
     Call::new(platform, name)
         .arg_hex("stream", stream as usize)
-        .run(|state, _| state.streams.remove(stream as usize).map(drop))
+        .run(|state, _| {
+            if platform.is_builtin_stream(stream as usize) {
+                return Err(Fault::InvalidHandle);
+            }
+            let destroyed = state.streams.remove(stream as usize)?;
+            state.builtin_queues.retire(destroyed.queue);
+            Ok(())
+        })
 }
 
-/// `cudaStreamSynchronize(cudaStream_t stream)`: work is already done, so only the handle is
-/// checked.
+/// `cudaStreamSynchronize(cudaStream_t stream)`: blocks until the work queued on the stream so
+/// far has run (for the legacy stream, also the blocking streams' work it is ordered after).
 pub fn stream_synchronize(
     platform: &'static Platform,
     name: &'static str,
     stream: *mut c_void,
 ) -> c_int {
-    Call::new(platform, name)
+    let mut done = None;
+    let code = Call::new(platform, name)
         .arg_hex("stream", stream as usize)
-        .run(|state, _| stream::device_of(state, platform, stream).map(drop))
+        .run(|state, _| {
+            let target = stream::resolve(state, platform, stream)?;
+            done = Some(stream::fence(state, &target));
+            Ok(())
+        });
+    if let Some(done) = done {
+        done.wait();
+    }
+    code
 }
 
 /// `cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)`. The log
@@ -84,10 +107,15 @@ pub fn stream_wait_event(
             if flags & !platform.wait_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
-            stream::device_of(state, platform, stream)?;
-            match state.events.get(event as usize)?.recorded_on {
+            let target = stream::resolve(state, platform, stream)?;
+            let waited = state.events.get(event as usize)?;
+            match waited.recorded_on {
                 Some(recorded_on) => args.note_hex("recorded_on", recorded_on),
                 None => args.note("recorded_on", "none"),
+            }
+            // Later work on the stream waits for the work the event captured.
+            if let Some(marker) = waited.marker.clone() {
+                stream::submit(state, &target, Box::new(move || marker.wait()));
             }
             Ok(())
         })

@@ -1,0 +1,209 @@
+//! Stream work queues, as strict as hardware: each stream runs its work on its own worker
+//! thread, in submission order, each item after a configurable delay (`fake_set_stream_delay`),
+//! so work that is not ordered (a missing wait, a free racing a consumer's copy) runs in the
+//! wrong order in a test and corrupts its data instead of passing by luck.
+//!
+//! A [`Marker`] is a point in one queue (the work submitted so far); events capture one, waits
+//! submit a job that blocks on one, synchronization blocks the caller on one. Markers only ever
+//! name work submitted earlier, so waits cannot form a cycle.
+
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Microseconds each queued item waits before it runs; [`UNSET`] until first read, when
+/// `FAKE_DRIVER_STREAM_DELAY_US` (default 0) gives it.
+static DELAY_MICROS: AtomicU64 = AtomicU64::new(UNSET);
+const UNSET: u64 = u64::MAX;
+
+/// Sets the delay before each queued item runs (`fake_set_stream_delay`).
+pub(crate) fn set_delay(micros: u64) {
+    DELAY_MICROS.store(micros.min(UNSET - 1), Ordering::Relaxed);
+}
+
+fn delay() -> u64 {
+    let micros = DELAY_MICROS.load(Ordering::Relaxed);
+    if micros != UNSET {
+        return micros;
+    }
+    let from_env = std::env::var("FAKE_DRIVER_STREAM_DELAY_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    set_delay(from_env);
+    from_env
+}
+
+/// One unit of stream work.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
+struct Progress {
+    submitted: u64,
+    completed: u64,
+    jobs: VecDeque<Job>,
+    /// A worker thread is draining `jobs`; it exits when they run out.
+    running: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    progress: Mutex<Progress>,
+    changed: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A stream's queue; clones share it.
+#[derive(Clone, Default)]
+pub(crate) struct Queue {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let progress = self.inner.lock();
+        write!(f, "Queue({}/{})", progress.completed, progress.submitted)
+    }
+}
+
+/// The work a queue had been given when the marker was taken.
+#[derive(Clone)]
+pub(crate) struct Marker {
+    inner: Arc<Inner>,
+    seq: u64,
+}
+
+impl std::fmt::Debug for Marker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Marker({})", self.seq)
+    }
+}
+
+impl Queue {
+    /// Queues `job` after everything submitted so far.
+    pub(crate) fn submit(&self, job: Job) {
+        let mut progress = self.inner.lock();
+        progress.submitted += 1;
+        progress.jobs.push_back(job);
+        if progress.running {
+            return;
+        }
+        progress.running = true;
+        drop(progress);
+        let inner = Arc::clone(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("fake-stream".into())
+            .spawn(move || drain(&inner));
+        if spawned.is_err() {
+            // No thread to be had: run the work here, still in order.
+            drain(&self.inner);
+        }
+    }
+
+    /// The work submitted so far.
+    pub(crate) fn marker(&self) -> Marker {
+        Marker {
+            inner: Arc::clone(&self.inner),
+            seq: self.inner.lock().submitted,
+        }
+    }
+}
+
+impl Marker {
+    /// Whether the marked work has run.
+    pub(crate) fn is_done(&self) -> bool {
+        self.inner.lock().completed >= self.seq
+    }
+
+    /// Blocks until the marked work has run.
+    pub(crate) fn wait(&self) {
+        let mut progress = self.inner.lock();
+        while progress.completed < self.seq {
+            progress = self
+                .inner
+                .changed
+                .wait(progress)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+fn drain(inner: &Inner) {
+    loop {
+        let job = {
+            let mut progress = inner.lock();
+            match progress.jobs.pop_front() {
+                Some(job) => job,
+                None => {
+                    progress.running = false;
+                    return;
+                }
+            }
+        };
+        let delay = delay();
+        if delay > 0 {
+            std::thread::sleep(Duration::from_micros(delay));
+        }
+        // A failing job must not stop the queue: its successors still run, in order.
+        let _ = panic::catch_unwind(AssertUnwindSafe(job));
+        inner.lock().completed += 1;
+        inner.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    #[test]
+    fn work_runs_in_order_and_markers_wait_for_it() {
+        set_delay(200);
+        let queue = Queue::default();
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        for i in 0..5 {
+            let seen = Arc::clone(&seen);
+            queue.submit(Box::new(move || seen.lock().unwrap().push(i)));
+        }
+        let marker = queue.marker();
+        marker.wait();
+        assert!(marker.is_done());
+        assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3, 4]);
+        set_delay(0);
+    }
+
+    #[test]
+    fn a_wait_job_orders_one_queue_after_another() {
+        let (a, b) = (Queue::default(), Queue::default());
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let gate = Arc::new((StdMutex::new(false), Condvar::new()));
+        {
+            let gate = Arc::clone(&gate);
+            let seen = Arc::clone(&seen);
+            a.submit(Box::new(move || {
+                let (open, cv) = &*gate;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+                seen.lock().unwrap().push("a");
+            }));
+        }
+        let after_a = a.marker();
+        b.submit(Box::new(move || after_a.wait()));
+        let seen_b = Arc::clone(&seen);
+        b.submit(Box::new(move || seen_b.lock().unwrap().push("b")));
+        assert!(!b.marker().is_done());
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        b.marker().wait();
+        assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
+    }
+}
