@@ -557,3 +557,202 @@ fn strict_mode_aborts_on_a_dead_handle() {
         "{stderr}"
     );
 }
+
+/// Resets the fake when dropped, which waits for every stream's work, and the stream delay.
+struct Drain(&'static FakeControl);
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.0.set_stream_delay(0);
+        self.0.reset();
+    }
+}
+
+/// Long enough that work queued on a fake stream has certainly not run when the call that
+/// queued it returns: the "not yet" checks below rely only on this lower bound.
+const DELAY_MICROS: u64 = 50_000;
+
+impl Api {
+    /// Queues a device-to-host copy of `out.len()` bytes on `stream`.
+    fn to_host(&self, out: &mut [u8], block: Handle, stream: Handle) -> c_int {
+        // SAFETY: `out` is a live host buffer of `out.len()` bytes that outlives the work (every
+        // caller synchronizes before reading or dropping it); `block` is at least that large.
+        unsafe {
+            (self.memcpy_async)(
+                out.as_mut_ptr().cast(),
+                block,
+                out.len(),
+                DEVICE_TO_HOST,
+                stream,
+            )
+        }
+    }
+}
+
+#[test]
+fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_hardware() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+    let (_, block) = cuda.alloc(64);
+    let data: Vec<u8> = (1..=64).collect();
+    // Host buffers the streams write into are declared before this guard, so even a failing
+    // assertion lets the queued work finish (a reset drains every stream) before they drop.
+    let mut out = vec![0u8; 64];
+    let mut blocking_out = vec![0u8; 64];
+    let mut non_blocking_out = vec![0u8; 64];
+    let mut sink = vec![0u8; 64];
+    let mut theirs = vec![0u8; 64];
+    let _drain = Drain(fake);
+    assert_eq!(
+        // SAFETY: 64 host bytes into a 64-byte block; synchronous.
+        unsafe { (cuda.memcpy)(block, data.as_ptr().cast(), 64, HOST_TO_DEVICE) },
+        0
+    );
+    fake.set_stream_delay(DELAY_MICROS);
+
+    // A created stream: queued work has not run when the call returns; synchronize waits.
+    let (_, stream) = cuda.create(cuda.stream_create, 0);
+    assert_eq!(cuda.to_host(&mut out, block, stream), 0);
+    assert!(out.iter().all(|&b| b == 0), "the copy ran at call time");
+    assert_eq!((cuda.stream_synchronize)(stream), 0);
+    assert_eq!(out, data);
+
+    // The legacy stream waits for the blocking streams' work, not for a non-blocking one's.
+    let (_, non_blocking) = cuda.create(cuda.stream_create, 0x1);
+    // Seven items before the one checked: it runs at least eight delays from now, far after
+    // the legacy synchronization below (two delays of its own plus the blocking stream's one).
+    for _ in 0..7 {
+        assert_eq!(cuda.to_host(&mut sink, block, non_blocking), 0);
+    }
+    assert_eq!(cuda.to_host(&mut non_blocking_out, block, non_blocking), 0);
+    assert_eq!(cuda.to_host(&mut blocking_out, block, stream), 0);
+    assert_eq!((cuda.stream_synchronize)(handle(0)), 0);
+    assert_eq!(
+        blocking_out, data,
+        "legacy synchronization covers blocking streams"
+    );
+    assert!(
+        non_blocking_out.iter().all(|&b| b == 0),
+        "a non-blocking stream is not ordered with the legacy stream"
+    );
+    assert_eq!((cuda.stream_synchronize)(non_blocking), 0);
+    assert_eq!(non_blocking_out, data);
+
+    // The per-thread stream is the calling thread's own.
+    // The other thread queues seven items before the checked one (see the legacy check).
+    let (theirs_addr, sink_addr) = (theirs.as_mut_ptr() as usize, sink.as_mut_ptr() as usize);
+    let block_addr = block as usize;
+    let (queued_tx, queued_rx) = std::sync::mpsc::channel();
+    let (synced_tx, synced_rx) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || {
+        let copy = |to: usize| {
+            // SAFETY: `theirs` and `sink` (64 bytes each) outlive this thread's work: it
+            // synchronizes below, and the drain guard waits for it on failure.
+            unsafe {
+                (cuda.memcpy_async)(
+                    std::ptr::with_exposed_provenance_mut(to),
+                    std::ptr::with_exposed_provenance(block_addr),
+                    64,
+                    DEVICE_TO_HOST,
+                    handle(2),
+                )
+            }
+        };
+        let mut status = 0;
+        for _ in 0..7 {
+            status |= copy(sink_addr);
+        }
+        status |= copy(theirs_addr);
+        queued_tx.send(status).unwrap();
+        synced_rx.recv().unwrap();
+        (cuda.stream_synchronize)(handle(2))
+    });
+    assert_eq!(queued_rx.recv().unwrap(), 0);
+    assert_eq!((cuda.stream_synchronize)(handle(2)), 0, "this thread's own");
+    assert!(
+        theirs.iter().all(|&b| b == 0),
+        "another thread's per-thread stream was waited for"
+    );
+    synced_tx.send(()).unwrap();
+    assert_eq!(other.join().unwrap(), 0);
+    assert_eq!(theirs, data);
+
+    // A stream-ordered free poisons the memory when the stream reaches it.
+    let mut ordered = ptr::null_mut();
+    // SAFETY: `ordered` is valid for a write.
+    assert_eq!(unsafe { (cuda.malloc_async)(&mut ordered, 64, stream) }, 0);
+    assert_eq!((cuda.free_async)(ordered, stream), 0);
+    assert_eq!((cuda.stream_synchronize)(stream), 0);
+    // SAFETY: freed fake memory stays mapped (poisoned) until the next reset.
+    let freed = unsafe { std::slice::from_raw_parts(ordered.cast::<u8>(), 64) };
+    assert!(freed.iter().all(|&b| b == 0xDB), "{freed:?}");
+
+    assert_eq!((cuda.stream_destroy)(non_blocking), 0);
+    assert_eq!((cuda.stream_destroy)(stream), 0);
+    assert_eq!((cuda.free)(block), 0);
+}
+
+#[test]
+fn last_error_no_driver_pools_attributes_and_contexts() {
+    let _serial = exclusive();
+    let fake = FakeControl::open(&fake_libraries().cudart);
+    fake.reset();
+    let cuda = Api::resolve(fake, "cuda");
+    // SAFETY: the C signatures of these symbols.
+    let (get_last, peek_last, attribute) = unsafe {
+        (
+            fake.function::<extern "C" fn() -> c_int>("cudaGetLastError"),
+            fake.function::<extern "C" fn() -> c_int>("cudaPeekAtLastError"),
+            fake.function::<unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int>(
+                "cudaDeviceGetAttribute",
+            ),
+        )
+    };
+
+    // No context until a device is made current or used.
+    assert_eq!((fake.has_context(0), fake.has_context(1)), (0, 0));
+    assert_eq!((cuda.set_device)(1), 0);
+    assert_eq!((fake.has_context(0), fake.has_context(1)), (0, 1));
+
+    // A failing call sets the thread's last error; peek keeps it, get clears it.
+    assert_eq!((cuda.set_device)(7), 101);
+    assert_eq!(peek_last(), 101);
+    assert_eq!(fake.last_error(), 101);
+    assert_eq!(
+        std::thread::spawn(move || peek_last()).join().unwrap(),
+        0,
+        "per thread"
+    );
+    assert_eq!(get_last(), 101);
+    assert_eq!(get_last(), 0);
+
+    // Memory pools per device: without them, stream-ordered allocation is not supported.
+    let pools = |device| {
+        let mut value = -1;
+        // SAFETY: `value` is valid for a write; 115 is cudaDevAttrMemoryPoolsSupported.
+        let status = unsafe { attribute(&mut value, 115, device) };
+        (status, value)
+    };
+    assert_eq!(pools(1), (0, 1));
+    assert_eq!(fake.set_pools(1, false), 0);
+    assert_eq!(pools(1), (0, 0));
+    let mut block = ptr::null_mut();
+    // SAFETY: `block` is valid for a write.
+    let status = unsafe { (cuda.malloc_async)(&mut block, 64, handle(0)) };
+    assert_eq!(status, 801, "cudaErrorNotSupported");
+    assert_eq!(get_last(), 801);
+
+    // A library without a driver fails every call with cudaErrorInsufficientDriver.
+    fake.set_no_driver(true);
+    assert_eq!(cuda.int(cuda.get_device_count).0, 35);
+    assert_eq!(cuda.alloc(64).0, 35);
+    assert_eq!(get_last(), 35);
+    fake.reset();
+    assert_eq!(
+        cuda.int(cuda.get_device_count),
+        (0, 2),
+        "reset restores the driver"
+    );
+}
