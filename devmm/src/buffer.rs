@@ -74,6 +74,39 @@ impl DeviceBuffer {
         })
     }
 
+    /// Holds foreign memory (`nbytes` at `ptr`, which devmm did not
+    /// allocate) as a buffer: dropping or freeing it runs `resource`'s
+    /// release once, after the last export is gone, and never a devmm
+    /// allocator's free. The memory counts in
+    /// [`foreign_memory`](crate::foreign_memory) while the buffer lives.
+    ///
+    /// A null `ptr` with `nbytes > 0` is refused (and `resource`'s release
+    /// runs when it drops).
+    pub fn adopt(
+        ptr: DevicePtr,
+        nbytes: usize,
+        resource: crate::foreign::ForeignMemoryResource,
+        stream: &Stream,
+    ) -> Result<Self> {
+        if ptr.is_null() && nbytes > 0 {
+            return Err(Error::Misuse {
+                kind: MisuseKind::NullAllocation,
+                ptr,
+                nbytes,
+                device: resource.device(),
+                resource: format!("{resource:?}"),
+            });
+        }
+        resource.adopt(ptr, nbytes)?;
+        Ok(DeviceBuffer {
+            ptr,
+            nbytes,
+            resource: Arc::new(resource),
+            stream: stream.clone(),
+            state: Mutex::default(),
+        })
+    }
+
     /// Allocates `nbytes` on `device` from its current resource
     /// ([`get_current_memory_resource`](crate::get_current_memory_resource))
     /// on the device's default stream.

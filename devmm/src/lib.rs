@@ -7,6 +7,8 @@ mod device;
 pub mod dlpack;
 mod dtype;
 mod error;
+mod foreign;
+mod host_view;
 mod layout;
 mod ledger;
 pub mod mrs;
@@ -25,6 +27,7 @@ pub use callback::CallbackMemoryResource;
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{Error, MisuseKind, Result};
+pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
 pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,

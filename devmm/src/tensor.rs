@@ -152,6 +152,12 @@ impl Tensor {
     pub fn numel(&self) -> usize {
         self.inner.layout.numel()
     }
+
+    /// Whether this handle is the only way to the memory: no clone, and no
+    /// other tensor or handle over the buffer.
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1 && Arc::strong_count(&self.inner.buffer) == 1
+    }
 }
 
 impl fmt::Debug for Tensor {

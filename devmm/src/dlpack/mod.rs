@@ -24,6 +24,7 @@
 
 mod export;
 pub mod ffi;
+mod import;
 mod request;
 
 pub use export::DlpackExport;
