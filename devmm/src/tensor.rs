@@ -302,22 +302,33 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
     Tensor::from_buffer(buffer, dtype, layout, byte_offset)
 }
 
-/// A new tensor with `other`'s shape, dtype and device (the layout and the
-/// rest from `options`).
+/// A new tensor with `other`'s shape, dtype and device, and its memory
+/// order (a Fortran-order `other` gives a Fortran-order result) unless
+/// `options` names a layout; the rest from `options`.
 ///
 /// ```
-/// use devmm::{empty, empty_like, DType, EmptyOptions};
-/// let a = empty(&[2, 2], DType::INT32, &EmptyOptions::new())?;
+/// use devmm::{empty, empty_like, ColMajor, DType, EmptyOptions};
+/// let a = empty(&[2, 3], DType::INT32, &EmptyOptions::new().layout(ColMajor))?;
 /// let b = empty_like(&a, &EmptyOptions::new())?;
-/// assert_eq!((b.shape(), b.dtype()), (&[2, 2][..], DType::INT32));
+/// assert_eq!((b.shape(), b.strides(), b.dtype()), (&[2, 3][..], &[1, 2][..], DType::INT32));
 /// assert_ne!(a.data_ptr(), b.data_ptr());
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn empty_like(other: &Tensor, options: &EmptyOptions) -> Result<Tensor> {
-    let options = if options.device.is_none() && options.resource.is_none() {
+    let mut options = if options.device.is_none() && options.resource.is_none() {
         options.clone().device(other.device())
     } else {
         options.clone()
     };
+    if options.layout.is_none() {
+        let strides: Vec<isize> = other
+            .strides()
+            .iter()
+            .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
+            .collect();
+        if let Some(order) = crate::layout::Permuted::of_strides(other.shape(), &strides) {
+            options = options.layout(order);
+        }
+    }
     empty(other.shape(), other.dtype(), &options)
 }
