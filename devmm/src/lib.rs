@@ -1,8 +1,10 @@
 #![doc = include_str!("../../docs/api.md")]
 
 mod adaptor;
+mod array_interface;
 mod buffer;
 mod callback;
+mod copy;
 mod device;
 pub mod dlpack;
 mod dtype;
@@ -18,12 +20,15 @@ mod resource;
 pub mod runtime;
 mod size;
 mod stream;
+mod stream_pool;
 mod tensor;
 pub mod testing;
 
 pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
+pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
+pub use copy::{copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{Error, MisuseKind, Result};
@@ -45,6 +50,7 @@ pub use runtime::{
 };
 pub use size::SizeOverflow;
 pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
+pub use stream_pool::{StreamFlags, StreamPool};
 pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 
 /// The README's examples, run as doctests so the front page cannot drift.

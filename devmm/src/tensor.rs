@@ -86,6 +86,21 @@ impl Tensor {
         })
     }
 
+    /// The whole buffer as a 1-D `uint8` tensor, the way `DeviceBuffer`
+    /// exports itself (DLPack, the array interfaces).
+    ///
+    /// ```
+    /// let buf = std::sync::Arc::new(devmm::DeviceBuffer::on_device(6, devmm::Device::CPU)?);
+    /// let bytes = devmm::Tensor::bytes_of(buf.clone())?;
+    /// assert_eq!((bytes.shape(), bytes.dtype()), (&[6][..], devmm::DType::UINT8));
+    /// assert_eq!(bytes.data_ptr(), buf.ptr());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn bytes_of(buffer: Arc<DeviceBuffer>) -> Result<Tensor> {
+        let layout = Layout::new(&[buffer.nbytes()], &[1], DType::UINT8, 1)?;
+        Tensor::from_buffer(buffer, DType::UINT8, layout, 0)
+    }
+
     /// The same memory, flagged read-only (DLPack exports carry the flag).
     pub fn to_read_only(&self) -> Tensor {
         Tensor {

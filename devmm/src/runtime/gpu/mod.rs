@@ -321,9 +321,17 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
+        self.create_stream_with_flags(device, crate::StreamFlags::SyncDefault)
+    }
+
+    fn create_stream_with_flags(
+        &self,
+        device: Device,
+        flags: crate::StreamFlags,
+    ) -> Result<Stream> {
         self.check(device)?;
         let _active = device::activate(&self.driver, device)?;
-        let handle = result::stream::create(self.driver.table(), device)?;
+        let handle = result::stream::create(self.driver.table(), device, flags as u32)?;
         Ok(Stream::owned(device, handle, self.stream_ops()))
     }
 
