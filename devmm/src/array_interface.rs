@@ -94,6 +94,38 @@ impl Tensor {
     }
 }
 
+impl ArrayInterface {
+    /// The Python buffer protocol's (PEP 3118) format for the type string:
+    /// `"f"` for `"<f4"`, `"B"` for `"|u1"`, `"Zd"` for `"<c16"`, ...
+    ///
+    /// ```
+    /// let t = devmm::empty(&[2], devmm::DType::FLOAT64, &devmm::EmptyOptions::new())?;
+    /// let ai = t.array_interface(devmm::ArrayInterfaceKind::Host)?;
+    /// assert_eq!(ai.buffer_format(), "d");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn buffer_format(&self) -> &'static str {
+        match self.typestr.as_str() {
+            "|i1" => "b",
+            "|u1" => "B",
+            "|b1" => "?",
+            "<i2" => "h",
+            "<u2" => "H",
+            "<i4" => "i",
+            "<u4" => "I",
+            "<i8" => "q",
+            "<u8" => "Q",
+            "<f2" => "e",
+            "<f4" => "f",
+            "<f8" => "d",
+            "<c8" => "Zf",
+            "<c16" => "Zd",
+            // Wider types (int128, float128) have no struct format: raw bytes.
+            _ => "B",
+        }
+    }
+}
+
 /// NumPy's type string for `dtype` (little-endian hosts and devices).
 fn typestr(dtype: DType) -> Result<String> {
     let kind = match dtype.code() {

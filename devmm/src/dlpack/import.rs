@@ -58,6 +58,23 @@ impl Drop for Managed {
     }
 }
 
+/// The integer a consumer passes as `__dlpack__(stream=...)` so the
+/// producer orders its work before `stream`: `None` on host devices (the
+/// protocol wants no stream there), the handle on ROCm, and on CUDA the
+/// handle with the default stream spelled 1 (the protocol forbids 0).
+///
+/// ```
+/// assert_eq!(devmm::dlpack::consumer_stream_value(&devmm::Stream::cpu()), None);
+/// ```
+pub fn consumer_stream_value(stream: &Stream) -> Option<i64> {
+    let handle = i64::try_from(stream.handle()).ok()?;
+    match stream.device().ty() {
+        DeviceType::Cuda | DeviceType::CudaManaged => Some(if handle == 0 { 1 } else { handle }),
+        DeviceType::Rocm => Some(handle),
+        _ => None,
+    }
+}
+
 fn refusal(reason: String) -> Error {
     Error::Dlpack { reason }
 }

@@ -28,4 +28,5 @@ mod import;
 mod request;
 
 pub use export::DlpackExport;
+pub use import::consumer_stream_value;
 pub use request::{DlpackFlavor, DlpackRequest};
