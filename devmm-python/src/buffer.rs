@@ -312,7 +312,8 @@ impl PyDeviceBuffer {
         unsafe { crate::interchange::release_buffer(view) }
     }
 
-    fn __reduce__(&self) -> PyResult<()> {
+    /// Refuses: device memory is not serialisable.
+    fn __reduce__(&self) -> PyResult<Py<PyAny>> {
         Err(crate::tensor::not_picklable("DeviceBuffer"))
     }
 

@@ -93,8 +93,11 @@ impl PyRowMajor {
         "RowMajor()"
     }
 
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, ()) {
-        (py.get_type::<PyRowMajor>().into_any().unbind(), ())
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyRowMajor>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
     }
 }
 
@@ -119,8 +122,11 @@ impl PyColMajor {
         "ColMajor()"
     }
 
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, ()) {
-        (py.get_type::<PyColMajor>().into_any().unbind(), ())
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyColMajor>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
     }
 }
 
@@ -257,8 +263,11 @@ impl PyDeviceOptimal {
         "DeviceOptimal()"
     }
 
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, ()) {
-        (py.get_type::<PyDeviceOptimal>().into_any().unbind(), ())
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyDeviceOptimal>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
     }
 }
 

@@ -90,7 +90,8 @@ impl PyTensor {
         unsafe { crate::interchange::release_buffer(view) }
     }
 
-    fn __reduce__(&self) -> PyResult<()> {
+    /// Refuses: device memory is not serialisable.
+    fn __reduce__(&self) -> PyResult<Py<PyAny>> {
         Err(not_picklable("Tensor"))
     }
     /// Extents, one per dimension.
