@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
 
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::IntoPyResult;
@@ -44,6 +45,16 @@ impl PyDeviceBuffer {
             )));
         }
         Ok(())
+    }
+}
+
+impl PyDeviceBuffer {
+    /// The stream a copy runs on: the named one, or the buffer's own.
+    fn copy_stream(&self, stream: Option<StreamArg>) -> PyResult<devmm::Stream> {
+        match stream {
+            None => Ok(self.buffer.stream().clone()),
+            some => resolve_stream(some, self.buffer.device()),
+        }
     }
 }
 
@@ -153,9 +164,21 @@ impl PyDeviceBuffer {
         maybe_detached(py, device, || self.buffer.free(&stream)).py()
     }
 
-    /// Copies `data` (any bytes-like object) to the start of the buffer.
-    fn copy_from_host(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Copies `data` (any bytes-like object) into the buffer from byte
+    /// `offset`, on `stream` (the buffer's own when `None`). On a default
+    /// stream the copy is done when this returns; on another it is
+    /// asynchronous and `data` must stay unchanged until the stream is
+    /// synchronized (rmm's rule).
+    #[pyo3(signature = (data, *, offset = 0, stream = None))]
+    fn copy_from_host(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        offset: usize,
+        stream: Option<StreamArg>,
+    ) -> PyResult<()> {
         self.check_real_memory()?;
+        let stream = self.copy_stream(stream)?;
         let data = bytes_of(data)?;
         let data = data.as_bytes();
         maybe_detached(py, self.buffer.device(), || {
@@ -163,37 +186,135 @@ impl PyDeviceBuffer {
             // addresses (checked above); every other resource, Python ones
             // included, is trusted to hand out real memory of its device, as
             // ctypes trusts the addresses it is given.
-            unsafe { self.buffer.copy_from_host(data) }
+            unsafe { self.buffer.copy_from_host_at(offset, data, &stream) }
         })
         .py()
     }
 
-    /// The first `nbytes` bytes of the buffer (all of it when `None`), copied to the host.
-    #[pyo3(signature = (nbytes = None))]
+    /// Copies the buffer from byte `offset` (`nbytes` of it; all that
+    /// follows `offset` when `None`) to the host: into `out` (any writable
+    /// bytes-like object of at least that size), returned, or into a new
+    /// NumPy `uint8` array.
+    #[pyo3(signature = (out = None, *, offset = 0, nbytes = None, stream = None))]
     fn copy_to_host<'py>(
         &self,
         py: Python<'py>,
+        out: Option<Bound<'py, PyAny>>,
+        offset: usize,
         nbytes: Option<usize>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let nbytes = nbytes.unwrap_or(self.buffer.nbytes());
-        // Checked before the bytes object is made: an absurd size must be a
+        stream: Option<StreamArg>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let available = self.buffer.nbytes().saturating_sub(offset);
+        let nbytes = nbytes.unwrap_or(available);
+        // Checked before any host memory is made: an absurd size must be a
         // ValueError, not an allocation failure that aborts the process.
-        if nbytes > self.buffer.nbytes() {
+        if offset > self.buffer.nbytes() || nbytes > available {
             return Err(PyValueError::new_err(format!(
-                "copy of {nbytes} bytes does not fit a buffer of {} bytes on {}",
+                "copy of {nbytes} bytes at offset {offset} does not fit a buffer of {} bytes on {}",
                 self.buffer.nbytes(),
                 self.buffer.device()
             )));
         }
         self.check_real_memory()?;
-        PyBytes::new_with(py, nbytes, |out| {
-            maybe_detached(py, self.buffer.device(), || {
-                // SAFETY: as in `copy_from_host`: the resource hands out
-                // real memory of its device.
-                unsafe { self.buffer.copy_to_host(out) }
-            })
-            .py()
+        let stream = self.copy_stream(stream)?;
+        let out = match out {
+            Some(out) => out,
+            None => py
+                .import(intern!(py, "numpy"))?
+                .call_method1(intern!(py, "empty"), (nbytes, intern!(py, "uint8")))?,
+        };
+        let target = PyBuffer::<u8>::get(&out)?;
+        if target.readonly() || !target.is_c_contiguous() || target.len_bytes() < nbytes {
+            return Err(PyValueError::new_err(format!(
+                "out must be a writable, contiguous buffer of at least {nbytes} bytes (got {} \
+                 bytes{})",
+                target.len_bytes(),
+                if target.readonly() { ", read-only" } else { "" }
+            )));
+        }
+        let dst = target.buf_ptr() as usize;
+        maybe_detached(py, self.buffer.device(), || {
+            // SAFETY: `dst` is the start of a writable, contiguous buffer of
+            // at least `nbytes` bytes, held by `target` for the call; the
+            // resource hands out real memory (checked above).
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, nbytes) };
+            // SAFETY: as in `copy_from_host`.
+            unsafe { self.buffer.copy_to_host_at(offset, dst, &stream) }
         })
+        .py()?;
+        drop(target);
+        Ok(out)
+    }
+
+    /// A new buffer holding a copy of `data` (any bytes-like object), from
+    /// `mr` (the current resource of `device` when `None`), copied on
+    /// `stream` with rmm's default-stream rule (see `copy_from_host`).
+    #[staticmethod]
+    #[pyo3(signature = (data, *, stream = None, mr = None, device = None))]
+    fn to_device(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        stream: Option<StreamArg>,
+        mr: Option<&Bound<'_, PyMemoryResource>>,
+        device: Option<DeviceArg>,
+    ) -> PyResult<Self> {
+        let bytes = bytes_of(data)?;
+        let made = PyDeviceBuffer::py_new(py, bytes.as_bytes().len(), mr, stream.clone(), device)?;
+        made.copy_from_host(py, bytes.as_any(), 0, stream)?;
+        Ok(made)
+    }
+
+    /// The buffer as a 1-D `uint8` DLPack tensor (as cuda.core's `Buffer`
+    /// exports); the arguments are those of `Tensor.__dlpack__`.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let bytes = devmm::Tensor::bytes_of(Arc::clone(&self.buffer)).py()?;
+        crate::dlpack::export_capsule(py, &bytes, stream, max_version, dl_device, copy)
+    }
+
+    /// `(device_type, device_id)` as the DLPack protocol reports it.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.buffer.device().dlpack_device()
+    }
+
+    /// The CUDA Array Interface (version 3) of the bytes, for CUDA memory;
+    /// `AttributeError` elsewhere.
+    ///
+    /// Python type: `dict[str, object]`
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let bytes = devmm::Tensor::bytes_of(Arc::clone(&self.buffer)).py()?;
+        crate::interchange::array_interface(py, &bytes, devmm::ArrayInterfaceKind::Cuda)
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        slf.get()
+            .check_real_memory()
+            .map_err(|e| pyo3::exceptions::PyBufferError::new_err(e.value(slf.py()).to_string()))?;
+        let bytes = devmm::Tensor::bytes_of(Arc::clone(&slf.get().buffer)).py()?;
+        // SAFETY: forwarded from Python's bf_getbuffer.
+        unsafe { crate::interchange::get_buffer(slf.as_any(), &bytes, view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: forwarded from Python's bf_releasebuffer.
+        unsafe { crate::interchange::release_buffer(view) }
+    }
+
+    /// Refuses: device memory is not serialisable.
+    fn __reduce__(&self) -> PyResult<Py<PyAny>> {
+        Err(crate::tensor::not_picklable("DeviceBuffer"))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -105,6 +105,13 @@ impl PyDeviceType {
     fn __repr__(&self) -> String {
         format!("<DeviceType.{}: {}>", self.name(), *self as i32)
     }
+
+    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (i32,)) {
+        (
+            py.get_type::<PyDeviceType>().into_any().unbind(),
+            (*self as i32,),
+        )
+    }
 }
 
 /// One device: a type and an ordinal. A frozen value; equal devices hash
@@ -171,6 +178,13 @@ impl PyDevice {
 
     fn __str__(&self) -> String {
         self.inner.to_string()
+    }
+
+    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (i32, u32)) {
+        (
+            py.get_type::<PyDevice>().into_any().unbind(),
+            (self.inner.dlpack_device().0, self.inner.index()),
+        )
     }
 }
 

@@ -63,6 +63,13 @@ impl PyDType {
     fn __str__(&self) -> String {
         self.inner.to_string()
     }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        Ok((
+            py.get_type::<PyDType>().getattr("from_string")?,
+            (self.inner.to_string(),),
+        ))
+    }
 }
 
 /// An element-type argument: a `DType`, a standard name, or anything whose

@@ -92,6 +92,13 @@ impl PyRowMajor {
     fn __repr__(&self) -> &'static str {
         "RowMajor()"
     }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyRowMajor>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
+    }
 }
 
 /// Fortran order: the first dimension is contiguous.
@@ -113,6 +120,13 @@ impl PyColMajor {
 
     fn __repr__(&self) -> &'static str {
         "ColMajor()"
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyColMajor>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
     }
 }
 
@@ -139,6 +153,13 @@ impl PyPermuted {
 
     fn __repr__(&self) -> String {
         format!("Permuted({:?})", self.order)
+    }
+
+    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Vec<usize>,)) {
+        (
+            py.get_type::<PyPermuted>().into_any().unbind(),
+            (self.order.clone(),),
+        )
     }
 }
 
@@ -203,6 +224,18 @@ impl PyAligned {
             self.base_alignment
         ))
     }
+
+    #[allow(clippy::type_complexity)]
+    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Py<PyLayoutPolicy>, usize, usize)) {
+        (
+            py.get_type::<PyAligned>().into_any().unbind(),
+            (
+                self.inner.clone_ref(py),
+                self.unit_stride_alignment,
+                self.base_alignment,
+            ),
+        )
+    }
 }
 
 /// Row-major with the padding each device prefers: 128-byte rows and a
@@ -228,6 +261,13 @@ impl PyDeviceOptimal {
 
     fn __repr__(&self) -> &'static str {
         "DeviceOptimal()"
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
+        (
+            py.get_type::<PyDeviceOptimal>().into_any().unbind(),
+            PyTuple::empty(py),
+        )
     }
 }
 

@@ -7,12 +7,14 @@
 
 mod adaptors;
 mod buffer;
+mod copies;
 mod device;
 mod dlpack;
 mod dtype;
 mod error;
 mod gpu_resources;
 mod host_resources;
+mod interchange;
 mod layout;
 mod log_bridge;
 mod numpy_handler;
@@ -43,6 +45,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<stream::PyStreamSentinel>()?;
     m.add_class::<stream::PyStream>()?;
+    m.add_class::<stream::PyStreamFlags>()?;
+    m.add_class::<stream::PyStreamPool>()?;
     m.add(
         "DEFAULT",
         stream::PyStreamSentinel {
@@ -101,6 +105,11 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty_like, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(copies::copy_host_to_ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(copies::copy_ptr_to_host, m)?)?;
+    m.add_function(wrap_pyfunction!(copies::copy_device_to_ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(copies::foreign_memory, m)?)?;
 
     m.add_class::<testing::PyRecordingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;

@@ -17,6 +17,15 @@ pub(crate) struct PyStreamSentinel {
 
 #[pymethods]
 impl PyStreamSentinel {
+    /// Pickles as the module attribute of the same name.
+    fn __reduce__(&self) -> &'static str {
+        match self.inner {
+            devmm::StreamSentinel::Default => "DEFAULT",
+            devmm::StreamSentinel::LegacyDefault => "LEGACY_DEFAULT",
+            devmm::StreamSentinel::PerThreadDefault => "PER_THREAD_DEFAULT",
+        }
+    }
+
     fn __repr__(&self) -> &'static str {
         match self.inner {
             devmm::StreamSentinel::Default => "devmm.DEFAULT",
@@ -73,6 +82,12 @@ impl PyStream {
     #[getter]
     fn owned(&self) -> bool {
         self.inner.is_owned()
+    }
+
+    /// Whether this is one of its runtime's default streams (rmm's
+    /// `Stream.is_default()`); the CPU's one stream is.
+    fn is_default(&self) -> PyResult<bool> {
+        self.inner.is_default().py()
     }
 
     /// Blocks until all work queued on the stream has finished (GIL released).
@@ -151,5 +166,91 @@ pub(crate) fn resolve_stream(
         Some(StreamArg::Sentinel(which)) => devmm::runtime_for(device)
             .and_then(|rt| rt.stream(device, which))
             .py(),
+    }
+}
+
+/// Stream creation flags, as rmm's `CudaStreamFlags`: `SYNC_DEFAULT`
+/// streams synchronize with the legacy default stream, `NON_BLOCKING` ones
+/// do not.
+#[pyclass(eq, eq_int, hash, frozen, name = "StreamFlags", module = "devmm")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PyStreamFlags {
+    /// Synchronizes with the legacy default stream.
+    #[pyo3(name = "SYNC_DEFAULT")]
+    SyncDefault = 0,
+    /// Does not synchronize with the legacy default stream.
+    #[pyo3(name = "NON_BLOCKING")]
+    NonBlocking = 1,
+}
+
+impl From<PyStreamFlags> for devmm::StreamFlags {
+    fn from(flags: PyStreamFlags) -> Self {
+        match flags {
+            PyStreamFlags::SyncDefault => devmm::StreamFlags::SyncDefault,
+            PyStreamFlags::NonBlocking => devmm::StreamFlags::NonBlocking,
+        }
+    }
+}
+
+#[pymethods]
+impl PyStreamFlags {
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, (i32,))> {
+        Ok((
+            py.get_type::<PyStreamFlags>().into_any().unbind(),
+            (*self as i32,),
+        ))
+    }
+
+    #[new]
+    fn py_new(value: i32) -> PyResult<Self> {
+        match value {
+            0 => Ok(PyStreamFlags::SyncDefault),
+            1 => Ok(PyStreamFlags::NonBlocking),
+            other => Err(PyValueError::new_err(format!(
+                "{other} is not a StreamFlags value; use 0 (SYNC_DEFAULT) or 1 (NON_BLOCKING)"
+            ))),
+        }
+    }
+}
+
+/// A thread-safe pool of streams on one device, as rmm's `CudaStreamPool`:
+/// `get_stream()` hands them out round-robin (successive calls may return
+/// the same stream), `get_stream(id)` by index.
+#[pyclass(frozen, name = "StreamPool", module = "devmm")]
+pub(crate) struct PyStreamPool {
+    inner: devmm::StreamPool,
+}
+
+#[pymethods]
+impl PyStreamPool {
+    /// `pool_size` streams with `flags` on `device` (the default device when `None`).
+    #[new]
+    #[pyo3(signature = (pool_size = 16, flags = PyStreamFlags::SyncDefault, *, device = None))]
+    fn py_new(
+        py: Python<'_>,
+        pool_size: usize,
+        flags: PyStreamFlags,
+        device: Option<crate::device::DeviceArg>,
+    ) -> PyResult<Self> {
+        let device = match device {
+            Some(d) => d.0,
+            None => devmm::default_device().py()?,
+        };
+        let inner = maybe_detached(py, device, || {
+            devmm::StreamPool::new(device, pool_size, flags.into())
+        })
+        .py()?;
+        Ok(PyStreamPool { inner })
+    }
+
+    /// The number of streams in the pool.
+    fn get_pool_size(&self) -> usize {
+        self.inner.pool_size()
+    }
+
+    /// Stream `stream_id`, or the next one when `None`.
+    #[pyo3(signature = (stream_id = None))]
+    fn get_stream(&self, stream_id: Option<usize>) -> PyResult<PyStream> {
+        Ok(self.inner.get_stream(stream_id).py()?.into())
     }
 }

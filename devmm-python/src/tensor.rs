@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::buffer::PyDeviceBuffer;
 use crate::device::{DeviceArg, PyDevice};
@@ -26,8 +26,74 @@ pub(crate) struct PyTensor {
     buffer: OnceLock<Py<PyDeviceBuffer>>,
 }
 
+impl PyTensor {
+    /// A tensor devmm did not allocate (a DLPack import): its resource is
+    /// the core's foreign-memory resource, and it has no policy object.
+    pub(crate) fn imported(py: Python<'_>, tensor: devmm::Tensor) -> PyResult<PyTensor> {
+        let mr = Py::new(
+            py,
+            PyMemoryResource::native(Arc::clone(tensor.buffer().resource())),
+        )?;
+        Ok(PyTensor {
+            tensor,
+            policy: py.None(),
+            mr,
+            buffer: OnceLock::new(),
+        })
+    }
+}
+
 #[pymethods]
 impl PyTensor {
+    /// Imports any DLPack producer (or an unconsumed DLPack capsule) as a
+    /// devmm `Tensor`, zero-copy; the same as `devmm.from_dlpack`.
+    #[staticmethod]
+    #[pyo3(signature = (obj, *, stream = None))]
+    fn from_dlpack(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<StreamArg>,
+    ) -> PyResult<PyTensor> {
+        from_dlpack(py, obj, stream)
+    }
+
+    /// NumPy's array interface (version 3), for host-accessible tensors;
+    /// `AttributeError` elsewhere. `np.asarray(t)` is a zero-copy view.
+    ///
+    /// Python type: `dict[str, object]`
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::interchange::array_interface(py, &self.tensor, devmm::ArrayInterfaceKind::Host)
+    }
+
+    /// The CUDA Array Interface (version 3, with `stream`), for CUDA
+    /// memory; `AttributeError` elsewhere.
+    ///
+    /// Python type: `dict[str, object]`
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::interchange::array_interface(py, &self.tensor, devmm::ArrayInterfaceKind::Cuda)
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        let tensor = slf.get().tensor.clone();
+        // SAFETY: forwarded from Python's bf_getbuffer.
+        unsafe { crate::interchange::get_buffer(slf.as_any(), &tensor, view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: forwarded from Python's bf_releasebuffer.
+        unsafe { crate::interchange::release_buffer(view) }
+    }
+
+    /// Refuses: device memory is not serialisable.
+    fn __reduce__(&self) -> PyResult<Py<PyAny>> {
+        Err(not_picklable("Tensor"))
+    }
     /// Extents, one per dimension.
     ///
     /// Python type: `tuple[int, ...]`
@@ -234,7 +300,9 @@ pub(crate) fn empty(
 
 /// A new tensor with the shape, dtype and device of `other`: a devmm
 /// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
-/// (a NumPy array, say). The other arguments are as for `empty`.
+/// (a NumPy array, say), in `other`'s memory order (a Fortran-order input
+/// gives a Fortran-order result) unless `layout` is given. The other
+/// arguments are as for `empty`.
 #[pyfunction]
 #[pyo3(signature = (other, *, layout = None, device = None, mr = None, stream = None))]
 pub(crate) fn empty_like(
@@ -245,10 +313,20 @@ pub(crate) fn empty_like(
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (shape, dtype, other_device) = match other.cast::<PyTensor>() {
+    let (shape, dtype, other_device, strides) = match other.cast::<PyTensor>() {
         Ok(tensor) => {
             let t = &tensor.get().tensor;
-            (devmm::Dims::from(t.shape()), t.dtype(), t.device())
+            let strides = t
+                .strides()
+                .iter()
+                .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
+                .collect();
+            (
+                devmm::Dims::from(t.shape()),
+                t.dtype(),
+                t.device(),
+                Some(strides),
+            )
         }
         Err(_) => {
             let (ty, id): (i32, i32) = other
@@ -256,13 +334,63 @@ pub(crate) fn empty_like(
                 .extract()?;
             let shape: ShapeArg = other.getattr(intern!(py, "shape"))?.extract()?;
             let dtype: DTypeArg = other.getattr(intern!(py, "dtype"))?.extract()?;
-            (shape.0, dtype.0, devmm::Device::from_dlpack(ty, id).py()?)
+            // NumPy-like producers report strides (in bytes, either sign).
+            let strides: Option<Vec<isize>> = match other.getattr(intern!(py, "strides")) {
+                Ok(strides) if !strides.is_none() => Some(strides.extract()?),
+                _ => None,
+            };
+            (
+                shape.0,
+                dtype.0,
+                devmm::Device::from_dlpack(ty, id).py()?,
+                strides,
+            )
         }
     };
+    // Without a layout, the source's memory order is kept (the core's rule).
+    let kept_order = match (layout, strides) {
+        (None, Some(strides)) => devmm::Permuted::of_strides(&shape, &strides)
+            .map(|order| {
+                py.get_type::<crate::layout::PyPermuted>()
+                    .call1((order.order().to_vec(),))
+            })
+            .transpose()?,
+        _ => None,
+    };
+    let kept_order = kept_order
+        .as_ref()
+        .map(|policy| policy.cast::<PyLayoutPolicy>())
+        .transpose()?;
+    let layout = layout.or(kept_order);
     let device = match (device, mr) {
         (Some(device), _) => Some(device.0),
         (None, Some(_)) => None,
         (None, None) => Some(other_device),
     };
     allocate(py, &shape, dtype, layout, device, mr, stream)
+}
+
+/// Imports any DLPack producer (an object with `__dlpack__` and
+/// `__dlpack_device__`, or an unconsumed DLPack capsule) as a devmm
+/// `Tensor`, zero-copy. The tensor owns the producer's export and releases
+/// it exactly once; its memory counts as foreign (`foreign_memory()`).
+/// `stream` is where the data is used next (the device's default when
+/// `None`); the producer orders its work before it.
+#[pyfunction]
+#[pyo3(signature = (obj, *, stream = None))]
+pub(crate) fn from_dlpack(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    stream: Option<StreamArg>,
+) -> PyResult<PyTensor> {
+    let tensor = crate::interchange::import(py, obj, stream)?;
+    PyTensor::imported(py, tensor)
+}
+
+/// The refusal to pickle device memory (see docs/adr/0010).
+pub(crate) fn not_picklable(what: &str) -> PyErr {
+    pyo3::exceptions::PyTypeError::new_err(format!(
+        "cannot pickle a devmm {what}: device memory is not serialisable; copy the bytes to the \
+         host (np.asarray, copy_to_host) and pickle those"
+    ))
 }

@@ -49,7 +49,7 @@ def test_numpy_imports_zero_copy_with_the_right_fields(stats: devmm.StatisticsAd
     assert a.ctypes.data == t.buffer.ptr == t.data_ptr
     assert (a.shape, a.dtype, a.strides) == ((3, 4), np.dtype("int16"), (2, 6))
     a[...] = np.arange(12, dtype=np.int16).reshape(3, 4)
-    assert t.buffer.copy_to_host(4) == np.array([0, 4], dtype=np.int16).tobytes()
+    assert t.buffer.copy_to_host(nbytes=4).tobytes() == np.array([0, 4], dtype=np.int16).tobytes()
 
 
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int64", "float16", "float64", "complex64", "complex128"])

@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent(
     assert t.device == gpu and t.strides == (32, 1) and t.data_ptr % 256 == 0
     assert t.__dlpack_device__() == ({code}, 0)
     t.buffer.copy_from_host(b"devmm")
-    assert t.buffer.copy_to_host(5) == b"devmm"
+    assert t.buffer.copy_to_host(nbytes=5).tobytes() == b"devmm"
     capsule = t.__dlpack__(max_version=(1, 0), stream={consumer_stream})
     try:
         t.__dlpack__(dl_device=(1, 0))

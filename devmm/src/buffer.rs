@@ -74,6 +74,39 @@ impl DeviceBuffer {
         })
     }
 
+    /// Holds foreign memory (`nbytes` at `ptr`, which devmm did not
+    /// allocate) as a buffer: dropping or freeing it runs `resource`'s
+    /// release once, after the last export is gone, and never a devmm
+    /// allocator's free. The memory counts in
+    /// [`foreign_memory`](crate::foreign_memory) while the buffer lives.
+    ///
+    /// A null `ptr` with `nbytes > 0` is refused (and `resource`'s release
+    /// runs when it drops).
+    pub fn adopt(
+        ptr: DevicePtr,
+        nbytes: usize,
+        resource: crate::foreign::ForeignMemoryResource,
+        stream: &Stream,
+    ) -> Result<Self> {
+        if ptr.is_null() && nbytes > 0 {
+            return Err(Error::Misuse {
+                kind: MisuseKind::NullAllocation,
+                ptr,
+                nbytes,
+                device: resource.device(),
+                resource: format!("{resource:?}"),
+            });
+        }
+        resource.adopt(ptr, nbytes)?;
+        Ok(DeviceBuffer {
+            ptr,
+            nbytes,
+            resource: Arc::new(resource),
+            stream: stream.clone(),
+            state: Mutex::default(),
+        })
+    }
+
     /// Allocates `nbytes` on `device` from its current resource
     /// ([`get_current_memory_resource`](crate::get_current_memory_resource))
     /// on the device's default stream.
@@ -192,13 +225,14 @@ impl DeviceBuffer {
         }
     }
 
-    /// Checks a copy of `len` bytes and holds the buffer open until the
-    /// returned guard drops, so a concurrent `free` waits for the copy.
-    fn hold_for_copy(&self, len: usize) -> Result<CopyHold<'_>> {
-        if len > self.nbytes {
+    /// Checks a copy of `len` bytes at `offset` and holds the buffer open
+    /// until the returned guard drops, so a concurrent `free` waits for the copy.
+    fn hold_for_copy(&self, offset: usize, len: usize) -> Result<CopyHold<'_>> {
+        let end = crate::size::checked_add(offset, len, "copy extent")?;
+        if end > self.nbytes {
             return Err(Error::InvalidArgument {
                 reason: format!(
-                    "copy of {len} bytes does not fit a buffer of {} bytes on {}",
+                    "copy of {len} bytes at offset {offset} does not fit a buffer of {} bytes on {}",
                     self.nbytes,
                     self.device()
                 ),
@@ -208,8 +242,8 @@ impl DeviceBuffer {
         Ok(CopyHold(self))
     }
 
-    /// Copies `src` to the start of the buffer through the memcpy of the
-    /// buffer's stream's runtime.
+    /// Copies `src` to the start of the buffer through the runtime's
+    /// memcpy, on the buffer's stream.
     ///
     /// # Safety
     ///
@@ -218,14 +252,8 @@ impl DeviceBuffer {
     /// (`RecordingMemoryResource`) or a callback resource returning
     /// addresses it does not own makes this write to arbitrary memory.
     pub unsafe fn copy_from_host(&self, src: &[u8]) -> Result<()> {
-        let _hold = self.hold_for_copy(src.len())?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        let runtime = self.stream.runtime_serving(self.device())?;
-        // SAFETY: the caller vouches the pointer is real memory; the hold
-        // keeps it allocated, and it is at least `src.len()` bytes long.
-        unsafe { runtime.copy_host_to_device(self.ptr, src, &self.stream) }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.copy_from_host_at(0, src, &self.stream) }
     }
 
     /// Copies the start of the buffer into `dst` and waits for it.
@@ -235,13 +263,90 @@ impl DeviceBuffer {
     /// As for [`copy_from_host`](Self::copy_from_host): the resource's
     /// pointers must be real memory of its device.
     pub unsafe fn copy_to_host(&self, dst: &mut [u8]) -> Result<()> {
-        let _hold = self.hold_for_copy(dst.len())?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let runtime = self.stream.runtime_serving(self.device())?;
-        // SAFETY: as in `copy_from_host`, for `dst.len()` bytes of reads.
-        unsafe { runtime.copy_device_to_host(dst, self.ptr, &self.stream) }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.copy_to_host_at(0, dst, &self.stream) }
+    }
+
+    /// Copies `src` into the buffer from byte `offset`, on `stream`; on a
+    /// default stream the copy is finished when this returns, on another
+    /// it is asynchronous and `src` must stay unchanged until `stream` is
+    /// synchronized (rmm's rule, see [`copy_host_to_ptr`](crate::copy_host_to_ptr)).
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(5, devmm::Device::CPU)?;
+    /// let stream = devmm::Stream::cpu();
+    /// // SAFETY: the CPU's default resource hands out real host memory.
+    /// unsafe { buf.copy_from_host_at(0, b"hello", &stream)? };
+    /// unsafe { buf.copy_from_host_at(1, b"EL", &stream)? };
+    /// let mut back = [0u8; 4];
+    /// unsafe { buf.copy_to_host_at(1, &mut back, &stream)? };
+    /// assert_eq!(&back, b"ELlo");
+    /// assert!(unsafe { buf.copy_to_host_at(2, &mut back, &stream) }.is_err()); // past the end
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`copy_from_host`](Self::copy_from_host).
+    pub unsafe fn copy_from_host_at(
+        &self,
+        offset: usize,
+        src: &[u8],
+        stream: &Stream,
+    ) -> Result<()> {
+        let _hold = self.hold_for_copy(offset, src.len())?;
+        // SAFETY: the caller vouches the pointer is real memory; the hold
+        // keeps it allocated, and `offset + src.len()` fits the buffer.
+        unsafe { crate::copy::copy_host_to_ptr(src, self.at(offset), stream) }
+    }
+
+    /// Copies `dst.len()` bytes from byte `offset` of the buffer into `dst`,
+    /// on `stream`, and waits for them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`copy_from_host`](Self::copy_from_host).
+    pub unsafe fn copy_to_host_at(
+        &self,
+        offset: usize,
+        dst: &mut [u8],
+        stream: &Stream,
+    ) -> Result<()> {
+        let _hold = self.hold_for_copy(offset, dst.len())?;
+        // SAFETY: as in `copy_from_host_at`, for reads.
+        unsafe { crate::copy::copy_ptr_to_host(self.at(offset), dst, stream) }
+    }
+
+    /// The address `offset` bytes in; in range after `hold_for_copy`, and an
+    /// allocation never wraps the address space.
+    fn at(&self, offset: usize) -> DevicePtr {
+        DevicePtr::from_addr(self.ptr.addr() + offset)
+    }
+
+    /// A new buffer from `resource` holding a copy of `data`, as rmm's
+    /// `DeviceBuffer.to_device` (the copy follows rmm's default-stream rule).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let mr = Arc::new(devmm::MallocMemoryResource::new());
+    /// // SAFETY: malloc hands out real host memory.
+    /// let buf = unsafe { devmm::DeviceBuffer::to_device(b"abc", mr, &devmm::Stream::cpu()) }?;
+    /// assert_eq!(buf.nbytes(), 3);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`copy_from_host`](Self::copy_from_host).
+    pub unsafe fn to_device(
+        data: &[u8],
+        resource: Arc<dyn MemoryResource>,
+        stream: &Stream,
+    ) -> Result<DeviceBuffer> {
+        let buffer = DeviceBuffer::new(data.len(), resource, stream)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { buffer.copy_from_host_at(0, data, stream) }?;
+        Ok(buffer)
     }
 }
 

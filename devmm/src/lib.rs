@@ -1,13 +1,17 @@
 #![doc = include_str!("../../docs/api.md")]
 
 mod adaptor;
+mod array_interface;
 mod buffer;
 mod callback;
+mod copy;
 mod defaults;
 mod device;
 pub mod dlpack;
 mod dtype;
 mod error;
+mod foreign;
+mod host_view;
 mod layout;
 mod ledger;
 pub mod mrs;
@@ -17,15 +21,19 @@ mod resource;
 pub mod runtime;
 mod size;
 mod stream;
+mod stream_pool;
 mod tensor;
 pub mod testing;
 
 pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
+pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
+pub use copy::{copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{DriverError, Error, MisuseKind, Result};
+pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
 pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,
@@ -43,6 +51,7 @@ pub use runtime::{
 };
 pub use size::SizeOverflow;
 pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
+pub use stream_pool::{StreamFlags, StreamPool};
 pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 
 /// The README's examples, run as doctests so the front page cannot drift.

@@ -165,6 +165,24 @@ impl Stream {
             .synchronize(self.inner.device, self.inner.handle)
     }
 
+    /// Whether this is one of its runtime's built-in default streams
+    /// (DEFAULT, LEGACY_DEFAULT or PER_THREAD_DEFAULT), as rmm's
+    /// `Stream.is_default()`. The CPU's one stream is its default.
+    ///
+    /// ```
+    /// assert!(devmm::Stream::cpu().is_default()?);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_default(&self) -> Result<bool> {
+        let runtime = self.runtime();
+        for which in [DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT] {
+            if runtime.stream(self.device(), which)?.handle() == self.handle() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Makes this stream wait for the work queued so far on the native
     /// stream `producer` of the same device.
     pub fn wait_raw(&self, producer: usize) -> Result<()> {

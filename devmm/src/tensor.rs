@@ -86,6 +86,21 @@ impl Tensor {
         })
     }
 
+    /// The whole buffer as a 1-D `uint8` tensor, the way `DeviceBuffer`
+    /// exports itself (DLPack, the array interfaces).
+    ///
+    /// ```
+    /// let buf = std::sync::Arc::new(devmm::DeviceBuffer::on_device(6, devmm::Device::CPU)?);
+    /// let bytes = devmm::Tensor::bytes_of(buf.clone())?;
+    /// assert_eq!((bytes.shape(), bytes.dtype()), (&[6][..], devmm::DType::UINT8));
+    /// assert_eq!(bytes.data_ptr(), buf.ptr());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn bytes_of(buffer: Arc<DeviceBuffer>) -> Result<Tensor> {
+        let layout = Layout::new(&[buffer.nbytes()], &[1], DType::UINT8, 1)?;
+        Tensor::from_buffer(buffer, DType::UINT8, layout, 0)
+    }
+
     /// The same memory, flagged read-only (DLPack exports carry the flag).
     pub fn to_read_only(&self) -> Tensor {
         Tensor {
@@ -151,6 +166,12 @@ impl Tensor {
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.inner.layout.numel()
+    }
+
+    /// Whether this handle is the only way to the memory: no clone, and no
+    /// other tensor or handle over the buffer.
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1 && Arc::strong_count(&self.inner.buffer) == 1
     }
 }
 
@@ -295,22 +316,33 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
     Tensor::from_buffer(buffer, dtype, layout, byte_offset)
 }
 
-/// A new tensor with `other`'s shape, dtype and device (the layout and the
-/// rest from `options`).
+/// A new tensor with `other`'s shape, dtype and device, and its memory
+/// order (a Fortran-order `other` gives a Fortran-order result) unless
+/// `options` names a layout; the rest from `options`.
 ///
 /// ```
-/// use devmm::{empty, empty_like, DType, EmptyOptions};
-/// let a = empty(&[2, 2], DType::INT32, &EmptyOptions::new())?;
+/// use devmm::{empty, empty_like, ColMajor, DType, EmptyOptions};
+/// let a = empty(&[2, 3], DType::INT32, &EmptyOptions::new().layout(ColMajor))?;
 /// let b = empty_like(&a, &EmptyOptions::new())?;
-/// assert_eq!((b.shape(), b.dtype()), (&[2, 2][..], DType::INT32));
+/// assert_eq!((b.shape(), b.strides(), b.dtype()), (&[2, 3][..], &[1, 2][..], DType::INT32));
 /// assert_ne!(a.data_ptr(), b.data_ptr());
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn empty_like(other: &Tensor, options: &EmptyOptions) -> Result<Tensor> {
-    let options = if options.device.is_none() && options.resource.is_none() {
+    let mut options = if options.device.is_none() && options.resource.is_none() {
         options.clone().device(other.device())
     } else {
         options.clone()
     };
+    if options.layout.is_none() {
+        let strides: Vec<isize> = other
+            .strides()
+            .iter()
+            .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
+            .collect();
+        if let Some(order) = crate::layout::Permuted::of_strides(other.shape(), &strides) {
+            options = options.layout(order);
+        }
+    }
     empty(other.shape(), other.dtype(), &options)
 }

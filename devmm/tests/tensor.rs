@@ -96,8 +96,8 @@ fn empty_like_copies_shape_dtype_and_device() {
     );
     assert_eq!(
         b.strides(),
-        &[2, 1],
-        "the layout comes from the options, row-major by default"
+        &[1, 2],
+        "without a layout option the source's memory order is kept"
     );
     assert_ne!(a.data_ptr(), b.data_ptr());
 }
@@ -171,4 +171,20 @@ fn tensors_share_and_keep_their_buffer() {
     );
     drop(view);
     assert_eq!(stats.current_bytes(), 0);
+}
+
+#[test]
+fn empty_like_keeps_the_memory_order_unless_a_layout_is_given() {
+    let nhwc = devmm::Permuted::new([0, 2, 3, 1]);
+    let a = devmm::empty(
+        &[1, 3, 4, 5],
+        devmm::DType::UINT8,
+        &devmm::EmptyOptions::new().layout(nhwc),
+    )
+    .expect("allocates");
+    let like = devmm::empty_like(&a, &devmm::EmptyOptions::new()).expect("allocates");
+    assert_eq!(like.strides(), a.strides());
+    let row = devmm::empty_like(&a, &devmm::EmptyOptions::new().layout(devmm::RowMajor))
+        .expect("allocates");
+    assert_eq!(row.strides(), &[60, 20, 5, 1]);
 }

@@ -313,6 +313,13 @@ impl Crate {
         let mut members = Vec::new();
         for item in &imp.items {
             let ImplItem::Fn(f) = item else { continue };
+            // Buffer-protocol slots are C-level only: no Python method to stub.
+            if matches!(
+                f.sig.ident.to_string().as_str(),
+                "__getbuffer__" | "__releasebuffer__"
+            ) {
+                continue;
+            }
             let attrs = &f.attrs;
             if let Some(getter) = find_attr(attrs, "getter") {
                 let name = accessor_name(getter, &f.sig.ident, "get_");

@@ -24,7 +24,9 @@
 
 mod export;
 pub mod ffi;
+mod import;
 mod request;
 
 pub use export::DlpackExport;
+pub use import::consumer_stream_value;
 pub use request::{DlpackFlavor, DlpackRequest};

@@ -114,6 +114,23 @@ impl Permuted {
     pub fn order(&self) -> &[usize] {
         &self.order
     }
+
+    /// The order of existing `strides` (in elements or bytes, either sign:
+    /// only their magnitudes are compared), so a new tensor keeps another's
+    /// memory order; `None` when that order is row-major already.
+    ///
+    /// ```
+    /// use devmm::Permuted;
+    /// // A Fortran-order 2x3 array (NumPy strides in bytes).
+    /// assert_eq!(Permuted::of_strides(&[2, 3], &[8, 16]), Some(Permuted::new([1, 0])));
+    /// assert_eq!(Permuted::of_strides(&[2, 3], &[24, -8]), None);
+    /// ```
+    pub fn of_strides(shape: &[usize], strides: &[isize]) -> Option<Permuted> {
+        let magnitudes: Dims = strides.iter().map(|s| s.unsigned_abs()).collect();
+        let order = super::order_by_stride(shape, &magnitudes);
+        let row_major = order.iter().enumerate().all(|(i, &d)| i == d);
+        (!row_major && order.len() == shape.len()).then_some(Permuted { order })
+    }
 }
 
 impl LayoutPolicy for Permuted {

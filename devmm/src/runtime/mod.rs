@@ -69,6 +69,25 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// A new stream on `device`, destroyed when its last clone drops.
     fn create_stream(&self, device: Device) -> Result<Stream>;
 
+    /// A new stream on `device` created with `flags`. Runtimes without
+    /// stream flags serve only [`StreamFlags::SyncDefault`](crate::StreamFlags).
+    fn create_stream_with_flags(
+        &self,
+        device: Device,
+        flags: crate::stream_pool::StreamFlags,
+    ) -> Result<Stream> {
+        match flags {
+            crate::stream_pool::StreamFlags::SyncDefault => self.create_stream(device),
+            other => Err(crate::Error::Stream {
+                device,
+                reason: format!(
+                    "the {} runtime cannot create {other:?} streams; use StreamFlags::SyncDefault",
+                    self.name()
+                ),
+            }),
+        }
+    }
+
     /// A stream over a native handle the caller owns.
     fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream>;
 

@@ -275,10 +275,18 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
+        self.create_stream_with_flags(device, crate::StreamFlags::SyncDefault)
+    }
+
+    fn create_stream_with_flags(
+        &self,
+        device: Device,
+        flags: crate::StreamFlags,
+    ) -> Result<Stream> {
         self.check(device)?;
         let _active = device::activate(&self.driver, device)?;
         let ops = self.stream_ops()?;
-        let handle = result::stream::create(&self.driver, device)?;
+        let handle = result::stream::create(&self.driver, device, flags as u32)?;
         Ok(Stream::owned(device, handle, ops))
     }
 

@@ -115,20 +115,19 @@ pub(crate) mod stream {
     use super::*;
     use std::ffi::c_void;
 
-    /// `cudaStreamDefault` / `hipStreamDefault`: created streams synchronize
-    /// with the legacy default stream, the safe choice for code that mixes
-    /// in libraries still using it.
-    const STREAM_DEFAULT_FLAGS: u32 = 0;
     /// `cudaEventDisableTiming` / `hipEventDisableTiming`: the fastest
     /// events, all a wait needs.
     const EVENT_DISABLE_TIMING: u32 = 0x2;
 
-    /// A new stream on the current device, which must be `device`.
-    pub(crate) fn create<P: Platform>(driver: &Driver<P>, device: Device) -> Result<usize> {
+    /// A new stream on the current device, which must be `device`, with
+    /// `flags` (`cudaStreamDefault` 0 synchronizes with the legacy default
+    /// stream, the safe choice for code mixing in libraries that use it;
+    /// `cudaStreamNonBlocking` 1; HIP's values are the same).
+    pub(crate) fn create<P: Platform>(driver: &Driver<P>, device: Device, flags: u32) -> Result<usize> {
         let call = driver.roles().stream_create_with_flags;
         let mut handle: *mut c_void = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-parameter for the call.
-        let status = unsafe { (call.f)(&mut handle, STREAM_DEFAULT_FLAGS) };
+        let status = unsafe { (call.f)(&mut handle, flags) };
         check(driver, call.name, status, Some(device))?;
         Ok(handle as usize)
     }

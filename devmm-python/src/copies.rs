@@ -1,0 +1,117 @@
+//! rmm's module-level copies between host buffers and raw device
+//! addresses (`copy_host_to_ptr`, `copy_ptr_to_host`,
+//! `copy_device_to_ptr`), and the foreign-memory figures. The
+//! default-stream rule lives in the core (`devmm::copy_host_to_ptr`).
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::error::IntoPyResult;
+use crate::stream::{maybe_detached, resolve_stream, StreamArg};
+
+/// The stream a raw copy runs on: the one given, or the default device's
+/// default stream.
+fn raw_stream(stream: Option<StreamArg>) -> PyResult<devmm::Stream> {
+    match stream {
+        Some(StreamArg::Stream(stream)) => Ok(stream),
+        other => resolve_stream(other, devmm::default_device().py()?),
+    }
+}
+
+/// Copies the bytes of `hb` (any bytes-like object) to device address
+/// `db`, on `stream` (the default device's default stream when `None`). On
+/// a default stream the copy is done when this returns; on another it is
+/// asynchronous and `hb` must stay alive and unchanged until the stream is
+/// synchronized. Like ctypes, it trusts the address it is given.
+#[pyfunction]
+#[pyo3(signature = (hb, db, stream = None))]
+pub(crate) fn copy_host_to_ptr(
+    py: Python<'_>,
+    hb: &Bound<'_, PyAny>,
+    db: usize,
+    stream: Option<StreamArg>,
+) -> PyResult<()> {
+    let stream = raw_stream(stream)?;
+    let src = PyBuffer::<u8>::get(hb)?;
+    if !src.is_c_contiguous() {
+        return Err(PyValueError::new_err("hb must be a contiguous buffer"));
+    }
+    let (ptr, len) = (src.buf_ptr() as usize, src.len_bytes());
+    maybe_detached(py, stream.device(), || {
+        // SAFETY: `src` holds `len` contiguous bytes at `ptr` for the call.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+        // SAFETY: the caller vouches for `db`, as rmm's callers do.
+        unsafe { devmm::copy_host_to_ptr(bytes, devmm::DevicePtr::from_addr(db), &stream) }
+    })
+    .py()
+}
+
+/// Copies `len(hb)` bytes from device address `db` into `hb` (a writable
+/// bytes-like object), on `stream` (see `copy_host_to_ptr`).
+#[pyfunction]
+#[pyo3(signature = (db, hb, stream = None))]
+pub(crate) fn copy_ptr_to_host(
+    py: Python<'_>,
+    db: usize,
+    hb: &Bound<'_, PyAny>,
+    stream: Option<StreamArg>,
+) -> PyResult<()> {
+    let stream = raw_stream(stream)?;
+    let dst = PyBuffer::<u8>::get(hb)?;
+    if dst.readonly() || !dst.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "hb must be a writable, contiguous buffer",
+        ));
+    }
+    let (ptr, len) = (dst.buf_ptr() as usize, dst.len_bytes());
+    maybe_detached(py, stream.device(), || {
+        // SAFETY: `dst` holds `len` writable contiguous bytes at `ptr`.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+        // SAFETY: the caller vouches for `db`.
+        unsafe { devmm::copy_ptr_to_host(devmm::DevicePtr::from_addr(db), bytes, &stream) }
+    })
+    .py()
+}
+
+/// Copies `count` bytes from device address `d_src` to `d_dst`, on
+/// `stream` (see `copy_host_to_ptr`).
+#[pyfunction]
+#[pyo3(signature = (d_src, d_dst, count, stream = None))]
+pub(crate) fn copy_device_to_ptr(
+    py: Python<'_>,
+    d_src: usize,
+    d_dst: usize,
+    count: usize,
+    stream: Option<StreamArg>,
+) -> PyResult<()> {
+    let stream = raw_stream(stream)?;
+    maybe_detached(py, stream.device(), || {
+        // SAFETY: the caller vouches for both ranges.
+        unsafe {
+            devmm::copy_device_to_ptr(
+                devmm::DevicePtr::from_addr(d_src),
+                devmm::DevicePtr::from_addr(d_dst),
+                count,
+                &stream,
+            )
+        }
+    })
+    .py()
+}
+
+/// What devmm holds of memory it did not allocate (DLPack imports):
+/// `live_count`, `live_bytes`, `total_count`, `total_bytes`.
+///
+/// Python type: `dict[str, int]`
+#[pyfunction]
+pub(crate) fn foreign_memory(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let stats = devmm::foreign_memory();
+    let dict = PyDict::new(py);
+    dict.set_item("live_count", stats.live_count)?;
+    dict.set_item("live_bytes", stats.live_bytes)?;
+    dict.set_item("total_count", stats.total_count)?;
+    dict.set_item("total_bytes", stats.total_bytes)?;
+    Ok(dict)
+}

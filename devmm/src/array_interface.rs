@@ -1,0 +1,150 @@
+//! NumPy's `__array_interface__` and the CUDA Array Interface
+//! (`__cuda_array_interface__`, version 3): the plain descriptions CuPy,
+//! Numba, NumPy and PyTorch read, computed once here for every front.
+
+use crate::device::DeviceType;
+use crate::dtype::{DType, DTypeCode};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Which of the two interfaces to describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArrayInterfaceKind {
+    /// `__array_interface__`: host-accessible memory.
+    Host,
+    /// `__cuda_array_interface__`: memory a CUDA device reads.
+    Cuda,
+}
+
+/// The fields of either interface's dictionary (version 3).
+///
+/// ```
+/// use devmm::{empty, ArrayInterfaceKind, ColMajor, DType, EmptyOptions};
+/// let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new().layout(ColMajor))?;
+/// let ai = t.array_interface(ArrayInterfaceKind::Host)?;
+/// assert_eq!((ai.typestr.as_str(), ai.version), ("<f4", 3));
+/// assert_eq!(ai.strides, Some(vec![4, 8])); // bytes; None when row-major
+/// assert_eq!(ai.data, (t.data_ptr().addr(), false));
+/// assert!(t.array_interface(ArrayInterfaceKind::Cuda).is_err()); // host memory
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayInterface {
+    /// Extents.
+    pub shape: Vec<usize>,
+    /// NumPy's type string (`"<f4"`, `"|u1"`, `"|b1"`, ...).
+    pub typestr: String,
+    /// `(address of the first element, read_only)`.
+    pub data: (usize, bool),
+    /// Strides in bytes; `None` for row-major dense tensors.
+    pub strides: Option<Vec<usize>>,
+    /// CUDA only: the stream a consumer must order its work after
+    /// (1 for the legacy default stream, which the protocol spells 1, not 0).
+    pub stream: Option<usize>,
+    /// The protocol version, 3.
+    pub version: u32,
+}
+
+impl Tensor {
+    /// This tensor as the interface `kind` describes it; refused for memory
+    /// the interface's consumers cannot reach, and for dtypes NumPy's type
+    /// strings have no name for (bfloat16, vector lanes).
+    pub fn array_interface(&self, kind: ArrayInterfaceKind) -> Result<ArrayInterface> {
+        let ty = self.device().ty();
+        let reachable = match kind {
+            ArrayInterfaceKind::Host => ty.is_host_accessible() || ty == DeviceType::CudaManaged,
+            ArrayInterfaceKind::Cuda => matches!(
+                ty,
+                DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
+            ),
+        };
+        if !reachable {
+            let (name, fix) = match kind {
+                ArrayInterfaceKind::Host => (
+                    "__array_interface__",
+                    "use __dlpack__ or __cuda_array_interface__, or copy the data to the host",
+                ),
+                ArrayInterfaceKind::Cuda => (
+                    "__cuda_array_interface__",
+                    "use __dlpack__ or __array_interface__ for memory that is not CUDA's",
+                ),
+            };
+            return Err(Error::InvalidArgument {
+                reason: format!("{name} cannot describe memory on {}; {fix}", self.device()),
+            });
+        }
+        let itemsize = self.dtype().itemsize();
+        let strides = (!self.layout().is_c_contiguous()).then(|| {
+            // Cannot overflow: the layout's checked required bytes cover every step.
+            self.strides().iter().map(|&s| s * itemsize).collect()
+        });
+        let stream =
+            (kind == ArrayInterfaceKind::Cuda).then(|| match self.buffer().stream().handle() {
+                0 => 1,
+                handle => handle,
+            });
+        Ok(ArrayInterface {
+            shape: self.shape().to_vec(),
+            typestr: typestr(self.dtype())?,
+            data: (self.data_ptr().addr(), self.is_read_only()),
+            strides,
+            stream,
+            version: 3,
+        })
+    }
+}
+
+impl ArrayInterface {
+    /// The Python buffer protocol's (PEP 3118) format for the type string:
+    /// `"f"` for `"<f4"`, `"B"` for `"|u1"`, `"Zd"` for `"<c16"`, ...
+    ///
+    /// ```
+    /// let t = devmm::empty(&[2], devmm::DType::FLOAT64, &devmm::EmptyOptions::new())?;
+    /// let ai = t.array_interface(devmm::ArrayInterfaceKind::Host)?;
+    /// assert_eq!(ai.buffer_format(), "d");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn buffer_format(&self) -> &'static str {
+        match self.typestr.as_str() {
+            "|i1" => "b",
+            "|u1" => "B",
+            "|b1" => "?",
+            "<i2" => "h",
+            "<u2" => "H",
+            "<i4" => "i",
+            "<u4" => "I",
+            "<i8" => "q",
+            "<u8" => "Q",
+            "<f2" => "e",
+            "<f4" => "f",
+            "<f8" => "d",
+            "<c8" => "Zf",
+            "<c16" => "Zd",
+            // Wider types (int128, float128) have no struct format: raw bytes.
+            _ => "B",
+        }
+    }
+}
+
+/// NumPy's type string for `dtype` (little-endian hosts and devices).
+fn typestr(dtype: DType) -> Result<String> {
+    let kind = match dtype.code() {
+        DTypeCode::Int => 'i',
+        DTypeCode::UInt => 'u',
+        DTypeCode::Float => 'f',
+        DTypeCode::Complex => 'c',
+        DTypeCode::Bool => 'b',
+        _ => 'x',
+    };
+    if kind == 'x' || dtype.lanes() != 1 {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "the array interfaces have no type string for {dtype}; exchange it through \
+                 __dlpack__, which names every dtype"
+            ),
+        });
+    }
+    let itemsize = dtype.itemsize();
+    let order = if itemsize == 1 { '|' } else { '<' };
+    Ok(format!("{order}{kind}{itemsize}"))
+}

@@ -1,0 +1,311 @@
+//! DLPack import: a producer's managed tensor (either struct version) held
+//! as a devmm [`Tensor`] over foreign memory.
+//!
+//! The import owns the managed struct from the moment it is called: the
+//! producer's deleter runs exactly once, when the last devmm handle (and
+//! the last re-export) lets go, or at once when the import is refused.
+//! The memory counts as foreign ([`foreign_memory`](crate::foreign_memory))
+//! and no devmm resource ever frees it.
+
+use std::ffi::c_void;
+
+use super::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
+    DLTensor,
+};
+use super::request::DlpackFlavor;
+use crate::buffer::DeviceBuffer;
+use crate::device::{Device, DeviceType};
+use crate::dtype::{DType, DTypeCode};
+use crate::error::{Error, Result};
+use crate::foreign::ForeignMemoryResource;
+use crate::layout::{Dims, Layout};
+use crate::ptr::DevicePtr;
+use crate::size::{checked_add, checked_mul};
+use crate::stream::Stream;
+use crate::tensor::Tensor;
+
+/// The producer's managed struct, deleted exactly once when this drops.
+struct Managed {
+    /// The struct's address (kept as an integer so the owner is `Send`:
+    /// DLPack deleters may run on any thread).
+    raw: usize,
+    flavor: DlpackFlavor,
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is a live managed struct of `flavor` that this
+        // owner took from the caller of `from_dlpack`; it is deleted only
+        // here, once. Only the deleter field is read, which sits at the same
+        // place in every version with the same major.
+        unsafe {
+            match self.flavor {
+                DlpackFlavor::Versioned => {
+                    let m = self.raw as *mut DLManagedTensorVersioned;
+                    if let Some(deleter) = (*m).deleter {
+                        deleter(m);
+                    }
+                }
+                DlpackFlavor::Legacy => {
+                    let m = self.raw as *mut DLManagedTensor;
+                    if let Some(deleter) = (*m).deleter {
+                        deleter(m);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The integer a consumer passes as `__dlpack__(stream=...)` so the
+/// producer orders its work before `stream`: `None` on host devices (the
+/// protocol wants no stream there), the handle on ROCm, and on CUDA the
+/// handle with the default stream spelled 1 (the protocol forbids 0).
+///
+/// ```
+/// assert_eq!(devmm::dlpack::consumer_stream_value(&devmm::Stream::cpu()), None);
+/// ```
+pub fn consumer_stream_value(stream: &Stream) -> Option<i64> {
+    let handle = i64::try_from(stream.handle()).ok()?;
+    match stream.device().ty() {
+        DeviceType::Cuda | DeviceType::CudaManaged => Some(if handle == 0 { 1 } else { handle }),
+        DeviceType::Rocm => Some(handle),
+        _ => None,
+    }
+}
+
+fn refusal(reason: String) -> Error {
+    Error::Dlpack { reason }
+}
+
+impl Tensor {
+    /// Imports a DLPack managed tensor of either struct version, zero-copy,
+    /// with the device's default stream as the buffer's stream.
+    ///
+    /// ```
+    /// use devmm::dlpack::{DlpackFlavor, DlpackRequest};
+    /// use devmm::{empty, DType, EmptyOptions, Tensor};
+    /// let source = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new())?;
+    /// let raw = source.to_dlpack(&DlpackRequest::new().max_version(1, 1))?.into_raw();
+    /// // SAFETY: a live versioned export, handed over once.
+    /// let imported = unsafe { Tensor::from_dlpack(raw, DlpackFlavor::Versioned) }?;
+    /// assert_eq!((imported.shape(), imported.data_ptr()), (source.shape(), source.data_ptr()));
+    /// assert_eq!(source.buffer().live_exports(), 1);
+    /// drop(imported); // the producer's deleter runs now
+    /// assert_eq!(source.buffer().live_exports(), 0);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `raw` is null or a live `DLManagedTensorVersioned` (for
+    /// [`DlpackFlavor::Versioned`]) or `DLManagedTensor` (legacy) that the
+    /// caller owns and hands over: nobody else may call its deleter. Its
+    /// `dl_tensor` must describe memory that stays valid until the deleter runs.
+    pub unsafe fn from_dlpack(raw: *mut c_void, flavor: DlpackFlavor) -> Result<Tensor> {
+        // SAFETY: forwarded from the caller.
+        unsafe { import(raw, flavor, None) }
+    }
+
+    /// [`from_dlpack`](Self::from_dlpack), with `stream` as the buffer's
+    /// stream: the consumer stream passed to the producer's `__dlpack__`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_dlpack`](Self::from_dlpack).
+    pub unsafe fn from_dlpack_on(
+        raw: *mut c_void,
+        flavor: DlpackFlavor,
+        stream: &Stream,
+    ) -> Result<Tensor> {
+        // SAFETY: forwarded from the caller.
+        unsafe { import(raw, flavor, Some(stream)) }
+    }
+}
+
+/// # Safety
+///
+/// As for [`Tensor::from_dlpack`].
+unsafe fn import(
+    raw: *mut c_void,
+    flavor: DlpackFlavor,
+    stream: Option<&Stream>,
+) -> Result<Tensor> {
+    if raw.is_null() {
+        return Err(refusal(
+            "cannot import a null DLPack managed tensor; pass the pointer the producer handed out"
+                .into(),
+        ));
+    }
+    // From here on every return path deletes the struct exactly once:
+    // errors drop `managed`, success moves it into the buffer's release.
+    let managed = Managed {
+        raw: raw as usize,
+        flavor,
+    };
+    // SAFETY: the caller hands over a live struct of `flavor`.
+    let (dl_tensor, read_only): (&DLTensor, bool) = unsafe {
+        match flavor {
+            DlpackFlavor::Versioned => {
+                let m = &*raw.cast::<DLManagedTensorVersioned>();
+                if m.version.major != DLPACK_MAJOR_VERSION {
+                    return Err(refusal(format!(
+                        "the producer made a DLPack {}.{} struct, but devmm reads major version \
+                         {DLPACK_MAJOR_VERSION}; ask the producer for max_version=(1, 1)",
+                        m.version.major, m.version.minor
+                    )));
+                }
+                (&m.dl_tensor, m.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0)
+            }
+            DlpackFlavor::Legacy => (&(*raw.cast::<DLManagedTensor>()).dl_tensor, false),
+        }
+    };
+    // SAFETY: `dl_tensor` belongs to the live struct; its shape and strides
+    // arrays hold `ndim` values by the DLPack contract.
+    let described = unsafe { describe(dl_tensor) }?;
+    let stream = match stream {
+        Some(stream) if stream.device() != described.device => {
+            return Err(Error::Stream {
+                device: described.device,
+                reason: format!(
+                    "the import lives on {} but the stream is on {}; pass a stream of {}",
+                    described.device,
+                    stream.device(),
+                    described.device
+                ),
+            });
+        }
+        Some(stream) => stream.clone(),
+        None => crate::defaults::stream(described.device)?,
+    };
+    let owner = format!(
+        "DLPack import ({})",
+        match flavor {
+            DlpackFlavor::Versioned => "versioned",
+            DlpackFlavor::Legacy => "legacy",
+        }
+    );
+    let resource = ForeignMemoryResource::new(described.device, owner, move || drop(managed));
+    let (ptr, nbytes, offset) = if described.layout.required_nbytes() == 0 {
+        (DevicePtr::NULL, 0, 0)
+    } else {
+        let nbytes = checked_add(
+            described.byte_offset,
+            described.layout.required_nbytes(),
+            "DLPack import extent",
+        )?;
+        (described.data, nbytes, described.byte_offset)
+    };
+    let buffer = DeviceBuffer::adopt(ptr, nbytes, resource, &stream)?;
+    let tensor = Tensor::from_buffer(
+        std::sync::Arc::new(buffer),
+        described.dtype,
+        described.layout,
+        offset,
+    )?;
+    Ok(if read_only {
+        tensor.to_read_only()
+    } else {
+        tensor
+    })
+}
+
+/// What a `DLTensor` describes, checked.
+struct Described {
+    device: Device,
+    dtype: DType,
+    layout: Layout,
+    data: DevicePtr,
+    byte_offset: usize,
+}
+
+/// Reads and checks a producer's `DLTensor`.
+///
+/// # Safety
+///
+/// `t` is a live `DLTensor` whose `shape` (and non-null `strides`) point at
+/// `ndim` values.
+unsafe fn describe(t: &DLTensor) -> Result<Described> {
+    let (dev_ty, dev_id) = (t.device.device_type, t.device.device_id);
+    let device = Device::from_dlpack(dev_ty, dev_id).map_err(|e| {
+        refusal(format!(
+            "cannot import memory on DLPack device ({dev_ty}, {dev_id}): {e}"
+        ))
+    })?;
+    let code = DTypeCode::from_dlpack(t.dtype.code).ok_or_else(|| {
+        refusal(format!(
+            "DLPack dtype code {} is not one devmm knows; import int, uint, float, bfloat, \
+             complex or bool data",
+            t.dtype.code
+        ))
+    })?;
+    let dtype = DType::new(code, t.dtype.bits, t.dtype.lanes)?;
+    let ndim = usize::try_from(t.ndim)
+        .map_err(|_| refusal(format!("DLPack ndim {} is negative", t.ndim)))?;
+    if ndim > 0 && t.shape.is_null() {
+        return Err(refusal(format!(
+            "the DLPack tensor has {ndim} dimensions but a null shape"
+        )));
+    }
+    let shape: Dims = (0..ndim)
+        // SAFETY: `shape` holds `ndim` values (caller's contract, null checked).
+        .map(|i| unsafe { *t.shape.add(i) })
+        .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
+        .collect::<Result<_>>()?;
+    let strides = if t.strides.is_null() {
+        c_contiguous(&shape)?
+    } else {
+        let mut strides = Dims::new();
+        for (i, &extent) in shape.iter().enumerate() {
+            // SAFETY: non-null `strides` holds `ndim` values.
+            let stride = unsafe { *t.strides.add(i) };
+            strides.push(match usize::try_from(stride) {
+                Ok(s) if s > 0 => s,
+                // Extents of 0 or 1 never step, so their stride is free.
+                _ if extent <= 1 => 1,
+                _ => {
+                    return Err(refusal(format!(
+                        "stride {stride} of dimension {i} is not positive; devmm tensors are \
+                         storage and cannot broadcast or run backwards: import a contiguous copy \
+                         (np.ascontiguousarray, torch.contiguous)"
+                    )));
+                }
+            });
+        }
+        strides
+    };
+    let layout = Layout::new(&shape, &strides, dtype, 1)?;
+    let byte_offset = usize::try_from(t.byte_offset)
+        .map_err(|_| refusal(format!("DLPack byte_offset {} overflows", t.byte_offset)))?;
+    let data = DevicePtr::from_addr(t.data as usize);
+    if layout.required_nbytes() > 0 && data.is_null() {
+        return Err(refusal(format!(
+            "the DLPack tensor has {} elements but a null data pointer",
+            layout.numel()
+        )));
+    }
+    if device.ty() == DeviceType::Cpu && dev_id != 0 {
+        return Err(refusal(format!(
+            "DLPack cpu device id {dev_id}: host memory has device id 0"
+        )));
+    }
+    Ok(Described {
+        device,
+        dtype,
+        layout,
+        data,
+        byte_offset,
+    })
+}
+
+/// Row-major strides for a producer that sent none.
+fn c_contiguous(shape: &[usize]) -> Result<Dims> {
+    let mut strides: Dims = smallvec::smallvec![1; shape.len()];
+    let mut next = 1usize;
+    for (stride, &extent) in strides.iter_mut().zip(shape).rev() {
+        *stride = next;
+        next = checked_mul(next, extent.max(1), "DLPack strides")?;
+    }
+    Ok(strides)
+}
