@@ -3,6 +3,7 @@
 mod adaptor;
 mod buffer;
 mod callback;
+pub mod callsite;
 mod device;
 pub mod dlpack;
 mod dtype;
@@ -15,11 +16,17 @@ mod registry;
 mod resource;
 pub mod runtime;
 mod size;
+pub mod statistics;
 mod stream;
 mod tensor;
 pub mod testing;
+pub mod trace;
 
-pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
+pub use adaptor::{
+    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LOG_TARGET, LeakReport, LimitingAdaptor,
+    LiveAllocation, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor,
+    TrackingAdaptor,
+};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use device::{Device, DeviceType};
