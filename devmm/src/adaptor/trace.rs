@@ -97,28 +97,30 @@ impl<U: MemoryResource, W: Write + Send> TraceAdaptor<U, W> {
         self.out.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The line for one event, call site resolved, before any lock is taken.
-    fn line(&self, action: Action, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> String {
+    /// The event, call site resolved, before any lock is taken; its time
+    /// is set under the lock, so a trace's times never go back.
+    fn event(&self, action: Action, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> TraceEvent {
         let frames = if self.format == TraceFormat::JsonLines && self.call_site_depth > 0 {
             CallSite::capture(self.call_site_depth).frames()
         } else {
             Vec::new()
         };
-        let event = TraceEvent {
+        TraceEvent {
             line: 0,
             thread: trace::current_thread_id(),
-            time_ns: trace::epoch_ns(SystemTime::now()),
+            time_ns: 0,
             action,
             ptr: ptr.addr(),
             nbytes,
             stream: stream.handle(),
             device: Some(self.upstream.device()),
             frames,
-        };
-        trace::format_event(self.format, &event)
+        }
     }
 
-    fn write_line(out: &mut W, line: &str) {
+    fn write(&self, out: &mut W, mut event: TraceEvent) {
+        event.time_ns = trace::epoch_ns(SystemTime::now());
+        let line = trace::format_event(self.format, &event);
         // A trace that cannot be written must not fail the call it
         // describes; the error surfaces on `flush`.
         let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
@@ -135,16 +137,16 @@ impl<U: MemoryResource, W: Write + Send> MemoryResource for TraceAdaptor<U, W> {
             .upstream
             .allocate(nbytes, stream)
             .map_err(|e| e.through("TraceAdaptor"));
-        let line = match &result {
-            Ok(ptr) => self.line(Action::Allocate, *ptr, nbytes, stream),
-            Err(_) => self.line(Action::AllocateFailure, DevicePtr::NULL, nbytes, stream),
+        let event = match &result {
+            Ok(ptr) => self.event(Action::Allocate, *ptr, nbytes, stream),
+            Err(_) => self.event(Action::AllocateFailure, DevicePtr::NULL, nbytes, stream),
         };
-        Self::write_line(&mut self.lock(), &line);
+        self.write(&mut self.lock(), event);
         result
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        let line = self.line(Action::Free, ptr, nbytes, stream);
+        let event = self.event(Action::Free, ptr, nbytes, stream);
         // The lock is held across the free: once the upstream has the
         // address back another thread may get it again, and its `allocate`
         // line must come after this `free` line. Written only when the free
@@ -152,7 +154,7 @@ impl<U: MemoryResource, W: Write + Send> MemoryResource for TraceAdaptor<U, W> {
         let mut out = self.lock();
         // SAFETY: forwarded verbatim; the caller upholds the contract.
         unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        Self::write_line(&mut out, &line);
+        self.write(&mut out, event);
         Ok(())
     }
 
