@@ -3,10 +3,12 @@
 //! A PyO3 extension over the Rust core: each module here wraps one core
 //! concept for Python and keeps no behaviour of its own beyond argument
 //! conversion, object identity and the Python-specific bridges (Python
-//! resources, `contextvars` overrides, `logging`, NumPy's allocator).
+//! resources, `contextvars` overrides, `logging`, NumPy's allocator, the
+//! Python stack of call sites, the `devmm` command).
 
 mod adaptors;
 mod buffer;
+mod cli;
 mod device;
 mod dlpack;
 mod dtype;
@@ -16,12 +18,16 @@ mod host_resources;
 mod layout;
 mod log_bridge;
 mod numpy_handler;
+mod python_stack;
 mod registry;
 mod resource;
 mod runtime;
+mod statistics;
 mod stream;
 mod tensor;
 mod testing;
+mod trace;
+mod tracking;
 
 use pyo3::prelude::*;
 
@@ -30,6 +36,7 @@ use pyo3::prelude::*;
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     log_bridge::install();
+    python_stack::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
     m.add(
@@ -77,6 +84,13 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLimitingAdaptor>()?;
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
+    m.add_class::<tracking::PyTrackingAdaptor>()?;
+    m.add_class::<tracking::PyLiveAllocation>()?;
+    m.add_class::<trace::PyTraceAdaptor>()?;
+    m.add_class::<statistics::PyStatistics>()?;
+    m.add_class::<statistics::PyMemoryRecord>()?;
+    m.add_class::<statistics::PyProfilerRecords>()?;
+    m.add_function(wrap_pyfunction!(cli::_cli_main, m)?)?;
     m.add_class::<numpy_handler::PyNumpyHandlerMemoryResource>()?;
     m.add_class::<gpu_resources::PyCudaRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyCudaPinnedMemoryResource>()?;

@@ -21,6 +21,7 @@ from ._devmm import (
     Layout,
     LayoutPolicy,
     LimitingAdaptor,
+    LiveAllocation,
     LoggingAdaptor,
     Permuted,
     RowMajor,
@@ -29,6 +30,8 @@ from ._devmm import (
     Stream,
     StreamSentinel,
     Tensor,
+    TraceAdaptor,
+    TrackingAdaptor,
     __version__,
     default_device,
     empty,
@@ -39,7 +42,7 @@ from ._devmm import (
     set_current_memory_resource,
     using_memory_resource,
 )
-from . import mrs
+from . import mrs, statistics
 
 __all__ = [
     "DEFAULT",
@@ -59,6 +62,7 @@ __all__ = [
     "Layout",
     "LayoutPolicy",
     "LimitingAdaptor",
+    "LiveAllocation",
     "LoggingAdaptor",
     "Permuted",
     "RowMajor",
@@ -67,6 +71,8 @@ __all__ = [
     "Stream",
     "StreamSentinel",
     "Tensor",
+    "TraceAdaptor",
+    "TrackingAdaptor",
     "__version__",
     "default_device",
     "empty",
@@ -76,5 +82,6 @@ __all__ = [
     "runtime_for",
     "runtime_names",
     "set_current_memory_resource",
+    "statistics",
     "using_memory_resource",
 ]
