@@ -13,6 +13,14 @@ use crate::resource::PyMemoryResource;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
+/// Prints the leak report of every `TrackingAdaptor` still holding
+/// allocations (with `DEVMM_LEAK_REPORT=1`); registered with `atexit`, so
+/// it runs before the interpreter frees what the program still held.
+#[pyfunction]
+pub(crate) fn _print_leak_reports() {
+    devmm::print_leak_reports();
+}
+
 /// One allocation made through a `TrackingAdaptor` and not yet freed.
 #[pyclass(frozen, name = "LiveAllocation", module = "devmm")]
 pub(crate) struct PyLiveAllocation {

@@ -25,7 +25,7 @@ pub mod trace;
 pub use adaptor::{
     DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LOG_TARGET, LeakReport, LimitingAdaptor,
     LiveAllocation, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor,
-    TrackingAdaptor,
+    TrackingAdaptor, print_leak_reports,
 };
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;

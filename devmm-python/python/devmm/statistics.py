@@ -70,7 +70,7 @@ _pushed: contextvars.ContextVar[
 def _device(device: Device | str | None) -> Device:
     if device is None:
         return default_device()
-    return device if isinstance(device, Device) else Device(device)
+    return device if isinstance(device, Device) else Device.from_string(device)
 
 
 def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:

@@ -75,4 +75,5 @@ pub use statistics::{Statistics, StatisticsAdaptor};
 pub use trace::TraceAdaptor;
 pub use tracking::{
     DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LeakReport, LiveAllocation, SiteGroup, TrackingAdaptor,
+    print_leak_reports,
 };

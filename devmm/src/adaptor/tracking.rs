@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::SystemTime;
 
@@ -44,6 +45,8 @@ struct Ledger {
     device: Device,
     chain: Mutex<String>,
     live: Mutex<HashMap<usize, LiveAllocation>>,
+    /// Set once its report is printed, so it prints once.
+    reported: AtomicBool,
 }
 
 /// Records every live allocation with its size, stream, time, thread and
@@ -101,6 +104,7 @@ impl<U: MemoryResource> TrackingAdaptor<U> {
             device: upstream.device(),
             chain: Mutex::new(String::new()),
             live: Mutex::new(HashMap::new()),
+            reported: AtomicBool::new(false),
         });
         let report_on_drop = leak_report_requested();
         if report_on_drop {
@@ -197,8 +201,6 @@ impl<U> Drop for TrackingAdaptor<U> {
         if self.report_on_drop {
             self.ledger.print_if_leaking();
         }
-        // Reported now (or never asked for): the exit-time report skips it.
-        lock(&self.ledger.live).clear();
     }
 }
 
@@ -236,7 +238,7 @@ impl Ledger {
 
     fn print_if_leaking(&self) {
         let report = self.report();
-        if report.live_allocations() > 0 {
+        if report.live_allocations() > 0 && !self.reported.swap(true, Ordering::Relaxed) {
             eprintln!("{report}");
         }
     }
@@ -340,10 +342,21 @@ fn watch_at_exit(ledger: &Arc<Ledger>) {
 }
 
 extern "C" fn report_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        let ledgers: Vec<Arc<Ledger>> = lock(&WATCHED).iter().filter_map(Weak::upgrade).collect();
-        for ledger in ledgers {
-            ledger.print_if_leaking();
-        }
-    });
+    let _ = std::panic::catch_unwind(print_leak_reports);
+}
+
+/// Prints, once each, the leak report of every [`TrackingAdaptor`] made
+/// with [`LEAK_REPORT_ENV`]`=1` that is alive and has live allocations:
+/// what runs at process exit. An embedding interpreter calls it before it
+/// tears its objects down (the Python package does, from `atexit`), so the
+/// report shows what the program still held when it ended.
+///
+/// ```
+/// devmm::print_leak_reports(); // nothing tracked here: prints nothing
+/// ```
+pub fn print_leak_reports() {
+    let ledgers: Vec<Arc<Ledger>> = lock(&WATCHED).iter().filter_map(Weak::upgrade).collect();
+    for ledger in ledgers {
+        ledger.print_if_leaking();
+    }
 }
