@@ -90,9 +90,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<statistics::PyStatistics>()?;
     m.add_class::<statistics::PyMemoryRecord>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;
-    m.add_function(wrap_pyfunction!(cli::_cli_main, m)?)?;
+    // Private entry points: attributes, not part of the module's `__all__`.
+    m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;
     let report = wrap_pyfunction!(tracking::_print_leak_reports, m)?;
-    m.add_function(report.clone())?;
+    m.setattr("_print_leak_reports", &report)?;
     py.import("atexit")?.call_method1("register", (report,))?;
     m.add_class::<numpy_handler::PyNumpyHandlerMemoryResource>()?;
     m.add_class::<gpu_resources::PyCudaRuntimeMemoryResource>()?;
