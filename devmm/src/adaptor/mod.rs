@@ -74,6 +74,6 @@ pub use logging::{LOG_TARGET, LoggingAdaptor};
 pub use statistics::{Statistics, StatisticsAdaptor};
 pub use trace::TraceAdaptor;
 pub use tracking::{
-    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LeakReport, LiveAllocation, SiteGroup, TrackingAdaptor,
-    print_leak_reports,
+    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LeakReport, LiveAllocation, SiteGroup,
+    TrackingAdaptor, print_leak_reports,
 };
