@@ -70,11 +70,21 @@ const INTERNAL_PREFIXES: &[&str] = &[
     "<F as",
 ];
 
+/// The C runtime's frames below `main`.
+const STARTUP_FUNCTIONS: &[&str] = &[
+    "main",
+    "_start",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "__libc_start_main_impl",
+];
+
 fn is_internal(frame: &Frame) -> bool {
     INTERNAL_PREFIXES
         .iter()
         .any(|prefix| frame.function.starts_with(prefix))
         || frame.function.starts_with("__rust")
+        || STARTUP_FUNCTIONS.contains(&frame.function.as_str())
 }
 
 /// A call stack captured at an allocation: the raw native frames and, for

@@ -92,6 +92,12 @@ impl<U: MemoryResource, W: Write + Send> TraceAdaptor<U, W> {
         self.lock().flush()
     }
 
+    /// Runs `f` on the writer under the adaptor's lock: to read an
+    /// in-memory trace while the adaptor lives, or to flush a custom writer.
+    pub fn with_writer<R>(&self, f: impl FnOnce(&mut W) -> R) -> R {
+        f(&mut self.lock())
+    }
+
     /// The writer, once the adaptor is no longer needed.
     pub fn into_writer(self) -> W {
         self.out.into_inner().unwrap_or_else(|e| e.into_inner())
