@@ -92,7 +92,7 @@ pub(crate) struct ReplayReport {
 
 impl Report for ReplayReport {
     fn to_text(&self) -> String {
-        let mut table = Table::new(&[("", Align::Left), ("", Align::Right)]);
+        let mut table = Table::new(&[("", Align::Left), ("", Align::Left)]);
         let rows = [
             ("trace", self.trace.clone()),
             ("stack", self.stack.clone()),
