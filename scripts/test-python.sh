@@ -34,6 +34,29 @@ target_dir="$(cargo metadata --format-version 1 --no-deps \
 export DEVMM_TEST_FAKE_CUDART="$target_dir/debug/libfake_cudart.so"
 export DEVMM_TEST_FAKE_HIP="$target_dir/debug/libfake_hip.so"
 
+step "PyTorch's memory viewer, from the torch wheel (for the snapshot test)"
+# torch/cuda/_memory_viz.py is pure Python and imports only the standard
+# library, so PyTorch's own viewer runs without torch's native libraries or
+# its CUDA dependencies. pip downloads the smallest wheel of a pinned
+# release (macOS arm64, 81 MB, against about 900 MB for Linux's CUDA build;
+# the file is the same in every wheel) and only that one file is kept.
+viz="$venv/torch-memory-viz/_memory_viz.py"
+if [ ! -f "$viz" ]; then
+    wheels="$(mktemp -d)"
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+        --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.12 \
+        "torch==2.11.0" -d "$wheels"
+    mkdir -p "$(dirname "$viz")"
+    "$venv/bin/python" - "$wheels" "$viz" <<'PY'
+import pathlib, sys, zipfile
+(wheel,) = pathlib.Path(sys.argv[1]).glob("torch-*.whl")
+with zipfile.ZipFile(wheel) as z:
+    pathlib.Path(sys.argv[2]).write_bytes(z.read("torch/cuda/_memory_viz.py"))
+PY
+    rm -rf "$wheels"
+fi
+export DEVMM_TEST_TORCH_MEMORY_VIZ="$viz"
+
 step "pytest (API tests, seed examples and docs/python.md as doctests)"
 "$venv/bin/python" -m pytest -q devmm-python/tests
 

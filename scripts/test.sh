@@ -16,6 +16,12 @@ step "set-up: .venv with the test tools (scripts/requirements-test.txt)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
 export PATH="$PWD/.venv/bin:$PATH"
 
+step "set-up: headless Chromium for the browser test of devmm plot (Debian's chromium)"
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

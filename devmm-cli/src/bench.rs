@@ -3,7 +3,6 @@
 //! each stack costs, each beside the raw allocator underneath.
 
 use std::hint::black_box;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,11 +12,11 @@ use devmm::{
     DType, Device, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MemoryResource,
     StatisticsAdaptor, Stream, Tensor,
 };
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::discovery;
 use crate::error::CliError;
+use crate::progress;
 use crate::report::{self, Report};
 use crate::table::{Align, Table};
 use crate::units;
@@ -205,17 +204,6 @@ pub(crate) struct BenchReport {
     figures: Vec<Figure>,
 }
 
-fn progress(steps: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(steps);
-    if let Ok(style) = ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len}") {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
-}
-
 /// Times `contenders` against `raw`, taking turns within each run so load
 /// from other processes falls on all of them alike; returns the median of
 /// `raw` and of each contender.
@@ -260,7 +248,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, CliError> {
         .iter()
         .map(|s| s.stacks.len() * (sizes.len() + 1))
         .sum();
-    let bar = progress(steps as u64);
+    let bar = progress::bar(steps as u64);
     let mut figures = Vec::new();
     for subject in &subjects {
         let device = subject.device.to_string();

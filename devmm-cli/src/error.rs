@@ -6,6 +6,9 @@ pub(crate) enum CliError {
     /// devmm itself refused or failed.
     #[error(transparent)]
     Devmm(#[from] devmm::Error),
+    /// A trace could not be read (the message names the file and line).
+    #[error(transparent)]
+    Trace(#[from] devmm::trace::TraceError),
     /// The report could not be written (closed pipe, full disk).
     #[error("cannot write the report: {0}")]
     Output(#[from] std::io::Error),

@@ -12,7 +12,7 @@ use crate::resource::{python_resource, resource_of, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
-fn adaptor_repr(
+pub(crate) fn adaptor_repr(
     py: Python<'_>,
     name: &str,
     upstream: &Py<PyMemoryResource>,
@@ -24,11 +24,19 @@ fn adaptor_repr(
 /// What every adaptor's constructor builds: the native adaptor over the
 /// upstream's resource (shared with the base class, which allocates through
 /// it), the Python upstream kept alive beside it, and that base class.
-fn adapt<A: devmm::MemoryResource + 'static>(
+pub(crate) fn adapt<A: devmm::MemoryResource + 'static>(
     upstream: &Bound<'_, PyMemoryResource>,
     make: impl FnOnce(Upstream) -> A,
 ) -> PyResult<(Arc<A>, Py<PyMemoryResource>, PyMemoryResource)> {
-    let adaptor = Arc::new(make(resource_of(upstream)?));
+    try_adapt(upstream, |mr| Ok(make(mr)))
+}
+
+/// [`adapt`] for adaptors whose construction can fail.
+pub(crate) fn try_adapt<A: devmm::MemoryResource + 'static>(
+    upstream: &Bound<'_, PyMemoryResource>,
+    make: impl FnOnce(Upstream) -> PyResult<A>,
+) -> PyResult<(Arc<A>, Py<PyMemoryResource>, PyMemoryResource)> {
+    let adaptor = Arc::new(make(resource_of(upstream)?)?);
     let base = PyMemoryResource::native(adaptor.clone());
     Ok((adaptor, upstream.clone().unbind(), base))
 }
@@ -83,6 +91,14 @@ impl PyStatisticsAdaptor {
     #[getter]
     fn deallocations(&self) -> usize {
         self.stats.statistics().deallocations
+    }
+
+    /// All counters at once, as a `devmm.statistics.Statistics`.
+    #[getter]
+    fn statistics(&self) -> crate::statistics::PyStatistics {
+        crate::statistics::PyStatistics {
+            inner: self.stats.statistics(),
+        }
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

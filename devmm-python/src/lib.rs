@@ -3,10 +3,12 @@
 //! A PyO3 extension over the Rust core: each module here wraps one core
 //! concept for Python and keeps no behaviour of its own beyond argument
 //! conversion, object identity and the Python-specific bridges (Python
-//! resources, `contextvars` overrides, `logging`, NumPy's allocator).
+//! resources, `contextvars` overrides, `logging`, NumPy's allocator, the
+//! Python stack of call sites, the `devmm` command).
 
 mod adaptors;
 mod buffer;
+mod cli;
 mod copies;
 mod device;
 mod dlpack;
@@ -18,12 +20,16 @@ mod interchange;
 mod layout;
 mod log_bridge;
 mod numpy_handler;
+mod python_stack;
 mod registry;
 mod resource;
 mod runtime;
+mod statistics;
 mod stream;
 mod tensor;
 mod testing;
+mod trace;
+mod tracking;
 
 use pyo3::prelude::*;
 
@@ -32,6 +38,7 @@ use pyo3::prelude::*;
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     log_bridge::install();
+    python_stack::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
     m.add(
@@ -81,6 +88,17 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLimitingAdaptor>()?;
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
+    m.add_class::<tracking::PyTrackingAdaptor>()?;
+    m.add_class::<tracking::PyLiveAllocation>()?;
+    m.add_class::<trace::PyTraceAdaptor>()?;
+    m.add_class::<statistics::PyStatistics>()?;
+    m.add_class::<statistics::PyMemoryRecord>()?;
+    m.add_class::<statistics::PyProfilerRecords>()?;
+    // Private entry points: attributes, not part of the module's `__all__`.
+    m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;
+    let report = wrap_pyfunction!(tracking::_print_leak_reports, m)?;
+    m.setattr("_print_leak_reports", &report)?;
+    py.import("atexit")?.call_method1("register", (report,))?;
     m.add_class::<numpy_handler::PyNumpyHandlerMemoryResource>()?;
     m.add_class::<gpu_resources::PyCudaRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyCudaPinnedMemoryResource>()?;

@@ -4,6 +4,7 @@ mod adaptor;
 mod array_interface;
 mod buffer;
 mod callback;
+pub mod callsite;
 mod copy;
 mod defaults;
 mod device;
@@ -20,12 +21,18 @@ mod registry;
 mod resource;
 pub mod runtime;
 mod size;
+pub mod statistics;
 mod stream;
 mod stream_pool;
 mod tensor;
 pub mod testing;
+pub mod trace;
 
-pub use adaptor::{LOG_TARGET, LimitingAdaptor, LoggingAdaptor, Statistics, StatisticsAdaptor};
+pub use adaptor::{
+    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LOG_TARGET, LeakReport, LimitingAdaptor,
+    LiveAllocation, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor,
+    TrackingAdaptor, print_leak_reports,
+};
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;

@@ -21,6 +21,7 @@ from ._devmm import (
     Layout,
     LayoutPolicy,
     LimitingAdaptor,
+    LiveAllocation,
     LoggingAdaptor,
     Permuted,
     RowMajor,
@@ -29,6 +30,8 @@ from ._devmm import (
     Stream,
     StreamSentinel,
     Tensor,
+    TraceAdaptor,
+    TrackingAdaptor,
     __version__,
     StreamFlags,
     StreamPool,
@@ -46,7 +49,7 @@ from ._devmm import (
     set_current_memory_resource,
     using_memory_resource,
 )
-from . import mrs
+from . import mrs, statistics
 
 __all__ = [
     "DEFAULT",
@@ -66,6 +69,7 @@ __all__ = [
     "Layout",
     "LayoutPolicy",
     "LimitingAdaptor",
+    "LiveAllocation",
     "LoggingAdaptor",
     "Permuted",
     "RowMajor",
@@ -74,6 +78,8 @@ __all__ = [
     "Stream",
     "StreamSentinel",
     "Tensor",
+    "TraceAdaptor",
+    "TrackingAdaptor",
     "__version__",
     "StreamFlags",
     "StreamPool",
@@ -90,5 +96,6 @@ __all__ = [
     "runtime_for",
     "runtime_names",
     "set_current_memory_resource",
+    "statistics",
     "using_memory_resource",
 ]

@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use devmm::dlpack::DlpackRequest;
 use devmm::runtime::cuda::CudaRuntime;
+use devmm::trace::TraceFormat;
 use devmm::{
     DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
-    MemoryResource, StatisticsAdaptor, Stream, empty,
+    MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor, empty,
 };
 
 /// The alignment of the raw baseline: the CPU resources' default.
@@ -166,6 +167,38 @@ pub(crate) fn all() -> Vec<Workload> {
             resource_pair(stack(), nbytes)
         }));
     }
+    // What watching memory costs: a 64-byte pair through the tracking
+    // adaptor (no call site, and the default 32-frame capture) and through
+    // the trace adaptor writing rmm's CSV (to a sink, so the figure is
+    // devmm's work and not the disk's).
+    let group = "observability/64B";
+    all.push(workload(group, "posix_memalign+free", || {
+        posix_memalign_pair(64)
+    }));
+    all.push(workload(group, "MallocMemoryResource", || {
+        resource_pair(Arc::new(MallocMemoryResource::new()), 64)
+    }));
+    all.push(workload(group, "Tracking(Malloc), depth 0", || {
+        resource_pair(
+            Arc::new(TrackingAdaptor::with_depth(MallocMemoryResource::new(), 0)),
+            64,
+        )
+    }));
+    all.push(workload(group, "Tracking(Malloc), depth 32", || {
+        resource_pair(
+            Arc::new(TrackingAdaptor::new(MallocMemoryResource::new())),
+            64,
+        )
+    }));
+    all.push(workload(group, "Trace(Malloc), rmm CSV", || {
+        let mr = TraceAdaptor::new(
+            MallocMemoryResource::new(),
+            std::io::sink(),
+            TraceFormat::Csv,
+        )
+        .expect("a sink takes the header");
+        resource_pair(Arc::new(mr), 64)
+    }));
     let nbytes = SHAPE_2D.iter().product::<usize>() * DType::FLOAT32.itemsize();
     all.push(workload("empty_2d", "posix_memalign+free", move || {
         posix_memalign_pair(nbytes)

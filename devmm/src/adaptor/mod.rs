@@ -1,5 +1,5 @@
 //! Adaptors: resources that wrap an upstream resource they own and add one
-//! behaviour (counting, limiting, logging) while forwarding the rest.
+//! behaviour (counting, limiting, logging, tracing, tracking) while forwarding the rest.
 //!
 //! They compose in any order over any resource, including
 //! `Arc<dyn MemoryResource>`, so the whole chain lives as long as the
@@ -66,7 +66,14 @@ fn saturating_sub(counter: &std::sync::atomic::AtomicUsize, n: usize) {
 mod limiting;
 mod logging;
 mod statistics;
+mod trace;
+mod tracking;
 
 pub use limiting::LimitingAdaptor;
 pub use logging::{LOG_TARGET, LoggingAdaptor};
 pub use statistics::{Statistics, StatisticsAdaptor};
+pub use trace::TraceAdaptor;
+pub use tracking::{
+    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LeakReport, LiveAllocation, SiteGroup,
+    TrackingAdaptor, print_leak_reports,
+};

@@ -1,0 +1,391 @@
+//! `devmm replay`: a recorded trace replayed against a resource stack, one
+//! thread per recorded thread, to see its peak, its failures and what each
+//! operation costs there.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use devmm::trace::{read_trace, Action, Timeline, TraceEvent};
+use devmm::{
+    Device, DevicePtr, HeapMemoryResource, LimitingAdaptor, LoggingAdaptor, MallocMemoryResource,
+    MemoryResource, StatisticsAdaptor, Stream, TrackingAdaptor,
+};
+use serde::Serialize;
+
+use crate::error::CliError;
+use crate::report::{self, Report};
+use crate::table::{Align, Table};
+use crate::{progress, units};
+
+/// The resource at the bottom of the replayed stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Base {
+    /// The device's default resource (its runtime's choice).
+    Default,
+    /// MallocMemoryResource (CPU only).
+    Malloc,
+    /// HeapMemoryResource, which detects misuse (CPU only).
+    Heap,
+}
+
+/// An adaptor over the base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Layer {
+    /// LoggingAdaptor (tracing events).
+    Logging,
+    /// TrackingAdaptor (call sites of live allocations).
+    Tracking,
+    /// StatisticsAdaptor.
+    Statistics,
+}
+
+/// Options of `devmm replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The trace: rmm's CSV (Thread,Time,Action,Pointer,Size,Stream) or devmm's JSON lines.
+    trace: PathBuf,
+    /// The device to replay on.
+    #[arg(long, default_value = "cpu:0")]
+    device: Device,
+    /// The resource at the bottom of the stack.
+    #[arg(long, value_enum, default_value = "default")]
+    resource: Base,
+    /// Adaptors over it, outermost first (repeatable).
+    #[arg(long = "adaptor", value_enum, value_name = "ADAPTOR")]
+    adaptors: Vec<Layer>,
+    /// Refuse allocations past this many live bytes (bytes, or with a unit: 8GiB), as a smaller device would.
+    #[arg(long, value_parser = units::parse_bytes)]
+    limit: Option<usize>,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `devmm replay` found.
+#[derive(Debug, Serialize)]
+pub(crate) struct ReplayReport {
+    trace: String,
+    /// The stack replayed against, outermost first (the replay's own
+    /// statistics adaptor on top).
+    stack: String,
+    events: usize,
+    threads: usize,
+    /// Peak live bytes the trace itself records.
+    recorded_peak_bytes: usize,
+    /// Peak live bytes on replay.
+    peak_bytes: usize,
+    /// Allocations the trace made that failed on replay.
+    failures: usize,
+    /// Allocations the trace records as failed (not replayed).
+    recorded_failures: usize,
+    /// Allocations the trace never freed (freed after the replay).
+    unfreed: usize,
+    allocations: usize,
+    frees: usize,
+    /// Mean nanoseconds per allocate and per free on replay.
+    allocate_mean_ns: f64,
+    free_mean_ns: f64,
+    wall_ns: u128,
+}
+
+impl Report for ReplayReport {
+    fn to_text(&self) -> String {
+        let mut table = Table::new(&[("", Align::Left), ("", Align::Left)]);
+        let rows = [
+            ("trace", self.trace.clone()),
+            ("stack", self.stack.clone()),
+            ("events", self.events.to_string()),
+            ("threads", self.threads.to_string()),
+            ("recorded peak", units::bytes(self.recorded_peak_bytes)),
+            ("replayed peak", units::bytes(self.peak_bytes)),
+            ("allocations", self.allocations.to_string()),
+            ("frees", self.frees.to_string()),
+            ("failed on replay", self.failures.to_string()),
+            ("failed when recorded", self.recorded_failures.to_string()),
+            ("never freed", self.unfreed.to_string()),
+            ("time per allocate", units::nanos(self.allocate_mean_ns)),
+            ("time per free", units::nanos(self.free_mean_ns)),
+        ];
+        for (name, value) in rows {
+            table.row(vec![name.to_owned(), value]);
+        }
+        // The header row of an untitled table is blank: leave it out.
+        let text = table.render();
+        let body = text
+            .split_once('\n')
+            .map_or(text.as_str(), |(_, rest)| rest);
+        let mut out = body.to_owned();
+        if self.failures > 0 {
+            out.push_str(&format!(
+                "{} allocation(s) failed on replay: the trace does not fit this stack\n",
+                self.failures
+            ));
+        }
+        out
+    }
+}
+
+fn stack(args: &ReplayArgs) -> Result<Arc<dyn MemoryResource>, CliError> {
+    let cpu_only = |name: &str| -> Result<(), CliError> {
+        if args.device == Device::CPU {
+            return Ok(());
+        }
+        Err(devmm::Error::InvalidArgument {
+            reason: format!(
+                "--resource {name} is a CPU resource, but --device is {}; use --resource default",
+                args.device
+            ),
+        }
+        .into())
+    };
+    let mut mr: Arc<dyn MemoryResource> = match args.resource {
+        Base::Default => devmm::runtime_for(args.device)?.default_resource(args.device)?,
+        Base::Malloc => {
+            cpu_only("malloc")?;
+            Arc::new(MallocMemoryResource::new())
+        }
+        Base::Heap => {
+            cpu_only("heap")?;
+            Arc::new(HeapMemoryResource::new())
+        }
+    };
+    if let Some(limit) = args.limit {
+        mr = Arc::new(LimitingAdaptor::new(mr, limit));
+    }
+    for layer in args.adaptors.iter().rev() {
+        mr = match layer {
+            Layer::Logging => Arc::new(LoggingAdaptor::new(mr)),
+            Layer::Tracking => Arc::new(TrackingAdaptor::new(mr)),
+            Layer::Statistics => Arc::new(StatisticsAdaptor::new(mr)),
+        };
+    }
+    Ok(mr)
+}
+
+/// What became of one recorded allocation on replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Its thread has not replayed it yet.
+    Pending,
+    /// Replayed: the pointer to free.
+    Live(DevicePtr),
+    /// Failed on replay, or already freed.
+    Gone,
+}
+
+/// The allocations of the trace, shared by the replay threads: a free on
+/// one thread of what another allocated waits until that allocation has
+/// been replayed. Every wait is on an earlier line of the trace, and each
+/// thread replays its lines in trace order, so the earliest pending line
+/// can always go on: the replay cannot deadlock.
+struct Slots {
+    slots: Mutex<Vec<Slot>>,
+    changed: Condvar,
+}
+
+impl Slots {
+    fn set(&self, slot: usize, value: Slot) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[slot] = value;
+        self.changed.notify_all();
+    }
+
+    fn take_when_replayed(&self, slot: usize) -> Option<DevicePtr> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        while slots[slot] == Slot::Pending {
+            slots = self.changed.wait(slots).unwrap_or_else(|e| e.into_inner());
+        }
+        match std::mem::replace(&mut slots[slot], Slot::Gone) {
+            Slot::Live(ptr) => Some(ptr),
+            _ => None,
+        }
+    }
+}
+
+/// One operation to replay: the event and, for allocations and frees, the
+/// index of the allocation's slot.
+struct Op<'t> {
+    event: &'t TraceEvent,
+    slot: usize,
+}
+
+/// Per-thread programs: each recorded thread's allocates and frees, in
+/// order, with the slot each refers to; and the number of slots.
+fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
+    let mut threads: Vec<(u64, Vec<Op<'_>>)> = Vec::new();
+    let mut live = std::collections::HashMap::new();
+    let mut slots = 0;
+    for event in events {
+        let slot = match event.action {
+            Action::AllocateFailure => continue,
+            Action::Allocate => {
+                slots += 1;
+                if event.ptr != 0 {
+                    live.insert((event.device, event.ptr), slots - 1);
+                }
+                slots - 1
+            }
+            // Null frees (of zero-byte allocations) free nothing.
+            Action::Free if event.ptr == 0 => continue,
+            // `read_trace` checked that every free has its allocation.
+            Action::Free => match live.remove(&(event.device, event.ptr)) {
+                Some(slot) => slot,
+                None => continue,
+            },
+        };
+        let at = match threads.iter().position(|(t, _)| *t == event.thread) {
+            Some(at) => at,
+            None => {
+                threads.push((event.thread, Vec::new()));
+                threads.len() - 1
+            }
+        };
+        threads[at].1.push(Op { event, slot });
+    }
+    (threads.into_iter().map(|(_, ops)| ops).collect(), slots)
+}
+
+#[derive(Default)]
+struct Tally {
+    allocations: usize,
+    frees: usize,
+    failures: usize,
+    allocate_time: Duration,
+    free_time: Duration,
+}
+
+fn replay_thread(
+    ops: &[Op<'_>],
+    mr: &dyn MemoryResource,
+    stream: &Stream,
+    slots: &Slots,
+    bar: &indicatif::ProgressBar,
+) -> Tally {
+    let mut tally = Tally::default();
+    for op in ops {
+        match op.event.action {
+            Action::Allocate => {
+                let start = Instant::now();
+                let result = mr.allocate(op.event.nbytes, stream);
+                tally.allocate_time += start.elapsed();
+                match result {
+                    Ok(ptr) => {
+                        tally.allocations += 1;
+                        slots.set(op.slot, Slot::Live(ptr));
+                    }
+                    Err(_) => {
+                        tally.failures += 1;
+                        slots.set(op.slot, Slot::Gone);
+                    }
+                }
+            }
+            Action::Free => {
+                if let Some(ptr) = slots.take_when_replayed(op.slot) {
+                    let start = Instant::now();
+                    // SAFETY: `ptr` came from `mr.allocate` with this size
+                    // (the trace's free matches its allocation's size) and
+                    // its slot hands it out once.
+                    let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
+                    tally.free_time += start.elapsed();
+                    if freed.is_ok() {
+                        tally.frees += 1;
+                    }
+                }
+            }
+            Action::AllocateFailure => {}
+        }
+        bar.inc(1);
+    }
+    tally
+}
+
+fn mean_ns(total: Duration, count: usize) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        total.as_nanos() as f64 / count as f64
+    }
+}
+
+/// Runs `devmm replay`.
+pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
+    let events = read_trace(&args.trace)?;
+    let stats = Arc::new(StatisticsAdaptor::new(stack(args)?));
+    let stream = devmm::runtime_for(args.device)?.default_stream(args.device)?;
+    let (programs, slot_count) = programs(&events);
+    let slots = Slots {
+        slots: Mutex::new(vec![Slot::Pending; slot_count]),
+        changed: Condvar::new(),
+    };
+    let ops: usize = programs.iter().map(Vec::len).sum();
+    let bar = progress::bar(ops as u64);
+    bar.set_message("replaying");
+    let start = Instant::now();
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let handles: Vec<_> = programs
+            .iter()
+            .map(|ops| {
+                let (stats, stream, slots, bar) = (&stats, &stream, &slots, &bar);
+                scope.spawn(move || replay_thread(ops, &**stats, stream, slots, bar))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let wall = start.elapsed();
+    bar.finish_and_clear();
+    // What the trace never freed is freed now, so the stack ends clean.
+    let mut unfreed = 0;
+    let leftovers = slots.slots.into_inner().unwrap_or_else(|e| e.into_inner());
+    let sizes = events
+        .iter()
+        .filter(|e| e.action == Action::Allocate)
+        .map(|e| e.nbytes);
+    for (slot, nbytes) in leftovers.into_iter().zip(sizes) {
+        if let Slot::Live(ptr) = slot {
+            // Null zero-byte allocations hold nothing and are not counted.
+            unfreed += usize::from(!ptr.is_null());
+            // SAFETY: allocated on replay with `nbytes` and never freed.
+            let _ = unsafe { stats.deallocate(ptr, nbytes, &stream) };
+        }
+    }
+    let total = tallies.iter().fold(Tally::default(), |mut sum, t| {
+        sum.allocations += t.allocations;
+        sum.frees += t.frees;
+        sum.failures += t.failures;
+        sum.allocate_time += t.allocate_time;
+        sum.free_time += t.free_time;
+        sum
+    });
+    let report = ReplayReport {
+        trace: args.trace.display().to_string(),
+        stack: devmm::resource_chain(&*stats),
+        events: events.len(),
+        threads: programs.len(),
+        recorded_peak_bytes: Timeline::of(&events).peak_bytes(),
+        peak_bytes: stats.peak_bytes(),
+        failures: total.failures,
+        recorded_failures: events
+            .iter()
+            .filter(|e| e.action == Action::AllocateFailure)
+            .count(),
+        unfreed,
+        allocations: total.allocations,
+        frees: total.frees,
+        allocate_mean_ns: mean_ns(total.allocate_time, total.allocations + total.failures),
+        free_mean_ns: mean_ns(total.free_time, total.frees),
+        wall_ns: wall.as_nanos(),
+    };
+    report::emit(&report, args.json)?;
+    Ok(if report.failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,190 @@
+"""Memory statistics as ``rmm.statistics`` users know them.
+
+- ``enable_statistics(device=None)`` wraps the current resource of
+  ``device`` (the default device when ``None``) in a ``StatisticsAdaptor``,
+  process-wide, unless it already is one.
+- ``get_statistics(device=None)`` returns the counters of the current
+  resource when it is a ``StatisticsAdaptor``, else ``None``.
+- ``statistics(device=None)`` is a context manager opening a scope: a
+  fresh ``StatisticsAdaptor`` over the resource current at entry, made
+  current in this context until exit. Scopes nest (an inner scope's
+  allocations count in every outer one too) and belong to their context,
+  so threads and asyncio tasks each see their own.
+- ``push_statistics()`` / ``pop_statistics()`` open and close such a scope
+  without a ``with`` block; ``pop_statistics`` returns its counters.
+- ``profiler`` (a decorator and a context manager) records per-name call
+  counts, peak and total bytes into ``ProfilerRecords``
+  (``default_profiler_records`` unless told otherwise); ``report()`` makes
+  the table.
+
+The counting and the records' arithmetic and report live in the Rust core
+(``devmm::statistics``); this module composes its scopes from the
+registry's ``using_memory_resource``."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
+
+from ._devmm import (
+    Device,
+    MemoryRecord,
+    ProfilerRecords,
+    Statistics,
+    StatisticsAdaptor,
+    default_device,
+    get_current_memory_resource,
+    set_current_memory_resource,
+    using_memory_resource,
+)
+
+__all__ = [
+    "MemoryRecord",
+    "ProfilerRecords",
+    "Statistics",
+    "default_profiler_records",
+    "enable_statistics",
+    "get_statistics",
+    "pop_statistics",
+    "profiler",
+    "push_statistics",
+    "statistics",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+default_profiler_records = ProfilerRecords()
+"""The records a ``profiler`` fills when none are named."""
+
+# Scopes opened by push_statistics in this context, innermost last. A tuple,
+# so a task or thread that copied the context never changes its parent's.
+_pushed: contextvars.ContextVar[
+    tuple[tuple[Device, StatisticsAdaptor, using_memory_resource], ...]
+] = contextvars.ContextVar("devmm.statistics.pushed", default=())
+
+
+def _device(device: Device | str | None) -> Device:
+    if device is None:
+        return default_device()
+    return device if isinstance(device, Device) else Device.from_string(device)
+
+
+def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
+    """Makes the process-wide current resource of ``device`` count its
+    allocations, and returns the ``StatisticsAdaptor`` that does."""
+    current = get_current_memory_resource(_device(device))
+    if isinstance(current, StatisticsAdaptor):
+        return current
+    stats = StatisticsAdaptor(current)
+    set_current_memory_resource(stats)
+    return stats
+
+
+def get_statistics(device: Device | str | None = None) -> Statistics | None:
+    """The counters of ``device``'s current resource in this context, or
+    ``None`` when it is not a ``StatisticsAdaptor``."""
+    current = get_current_memory_resource(_device(device))
+    if isinstance(current, StatisticsAdaptor):
+        return current.statistics
+    return None
+
+
+@contextlib.contextmanager
+def statistics(device: Device | str | None = None) -> Iterator[StatisticsAdaptor]:
+    """A statistics scope for the ``with`` block; yields its adaptor."""
+    stats = StatisticsAdaptor(get_current_memory_resource(_device(device)))
+    with using_memory_resource(stats):
+        yield stats
+
+
+def push_statistics(device: Device | str | None = None) -> None:
+    """Opens a statistics scope in this context until ``pop_statistics``."""
+    resolved = _device(device)
+    stats = StatisticsAdaptor(get_current_memory_resource(resolved))
+    scope = using_memory_resource(stats)
+    scope.__enter__()
+    _pushed.set(_pushed.get() + ((resolved, stats, scope),))
+
+
+def pop_statistics(device: Device | str | None = None) -> Statistics | None:
+    """Closes the innermost scope ``push_statistics`` opened on ``device``
+    in this context and returns its counters; ``None`` when none is open."""
+    resolved = _device(device)
+    pushed = _pushed.get()
+    for at in range(len(pushed) - 1, -1, -1):
+        scope_device, stats, scope = pushed[at]
+        if scope_device == resolved:
+            scope.__exit__(None, None, None)
+            _pushed.set(pushed[:at] + pushed[at + 1 :])
+            return stats.statistics
+    return None
+
+
+class profiler:
+    """Records the memory a function or a block uses, by name.
+
+    As a decorator (``@profiler()``), every call of the function is one run
+    named after it (``module.qualname``); as a context manager
+    (``with profiler(name="load"):``), the block is one run of ``name``.
+    Each run is a statistics scope; at its end the scope's total and peak
+    bytes go into ``records`` (``default_profiler_records`` unless given).
+    """
+
+    def __init__(
+        self,
+        *,
+        records: ProfilerRecords | None = None,
+        name: str = "",
+        device: Device | str | None = None,
+    ) -> None:
+        self.records = default_profiler_records if records is None else records
+        self.name = name
+        self.device = device
+        # The scopes this profiler opened, per context: one object may be
+        # entered by several threads or tasks at once.
+        self._open: contextvars.ContextVar[
+            tuple[tuple[contextlib.AbstractContextManager[StatisticsAdaptor], StatisticsAdaptor], ...]
+        ] = contextvars.ContextVar(f"devmm.profiler.{id(self)}", default=())
+
+    def __call__(self, func: _F) -> _F:
+        name = self.name or f"{func.__module__}.{func.__qualname__}"
+
+        def run() -> profiler:
+            return profiler(records=self.records, name=name, device=self.device)
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with run():
+                    return await func(*args, **kwargs)
+
+            return cast(_F, run_async)
+
+        @functools.wraps(func)
+        def run_sync(*args: Any, **kwargs: Any) -> Any:
+            with run():
+                return func(*args, **kwargs)
+
+        return cast(_F, run_sync)
+
+    def __enter__(self) -> profiler:
+        if not self.name:
+            raise ValueError("profiler(name=...) needs a name when used as a context manager")
+        scope = statistics(self.device)
+        stats = scope.__enter__()
+        self._open.set(self._open.get() + ((scope, stats),))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        opened = self._open.get()
+        if not opened:
+            raise RuntimeError(f"profiler {self.name!r} exited in a context that did not enter it")
+        scope, stats = opened[-1]
+        self._open.set(opened[:-1])
+        scope.__exit__(None, None, None)
+        self.records.add(self.name, stats.statistics)

@@ -1,0 +1,88 @@
+//! `TraceAdaptor` for Python: every allocate, allocate failure and free
+//! written to a file as it happens.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::adaptors::{adaptor_repr, try_adapt};
+use crate::error::IntoPyResult;
+use crate::resource::PyMemoryResource;
+
+type Upstream = Arc<dyn devmm::MemoryResource>;
+
+/// Writes every allocate, allocate failure and free to the file at `path`
+/// as it happens: `format="csv"` is rmm's `logging_resource_adaptor` CSV
+/// (`Thread,Time,Action,Pointer,Size,Stream`), `format="jsonl"` one JSON
+/// object a line with the device and, when `call_sites` > 0, the call site
+/// (that many native frames deep; the Python stack for calls from Python).
+/// An unknown format is a `ValueError`, a file that cannot be created an `OSError`.
+#[pyclass(extends = PyMemoryResource, name = "TraceAdaptor", module = "devmm")]
+pub(crate) struct PyTraceAdaptor {
+    trace: Arc<devmm::TraceAdaptor<Upstream>>,
+    upstream: Py<PyMemoryResource>,
+    path: String,
+}
+
+#[pymethods]
+impl PyTraceAdaptor {
+    #[new]
+    #[pyo3(signature = (upstream, path, format = "csv", call_sites = 0))]
+    fn py_new(
+        upstream: &Bound<'_, PyMemoryResource>,
+        path: String,
+        format: &str,
+        call_sites: usize,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let format = match format {
+            "csv" => devmm::trace::TraceFormat::Csv,
+            "jsonl" => devmm::trace::TraceFormat::JsonLines,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown trace format {other:?}: use \"csv\" (rmm's) or \"jsonl\""
+                )))
+            }
+        };
+        let (trace, upstream, base) = try_adapt(upstream, |mr| {
+            let file = std::fs::File::create(&path).map_err(|e| {
+                PyOSError::new_err(format!("cannot create the trace file {path}: {e}"))
+            })?;
+            Ok(devmm::TraceAdaptor::new(mr, file, format)
+                .py()?
+                .with_call_sites(call_sites))
+        })?;
+        Ok((
+            PyTraceAdaptor {
+                trace,
+                upstream,
+                path,
+            },
+            base,
+        ))
+    }
+
+    /// The wrapped resource.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
+        self.upstream.clone_ref(py)
+    }
+
+    /// The trace file.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// Flushes the file (`OSError` when writing failed).
+    fn flush(&self) -> PyResult<()> {
+        self.trace
+            .flush()
+            .map_err(|e| PyOSError::new_err(format!("cannot write the trace {}: {e}", self.path)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let extra = format!(", path={:?}", self.path);
+        adaptor_repr(py, "TraceAdaptor", &self.upstream, &extra)
+    }
+}

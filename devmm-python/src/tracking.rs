@@ -1,0 +1,153 @@
+//! `TrackingAdaptor` for Python: live allocations with their call sites
+//! (the Python stack for calls from Python), leak reports, PyTorch
+//! snapshots.
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::adaptors::{adapt, adaptor_repr};
+use crate::resource::PyMemoryResource;
+
+type Upstream = Arc<dyn devmm::MemoryResource>;
+
+/// Prints the leak report of every `TrackingAdaptor` still holding
+/// allocations (with `DEVMM_LEAK_REPORT=1`); registered with `atexit`, so
+/// it runs before the interpreter frees what the program still held.
+#[pyfunction]
+pub(crate) fn _print_leak_reports() {
+    devmm::print_leak_reports();
+}
+
+/// One allocation made through a `TrackingAdaptor` and not yet freed.
+#[pyclass(frozen, name = "LiveAllocation", module = "devmm")]
+pub(crate) struct PyLiveAllocation {
+    inner: devmm::LiveAllocation,
+}
+
+#[pymethods]
+impl PyLiveAllocation {
+    /// Its address.
+    #[getter]
+    fn ptr(&self) -> usize {
+        self.inner.ptr.addr()
+    }
+
+    /// Bytes asked for.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.nbytes
+    }
+
+    /// The stream's native handle.
+    #[getter]
+    fn stream(&self) -> usize {
+        self.inner.stream
+    }
+
+    /// When it was made, in seconds since the Unix epoch.
+    #[getter]
+    fn time(&self) -> f64 {
+        self.inner
+            .time
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    }
+
+    /// The allocating thread's id (the OS thread id on Linux).
+    #[getter]
+    fn thread(&self) -> u64 {
+        self.inner.thread
+    }
+
+    /// The allocating thread's name, if it had one.
+    #[getter]
+    fn thread_name(&self) -> Option<String> {
+        self.inner.thread_name.clone()
+    }
+
+    /// The call site as `(file, line, function)` triples, innermost first:
+    /// the Python stack for allocations made from Python.
+    #[getter]
+    fn frames(&self) -> Vec<(Option<String>, Option<u32>, String)> {
+        self.inner
+            .site
+            .frames()
+            .into_iter()
+            .map(|f| (f.file, f.line, f.function))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        let at = self
+            .inner
+            .site
+            .top()
+            .map_or_else(|| "an unknown call site".to_owned(), |f| f.to_string());
+        format!("LiveAllocation({} bytes at {at})", self.inner.nbytes)
+    }
+}
+
+/// Records every live allocation with its size, stream, time, thread and
+/// call site (the Python stack for calls from Python, else a native
+/// backtrace at most `depth` frames deep); `leaks()` lists them and
+/// `report()` groups them by call site, most live bytes first. With
+/// `DEVMM_LEAK_REPORT=1`, one still holding allocations when it is freed or
+/// when the process exits prints its report to stderr.
+#[pyclass(extends = PyMemoryResource, name = "TrackingAdaptor", module = "devmm")]
+pub(crate) struct PyTrackingAdaptor {
+    tracking: Arc<devmm::TrackingAdaptor<Upstream>>,
+    upstream: Py<PyMemoryResource>,
+}
+
+#[pymethods]
+impl PyTrackingAdaptor {
+    #[new]
+    #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
+    fn py_new(
+        upstream: &Bound<'_, PyMemoryResource>,
+        depth: usize,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let (tracking, upstream, base) =
+            adapt(upstream, |mr| devmm::TrackingAdaptor::with_depth(mr, depth))?;
+        Ok((PyTrackingAdaptor { tracking, upstream }, base))
+    }
+
+    /// The wrapped resource.
+    #[getter]
+    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
+        self.upstream.clone_ref(py)
+    }
+
+    /// Bytes allocated through the adaptor and not yet freed.
+    #[getter]
+    fn live_bytes(&self) -> usize {
+        self.tracking.live_bytes()
+    }
+
+    /// Every live allocation, oldest first.
+    fn leaks(&self) -> Vec<PyLiveAllocation> {
+        self.tracking
+            .leaks()
+            .into_iter()
+            .map(|inner| PyLiveAllocation { inner })
+            .collect()
+    }
+
+    /// The live allocations grouped by call site, most live bytes first, as text.
+    fn report(&self) -> String {
+        self.tracking.report().to_string()
+    }
+
+    /// The live allocations as a PyTorch memory snapshot (the pickle
+    /// `torch.cuda.memory._snapshot()` makes, read by `torch.cuda._memory_viz`).
+    fn torch_snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.tracking.torch_snapshot().to_pickle())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        adaptor_repr(py, "TrackingAdaptor", &self.upstream, "")
+    }
+}

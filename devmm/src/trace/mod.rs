@@ -1,0 +1,309 @@
+//! Allocation traces: every allocate, allocate failure and free, one line
+//! each, as [`TraceAdaptor`](crate::TraceAdaptor) writes them and as
+//! `devmm replay`, `devmm plot` and the PyTorch snapshot export read them.
+//!
+//! Two formats. [`TraceFormat::Csv`] is exactly the CSV that rmm's
+//! `logging_resource_adaptor` writes (`Thread,Time,Action,Pointer,Size,Stream`,
+//! actions `allocate`, `allocate failure`, `free`), so traces move between
+//! the two projects in both directions. [`TraceFormat::JsonLines`] adds the
+//! device, a full timestamp and the call site.
+//!
+//! ```
+//! use devmm::trace::{parse_trace, Action};
+//! let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+//!            7,10:00:00.000001,allocate,0x1000,64,0\n\
+//!            7,10:00:00.000002,free,0x1000,64,0\n";
+//! let events = parse_trace(csv, "rmm.csv")?;
+//! assert_eq!(events[1].action, Action::Free);
+//! assert_eq!(devmm::trace::Timeline::of(&events).peak_bytes(), 64);
+//!
+//! let bad = "Thread,Time,Action,Pointer,Size,Stream\n7,10:00:00.000001,free,0x1000,64,0\n";
+//! let error = parse_trace(bad, "bad.csv").unwrap_err();
+//! assert_eq!(error.to_string(), "bad.csv:2: free of 0x1000, which no earlier line allocated");
+//! # Ok::<(), devmm::trace::TraceError>(())
+//! ```
+
+mod csv;
+mod jsonl;
+mod pickle;
+mod timeline;
+mod torch;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::callsite::Frame;
+use crate::device::Device;
+
+pub use timeline::{DeviceTimeline, UNKNOWN_SITE};
+pub use timeline::{Sample, SiteTotal, Timeline};
+pub use torch::{LiveBlock, TorchSnapshot, torch_snapshot_of_trace};
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// An allocation succeeded.
+    Allocate,
+    /// An allocation was refused (the pointer is null).
+    AllocateFailure,
+    /// A pointer was given back.
+    Free,
+}
+
+impl Action {
+    /// The word rmm writes: `allocate`, `allocate failure`, `free`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allocate => "allocate",
+            Action::AllocateFailure => "allocate failure",
+            Action::Free => "free",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Action> {
+        match word {
+            "allocate" => Some(Action::Allocate),
+            "allocate failure" => Some(Action::AllocateFailure),
+            "free" => Some(Action::Free),
+            _ => None,
+        }
+    }
+}
+
+/// One line of a trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// The line it was read from (1 is a CSV's header), 0 when made in memory.
+    pub line: usize,
+    /// The recording thread's id (the OS thread id on Linux, as rmm's).
+    pub thread: u64,
+    /// Nanoseconds since the Unix epoch (JSON lines), or since midnight UTC
+    /// (rmm's CSV carries the time of day only); never decreasing in a
+    /// trace read back.
+    pub time_ns: u64,
+    /// What happened.
+    pub action: Action,
+    /// The address allocated or freed (0 for a failure).
+    pub ptr: usize,
+    /// The bytes asked for or given back.
+    pub nbytes: usize,
+    /// The stream's native handle.
+    pub stream: usize,
+    /// The device, when the format records it (JSON lines).
+    pub device: Option<Device>,
+    /// The call site, innermost frame first, when recorded.
+    pub frames: Vec<Frame>,
+}
+
+/// The two trace formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// rmm's `logging_resource_adaptor` CSV.
+    Csv,
+    /// One JSON object a line, with device and call site.
+    JsonLines,
+}
+
+/// A trace that cannot be read: where, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// A line that is not a trace event, or an event the lines before it
+    /// contradict.
+    #[error("{origin}:{line}: {reason}")]
+    Malformed {
+        /// The file (or name) the trace came from.
+        origin: String,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file could not be read.
+    #[error("cannot read the trace {origin}: {source}")]
+    Io {
+        /// The file.
+        origin: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Reads the trace in `path` (either format, told apart by its first line).
+pub fn read_trace(path: &Path) -> Result<Vec<TraceEvent>, TraceError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+        origin: origin.clone(),
+        source,
+    })?;
+    parse_trace(&text, &origin)
+}
+
+/// Parses a trace held in memory; `origin` names it in errors. Checks that
+/// every free matches a live allocation of the same size, and that no
+/// address is allocated twice without a free between.
+pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceError> {
+    let malformed = |line: usize, reason: String| TraceError::Malformed {
+        origin: origin.to_owned(),
+        line,
+        reason,
+    };
+    let first = text.lines().find(|l| !l.trim().is_empty());
+    let format = match first {
+        None => return Err(malformed(1, "the trace is empty".into())),
+        Some(l) if l.trim_start().starts_with('{') => TraceFormat::JsonLines,
+        Some(l) if l.trim() == csv::HEADER => TraceFormat::Csv,
+        Some(l) => {
+            return Err(malformed(
+                1,
+                format!(
+                    "expected rmm's CSV header {:?} or a JSON object, found {:?}",
+                    csv::HEADER,
+                    l.trim()
+                ),
+            ));
+        }
+    };
+    let mut events = Vec::new();
+    let mut header_seen = false;
+    for (index, text) in text.lines().enumerate() {
+        let line = index + 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let parsed = match format {
+            TraceFormat::Csv if !header_seen => {
+                header_seen = true;
+                continue;
+            }
+            TraceFormat::Csv => csv::parse_line(text),
+            TraceFormat::JsonLines => jsonl::parse_line(text),
+        };
+        let mut event = parsed.map_err(|reason| malformed(line, reason))?;
+        event.line = line;
+        events.push(event);
+    }
+    settle_times(&mut events, format);
+    check_consistency(&events).map_err(|(line, reason)| malformed(line, reason))?;
+    Ok(events)
+}
+
+/// rmm's CSV has the time of day only: a trace that runs past midnight
+/// goes back by almost a day, which means one day later.
+fn settle_times(events: &mut [TraceEvent], format: TraceFormat) {
+    const DAY_NS: u64 = 86_400_000_000_000;
+    if format != TraceFormat::Csv {
+        return;
+    }
+    let mut offset = 0;
+    let mut previous = 0;
+    for event in events {
+        if event.time_ns + offset + DAY_NS / 2 < previous {
+            offset += DAY_NS;
+        }
+        event.time_ns += offset;
+        previous = event.time_ns;
+    }
+}
+
+fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
+    // Address -> (size, line) of the live allocations. Null pointers
+    // (zero-byte allocations) may be live many times over.
+    let mut live: HashMap<(Option<Device>, usize), (usize, usize)> = HashMap::new();
+    for e in events {
+        if e.ptr == 0 {
+            if e.action != Action::AllocateFailure && e.nbytes != 0 {
+                return Err((
+                    e.line,
+                    format!(
+                        "{} of {} bytes at a null pointer",
+                        e.action.as_str(),
+                        e.nbytes
+                    ),
+                ));
+            }
+            continue;
+        }
+        let key = (e.device, e.ptr);
+        match e.action {
+            Action::AllocateFailure => {}
+            Action::Allocate => {
+                if let Some((_, earlier)) = live.insert(key, (e.nbytes, e.line)) {
+                    return Err((
+                        e.line,
+                        format!(
+                            "allocate of {:#x}, which line {earlier} allocated and no line freed",
+                            e.ptr
+                        ),
+                    ));
+                }
+            }
+            Action::Free => match live.remove(&key) {
+                None => {
+                    return Err((
+                        e.line,
+                        format!("free of {:#x}, which no earlier line allocated", e.ptr),
+                    ));
+                }
+                Some((nbytes, earlier)) if nbytes != e.nbytes => {
+                    return Err((
+                        e.line,
+                        format!(
+                            "free of {:#x} with {} bytes, but line {earlier} allocated {nbytes}",
+                            e.ptr, e.nbytes
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Nanoseconds since the Unix epoch of `time` (0 before the epoch).
+pub(crate) fn epoch_ns(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Formats one event in `format`, newline included: what
+/// [`TraceAdaptor`](crate::TraceAdaptor) writes.
+pub fn format_event(format: TraceFormat, event: &TraceEvent) -> String {
+    match format {
+        TraceFormat::Csv => csv::format_line(event),
+        TraceFormat::JsonLines => jsonl::format_line(event),
+    }
+}
+
+/// The first line of a trace file in `format` (rmm's header for CSV,
+/// nothing for JSON lines).
+pub fn header(format: TraceFormat) -> Option<&'static str> {
+    match format {
+        TraceFormat::Csv => Some(csv::HEADER),
+        TraceFormat::JsonLines => None,
+    }
+}
+
+/// The calling thread's id as traces record it: the OS thread id on Linux
+/// (what rmm's logger writes), a process-wide counter elsewhere.
+pub fn current_thread_id() -> u64 {
+    thread_local! {
+        static ID: u64 = os_thread_id();
+    }
+    ID.with(|id| *id)
+}
+
+#[cfg(target_os = "linux")]
+fn os_thread_id() -> u64 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    u64::try_from(tid).unwrap_or_default()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn os_thread_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

@@ -1,0 +1,192 @@
+//! The trace adaptor and the trace reader: what is written reads back,
+//! in order, with the peak the statistics adaptor saw.
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use devmm::trace::{Action, Timeline, TraceFormat, parse_trace, torch_snapshot_of_trace};
+use devmm::{
+    LimitingAdaptor, MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor,
+};
+
+/// A `Write` shared with the test, so the trace can be read while the
+/// adaptor lives.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+fn workload(mr: &Arc<dyn MemoryResource>, threads: usize) {
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let mr = Arc::clone(mr);
+            thread::spawn(move || {
+                let s = Stream::cpu();
+                let mut live = Vec::new();
+                for i in 0..200 {
+                    let n = 16 + (t * 7 + i * 13) % 500;
+                    live.push((mr.allocate(n, &s).unwrap(), n));
+                    if i % 3 == 2 {
+                        let (p, n) = live.remove(i % live.len());
+                        // SAFETY: allocated above with `n` bytes, freed once.
+                        unsafe { mr.deallocate(p, n, &s).unwrap() };
+                    }
+                }
+                for (p, n) in live {
+                    // SAFETY: as above.
+                    unsafe { mr.deallocate(p, n, &s).unwrap() };
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+}
+
+#[test]
+fn a_single_thread_trace_reads_back_with_the_peak_the_statistics_saw() {
+    for format in [TraceFormat::Csv, TraceFormat::JsonLines] {
+        let out = Shared::default();
+        let stats = Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new()));
+        let traced: Arc<dyn MemoryResource> =
+            Arc::new(TraceAdaptor::new(Arc::clone(&stats), out.clone(), format).unwrap());
+        workload(&traced, 1);
+        let events = parse_trace(&out.text(), "memory").unwrap();
+        assert_eq!(events.len(), 400);
+        assert_eq!(Timeline::of(&events).peak_bytes(), stats.peak_bytes());
+        let allocations = events
+            .iter()
+            .filter(|e| e.action == Action::Allocate)
+            .count();
+        assert_eq!(allocations, 200);
+    }
+}
+
+#[test]
+fn lines_from_many_threads_stay_whole_and_consistent() {
+    let out = Shared::default();
+    let traced: Arc<dyn MemoryResource> = Arc::new(
+        TraceAdaptor::new(MallocMemoryResource::new(), out.clone(), TraceFormat::Csv).unwrap(),
+    );
+    workload(&traced, 4);
+    // The reader checks every free against a live allocation of the same
+    // size: addresses reused across threads must appear freed before reused.
+    let events = parse_trace(&out.text(), "memory").unwrap();
+    assert_eq!(events.len(), 4 * 400);
+    let mut threads: Vec<u64> = events.iter().map(|e| e.thread).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    assert_eq!(threads.len(), 4);
+    assert!(events.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+}
+
+#[test]
+fn refused_allocations_are_allocate_failure_lines() {
+    let out = Shared::default();
+    let mr = TraceAdaptor::new(
+        LimitingAdaptor::new(MallocMemoryResource::new(), 100),
+        out.clone(),
+        TraceFormat::Csv,
+    )
+    .unwrap();
+    let error = mr.allocate(1000, &Stream::cpu()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("TraceAdaptor -> LimitingAdaptor"),
+        "{error}"
+    );
+    let text = out.text();
+    let line = text.lines().nth(1).unwrap();
+    assert!(line.ends_with(",allocate failure,(nil),1000,0"), "{line}");
+}
+
+#[inline(never)]
+fn allocate_here(mr: &dyn MemoryResource) -> devmm::DevicePtr {
+    mr.allocate(32, &Stream::cpu()).unwrap() // TRACED SITE
+}
+
+#[test]
+fn json_lines_carry_the_device_and_the_call_site() {
+    let out = Shared::default();
+    let mr = TraceAdaptor::new(
+        MallocMemoryResource::new(),
+        out.clone(),
+        TraceFormat::JsonLines,
+    )
+    .unwrap()
+    .with_call_sites(32);
+    let p = allocate_here(&mr);
+    let events = parse_trace(&out.text(), "memory").unwrap();
+    let event = &events[0];
+    assert_eq!(event.device, Some(devmm::Device::CPU));
+    let top = &event.frames[0];
+    let line = include_str!("trace.rs")
+        .lines()
+        .position(|l| l.ends_with("// TRACED SITE"))
+        .unwrap() as u32
+        + 1;
+    assert!(
+        top.file.as_deref().unwrap().ends_with("tests/trace.rs"),
+        "{top}"
+    );
+    assert_eq!(top.line, Some(line));
+    let snapshot = torch_snapshot_of_trace(&events);
+    assert_eq!(snapshot.segment_count(), 1);
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(p, 32, &Stream::cpu()).unwrap() };
+}
+
+#[test]
+fn malformed_traces_name_the_line() {
+    let cases = [
+        ("", "t:1: the trace is empty"),
+        ("Thread,Time\n", "t:1: expected rmm's CSV header"),
+        (
+            "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,0x10,8,0\n\n1,00:00:00.2,free,0x10,9,0\n",
+            "t:4: free of 0x10 with 9 bytes, but line 2 allocated 8",
+        ),
+        (
+            "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,0x10,8,0\n1,00:00:00.2,allocate,0x10,8,0\n",
+            "t:3: allocate of 0x10, which line 2 allocated and no line freed",
+        ),
+        (
+            "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.1,allocate,0x10\n",
+            "t:2: expected 6 comma-separated fields",
+        ),
+        ("{\"thread\": 1}\nnot json\n", "t:1: no \"action\" field"),
+        (
+            "{\"thread\":1,\"time_ns\":1,\"action\":\"free\",\"ptr\":0,\"size\":0,\"stream\":0}\nnot json\n",
+            "t:2: not a JSON object",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = parse_trace(text, "t").unwrap_err().to_string();
+        assert!(
+            error.starts_with(expected),
+            "{error:?} should start with {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn csv_times_past_midnight_keep_increasing() {
+    let text = "Thread,Time,Action,Pointer,Size,Stream\n\
+                1,23:59:59.999999,allocate,0x10,8,0\n\
+                1,00:00:00.000001,free,0x10,8,0\n";
+    let events = parse_trace(text, "t").unwrap();
+    assert_eq!(events[1].time_ns - events[0].time_ns, 2_000);
+}

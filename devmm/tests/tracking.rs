@@ -1,0 +1,163 @@
+//! The tracking adaptor: live allocations with their call sites, reports
+//! grouped by site naming the right file and line, the exit-time report.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use devmm::{DeviceBuffer, MallocMemoryResource, MemoryResource, Stream, TrackingAdaptor};
+
+/// Allocates `n` bytes; the allocation's call site is the line marked.
+#[inline(never)]
+fn leak_from_here(mr: &Arc<TrackingAdaptor<MallocMemoryResource>>, n: usize) -> DeviceBuffer {
+    let shared: Arc<dyn MemoryResource> = mr.clone();
+    DeviceBuffer::new(n, shared, &Stream::cpu()).unwrap() // LEAK SITE
+}
+
+/// The line of this file holding `marker`.
+fn line_of(marker: &str) -> u32 {
+    let source = include_str!("tracking.rs");
+    let index = source
+        .lines()
+        .position(|l| l.ends_with(marker))
+        .expect("the marker is in this file");
+    index as u32 + 1
+}
+
+#[test]
+fn the_report_names_the_file_and_line_that_allocated() {
+    let mr = Arc::new(TrackingAdaptor::new(MallocMemoryResource::new()));
+    let kept: Vec<DeviceBuffer> = (0..3).map(|_| leak_from_here(&mr, 100)).collect();
+    let other = {
+        let shared: Arc<dyn MemoryResource> = mr.clone();
+        DeviceBuffer::new(1000, shared, &Stream::cpu()).unwrap() // OTHER SITE
+    };
+    let freed = leak_from_here(&mr, 7);
+    drop(freed);
+
+    let report = mr.report();
+    assert_eq!((report.live_allocations(), report.live_bytes()), (4, 1300));
+    // Most live bytes first: the single 1000-byte allocation, then the three.
+    let [big, small] = &report.groups[..] else {
+        panic!("two call sites expected: {report}");
+    };
+    assert_eq!((big.allocations, big.bytes), (1, 1000));
+    assert_eq!((small.allocations, small.bytes), (3, 300));
+    let top = &small.frames[0];
+    assert!(
+        top.file.as_deref().unwrap().ends_with("tests/tracking.rs"),
+        "{top}"
+    );
+    assert_eq!(top.line, Some(line_of("// LEAK SITE")), "{report}");
+    assert!(top.function.ends_with("leak_from_here"), "{top}");
+    assert_eq!(big.frames[0].line, Some(line_of("// OTHER SITE")));
+
+    let text = report.to_string();
+    assert!(
+        text.starts_with("devmm leak report: 4 live allocations (1300 bytes) on cpu:0 through TrackingAdaptor -> MallocMemoryResource"),
+        "{text}"
+    );
+    let expected = format!(
+        "300 bytes in 3 allocations at {}:{} in ",
+        top.file.as_deref().unwrap(),
+        line_of("// LEAK SITE")
+    );
+    assert!(text.contains(&expected), "{text}");
+
+    let leaks = mr.leaks();
+    assert_eq!(leaks.len(), 4);
+    assert!(
+        leaks
+            .iter()
+            .all(|l| l.stream == 0 && l.thread == devmm::trace::current_thread_id())
+    );
+    drop(kept);
+    drop(other);
+    assert_eq!((mr.leaks().len(), mr.live_bytes()), (0, 0));
+}
+
+#[test]
+fn depth_zero_captures_no_site() {
+    let mr = TrackingAdaptor::with_depth(MallocMemoryResource::new(), 0);
+    let s = Stream::cpu();
+    let p = mr.allocate(8, &s).unwrap();
+    let report = mr.report();
+    assert!(report.groups[0].frames.is_empty());
+    assert!(report.to_string().contains("unknown call site"));
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(p, 8, &s).unwrap() };
+}
+
+#[test]
+fn the_torch_snapshot_holds_each_live_allocation_as_a_segment() {
+    let mr = TrackingAdaptor::new(MallocMemoryResource::new());
+    let s = Stream::cpu();
+    let p = mr.allocate(48, &s).unwrap();
+    let snapshot = mr.torch_snapshot();
+    assert_eq!(snapshot.segment_count(), 1);
+    let pickle = snapshot.to_pickle();
+    assert!(pickle.windows(16).any(|w| w == b"active_allocated"));
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(p, 48, &s).unwrap() };
+    assert_eq!(mr.torch_snapshot().segment_count(), 0);
+}
+
+/// Run as a child by the exit-report tests: leaks through a tracking
+/// adaptor that lives until exit, and one dropped with a leak.
+#[test]
+fn leaking_child() {
+    if std::env::var_os("DEVMM_TEST_LEAKING_CHILD").is_none() {
+        return;
+    }
+    let mr = Box::leak(Box::new(TrackingAdaptor::new(MallocMemoryResource::new())));
+    let _lost = mr.allocate(4096, &Stream::cpu()).unwrap(); // EXIT LEAK
+    let dropped = TrackingAdaptor::new(MallocMemoryResource::new());
+    let _lost = dropped.allocate(16, &Stream::cpu()).unwrap(); // DROP LEAK
+    drop(dropped);
+}
+
+fn run_child(report: Option<&str>) -> String {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            "leaking_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DEVMM_TEST_LEAKING_CHILD", "1");
+    match report {
+        Some(value) => child.env(devmm::LEAK_REPORT_ENV, value),
+        None => child.env_remove(devmm::LEAK_REPORT_ENV),
+    };
+    let out = child.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// `/abs/path/devmm/tests/tracking.rs:LINE in tracking::leaking_child` as reports write it.
+fn site(marker: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tracking.rs");
+    format!(
+        "{}:{} in tracking::leaking_child",
+        file.display(),
+        line_of(marker)
+    )
+}
+
+#[test]
+fn devmm_leak_report_prints_at_drop_and_at_exit() {
+    let stderr = run_child(Some("1"));
+    let drop_site = format!("16 bytes in 1 allocation at {}", site("// DROP LEAK"));
+    let exit_site = format!("4096 bytes in 1 allocation at {}", site("// EXIT LEAK"));
+    let (drop_at, exit_at) = (stderr.find(&drop_site), stderr.find(&exit_site));
+    assert!(drop_at.is_some() && exit_at.is_some(), "{stderr}");
+    // The dropped adaptor reports when dropped, the other at exit, after it.
+    assert!(drop_at < exit_at, "{stderr}");
+    assert_eq!(stderr.matches("devmm leak report").count(), 2, "{stderr}");
+}
+
+#[test]
+fn without_devmm_leak_report_nothing_is_printed() {
+    assert!(!run_child(None).contains("leak report"));
+    assert!(!run_child(Some("0")).contains("leak report"));
+}
