@@ -86,6 +86,10 @@ pub(super) struct Exception {
     pub(super) doc: String,
 }
 
+/// `#[pymethods]` that fill type slots of the garbage collector and have no
+/// Python-visible attribute, so no stub.
+const GC_SLOTS: [&str; 2] = ["__traverse__", "__clear__"];
+
 fn err(file: &str, message: impl Into<String>) -> StubError {
     StubError {
         file: file.to_owned(),
@@ -313,6 +317,10 @@ impl Crate {
         let mut members = Vec::new();
         for item in &imp.items {
             let ImplItem::Fn(f) = item else { continue };
+            // The collector's slots are not attributes Python code sees.
+            if GC_SLOTS.contains(&f.sig.ident.to_string().as_str()) {
+                continue;
+            }
             let attrs = &f.attrs;
             if let Some(getter) = find_attr(attrs, "getter") {
                 let name = accessor_name(getter, &f.sig.ident, "get_");
