@@ -2,13 +2,16 @@
 //! any resource, Python-defined ones included. Each holds its upstream
 //! Python object, so the whole chain lives as long as the adaptor.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{python_resource, resource_of, PyMemoryResource};
+use crate::resource::{
+    callable_name, python_resource, resource_of, Callables, PyMemoryResource, PythonRef,
+};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -51,6 +54,10 @@ pub(crate) struct PyStatisticsAdaptor {
 
 #[pymethods]
 impl PyStatisticsAdaptor {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.upstream)
+    }
+
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
         let (stats, upstream, base) = adapt(upstream, devmm::StatisticsAdaptor::new)?;
@@ -116,6 +123,10 @@ pub(crate) struct PyLimitingAdaptor {
 
 #[pymethods]
 impl PyLimitingAdaptor {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.upstream)
+    }
+
     #[new]
     fn py_new(
         upstream: &Bound<'_, PyMemoryResource>,
@@ -159,6 +170,10 @@ pub(crate) struct PyLoggingAdaptor {
 
 #[pymethods]
 impl PyLoggingAdaptor {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.upstream)
+    }
+
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
         let (_, upstream, base) = adapt(upstream, devmm::LoggingAdaptor::new)?;
@@ -180,22 +195,65 @@ impl PyLoggingAdaptor {
 /// and `dealloc_fn(ptr, nbytes, stream)`. Pointers that break the promised
 /// `alignment` are given back and reported as `ValueError`; a non-power-of-two
 /// `alignment` is a `ValueError` and a NULL pointer for a non-empty request a
-/// `MemoryError`.
-#[pyclass(extends = PyMemoryResource, name = "CallbackMemoryResource", module = "devmm")]
-pub(crate) struct PyCallbackMemoryResource;
+/// `MemoryError`. Pass `dereferenceable=True` when the pointers are real
+/// memory of `device`; otherwise host copies and NumPy refuse them.
+#[pyclass(extends = PyMemoryResource, weakref, name = "CallbackMemoryResource", module = "devmm")]
+pub(crate) struct PyCallbackMemoryResource {
+    /// The two callables, as the native resource's closures hold them.
+    callables: [Arc<PythonRef>; 2],
+    /// The native resource (the base class owns it), to tell whether
+    /// anything else shares it.
+    native: Weak<dyn devmm::MemoryResource>,
+}
 
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
-    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = 1))]
+    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = 1, dereferenceable = false))]
     fn py_new(
-        alloc_fn: Py<PyAny>,
-        dealloc_fn: Py<PyAny>,
+        alloc_fn: &Bound<'_, PyAny>,
+        dealloc_fn: &Bound<'_, PyAny>,
         device: Option<DeviceArg>,
         alignment: usize,
+        dereferenceable: bool,
     ) -> PyResult<(Self, PyMemoryResource)> {
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
-        let mr = python_resource(device, alignment, alloc_fn, dealloc_fn).py()?;
-        Ok((PyCallbackMemoryResource, PyMemoryResource::native(mr)))
+        let slots = [alloc_fn, dealloc_fn].map(|f| Arc::new(PythonRef::new(f.clone().unbind())));
+        let (on_alloc, on_dealloc) = (Arc::clone(&slots[0]), Arc::clone(&slots[1]));
+        let callables = Callables {
+            name: "CallbackMemoryResource".into(),
+            alloc_name: callable_name(alloc_fn),
+            dealloc_name: callable_name(dealloc_fn),
+            allocate: Box::new(move |py| on_alloc.get(py)),
+            deallocate: Box::new(move |py| on_dealloc.get(py)),
+        };
+        let mr = python_resource(device, alignment, dereferenceable, callables).py()?;
+        let native = Arc::downgrade(&mr);
+        Ok((
+            PyCallbackMemoryResource {
+                callables: slots,
+                native,
+            },
+            PyMemoryResource::native(mr),
+        ))
+    }
+
+    /// The callables belong to the native resource; while this object is
+    /// its only owner (no buffer or adaptor shares it), they are this
+    /// object's to report, so a closure that refers back to the resource
+    /// is a cycle the collector can free.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if self.native.strong_count() == 1 {
+            for callable in &self.callables {
+                callable.traverse(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if self.native.strong_count() == 1 {
+            self.callables.iter().for_each(|callable| callable.clear());
+        }
     }
 }

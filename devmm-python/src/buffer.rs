@@ -7,11 +7,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::IntoPyResult;
 use crate::registry;
-use crate::resource::{resource_of, PyMemoryResource};
+use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 
 /// An allocation that owns its memory and keeps its resource alive.
@@ -24,27 +25,27 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
     mr: Py<PyMemoryResource>,
+    /// How the buffer's resource holds a Python-defined `mr`, when it
+    /// bridges one (see [`bridge_of`]).
+    bridge: Option<Arc<PythonRef>>,
 }
 
 impl PyDeviceBuffer {
     pub(crate) fn wrap(buffer: Arc<devmm::DeviceBuffer>, mr: Py<PyMemoryResource>) -> Self {
-        PyDeviceBuffer { buffer, mr }
-    }
-}
-
-impl PyDeviceBuffer {
-    /// Refuses host copies from a buffer of `RecordingMemoryResource` (or
-    /// of an adaptor over it): its addresses are made up, and copying
-    /// through them would touch arbitrary memory.
-    fn check_real_memory(&self) -> PyResult<()> {
-        let chain = devmm::resource_chain(self.buffer.resource().as_ref());
-        if chain.contains(RECORDING) {
-            return Err(PyValueError::new_err(format!(
-                "the buffer's addresses are fake ({chain}); {RECORDING} records calls and holds \
-                 no memory to copy to or from"
-            )));
+        PyDeviceBuffer {
+            buffer,
+            mr,
+            bridge: None,
         }
-        Ok(())
+    }
+
+    /// The bridge's reference to the Python resource, when this object
+    /// alone owns the buffer and the buffer alone owns the bridge: then it
+    /// is this object's to report to the collector and to clear.
+    fn owned_bridge(&self) -> Option<&PythonRef> {
+        let exclusive =
+            Arc::strong_count(&self.buffer) == 1 && Arc::strong_count(self.buffer.resource()) == 1;
+        self.bridge.as_deref().filter(|_| exclusive)
     }
 }
 
@@ -57,9 +58,6 @@ impl PyDeviceBuffer {
         }
     }
 }
-
-/// The testing double whose addresses are made up.
-const RECORDING: &str = "RecordingMemoryResource";
 
 #[pymethods]
 impl PyDeviceBuffer {
@@ -74,9 +72,9 @@ impl PyDeviceBuffer {
         stream: Option<StreamArg>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
-        let (obj, rust) = match mr {
+        let (obj, rust, bridge) = match mr {
             Some(mr) => {
-                let rust = resource_of(mr)?;
+                let (rust, bridge) = bridge_of(mr)?;
                 if let Some(DeviceArg(device)) = device {
                     if device != rust.device() {
                         return Err(PyValueError::new_err(format!(
@@ -86,7 +84,7 @@ impl PyDeviceBuffer {
                         )));
                     }
                 }
-                (mr.clone().unbind(), rust)
+                (mr.clone().unbind(), rust, bridge)
             }
             None => {
                 let device = match device {
@@ -94,14 +92,36 @@ impl PyDeviceBuffer {
                     None => devmm::default_device().py()?,
                 };
                 let current = registry::current(py, device)?;
-                (current.obj, current.mr)
+                (current.obj, current.mr, None)
             }
         };
         let device = rust.device();
         let stream = resolve_stream(stream, device)?;
         let buffer =
             maybe_detached(py, device, || devmm::DeviceBuffer::new(size, rust, &stream)).py()?;
-        Ok(PyDeviceBuffer::wrap(Arc::new(buffer), obj))
+        Ok(PyDeviceBuffer {
+            bridge,
+            ..PyDeviceBuffer::wrap(Arc::new(buffer), obj)
+        })
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.mr)?;
+        match self.owned_bridge() {
+            Some(bridge) => bridge.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
+    /// Breaking a cycle through the Python resource: the memory goes back
+    /// through it first, while it is still whole.
+    fn __clear__(&self) {
+        if let Some(bridge) = self.owned_bridge() {
+            if let Err(error) = self.buffer.free(self.buffer.stream()) {
+                tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
+            }
+            bridge.clear();
+        }
     }
 
     /// The address of the allocation (0 for zero bytes).
@@ -177,15 +197,13 @@ impl PyDeviceBuffer {
         offset: usize,
         stream: Option<StreamArg>,
     ) -> PyResult<()> {
-        self.check_real_memory()?;
         let stream = self.copy_stream(stream)?;
         let data = bytes_of(data)?;
         let data = data.as_bytes();
         maybe_detached(py, self.buffer.device(), || {
-            // SAFETY: the resource is not the testing double with fake
-            // addresses (checked above); every other resource, Python ones
-            // included, is trusted to hand out real memory of its device, as
-            // ctypes trusts the addresses it is given.
+            // SAFETY: the core refuses resources that do not declare their
+            // pointers dereferenceable; a Python resource that declares it
+            // is trusted, as ctypes trusts the addresses it is given.
             unsafe { self.buffer.copy_from_host_at(offset, data, &stream) }
         })
         .py()
@@ -215,7 +233,6 @@ impl PyDeviceBuffer {
                 self.buffer.device()
             )));
         }
-        self.check_real_memory()?;
         let stream = self.copy_stream(stream)?;
         let out = match out {
             Some(out) => out,
@@ -299,9 +316,6 @@ impl PyDeviceBuffer {
         view: *mut pyo3::ffi::Py_buffer,
         flags: std::ffi::c_int,
     ) -> PyResult<()> {
-        slf.get()
-            .check_real_memory()
-            .map_err(|e| pyo3::exceptions::PyBufferError::new_err(e.value(slf.py()).to_string()))?;
         let bytes = devmm::Tensor::bytes_of(Arc::clone(&slf.get().buffer)).py()?;
         // SAFETY: forwarded from Python's bf_getbuffer.
         unsafe { crate::interchange::get_buffer(slf.as_any(), &bytes, view, flags) }

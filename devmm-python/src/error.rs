@@ -19,6 +19,29 @@ thread_local! {
     /// devmm error that carried it through Rust. Kept per thread: the
     /// callback and the binding that converts the error run on one thread.
     static PENDING: RefCell<Option<(String, PyErr)>> = const { RefCell::new(None) };
+
+    /// A `KeyboardInterrupt` (or another exception that is not an
+    /// `Exception`) raised by Python code devmm called where it could not
+    /// be raised (a logging handler): the binding that made the call
+    /// raises it instead of the call's result.
+    static INTERRUPT: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+}
+
+/// Keeps `err` for the binding that is calling into devmm on this thread,
+/// when it is an interrupt the program must see (not an `Exception`);
+/// returns it back otherwise, for the caller to report as unraisable.
+pub(crate) fn defer_interrupt(py: Python<'_>, err: PyErr) -> Option<PyErr> {
+    if err.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        return Some(err);
+    }
+    let stale = INTERRUPT.replace(Some(err));
+    drop(stale);
+    None
+}
+
+/// The interrupt [`defer_interrupt`] kept, if any.
+pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
+    INTERRUPT.take()
 }
 
 /// Remembers `err`, raised by Python code inside a devmm call, so that the
@@ -51,7 +74,19 @@ pub(crate) fn discarding_python_errors<T>(f: impl FnOnce() -> T) -> T {
 /// A stream error is a stream (or stream value) that does not fit the
 /// call, so a bad argument: `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
+    if let Some(interrupt) = take_deferred_interrupt() {
+        return interrupt;
+    }
     let message = err.to_string();
+    if let devmm::Error::FreeFailed { source, .. } = err {
+        // The cause's own exception (a callback's, unchanged), with a note
+        // that the buffer is still live and free() may be retried.
+        let cause = to_py_err(*source);
+        Python::attach(|py| {
+            let _ = cause.value(py).call_method1("add_note", (message,));
+        });
+        return cause;
+    }
     // Taken out first: a stale exception is dropped after the borrow ends.
     let stashed = match PENDING.take() {
         Some((carried, original)) if message.contains(&carried) => Some(original),
@@ -74,6 +109,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::InvalidArgument { .. }
         | devmm::Error::Misuse { .. }
         | devmm::Error::Stream { .. }
+        | devmm::Error::NotDereferenceable { .. }
         | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
@@ -88,7 +124,13 @@ pub(crate) trait IntoPyResult<T> {
 }
 
 impl<T> IntoPyResult<T> for devmm::Result<T> {
+    /// An interrupt deferred during the call wins over its result: a value
+    /// the caller would have received is dropped (a buffer is freed).
     fn py(self) -> PyResult<T> {
-        self.map_err(to_py_err)
+        let value = self.map_err(to_py_err)?;
+        match take_deferred_interrupt() {
+            Some(interrupt) => Err(interrupt),
+            None => Ok(value),
+        }
     }
 }

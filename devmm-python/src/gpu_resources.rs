@@ -3,8 +3,6 @@
 //! raises `RuntimeUnavailableError` (an `ImportError`) where the driver is
 //! missing; the driver calls run without the GIL.
 
-use std::sync::Arc;
-
 use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
@@ -33,10 +31,7 @@ impl PyCudaRuntimeMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::cuda::CudaRuntimeMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyCudaRuntimeMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyCudaRuntimeMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
 
@@ -54,10 +49,7 @@ impl PyCudaPinnedMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::cuda::CudaPinnedMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyCudaPinnedMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyCudaPinnedMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
 
@@ -75,10 +67,7 @@ impl PyCudaManagedMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::cuda::CudaManagedMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyCudaManagedMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyCudaManagedMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
 
@@ -96,10 +85,7 @@ impl PyHipRuntimeMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::rocm::HipRuntimeMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyHipRuntimeMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyHipRuntimeMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
 
@@ -117,10 +103,7 @@ impl PyHipPinnedMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::rocm::HipPinnedMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyHipPinnedMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyHipPinnedMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
 
@@ -138,9 +121,6 @@ impl PyHipManagedMemoryResource {
         let mr = py
             .detach(|| devmm::mrs::rocm::HipManagedMemoryResource::new(device))
             .py()?;
-        Ok((
-            PyHipManagedMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyHipManagedMemoryResource, PyMemoryResource::checked(mr)))
     }
 }

@@ -1,9 +1,9 @@
 //! The host resources of `devmm.mrs.cpu`: libc's allocator, and one that
 //! hands out the storage of Python `bytearray` objects.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
@@ -22,52 +22,25 @@ impl PyMallocMemoryResource {
     #[pyo3(signature = (alignment = 64))]
     fn py_new(alignment: usize) -> PyResult<(Self, PyMemoryResource)> {
         let mr = devmm::MallocMemoryResource::with_alignment(alignment).py()?;
-        Ok((
-            PyMallocMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyMallocMemoryResource, PyMemoryResource::checked(mr)))
     }
-}
-
-/// How many freed addresses the bytearray resource remembers, to tell a
-/// double free from an unknown pointer. Bounded so long runs do not grow it.
-const FREED_MEMORY: usize = 1024;
-
-#[derive(Default)]
-struct Blocks {
-    /// Aligned address → (size asked, the bytearray holding it).
-    live: HashMap<usize, (usize, Py<PyByteArray>)>,
-    recently_freed: VecDeque<usize>,
 }
 
 /// Host memory owned by Python `bytearray` objects, so Python's own memory
-/// accounting (tracemalloc, `sys.getsizeof`) sees every block. It tracks its
-/// allocations and reports misuse as errors.
+/// accounting (tracemalloc, `sys.getsizeof`) sees every block. Python
+/// reaches it behind a ledger ([`devmm::Checked`]), which refuses misuse
+/// before it gets here.
 struct BytearrayResource {
     alignment: usize,
-    blocks: Mutex<Blocks>,
+    /// Aligned address → the bytearray holding it.
+    blocks: Mutex<HashMap<usize, Py<PyByteArray>>>,
 }
 
 impl BytearrayResource {
-    fn blocks(&self) -> MutexGuard<'_, Blocks> {
+    fn blocks(&self) -> MutexGuard<'_, HashMap<usize, Py<PyByteArray>>> {
         // Each update is one insert or remove: a panic elsewhere cannot
         // leave the table half-changed, so a poisoned lock is still consistent.
         self.blocks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn misuse(
-        &self,
-        kind: devmm::MisuseKind,
-        ptr: devmm::DevicePtr,
-        nbytes: usize,
-    ) -> devmm::Error {
-        devmm::Error::Misuse {
-            kind,
-            ptr,
-            nbytes,
-            device: devmm::Device::CPU,
-            resource: format!("{self:?}"),
-        }
     }
 }
 
@@ -92,10 +65,14 @@ impl devmm::MemoryResource for BytearrayResource {
             chain: format!("{self:?}"),
             detail: Some(detail),
         };
-        // Over-allocate so an aligned block of `nbytes` fits inside.
+        // Over-allocate so an aligned block of `nbytes` fits inside; a
+        // bytearray holds at most isize::MAX bytes.
         let total = nbytes
             .checked_add(self.alignment - 1)
-            .ok_or_else(|| out_of_memory("the size overflows once aligned".into()))?;
+            .filter(|&total| isize::try_from(total).is_ok())
+            .ok_or_else(|| {
+                out_of_memory("a bytearray holds at most isize::MAX bytes once aligned".into())
+            })?;
         let (array, base) = Python::try_attach(|py| {
             PyByteArray::new_with(py, total, |_| Ok(()))
                 .map(|array| {
@@ -106,41 +83,21 @@ impl devmm::MemoryResource for BytearrayResource {
         })
         .ok_or_else(|| out_of_memory("the Python interpreter is shutting down".into()))??;
         let addr = base.next_multiple_of(self.alignment);
-        let mut blocks = self.blocks();
-        blocks.live.insert(addr, (nbytes, array));
-        blocks.recently_freed.retain(|&a| a != addr);
+        self.blocks().insert(addr, array);
         Ok(devmm::DevicePtr::from_addr(addr))
     }
 
     unsafe fn deallocate(
         &self,
         ptr: devmm::DevicePtr,
-        nbytes: usize,
+        _nbytes: usize,
         _stream: &devmm::Stream,
     ) -> devmm::Result<()> {
-        if ptr.is_null() && nbytes == 0 {
-            return Ok(());
-        }
-        let mut blocks = self.blocks();
-        match blocks.live.get(&ptr.addr()) {
-            None if blocks.recently_freed.contains(&ptr.addr()) => {
-                Err(self.misuse(devmm::MisuseKind::DoubleFree, ptr, nbytes))
-            }
-            None => Err(self.misuse(devmm::MisuseKind::UnknownPointer, ptr, nbytes)),
-            Some(&(allocated, _)) if allocated != nbytes => {
-                Err(self.misuse(devmm::MisuseKind::WrongSize { allocated }, ptr, nbytes))
-            }
-            Some(_) => {
-                // Dropping the bytearray releases it (now, or at the next
-                // moment this thread holds the GIL).
-                blocks.live.remove(&ptr.addr());
-                if blocks.recently_freed.len() == FREED_MEMORY {
-                    blocks.recently_freed.pop_front();
-                }
-                blocks.recently_freed.push_back(ptr.addr());
-                Ok(())
-            }
-        }
+        // The ledger in front checked the pointer; dropping the bytearray
+        // releases it (now, or the next time this thread holds the GIL).
+        let array = self.blocks().remove(&ptr.addr());
+        drop(array);
+        Ok(())
     }
 
     fn device(&self) -> devmm::Device {
@@ -155,12 +112,8 @@ impl devmm::MemoryResource for BytearrayResource {
         devmm::runtime_for(devmm::Device::CPU)?.memory_info(devmm::Device::CPU)
     }
 
-    fn detects_misuse(&self) -> bool {
+    fn dereferenceable(&self) -> bool {
         true
-    }
-
-    fn live_count(&self) -> Option<usize> {
-        Some(self.blocks().live.len())
     }
 }
 
@@ -184,9 +137,6 @@ impl PyBytearrayMemoryResource {
             alignment,
             blocks: Mutex::default(),
         };
-        Ok((
-            PyBytearrayMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyBytearrayMemoryResource, PyMemoryResource::checked(mr)))
     }
 }

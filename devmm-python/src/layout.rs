@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyTuple};
 use pyo3::PyClassInitializer;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::device::DeviceArg;
 use crate::dtype::DTypeArg;
@@ -175,6 +176,10 @@ pub(crate) struct PyAligned {
 
 #[pymethods]
 impl PyAligned {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.inner)
+    }
+
     #[new]
     #[pyo3(signature = (inner, unit_stride_alignment = 1, base_alignment = 1))]
     fn py_new(
@@ -281,6 +286,10 @@ pub(crate) struct PyLayout {
 
 #[pymethods]
 impl PyLayout {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.policy)
+    }
+
     /// Extents, one per dimension.
     ///
     /// Python type: `tuple[int, ...]`

@@ -125,8 +125,12 @@ impl Subscriber for PythonLogging {
         // During interpreter shutdown there is no logging to write to.
         Python::try_attach(|py| {
             if let Err(err) = emit(py, metadata.target(), metadata.level(), &fields) {
-                // A broken handler must not turn an allocation into a failure.
-                err.write_unraisable(py, None);
+                // A broken handler must not turn an allocation into a
+                // failure; an interrupt (Ctrl-C in a handler) must still
+                // reach the program, so the calling binding raises it.
+                if let Some(err) = crate::error::defer_interrupt(py, err) {
+                    err.write_unraisable(py, None);
+                }
             }
         });
     }

@@ -18,8 +18,9 @@ use pyo3::exceptions::{PyImportError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
 
-use crate::error::discarding_python_errors;
+use crate::error::{discarding_python_errors, IntoPyResult};
 use crate::resource::{resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -118,7 +119,7 @@ impl HandlerContext {
         // NumPy treats NULL as failure, so even empty arrays get a byte.
         let nbytes = nbytes.max(1);
         // NumPy gets NULL and raises its own MemoryError; the cause is lost.
-        match discarding_python_errors(|| self.mr.allocate(nbytes, &self.stream)) {
+        match contained(|| self.mr.allocate(nbytes, &self.stream)) {
             Ok(ptr) if !ptr.is_null() => {
                 self.sizes().insert(ptr.addr(), nbytes);
                 ptr.as_host_ptr()
@@ -136,7 +137,7 @@ impl HandlerContext {
         let removed = self.sizes().remove(&(ptr as usize));
         if let Some(nbytes) = removed {
             // NumPy's free cannot fail: an error is logged, not raised.
-            let result = discarding_python_errors(|| {
+            let result = contained(|| {
                 // SAFETY: `ptr` is live in our table, so it came from
                 // `mr.allocate(nbytes)` and has not been freed.
                 unsafe {
@@ -149,6 +150,21 @@ impl HandlerContext {
             }
         }
     }
+}
+
+/// Runs a resource call on behalf of NumPy's C allocator, which can only
+/// be told "failed": a devmm error carrying a Python exception drops that
+/// exception, and a panic (a bug) is stopped here, since unwinding into C
+/// would abort the process.
+fn contained<T>(call: impl FnOnce() -> devmm::Result<T>) -> devmm::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        discarding_python_errors(call)
+    }))
+    .unwrap_or_else(|_| {
+        Err(devmm::Error::InvalidArgument {
+            reason: "a devmm resource panicked inside NumPy's allocator; please report it".into(),
+        })
+    })
 }
 
 /// The capsule's payload: NumPy's struct first, so the capsule pointer is
@@ -269,8 +285,10 @@ fn handler_capsule(
 #[pyclass(name = "NumpyInstaller", module = "devmm.integrations.numpy")]
 pub(crate) struct PyNumpyInstaller {
     mr: Py<PyMemoryResource>,
-    /// The handler this installer made current, to tell whether it still is.
-    capsule: Py<PyAny>,
+    /// The handler this installer made current, to tell whether it still
+    /// is; dropped on uninstall, so that the handler (and the resource it
+    /// holds) lives on only in the arrays that use it.
+    capsule: Option<Py<PyAny>>,
     previous: Option<Py<PyAny>>,
 }
 
@@ -293,17 +311,31 @@ impl PyNumpyInstaller {
     /// Raises `RuntimeError` while a handler installed later is current:
     /// restoring ours would bring back a handler older than that one.
     fn uninstall(&mut self, py: Python<'_>) -> PyResult<()> {
-        let Some(previous) = &self.previous else {
+        let (Some(previous), Some(capsule)) = (&self.previous, &self.capsule) else {
             return Ok(());
         };
-        if !get_handler(py)?.is(self.capsule.bind(py)) {
+        if !get_handler(py)?.is(capsule.bind(py)) {
             return Err(PyRuntimeError::new_err(
                 "uninstall NumPy handlers in reverse order of install",
             ));
         }
         set_handler(py, previous.bind(py))?;
         self.previous = None;
+        self.capsule = None;
         Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.mr)?;
+        visit.call(&self.capsule)?;
+        visit.call(&self.previous)
+    }
+
+    fn __clear__(&mut self) {
+        // Still installed, NumPy's current handler keeps the capsule; the
+        // references this object held are just dropped.
+        self.capsule = None;
+        self.previous = None;
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -331,6 +363,7 @@ pub(crate) fn install_numpy_handler(
             rust.device()
         )));
     }
+    devmm::check_dereferenceable(rust.as_ref(), "NumPy's allocator (NEP 49)").py()?;
     if devmm::resource_chain(rust.as_ref()).contains(NumpyHandlerResource::NAME) {
         return Err(PyValueError::new_err(
             "installing a resource that allocates through NumPy's own handler as NumPy's handler \
@@ -341,7 +374,7 @@ pub(crate) fn install_numpy_handler(
     let previous = set_handler(py, &capsule)?;
     Ok(PyNumpyInstaller {
         mr: mr.clone().unbind(),
-        capsule: capsule.unbind(),
+        capsule: Some(capsule.unbind()),
         previous: Some(previous),
     })
 }
@@ -440,6 +473,10 @@ impl devmm::MemoryResource for NumpyHandlerResource {
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
         devmm::runtime_for(devmm::Device::CPU)?.memory_info(devmm::Device::CPU)
     }
+
+    fn dereferenceable(&self) -> bool {
+        true
+    }
 }
 
 // SAFETY: the handler pointer is only read, and NumPy handlers are called
@@ -482,9 +519,6 @@ impl PyNumpyHandlerMemoryResource {
             handler: handler as usize,
             name,
         };
-        Ok((
-            PyNumpyHandlerMemoryResource,
-            PyMemoryResource::native(Arc::new(mr)),
-        ))
+        Ok((PyNumpyHandlerMemoryResource, PyMemoryResource::checked(mr)))
     }
 }

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple};
 use pyo3::{intern, PyClassInitializer};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
@@ -36,6 +37,15 @@ pub(crate) struct PyOverrideFrame {
     /// The token of the `ContextVar.set` that made this frame current: it
     /// lives with the frame, so each context resets the token it made.
     token: OnceLock<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyOverrideFrame {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.obj)?;
+        visit.call(&self.parent)?;
+        visit.call(self.token.get())
+    }
 }
 
 fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
@@ -101,12 +111,13 @@ fn lock_global() -> std::sync::MutexGuard<'static, Global> {
 }
 
 /// Wraps a resource the core handed out (a runtime's default) as a Python
-/// object: the CPU runtime's default is a `MallocMemoryResource`.
+/// object, checked like every resource Python makes: the CPU runtime's
+/// default is a `MallocMemoryResource`.
 fn wrap_native(
     py: Python<'_>,
     mr: Arc<dyn devmm::MemoryResource>,
 ) -> PyResult<Py<PyMemoryResource>> {
-    let base = PyMemoryResource::native(mr);
+    let base = PyMemoryResource::checked(mr);
     if base
         .native
         .as_ref()
@@ -151,8 +162,8 @@ pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current
             mr: Arc::clone(&entry.mr),
         });
     }
-    let mr = devmm::get_current_memory_resource(device).py()?;
-    let obj = wrap_native(py, Arc::clone(&mr))?;
+    let obj = wrap_native(py, devmm::get_current_memory_resource(device).py()?)?;
+    let mr = crate::resource::resource_of(obj.bind(py))?;
     let mut global = lock_global();
     // Another thread may have installed one meanwhile: theirs stays.
     let entry = global.get_or_insert(device, Current { obj, mr });
@@ -213,6 +224,10 @@ pub(crate) struct PyUsingMemoryResource {
 
 #[pymethods]
 impl PyUsingMemoryResource {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.obj)
+    }
+
     #[new]
     fn py_new(mr: &Bound<'_, PyMemoryResource>) -> PyResult<Self> {
         Ok(PyUsingMemoryResource {

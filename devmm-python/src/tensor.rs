@@ -6,6 +6,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffer::PyDeviceBuffer;
 use crate::device::{DeviceArg, PyDevice};
@@ -13,7 +14,7 @@ use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
 use crate::registry;
-use crate::resource::{resource_of, PyMemoryResource};
+use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
@@ -24,9 +25,24 @@ pub(crate) struct PyTensor {
     policy: Py<PyAny>,
     mr: Py<PyMemoryResource>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
+    /// How the buffer's resource holds a Python-defined `mr`, when it
+    /// bridges one.
+    bridge: Option<Arc<PythonRef>>,
 }
 
 impl PyTensor {
+    /// The bridge's reference to the Python resource, when this object
+    /// alone owns the tensor, the tensor and its `buffer` object alone own
+    /// the buffer, and the buffer alone owns the bridge.
+    fn owned_bridge(&self) -> Option<&PythonRef> {
+        let buffer = self.tensor.buffer();
+        let holders = 1 + usize::from(self.buffer.get().is_some());
+        let exclusive = !self.tensor.is_shared()
+            && Arc::strong_count(buffer) == holders
+            && Arc::strong_count(buffer.resource()) == 1;
+        self.bridge.as_deref().filter(|_| exclusive)
+    }
+
     /// A tensor devmm did not allocate (a DLPack import): its resource is
     /// the core's foreign-memory resource, and it has no policy object.
     pub(crate) fn imported(py: Python<'_>, tensor: devmm::Tensor) -> PyResult<PyTensor> {
@@ -39,6 +55,7 @@ impl PyTensor {
             policy: py.None(),
             mr,
             buffer: OnceLock::new(),
+            bridge: None,
         })
     }
 }
@@ -176,6 +193,7 @@ impl PyTensor {
             policy: self.policy.clone_ref(py),
             mr: self.mr.clone_ref(py),
             buffer: OnceLock::new(),
+            bridge: self.bridge.clone(),
         }
     }
 
@@ -199,6 +217,28 @@ impl PyTensor {
     /// `(device_type, device_id)` as the DLPack protocol reports it.
     fn __dlpack_device__(&self) -> (i32, i32) {
         self.tensor.device().dlpack_device()
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.policy)?;
+        visit.call(&self.mr)?;
+        visit.call(self.buffer.get())?;
+        match self.owned_bridge() {
+            Some(bridge) => bridge.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
+    /// Breaking a cycle through the Python resource: the memory goes back
+    /// through it first, while it is still whole.
+    fn __clear__(&self) {
+        if let Some(bridge) = self.owned_bridge() {
+            let buffer = self.tensor.buffer();
+            if let Err(error) = buffer.free(buffer.stream()) {
+                tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
+            }
+            bridge.clear();
+        }
     }
 
     fn __repr__(&self) -> String {
@@ -243,15 +283,18 @@ fn allocate(
             )
         }
     };
-    let (mr_obj, rust_mr) = match mr {
-        Some(mr) => (mr.clone().unbind(), resource_of(mr)?),
+    let (mr_obj, rust_mr, bridge) = match mr {
+        Some(mr) => {
+            let (rust, bridge) = bridge_of(mr)?;
+            (mr.clone().unbind(), rust, bridge)
+        }
         None => {
             let device = match device {
                 Some(device) => device,
                 None => devmm::default_device().py()?,
             };
             let current = registry::current(py, device)?;
-            (current.obj, current.mr)
+            (current.obj, current.mr, None)
         }
     };
     let device = device.unwrap_or_else(|| rust_mr.device());
@@ -270,6 +313,7 @@ fn allocate(
         policy: policy_obj,
         mr: mr_obj,
         buffer: OnceLock::new(),
+        bridge,
     })
 }
 

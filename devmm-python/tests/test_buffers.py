@@ -117,9 +117,9 @@ def test_limits_surface_as_memory_error(stream: devmm.Stream) -> None:
 def test_copies_refuse_the_recording_double_whose_addresses_are_fake() -> None:
     for mr in (devmm.testing.RecordingMemoryResource(), devmm.StatisticsAdaptor(devmm.testing.RecordingMemoryResource())):
         buf = devmm.DeviceBuffer(8, mr=mr)
-        with pytest.raises(ValueError, match="fake"):
+        with pytest.raises(ValueError, match="RecordingMemoryResource.* does not declare its pointers dereferenceable"):
             buf.copy_from_host(b"abcdefgh")
-        with pytest.raises(ValueError, match="fake"):
+        with pytest.raises(ValueError, match="RecordingMemoryResource.* does not declare its pointers dereferenceable"):
             buf.copy_to_host()
         buf.free()
 

@@ -99,7 +99,7 @@ def dealloc(ptr, nbytes, stream):
     assert int(scratch.sum()) == 6
     del scratch
 
-mr = devmm.CallbackMemoryResource(alloc, dealloc, alignment=64)
+mr = devmm.CallbackMemoryResource(alloc, dealloc, alignment=64, dereferenceable=True)
 with devmm_numpy.install(mr):
     a = np.ones(1000)
     del a
@@ -162,7 +162,7 @@ def test_swallowed_callback_exceptions_are_not_kept_alive() -> None:
         raised.append(weakref.ref(boom))
         raise boom
 
-    with devmm_numpy.install(devmm.CallbackMemoryResource(alloc, dealloc, alignment=64)):
+    with devmm_numpy.install(devmm.CallbackMemoryResource(alloc, dealloc, alignment=64, dereferenceable=True)):
         a = np.ones(100)
     del a  # NumPy's free cannot raise: the error is logged and dropped
     gc.collect()

@@ -73,6 +73,10 @@ impl Tensor {
                 reason: format!("{name} cannot describe memory on {}; {fix}", self.device()),
             });
         }
+        if kind == ArrayInterfaceKind::Host {
+            // Host consumers dereference the address: only real memory.
+            crate::resource::check_dereferenceable(&**self.buffer().resource(), "__array_interface__")?;
+        }
         let itemsize = self.dtype().itemsize();
         let strides = (!self.layout().is_c_contiguous()).then(|| {
             // Cannot overflow: the layout's checked required bytes cover every step.

@@ -166,6 +166,36 @@ impl DeviceBuffer {
     /// Frees the memory, ordered on `stream`. Idempotent: later calls do
     /// nothing. With live exports the buffer closes now and the memory goes
     /// back when the last export is deleted.
+    ///
+    /// When the resource fails to free the memory (a driver error, a
+    /// callback that raised), the buffer stays live and open and the error
+    /// is an [`Error::FreeFailed`]: call `free` again once the cause is
+    /// fixed, rather than lose the memory.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use devmm::{CallbackMemoryResource, Device, DeviceBuffer, DevicePtr, Error, Stream};
+    /// let fail = Arc::new(AtomicBool::new(true));
+    /// let failing = fail.clone();
+    /// let mr = CallbackMemoryResource::new(
+    ///     Device::CPU,
+    ///     1,
+    ///     |_, _| Ok(DevicePtr::from_addr(0x1000)),
+    ///     move |_, _, _| match failing.load(Ordering::Relaxed) {
+    ///         true => Err(Error::InvalidArgument { reason: "busy".into() }),
+    ///         false => Ok(()),
+    ///     },
+    /// )?;
+    /// let s = Stream::cpu();
+    /// let buf = DeviceBuffer::new(8, Arc::new(mr), &s)?;
+    /// assert!(matches!(buf.free(&s), Err(Error::FreeFailed { .. })));
+    /// assert!(!buf.is_closed());
+    /// fail.store(false, Ordering::Relaxed);
+    /// buf.free(&s)?;
+    /// assert!(buf.is_closed());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
     pub fn free(&self, stream: &Stream) -> Result<()> {
         let mut state = self.state();
         if state.closed {
@@ -178,7 +208,19 @@ impl DeviceBuffer {
         }
         let due = take_release(&mut state);
         drop(state);
-        if due { self.deallocate(stream) } else { Ok(()) }
+        if !due {
+            return Ok(());
+        }
+        self.deallocate(stream).map_err(|source| {
+            let mut state = self.state();
+            state.closed = false;
+            state.released = false;
+            Error::FreeFailed {
+                device: self.device(),
+                nbytes: self.nbytes,
+                source: Box::new(source),
+            }
+        })
     }
 
     /// Returns the memory to the resource. The lock is not held here: a
@@ -228,6 +270,7 @@ impl DeviceBuffer {
     /// Checks a copy of `len` bytes at `offset` and holds the buffer open
     /// until the returned guard drops, so a concurrent `free` waits for the copy.
     fn hold_for_copy(&self, offset: usize, len: usize) -> Result<CopyHold<'_>> {
+        crate::resource::check_dereferenceable(&*self.resource, "a host copy")?;
         let end = crate::size::checked_add(offset, len, "copy extent")?;
         if end > self.nbytes {
             return Err(Error::InvalidArgument {
@@ -245,12 +288,16 @@ impl DeviceBuffer {
     /// Copies `src` to the start of the buffer through the runtime's
     /// memcpy, on the buffer's stream.
     ///
+    /// Refused with [`Error::NotDereferenceable`] unless the resource
+    /// declares its pointers [`dereferenceable`](MemoryResource::dereferenceable)
+    /// (every shipped resource does; the testing kit's
+    /// `RecordingMemoryResource` and undeclared callback resources do not).
+    ///
     /// # Safety
     ///
-    /// The buffer's resource must hand out real memory of its device, as
-    /// every shipped resource does; a testing double with fake addresses
-    /// (`RecordingMemoryResource`) or a callback resource returning
-    /// addresses it does not own makes this write to arbitrary memory.
+    /// The resource's declaration must be true: a resource that declares
+    /// dereferenceable memory and hands out addresses it does not own makes
+    /// this write to arbitrary memory.
     pub unsafe fn copy_from_host(&self, src: &[u8]) -> Result<()> {
         // SAFETY: forwarded from the caller.
         unsafe { self.copy_from_host_at(0, src, &self.stream) }
@@ -258,10 +305,12 @@ impl DeviceBuffer {
 
     /// Copies the start of the buffer into `dst` and waits for it.
     ///
+    /// Refused as [`copy_from_host`](Self::copy_from_host) is.
+    ///
     /// # Safety
     ///
     /// As for [`copy_from_host`](Self::copy_from_host): the resource's
-    /// pointers must be real memory of its device.
+    /// declaration that its pointers are real memory must be true.
     pub unsafe fn copy_to_host(&self, dst: &mut [u8]) -> Result<()> {
         // SAFETY: forwarded from the caller.
         unsafe { self.copy_to_host_at(0, dst, &self.stream) }

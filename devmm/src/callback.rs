@@ -38,8 +38,10 @@ type DeallocateFn = dyn Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Syn
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub struct CallbackMemoryResource {
+    name: String,
     device: Device,
     alignment: usize,
+    dereferenceable: bool,
     allocate: Box<AllocateFn>,
     deallocate: Box<DeallocateFn>,
 }
@@ -61,11 +63,45 @@ impl CallbackMemoryResource {
             });
         }
         Ok(CallbackMemoryResource {
+            name: "CallbackMemoryResource".into(),
             device,
             alignment,
+            dereferenceable: false,
             allocate: Box::new(allocate),
             deallocate: Box::new(deallocate),
         })
+    }
+
+    /// Declares that the closures hand out real memory of the device, so
+    /// host copies and NumPy may dereference it
+    /// ([`MemoryResource::dereferenceable`]); undeclared, they are refused.
+    ///
+    /// ```
+    /// use devmm::{CallbackMemoryResource, Device, DevicePtr, MemoryResource};
+    /// let fake = CallbackMemoryResource::new(Device::CPU, 1, |_, _| Ok(DevicePtr::from_addr(64)), |_, _, _| Ok(()))?;
+    /// assert!(!fake.dereferenceable());
+    /// assert!(fake.with_dereferenceable_memory(true).dereferenceable());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn with_dereferenceable_memory(mut self, dereferenceable: bool) -> Self {
+        self.dereferenceable = dereferenceable;
+        self
+    }
+
+    /// Names the resource in its `Debug` output, and so in every error and
+    /// resource chain, after what defines it (a Python class) rather than
+    /// `CallbackMemoryResource`.
+    ///
+    /// ```
+    /// use devmm::{CallbackMemoryResource, Device, DevicePtr};
+    /// let mr = CallbackMemoryResource::new(Device::CPU, 8, |_, _| Ok(DevicePtr::NULL), |_, _, _| Ok(()))?
+    ///     .named("ArenaResource");
+    /// assert_eq!(format!("{mr:?}"), "ArenaResource(device=cpu:0, alignment=8)");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
@@ -83,8 +119,8 @@ impl fmt::Debug for CallbackMemoryResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "CallbackMemoryResource(device={}, alignment={})",
-            self.device, self.alignment
+            "{}(device={}, alignment={})",
+            self.name, self.device, self.alignment
         )
     }
 }
@@ -105,6 +141,9 @@ impl MemoryResource for CallbackMemoryResource {
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        // `deallocate(NULL, 0)` reaches the closure: its allocate may have
+        // returned NULL for a zero-byte request.
+        crate::ledger::check_null(ptr, nbytes).map_err(|kind| self.misuse(kind, ptr, nbytes))?;
         (self.deallocate)(ptr, nbytes, stream)
     }
 
@@ -118,5 +157,9 @@ impl MemoryResource for CallbackMemoryResource {
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         crate::runtime::runtime_for(self.device)?.memory_info(self.device)
+    }
+
+    fn dereferenceable(&self) -> bool {
+        self.dereferenceable
     }
 }

@@ -146,6 +146,56 @@ pub enum Error {
         reason: String,
     },
 
+    /// A path that dereferences memory (a host copy, NumPy's allocator) was
+    /// refused because the resource does not declare its pointers
+    /// [`dereferenceable`](crate::MemoryResource::dereferenceable).
+    #[error(
+        "{operation} through {chain} on {device} was refused: the resource does not declare its \
+         pointers dereferenceable (real memory of its device); declare it (Rust: \
+         `MemoryResource::dereferenceable`, Python: `dereferenceable = True`) only if they are"
+    )]
+    NotDereferenceable {
+        /// What would have dereferenced the memory ("a host copy").
+        operation: &'static str,
+        /// The resource's device.
+        device: Device,
+        /// The resource chain, outermost first.
+        chain: String,
+    },
+
+    /// An adaptor's byte counter would overflow `usize`. The allocation
+    /// was given back to the upstream before this was returned.
+    #[error(
+        "counter overflow: allocating {nbytes} bytes on {device} through {chain} would overflow \
+         the {counter} counter; the allocation was returned upstream; free buffers, or count \
+         through a fresh adaptor"
+    )]
+    CounterOverflow {
+        /// The device asked.
+        device: Device,
+        /// The size asked.
+        nbytes: usize,
+        /// The counter that would overflow ("current_bytes").
+        counter: &'static str,
+        /// The resource chain, outermost first.
+        chain: String,
+    },
+
+    /// Freeing a buffer failed; the buffer is still live, and
+    /// [`DeviceBuffer::free`](crate::DeviceBuffer::free) may be called again.
+    #[error(
+        "freeing the buffer of {nbytes} bytes on {device} failed, so the buffer is still live: \
+         fix the cause and call free() again ({source})"
+    )]
+    FreeFailed {
+        /// The device of the buffer.
+        device: Device,
+        /// Its size.
+        nbytes: usize,
+        /// Why the resource could not free it.
+        source: Box<Error>,
+    },
+
     /// A stream operation that cannot be done as asked.
     #[error("stream error on {device}: {reason}")]
     Stream {

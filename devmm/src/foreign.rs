@@ -196,6 +196,11 @@ impl MemoryResource for ForeignMemoryResource {
         1
     }
 
+    /// The producer's memory is real memory of its device.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
+
     fn available_memory(&self) -> Result<MemoryInfo> {
         Ok(MemoryInfo { free: 0, total: 0 })
     }

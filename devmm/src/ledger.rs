@@ -1,12 +1,29 @@
 //! Allocation bookkeeping: which pointers a resource has handed out, with
-//! what sizes, so misuse of `deallocate` is an error instead of corruption.
+//! what sizes, so misuse of `deallocate` is an error instead of corruption;
+//! the one rule for freeing null; and [`Checked`], which puts any resource
+//! behind a ledger.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::error::MisuseKind;
+use crate::device::Device;
+use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource};
+use crate::stream::Stream;
+
+/// The rule every resource and adaptor applies to a null pointer: only a
+/// zero-byte allocation may be null, so `deallocate(NULL, 0)` frees nothing
+/// and succeeds (`Ok(true)`), and `deallocate(NULL, n > 0)` is a pointer the
+/// resource never handed out. `Ok(false)`: not null, nothing decided.
+pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKind> {
+    match (ptr.is_null(), nbytes) {
+        (false, _) => Ok(false),
+        (true, 0) => Ok(true),
+        (true, _) => Err(MisuseKind::UnknownPointer),
+    }
+}
 
 /// How many of its latest frees a ledger remembers to tell a double free
 /// from an unknown pointer. Bounded so a long run does not grow it.
@@ -75,8 +92,12 @@ impl Ledger {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records that `ptr` was handed out with `nbytes`.
+    /// Records that `ptr` was handed out with `nbytes`. Null is never
+    /// recorded: it is what a zero-byte allocation may return.
     pub fn record(&self, ptr: DevicePtr, nbytes: usize) {
+        if ptr.is_null() {
+            return;
+        }
         let mut state = self.state();
         state.live.insert(ptr.addr(), nbytes);
         state.freed.remove(&ptr.addr());
@@ -84,7 +105,12 @@ impl Ledger {
 
     /// Removes `ptr` if it is live with exactly `nbytes`; otherwise says how
     /// the call misuses the resource and leaves the ledger unchanged.
+    /// `take(NULL, 0)` succeeds and changes nothing; `take(NULL, n > 0)` is
+    /// an unknown pointer.
     pub fn take(&self, ptr: DevicePtr, nbytes: usize) -> Result<(), MisuseKind> {
+        if check_null(ptr, nbytes)? {
+            return Ok(());
+        }
         let mut state = self.state();
         match state.live.get(&ptr.addr()) {
             None if state.freed.contains_key(&ptr.addr()) => Err(MisuseKind::DoubleFree),
@@ -122,6 +148,122 @@ impl fmt::Debug for Ledger {
         f.debug_struct("Ledger")
             .field("live", &self.live_count())
             .finish()
+    }
+}
+
+/// Any resource behind a [`Ledger`]: `deallocate` of an unknown pointer, a
+/// wrong size or a pointer already freed is an [`Error::Misuse`] that never
+/// reaches the wrapped resource, and [`live_count`](MemoryResource::live_count)
+/// is exact.
+///
+/// This is how the Python package hands out every resource it makes, so
+/// that no call from Python can free memory twice or free what it never
+/// allocated; Rust callers of an unchecked resource keep `deallocate`'s
+/// `unsafe` contract instead. It is transparent: its `Debug` and its
+/// resource chain are those of the resource it wraps. A `deallocate` the
+/// wrapped resource fails leaves the pointer live, so it can be retried.
+///
+/// ```
+/// use devmm::{Checked, Error, MallocMemoryResource, MemoryResource, MisuseKind, Stream};
+/// let mr = Checked::new(MallocMemoryResource::new());
+/// let s = Stream::cpu();
+/// let p = mr.allocate(64, &s)?;
+/// assert_eq!(mr.live_count(), Some(1));
+/// // SAFETY: the ledger refuses misuse before it reaches `free`.
+/// let wrong = unsafe { mr.deallocate(p, 32, &s) };
+/// assert!(matches!(wrong, Err(Error::Misuse { kind: MisuseKind::WrongSize { allocated: 64 }, .. })));
+/// unsafe { mr.deallocate(p, 64, &s)? };
+/// let again = unsafe { mr.deallocate(p, 64, &s) };
+/// assert!(matches!(again, Err(Error::Misuse { kind: MisuseKind::DoubleFree, .. })));
+/// assert_eq!(format!("{mr:?}"), "MallocMemoryResource(device=cpu:0, alignment=64)");
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub struct Checked<R> {
+    inner: R,
+    ledger: Ledger,
+}
+
+impl<R: MemoryResource> Checked<R> {
+    /// Puts `inner` behind an empty ledger.
+    pub fn new(inner: R) -> Self {
+        Checked {
+            inner,
+            ledger: Ledger::new(),
+        }
+    }
+
+    /// The wrapped resource.
+    pub fn get_inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+impl<R: fmt::Debug> fmt::Debug for Checked<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<R: MemoryResource> MemoryResource for Checked<R> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        let ptr = self.inner.allocate(nbytes, stream)?;
+        self.ledger.record(ptr, nbytes);
+        Ok(ptr)
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        self.ledger
+            .take(ptr, nbytes)
+            .map_err(|kind| Error::Misuse {
+                kind,
+                ptr,
+                nbytes,
+                device: self.inner.device(),
+                resource: crate::resource::resource_chain(self),
+            })?;
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the pointer was live in the ledger with this size, so it
+        // came from `inner.allocate(nbytes, ..)` and was not freed since.
+        let freed = unsafe { self.inner.deallocate(ptr, nbytes, stream) };
+        if freed.is_err() {
+            // Still allocated: the caller may retry.
+            self.ledger.record(ptr, nbytes);
+        }
+        freed
+    }
+
+    fn device(&self) -> Device {
+        self.inner.device()
+    }
+
+    fn stream_ordered(&self) -> bool {
+        self.inner.stream_ordered()
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        self.inner.guaranteed_alignment()
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        self.inner.available_memory()
+    }
+
+    fn upstream(&self) -> Option<&dyn MemoryResource> {
+        self.inner.upstream()
+    }
+
+    fn detects_misuse(&self) -> bool {
+        true
+    }
+
+    fn live_count(&self) -> Option<usize> {
+        Some(self.ledger.live_count())
+    }
+
+    fn dereferenceable(&self) -> bool {
+        self.inner.dereferenceable()
     }
 }
 

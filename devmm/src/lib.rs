@@ -45,13 +45,13 @@ pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
-pub use ledger::Ledger;
+pub use ledger::{Checked, Ledger};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use ptr::DevicePtr;
 pub use registry::{
     ResourceGuard, get_current_memory_resource, set_current_memory_resource, using_memory_resource,
 };
-pub use resource::{MemoryInfo, MemoryResource, resource_chain};
+pub use resource::{MemoryInfo, MemoryResource, check_dereferenceable, resource_chain};
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, default_device,
     register_runtime, runtime_for, runtime_names,

@@ -84,6 +84,42 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn live_count(&self) -> Option<usize> {
         None
     }
+
+    /// Whether the pointers this resource hands out are real memory of
+    /// [`device`](Self::device), which a runtime's copies may write and read
+    /// and host code may dereference when the device is host-accessible.
+    ///
+    /// Every shipped resource declares it; the default is `false`, so a
+    /// resource that hands out made-up addresses (a testing double, a
+    /// callback returning integers) is refused by every path that
+    /// dereferences them ([`check_dereferenceable`]) instead of corrupting
+    /// memory. Adaptors answer for their upstream.
+    fn dereferenceable(&self) -> bool {
+        false
+    }
+}
+
+/// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`
+/// declares its pointers [`dereferenceable`](MemoryResource::dereferenceable),
+/// with an [`Error::NotDereferenceable`](crate::Error::NotDereferenceable)
+/// naming the chain.
+///
+/// ```
+/// use devmm::testing::RecordingMemoryResource;
+/// use devmm::{check_dereferenceable, Error, MallocMemoryResource};
+/// assert!(check_dereferenceable(&MallocMemoryResource::new(), "a host copy").is_ok());
+/// let refused = check_dereferenceable(&RecordingMemoryResource::new(), "a host copy");
+/// assert!(matches!(refused, Err(Error::NotDereferenceable { .. })));
+/// ```
+pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -> Result<()> {
+    if mr.dereferenceable() {
+        return Ok(());
+    }
+    Err(crate::Error::NotDereferenceable {
+        operation,
+        device: mr.device(),
+        chain: resource_chain(mr),
+    })
 }
 
 /// The resource chain from `mr` down, outermost first:
@@ -149,6 +185,9 @@ macro_rules! forward_memory_resource {
             }
             fn live_count(&self) -> Option<usize> {
                 (**self).live_count()
+            }
+            fn dereferenceable(&self) -> bool {
+                (**self).dereferenceable()
             }
         }
     )*};

@@ -119,6 +119,23 @@ impl Tensor {
         &self.inner.buffer
     }
 
+    /// Whether another handle shares this tensor: a clone, or a DLPack
+    /// export a consumer still holds. (Bindings ask before they report the
+    /// references a tensor holds to a garbage collector.)
+    ///
+    /// ```
+    /// let t = devmm::empty(&[4], devmm::DType::UINT8, &devmm::EmptyOptions::new())?;
+    /// assert!(!t.is_shared());
+    /// let clone = t.clone();
+    /// assert!(t.is_shared());
+    /// drop(clone);
+    /// assert!(!t.is_shared());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.inner.dtype

@@ -4,8 +4,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
+use devmm::testing::RecordingMemoryResource;
 use devmm::{
-    CallbackMemoryResource, Device, DevicePtr, Error, LimitingAdaptor, LoggingAdaptor,
+    CallbackMemoryResource, Checked, Device, DevicePtr, Error, LimitingAdaptor, LoggingAdaptor,
     MemoryResource, MisuseKind, StatisticsAdaptor, Stream, resource_chain,
 };
 
@@ -333,4 +334,169 @@ fn callback_resources_refuse_bad_alignments_and_null_pointers() {
         "{err:?}"
     );
     assert!(null.allocate(0, &Stream::cpu()).unwrap().is_null());
+}
+
+/// A resource of made-up addresses for any size, counting what is live.
+fn fake_unbounded() -> (
+    Arc<std::sync::atomic::AtomicUsize>,
+    Checked<CallbackMemoryResource>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(1 << 12);
+    let live = Arc::new(AtomicUsize::new(0));
+    let (up, down) = (live.clone(), live.clone());
+    let mr = CallbackMemoryResource::new(
+        Device::CPU,
+        1,
+        move |_, _| {
+            up.fetch_add(1, Ordering::Relaxed);
+            Ok(DevicePtr::from_addr(
+                next.fetch_add(1 << 12, Ordering::Relaxed),
+            ))
+        },
+        move |_, _, _| {
+            down.fetch_sub(1, Ordering::Relaxed);
+            Ok(())
+        },
+    )
+    .unwrap();
+    (live, Checked::new(mr))
+}
+
+#[test]
+fn statistics_counter_overflow_is_an_error_and_returns_the_allocation() {
+    let (live, fake) = fake_unbounded();
+    let live = || live.load(std::sync::atomic::Ordering::Relaxed);
+    let stats = StatisticsAdaptor::new(fake);
+    let s = Stream::cpu();
+    let half = usize::MAX / 2 + 1;
+    let first = stats.allocate(half, &s).unwrap();
+    let overflow = stats.allocate(half, &s).unwrap_err();
+    assert!(
+        matches!(
+            overflow,
+            Error::CounterOverflow { nbytes, counter: "current_bytes", .. } if nbytes == half
+        ),
+        "{overflow:?}"
+    );
+    assert!(
+        overflow.to_string().contains("returned upstream"),
+        "{overflow}"
+    );
+    // The second block went back upstream; the counters saw only the first.
+    assert_eq!(live(), 1);
+    let st = stats.statistics();
+    assert_eq!(
+        (st.current_bytes, st.total_bytes, st.allocations),
+        (half, half, 1)
+    );
+    // SAFETY: `first` came from `stats.allocate(half, ..)`.
+    unsafe { stats.deallocate(first, half, &s).unwrap() };
+    assert_eq!((stats.current_bytes(), live()), (0, 0));
+    // total_bytes overflows later than current_bytes, and is refused too.
+    let total = stats.allocate(half, &s).unwrap_err();
+    assert!(
+        matches!(
+            total,
+            Error::CounterOverflow {
+                counter: "total_bytes",
+                ..
+            }
+        ),
+        "{total:?}"
+    );
+    assert_eq!((stats.current_bytes(), live()), (0, 0));
+}
+
+/// Every shipped chain: `deallocate(NULL, 0)` frees nothing and succeeds;
+/// `deallocate(NULL, n > 0)` names a pointer never handed out.
+#[test]
+fn freeing_null_is_one_rule_everywhere() {
+    let never = |_: usize, _: &Stream| Ok(DevicePtr::NULL);
+    let chains: Vec<Arc<dyn MemoryResource>> = vec![
+        Arc::new(MallocMemoryResource::new()),
+        Arc::new(HeapMemoryResource::new()),
+        Arc::new(Checked::new(MallocMemoryResource::new())),
+        Arc::new(RecordingMemoryResource::new()),
+        Arc::new(CallbackMemoryResource::new(Device::CPU, 1, never, |_, _, _| Ok(())).unwrap()),
+        Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new())),
+        Arc::new(LimitingAdaptor::new(MallocMemoryResource::new(), 64)),
+        Arc::new(LoggingAdaptor::new(MallocMemoryResource::new())),
+    ];
+    let s = Stream::cpu();
+    for mr in chains {
+        // SAFETY: null with zero bytes is what a zero-byte allocation returns.
+        unsafe { mr.deallocate(DevicePtr::NULL, 0, &s) }.unwrap();
+        // SAFETY: the rule makes this an error, never a free.
+        let refused = unsafe { mr.deallocate(DevicePtr::NULL, 16, &s) };
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Misuse {
+                    kind: MisuseKind::UnknownPointer,
+                    ..
+                })
+            ),
+            "{mr:?}: {refused:?}"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_size_free_through_counting_adaptors_over_a_checked_resource_changes_no_counter() {
+    let stats = Arc::new(StatisticsAdaptor::new(Checked::new(
+        MallocMemoryResource::new(),
+    )));
+    let limiting = LimitingAdaptor::new(stats.clone(), 1024);
+    let s = Stream::cpu();
+    let p = limiting.allocate(64, &s).unwrap();
+    // SAFETY: the checked resource refuses the wrong size before `free`.
+    let wrong = unsafe { limiting.deallocate(p, 32, &s) };
+    assert!(matches!(
+        wrong,
+        Err(Error::Misuse {
+            kind: MisuseKind::WrongSize { allocated: 64 },
+            ..
+        })
+    ));
+    assert_eq!(
+        (
+            stats.current_bytes(),
+            limiting.used_bytes(),
+            stats.statistics().deallocations
+        ),
+        (64, 64, 0)
+    );
+    // SAFETY: the right size this time.
+    unsafe { limiting.deallocate(p, 64, &s).unwrap() };
+    assert_eq!((stats.current_bytes(), limiting.used_bytes()), (0, 0));
+    assert_eq!(limiting.live_count(), Some(0));
+}
+
+#[test]
+fn a_checked_resource_keeps_a_pointer_its_upstream_failed_to_free() {
+    let fail = Arc::new(Mutex::new(true));
+    let failing = fail.clone();
+    let cb = CallbackMemoryResource::new(
+        Device::CPU,
+        1,
+        |_, _| Ok(DevicePtr::from_addr(0x4000)),
+        move |_, _, _| match *failing.lock().unwrap() {
+            true => Err(Error::InvalidArgument {
+                reason: "busy".into(),
+            }),
+            false => Ok(()),
+        },
+    )
+    .unwrap();
+    let mr = Checked::new(cb);
+    let s = Stream::cpu();
+    let p = mr.allocate(8, &s).unwrap();
+    // SAFETY: `p` came from `mr.allocate(8, ..)`.
+    assert!(unsafe { mr.deallocate(p, 8, &s) }.is_err());
+    assert_eq!(mr.live_count(), Some(1));
+    *fail.lock().unwrap() = false;
+    // SAFETY: still live: the failed free did not release it.
+    unsafe { mr.deallocate(p, 8, &s).unwrap() };
+    assert_eq!(mr.live_count(), Some(0));
 }

@@ -179,3 +179,77 @@ fn on_device_uses_the_current_resource() {
         "MallocMemoryResource(device=cpu:0, alignment=64)"
     );
 }
+
+#[test]
+fn host_copies_are_refused_unless_the_resource_declares_real_memory() {
+    use devmm::testing::RecordingMemoryResource;
+    use devmm::{CallbackMemoryResource, Device, DevicePtr};
+    let s = Stream::cpu();
+    let fake = CallbackMemoryResource::new(
+        Device::CPU,
+        1,
+        |_, _| Ok(DevicePtr::from_addr(0x1000)),
+        |_, _, _| Ok(()),
+    )
+    .unwrap();
+    let resources: Vec<Arc<dyn MemoryResource>> = vec![
+        Arc::new(RecordingMemoryResource::new()),
+        Arc::new(StatisticsAdaptor::new(fake)),
+    ];
+    for mr in resources {
+        let buf = DeviceBuffer::new(16, mr, &s).unwrap();
+        // SAFETY: refused before any memory is touched.
+        let write = unsafe { buf.copy_from_host(&[1; 16]) }.unwrap_err();
+        assert!(
+            matches!(
+                write,
+                Error::NotDereferenceable {
+                    operation: "a host copy",
+                    ..
+                }
+            ),
+            "{write:?}"
+        );
+        let mut back = [0; 4];
+        // SAFETY: as above.
+        let read = unsafe { buf.copy_to_host(&mut back) }.unwrap_err();
+        assert!(matches!(read, Error::NotDereferenceable { .. }), "{read:?}");
+        buf.free(&s).unwrap();
+    }
+}
+
+#[test]
+fn a_failed_free_leaves_the_buffer_live_and_open() {
+    use devmm::{CallbackMemoryResource, Device, DevicePtr};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mr = CallbackMemoryResource::new(
+        Device::CPU,
+        1,
+        |_, _| Ok(DevicePtr::from_addr(0x2000)),
+        move |_, _, _| match counted.fetch_add(1, Ordering::Relaxed) {
+            0 => Err(Error::InvalidArgument {
+                reason: "the allocator is busy".into(),
+            }),
+            _ => Ok(()),
+        },
+    )
+    .unwrap();
+    let s = Stream::cpu();
+    let buf = DeviceBuffer::new(8, Arc::new(mr), &s).unwrap();
+    let failed = buf.free(&s).unwrap_err();
+    assert!(
+        matches!(&failed, Error::FreeFailed { nbytes: 8, source, .. } if source.to_string().contains("busy"))
+    );
+    assert!(failed.to_string().contains("still live"), "{failed}");
+    assert!(!buf.is_closed());
+    buf.free(&s).unwrap();
+    assert!(buf.is_closed());
+    drop(buf);
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        2,
+        "released once more, not on drop too"
+    );
+}

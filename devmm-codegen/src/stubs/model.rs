@@ -86,6 +86,10 @@ pub(super) struct Exception {
     pub(super) doc: String,
 }
 
+/// `#[pymethods]` that fill type slots (the garbage collector's, the buffer
+/// protocol's) and have no Python-visible attribute, so no stub.
+const C_SLOTS: [&str; 4] = ["__traverse__", "__clear__", "__getbuffer__", "__releasebuffer__"];
+
 fn err(file: &str, message: impl Into<String>) -> StubError {
     StubError {
         file: file.to_owned(),
@@ -313,11 +317,9 @@ impl Crate {
         let mut members = Vec::new();
         for item in &imp.items {
             let ImplItem::Fn(f) = item else { continue };
-            // Buffer-protocol slots are C-level only: no Python method to stub.
-            if matches!(
-                f.sig.ident.to_string().as_str(),
-                "__getbuffer__" | "__releasebuffer__"
-            ) {
+            // The collector's and the buffer protocol's slots are C-level
+            // only: not attributes Python code sees.
+            if C_SLOTS.contains(&f.sig.ident.to_string().as_str()) {
                 continue;
             }
             let attrs = &f.attrs;

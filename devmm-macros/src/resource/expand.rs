@@ -180,6 +180,7 @@ fn adaptor_methods(
         ),
         ("detects_misuse", quote!(bool)),
         ("live_count", quote!(::core::option::Option<usize>)),
+        ("dereferenceable", quote!(bool)),
     ] {
         let ident = format_ident!("{}", method);
         add(

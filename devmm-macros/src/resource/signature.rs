@@ -26,6 +26,7 @@ pub(crate) const METHODS: &[(&str, &str)] = &[
     ("upstream", "fn upstream(&self) -> Option<&dyn MemoryResource>"),
     ("detects_misuse", "fn detects_misuse(&self) -> bool"),
     ("live_count", "fn live_count(&self) -> Option<usize>"),
+    ("dereferenceable", "fn dereferenceable(&self) -> bool"),
 ];
 
 /// Whether `ident` names a `MemoryResource` method.
@@ -145,7 +146,7 @@ pub(crate) fn check_signature(
     let returns = match name {
         "allocate" | "deallocate" | "available_memory" => "Result",
         "device" => "Device",
-        "stream_ordered" | "detects_misuse" => "bool",
+        "stream_ordered" | "detects_misuse" | "dereferenceable" => "bool",
         "guaranteed_alignment" => "usize",
         _ => "Option",
     };

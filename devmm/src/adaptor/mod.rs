@@ -32,27 +32,33 @@ macro_rules! forward_probes {
         fn live_count(&self) -> Option<usize> {
             self.$field.live_count()
         }
+
+        fn dereferenceable(&self) -> bool {
+            self.$field.dereferenceable()
+        }
     };
 }
 
 /// Refuses `deallocate(NULL, n > 0)` before it reaches an adaptor's
-/// counters: only zero-byte allocations are null, so such a call frees
-/// nothing (libc's `free(NULL)` would accept it) and would skew the counts.
+/// counters, by the rule every resource applies ([`check_null`]): such a
+/// call frees nothing and would skew the counts. `deallocate(NULL, 0)` is
+/// forwarded, so a zero-byte allocation is counted both ways.
+///
+/// [`check_null`]: crate::ledger::check_null
 fn check_deallocation(
     mr: &dyn crate::MemoryResource,
     ptr: crate::DevicePtr,
     nbytes: usize,
 ) -> crate::Result<()> {
-    if ptr.is_null() && nbytes > 0 {
-        return Err(crate::Error::Misuse {
-            kind: crate::MisuseKind::UnknownPointer,
+    crate::ledger::check_null(ptr, nbytes)
+        .map(drop)
+        .map_err(|kind| crate::Error::Misuse {
+            kind,
             ptr,
             nbytes,
             device: mr.device(),
             resource: crate::resource_chain(mr),
-        });
-    }
-    Ok(())
+        })
 }
 
 /// Subtracts `n` from a counter without wrapping: a caller that frees more

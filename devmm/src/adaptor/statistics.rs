@@ -1,8 +1,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::stream::Stream;
 
 /// A snapshot of a [`StatisticsAdaptor`]'s counters.
@@ -96,19 +96,53 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     }
 }
 
+impl<U: MemoryResource> StatisticsAdaptor<U> {
+    /// Adds `nbytes` to `current` and `total`, returning the new current
+    /// bytes, or (with no counter changed) the name of the one that would
+    /// overflow.
+    fn count_allocation(&self, nbytes: usize) -> Result<usize, &'static str> {
+        let add = |counter: &AtomicUsize, name| {
+            counter
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                    c.checked_add(nbytes)
+                })
+                .map_err(|_| name)
+        };
+        // `checked_add` succeeded, so this sum cannot overflow.
+        let now = add(&self.current, "current_bytes")? + nbytes;
+        if let Err(name) = add(&self.total, "total_bytes") {
+            super::saturating_sub(&self.current, nbytes);
+            return Err(name);
+        }
+        Ok(now)
+    }
+}
+
 impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
         let ptr = self
             .upstream
             .allocate(nbytes, stream)
             .map_err(|e| e.through("StatisticsAdaptor"))?;
-        let now = self.current.fetch_add(nbytes, Ordering::Relaxed) + nbytes;
+        let now = match self.count_allocation(nbytes) {
+            Ok(now) => now,
+            Err(counter) => {
+                // SAFETY: `ptr` was just allocated upstream with `nbytes`
+                // and never handed out.
+                let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+                return Err(Error::CounterOverflow {
+                    device: self.device(),
+                    nbytes,
+                    counter,
+                    chain: resource_chain(self),
+                });
+            }
+        };
         // Most allocations do not set a new peak; a plain load spares them
         // the locked read-modify-write, and `fetch_max` still settles races.
         if now > self.peak.load(Ordering::Relaxed) {
             self.peak.fetch_max(now, Ordering::Relaxed);
         }
-        self.total.fetch_add(nbytes, Ordering::Relaxed);
         self.allocations.fetch_add(1, Ordering::Relaxed);
         Ok(ptr)
     }

@@ -36,6 +36,16 @@ fn out_of_memory(mr: &dyn MemoryResource, nbytes: usize, detail: String) -> Erro
     }
 }
 
+fn misuse(mr: &dyn MemoryResource, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
+    Error::Misuse {
+        kind,
+        ptr,
+        nbytes,
+        device: Device::CPU,
+        resource: format!("{mr:?}"),
+    }
+}
+
 /// `posix_memalign` / `free` from the C library.
 ///
 /// ```
@@ -101,9 +111,12 @@ impl MemoryResource for MallocMemoryResource {
         Ok(DevicePtr::from_host_ptr(out))
     }
 
-    unsafe fn deallocate(&self, ptr: DevicePtr, _nbytes: usize, _stream: &Stream) -> Result<()> {
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
+        if crate::ledger::check_null(ptr, nbytes).map_err(|kind| misuse(self, kind, ptr, nbytes))? {
+            return Ok(());
+        }
         // SAFETY: the caller guarantees `ptr` came from posix_memalign above
-        // (or is null, which free accepts) and is freed once.
+        // and is freed once.
         unsafe { libc::free(ptr.as_host_ptr()) };
         Ok(())
     }
@@ -118,6 +131,10 @@ impl MemoryResource for MallocMemoryResource {
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         super::host_memory_info()
+    }
+
+    fn dereferenceable(&self) -> bool {
+        true
     }
 }
 
@@ -162,16 +179,6 @@ impl HeapMemoryResource {
             alignment,
             ledger: Ledger::new(),
         })
-    }
-
-    fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
-        Error::Misuse {
-            kind,
-            ptr,
-            nbytes,
-            device: Device::CPU,
-            resource: format!("{self:?}"),
-        }
     }
 }
 
@@ -233,15 +240,15 @@ impl MemoryResource for HeapMemoryResource {
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
-        if ptr.is_null() && nbytes == 0 {
-            return Ok(());
-        }
         self.ledger
             .take(ptr, nbytes)
-            .map_err(|kind| self.misuse(kind, ptr, nbytes))?;
+            .map_err(|kind| misuse(self, kind, ptr, nbytes))?;
+        if ptr.is_null() {
+            return Ok(());
+        }
         // A live entry's layout was valid when it was allocated.
         let Ok(layout) = AllocLayout::from_size_align(nbytes, self.alignment) else {
-            return Err(self.misuse(MisuseKind::UnknownPointer, ptr, nbytes));
+            return Err(misuse(self, MisuseKind::UnknownPointer, ptr, nbytes));
         };
         // SAFETY: the pointer was live in the ledger with this size, so it
         // came from `alloc(layout)` and has not been freed.
@@ -267,5 +274,9 @@ impl MemoryResource for HeapMemoryResource {
 
     fn live_count(&self) -> Option<usize> {
         Some(self.ledger.live_count())
+    }
+
+    fn dereferenceable(&self) -> bool {
+        true
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn check_device(device: Device) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidArgument {
-            reason: format!("the cpu runtime has only cpu:0, not {device}; use Device::CPU"),
+            reason: format!("the cpu runtime has only cpu:0, not {device}; pass cpu:0"),
         })
     }
 }

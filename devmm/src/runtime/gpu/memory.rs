@@ -209,8 +209,15 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         }
     }
 
-    unsafe fn deallocate(&self, ptr: DevicePtr, _nbytes: usize, stream: &Stream) -> Result<()> {
-        if ptr.is_null() {
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        let null = crate::ledger::check_null(ptr, nbytes).map_err(|kind| Error::Misuse {
+            kind,
+            ptr,
+            nbytes,
+            device: self.device,
+            resource: format!("{self:?}"),
+        })?;
+        if null {
             return Ok(());
         }
         let handle = if !self.stream_ordered() {
@@ -248,6 +255,10 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
 
     fn guaranteed_alignment(&self) -> usize {
         GPU_ALIGNMENT
+    }
+
+    fn dereferenceable(&self) -> bool {
+        true
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {
