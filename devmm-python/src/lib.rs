@@ -7,6 +7,7 @@
 
 mod adaptors;
 mod buffer;
+mod cxx_exception;
 mod device;
 mod dlpack;
 mod dtype;
@@ -22,6 +23,7 @@ mod runtime;
 mod stream;
 mod tensor;
 mod testing;
+mod torch_allocator;
 
 use pyo3::prelude::*;
 
@@ -86,6 +88,19 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
     m.add_class::<numpy_handler::PyNumpyInstaller>()?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
+
+    m.add(
+        "TORCH_MALLOC_SYMBOL",
+        String::from(torch_allocator::MALLOC_SYMBOL),
+    )?;
+    m.add(
+        "TORCH_FREE_SYMBOL",
+        String::from(torch_allocator::FREE_SYMBOL),
+    )?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_route, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_statistics, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_reset_peak, m)?)?;
 
     m.add_class::<registry::PyUsingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;
