@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the devmm Python package into a fresh virtual environment and runs
 # its tests: pytest (with the seed's examples and docs/python.md as
-# doctests, and the GPU paths against the repository's fake drivers), then
-# mypy's stubtest of the generated stubs against the built module. Exits
-# non-zero on the first failure.
+# doctests, and the GPU paths against the repository's fake drivers), the
+# framework bridges' tests (devmm-python/tests-bridges), then mypy's
+# stubtest of the generated stubs against the built module. Exits non-zero
+# on the first failure.
 #
 # Environment: PYTHON (default python3) makes the venv; DEVMM_VENV (default
 # .venv at the repository root) is reused when it exists.
@@ -21,6 +22,9 @@ fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet "maturin>=1.5,<2" numpy pytest mypy \
     -r scripts/requirements-test.txt
+# The frameworks the bridges are tested against (torch is the big one: see
+# the file).
+"$venv/bin/python" -m pip install --quiet -r scripts/requirements-bridges.txt
 
 step "build and install the package (maturin develop)"
 (
@@ -60,6 +64,12 @@ export DEVMM_TEST_TORCH_MEMORY_VIZ="$viz"
 
 step "pytest (API tests, seed examples and docs/python.md as doctests)"
 "$venv/bin/python" -m pytest -q devmm-python/tests
+
+step "pytest: the framework bridges (torch, cupy, numba, rmm, dask) over the fake CUDA runtime"
+# A session of its own: it points devmm's runtimes at the fakes, which the
+# suite above must not see. A framework missing from the venv fails its
+# test module's collection: none is skipped.
+"$venv/bin/python" -m pytest -q devmm-python/tests-bridges
 
 step "stubtest: the generated stubs against the built module"
 # From outside the source tree, so mypy sees only the installed package.

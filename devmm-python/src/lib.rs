@@ -10,6 +10,7 @@ mod adaptors;
 mod buffer;
 mod cli;
 mod copies;
+mod cxx_exception;
 mod device;
 mod dlpack;
 mod dtype;
@@ -30,6 +31,7 @@ mod tensor;
 mod testing;
 mod trace;
 mod tracking;
+mod torch_allocator;
 
 use pyo3::prelude::*;
 
@@ -108,6 +110,19 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
     m.add_class::<numpy_handler::PyNumpyInstaller>()?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
+
+    m.add(
+        "TORCH_MALLOC_SYMBOL",
+        String::from(torch_allocator::MALLOC_SYMBOL),
+    )?;
+    m.add(
+        "TORCH_FREE_SYMBOL",
+        String::from(torch_allocator::FREE_SYMBOL),
+    )?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_route, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_statistics, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_reset_peak, m)?)?;
 
     m.add_class::<registry::PyUsingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;

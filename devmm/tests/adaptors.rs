@@ -500,3 +500,28 @@ fn a_checked_resource_keeps_a_pointer_its_upstream_failed_to_free() {
     unsafe { mr.deallocate(p, 8, &s).unwrap() };
     assert_eq!(mr.live_count(), Some(0));
 }
+
+#[test]
+fn reset_peak_starts_a_window_at_the_live_bytes() {
+    let stats = StatisticsAdaptor::new(HeapMemoryResource::new());
+    let stream = Stream::cpu();
+    let kept = stats.allocate(100, &stream).unwrap();
+    let gone = stats.allocate(400, &stream).unwrap();
+    // SAFETY: freed once with the size it was allocated with.
+    unsafe { stats.deallocate(gone, 400, &stream).unwrap() };
+    assert_eq!(stats.peak_bytes(), 500);
+    stats.reset_peak();
+    assert_eq!(stats.peak_bytes(), 100);
+    let more = stats.allocate(50, &stream).unwrap();
+    assert_eq!(stats.peak_bytes(), 150);
+    // The other counters are not windows: they keep counting from the start.
+    assert_eq!(
+        (stats.total_bytes(), stats.statistics().allocations),
+        (550, 3)
+    );
+    // SAFETY: as above.
+    unsafe {
+        stats.deallocate(more, 50, &stream).unwrap();
+        stats.deallocate(kept, 100, &stream).unwrap();
+    }
+}

@@ -84,6 +84,26 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
         self.total.load(Ordering::Relaxed)
     }
 
+    /// Starts a new peak window: the peak becomes the bytes live now, as
+    /// PyTorch's `reset_peak_memory_stats` does for its allocator.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream};
+    /// let stats = StatisticsAdaptor::new(MallocMemoryResource::new());
+    /// let s = Stream::cpu();
+    /// let p = stats.allocate(64, &s)?;
+    /// unsafe { stats.deallocate(p, 64, &s)? };
+    /// stats.reset_peak();
+    /// assert_eq!(stats.peak_bytes(), 0);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn reset_peak(&self) {
+        self.peak.store(self.current_bytes(), Ordering::Relaxed);
+        // An allocation racing the store may have raised `current` past
+        // what was stored; settle the peak on what is live now.
+        self.peak.fetch_max(self.current_bytes(), Ordering::Relaxed);
+    }
+
     /// All counters at once.
     pub fn statistics(&self) -> Statistics {
         Statistics {

@@ -1,6 +1,7 @@
 """ROCm memory resources: device (``hipMallocAsync`` / ``hipMalloc``),
 pinned host and managed memory, through HIP, which devmm loads at run time
-(``DEVMM_HIP_PATH`` names the library explicitly).
+(``DEVMM_HIP_PATH`` names the library explicitly); and hipMM's resources
+as devmm resources (:class:`HipmmMemoryResource`).
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
 ``ImportError``) when the HIP library is not present."""
@@ -14,5 +15,11 @@ from .._devmm import (  # noqa: E402  (only once the runtime is known to be ther
     HipPinnedMemoryResource,
     HipRuntimeMemoryResource,
 )
+from ._rmm import HipmmMemoryResource  # noqa: E402
 
-__all__ = ["HipManagedMemoryResource", "HipPinnedMemoryResource", "HipRuntimeMemoryResource"]
+__all__ = [
+    "HipManagedMemoryResource",
+    "HipPinnedMemoryResource",
+    "HipRuntimeMemoryResource",
+    "HipmmMemoryResource",
+]

@@ -1,0 +1,70 @@
+"""CuPy allocating through a devmm resource.
+
+``install(mr)`` sets CuPy's allocator (``cupy.cuda.set_allocator``) to one
+that allocates a :class:`devmm.DeviceBuffer` from ``mr`` on CuPy's current
+stream and hands it to CuPy as ``UnownedMemory``: CuPy's arrays keep the
+buffer alive and free it (on its stream) when the last one goes.
+``uninstall()`` puts back the allocator CuPy had."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType, runtime_for
+from ..mrs._cupy import cupy_module
+from ._installer import LibraryInstaller, refuse_cycle
+
+__all__ = ["DevmmCupyAllocator", "install", "is_devmm_allocator"]
+
+class DevmmCupyAllocator:
+    """A CuPy allocator over a devmm resource: ``allocator(nbytes)`` returns
+    a ``cupy.cuda.MemoryPointer`` owning a devmm buffer on CuPy's current
+    device and stream, which must be the resource's device."""
+
+    def __init__(self, mr: DeviceMemoryResource) -> None:
+        self.mr = mr
+        self._cupy = cupy_module()
+        self._runtime = runtime_for(mr.device)
+
+    def __call__(self, nbytes: int) -> Any:
+        cuda = self._cupy.cuda
+        device = self.mr.device
+        current = cuda.runtime.getDevice()
+        if current != device.index:
+            raise ValueError(
+                f"CuPy asked for {nbytes} bytes on CUDA device {current}, but its devmm "
+                f"allocator serves {device} ({self.mr!r}); install one for that device"
+            )
+        stream = self._runtime.wrap_stream(device, cuda.get_current_stream().ptr)
+        buffer = DeviceBuffer(nbytes, mr=self.mr, stream=stream)
+        memory = cuda.UnownedMemory(buffer.ptr, nbytes, buffer, device.index)
+        return cuda.MemoryPointer(memory, 0)
+
+    def __repr__(self) -> str:
+        return f"DevmmCupyAllocator({self.mr!r})"
+
+
+def is_devmm_allocator(allocator: Any) -> bool:
+    """Whether ``allocator`` is devmm's (so CuPy would allocate through devmm)."""
+    return isinstance(allocator, DevmmCupyAllocator)
+
+
+def install(mr: DeviceMemoryResource) -> LibraryInstaller:
+    """Makes CuPy allocate through ``mr`` (on a CUDA device); returns the
+    :class:`~devmm.integrations.Installer` that undoes it.
+
+    Raises ``ValueError`` for a resource that allocates through CuPy itself
+    (a cycle) or that is not on a CUDA device."""
+    refuse_cycle("cupy", mr)
+    if mr.device.type is not DeviceType.CUDA:
+        raise ValueError(f"CuPy's arrays live on CUDA devices; {mr!r} allocates on {mr.device}")
+    allocator = DevmmCupyAllocator(mr)
+    cuda = cupy_module().cuda
+    previous = cuda.get_allocator()
+    cuda.set_allocator(allocator)
+    return LibraryInstaller(
+        "cupy",
+        mr,
+        is_current=lambda: cuda.get_allocator() is allocator,
+        restore=lambda: cuda.set_allocator(previous),
+    )

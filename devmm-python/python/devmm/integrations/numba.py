@@ -1,0 +1,163 @@
+"""Numba (numba-cuda) allocating device memory through devmm.
+
+:class:`DevmmEMMPlugin` is a Numba external memory manager (EMM plugin,
+interface version 1): ``memalloc`` allocates a :class:`devmm.DeviceBuffer`
+from devmm's current resource for the context's device (or the resource
+``install`` gave), and pinned host memory comes from devmm's pinned
+resource. Select it before Numba makes a context, either with
+``NUMBA_CUDA_MEMORY_MANAGER=devmm.integrations.numba`` (Numba imports this
+module and uses ``_numba_memory_manager``) or with ``install(mr)``.
+
+Numba cannot swap the memory manager of a context it has made, so
+``uninstall()`` raises ``RuntimeError`` once a context used the plugin."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import weakref
+from types import ModuleType
+from typing import Any
+
+from .._devmm import (
+    Device,
+    DeviceBuffer,
+    DeviceMemoryResource,
+    DeviceType,
+    RuntimeUnavailableError,
+    get_current_memory_resource,
+    runtime_for,
+)
+from ._installer import LibraryInstaller, refuse_cycle
+
+__all__ = ["DevmmEMMPlugin", "install"]
+
+
+def _driver() -> ModuleType:
+    try:
+        return importlib.import_module("numba.cuda.cudadrv.driver")
+    except ImportError as e:
+        raise RuntimeUnavailableError(
+            f"devmm's Numba plugin needs numba-cuda, which does not import: {e}"
+        ) from e
+
+
+_numba_driver = _driver()
+
+
+class DevmmEMMPlugin(_numba_driver.GetIpcHandleMixin, _numba_driver.HostOnlyCUDAMemoryManager):  # type: ignore[misc, name-defined]
+    """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
+    set by ``install``) serves every device; when it is ``None`` each
+    allocation uses devmm's current resource for the context's device.
+
+    Device frees go through Numba's pending-deallocation queue, so
+    ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
+    ``reset()`` frees everything still live. IPC handles come from the driver
+    (``GetIpcHandleMixin``)."""
+
+    resource: DeviceMemoryResource | None = None
+    #: Contexts that used this plugin class (counted per class by ``initialize``).
+    contexts_made = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._live: dict[int, DeviceBuffer] = {}
+
+    @property
+    def interface_version(self) -> int:
+        return 1
+
+    @property
+    def device(self) -> Device:
+        """The devmm device of Numba's context."""
+        return Device(DeviceType.CUDA, int(self.context.device.id))
+
+    def _resource(self) -> DeviceMemoryResource:
+        mr = type(self).resource
+        return mr if mr is not None else get_current_memory_resource(self.device)
+
+    def initialize(self) -> None:
+        type(self).contexts_made += 1
+        _free, total = self._resource().available_memory()
+        # Numba flushes pending frees past a share of the device's memory.
+        self.deallocations.memory_capacity = total
+
+    def memalloc(self, size: int) -> Any:
+        mr = self._resource()
+        if mr.device != self.device:
+            raise ValueError(
+                f"Numba asked for {size} bytes on {self.device}, but devmm's resource {mr!r} "
+                f"allocates on {mr.device}"
+            )
+        buffer = DeviceBuffer(size, mr=mr)
+        key = buffer.ptr
+        if key:
+            self._live[key] = buffer
+
+        def release() -> None:
+            self.deallocations.add_item(self._free, key, size)
+
+        return _numba_driver.MemoryPointer(
+            weakref.proxy(self.context), ctypes.c_void_p(key), size, finalizer=release
+        )
+
+    def _free(self, key: int) -> None:
+        buffer = self._live.pop(key, None)
+        if buffer is not None:
+            buffer.free()
+
+    def memhostalloc(self, size: int, mapped: bool = False, portable: bool = False, wc: bool = False) -> Any:
+        if mapped or wc:
+            # Mapped and write-combined memory need driver flags devmm's
+            # pinned resource does not take: Numba's own path serves them.
+            return super().memhostalloc(size, mapped=mapped, portable=portable, wc=wc)
+        pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
+        buffer = DeviceBuffer(size, mr=pinned)
+        return _numba_driver.PinnedMemory(
+            weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
+        )
+
+    def get_memory_info(self) -> Any:
+        free, total = self._resource().available_memory()
+        return _numba_driver.MemoryInfo(free=free, total=total)
+
+    def reset(self) -> None:
+        super().reset()
+        live, self._live = self._live, {}
+        for buffer in live.values():
+            buffer.free()
+
+
+#: What ``NUMBA_CUDA_MEMORY_MANAGER=devmm.integrations.numba`` selects.
+_numba_memory_manager = DevmmEMMPlugin
+
+
+def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
+    """Makes Numba's next contexts allocate through ``mr`` (devmm's current
+    resource per device when ``None``); returns the
+    :class:`~devmm.integrations.Installer` that restores Numba's previous
+    memory manager. Must run before Numba makes a context."""
+    if mr is not None:
+        refuse_cycle("numba", mr)
+        if mr.device.type is not DeviceType.CUDA:
+            raise ValueError(f"Numba allocates on CUDA devices; {mr!r} allocates on {mr.device}")
+        # The pinned side is devmm's too; it needs the CUDA runtime.
+        runtime_for(mr.device)
+    plugin = type("DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0})
+    previous = _numba_driver._memory_manager
+    _numba_driver.set_memory_manager(plugin)
+
+    def restore() -> None:
+        if plugin.contexts_made:
+            raise RuntimeError(
+                f"Numba made {plugin.contexts_made} context(s) with devmm's memory manager and "
+                f"cannot swap a context's manager; it stays until the process exits"
+            )
+        _numba_driver._memory_manager = previous
+
+    return LibraryInstaller(
+        "numba",
+        mr,
+        is_current=lambda: _numba_driver._memory_manager is plugin,
+        restore=restore,
+    )

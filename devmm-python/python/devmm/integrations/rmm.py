@@ -1,0 +1,76 @@
+"""rmm (or hipMM) allocating through a devmm resource.
+
+``install(mr)`` makes rmm's per-device resource for ``mr.device`` a
+``rmm.mr.CallbackMemoryResource`` over ``mr``, so everything that allocates
+through rmm there (``rmm.DeviceBuffer``, cuDF and the rest of RAPIDS)
+allocates through devmm, on the stream rmm passes. ``uninstall()`` puts
+back the resource rmm had. A CUDA ``mr`` needs rmm, a ROCm one hipMM."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from .._devmm import DeviceMemoryResource, DeviceType, runtime_for
+from ..mrs._rmm import rmm_module
+from ._installer import LibraryInstaller, refuse_cycle
+
+__all__ = ["install", "is_devmm_bridge"]
+
+_PLATFORM = {DeviceType.CUDA: "cuda", DeviceType.ROCM: "rocm"}
+
+#: Per rmm module, the callback resource class ``install`` makes bridges of.
+_bridge_types: dict[ModuleType, type] = {}
+
+
+def _bridge_type(rmm: ModuleType) -> type:
+    if rmm not in _bridge_types:
+        _bridge_types[rmm] = type(
+            "DevmmBridgeResource",
+            (rmm.mr.CallbackMemoryResource,),
+            {"__doc__": "rmm's callback resource over a devmm resource.", "devmm_bridge": True},
+        )
+    return _bridge_types[rmm]
+
+
+def is_devmm_bridge(resource: Any) -> bool:
+    """Whether ``resource`` is an rmm resource that ``install`` made."""
+    return getattr(type(resource), "devmm_bridge", False) is True
+
+
+def _stream_handle(stream: Any) -> int:
+    return int(stream.__cuda_stream__()[1])
+
+
+def install(mr: DeviceMemoryResource) -> LibraryInstaller:
+    """Makes rmm's (or hipMM's) resource for ``mr.device`` allocate through
+    ``mr``; returns the :class:`~devmm.integrations.Installer` that undoes it.
+
+    Raises ``ValueError`` for a resource that allocates through rmm itself
+    (a cycle) or that is not on a CUDA or ROCm device."""
+    refuse_cycle("rmm", mr)
+    refuse_cycle("hipmm", mr)
+    device = mr.device
+    platform = _PLATFORM.get(device.type)
+    if platform is None:
+        raise ValueError(
+            f"rmm serves CUDA devices and hipMM ROCm ones; {mr!r} allocates on {device}"
+        )
+    rmm = rmm_module(platform)
+    runtime = runtime_for(device)
+
+    def allocate(nbytes: int, stream: Any) -> int:
+        return mr.allocate(nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
+
+    def deallocate(ptr: int, nbytes: int, stream: Any) -> None:
+        mr.deallocate(ptr, nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
+
+    bridge = _bridge_type(rmm)(allocate, deallocate)
+    previous = rmm.mr.get_per_device_resource(device.index)
+    rmm.mr.set_per_device_resource(device.index, bridge)
+    return LibraryInstaller(
+        "rmm",
+        mr,
+        is_current=lambda: rmm.mr.get_per_device_resource(device.index) is bridge,
+        restore=lambda: rmm.mr.set_per_device_resource(device.index, previous),
+    )

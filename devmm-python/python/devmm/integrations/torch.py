@@ -1,0 +1,151 @@
+"""PyTorch allocating CUDA memory through devmm.
+
+``install(mr)`` (or ``install({device: mr, ...})`` for several devices)
+points PyTorch's CUDA allocator at a ``torch.cuda.memory.CUDAPluggableAllocator``
+whose C entry points (``devmm_torch_malloc`` / ``devmm_torch_free``) are
+exported by devmm's own extension module; each allocation goes to the
+resource installed for the device PyTorch names, ordered on the stream it
+passes, and each free back to the resource that made the block.
+
+What PyTorch's pluggable allocator leaves out, devmm fills in:
+:func:`memory_stats` answers with ``torch.cuda.memory_stats()``'s keys from
+devmm's counts of PyTorch's blocks, and :func:`reset_peak_memory_stats`
+starts a new peak. A failed allocation is logged (``devmm`` logger, with
+devmm's full message) and reaches PyTorch as a C++ ``std::bad_alloc``,
+which PyTorch raises as ``RuntimeError`` (not ``torch.OutOfMemoryError``:
+only C++ code built against PyTorch can throw that; ADR 0015), and is
+counted in ``memory_stats()["num_ooms"]``.
+
+PyTorch swaps its allocator only before CUDA is initialised, and never
+away from a pluggable one: ``install`` refuses once PyTorch has used CUDA,
+and ``uninstall()`` raises ``RuntimeError`` (the resources keep serving
+PyTorch until the process exits)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Mapping, Union
+
+import torch
+
+from .. import _devmm
+from .._devmm import Device, DeviceMemoryResource
+from ._installer import Installer
+
+__all__ = ["TorchInstaller", "install", "memory_stats", "reset_peak_memory_stats"]
+
+Resources = Union[DeviceMemoryResource, Mapping[Any, DeviceMemoryResource]]
+
+
+def _ordinal(device: Any) -> int:
+    """A CUDA ordinal from an int, ``"cuda:1"``, a :class:`torch.device` or
+    a :class:`devmm.Device`; ``None`` is PyTorch's current device."""
+    if device is None:
+        return int(torch.cuda.current_device())
+    if isinstance(device, Device):
+        return int(device.index)
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return 0 if index is None else int(index)
+
+
+def _resources(resources: Resources) -> list[DeviceMemoryResource]:
+    if isinstance(resources, DeviceMemoryResource):
+        return [resources]
+    chosen = []
+    for key, mr in resources.items():
+        if _ordinal(key) != mr.device.index:
+            raise ValueError(
+                f"{mr!r} allocates on {mr.device}, not on CUDA device {_ordinal(key)} it was given for"
+            )
+        chosen.append(mr)
+    if not chosen:
+        raise ValueError("give PyTorch at least one devmm resource")
+    return chosen
+
+
+class TorchInstaller(Installer):
+    """PyTorch allocating through devmm, from ``install``. PyTorch cannot
+    go back to another allocator, so ``uninstall()`` raises ``RuntimeError``."""
+
+    library = "torch"
+
+    def __init__(self, resources: list[DeviceMemoryResource]) -> None:
+        self.resources = resources
+
+    @property
+    def installed(self) -> bool:
+        return True
+
+    def uninstall(self) -> None:
+        raise RuntimeError(
+            "PyTorch cannot swap away from a pluggable CUDA allocator once it is made (it is "
+            "initialised on creation), so devmm keeps serving PyTorch's allocations until the "
+            "process exits; install it in a process (or Dask worker) of its own instead"
+        )
+
+    def __repr__(self) -> str:
+        return f"<TorchInstaller torch -> {self.resources!r}>"
+
+
+def install(resources: Resources) -> TorchInstaller:
+    """Makes PyTorch allocate CUDA memory through devmm: ``resources`` is one
+    resource (for its device) or a mapping ``{device: mr}``. Must run before
+    PyTorch initialises CUDA; raises ``RuntimeError`` otherwise, and when
+    devmm already serves PyTorch."""
+    chosen = _resources(resources)
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "PyTorch has initialised CUDA and with it its caching allocator, which it will not "
+            "swap; call devmm.integrations.torch.install before the first CUDA tensor"
+        )
+    _devmm.torch_route(chosen)
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
+        )
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        _devmm.torch_unroute()
+        raise RuntimeError(f"PyTorch refused devmm's allocator: {e}") from e
+    return TorchInstaller(chosen)
+
+
+def _statistics(device: Any) -> tuple[int, tuple[int, int, int, int, int, int]]:
+    ordinal = _ordinal(device)
+    stats = _devmm.torch_statistics(ordinal)
+    if stats is None:
+        raise ValueError(
+            f"devmm does not serve PyTorch on CUDA device {ordinal}; "
+            f"devmm.integrations.torch.install a resource for it first"
+        )
+    return ordinal, stats
+
+
+def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
+    """``torch.cuda.memory_stats(device)``'s keys for PyTorch's blocks in
+    devmm: ``allocated_bytes.all.*``, ``reserved_bytes.all.*`` and
+    ``active_bytes.all.*`` (``current``, ``peak``, ``allocated``, ``freed``;
+    the three agree, devmm keeps no cache of its own), ``allocation.all.*``
+    and ``active.all.*`` (``current``, ``allocated``, ``freed``), and
+    ``num_ooms``. A pool below devmm (rmm's, CUDA's) is not seen here."""
+    _, (current, peak, total, allocations, deallocations, ooms) = _statistics(device)
+    stats: dict[str, int] = {"num_ooms": ooms, "num_alloc_retries": 0}
+    for name in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+        stats[f"{name}.all.current"] = current
+        stats[f"{name}.all.peak"] = peak
+        stats[f"{name}.all.allocated"] = total
+        stats[f"{name}.all.freed"] = total - current
+    for name in ("allocation", "active"):
+        stats[f"{name}.all.current"] = allocations - deallocations
+        stats[f"{name}.all.allocated"] = allocations
+        stats[f"{name}.all.freed"] = deallocations
+    return OrderedDict(sorted(stats.items()))
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    """Starts a new peak for PyTorch's blocks on ``device``: the peak keys
+    of :func:`memory_stats` become the bytes live now."""
+    ordinal, _ = _statistics(device)
+    _devmm.torch_reset_peak(ordinal)

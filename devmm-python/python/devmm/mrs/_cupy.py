@@ -1,0 +1,108 @@
+"""A CuPy allocator as a devmm resource."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Callable
+
+from .._devmm import Device, DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, runtime_for
+
+__all__ = ["CupyAllocatorMemoryResource", "cupy_module"]
+
+#: CuPy's pool and ``cudaMalloc`` both hand out 256-byte aligned blocks.
+_ALIGNMENT = 256
+
+
+def cupy_module() -> ModuleType:
+    """CuPy, or :class:`devmm.RuntimeUnavailableError` naming what is missing."""
+    try:
+        return importlib.import_module("cupy")
+    except ImportError as e:
+        raise RuntimeUnavailableError(f"devmm's CuPy bridge needs cupy, which does not import: {e}") from e
+
+
+class CupyAllocatorMemoryResource(DeviceMemoryResource):
+    """Allocates through a CuPy allocator, a callable ``f(nbytes) ->
+    cupy.cuda.MemoryPointer``: ``allocator``, or CuPy's current allocator
+    (its memory pool unless set otherwise) at each allocation. It runs with
+    ``device`` current and the devmm stream as CuPy's current stream, so a
+    pool caches by the right stream; the ``MemoryPointer`` is held until
+    ``deallocate``."""
+
+    consumes = "cupy"
+
+    def __init__(
+        self,
+        allocator: Callable[[int], Any] | None = None,
+        device: Device | str | None = None,
+    ) -> None:
+        self._cupy = cupy_module()
+        if device is None:
+            device = Device(DeviceType.CUDA, 0)
+        elif isinstance(device, str):
+            device = Device.from_string(device)
+        if device.type is not DeviceType.CUDA:
+            raise ValueError(f"CuPy allocates on CUDA devices, not {device}")
+        self.device = device
+        self._allocator = allocator
+        self._check_not_devmm(self._current_allocator())
+        self._live: dict[int, Any] = {}
+
+    def _current_allocator(self) -> Callable[[int], Any]:
+        return self._allocator if self._allocator is not None else self._cupy.cuda.get_allocator()
+
+    def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
+        from ..integrations import cupy as bridge
+
+        if bridge.is_devmm_allocator(allocator):
+            raise ValueError(
+                "CuPy's allocator is devmm's own (devmm.integrations.cupy.install is active); "
+                "allocating through it from devmm is a cycle (consume and provide for one "
+                "library at once); pass another allocator"
+            )
+
+    @property
+    def allocator(self) -> Callable[[int], Any] | None:
+        """The allocator given, or ``None`` for CuPy's current one."""
+        return self._allocator
+
+    @property
+    def stream_ordered(self) -> bool:
+        return True
+
+    def guaranteed_alignment(self) -> int:
+        return _ALIGNMENT
+
+    def allocate(self, nbytes: int, stream: Stream | None = None) -> int:
+        if nbytes == 0:
+            return 0
+        if stream is None:
+            stream = runtime_for(self.device).default_stream(self.device)
+        allocator = self._current_allocator()
+        self._check_not_devmm(allocator)
+        cuda = self._cupy.cuda
+        with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle, self.device.index):
+            pointer = allocator(nbytes)
+        self._live[int(pointer.ptr)] = (pointer, nbytes)
+        return int(pointer.ptr)
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Stream | None = None) -> None:
+        if ptr == 0:
+            return
+        held = self._live.get(ptr)
+        if held is None or held[1] != nbytes:
+            raise ValueError(
+                f"CupyAllocatorMemoryResource on {self.device} did not hand out {nbytes} bytes "
+                f"at {ptr:#x}; nothing was freed"
+            )
+        # Dropping the last reference returns the block to CuPy (its pool
+        # keeps it for the stream it was allocated on).
+        del self._live[ptr]
+
+    def _debug_live_count(self) -> int:
+        return len(self._live)
+
+    def __repr__(self) -> str:
+        source = "current" if self._allocator is None else repr(self._allocator)
+        return f"CupyAllocatorMemoryResource(device={self.device}, allocator={source})"

@@ -1,0 +1,181 @@
+"""rmm (RAPIDS, CUDA) and hipMM (ROCm) resources as devmm resources.
+
+hipMM's Python package is a port that keeps RAPIDS' names, so both install
+a module called ``rmm``. Which platform it serves is read from the
+distribution that installed it (``rmm-cu12``, ``rmm-cu13``: CUDA; a name
+with ``hip`` in it: ROCm); ``DEVMM_RUNTIME=cuda|rocm`` decides when the
+metadata does not tell (design §4.2)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+from types import ModuleType
+from typing import Any
+
+from .._devmm import (
+    DEVMM_RUNTIME,
+    Device,
+    DeviceMemoryResource,
+    DeviceType,
+    RuntimeUnavailableError,
+    Stream,
+    runtime_for,
+)
+
+__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream"]
+
+#: rmm and hipMM guarantee 256-byte alignment, like cudaMalloc.
+_ALIGNMENT = 256
+_PLATFORM_DEVICE = {"cuda": DeviceType.CUDA, "rocm": DeviceType.ROCM}
+_LIBRARY = {"cuda": "rmm", "rocm": "hipmm"}
+
+
+def rmm_platform(distributions: list[str], override: str | None = None) -> str | None:
+    """The platform (``"cuda"`` or ``"rocm"``) of an ``rmm`` module installed
+    by ``distributions``, ``override`` (the ``DEVMM_RUNTIME`` value) when
+    their names do not tell, ``None`` when neither does.
+
+    >>> rmm_platform(["rmm-cu13"]), rmm_platform(["hipmm"]), rmm_platform(["x"], "rocm")
+    ('cuda', 'rocm', 'rocm')
+    """
+    names = [d.lower() for d in distributions]
+    if any("hip" in n for n in names):
+        return "rocm"
+    if any(n == "rmm" or n.startswith("rmm-") or n.startswith("rmm_") for n in names):
+        return "cuda"
+    return override if override in _PLATFORM_DEVICE else None
+
+
+def rmm_module(platform: str) -> ModuleType:
+    """The ``rmm`` module, checked to target ``platform``; raises
+    :class:`devmm.RuntimeUnavailableError` when it is absent or serves the
+    other platform."""
+    wanted = _LIBRARY[platform]
+    try:
+        rmm = importlib.import_module("rmm")
+    except ImportError as e:
+        raise RuntimeUnavailableError(
+            f"devmm's {wanted} bridge needs the {wanted} Python package, which does not import: {e}"
+        ) from e
+    distributions = importlib.metadata.packages_distributions().get("rmm", [])
+    found = rmm_platform(distributions, os.environ.get(DEVMM_RUNTIME))
+    if found != platform:
+        raise RuntimeUnavailableError(
+            f"the rmm module at {rmm.__file__} (installed by {distributions or 'no known distribution'}) "
+            f"serves {found or 'an unknown platform'}, not {platform}, so it is not {wanted}; install "
+            f"{wanted}, or set {DEVMM_RUNTIME}={platform} if its distribution is misnamed"
+        )
+    return rmm
+
+
+class _StreamProtocol:
+    """A raw stream handle in the CUDA stream protocol rmm's ``Stream`` takes."""
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self._handle)
+
+
+def rmm_stream(rmm: ModuleType, handle: int) -> Any:
+    """rmm's ``Stream`` over a native stream handle."""
+    return rmm.pylibrmm.stream.Stream(_StreamProtocol(handle))
+
+
+class _RmmFamilyResource(DeviceMemoryResource):
+    """A devmm resource over an rmm-style ``DeviceMemoryResource`` (rmm or hipMM)."""
+
+    _platform = "cuda"
+
+    def __init__(self, inner: Any = None, device: Device | str | None = None) -> None:
+        rmm = rmm_module(self._platform)
+        ty = _PLATFORM_DEVICE[self._platform]
+        if device is None:
+            device = Device(ty, 0)
+        elif isinstance(device, str):
+            device = Device.from_string(device)
+        if device.type is not ty:
+            raise ValueError(
+                f"{type(self).__name__} serves {ty.name} devices, not {device}; "
+                f"{'RmmMemoryResource' if ty is DeviceType.ROCM else 'HipmmMemoryResource'} "
+                f"is the one for that platform"
+            )
+        if inner is None:
+            inner = rmm.mr.get_per_device_resource(device.index)
+        # The bridge devmm.integrations.rmm installed calls back into devmm.
+        from ..integrations import rmm as bridge
+
+        if bridge.is_devmm_bridge(inner):
+            raise ValueError(
+                f"{_LIBRARY[self._platform]}'s resource for {device} is devmm's own "
+                f"(devmm.integrations.rmm.install is active); wrapping it is a cycle "
+                f"(consume and provide for one library at once)"
+            )
+        self.device = device
+        self._rmm = rmm
+        self._inner = inner
+        self._live: dict[int, int] = {}
+
+    @property
+    def consumes(self) -> str:
+        """The library this resource allocates through."""
+        return _LIBRARY[self._platform]
+
+    @property
+    def inner(self) -> Any:
+        """The wrapped rmm resource, kept alive by this one."""
+        return self._inner
+
+    @property
+    def stream_ordered(self) -> bool:
+        return True
+
+    def guaranteed_alignment(self) -> int:
+        return _ALIGNMENT
+
+    def _stream(self, stream: Stream | None) -> Any:
+        if stream is None:
+            stream = runtime_for(self.device).default_stream(self.device)
+        return rmm_stream(self._rmm, stream.handle)
+
+    def allocate(self, nbytes: int, stream: Stream | None = None) -> int:
+        ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
+        if ptr:
+            self._live[ptr] = nbytes
+        return ptr
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Stream | None = None) -> None:
+        if ptr == 0:
+            return
+        if self._live.get(ptr) != nbytes:
+            raise ValueError(
+                f"{type(self).__name__} on {self.device} did not hand out {nbytes} bytes at "
+                f"{ptr:#x} (live: {self._live.get(ptr)} bytes there); nothing was freed"
+            )
+        self._inner.deallocate(ptr, nbytes, self._stream(stream))
+        del self._live[ptr]
+
+    def _debug_live_count(self) -> int:
+        return len(self._live)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={self.device}, inner={type(self._inner).__name__})"
+
+
+class RmmMemoryResource(_RmmFamilyResource):
+    """Allocates through an rmm ``DeviceMemoryResource``: ``inner``, or
+    rmm's per-device resource for ``device`` when it is made (so a pool or
+    managed memory configured in rmm serves devmm). Stream-ordered on the
+    stream passed; ``inner`` lives as long as this resource."""
+
+    _platform = "cuda"
+
+
+class HipmmMemoryResource(_RmmFamilyResource):
+    """The same as :class:`RmmMemoryResource` over hipMM, ROCm's port of
+    rmm (which is imported as ``rmm`` too), on ROCm devices."""
+
+    _platform = "rocm"

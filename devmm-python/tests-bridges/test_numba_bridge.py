@@ -1,0 +1,145 @@
+"""The Numba EMM plugin against the real numba-cuda package over devmm's
+fake CUDA runtime. numba-cuda imports without a GPU (its libcudart comes
+from nvidia-cuda-runtime) but cannot make a context, so the plugin's
+methods are called on their own, with a stand-in for the context Numba
+would pass (only its device ordinal is read). ``mempin``, mapped host
+memory and ``get_ipc_handle`` are Numba's own driver calls and run only
+on a GPU (scripts/gpu-smoke-bridges.py)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numba.cuda.cudadrv.driver as driver
+import pytest
+
+import devmm
+import devmm.integrations.numba as bridge
+from devmm.integrations import Installer
+from devmm.integrations.numba import DevmmEMMPlugin
+from devmm.mrs.cuda import CudaRuntimeMemoryResource
+
+
+class Context:
+    """What the plugin reads of Numba's context."""
+
+    def __init__(self, ordinal: int = 0) -> None:
+        self.device = SimpleNamespace(id=ordinal)
+
+
+@pytest.fixture(autouse=True)
+def numba_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Numba makes its driver logger when it initialises the driver, which
+    # needs a GPU; its pending-deallocation queue logs through it.
+    monkeypatch.setattr(driver, "_logger", driver.make_logger(), raising=False)
+
+
+@pytest.fixture
+def plugin() -> DevmmEMMPlugin:
+    made = DevmmEMMPlugin(context=Context())
+    made.initialize()
+    return made
+
+
+def device_pointer(memory: object) -> int:
+    return int(memory.device_pointer)  # type: ignore[attr-defined]
+
+
+def test_memalloc_allocates_through_the_current_resource(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor) -> None:
+    assert plugin.interface_version == 1
+    with devmm.using_memory_resource(cuda_stats):
+        memory = plugin.memalloc(1000)
+    assert memory.size == 1000 and device_pointer(memory) != 0
+    assert (cuda_stats.current_bytes, cuda_stats.allocations) == (1000, 1)
+    # Freed through Numba's pending-deallocation queue, when Numba flushes it.
+    del memory
+    gc.collect()
+    plugin.deallocations.clear()
+    assert cuda_stats.current_bytes == 0
+
+
+def test_defer_cleanup_defers_device_frees(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor) -> None:
+    with devmm.using_memory_resource(cuda_stats):
+        memory = plugin.memalloc(64)
+    with plugin.defer_cleanup():
+        del memory
+        gc.collect()
+        plugin.deallocations.clear()
+        assert cuda_stats.current_bytes == 64
+    plugin.deallocations.clear()
+    assert cuda_stats.current_bytes == 0
+
+
+def test_reset_frees_everything_live(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor) -> None:
+    with devmm.using_memory_resource(cuda_stats):
+        kept = [plugin.memalloc(128) for _ in range(3)]
+    assert cuda_stats.current_bytes == 384
+    plugin.reset()
+    assert cuda_stats.current_bytes == 0
+    del kept
+    gc.collect()
+    plugin.deallocations.clear()  # the pointers' own finalizers find nothing left
+    assert cuda_stats.deallocations == 3
+
+
+def test_memory_info_and_pinned_memory_come_from_devmm(plugin: DevmmEMMPlugin, cuda0: devmm.Device) -> None:
+    info = plugin.get_memory_info()
+    assert (info.free, info.total) == devmm.get_current_memory_resource(cuda0).available_memory()
+    pinned = plugin.memhostalloc(256)
+    owner = pinned.owned
+    assert isinstance(owner, devmm.DeviceBuffer) and owner.device.type is devmm.DeviceType.CUDA_HOST
+    assert pinned.size == 256
+
+
+def test_a_resource_for_another_device_is_refused(cuda_stats: devmm.StatisticsAdaptor) -> None:
+    bound = type("Bound", (DevmmEMMPlugin,), {"resource": cuda_stats})
+    with pytest.raises(ValueError, match="cuda:1, but devmm's resource"):
+        bound(context=Context(1)).memalloc(8)
+    assert cuda_stats.allocations == 0
+
+
+def test_install_selects_the_plugin_until_uninstalled(cuda_stats: devmm.StatisticsAdaptor) -> None:
+    before = driver._memory_manager
+    installer = bridge.install(cuda_stats)
+    assert isinstance(installer, Installer)
+    chosen = driver._memory_manager
+    assert issubclass(chosen, DevmmEMMPlugin) and chosen.resource is cuda_stats
+    made = chosen(context=Context())
+    made.memalloc(10)
+    assert cuda_stats.allocations == 1  # the installed resource, not the current one
+    second = bridge.install(None)
+    with pytest.raises(RuntimeError, match="reverse order of install"):
+        installer.uninstall()
+    second.uninstall()
+    installer.uninstall()
+    assert driver._memory_manager is before
+
+
+def test_uninstall_after_numba_made_a_context_is_refused(cuda_stats: devmm.StatisticsAdaptor) -> None:
+    before = driver._memory_manager
+    installer = bridge.install(cuda_stats)
+    driver._memory_manager(context=Context()).initialize()  # what Numba does for a new context
+    with pytest.raises(RuntimeError, match="cannot swap a context's manager"):
+        installer.uninstall()
+    assert installer.installed
+    driver._memory_manager = before  # this test's own clean-up: Numba has no context here
+
+
+def test_install_refuses_what_numba_cannot_use() -> None:
+    with pytest.raises(ValueError, match="CUDA devices"):
+        bridge.install(devmm.mrs.cpu.MallocMemoryResource())
+
+
+def test_the_environment_variable_selects_the_plugin() -> None:
+    script = (
+        "import numba.cuda.cudadrv.driver as d; d._ensure_memory_manager();"
+        "from devmm.integrations.numba import DevmmEMMPlugin;"
+        "assert d._memory_manager is DevmmEMMPlugin, d._memory_manager; print('ok')"
+    )
+    env = {**os.environ, "NUMBA_CUDA_MEMORY_MANAGER": "devmm.integrations.numba"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
