@@ -344,6 +344,8 @@ impl DeviceBuffer {
         stream: &Stream,
     ) -> Result<()> {
         let _hold = self.hold_for_copy(offset, src.len())?;
+        // The memory must be of a device the stream's runtime serves.
+        stream.runtime_serving(self.device())?;
         // SAFETY: the caller vouches the pointer is real memory; the hold
         // keeps it allocated, and `offset + src.len()` fits the buffer.
         unsafe { crate::copy::copy_host_to_ptr(src, self.at(offset), stream) }
@@ -362,6 +364,7 @@ impl DeviceBuffer {
         stream: &Stream,
     ) -> Result<()> {
         let _hold = self.hold_for_copy(offset, dst.len())?;
+        stream.runtime_serving(self.device())?;
         // SAFETY: as in `copy_from_host_at`, for reads.
         unsafe { crate::copy::copy_ptr_to_host(self.at(offset), dst, stream) }
     }
