@@ -134,3 +134,10 @@ pub unsafe extern "C" fn cudaMemPoolSetAttribute(
     // SAFETY: this function's contract is the entry point's.
     unsafe { device::mem_pool_set_attribute(&CUDA, "cudaMemPoolSetAttribute", pool, attr, value) }
 }
+
+/// `cudaError_t cudaDeviceSynchronize(void)`
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub extern "C" fn cudaDeviceSynchronize() -> cudaError_t {
+    device::device_synchronize(&CUDA, "cudaDeviceSynchronize")
+}

@@ -132,3 +132,10 @@ pub unsafe extern "C" fn hipMemPoolSetAttribute(
     // SAFETY: this function's contract is the entry point's.
     unsafe { device::mem_pool_set_attribute(&HIP, "hipMemPoolSetAttribute", pool, attr, value) }
 }
+
+/// `hipError_t hipDeviceSynchronize(void)`
+#[cfg(feature = "runtime")]
+#[no_mangle]
+pub extern "C" fn hipDeviceSynchronize() -> hipError_t {
+    device::device_synchronize(&HIP, "hipDeviceSynchronize")
+}

@@ -3,7 +3,8 @@ pinned host and managed memory, through the CUDA runtime devmm loads at run
 time (``DEVMM_CUDART_PATH`` names the library explicitly).
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the CUDA runtime library is not present."""
+``ImportError``) when the CUDA runtime library is not present. A library
+without a driver behind it imports; its resources raise the reason."""
 
 from .._devmm import require_runtime as _require_runtime
 

@@ -18,8 +18,9 @@ pub(crate) fn ordinal(device: Device) -> c_int {
     c_int::try_from(device.index()).unwrap_or(c_int::MAX)
 }
 
-/// Checks that `P`'s runtime serves `device` and that the device exists.
-pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<()> {
+/// Checks that `P`'s runtime serves `device` and that the device exists
+/// (one of the `count` devices the runtime found at load).
+pub(crate) fn check<P: Platform>(count: usize, device: Device) -> Result<()> {
     if !P::DEVICE_TYPES.contains(&device.ty()) {
         return Err(Error::InvalidArgument {
             reason: format!(
@@ -29,7 +30,6 @@ pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<(
             ),
         });
     }
-    let count = result::device::count(driver)?;
     if usize::try_from(device.index()).is_ok_and(|i| i < count) {
         Ok(())
     } else {
