@@ -312,3 +312,28 @@ fn hand_offs_reuse_events_and_the_device_count_is_cached() {
         "counted once, at load"
     );
 }
+
+/// Defect 4: activating a device on a fresh thread does not create a
+/// context on GPU 0 when the guard restores the previous device.
+#[test]
+fn activation_on_a_fresh_thread_creates_no_context_on_gpu_0() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(1);
+    let rt = Arc::clone(&f.rt);
+    std::thread::spawn(move || {
+        let mr = rt.default_resource(gpu).unwrap();
+        let stream = rt.create_stream(gpu).unwrap();
+        let ptr = mr.allocate(64, &stream).unwrap();
+        // SAFETY: allocated just above, freed once.
+        unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
+        stream.synchronize().unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(f.fake.has_context(1), 1, "the device asked for has one");
+    assert_eq!(
+        f.fake.has_context(0),
+        0,
+        "GPU 0 got a context nobody asked for"
+    );
+}

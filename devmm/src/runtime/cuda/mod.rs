@@ -70,6 +70,10 @@ impl Platform for sys::CudaRuntimeTable {
         format!("{}.{}", encoded / 1000, encoded % 1000 / 10)
     }
 
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
+        device::has_primary_context(self, ordinal)
+    }
+
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
         memory::host_malloc(self, nbytes)
     }

@@ -43,7 +43,8 @@ pub(crate) fn check<P: Platform>(count: usize, device: Device) -> Result<()> {
 }
 
 /// Makes `device` current on this thread until the guard drops; a no-op
-/// guard when it already is.
+/// guard when it already is. The guard restores the previous device only
+/// when doing so creates no context.
 pub(crate) fn activate<P: Platform>(
     driver: &Arc<Driver<P>>,
     device: Device,
@@ -56,6 +57,13 @@ pub(crate) fn activate<P: Platform>(
     result::device::set(driver, wanted, Some(device))?;
     let driver = Arc::clone(driver);
     Ok(ActivationGuard::new(move || {
+        // As PyTorch does: a previous device without a context (a fresh
+        // thread reports device 0 before anything ran there) is not made
+        // current again, since that would create a context on it, hundreds
+        // of MiB on a GPU nobody asked for. The thread stays on `wanted`.
+        if driver.table().has_primary_context(previous) == Some(false) {
+            return;
+        }
         if let Err(e) = result::device::set(&driver, previous, None) {
             tracing::warn!(target: "devmm::runtime", error = %e, "could not restore the previously active device");
         }

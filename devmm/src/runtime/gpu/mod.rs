@@ -74,6 +74,11 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// A version as the platform writes it (CUDA `13000` is `13.0`).
     fn version_text(encoded: i32) -> String;
 
+    /// Whether the device `ordinal` has an active primary context, where
+    /// the library can tell (`cuDevicePrimaryCtxGetState`): making a device
+    /// without one current creates it, which the activation guard avoids.
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool>;
+
     /// Allocates pinned host memory (`cudaMallocHost`, `hipHostMalloc`: the
     /// one call whose signature differs), returning the call's name, its
     /// status and the pointer.

@@ -20,7 +20,7 @@ mod device;
 mod memory;
 mod stream;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex};
 
 use crate::device::DeviceType;
@@ -71,6 +71,14 @@ impl Platform for sys::HipTable {
             encoded % 10_000_000 / 100_000,
             encoded % 100_000
         )
+    }
+
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
+        let state = self.hipDevicePrimaryCtxGetState?;
+        let (mut flags, mut active): (c_uint, c_int) = (0, 0);
+        // SAFETY: both are valid out-parameters; a bad ordinal is an error.
+        let status = unsafe { state(ordinal, &mut flags, &mut active) };
+        (status == 0).then_some(active != 0)
     }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {

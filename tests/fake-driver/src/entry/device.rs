@@ -263,3 +263,28 @@ pub fn device_synchronize(platform: &'static Platform, name: &'static str) -> c_
     pending.iter().for_each(crate::queue::Marker::wait);
     code
 }
+
+/// `cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active)` (and HIP's
+/// `hipDevicePrimaryCtxGetState`): whether the device has a context; flags are 0.
+///
+/// # Safety
+/// `flags` and `active` are null or valid for writes.
+pub unsafe fn primary_ctx_get_state(
+    platform: &'static Platform,
+    name: &'static str,
+    device: c_int,
+    flags: *mut std::ffi::c_uint,
+    active: *mut c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("device", device)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let (flags, active) = unsafe { (Out::new(flags)?, Out::new(active)?) };
+            let has = state.devices.has_context(device)?;
+            flags.set(0);
+            active.set(c_int::from(has));
+            args.note("active", has);
+            Ok(())
+        })
+}
