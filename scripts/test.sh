@@ -40,3 +40,7 @@ bash scripts/valgrind.sh
 
 step "Python package: build into .venv, pytest, seed examples, docs/python.md, stubtest"
 bash scripts/test-python.sh
+
+step "GPU smoke run rehearsed over the fake CUDA runtime (debug bundle, about a minute)"
+GPU_BUNDLE="$PWD/target/gpu-bundle-rehearsal" GPU_BUNDLE_PROFILE=debug bash scripts/gpu-bundle.sh
+GPU_BUNDLE="$PWD/target/gpu-bundle-rehearsal" PYTHON="$PWD/.venv/bin/python" bash scripts/gpu-smoke.sh --rehearse

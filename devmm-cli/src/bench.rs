@@ -237,7 +237,15 @@ fn export_subject(
         .resource(Arc::clone(mr))
         .stream(stream.clone());
     let tensor = devmm::empty(&EXPORT_SHAPE, DType::FLOAT32, &options)?;
-    Ok((tensor, DlpackRequest::new().max_version(1, 1).stream(-1)))
+    let request = DlpackRequest::new().max_version(1, 1);
+    // "No synchronization" is -1 where there are streams; devices without
+    // them (the CPU) take no stream value at all.
+    let request = if tensor.device() == devmm::Device::CPU {
+        request
+    } else {
+        request.stream(-1)
+    };
+    Ok((tensor, request))
 }
 
 /// Runs `devmm bench`.

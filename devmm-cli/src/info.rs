@@ -35,13 +35,30 @@ struct RuntimeEntry {
     /// Why it is missing, or why its devices could not be listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// The vendor library it was loaded from, for runtimes over one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    library: Option<String>,
+    /// The runtime library's version (`13.0`), for runtimes over one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime_version: Option<String>,
+    /// The driver's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver_version: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
 struct DeviceEntry {
     device: String,
     runtime: String,
+    /// The product name, where the runtime tells.
+    name: Option<String>,
+    /// `major.minor`, on CUDA.
+    compute_capability: Option<String>,
+    pci_bus_id: Option<String>,
+    /// Whether stream-ordered allocation (memory pools) is supported.
+    memory_pools: Option<bool>,
     /// Bytes; absent when the runtime could not tell.
+    used_bytes: Option<usize>,
     free_bytes: Option<usize>,
     total_bytes: Option<usize>,
     /// The current resource, outermost first.
@@ -71,9 +88,20 @@ fn collect() -> InfoReport {
                     available: false,
                     devices: None,
                     reason: Some(reason),
+                    library: None,
+                    runtime_version: None,
+                    driver_version: None,
                 });
                 continue;
             }
+        };
+        let (versions, versions_error) = match rt.library_versions() {
+            Ok(versions) => (versions, None),
+            Err(e) => (None, Some(format!("cannot read versions: {e}"))),
+        };
+        let (runtime_version, driver_version) = match versions {
+            Some(v) => (Some(v.runtime), Some(v.driver)),
+            None => (None, None),
         };
         match rt.devices() {
             Ok(list) => {
@@ -81,7 +109,10 @@ fn collect() -> InfoReport {
                     name: found.name.clone(),
                     available: true,
                     devices: Some(list.len()),
-                    reason: None,
+                    reason: versions_error,
+                    library: rt.library_file(),
+                    runtime_version,
+                    driver_version,
                 });
                 devices.extend(list.into_iter().map(|device| {
                     let mut errors = Vec::new();
@@ -89,6 +120,10 @@ fn collect() -> InfoReport {
                         .memory_info(device)
                         .map_err(|e| errors.push(format!("memory: {e}")))
                         .ok();
+                    let description = rt
+                        .describe(device)
+                        .map_err(|e| errors.push(format!("description: {e}")))
+                        .unwrap_or_default();
                     let chain = devmm::get_current_memory_resource(device)
                         .map(|mr| devmm::resource_chain(&*mr))
                         .map_err(|e| errors.push(format!("resource: {e}")))
@@ -96,6 +131,13 @@ fn collect() -> InfoReport {
                     DeviceEntry {
                         device: device.to_string(),
                         runtime: found.name.clone(),
+                        name: description.name,
+                        compute_capability: description
+                            .compute_capability
+                            .map(|(major, minor)| format!("{major}.{minor}")),
+                        pci_bus_id: description.pci_bus_id,
+                        memory_pools: description.memory_pools,
+                        used_bytes: memory.map(|m| m.total.saturating_sub(m.free)),
                         free_bytes: memory.map(|m| m.free),
                         total_bytes: memory.map(|m| m.total),
                         resource_chain: chain,
@@ -108,6 +150,9 @@ fn collect() -> InfoReport {
                 available: true,
                 devices: None,
                 reason: Some(format!("cannot list devices: {e}")),
+                library: rt.library_file(),
+                runtime_version,
+                driver_version,
             }),
         }
     }
@@ -120,6 +165,8 @@ impl Report for InfoReport {
             ("RUNTIME", Align::Left),
             ("STATUS", Align::Left),
             ("DEVICES", Align::Right),
+            ("RUNTIME LIB", Align::Left),
+            ("DRIVER", Align::Left),
             ("DETAIL", Align::Left),
         ]);
         for rt in &self.runtimes {
@@ -127,21 +174,39 @@ impl Report for InfoReport {
                 rt.name.clone(),
                 if rt.available { "available" } else { "missing" }.to_owned(),
                 rt.devices.map(|n| n.to_string()).unwrap_or_default(),
+                rt.runtime_version.clone().unwrap_or_default(),
+                rt.driver_version.clone().unwrap_or_default(),
                 rt.reason.clone().unwrap_or_default(),
             ]);
         }
         let mut devices = Table::new(&[
             ("DEVICE", Align::Left),
             ("RUNTIME", Align::Left),
+            ("NAME", Align::Left),
+            ("CC", Align::Left),
+            ("PCI BUS ID", Align::Left),
+            ("POOLS", Align::Left),
+            ("USED", Align::Right),
             ("FREE", Align::Right),
             ("TOTAL", Align::Right),
             ("RESOURCE CHAIN", Align::Left),
         ]);
         let unknown = || "?".to_owned();
+        let blank = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
         for d in &self.devices {
             devices.row(vec![
                 d.device.clone(),
                 d.runtime.clone(),
+                blank(&d.name),
+                blank(&d.compute_capability),
+                blank(&d.pci_bus_id),
+                match d.memory_pools {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+                .to_owned(),
+                d.used_bytes.map_or_else(unknown, units::bytes),
                 d.free_bytes.map_or_else(unknown, units::bytes),
                 d.total_bytes.map_or_else(unknown, units::bytes),
                 d.resource_chain.clone().unwrap_or_else(unknown),

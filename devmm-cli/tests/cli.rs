@@ -377,12 +377,133 @@ mod over_fake_drivers {
                 .and_then(|ds| ds.iter().find(|d| d["device"] == device))
                 .unwrap_or_else(|| panic!("{device} missing from {report}"));
             assert_eq!(dev["total_bytes"], 1u64 << 30, "{dev}");
+            // What an nvidia-smi user expects: name, PCI bus id, used memory, pools.
+            let ordinal: u32 = device[5..].parse().unwrap();
+            let brand = if runtime == "cuda" { "CUDA" } else { "HIP" };
+            assert_eq!(dev["name"], format!("Fake {brand} GPU {ordinal}"), "{dev}");
+            assert_eq!(
+                dev["pci_bus_id"],
+                format!("0000:{:02x}:00.0", 0x10 + ordinal),
+                "{dev}"
+            );
+            assert_eq!(dev["memory_pools"], true, "{dev}");
+            let used = dev["used_bytes"].as_u64().expect("used bytes");
+            let free = dev["free_bytes"].as_u64().expect("free bytes");
+            assert_eq!(used + free, 1u64 << 30, "{dev}");
+            if runtime == "cuda" {
+                assert_eq!(dev["compute_capability"], "9.0", "{dev}");
+                assert_eq!(rt["runtime_version"], "12.4", "{rt}");
+                assert_eq!(rt["driver_version"], "12.4", "{rt}");
+            } else {
+                assert_eq!(dev["compute_capability"], serde_json::Value::Null, "{dev}");
+                assert_eq!(rt["runtime_version"], "6.2.41133", "{rt}");
+            }
             let chain = dev["resource_chain"].as_str().expect("a chain");
             assert!(
                 chain.starts_with(&format!("{resource}(device={device}, alignment=256")),
                 "{chain}"
             );
         }
+    }
+
+    #[test]
+    fn info_shows_the_device_table_an_nvidia_smi_user_expects() {
+        let out = devmm_with_fakes(&["info"]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let text = stdout(&out);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("cuda:1 "))
+            .unwrap_or_else(|| panic!("no cuda:1 line in:\n{text}"));
+        for cell in ["Fake CUDA GPU 1", "9.0", "0000:11:00.0", "yes", "1 GiB"] {
+            assert!(row.contains(cell), "{cell} missing from {row}");
+        }
+        let header = text
+            .lines()
+            .find(|l| l.starts_with("DEVICE"))
+            .expect("a header");
+        for column in ["NAME", "CC", "PCI BUS ID", "POOLS", "USED", "FREE", "TOTAL"] {
+            assert!(header.contains(column), "{header}");
+        }
+    }
+
+    /// A machine with the CUDA runtime library but no driver (CI containers):
+    /// every command still works on the CPU and says why CUDA is missing.
+    #[test]
+    fn a_library_without_a_driver_leaves_the_cpu_commands_working() {
+        let fakes = fake_driver::fake_libraries();
+        let run = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_devmm"))
+                .args(args)
+                .env_remove("DEVMM_RUNTIME")
+                .env("DEVMM_CUDART_PATH", &fakes.cudart)
+                .env("DEVMM_HIP_PATH", "/nonexistent/libamdhip64.so")
+                .env("FAKE_DRIVER_NO_DRIVER", "1")
+                .output()
+                .expect("the devmm binary runs")
+        };
+        let out = run(&["info", "--json"]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let cuda = report["runtimes"]
+            .as_array()
+            .and_then(|rts| rts.iter().find(|r| r["name"] == "cuda"))
+            .expect("cuda is listed");
+        assert_eq!(cuda["available"], false, "{cuda}");
+        let reason = cuda["reason"].as_str().expect("a reason");
+        assert!(
+            reason.contains("cudaErrorInsufficientDriver (35)"),
+            "{reason}"
+        );
+        for args in [
+            &["check", "--device", "cpu"][..],
+            &[
+                "bench",
+                "--device",
+                "cpu",
+                "--runs",
+                "1",
+                "--iters",
+                "2",
+                "--max-size",
+                "64",
+                "--json",
+            ][..],
+        ] {
+            let out = run(args);
+            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        }
+    }
+
+    /// Discovery without the override: a `libcudart.so.13` under
+    /// `$CUDA_HOME/lib64` is found (here the fake, under that name).
+    #[test]
+    fn discovery_finds_the_runtime_under_cuda_home() {
+        let fakes = fake_driver::fake_libraries();
+        let home = std::env::temp_dir().join(format!("devmm-cuda-home-{}", std::process::id()));
+        let lib = home.join("lib64");
+        std::fs::create_dir_all(&lib).unwrap();
+        let named = lib.join("libcudart.so.13");
+        let _ = std::fs::remove_file(&named);
+        std::os::unix::fs::symlink(&fakes.cudart, &named).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_devmm"))
+            .args(["info", "--json"])
+            .env_remove("DEVMM_RUNTIME")
+            .env_remove("DEVMM_CUDART_PATH")
+            .env("DEVMM_HIP_PATH", "/nonexistent/libamdhip64.so")
+            .env("CUDA_HOME", &home)
+            .env("CUDA_PATH", &home)
+            .output()
+            .expect("the devmm binary runs");
+        std::fs::remove_dir_all(&home).unwrap();
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let cuda = report["runtimes"]
+            .as_array()
+            .and_then(|rts| rts.iter().find(|r| r["name"] == "cuda"))
+            .expect("cuda is listed");
+        assert_eq!(cuda["available"], true, "{cuda}");
+        assert_eq!(cuda["library"], named.to_string_lossy().as_ref(), "{cuda}");
     }
 
     #[test]

@@ -201,7 +201,7 @@ fn roles(api: &Api, support: &syn::Path) -> TokenStream {
     }
 }
 
-fn ident(name: &str) -> Ident {
+pub(crate) fn ident(name: &str) -> Ident {
     format_ident!("{}", name)
 }
 
@@ -230,7 +230,7 @@ fn fn_pointer_type(f: &Function) -> TokenStream {
 }
 
 /// The Rust type with the ABI of `ty`; `const` binds to the innermost pointer.
-fn rust_type(ty: &CType) -> TokenStream {
+pub(crate) fn rust_type(ty: &CType) -> TokenStream {
     let mut out = match &ty.base {
         BaseType::Void if ty.pointers == 0 => quote!(()),
         BaseType::Void => quote!(::core::ffi::c_void),

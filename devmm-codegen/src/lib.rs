@@ -4,6 +4,8 @@
 //!   kept in the repository ([`parse`], format in [`api`]) and emits typed
 //!   function-table structs ([`emit`]), so no GPU SDK is needed to build
 //!   devmm.
+//! - Fake drivers: the same descriptions give the test doubles in `tests/`
+//!   their exported C entry points ([`fake`]).
 //! - Python stubs: reads the Python extension's Rust source and emits the
 //!   `.pyi` files shipped with the package.
 //!
@@ -19,6 +21,7 @@
 
 pub mod api;
 pub mod emit;
+pub mod fake;
 pub mod parse;
 pub mod stubs;
 

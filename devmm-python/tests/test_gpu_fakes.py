@@ -109,3 +109,39 @@ def test_devmm_runtime_selects_the_default_device(selected: str, expected: str) 
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == expected
+
+
+def test_a_library_without_a_driver_leaves_devmm_working() -> None:
+    """A CI container: the CUDA runtime library loads but no driver answers
+    (every call fails with cudaErrorInsufficientDriver)."""
+    library = os.environ.get("DEVMM_TEST_FAKE_CUDART")
+    if not library:
+        pytest.skip("DEVMM_TEST_FAKE_CUDART does not name the fake CUDA library")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library, FAKE_DRIVER_NO_DRIVER="1")
+    env.pop("DEVMM_RUNTIME", None)
+    script = textwrap.dedent(
+        """
+        import devmm
+        import devmm.mrs.cuda
+        names = devmm.runtime_names()
+        assert "cpu" in names, names
+        try:
+            devmm.runtime_for("cuda")
+        except devmm.RuntimeUnavailableError as e:
+            assert "cudaErrorInsufficientDriver (35)" in str(e), str(e)
+        else:
+            raise AssertionError("a runtime without a driver loaded")
+        try:
+            devmm.mrs.cuda.CudaRuntimeMemoryResource()
+        except devmm.RuntimeUnavailableError as e:
+            assert "no usable driver" in str(e), str(e)
+        else:
+            raise AssertionError("a resource without a driver was made")
+        t = devmm.empty((2,), "float32")
+        assert t.device == devmm.Device.from_string("cpu")
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -243,6 +243,23 @@ impl DeviceBuffer {
         Ok(())
     }
 
+    /// Ends a DLPack export whose consumer worked on `consumer`: the
+    /// streams the memory will be released on (the allocation stream, and
+    /// the one `free` named) first wait for the consumer's work, so the
+    /// release, now or later, never overtakes it. The last export of a
+    /// closed buffer releases it.
+    pub(crate) fn release_export_after(&self, consumer: Option<&Stream>) {
+        if let Some(consumer) = consumer {
+            let free_stream = self.state().free_stream.clone();
+            for stream in std::iter::once(&self.stream).chain(free_stream.as_ref()) {
+                if let Err(error) = stream.wait(consumer).or_else(|_| consumer.synchronize()) {
+                    tracing::error!(target: "devmm::buffer", %error, "could not order a release after its consumer");
+                }
+            }
+        }
+        self.release_export();
+    }
+
     /// Ends a DLPack export; the last one of a closed buffer releases it.
     pub(crate) fn release_export(&self) {
         let mut state = self.state();

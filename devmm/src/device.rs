@@ -227,13 +227,25 @@ impl Device {
     }
 
     /// The `(device_type, device_id)` pair of DLPack's `__dlpack_device__`.
+    /// As `dlpack.h` says, the id of CPU, pinned and managed memory is 0:
+    /// such memory is not one GPU's, whichever device allocated it.
     ///
     /// ```
-    /// assert_eq!(devmm::Device::CPU.dlpack_device(), (1, 0));
+    /// use devmm::{Device, DeviceType};
+    /// assert_eq!(Device::CPU.dlpack_device(), (1, 0));
+    /// assert_eq!(Device::cuda(1).dlpack_device(), (2, 1));
+    /// assert_eq!(Device::new(DeviceType::CudaHost, 1).dlpack_device(), (3, 0));
     /// ```
     pub const fn dlpack_device(self) -> (i32, i32) {
-        // `index` never exceeds i32::MAX (checked at construction).
-        (self.ty as i32, self.index as i32)
+        let id = match self.ty {
+            DeviceType::Cpu
+            | DeviceType::CudaHost
+            | DeviceType::RocmHost
+            | DeviceType::CudaManaged => 0,
+            // `index` never exceeds i32::MAX (checked at construction).
+            _ => self.index as i32,
+        };
+        (self.ty as i32, id)
     }
 
     /// The device named by a DLPack `(device_type, device_id)` pair.

@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -65,6 +66,8 @@ struct StreamInner {
     device: Device,
     handle: usize,
     owned: bool,
+    /// For a per-thread default stream: the thread it belongs to.
+    thread: Option<ThreadId>,
     ops: Arc<dyn StreamOps>,
 }
 
@@ -95,24 +98,58 @@ pub struct Stream {
 impl Stream {
     /// Wraps a native handle that the caller keeps alive and destroys.
     pub fn borrowed(device: Device, handle: usize, ops: Arc<dyn StreamOps>) -> Stream {
-        Stream::build(device, handle, false, ops)
+        Stream::build(device, handle, false, None, ops)
     }
 
     /// Takes ownership of a native handle: `ops.destroy` runs when the last
     /// clone drops.
     pub fn owned(device: Device, handle: usize, ops: Arc<dyn StreamOps>) -> Stream {
-        Stream::build(device, handle, true, ops)
+        Stream::build(device, handle, true, None, ops)
     }
 
-    fn build(device: Device, handle: usize, owned: bool, ops: Arc<dyn StreamOps>) -> Stream {
+    /// The calling thread's per-thread default stream (`cudaStreamPerThread`):
+    /// the same handle names another stream on every thread, so the stream
+    /// remembers whose it is ([`owner_thread`](Self::owner_thread)).
+    pub fn per_thread(device: Device, handle: usize, ops: Arc<dyn StreamOps>) -> Stream {
+        let thread = Some(std::thread::current().id());
+        Stream::build(device, handle, false, thread, ops)
+    }
+
+    fn build(
+        device: Device,
+        handle: usize,
+        owned: bool,
+        thread: Option<ThreadId>,
+        ops: Arc<dyn StreamOps>,
+    ) -> Stream {
         Stream {
             inner: Arc::new(StreamInner {
                 device,
                 handle,
                 owned,
+                thread,
                 ops,
             }),
         }
+    }
+
+    /// For a per-thread default stream, the thread it belongs to; work
+    /// ordered on it from any other thread lands on that thread's own
+    /// per-thread stream instead.
+    ///
+    /// ```
+    /// assert_eq!(devmm::Stream::cpu().owner_thread(), None);
+    /// ```
+    pub fn owner_thread(&self) -> Option<ThreadId> {
+        self.inner.thread
+    }
+
+    /// Whether the handle means this stream on the calling thread: false
+    /// only for another thread's per-thread stream.
+    pub fn is_usable_here(&self) -> bool {
+        self.inner
+            .thread
+            .is_none_or(|owner| owner == std::thread::current().id())
     }
 
     /// The device the stream belongs to.
@@ -215,7 +252,9 @@ impl Stream {
 
 impl PartialEq for Stream {
     fn eq(&self, other: &Stream) -> bool {
-        self.device() == other.device() && self.handle() == other.handle()
+        self.device() == other.device()
+            && self.handle() == other.handle()
+            && self.inner.thread == other.inner.thread
     }
 }
 

@@ -32,8 +32,14 @@ fn the_cpu_runtime_has_one_no_op_stream() {
     assert!(matches!(created.wait_raw(7), Err(Error::Stream { .. })));
     assert!(rt.wrap_stream(Device::CPU, 3).is_err());
     assert!(rt.stream(Device::new(DeviceType::Cpu, 1), DEFAULT).is_err());
-    assert_eq!(rt.consumer_stream(Device::CPU, Some(-1)).unwrap(), None);
-    assert!(rt.consumer_stream(Device::CPU, Some(5)).is_err());
+    // Devices without streams accept only `stream=None` (the DLPack protocol).
+    assert_eq!(rt.consumer_stream(Device::CPU, None).unwrap(), None);
+    for value in [-1, 0, 5] {
+        assert!(
+            rt.consumer_stream(Device::CPU, Some(value)).is_err(),
+            "{value}"
+        );
+    }
 }
 
 #[test]

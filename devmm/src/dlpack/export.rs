@@ -93,13 +93,20 @@ struct Block<M> {
     managed: M,
     /// Keeps the buffer, and through it the resource chain, alive.
     owner: ManuallyDrop<Tensor>,
+    /// The consumer's stream named at export time: the release is ordered
+    /// after the work the consumer queued there.
+    consumer: ManuallyDrop<Option<Stream>>,
     /// The block's allocation layout, for the deleter.
     layout: AllocLayout,
 }
 
 /// Allocates and fills one block for `tensor`; the buffer's export count
 /// must already include it.
-fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
+fn build<M: ManagedStruct>(
+    tensor: &Tensor,
+    flags: u64,
+    consumer: Option<Stream>,
+) -> Result<NonNull<M>> {
     let (shape, strides) = (tensor.shape(), tensor.strides());
     let ndim = shape.len();
     // Checked before allocating, so the block is written without failing.
@@ -168,6 +175,7 @@ fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
         block.as_ptr().write(Block {
             managed: M::new(dl_tensor, raw.cast(), flags),
             owner: ManuallyDrop::new(tensor.clone()),
+            consumer: ManuallyDrop::new(consumer),
             layout,
         })
     };
@@ -175,7 +183,8 @@ fn build<M: ManagedStruct>(tensor: &Tensor, flags: u64) -> Result<NonNull<M>> {
 }
 
 /// The deleter of both flavours: frees the block, then ends the export on
-/// the buffer (which may release the buffer's memory).
+/// the buffer (which may release the buffer's memory), ordered after the
+/// consumer's stream.
 ///
 /// # Safety
 ///
@@ -187,14 +196,20 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     let block = managed.cast::<Block<M>>();
     // SAFETY: `managed` is the first field of a live `Block<M>` (see `build`),
     // so `block` is that block; we take its owner exactly once, here.
-    let (owner, layout) = unsafe { (ManuallyDrop::take(&mut (*block).owner), (*block).layout) };
+    let (owner, consumer, layout) = unsafe {
+        (
+            ManuallyDrop::take(&mut (*block).owner),
+            ManuallyDrop::take(&mut (*block).consumer),
+            (*block).layout,
+        )
+    };
     // SAFETY: the block was allocated with `layout` in `build` and nothing
     // reads it after this point.
     unsafe { std::alloc::dealloc(block.cast(), layout) };
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
-        owner.buffer().release_export();
+        owner.buffer().release_export_after(consumer.as_ref());
         drop(owner);
     }));
     if released.is_err() {
@@ -399,11 +414,15 @@ impl Tensor {
         } else {
             0
         };
+        // A consumer on the producer's own stream is ordered already.
+        let ordered_after = consumer.clone().filter(|c| c != buffer.stream());
         let built = match flavor {
             DlpackFlavor::Versioned => {
-                build::<DLManagedTensorVersioned>(self, flags).map(NonNull::cast)
+                build::<DLManagedTensorVersioned>(self, flags, ordered_after).map(NonNull::cast)
             }
-            DlpackFlavor::Legacy => build::<DLManagedTensor>(self, flags).map(NonNull::cast),
+            DlpackFlavor::Legacy => {
+                build::<DLManagedTensor>(self, flags, ordered_after).map(NonNull::cast)
+            }
         };
         let export = match built {
             Ok(raw) => DlpackExport { raw, flavor },

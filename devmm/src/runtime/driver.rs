@@ -11,6 +11,8 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
+use super::discovery::{self, SearchPath};
+
 /// What a generated function table provides; implemented only by the code
 /// devmm-codegen emits into `OUT_DIR`.
 pub trait DriverTable: Sized + Copy + Send + Sync + 'static {
@@ -60,11 +62,12 @@ pub(crate) struct Driver<T: DriverTable> {
 }
 
 impl<T: DriverTable> Driver<T> {
-    /// Opens the library `T::PATH_ENV` names, or else the first of
-    /// `T::LIBRARIES` that loads, and resolves the table. `runtime` names
-    /// the devmm runtime in errors.
-    pub(crate) fn open(runtime: &str) -> Result<Driver<T>> {
-        let (library, path) = open_library::<T>(runtime)?;
+    /// Opens the library `T::PATH_ENV` names, or else the first that loads
+    /// of: a copy already loaded, `T::LIBRARIES` through the loader's
+    /// search path, the same names in `search`'s directories; then
+    /// resolves the table. `runtime` names the devmm runtime in errors.
+    pub(crate) fn open(runtime: &str, search: &SearchPath) -> Result<Driver<T>> {
+        let (library, path) = open_library::<T>(runtime, search)?;
         Driver::resolve(runtime, library, path)
     }
 
@@ -119,8 +122,8 @@ impl<T: DriverTable> Driver<T> {
     }
 
     /// Whether the library can be opened, without resolving the table.
-    pub(crate) fn probe() -> bool {
-        open_library::<T>("").is_ok()
+    pub(crate) fn probe(search: &SearchPath) -> bool {
+        open_library::<T>("", search).is_ok()
     }
 
     /// The resolved table.
@@ -167,8 +170,13 @@ fn dlopen(path: &OsStr) -> std::result::Result<libloading::Library, libloading::
         .map(Into::into)
 }
 
-/// The override path if set, else the first library name that loads.
-fn open_library<T: DriverTable>(runtime: &str) -> Result<(libloading::Library, OsString)> {
+/// The override path if set, else the first candidate that loads (see
+/// [`Driver::open`]). A failure lists every name and path tried with the
+/// loader's own message for each.
+fn open_library<T: DriverTable>(
+    runtime: &str,
+    search: &SearchPath,
+) -> Result<(libloading::Library, OsString)> {
     if let Some(path) = std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty()) {
         return match dlopen(&path) {
             Ok(library) => Ok((library, path)),
@@ -183,11 +191,16 @@ fn open_library<T: DriverTable>(runtime: &str) -> Result<(libloading::Library, O
             )),
         };
     }
+    let loaded = discovery::loaded(T::LIBRARIES).map(OsString::from);
+    let names = T::LIBRARIES.iter().map(OsString::from);
+    let in_dirs = discovery::candidates(T::LIBRARIES, search)
+        .into_iter()
+        .map(OsString::from);
     let mut tried = Vec::new();
-    for name in T::LIBRARIES {
-        match dlopen(OsStr::new(name)) {
-            Ok(library) => return Ok((library, OsString::from(name))),
-            Err(e) => tried.push(format!("{name} ({e})")),
+    for candidate in loaded.into_iter().chain(names).chain(in_dirs) {
+        match dlopen(&candidate) {
+            Ok(library) => return Ok((library, candidate)),
+            Err(e) => tried.push(format!("{} ({e})", candidate.to_string_lossy())),
         }
     }
     Err(unavailable::<T>(
@@ -224,10 +237,18 @@ mod tests {
         }
     }
 
+    const NOWHERE: SearchPath = SearchPath {
+        root_envs: &[],
+        default_roots: &[],
+        lib_dirs: &[],
+        wheel_dirs: &[],
+    };
+
     #[test]
     fn a_missing_library_names_every_name_tried_and_the_override() {
-        assert!(!Driver::<Absent>::probe());
-        let Err(Error::RuntimeUnavailable { name, reason }) = Driver::<Absent>::open("absent")
+        assert!(!Driver::<Absent>::probe(&NOWHERE));
+        let Err(Error::RuntimeUnavailable { name, reason }) =
+            Driver::<Absent>::open("absent", &NOWHERE)
         else {
             panic!("an absent library loaded");
         };

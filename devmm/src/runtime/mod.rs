@@ -7,6 +7,8 @@
 
 pub mod cpu;
 pub mod cuda;
+mod description;
+mod discovery;
 mod driver;
 mod gpu;
 mod registry;
@@ -21,6 +23,8 @@ use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::{Stream, StreamSentinel};
 
+pub use description::{DeviceDescription, LibraryVersions};
+pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, default_device, register_runtime,
@@ -139,6 +143,25 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
 
     /// The resource to use for `device` when the registry has none.
     fn default_resource(&self, device: Device) -> Result<Arc<dyn MemoryResource>>;
+
+    /// What the runtime can say about `device` beyond its memory (name,
+    /// compute capability, PCI bus id, memory pools); nothing by default.
+    fn describe(&self, device: Device) -> Result<DeviceDescription> {
+        let _ = device;
+        Ok(DeviceDescription::default())
+    }
+
+    /// The runtime library's and the driver's versions, for runtimes over
+    /// a vendor library; `None` by default.
+    fn library_versions(&self) -> Result<Option<LibraryVersions>> {
+        Ok(None)
+    }
+
+    /// The file (or name) the runtime's vendor library was loaded from,
+    /// for runtimes over one; `None` by default.
+    fn library_file(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Restores the previously active device when dropped.

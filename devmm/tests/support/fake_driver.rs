@@ -98,7 +98,14 @@ fn target_dir() -> PathBuf {
     }
 }
 
+/// Where prebuilt fakes are taken from instead of building them (the GPU
+/// bundle ships them to machines without a Rust toolchain).
+const PREBUILT_ENV: &str = "DEVMM_TEST_FAKES_DIR";
+
 fn build() -> Result<FakeLibraries, String> {
+    if let Some(dir) = std::env::var_os(PREBUILT_ENV) {
+        return locate(&PathBuf::from(dir));
+    }
     let target = target_dir();
     let mut cargo = Command::new(env!("CARGO"));
     cargo
@@ -120,17 +127,17 @@ fn build() -> Result<FakeLibraries, String> {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
+    locate(&target.join("debug"))
+}
+
+/// The fakes' files in `dir`.
+fn locate(dir: &Path) -> Result<FakeLibraries, String> {
     let library = |package: &str| {
-        let path = target
-            .join("debug")
-            .join(format!("lib{}.so", package.replace('-', "_")));
+        let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
         if path.is_file() {
             Ok(path)
         } else {
-            Err(format!(
-                "cargo built {package} but {} is missing",
-                path.display()
-            ))
+            Err(format!("{package} is missing: no {}", path.display()))
         }
     };
     Ok(FakeLibraries {

@@ -6,36 +6,36 @@
 //! (`cudaErrorMemoryAllocation` past the limit, honest `cudaMemGetInfo`); streams and events
 //! as distinct non-zero handles that become invalid when destroyed
 //! (`cudaErrorInvalidResourceHandle`); the sentinel streams 0, `cudaStreamLegacy` (1) and
-//! `cudaStreamPerThread` (2) always valid; all work done synchronously at call time. The
+//! `cudaStreamPerThread` (2) always valid; work queued on streams runs on their worker threads (see `fake-driver`). The
 //! `fake_*` control API (reset, device count, limits, failure injection, call log) comes from
 //! `fake_driver::control`.
 //!
 //! The same sources build three libraries: `fake-cudart` (everything), `fake-cudart-sync`
 //! (no `cudaMallocAsync`/`cudaFreeAsync`: the optional symbols are missing) and
 //! `fake-cudart-minimal` (only the probe set: required symbols are missing).
+//!
+//! Every function of `devmm/api/cuda_runtime.api` with a role is generated from that description by the
+//! build script (`tests/fake-driver/fake_build.rs`): the real C signature, forwarding to the
+//! shared engine. The modules below hold the few calls written by hand (no role, or no shared
+//! shape).
 
 // The exported names are the CUDA runtime's.
 #![allow(non_snake_case, non_camel_case_types)]
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 
-pub mod device;
-pub mod error;
 #[cfg(feature = "runtime")]
-pub mod event;
+pub mod device;
+#[cfg(feature = "runtime")]
+pub mod error;
 #[cfg(feature = "runtime")]
 pub mod memory;
 mod platform;
-#[cfg(feature = "runtime")]
-pub mod stream;
-pub mod version;
 
 /// `cudaError_t`: a C enum, so an `int`.
 pub type cudaError_t = c_int;
-/// `cudaStream_t`: an opaque pointer (`struct CUstream_st*`).
-pub type cudaStream_t = *mut c_void;
-/// `cudaEvent_t`: an opaque pointer (`struct CUevent_st*`).
-pub type cudaEvent_t = *mut c_void;
-/// `cudaMemcpyKind`: host-to-host 0, host-to-device 1, device-to-host 2, device-to-device 3,
-/// default 4.
-pub type cudaMemcpyKind = c_int;
+
+/// The entry points generated from the API description (see the crate docs).
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/entry_points.rs"));
+}

@@ -6,7 +6,8 @@ allocators of rmm (:class:`RmmMemoryResource`) and CuPy
 their library when made.
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the CUDA runtime library is not present."""
+``ImportError``) when the CUDA runtime library is not present. A library
+without a driver behind it imports; its resources raise the reason."""
 
 from .._devmm import require_runtime as _require_runtime
 

@@ -4,7 +4,8 @@ pinned host and managed memory, through HIP, which devmm loads at run time
 as devmm resources (:class:`HipmmMemoryResource`).
 
 Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the HIP library is not present."""
+``ImportError``) when the HIP library is not present. A library without a
+driver behind it imports; its resources raise the reason."""
 
 from .._devmm import require_runtime as _require_runtime
 

@@ -126,11 +126,12 @@ impl DeviceRuntime for CpuRuntime {
         check_device(device)?;
         match value {
             // Host work is complete when a call returns: nothing to order.
-            None | Some(-1) | Some(0) => Ok(None),
+            None => Ok(None),
+            // The DLPack protocol: devices without streams accept only None.
             Some(other) => Err(Error::Stream {
                 device,
                 reason: format!(
-                    "stream={other} names no cpu stream; DLPack consumers pass None (or -1) for cpu tensors"
+                    "stream={other} was passed for a cpu tensor, which has no streams; DLPack consumers pass stream=None for cpu tensors"
                 ),
             }),
         }

@@ -23,12 +23,13 @@ pub mod interop;
 mod memory;
 mod stream;
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
+use super::discovery::SearchPath;
 use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
@@ -52,7 +53,26 @@ impl Platform for sys::CudaRuntimeTable {
     const DEVICE_TYPES: &'static [DeviceType] = device::DEVICE_TYPES;
     const ERROR_OUT_OF_MEMORY: Status = device::ERROR_MEMORY_ALLOCATION;
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
+    const ERRORS_NO_DRIVER: &'static [Status] = device::ERRORS_NO_DRIVER;
+    const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
+    const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const SEARCH: SearchPath = SearchPath {
+        root_envs: &["CUDA_PATH", "CUDA_HOME"],
+        default_roots: &["/usr/local/cuda"],
+        lib_dirs: &["lib64", "lib", "targets/x86_64-linux/lib"],
+        // The CUDA 13 wheels (`nvidia-cuda-runtime`), then the CUDA 12 ones.
+        wheel_dirs: &["nvidia/cu13/lib", "nvidia/cuda_runtime/lib"],
+    };
+
+    fn version_text(encoded: i32) -> String {
+        // 1000 * major + 10 * minor.
+        format!("{}.{}", encoded / 1000, encoded % 1000 / 10)
+    }
+
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
+        device::has_primary_context(self, ordinal)
+    }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
         memory::host_malloc(self, nbytes)

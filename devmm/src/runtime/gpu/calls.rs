@@ -27,11 +27,23 @@ pub struct Calls {
     pub(crate) get_device: Call<unsafe extern "C" fn(*mut c_int) -> Status>,
     pub(crate) set_device: Call<unsafe extern "C" fn(c_int) -> Status>,
     pub(crate) mem_get_info: Call<unsafe extern "C" fn(*mut usize, *mut usize) -> Status>,
+    pub(crate) device_get_attribute: Call<unsafe extern "C" fn(*mut c_int, c_int, c_int) -> Status>,
+    pub(crate) device_get_pci_bus_id:
+        Call<unsafe extern "C" fn(*mut c_char, c_int, c_int) -> Status>,
+    pub(crate) device_synchronize: Call<unsafe extern "C" fn() -> Status>,
+    pub(crate) get_device_properties_v2:
+        Option<Call<unsafe extern "C" fn(*mut c_void, c_int) -> Status>>,
+    pub(crate) get_device_properties:
+        Option<Call<unsafe extern "C" fn(*mut c_void, c_int) -> Status>>,
     pub(crate) malloc: Call<unsafe extern "C" fn(*mut *mut c_void, usize) -> Status>,
     pub(crate) free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_async:
         Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle) -> Status>>,
     pub(crate) free_async: Option<Call<unsafe extern "C" fn(*mut c_void, Handle) -> Status>>,
+    pub(crate) device_get_default_mem_pool:
+        Option<Call<unsafe extern "C" fn(*mut Handle, c_int) -> Status>>,
+    pub(crate) mem_pool_set_attribute:
+        Option<Call<unsafe extern "C" fn(Handle, c_int, *mut c_void) -> Status>>,
     pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_managed:
         Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
@@ -44,6 +56,7 @@ pub struct Calls {
     pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
     pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
     pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
+    pub(crate) get_last_error: Call<unsafe extern "C" fn() -> Status>,
     pub(crate) get_error_name: Call<unsafe extern "C" fn(Status) -> *const c_char>,
     pub(crate) get_error_string: Call<unsafe extern "C" fn(Status) -> *const c_char>,
     pub(crate) runtime_get_version: Call<unsafe extern "C" fn(*mut c_int) -> Status>,

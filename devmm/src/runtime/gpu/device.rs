@@ -18,8 +18,9 @@ pub(crate) fn ordinal(device: Device) -> c_int {
     c_int::try_from(device.index()).unwrap_or(c_int::MAX)
 }
 
-/// Checks that `P`'s runtime serves `device` and that the device exists.
-pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<()> {
+/// Checks that `P`'s runtime serves `device` and that the device exists
+/// (one of the `count` devices the runtime found at load).
+pub(crate) fn check<P: Platform>(count: usize, device: Device) -> Result<()> {
     if !P::DEVICE_TYPES.contains(&device.ty()) {
         return Err(Error::InvalidArgument {
             reason: format!(
@@ -29,7 +30,6 @@ pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<(
             ),
         });
     }
-    let count = result::device::count(driver)?;
     if usize::try_from(device.index()).is_ok_and(|i| i < count) {
         Ok(())
     } else {
@@ -43,7 +43,8 @@ pub(crate) fn check<P: Platform>(driver: &Driver<P>, device: Device) -> Result<(
 }
 
 /// Makes `device` current on this thread until the guard drops; a no-op
-/// guard when it already is.
+/// guard when it already is. The guard restores the previous device only
+/// when doing so creates no context.
 pub(crate) fn activate<P: Platform>(
     driver: &Arc<Driver<P>>,
     device: Device,
@@ -56,6 +57,13 @@ pub(crate) fn activate<P: Platform>(
     result::device::set(driver, wanted, Some(device))?;
     let driver = Arc::clone(driver);
     Ok(ActivationGuard::new(move || {
+        // As PyTorch does: a previous device without a context (a fresh
+        // thread reports device 0 before anything ran there) is not made
+        // current again, since that would create a context on it, hundreds
+        // of MiB on a GPU nobody asked for. The thread stays on `wanted`.
+        if driver.table().has_primary_context(previous) == Some(false) {
+            return;
+        }
         if let Err(e) = result::device::set(&driver, previous, None) {
             tracing::warn!(target: "devmm::runtime", error = %e, "could not restore the previously active device");
         }

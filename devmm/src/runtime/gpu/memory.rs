@@ -128,14 +128,21 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
         Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
     }
 
-    /// Device memory on `device` from `rt`, stream-ordered when it can be.
+    /// Device memory on `device` from `rt`, stream-ordered when it can be:
+    /// the library has `*MallocAsync` and the device supports memory pools
+    /// (else `*Malloc`). The device's default pool then gets the release
+    /// threshold of `DEVMM_POOL_RELEASE_THRESHOLD` (default: keep freed
+    /// memory), so synchronizing a stream does not hand it back each time.
     pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
-        let allocator = if rt.has_stream_ordered_allocation() {
-            Allocator::DeviceAsync
-        } else {
-            Allocator::Device
-        };
-        GpuMemory::build(rt, device, allocator)
+        let ordered = device.ty() == P::DEVICE
+            && rt.has_stream_ordered_allocation()
+            && rt.pools_supported(device)?;
+        if !ordered {
+            return GpuMemory::build(rt, device, Allocator::Device);
+        }
+        let memory = GpuMemory::build(rt, device, Allocator::DeviceAsync)?;
+        rt.configure_pool(device)?;
+        Ok(memory)
     }
 
     /// Device memory on `device` from `rt` through the synchronous
@@ -221,6 +228,15 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             return Ok(());
         }
         let handle = if !self.stream_ordered() {
+            0
+        } else if !stream.is_usable_here() {
+            // Another thread's per-thread stream (a buffer dropped by a
+            // garbage collector or a DLPack deleter elsewhere): its handle
+            // names this thread's stream here, which is not ordered after
+            // the owner's work. Wait for the whole device, then free on
+            // its default stream.
+            let _active = device::activate(&self.driver, self.device)?;
+            result::device::synchronize(&self.driver, self.device)?;
             0
         } else if stream.device() == self.device {
             stream.handle()

@@ -13,7 +13,7 @@ pub(crate) mod memory;
 pub(crate) mod result;
 pub(crate) mod stream;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, c_int, c_void};
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -59,8 +59,25 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const ERROR_OUT_OF_MEMORY: Status;
     /// `cudaErrorNoDevice` / `hipErrorNoDevice`: zero devices, not a failure.
     const ERROR_NO_DEVICE: Status;
+    /// What the device count answers when the library has no driver: the
+    /// runtime is unavailable.
+    const ERRORS_NO_DRIVER: &'static [Status];
+    /// The device attribute saying whether memory pools (`*MallocAsync`) work.
+    const ATTR_MEMORY_POOLS_SUPPORTED: c_int;
+    /// The compute capability attributes (major, minor), where the platform has them.
+    const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)>;
     /// Resource names.
     const RESOURCE_NAMES: ResourceNames;
+    /// Where the library is installed besides the loader's search path.
+    const SEARCH: super::discovery::SearchPath;
+
+    /// A version as the platform writes it (CUDA `13000` is `13.0`).
+    fn version_text(encoded: i32) -> String;
+
+    /// Whether the device `ordinal` has an active primary context, where
+    /// the library can tell (`cuDevicePrimaryCtxGetState`): making a device
+    /// without one current creates it, which the activation guard avoids.
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool>;
 
     /// Allocates pinned host memory (`cudaMallocHost`, `hipHostMalloc`: the
     /// one call whose signature differs), returning the call's name, its
@@ -102,7 +119,37 @@ pub struct GpuRuntime<P: Platform> {
     /// exports and hand-offs on a stream ask the stream's own runtime.
     me: Weak<GpuRuntime<P>>,
     driver: Arc<Driver<P>>,
+    /// Read once, at load: devices do not come and go under a process.
+    device_count: usize,
     defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
+    /// One event per device, recorded again for every hand-off.
+    events: Mutex<HashMap<Device, usize>>,
+    /// What devices' default pools keep on synchronization
+    /// ([`POOL_RELEASE_THRESHOLD_ENV`]), and the devices already set.
+    pool_release_threshold: u64,
+    pools_configured: Mutex<HashSet<Device>>,
+}
+
+/// The environment variable that sets the release threshold devmm gives a
+/// device's default memory pool when it allocates from it: bytes, or `max`
+/// (the default) to keep all freed memory for reuse. See ADR 0007.
+pub const POOL_RELEASE_THRESHOLD_ENV: &str = "DEVMM_POOL_RELEASE_THRESHOLD";
+
+/// The release threshold `DEVMM_POOL_RELEASE_THRESHOLD` asks for.
+fn pool_release_threshold(runtime: &str) -> Result<u64> {
+    let Some(value) = std::env::var_os(POOL_RELEASE_THRESHOLD_ENV) else {
+        return Ok(u64::MAX);
+    };
+    let text = value.to_string_lossy();
+    match text.trim() {
+        "" | "max" => Ok(u64::MAX),
+        bytes => bytes.parse().map_err(|_| Error::RuntimeUnavailable {
+            name: runtime.into(),
+            reason: format!(
+                "{POOL_RELEASE_THRESHOLD_ENV}={text:?} is not a byte count; set it to a number of bytes or `max`"
+            ),
+        }),
+    }
 }
 
 impl<P: Platform> GpuRuntime<P> {
@@ -145,7 +192,7 @@ impl<P: Platform> GpuRuntime<P> {
         if let Some(rt) = slot.as_ref() {
             return Ok(Arc::clone(rt));
         }
-        let rt = GpuRuntime::from_driver(Driver::open(P::RUNTIME)?);
+        let rt = GpuRuntime::from_driver(Driver::open(P::RUNTIME, &P::SEARCH)?)?;
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
@@ -160,16 +207,38 @@ impl<P: Platform> GpuRuntime<P> {
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
         let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
-        Ok(GpuRuntime::from_driver(driver))
+        GpuRuntime::from_driver(driver)
     }
 
-    fn from_driver(driver: Driver<P>) -> Arc<GpuRuntime<P>> {
+    /// Counts the devices, which also tells a library without a driver
+    /// behind it (a container with the CUDA runtime but no GPU driver) from
+    /// a usable one.
+    fn from_driver(driver: Driver<P>) -> Result<Arc<GpuRuntime<P>>> {
+        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
+        let device_count = match result::device::count(&driver) {
+            Ok(count) => count,
+            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
+                return Err(Error::RuntimeUnavailable {
+                    name: P::RUNTIME.into(),
+                    reason: format!(
+                        "{} loads, but there is no usable driver behind it: {source}; \
+                         install or update the GPU driver, or use another runtime",
+                        driver.path().to_string_lossy()
+                    ),
+                });
+            }
+            Err(other) => return Err(other),
+        };
         let driver = Arc::new(driver);
-        Arc::new_cyclic(|me| GpuRuntime {
+        Ok(Arc::new_cyclic(|me| GpuRuntime {
             me: Weak::clone(me),
             driver,
+            device_count,
             defaults: Mutex::default(),
-        })
+            events: Mutex::default(),
+            pool_release_threshold,
+            pools_configured: Mutex::default(),
+        }))
     }
 
     /// Whether the driver library can be opened (no table is resolved);
@@ -182,7 +251,7 @@ impl<P: Platform> GpuRuntime<P> {
     /// # }
     /// ```
     pub fn probe() -> bool {
-        Driver::<P>::probe()
+        Driver::<P>::probe(&P::SEARCH)
     }
 
     /// The path or file name the driver library was loaded from.
@@ -230,7 +299,76 @@ impl<P: Platform> GpuRuntime<P> {
 
     /// Checks that the runtime serves `device` and that it exists.
     pub(crate) fn check(&self, device: Device) -> Result<()> {
-        device::check::<P>(&self.driver, device)
+        device::check::<P>(self.device_count, device)
+    }
+
+    /// A stream over a handle the caller keeps alive; the per-thread
+    /// default stream's handle becomes the calling thread's.
+    fn stream_over(&self, device: Device, handle: usize) -> Result<Stream> {
+        let ops = self.stream_ops()?;
+        let per_thread = P::sentinel_handle(StreamSentinel::PerThreadDefault);
+        if handle == per_thread && per_thread != P::sentinel_handle(StreamSentinel::Default) {
+            Ok(Stream::per_thread(device, handle, ops))
+        } else {
+            Ok(Stream::borrowed(device, handle, ops))
+        }
+    }
+
+    /// Whether `device` supports memory pools, which `*MallocAsync` needs.
+    pub(crate) fn pools_supported(&self, device: Device) -> Result<bool> {
+        self.check(device)?;
+        let attribute =
+            result::device::attribute(&self.driver, P::ATTR_MEMORY_POOLS_SUPPORTED, device)?;
+        Ok(attribute != 0)
+    }
+
+    /// Gives `device`'s default pool the configured release threshold, once.
+    pub(crate) fn configure_pool(&self, device: Device) -> Result<()> {
+        let mut configured = self
+            .pools_configured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if configured.contains(&device) {
+            return Ok(());
+        }
+        let _active = device::activate(&self.driver, device)?;
+        result::device::set_pool_release_threshold(
+            &self.driver,
+            device,
+            self.pool_release_threshold,
+        )?;
+        configured.insert(device);
+        Ok(())
+    }
+
+    /// Makes `consumer` wait for `producer` through the device's reused event.
+    fn wait_through_event(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
+        let _active = device::activate(&self.driver, device)?;
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let event = match events.get(&device) {
+            Some(&event) => event,
+            None => {
+                let event = result::stream::create_event(&self.driver, device)?;
+                events.insert(device, event);
+                event
+            }
+        };
+        result::stream::wait(&self.driver, device, consumer, producer, event)
+    }
+}
+
+impl<P: Platform> Drop for GpuRuntime<P> {
+    /// Destroys the hand-off events (the process-wide runtimes never drop;
+    /// the ones `open` makes do).
+    fn drop(&mut self) {
+        let events = std::mem::take(self.events.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (device, event) in events {
+            let destroyed = device::activate(&self.driver, device)
+                .and_then(|_active| result::stream::destroy_event(&self.driver, device, event));
+            if let Err(e) = destroyed {
+                tracing::warn!(target: "devmm::runtime", error = %e, "could not destroy a hand-off event");
+            }
+        }
     }
 }
 
@@ -253,7 +391,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     }
 
     fn device_count(&self) -> Result<usize> {
-        result::device::count(&self.driver)
+        Ok(self.device_count)
     }
 
     fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
@@ -267,11 +405,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
 
     fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
         self.check(device)?;
-        Ok(Stream::borrowed(
-            device,
-            P::sentinel_handle(which),
-            self.stream_ops()?,
-        ))
+        self.stream_over(device, P::sentinel_handle(which))
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
@@ -292,14 +426,14 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
 
     fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
         self.check(device)?;
-        Ok(Stream::borrowed(device, handle, self.stream_ops()?))
+        self.stream_over(device, handle)
     }
 
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
         self.check(device)?;
         match P::consumer_handle(value) {
             Ok(None) => Ok(None),
-            Ok(Some(handle)) => Ok(Some(Stream::borrowed(device, handle, self.stream_ops()?))),
+            Ok(Some(handle)) => Ok(Some(self.stream_over(device, handle)?)),
             Err(reason) => Err(Error::Stream { device, reason }),
         }
     }
@@ -372,5 +506,40 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         };
         defaults.insert(device, Arc::clone(&mr));
         Ok(mr)
+    }
+
+    fn describe(&self, device: Device) -> Result<super::DeviceDescription> {
+        self.check(device)?;
+        if device.ty() != P::DEVICE {
+            // Pinned and managed memory are not one device's to describe.
+            return Ok(super::DeviceDescription::default());
+        }
+        let capability = match P::ATTR_COMPUTE_CAPABILITY {
+            Some((major, minor)) => Some((
+                result::device::attribute(&self.driver, major, device)?,
+                result::device::attribute(&self.driver, minor, device)?,
+            )),
+            None => None,
+        };
+        Ok(super::DeviceDescription {
+            name: result::device::name(&self.driver, device)?,
+            compute_capability: capability,
+            pci_bus_id: Some(result::device::pci_bus_id(&self.driver, device)?),
+            memory_pools: Some(self.pools_supported(device)?),
+        })
+    }
+
+    fn library_file(&self) -> Option<String> {
+        Some(self.library_path().to_string_lossy().into_owned())
+    }
+
+    fn library_versions(&self) -> Result<Option<super::LibraryVersions>> {
+        let (runtime, driver) = self.versions()?;
+        Ok(Some(super::LibraryVersions::new(
+            P::version_text(runtime),
+            runtime,
+            P::version_text(driver),
+            driver,
+        )))
     }
 }

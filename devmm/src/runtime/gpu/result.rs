@@ -25,6 +25,17 @@ pub(crate) fn check<P: Platform>(
     }
 }
 
+/// Clears the runtime's last-error state after a failure devmm handles
+/// itself (reports as an `Error`, or treats as an answer): the runtime keeps
+/// the last failure per thread until `*GetLastError` reads it, and other
+/// libraries in the process (PyTorch, CuPy) check it after their own calls.
+/// Sticky errors (a corrupted context) cannot be cleared and stay.
+pub(crate) fn clear_last_error<P: Platform>(driver: &Driver<P>) {
+    let call = driver.roles().get_last_error;
+    // SAFETY: takes no arguments; reading the error resets it.
+    unsafe { (call.f)() };
+}
+
 /// The driver error for a failed `call`.
 pub(crate) fn driver_error<P: Platform>(
     driver: &Driver<P>,
@@ -32,6 +43,7 @@ pub(crate) fn driver_error<P: Platform>(
     code: Status,
     device: Option<Device>,
 ) -> Error {
+    clear_last_error(driver);
     let calls = driver.roles();
     Error::Driver {
         device,
@@ -68,6 +80,7 @@ pub(crate) mod device {
         // SAFETY: `n` is a valid out-parameter for the call.
         let status = unsafe { (call.f)(&mut n) };
         if status == P::ERROR_NO_DEVICE {
+            clear_last_error(driver);
             return Ok(0);
         }
         check(driver, call.name, status, None)?;
@@ -95,6 +108,119 @@ pub(crate) mod device {
         let status = unsafe { (call.f)(ordinal) };
         check(driver, call.name, status, device)
     }
+
+    /// A device attribute (`*DeviceGetAttribute`).
+    pub(crate) fn attribute<P: Platform>(
+        driver: &Driver<P>,
+        attribute: c_int,
+        device: Device,
+    ) -> Result<c_int> {
+        let call = driver.roles().device_get_attribute;
+        let mut value: c_int = 0;
+        // SAFETY: `value` is a valid out-parameter; unknown attributes and
+        // ordinals are errors.
+        let status =
+            unsafe { (call.f)(&mut value, attribute, super::super::device::ordinal(device)) };
+        check(driver, call.name, status, Some(device))?;
+        Ok(value)
+    }
+
+    /// The PCI bus id (`0000:1b:00.0`).
+    pub(crate) fn pci_bus_id<P: Platform>(driver: &Driver<P>, device: Device) -> Result<String> {
+        let call = driver.roles().device_get_pci_bus_id;
+        // The id is at most 13 characters ("dddd:bb:dd.f"); room to spare.
+        let mut buf = [0 as c_char; 64];
+        let len = buf.len() as c_int;
+        // SAFETY: `buf` holds `len` writable bytes.
+        let status =
+            unsafe { (call.f)(buf.as_mut_ptr(), len, super::super::device::ordinal(device)) };
+        check(driver, call.name, status, Some(device))?;
+        // SAFETY: the call wrote a NUL-terminated string into `buf`; the
+        // last byte is still 0 either way.
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
+    }
+
+    /// The device's name, from `*GetDeviceProperties`: only its first
+    /// member, `char name[256]`, which every version of the struct starts
+    /// with, is read. `None` when the library has no properties call.
+    pub(crate) fn name<P: Platform>(driver: &Driver<P>, device: Device) -> Result<Option<String>> {
+        let calls = driver.roles();
+        let Some(call) = calls
+            .get_device_properties_v2
+            .or(calls.get_device_properties)
+        else {
+            return Ok(None);
+        };
+        // Far larger than any version of the struct (about 1 KiB), zeroed.
+        let mut props = vec![0u64; PROPERTIES_WORDS];
+        // SAFETY: `props` is writable and larger than the struct the call fills.
+        let status = unsafe {
+            (call.f)(
+                props.as_mut_ptr().cast(),
+                super::super::device::ordinal(device),
+            )
+        };
+        check(driver, call.name, status, Some(device))?;
+        let bytes: Vec<u8> = props
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .take(NAME_BYTES)
+            .collect();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
+        Ok(Some(String::from_utf8_lossy(&bytes[..end]).into_owned()))
+    }
+
+    /// `cudaDeviceProp::name` / `hipDeviceProp_t::name`: `char[256]`.
+    const NAME_BYTES: usize = 256;
+    /// 16 KiB of room for the properties struct.
+    const PROPERTIES_WORDS: usize = 2048;
+
+    /// Waits for all work on the current device, which must be `device`.
+    pub(crate) fn synchronize<P: Platform>(driver: &Driver<P>, device: Device) -> Result<()> {
+        let call = driver.roles().device_synchronize;
+        // SAFETY: takes no arguments.
+        let status = unsafe { (call.f)() };
+        check(driver, call.name, status, Some(device))
+    }
+
+    /// Sets the release threshold of `device`'s default memory pool:
+    /// freed memory the pool keeps when a stream synchronizes instead of
+    /// handing it back to the driver. `Ok(false)` when the library has no
+    /// pool calls.
+    pub(crate) fn set_pool_release_threshold<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        bytes: u64,
+    ) -> Result<bool> {
+        let calls = driver.roles();
+        let (Some(get_pool), Some(set_attribute)) = (
+            calls.device_get_default_mem_pool,
+            calls.mem_pool_set_attribute,
+        ) else {
+            return Ok(false);
+        };
+        let mut pool: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: `pool` is a valid out-parameter.
+        let status = unsafe { (get_pool.f)(&mut pool, super::super::device::ordinal(device)) };
+        check(driver, get_pool.name, status, Some(device))?;
+        let mut value = bytes;
+        // SAFETY: `pool` was just returned for this device; the threshold
+        // attribute takes a pointer to a `uint64_t`, read during the call.
+        let status = unsafe {
+            (set_attribute.f)(
+                pool,
+                MEM_POOL_ATTR_RELEASE_THRESHOLD,
+                std::ptr::from_mut(&mut value).cast(),
+            )
+        };
+        check(driver, set_attribute.name, status, Some(device))?;
+        Ok(true)
+    }
+
+    /// `cudaMemPoolAttrReleaseThreshold` / `hipMemPoolAttrReleaseThreshold`.
+    const MEM_POOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
 
     /// Free and total memory of the current device, which must be `device`.
     pub(crate) fn memory_info<P: Platform>(
@@ -158,39 +284,48 @@ pub(crate) mod stream {
         check(driver, call.name, status, Some(device))
     }
 
-    /// Makes `consumer` wait for the work queued so far on `producer`: an
-    /// event is recorded on the producer, then the consumer waits on it, in
-    /// that order. The event is destroyed at once; the driver keeps it
-    /// alive until the wait completes.
+    /// A timing-free event on the current device, which must be `device`.
+    pub(crate) fn create_event<P: Platform>(driver: &Driver<P>, device: Device) -> Result<usize> {
+        let call = driver.roles().event_create_with_flags;
+        let mut event: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `event` is a valid out-parameter for the call.
+        let status = unsafe { (call.f)(&mut event, EVENT_DISABLE_TIMING) };
+        check(driver, call.name, status, Some(device))?;
+        Ok(event as usize)
+    }
+
+    /// Destroys an event `create_event` made.
+    pub(crate) fn destroy_event<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        event: usize,
+    ) -> Result<()> {
+        let call = driver.roles().event_destroy;
+        // SAFETY: `event` came from `create_event` and is destroyed once.
+        let status = unsafe { (call.f)(event as *mut c_void) };
+        check(driver, call.name, status, Some(device))
+    }
+
+    /// Makes `consumer` wait for the work queued so far on `producer`:
+    /// `event` (of this device) is recorded on the producer, then the
+    /// consumer waits on it, in that order. The wait captures the work the
+    /// record covered when it is made, so the event can be recorded again
+    /// for the next hand-off at once.
     pub(crate) fn wait<P: Platform>(
         driver: &Driver<P>,
         device: Device,
         consumer: usize,
         producer: usize,
+        event: usize,
     ) -> Result<()> {
         let calls = driver.roles();
-        let mut event: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `event` is a valid out-parameter for the call.
-        let status = unsafe { (calls.event_create_with_flags.f)(&mut event, EVENT_DISABLE_TIMING) };
-        check(
-            driver,
-            calls.event_create_with_flags.name,
-            status,
-            Some(device),
-        )?;
-        // SAFETY: `event` was just created; `producer` is a stream of this device.
-        let recorded = unsafe { (calls.event_record.f)(event, producer as *mut c_void) };
-        let waited = if recorded == 0 {
-            // SAFETY: `consumer` is a stream of this device and `event` is live.
-            unsafe { (calls.stream_wait_event.f)(consumer as *mut c_void, event, 0) }
-        } else {
-            0
-        };
-        // SAFETY: `event` is live and destroyed once, here.
-        let destroyed = unsafe { (calls.event_destroy.f)(event) };
-        check(driver, calls.event_record.name, recorded, Some(device))?;
-        check(driver, calls.stream_wait_event.name, waited, Some(device))?;
-        check(driver, calls.event_destroy.name, destroyed, Some(device))
+        let event = event as *mut c_void;
+        // SAFETY: `event` is a live event of this device; `producer` is a stream of it.
+        let status = unsafe { (calls.event_record.f)(event, producer as *mut c_void) };
+        check(driver, calls.event_record.name, status, Some(device))?;
+        // SAFETY: `consumer` is a stream of this device and `event` is live.
+        let status = unsafe { (calls.stream_wait_event.f)(consumer as *mut c_void, event, 0) };
+        check(driver, calls.stream_wait_event.name, status, Some(device))
     }
 }
 
@@ -278,6 +413,7 @@ pub(crate) mod memory {
         if status == 0 && !ptr.is_null() {
             Ok(ptr)
         } else {
+            clear_last_error(driver);
             // A driver that reports success but hands back null for a
             // non-zero size has no memory to give: report it as such.
             Err((

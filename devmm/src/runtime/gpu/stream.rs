@@ -23,8 +23,7 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
             // Work on one stream is already ordered.
             return Ok(());
         }
-        let _active = device::activate(&self.driver, device)?;
-        result::stream::wait(&self.driver, device, consumer, producer)
+        self.wait_through_event(device, consumer, producer)
     }
 
     fn destroy(&self, device: Device, handle: usize) {

@@ -1,5 +1,7 @@
 //! ROCm's device types and the status codes devmm treats specially.
 
+use std::ffi::c_int;
+
 use crate::device::DeviceType;
 use crate::runtime::gpu::Status;
 
@@ -12,3 +14,14 @@ pub(super) const ERROR_OUT_OF_MEMORY: Status = 2;
 
 /// `hipErrorNoDevice`: `hipGetDeviceCount` on a machine without a GPU.
 pub(super) const ERROR_NO_DEVICE: Status = 100;
+
+/// `hipErrorInsufficientDriver` and `hipErrorNotInitialized`: the library
+/// loaded but there is no usable driver behind it.
+pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
+
+/// `hipDeviceAttributeMemoryPoolsSupported`.
+pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 88;
+
+/// AMD GPUs name their architecture (`gfx942`) instead of a compute
+/// capability; devmm reports none.
+pub(super) const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = None;

@@ -20,12 +20,13 @@ mod device;
 mod memory;
 mod stream;
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex};
 
 use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
+use super::discovery::SearchPath;
 use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
@@ -51,7 +52,34 @@ impl Platform for sys::HipTable {
     const DEVICE_TYPES: &'static [DeviceType] = device::DEVICE_TYPES;
     const ERROR_OUT_OF_MEMORY: Status = device::ERROR_OUT_OF_MEMORY;
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
+    const ERRORS_NO_DRIVER: &'static [Status] = device::ERRORS_NO_DRIVER;
+    const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
+    const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const SEARCH: SearchPath = SearchPath {
+        root_envs: &["ROCM_PATH", "HIP_PATH"],
+        default_roots: &["/opt/rocm"],
+        lib_dirs: &["lib", "lib64"],
+        wheel_dirs: &["_rocm_sdk_core/lib"],
+    };
+
+    fn version_text(encoded: i32) -> String {
+        // 10_000_000 * major + 100_000 * minor + patch.
+        format!(
+            "{}.{}.{}",
+            encoded / 10_000_000,
+            encoded % 10_000_000 / 100_000,
+            encoded % 100_000
+        )
+    }
+
+    fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
+        let state = self.hipDevicePrimaryCtxGetState?;
+        let (mut flags, mut active): (c_uint, c_int) = (0, 0);
+        // SAFETY: both are valid out-parameters; a bad ordinal is an error.
+        let status = unsafe { state(ordinal, &mut flags, &mut active) };
+        (status == 0).then_some(active != 0)
+    }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {
         memory::host_malloc(self, nbytes)

@@ -250,3 +250,41 @@ pub unsafe fn mem_pool_set_attribute(
             Ok(())
         })
 }
+
+/// `cudaDeviceSynchronize(void)`: blocks until the work queued so far on every stream has run
+/// (the fake does not tell devices apart here: waiting for more is still correct).
+pub fn device_synchronize(platform: &'static Platform, name: &'static str) -> c_int {
+    let mut pending = Vec::new();
+    let code = Call::new(platform, name).run(|state, _| {
+        state.devices.current_with_context()?;
+        pending = crate::stream::all_work(state);
+        Ok(())
+    });
+    pending.iter().for_each(crate::queue::Marker::wait);
+    code
+}
+
+/// `cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active)` (and HIP's
+/// `hipDevicePrimaryCtxGetState`): whether the device has a context; flags are 0.
+///
+/// # Safety
+/// `flags` and `active` are null or valid for writes.
+pub unsafe fn primary_ctx_get_state(
+    platform: &'static Platform,
+    name: &'static str,
+    device: c_int,
+    flags: *mut std::ffi::c_uint,
+    active: *mut c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("device", device)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let (flags, active) = unsafe { (Out::new(flags)?, Out::new(active)?) };
+            let has = state.devices.has_context(device)?;
+            flags.set(0);
+            active.set(c_int::from(has));
+            args.note("active", has);
+            Ok(())
+        })
+}

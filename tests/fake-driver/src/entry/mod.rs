@@ -20,6 +20,62 @@
 
 pub mod device;
 pub mod error;
+
+/// The entry point for each role of the API descriptions (`as ROLE` in `devmm/api/*.api`): the
+/// fakes' build scripts generate their exported C functions from the descriptions with these
+/// bodies (`devmm_codegen::fake`). Functions without a role here are written by hand.
+pub const ENTRY_POINTS: &[(&str, &str)] = &[
+    ("get_device_count", "device::get_device_count"),
+    ("get_device", "device::get_device"),
+    ("set_device", "device::set_device"),
+    ("mem_get_info", "device::mem_get_info"),
+    ("device_get_attribute", "device::device_get_attribute"),
+    ("device_get_pci_bus_id", "device::device_get_pci_bus_id"),
+    ("device_synchronize", "device::device_synchronize"),
+    ("get_device_properties_v2", "device::get_device_properties"),
+    ("get_device_properties", "device::get_device_properties"),
+    (
+        "device_get_default_mem_pool",
+        "device::device_get_default_mem_pool",
+    ),
+    ("mem_pool_set_attribute", "device::mem_pool_set_attribute"),
+    ("malloc", "memory::malloc"),
+    ("free", "memory::free"),
+    ("malloc_async", "memory::malloc_async"),
+    ("free_async", "memory::free_async"),
+    ("host_free", "memory::free_host"),
+    ("malloc_managed", "memory::malloc_managed"),
+    ("memcpy_async", "memory::memcpy_async"),
+    ("stream_create_with_flags", "stream::stream_create"),
+    ("stream_destroy", "stream::stream_destroy"),
+    ("stream_synchronize", "stream::stream_synchronize"),
+    ("stream_wait_event", "stream::stream_wait_event"),
+    ("event_create_with_flags", "event::event_create"),
+    ("event_record", "event::event_record"),
+    ("event_destroy", "event::event_destroy"),
+    ("get_last_error", "error::get_last_error"),
+    ("get_error_name", "error::error_name"),
+    ("get_error_string", "error::error_string"),
+    ("runtime_get_version", "version::runtime_version"),
+    ("driver_get_version", "version::driver_version"),
+];
+
+/// The roles every fake exports, even the minimal one (what discovery probes and errors need).
+pub const PROBE_ROLES: &[&str] = &[
+    "get_device_count",
+    "runtime_get_version",
+    "driver_get_version",
+    "get_error_name",
+    "get_error_string",
+];
+
+/// The roles of stream-ordered allocation, which the `-sync` fakes leave out.
+pub const STREAM_ORDERED_ROLES: &[&str] = &[
+    "malloc_async",
+    "free_async",
+    "device_get_default_mem_pool",
+    "mem_pool_set_attribute",
+];
 pub mod event;
 pub mod memory;
 pub mod stream;

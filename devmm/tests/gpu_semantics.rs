@@ -1,0 +1,339 @@
+//! What a real driver would break, checked over the strict fakes (streams
+//! run their work on their own threads, dead handles abort, last-error
+//! state, pools, contexts): one test per defect of issue 12. The CUDA fake
+//! stands for both platforms (the GPU engine is shared).
+
+mod support;
+
+use std::sync::Arc;
+
+use devmm::dlpack::DlpackRequest;
+use devmm::mrs::cuda::CudaRuntimeMemoryResource;
+use devmm::runtime::cuda::CudaRuntime;
+use devmm::{
+    DType, Device, DeviceBuffer, DeviceRuntime, DeviceType, EmptyOptions, Error, MemoryResource,
+    StreamSentinel, empty,
+};
+use support::fake_driver::{FakeControl, exclusive, fake_libraries};
+
+/// Long enough that work queued on a fake stream has not run when the call
+/// that queued it returns; the checks below rely only on this lower bound.
+const DELAY_MICROS: u64 = 40_000;
+
+/// A fresh fake and a runtime over it; resets the fake again when dropped
+/// (which waits for every stream's work), so no host buffer a stream writes
+/// is freed under it even when an assertion fails.
+struct Fresh {
+    fake: &'static FakeControl,
+    // Dropped in this order: the runtime (which destroys its events), the
+    // reset, the lock.
+    rt: Arc<CudaRuntime>,
+    _reset: Reset,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Resets the fake when dropped.
+struct Reset(&'static FakeControl);
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        self.0.set_stream_delay(0);
+        self.0.reset();
+    }
+}
+
+impl Fresh {
+    fn new() -> Fresh {
+        let serial = exclusive();
+        let fake = FakeControl::open(&fake_libraries().cudart);
+        fake.reset();
+        let rt = CudaRuntime::open(&fake_libraries().cudart).unwrap();
+        fake.clear_calls();
+        Fresh {
+            fake,
+            rt,
+            _reset: Reset(fake),
+            _serial: serial,
+        }
+    }
+}
+
+/// Queues seven device-to-device copies from `src` into `scratch` on
+/// `stream`, so the next work queued there runs at least eight delays later.
+fn busy(rt: &CudaRuntime, scratch: &DeviceBuffer, src: &DeviceBuffer, stream: &devmm::Stream) {
+    for _ in 0..7 {
+        // SAFETY: both are live fake-device buffers of at least 64 bytes.
+        unsafe { rt.copy_device_to_device(scratch.ptr(), src.ptr(), 64, stream) }.unwrap();
+    }
+}
+
+/// Reads `buffer` back (the copy synchronizes its stream).
+fn read(buffer: &DeviceBuffer) -> Vec<u8> {
+    let mut out = vec![0u8; 64];
+    // SAFETY: fake device memory is host memory of the fake.
+    unsafe { buffer.copy_to_host(&mut out) }.unwrap();
+    out
+}
+
+fn data() -> Vec<u8> {
+    (1..=64).collect()
+}
+
+/// Defect 3: a device without memory pools gets `cudaMalloc`, and a device
+/// with them gets its default pool's release threshold raised.
+#[test]
+fn pools_are_checked_before_stream_ordered_allocation() {
+    let f = Fresh::new();
+    assert_eq!(f.fake.set_pools(1, false), 0);
+    let without = CudaRuntimeMemoryResource::with_runtime(&f.rt, Device::cuda(1)).unwrap();
+    assert!(!without.stream_ordered(), "{without:?}");
+    let stream = f.rt.create_stream(Device::cuda(1)).unwrap();
+    let ptr = without.allocate(64, &stream).unwrap();
+    // SAFETY: allocated just above, freed once.
+    unsafe { without.deallocate(ptr, 64, &stream) }.unwrap();
+    assert_eq!(f.fake.call_count("cudaMallocAsync"), 0);
+    assert_eq!(f.fake.call_count("cudaMalloc"), 1);
+
+    let with = CudaRuntimeMemoryResource::with_runtime(&f.rt, Device::cuda(0)).unwrap();
+    assert!(with.stream_ordered());
+    assert_eq!(
+        f.fake.release_threshold(0),
+        u64::MAX,
+        "the default pool keeps freed memory instead of returning it at every synchronization"
+    );
+}
+
+/// Defect 5: errors devmm handled are cleared from the runtime's last-error
+/// state, so other libraries in the process do not see them.
+#[test]
+fn handled_errors_leave_no_last_error() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let stream = f.rt.default_stream(gpu).unwrap();
+    let err = mr.allocate(1 << 40, &stream).unwrap_err();
+    assert!(err.is_out_of_memory(), "{err}");
+    assert_eq!(
+        f.fake.last_error(),
+        0,
+        "the handled out-of-memory is cleared"
+    );
+    assert_eq!(f.fake.fail_next("cudaStreamSynchronize", 700), 0);
+    let err = stream.synchronize().unwrap_err();
+    assert!(matches!(err, Error::Driver { .. }), "{err}");
+    assert_eq!(
+        f.fake.last_error(),
+        0,
+        "a reported driver error is cleared too"
+    );
+    assert_eq!(f.fake.set_device_count(0), 0);
+    let none = CudaRuntime::open(&fake_libraries().cudart).unwrap();
+    assert_eq!(none.device_count().unwrap(), 0);
+    assert_eq!(
+        f.fake.last_error(),
+        0,
+        "no device is not an error left behind"
+    );
+}
+
+/// Defect 6: a library that loads without a driver is an unavailable runtime
+/// that says why.
+#[test]
+fn a_library_without_a_driver_is_an_unavailable_runtime() {
+    let f = Fresh::new();
+    f.fake.set_no_driver(true);
+    let err = CudaRuntime::open(&fake_libraries().cudart).unwrap_err();
+    let Error::RuntimeUnavailable { name, reason } = &err else {
+        panic!("expected runtime unavailable, got {err:?}");
+    };
+    assert_eq!(name, "cuda");
+    assert!(
+        reason.contains("cudaErrorInsufficientDriver (35)"),
+        "{reason}"
+    );
+    assert!(reason.contains("driver"), "{reason}");
+}
+
+/// Defect 7: a buffer allocated on the per-thread default stream and dropped
+/// on another thread is freed after the allocating thread's work.
+#[test]
+fn a_per_thread_stream_buffer_freed_elsewhere_waits_for_its_thread() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    assert!(mr.stream_ordered());
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    let (rt, mr2) = (Arc::clone(&f.rt), Arc::clone(&mr));
+    let (src, dst, scr) = (source.ptr(), result.ptr(), scratch.ptr());
+    let on_thread = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            let buffer = DeviceBuffer::new(64, mr2, &per_thread).unwrap();
+            // SAFETY: all four are live 64-byte fake-device allocations.
+            unsafe {
+                rt.copy_device_to_device(buffer.ptr(), src, 64, &per_thread)
+                    .unwrap();
+                for _ in 0..7 {
+                    rt.copy_device_to_device(scr, buffer.ptr(), 64, &per_thread)
+                        .unwrap();
+                }
+                // Still queued when the buffer is handed to another thread.
+                rt.copy_device_to_device(dst, buffer.ptr(), 64, &per_thread)
+                    .unwrap();
+            }
+            buffer
+        })
+        .join()
+        .unwrap()
+    });
+    // Dropped here, on another thread than the one whose stream it is on.
+    drop(on_thread);
+    legacy.synchronize().unwrap();
+    f.rt.stream(gpu, StreamSentinel::Default)
+        .unwrap()
+        .synchronize()
+        .unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the free overtook the allocating thread's copy"
+    );
+}
+
+/// Defect 8: when a DLPack consumer releases an export, the free is ordered
+/// after the consumer's stream named at export time.
+#[test]
+fn an_export_release_waits_for_the_consumer_stream() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &consumer).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &consumer).unwrap();
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    // The consumer reads the memory on its stream, late.
+    busy(&f.rt, &scratch, tensor.buffer(), &consumer);
+    // SAFETY: both are live 64-byte fake-device allocations.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
+    }
+    .unwrap();
+    // The producer frees its handles; the consumer releases the export.
+    tensor.buffer().free(&producer).unwrap();
+    drop(tensor);
+    drop(export);
+    consumer.synchronize().unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the release overtook the consumer's read"
+    );
+}
+
+/// Defect 9: pinned and managed memory export device id 0 (`dlpack.h`), and
+/// devices without streams accept only `stream=None`.
+#[test]
+fn dlpack_device_ids_and_streamless_devices() {
+    let f = Fresh::new();
+    let host = Device::new(DeviceType::CudaHost, 1);
+    for device in [host, Device::new(DeviceType::CudaManaged, 1)] {
+        assert_eq!(device.dlpack_device(), (device.ty() as i32, 0), "{device}");
+    }
+    assert_eq!(Device::cuda(1).dlpack_device(), (2, 1));
+    let mr = f.rt.default_resource(host).unwrap();
+    let stream = f.rt.default_stream(host).unwrap();
+    let options = EmptyOptions::new().resource(mr).stream(stream);
+    let pinned = empty(&[4], DType::FLOAT32, &options).unwrap();
+    let export = pinned
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).dl_device(3, 0))
+        .unwrap();
+    drop(export);
+    let cpu = empty(
+        &[4],
+        DType::FLOAT32,
+        &EmptyOptions::new().device(Device::CPU),
+    )
+    .unwrap();
+    cpu.to_dlpack(&DlpackRequest::new()).unwrap();
+    for value in [-1, 0, 1] {
+        let err = cpu
+            .to_dlpack(&DlpackRequest::new().stream(value))
+            .unwrap_err();
+        assert!(matches!(err, Error::Stream { .. }), "stream={value}: {err}");
+    }
+}
+
+/// Defect 10: hand-offs reuse one event per stream, and the device count is
+/// read once, at load.
+#[test]
+fn hand_offs_reuse_events_and_the_device_count_is_cached() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(f.rt.default_resource(gpu).unwrap())
+        .stream(f.rt.default_stream(gpu).unwrap());
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let tensor = empty(&[16], DType::FLOAT32, &options).unwrap();
+    f.fake.clear_calls();
+    for _ in 0..3 {
+        let request = DlpackRequest::new().max_version(1, 1).stream(handle);
+        drop(tensor.to_dlpack(&request).unwrap());
+    }
+    // Each export: the consumer waits for the producer, and at release the
+    // producer waits for the consumer.
+    assert_eq!(f.fake.call_count("cudaEventRecord"), 6);
+    assert_eq!(
+        f.fake.call_count("cudaEventCreateWithFlags"),
+        1,
+        "one event, reused"
+    );
+    assert_eq!(f.fake.call_count("cudaEventDestroy"), 0);
+    assert_eq!(
+        f.fake.call_count("cudaGetDeviceCount"),
+        0,
+        "counted once, at load"
+    );
+}
+
+/// Defect 4: activating a device on a fresh thread does not create a
+/// context on GPU 0 when the guard restores the previous device.
+#[test]
+fn activation_on_a_fresh_thread_creates_no_context_on_gpu_0() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(1);
+    let rt = Arc::clone(&f.rt);
+    std::thread::spawn(move || {
+        let mr = rt.default_resource(gpu).unwrap();
+        let stream = rt.create_stream(gpu).unwrap();
+        let ptr = mr.allocate(64, &stream).unwrap();
+        // SAFETY: allocated just above, freed once.
+        unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
+        stream.synchronize().unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(f.fake.has_context(1), 1, "the device asked for has one");
+    assert_eq!(
+        f.fake.has_context(0),
+        0,
+        "GPU 0 got a context nobody asked for"
+    );
+}
