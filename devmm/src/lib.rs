@@ -11,6 +11,7 @@ mod dtype;
 mod error;
 mod foreign;
 mod host_view;
+pub mod interop;
 mod layout;
 mod ledger;
 pub mod mrs;
