@@ -26,10 +26,8 @@ fn dlpark_both_ways_without_pointer_casts() {
     let view = theirs.validate().expect("valid");
     assert_eq!(view.shape(), &[2, 3]);
     // SAFETY: the six elements were written above.
-    assert_eq!(
-        unsafe { view.cpu_slice::<i32>() }.expect("cpu"),
-        &[0, 1, 2, 3, 4, 5]
-    );
+    let seen = unsafe { view.cpu_slice::<i32>() }.expect("cpu");
+    assert_eq!(seen, &[0, 1, 2, 3, 4, 5]);
     assert_eq!(t.buffer().live_exports(), 1);
     let back = Tensor::try_from(theirs).expect("imports");
     assert_eq!(back.data_ptr(), t.data_ptr());
