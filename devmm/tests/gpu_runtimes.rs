@@ -370,10 +370,9 @@ fn stream_flags_reach_the_driver(p: &'static Platform) {
     let u = Under::new(p);
     let dev = u.second();
     let blocking = u.rt.create_stream(dev).unwrap();
-    let non_blocking = u
-        .rt
-        .create_stream_with_flags(dev, devmm::StreamFlags::NonBlocking)
-        .unwrap();
+    let non_blocking =
+        u.rt.create_stream_with_flags(dev, devmm::StreamFlags::NonBlocking)
+            .unwrap();
     assert!(non_blocking.is_owned());
     assert_ne!(non_blocking.handle(), blocking.handle());
     if let Some(fake) = u.fake() {
