@@ -25,12 +25,16 @@ fi
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy -p devmm --features cudarc --all-targets --locked -- -D warnings
+# The optional interop features, together (cudarc, dlpark, allocator-api2).
+cargo clippy -p devmm --features cudarc,dlpark,allocator-api2 --all-targets --locked -- -D warnings
 
 step "Rust tests (unit, integration, doc)"
 cargo test --workspace --locked
 # The cudarc interop compiles both directions (cudarc loads CUDA lazily).
 cargo test -p devmm --features cudarc --doc --locked interop
+# dlpark both ways, Vec through allocator-api2 (tests and the module docs).
+cargo test -p devmm --features dlpark,allocator-api2 --locked --test interop_features
+cargo test -p devmm --features dlpark,allocator-api2 --doc --locked interop
 # The benchmarks build in the test profile and run each workload once
 # (the figures come from `cargo bench`, never from tests).
 cargo test -p devmm --benches --locked

@@ -363,8 +363,9 @@ fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(bytes.clone());
     }
-    // pyo3's buffer API is not in the limited API before 3.11; a
-    // memoryview gives the same bytes (and the TypeError for non-buffers).
+    // pyo3's typed `PyBuffer<u8>` refuses items wider than a byte; a
+    // memoryview reads any format as raw bytes (and raises the TypeError
+    // for non-buffers).
     Ok(PyMemoryView::from(data)?
         .call_method0(intern!(data.py(), "tobytes"))?
         .cast_into::<PyBytes>()?)

@@ -349,6 +349,47 @@ impl PyLayout {
         self.layout.is_c_contiguous()
     }
 
+    /// Pickles as its shape, strides, item size, base alignment and policy.
+    #[allow(clippy::type_complexity)]
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(
+        Bound<'py, PyAny>,
+        (Vec<usize>, Vec<usize>, usize, usize, Option<Py<PyAny>>),
+    )> {
+        let this = slf.get();
+        let rebuild = slf.get_type().getattr("_rebuild")?;
+        let layout = &this.layout;
+        Ok((
+            rebuild,
+            (
+                layout.shape().to_vec(),
+                layout.strides().to_vec(),
+                layout.itemsize(),
+                layout.base_alignment(),
+                this.policy.as_ref().map(|p| p.clone_ref(slf.py())),
+            ),
+        ))
+    }
+
+    /// The inverse of `__reduce__`: the layout rebuilt and validated.
+    #[staticmethod]
+    fn _rebuild(
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        itemsize: usize,
+        base_alignment: usize,
+        policy: Option<Py<PyAny>>,
+    ) -> PyResult<PyLayout> {
+        // Only the item size matters to a layout: bytes in lanes carry it.
+        let lanes = u16::try_from(itemsize).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!("item size {itemsize} is too large"))
+        })?;
+        let bytes = devmm::DType::new(devmm::DTypeCode::UInt, 8, lanes).py()?;
+        let layout = devmm::Layout::new(&shape, &strides, bytes, base_alignment).py()?;
+        Ok(PyLayout { layout, policy })
+    }
+
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other
             .cast::<PyLayout>()

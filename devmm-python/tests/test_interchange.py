@@ -258,6 +258,15 @@ def test_parameterised_policies_pickle_to_the_same_layouts() -> None:
         assert copy((3, 5), "float32", cpu).strides == policy((3, 5), "float32", cpu).strides
 
 
+def test_resolved_layouts_pickle_with_their_policy() -> None:
+    cpu = devmm.Device("cpu")
+    padded = devmm.Aligned(devmm.RowMajor(), 64, 128)((3, 5), "float32", cpu)
+    copy = pickle.loads(pickle.dumps(padded))
+    assert copy == padded
+    assert (copy.strides, copy.required_nbytes, copy.base_alignment) == ((16, 1), 256, 128)
+    assert repr(copy.policy) == repr(padded.policy)
+
+
 def test_memory_refuses_to_pickle() -> None:
     for obj, name in [(devmm.empty((2,), "int8"), "Tensor"), (devmm.DeviceBuffer(4), "DeviceBuffer")]:
         with pytest.raises(TypeError, match=f"cannot pickle a devmm {name}: device memory is not serialisable"):

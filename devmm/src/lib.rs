@@ -13,6 +13,7 @@ mod dtype;
 mod error;
 mod foreign;
 mod host_view;
+pub mod interop;
 mod layout;
 mod ledger;
 pub mod mrs;

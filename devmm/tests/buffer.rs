@@ -253,3 +253,43 @@ fn a_failed_free_leaves_the_buffer_live_and_open() {
         "released once more, not on drop too"
     );
 }
+
+#[test]
+fn offset_copies_are_bounds_and_overflow_checked() {
+    let buf = DeviceBuffer::on_device(8, devmm::Device::CPU).expect("allocates");
+    let stream = devmm::Stream::cpu();
+    // SAFETY: the CPU default resource hands out real host memory.
+    unsafe { buf.copy_from_host_at(0, b"abcdefgh", &stream) }.expect("fits");
+    // SAFETY: as above.
+    unsafe { buf.copy_from_host_at(6, b"XY", &stream) }.expect("fits at the end");
+    let mut back = [0u8; 3];
+    // SAFETY: as above.
+    unsafe { buf.copy_to_host_at(5, &mut back, &stream) }.expect("fits");
+    assert_eq!(&back, b"fXY");
+    for offset in [7, usize::MAX] {
+        // SAFETY: refused before any copy.
+        let refused = unsafe { buf.copy_from_host_at(offset, b"XY", &stream) };
+        assert!(refused.is_err(), "offset {offset}");
+    }
+}
+
+#[test]
+fn adopting_a_null_pointer_is_refused_and_still_released() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static RELEASED: AtomicUsize = AtomicUsize::new(0);
+    let mr = devmm::ForeignMemoryResource::new(devmm::Device::CPU, "a test", || {
+        RELEASED.fetch_add(1, Ordering::SeqCst);
+    });
+    let refused = DeviceBuffer::adopt(devmm::DevicePtr::NULL, 16, mr, &devmm::Stream::cpu());
+    assert!(matches!(
+        refused,
+        Err(devmm::Error::Misuse {
+            kind: devmm::MisuseKind::NullAllocation,
+            ..
+        })
+    ));
+    assert_eq!(RELEASED.load(Ordering::SeqCst), 1);
+    let foreign = devmm::ForeignMemoryResource::new(devmm::Device::CPU, "never", || {});
+    let allocate = devmm::MemoryResource::allocate(&foreign, 8, &devmm::Stream::cpu());
+    assert!(allocate.is_err(), "a foreign resource never allocates");
+}

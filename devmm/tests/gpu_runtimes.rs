@@ -414,6 +414,22 @@ fn streams_created_wrapped_and_builtin(p: &'static Platform) {
     assert_eq!(rt.default_stream(dev).unwrap().handle(), 0);
 }
 
+fn stream_flags_reach_the_driver(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = u.second();
+    let blocking = u.rt.create_stream(dev).unwrap();
+    let non_blocking =
+        u.rt.create_stream_with_flags(dev, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    assert!(non_blocking.is_owned());
+    assert_ne!(non_blocking.handle(), blocking.handle());
+    if let Some(fake) = u.fake() {
+        let created = log_of(fake, &p.call("StreamCreateWithFlags"));
+        let flags: Vec<&str> = created.iter().map(|l| field(l, "flags")).collect();
+        assert_eq!(flags, ["0", "1"], "{created:?}");
+    }
+}
+
 /// Copies `data` in and out of `ptr` and checks it came back.
 fn round_trip(rt: &dyn DeviceRuntime, ptr: devmm::DevicePtr, data: &[u8], stream: &devmm::Stream) {
     let mut back = vec![0u8; data.len()];
@@ -894,6 +910,7 @@ macro_rules! suite {
             streams_carry_their_runtime,
             activation_guard_restores_the_previous_device,
             streams_created_wrapped_and_builtin,
+            stream_flags_reach_the_driver,
             memcpy_of_every_kind,
             resource_contract,
             conformance_suite,

@@ -53,7 +53,7 @@ pub struct StatisticsAdaptor<U> {
 
 impl<U: MemoryResource> StatisticsAdaptor<U> {
     /// Wraps `upstream`, with every counter at zero.
-    pub fn new(upstream: U) -> Self {
+    pub const fn new(upstream: U) -> Self {
         StatisticsAdaptor {
             upstream,
             current: AtomicUsize::new(0),

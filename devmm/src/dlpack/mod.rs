@@ -1,4 +1,6 @@
-//! DLPack 1.1 export: every [`Tensor`](crate::Tensor) is a zero-copy producer.
+//! DLPack 1.1 export and import: every [`Tensor`](crate::Tensor) is a
+//! zero-copy producer, and [`Tensor::from_dlpack`](crate::Tensor::from_dlpack)
+//! takes any producer's managed tensor (either struct version).
 //!
 //! [`Tensor::to_dlpack`](crate::Tensor::to_dlpack) answers a
 //! [`DlpackRequest`] (the arguments of `__dlpack__`) with a [`DlpackExport`]:

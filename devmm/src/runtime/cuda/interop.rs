@@ -5,6 +5,10 @@
 //! - A devmm [`DeviceBuffer`] handed to cudarc code: [`CudarcBuffer`]
 //!   implements cudarc's `DevicePtr` / `DevicePtrMut`, so cudarc kernels
 //!   and copies read and write devmm memory in place.
+//! - A cudarc `CudaSlice` held as a devmm buffer: [`buffer_from_cudarc`].
+//!   The buffer owns the slice (foreign memory: cudarc frees it when the
+//!   buffer goes) and is ordered on the slice's stream, so it exports
+//!   through DLPack and views as tensors like any devmm allocation.
 //!
 //! Driver-API streams (`CUstream`) and runtime-API streams (`cudaStream_t`)
 //! are the same handles, and both APIs use the device's primary context,
@@ -30,13 +34,19 @@
 //! assert_eq!(ptr, buffer.ptr().addr() as u64);
 //! let mut bytes = vec![0u8; 1024];
 //! theirs.memcpy_dtoh(&view, &mut bytes).expect("a copy");
+//!
+//! // cudarc memory -> devmm: the slice becomes a buffer that owns it.
+//! let slice = theirs.alloc_zeros::<f32>(256).expect("cudarc memory");
+//! let held = devmm::runtime::cuda::interop::buffer_from_cudarc(slice)?;
+//! assert_eq!(held.nbytes(), 1024);
+//! let tensor = devmm::Tensor::bytes_of(Arc::new(held))?;
 //! # Ok::<(), devmm::Error>(())
 //! ```
 
 use std::fmt;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 
 use crate::buffer::DeviceBuffer;
 use crate::device::{Device, DeviceType};
@@ -201,4 +211,24 @@ impl DevicePtrMut<u8> for CudarcBuffer<'_> {
         self.order(stream);
         (self.buffer.ptr().addr() as u64, SyncOnDrop::Record(None))
     }
+}
+
+/// Holds a cudarc `CudaSlice` as a devmm buffer on the slice's stream:
+/// foreign memory (counted in [`foreign_memory`](crate::foreign_memory)),
+/// released by dropping the slice, after the last export, when the buffer goes.
+pub fn buffer_from_cudarc<T: Send + 'static>(slice: CudaSlice<T>) -> Result<DeviceBuffer> {
+    let stream = stream_from_cudarc(slice.stream())?;
+    let nbytes = slice.num_bytes();
+    // The address read on the slice's own stream; the sync record it
+    // returns orders nothing new, as the buffer stays on that stream.
+    let ptr = {
+        let (addr, _record) = slice.device_ptr(slice.stream());
+        crate::ptr::DevicePtr::from_addr(addr as usize)
+    };
+    let resource = crate::foreign::ForeignMemoryResource::new(
+        stream.device(),
+        "cudarc CudaSlice",
+        move || drop(slice),
+    );
+    DeviceBuffer::adopt(ptr, nbytes, resource, &stream)
 }
