@@ -34,7 +34,7 @@ pub struct LiveAllocation {
     /// The allocating thread, as traces number threads.
     pub thread: u64,
     /// The allocating thread's name, if it had one.
-    pub thread_name: Option<String>,
+    pub thread_name: Option<Arc<str>>,
     /// Where it was made (resolved on demand).
     pub site: CallSite,
 }
@@ -166,14 +166,13 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
             .map_err(|e| e.through("TrackingAdaptor"))?;
         // A null zero-byte allocation holds nothing and may recur.
         if !ptr.is_null() {
-            let thread = std::thread::current();
             let record = LiveAllocation {
                 ptr,
                 nbytes,
                 stream: stream.handle(),
                 time: SystemTime::now(),
                 thread: crate::trace::current_thread_id(),
-                thread_name: thread.name().map(str::to_owned),
+                thread_name: current_thread_name(),
                 site,
             };
             lock(&self.ledger.live).insert(ptr.addr(), record);
@@ -316,6 +315,15 @@ impl fmt::Display for LeakReport {
         }
         Ok(())
     }
+}
+
+/// The calling thread's name, looked up once per thread (a thread's name
+/// never changes).
+fn current_thread_name() -> Option<Arc<str>> {
+    thread_local! {
+        static NAME: Option<Arc<str>> = std::thread::current().name().map(Arc::from);
+    }
+    NAME.with(Clone::clone)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
