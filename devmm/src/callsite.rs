@@ -163,10 +163,8 @@ impl CallSite {
     /// native frames less devmm's own allocation path and the standard
     /// library's plumbing. Resolves symbols on first use of each address.
     pub fn frames(&self) -> Vec<Frame> {
-        if let Some(foreign) = &self.foreign {
-            if !foreign.is_empty() {
-                return foreign.to_vec();
-            }
+        if let Some(foreign) = self.foreign.as_ref().filter(|f| !f.is_empty()) {
+            return foreign.to_vec();
         }
         self.native
             .iter()

@@ -227,7 +227,7 @@ impl Ledger {
             groups[at].allocations += 1;
             groups[at].bytes = groups[at].bytes.saturating_add(leak.nbytes);
         }
-        groups.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.bytes));
         LeakReport {
             device: self.device,
             chain: lock(&self.chain).clone(),
