@@ -161,3 +161,51 @@ fn without_devmm_leak_report_nothing_is_printed() {
     assert!(!run_child(None).contains("leak report"));
     assert!(!run_child(Some("0")).contains("leak report"));
 }
+
+#[test]
+fn a_refused_free_leaves_the_allocation_live() {
+    let mr = TrackingAdaptor::new(devmm::HeapMemoryResource::new());
+    let s = Stream::cpu();
+    let p = mr.allocate(64, &s).unwrap();
+    // SAFETY: the heap resource detects the wrong size and refuses it.
+    let refused = unsafe { mr.deallocate(p, 32, &s) };
+    assert!(refused.is_err());
+    assert_eq!(mr.live_bytes(), 64);
+    // SAFETY: the right size this time, freed once.
+    unsafe { mr.deallocate(p, 64, &s).unwrap() };
+    assert_eq!(mr.live_bytes(), 0);
+}
+
+#[test]
+fn addresses_reused_across_threads_keep_their_records() {
+    let mr = Arc::new(TrackingAdaptor::with_depth(MallocMemoryResource::new(), 0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mr = Arc::clone(&mr);
+            std::thread::spawn(move || {
+                let s = Stream::cpu();
+                let mut kept = Vec::new();
+                for i in 0..2000 {
+                    let p = mr.allocate(48, &s).unwrap();
+                    if i % 100 == 0 {
+                        kept.push(p);
+                    } else {
+                        // SAFETY: allocated just above, freed once.
+                        unsafe { mr.deallocate(p, 48, &s).unwrap() };
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let kept: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    // Every address another thread freed and got back is recorded once.
+    assert_eq!((mr.leaks().len(), mr.live_bytes()), (80, 80 * 48));
+    for p in kept {
+        // SAFETY: each kept pointer was allocated with 48 bytes, freed once.
+        unsafe { mr.deallocate(p, 48, &Stream::cpu()).unwrap() };
+    }
+}

@@ -182,10 +182,17 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         super::check_deallocation(self, ptr, nbytes)?;
+        // Out of the ledger before the upstream has the address back: once
+        // it does, another thread may be handed the same address and record
+        // it, and removing afterwards would drop that record instead.
+        let record = lock(&self.ledger.live).remove(&ptr.addr());
         // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        lock(&self.ledger.live).remove(&ptr.addr());
-        Ok(())
+        let freed = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+        if let (Err(_), Some(record)) = (&freed, record) {
+            // Refused (a misuse the upstream caught): still live.
+            lock(&self.ledger.live).insert(ptr.addr(), record);
+        }
+        freed
     }
 
     forward_probes!(upstream);
