@@ -13,3 +13,25 @@ with devmm.using_memory_resource(stats) as active:
     b = devmm.DeviceBuffer(64, mr=active)
 n: int = stats.current_bytes + b.size
 a = np.from_dlpack(t)
+
+from devmm import statistics as st
+
+with st.statistics("cpu") as scope:
+    c = devmm.DeviceBuffer(8, device="cpu")
+counted: int = scope.statistics.peak_bytes
+current: st.Statistics | None = st.get_statistics()
+records = st.ProfilerRecords()
+
+
+@st.profiler(records=records)
+def load(n: int) -> devmm.DeviceBuffer:
+    return devmm.DeviceBuffer(n, device="cpu")
+
+
+kept: devmm.DeviceBuffer = load(16)
+table: str = records.report(ordered_by="memory_total")
+tracked = devmm.TrackingAdaptor(MallocMemoryResource(), depth=8)
+sites: list[tuple[str | None, int | None, str]] = [leak.frames[0] for leak in tracked.leaks()]
+snapshot: bytes = tracked.torch_snapshot()
+traced = devmm.TraceAdaptor(tracked, "/dev/null", format="jsonl", call_sites=4)
+traced.flush()
