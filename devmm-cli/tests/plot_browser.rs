@@ -128,7 +128,9 @@ fn chromium_draws_the_curve_with_its_peak_where_the_trace_has_it() {
     // The legend's swatch shares the colour; it sits above the plot's right end.
     let curve: Vec<(f64, f64)> = curve
         .into_iter()
-        .filter(|&(x, y)| x <= PLOT_RIGHT + 2.0 && y >= PLOT_TOP + 6.0 && y <= PLOT_BOTTOM + 2.0)
+        .filter(|&(x, y)| {
+            x <= PLOT_RIGHT + 2.0 && (PLOT_TOP + 6.0..=PLOT_BOTTOM + 2.0).contains(&y)
+        })
         .collect();
     let min_x = curve.iter().map(|p| p.0).fold(f64::MAX, f64::min);
     let max_x = curve.iter().map(|p| p.0).fold(0.0, f64::max);

@@ -65,7 +65,7 @@ impl PyLiveAllocation {
     /// The allocating thread's name, if it had one.
     #[getter]
     fn thread_name(&self) -> Option<String> {
-        self.inner.thread_name.clone()
+        self.inner.thread_name.as_deref().map(str::to_owned)
     }
 
     /// The call site as `(file, line, function)` triples, innermost first:

@@ -21,3 +21,25 @@ pool = devmm.StreamPool(4, devmm.StreamFlags.NON_BLOCKING)
 default: bool = pool.get_stream().is_default()
 interface: dict[str, object] = t.__array_interface__
 live: int = devmm.foreign_memory()["live_bytes"]
+
+from devmm import statistics as st
+
+with st.statistics("cpu") as scope:
+    c = devmm.DeviceBuffer(8, device="cpu")
+counted: int = scope.statistics.peak_bytes
+current: st.Statistics | None = st.get_statistics()
+records = st.ProfilerRecords()
+
+
+@st.profiler(records=records)
+def load(n: int) -> devmm.DeviceBuffer:
+    return devmm.DeviceBuffer(n, device="cpu")
+
+
+kept: devmm.DeviceBuffer = load(16)
+table: str = records.report(ordered_by="memory_total")
+tracked = devmm.TrackingAdaptor(MallocMemoryResource(), depth=8)
+sites: list[tuple[str | None, int | None, str]] = [leak.frames[0] for leak in tracked.leaks()]
+snapshot: bytes = tracked.torch_snapshot()
+traced = devmm.TraceAdaptor(tracked, "/dev/null", format="jsonl", call_sites=4)
+traced.flush()

@@ -21,7 +21,7 @@ fn step(cache: &mut Vec<Tensor>, step: usize) -> devmm::Result<()> {
     let options = EmptyOptions::new();
     let activations = empty(&[256, 256], DType::FLOAT32, &options)?;
     let gradients = empty(&[128, 256], DType::FLOAT32, &options)?;
-    if step % 5 == 0 {
+    if step.is_multiple_of(5) {
         // The leak: kept "for later", never dropped.
         cache.push(empty(&[64, 1024], DType::FLOAT32, &options)?);
     }

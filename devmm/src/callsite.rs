@@ -116,10 +116,18 @@ impl fmt::Debug for CallSite {
 }
 
 impl CallSite {
-    /// Captures at most `depth` native frames of the calling thread (and
-    /// the interpreter's stack, when a capture is installed). Costs an
-    /// unwind, not a symbol lookup.
+    /// Captures the interpreter's stack when the calling thread is running
+    /// interpreted code (a capture is installed), else at most `depth`
+    /// native frames. Costs an unwind, not a symbol lookup.
     pub fn capture(depth: usize) -> CallSite {
+        // An interpreter's stack names the user's code; the native frames
+        // under it are the bindings' glue, so they are not unwound at all.
+        if let Some(frames) = FOREIGN_CAPTURE.get().and_then(|capture| capture()) {
+            return CallSite {
+                native: Arc::from(Vec::new()),
+                foreign: Some(frames.into()),
+            };
+        }
         let mut native = Vec::with_capacity(depth.min(64));
         if depth > 0 {
             backtrace::trace(|frame| {
@@ -127,13 +135,9 @@ impl CallSite {
                 native.len() < depth
             });
         }
-        let foreign = FOREIGN_CAPTURE
-            .get()
-            .and_then(|capture| capture())
-            .map(Arc::from);
         CallSite {
             native: native.into(),
-            foreign,
+            foreign: None,
         }
     }
 
@@ -159,10 +163,8 @@ impl CallSite {
     /// native frames less devmm's own allocation path and the standard
     /// library's plumbing. Resolves symbols on first use of each address.
     pub fn frames(&self) -> Vec<Frame> {
-        if let Some(foreign) = &self.foreign {
-            if !foreign.is_empty() {
-                return foreign.to_vec();
-            }
+        if let Some(foreign) = self.foreign.as_ref().filter(|f| !f.is_empty()) {
+            return foreign.to_vec();
         }
         self.native
             .iter()

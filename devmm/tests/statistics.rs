@@ -5,8 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use devmm::statistics::{
-    OrderBy, Profiler, ProfilerRecords, enable_statistics, get_statistics, pop_statistics,
-    push_statistics, statistics,
+    OrderBy, Profiler, ProfilerRecords, get_statistics, pop_statistics, push_statistics, statistics,
 };
 use devmm::{Device, DeviceBuffer, Statistics};
 

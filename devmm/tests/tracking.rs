@@ -161,3 +161,111 @@ fn without_devmm_leak_report_nothing_is_printed() {
     assert!(!run_child(None).contains("leak report"));
     assert!(!run_child(Some("0")).contains("leak report"));
 }
+
+#[test]
+fn a_refused_free_leaves_the_allocation_live() {
+    let mr = TrackingAdaptor::new(devmm::HeapMemoryResource::new());
+    let s = Stream::cpu();
+    let p = mr.allocate(64, &s).unwrap();
+    // SAFETY: the heap resource detects the wrong size and refuses it.
+    let refused = unsafe { mr.deallocate(p, 32, &s) };
+    assert!(refused.is_err());
+    assert_eq!(mr.live_bytes(), 64);
+    // SAFETY: the right size this time, freed once.
+    unsafe { mr.deallocate(p, 64, &s).unwrap() };
+    assert_eq!(mr.live_bytes(), 0);
+}
+
+#[test]
+fn addresses_reused_across_threads_keep_their_records() {
+    let mr = Arc::new(TrackingAdaptor::with_depth(MallocMemoryResource::new(), 0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mr = Arc::clone(&mr);
+            std::thread::spawn(move || {
+                let s = Stream::cpu();
+                let mut kept = Vec::new();
+                for i in 0..2000 {
+                    let p = mr.allocate(48, &s).unwrap();
+                    if i % 100 == 0 {
+                        kept.push(p);
+                    } else {
+                        // SAFETY: allocated just above, freed once.
+                        unsafe { mr.deallocate(p, 48, &s).unwrap() };
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let kept: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    // Every address another thread freed and got back is recorded once.
+    assert_eq!((mr.leaks().len(), mr.live_bytes()), (80, 80 * 48));
+    for p in kept {
+        // SAFETY: each kept pointer was allocated with 48 bytes, freed once.
+        unsafe { mr.deallocate(p, 48, &Stream::cpu()).unwrap() };
+    }
+}
+
+/// An upstream that hands out one fake address (never dereferenced) and,
+/// while freeing it, runs a hook: the moment another thread may be given
+/// the same address.
+#[derive(Default)]
+struct OneAddress {
+    #[allow(clippy::type_complexity)]
+    on_free: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for OneAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OneAddress")
+    }
+}
+
+impl MemoryResource for OneAddress {
+    fn allocate(&self, _nbytes: usize, _stream: &Stream) -> devmm::Result<devmm::DevicePtr> {
+        Ok(devmm::DevicePtr::from_addr(0x1000))
+    }
+    unsafe fn deallocate(&self, _: devmm::DevicePtr, _: usize, _: &Stream) -> devmm::Result<()> {
+        let hook = self.on_free.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        Ok(())
+    }
+    fn device(&self) -> devmm::Device {
+        devmm::Device::CPU
+    }
+    fn guaranteed_alignment(&self) -> usize {
+        1
+    }
+    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
+        Ok(devmm::MemoryInfo { free: 0, total: 0 })
+    }
+}
+
+#[test]
+fn an_address_handed_out_again_during_its_free_keeps_its_new_record() {
+    let mr = Arc::new(TrackingAdaptor::with_depth(OneAddress::default(), 0));
+    let s = Stream::cpu();
+    let p = mr.allocate(8, &s).unwrap();
+    let other = Arc::clone(&mr);
+    *mr.get_upstream().on_free.lock().unwrap() = Some(Box::new(move || {
+        // Another thread gets the address back before the free returns.
+        std::thread::spawn(move || other.allocate(16, &Stream::cpu()).unwrap())
+            .join()
+            .unwrap();
+    }));
+    // SAFETY: `p` came from `mr.allocate(8, ..)`; the fake is never dereferenced.
+    unsafe { mr.deallocate(p, 8, &s).unwrap() };
+    let leaks = mr.leaks();
+    assert_eq!(
+        leaks.len(),
+        1,
+        "the second allocation's record survives the first's free"
+    );
+    assert_eq!(leaks[0].nbytes, 16);
+}

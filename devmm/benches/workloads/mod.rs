@@ -168,7 +168,7 @@ pub(crate) fn all() -> Vec<Workload> {
         }));
     }
     // What watching memory costs: a 64-byte pair through the tracking
-    // adaptor (no call site, and the default 32-frame capture) and through
+    // adaptor (no call site, 8 frames, the default 32) and through
     // the trace adaptor writing rmm's CSV (to a sink, so the figure is
     // devmm's work and not the disk's).
     let group = "observability/64B";
@@ -181,6 +181,12 @@ pub(crate) fn all() -> Vec<Workload> {
     all.push(workload(group, "Tracking(Malloc), depth 0", || {
         resource_pair(
             Arc::new(TrackingAdaptor::with_depth(MallocMemoryResource::new(), 0)),
+            64,
+        )
+    }));
+    all.push(workload(group, "Tracking(Malloc), depth 8", || {
+        resource_pair(
+            Arc::new(TrackingAdaptor::with_depth(MallocMemoryResource::new(), 8)),
             64,
         )
     }));

@@ -34,7 +34,7 @@ pub struct LiveAllocation {
     /// The allocating thread, as traces number threads.
     pub thread: u64,
     /// The allocating thread's name, if it had one.
-    pub thread_name: Option<String>,
+    pub thread_name: Option<Arc<str>>,
     /// Where it was made (resolved on demand).
     pub site: CallSite,
 }
@@ -166,14 +166,13 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
             .map_err(|e| e.through("TrackingAdaptor"))?;
         // A null zero-byte allocation holds nothing and may recur.
         if !ptr.is_null() {
-            let thread = std::thread::current();
             let record = LiveAllocation {
                 ptr,
                 nbytes,
                 stream: stream.handle(),
                 time: SystemTime::now(),
                 thread: crate::trace::current_thread_id(),
-                thread_name: thread.name().map(str::to_owned),
+                thread_name: current_thread_name(),
                 site,
             };
             lock(&self.ledger.live).insert(ptr.addr(), record);
@@ -183,10 +182,17 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         super::check_deallocation(self, ptr, nbytes)?;
+        // Out of the ledger before the upstream has the address back: once
+        // it does, another thread may be handed the same address and record
+        // it, and removing afterwards would drop that record instead.
+        let record = lock(&self.ledger.live).remove(&ptr.addr());
         // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        lock(&self.ledger.live).remove(&ptr.addr());
-        Ok(())
+        let freed = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+        if let (Err(_), Some(record)) = (&freed, record) {
+            // Refused (a misuse the upstream caught): still live.
+            lock(&self.ledger.live).insert(ptr.addr(), record);
+        }
+        freed
     }
 
     forward_probes!(upstream);
@@ -228,7 +234,7 @@ impl Ledger {
             groups[at].allocations += 1;
             groups[at].bytes = groups[at].bytes.saturating_add(leak.nbytes);
         }
-        groups.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.bytes));
         LeakReport {
             device: self.device,
             chain: lock(&self.chain).clone(),
@@ -316,6 +322,15 @@ impl fmt::Display for LeakReport {
         }
         Ok(())
     }
+}
+
+/// The calling thread's name, looked up once per thread (a thread's name
+/// never changes).
+fn current_thread_name() -> Option<Arc<str>> {
+    thread_local! {
+        static NAME: Option<Arc<str>> = std::thread::current().name().map(Arc::from);
+    }
+    NAME.with(Clone::clone)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
