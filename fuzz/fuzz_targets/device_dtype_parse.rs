@@ -10,16 +10,27 @@ fuzz_target!(|text: &str| {
     match text.parse::<Device>() {
         Ok(device) => {
             let shown = device.to_string();
-            assert_eq!(shown.parse::<Device>().ok(), Some(device), "{text:?} -> {shown:?}");
+            assert_eq!(
+                shown.parse::<Device>().ok(),
+                Some(device),
+                "{text:?} -> {shown:?}"
+            );
             let (ty, id) = device.dlpack_device();
             assert_eq!(Device::from_dlpack(ty, id).ok(), Some(device));
         }
-        Err(error) => assert!(matches!(error, Error::Parse { what: "device", .. }), "{error:?}"),
+        Err(error) => assert!(
+            matches!(error, Error::Parse { what: "device", .. }),
+            "{error:?}"
+        ),
     }
     match text.parse::<DType>() {
         Ok(dtype) => {
             let shown = dtype.to_string();
-            assert_eq!(shown.parse::<DType>().ok(), Some(dtype), "{text:?} -> {shown:?}");
+            assert_eq!(
+                shown.parse::<DType>().ok(),
+                Some(dtype),
+                "{text:?} -> {shown:?}"
+            );
             assert!(dtype.itemsize() > 0 || dtype.bits() == 0);
         }
         Err(error) => assert!(matches!(error, Error::Parse { .. }), "{error:?}"),

@@ -31,7 +31,11 @@ fuzz_target!(|input: Input| {
         .collect();
     let options = EmptyOptions::new().resource(Arc::new(RecordingMemoryResource::new()));
     let tensor = devmm::empty(&shape, DType::FLOAT32, &options).expect("a small tensor");
-    let tensor = if input.read_only { tensor.to_read_only() } else { tensor };
+    let tensor = if input.read_only {
+        tensor.to_read_only()
+    } else {
+        tensor
+    };
     let request = DlpackRequest {
         max_version: input.max_version,
         stream: input.stream,
@@ -39,7 +43,9 @@ fuzz_target!(|input: Input| {
         copy: input.copy,
     };
     let serves = input.copy != Some(true)
-        && input.dl_device.is_none_or(|d| d == tensor.device().dlpack_device())
+        && input
+            .dl_device
+            .is_none_or(|d| d == tensor.device().dlpack_device())
         && !(input.read_only && request.flavor() == DlpackFlavor::Legacy);
     match tensor.to_dlpack(&request) {
         Ok(export) => {

@@ -76,7 +76,9 @@ fuzz_target!(|input: Input| {
     };
     match Layout::resolve(&policy, &input.shape, dtype, device) {
         Ok(layout) => {
-            layout.validate().expect("a resolved layout keeps the invariants");
+            layout
+                .validate()
+                .expect("a resolved layout keeps the invariants");
             assert_eq!(layout.shape(), &input.shape[..]);
             assert!(layout.base_alignment().is_power_of_two());
         }
