@@ -38,8 +38,8 @@ type AddressMap<V> = HashMap<usize, V, foldhash::fast::RandomState>;
 #[derive(Default)]
 struct LedgerState {
     live: AddressMap<usize>,
-    /// Freed addresses not handed out again since, each with the number of
-    /// the free that released it.
+    /// Recently freed addresses, each with the number of the free that
+    /// released it (some may have been handed out again since).
     freed: AddressMap<u64>,
     /// The latest frees, oldest first. An entry whose address was handed
     /// out again (or freed again later) is stale and only ages out: every
@@ -57,9 +57,10 @@ impl LedgerState {
         self.free_order.push_back((addr, self.frees));
         if self.free_order.len() > FREED_MEMORY
             && let Some((old, number)) = self.free_order.pop_front()
-            && self.freed.get(&old) == Some(&number)
+            && let Entry::Occupied(entry) = self.freed.entry(old)
+            && *entry.get() == number
         {
-            self.freed.remove(&old);
+            entry.remove();
         }
     }
 }
@@ -104,11 +105,10 @@ impl Ledger {
         if ptr.is_null() {
             return;
         }
-        let mut state = self.state();
-        state.live.insert(ptr.addr(), nbytes);
-        if !state.freed.is_empty() {
-            state.freed.remove(&ptr.addr());
-        }
+        // A `freed` entry for an address handed out again is left to age
+        // out: `take` consults `freed` only for addresses that are not
+        // live, and the next free of this one overwrites it.
+        self.state().live.insert(ptr.addr(), nbytes);
     }
 
     /// Removes `ptr` if it is live with exactly `nbytes`; otherwise says how
