@@ -42,8 +42,14 @@ cargo test -p devmm --benches --locked
 step "DLPack export, deleter and resource tests under valgrind memcheck"
 bash scripts/valgrind.sh
 
+step "fuzz: every parser and validator for a short fixed time (cargo-fuzz, nightly)"
+bash scripts/fuzz.sh
+
 step "Python package: build into .venv, pytest, seed examples, docs/python.md, stubtest"
 bash scripts/test-python.sh
+
+step "Python DLPack lifetime, NEP-49 and free/retry tests under valgrind memcheck"
+bash scripts/valgrind-python.sh
 
 step "GPU smoke run rehearsed over the fake CUDA runtime (debug bundle, about a minute)"
 GPU_BUNDLE="$PWD/target/gpu-bundle-rehearsal" GPU_BUNDLE_PROFILE=debug bash scripts/gpu-bundle.sh

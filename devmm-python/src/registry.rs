@@ -162,8 +162,11 @@ pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current
             mr: Arc::clone(&entry.mr),
         });
     }
-    let obj = wrap_native(py, devmm::get_current_memory_resource(device).py()?)?;
-    let mr = crate::resource::resource_of(obj.bind(py))?;
+    // Buffers allocate through the core's resource itself: a buffer frees
+    // exactly what it allocated, so only Python's raw calls, through the
+    // object, pay for the ledger.
+    let mr = devmm::get_current_memory_resource(device).py()?;
+    let obj = wrap_native(py, Arc::clone(&mr))?;
     let mut global = lock_global();
     // Another thread may have installed one meanwhile: theirs stays.
     let entry = global.get_or_insert(device, Current { obj, mr });

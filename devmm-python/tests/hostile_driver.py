@@ -9,7 +9,8 @@ hang kills only this process, and the test reports it. Here, a typed
 misuse showing through) or any other ``BaseException`` fails the run.
 
 Prints ``hostile calls: N`` at the end; ``DEVMM_HOSTILE_EXAMPLES`` sets
-the examples per target.
+the examples per target and ``DEVMM_HOSTILE_TIMEOUT`` the seconds after
+which a run counts as hung.
 """
 
 from __future__ import annotations
@@ -250,7 +251,7 @@ def drive_setters() -> None:
 def main() -> int:
     faulthandler.enable()
     # A hang prints every thread's stack before the parent's timeout hits.
-    faulthandler.dump_traceback_later(240, exit=True)
+    faulthandler.dump_traceback_later(int(os.environ.get("DEVMM_HOSTILE_TIMEOUT", "240")), exit=True)
     all_targets = targets()
     for label, target in all_targets:
         drive(label, target)

@@ -3,6 +3,7 @@
 //! the one rule for freeing null; and [`Checked`], which puts any resource
 //! behind a ledger.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
@@ -29,12 +30,17 @@ pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKi
 /// from an unknown pointer. Bounded so a long run does not grow it.
 const FREED_MEMORY: usize = 1024;
 
+/// Addresses are hashed with foldhash: SipHash's DoS resistance buys
+/// nothing for pointers the process itself was handed, and cost most of a
+/// checked allocation pair (docs/benchmarks.md).
+type AddressMap<V> = HashMap<usize, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct LedgerState {
-    live: HashMap<usize, usize>,
-    /// Freed addresses not handed out again since, each with the number of
-    /// the free that released it.
-    freed: HashMap<usize, u64>,
+    live: AddressMap<usize>,
+    /// Recently freed addresses, each with the number of the free that
+    /// released it (some may have been handed out again since).
+    freed: AddressMap<u64>,
     /// The latest frees, oldest first. An entry whose address was handed
     /// out again (or freed again later) is stale and only ages out: every
     /// operation stays O(1), where pruning the queue on `record` scanned all
@@ -51,9 +57,10 @@ impl LedgerState {
         self.free_order.push_back((addr, self.frees));
         if self.free_order.len() > FREED_MEMORY
             && let Some((old, number)) = self.free_order.pop_front()
-            && self.freed.get(&old) == Some(&number)
+            && let Entry::Occupied(entry) = self.freed.entry(old)
+            && *entry.get() == number
         {
-            self.freed.remove(&old);
+            entry.remove();
         }
     }
 }
@@ -98,9 +105,10 @@ impl Ledger {
         if ptr.is_null() {
             return;
         }
-        let mut state = self.state();
-        state.live.insert(ptr.addr(), nbytes);
-        state.freed.remove(&ptr.addr());
+        // A `freed` entry for an address handed out again is left to age
+        // out: `take` consults `freed` only for addresses that are not
+        // live, and the next free of this one overwrites it.
+        self.state().live.insert(ptr.addr(), nbytes);
     }
 
     /// Removes `ptr` if it is live with exactly `nbytes`; otherwise says how
@@ -111,16 +119,22 @@ impl Ledger {
         if check_null(ptr, nbytes)? {
             return Ok(());
         }
-        let mut state = self.state();
-        match state.live.get(&ptr.addr()) {
-            None if state.freed.contains_key(&ptr.addr()) => Err(MisuseKind::DoubleFree),
-            None => Err(MisuseKind::UnknownPointer),
-            Some(&allocated) if allocated != nbytes => Err(MisuseKind::WrongSize { allocated }),
-            Some(_) => {
-                state.live.remove(&ptr.addr());
+        let mut guard = self.state();
+        // Through a plain reference, so the two maps borrow separately.
+        let state = &mut *guard;
+        match state.live.entry(ptr.addr()) {
+            Entry::Occupied(live) if *live.get() == nbytes => {
+                live.remove();
                 state.remember_free(ptr.addr());
                 Ok(())
             }
+            Entry::Occupied(live) => Err(MisuseKind::WrongSize {
+                allocated: *live.get(),
+            }),
+            Entry::Vacant(_) if state.freed.contains_key(&ptr.addr()) => {
+                Err(MisuseKind::DoubleFree)
+            }
+            Entry::Vacant(_) => Err(MisuseKind::UnknownPointer),
         }
     }
 

@@ -17,8 +17,9 @@ use devmm::dlpack::DlpackRequest;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::trace::TraceFormat;
 use devmm::{
-    DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
-    MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor, empty,
+    Checked, DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor,
+    MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor,
+    empty,
 };
 
 /// The alignment of the raw baseline: the CPU resources' default.
@@ -162,6 +163,10 @@ pub(crate) fn all() -> Vec<Workload> {
         }));
         all.push(workload(group, "HeapMemoryResource", move || {
             resource_pair(Arc::new(HeapMemoryResource::new()), nbytes)
+        }));
+        // What every resource Python makes is: the ledger's own cost.
+        all.push(workload(group, "Checked(Malloc)", move || {
+            resource_pair(Arc::new(Checked::new(MallocMemoryResource::new())), nbytes)
         }));
         all.push(workload(group, "Statistics(Limiting(Malloc))", move || {
             resource_pair(stack(), nbytes)
