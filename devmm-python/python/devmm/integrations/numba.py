@@ -13,6 +13,7 @@ Numba cannot swap the memory manager of a context it has made, so
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import importlib
 import weakref
@@ -42,10 +43,14 @@ def _driver() -> ModuleType:
         ) from e
 
 
-_numba_driver = _driver()
+_numba_driver: Any = _driver()
 
 
-class DevmmEMMPlugin(_numba_driver.GetIpcHandleMixin, _numba_driver.HostOnlyCUDAMemoryManager):  # type: ignore[misc, name-defined]
+class DevmmEMMPlugin(
+    _numba_driver.GetIpcHandleMixin,
+    _numba_driver.HostOnlyCUDAMemoryManager,
+    metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
+):
     """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
     set by ``install``) serves every device; when it is ``None`` each
     allocation uses devmm's current resource for the context's device.
@@ -143,7 +148,9 @@ def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
             raise ValueError(f"Numba allocates on CUDA devices; {mr!r} allocates on {mr.device}")
         # The pinned side is devmm's too; it needs the CUDA runtime.
         runtime_for(mr.device)
-    plugin = type("DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0})
+    plugin: type[DevmmEMMPlugin] = type(
+        "DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0}
+    )
     previous = _numba_driver._memory_manager
     _numba_driver.set_memory_manager(plugin)
 
