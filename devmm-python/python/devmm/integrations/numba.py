@@ -67,6 +67,7 @@ class DevmmEMMPlugin(
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._live: dict[int, DeviceBuffer] = {}
+        self._pinned: DeviceMemoryResource | None = None
 
     @property
     def interface_version(self) -> int:
@@ -116,8 +117,9 @@ class DevmmEMMPlugin(
             # Mapped and write-combined memory need driver flags devmm's
             # pinned resource does not take: Numba's own path serves them.
             return super().memhostalloc(size, mapped=mapped, portable=portable, wc=wc)
-        pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
-        buffer = DeviceBuffer(size, mr=pinned)
+        if self._pinned is None:
+            self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
+        buffer = DeviceBuffer(size, mr=self._pinned)
         return _numba_driver.PinnedMemory(
             weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
         )
