@@ -148,3 +148,11 @@ def test_hipmm_round_trips_over_rocm(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stack.live == {}
     with pytest.raises(devmm.RuntimeUnavailableError, match="not cuda"):
         RmmMemoryResource()
+
+
+def test_a_refusal_reaches_rmm_callers_as_memory_error() -> None:
+    limited = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(), limit_bytes=64)
+    with bridge.install(limited):
+        with pytest.raises(MemoryError, match="more than the limit of 64 bytes"):
+            rmm.DeviceBuffer(size=100, mr=rmm.mr.get_per_device_resource(0))
+    assert limited.used_bytes == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 __all__ = ["Installer", "LibraryInstaller", "consumed_libraries", "refuse_cycle"]
 
@@ -42,7 +42,7 @@ class Installer(abc.ABC):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         self.uninstall()
         return False
 

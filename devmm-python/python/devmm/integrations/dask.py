@@ -90,7 +90,7 @@ class DevmmWorkerPlugin(WorkerPlugin):
         self.mr, self._previous, self._installers = mr, previous, installers
 
     def teardown(self, worker: Worker) -> None:
-        if self.mr is None:
+        if self.mr is None or self._previous is None:
             return
         _uninstall(self._installers)
         set_current_memory_resource(self._previous)

@@ -13,6 +13,7 @@ Numba cannot swap the memory manager of a context it has made, so
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import importlib
 import weakref
@@ -42,10 +43,14 @@ def _driver() -> ModuleType:
         ) from e
 
 
-_numba_driver = _driver()
+_numba_driver: Any = _driver()
 
 
-class DevmmEMMPlugin(_numba_driver.GetIpcHandleMixin, _numba_driver.HostOnlyCUDAMemoryManager):  # type: ignore[misc, name-defined]
+class DevmmEMMPlugin(
+    _numba_driver.GetIpcHandleMixin,
+    _numba_driver.HostOnlyCUDAMemoryManager,
+    metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
+):
     """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
     set by ``install``) serves every device; when it is ``None`` each
     allocation uses devmm's current resource for the context's device.
@@ -62,6 +67,7 @@ class DevmmEMMPlugin(_numba_driver.GetIpcHandleMixin, _numba_driver.HostOnlyCUDA
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._live: dict[int, DeviceBuffer] = {}
+        self._pinned: DeviceMemoryResource | None = None
 
     @property
     def interface_version(self) -> int:
@@ -111,8 +117,9 @@ class DevmmEMMPlugin(_numba_driver.GetIpcHandleMixin, _numba_driver.HostOnlyCUDA
             # Mapped and write-combined memory need driver flags devmm's
             # pinned resource does not take: Numba's own path serves them.
             return super().memhostalloc(size, mapped=mapped, portable=portable, wc=wc)
-        pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
-        buffer = DeviceBuffer(size, mr=pinned)
+        if self._pinned is None:
+            self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
+        buffer = DeviceBuffer(size, mr=self._pinned)
         return _numba_driver.PinnedMemory(
             weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
         )
@@ -143,7 +150,9 @@ def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
             raise ValueError(f"Numba allocates on CUDA devices; {mr!r} allocates on {mr.device}")
         # The pinned side is devmm's too; it needs the CUDA runtime.
         runtime_for(mr.device)
-    plugin = type("DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0})
+    plugin: type[DevmmEMMPlugin] = type(
+        "DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0}
+    )
     previous = _numba_driver._memory_manager
     _numba_driver.set_memory_manager(plugin)
 

@@ -6,7 +6,8 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
-from .._devmm import Device, DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, runtime_for
+from .._devmm import Device, DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, StreamSentinel
+from ._streams import resolve_stream
 
 __all__ = ["CupyAllocatorMemoryResource", "cupy_module"]
 
@@ -74,11 +75,10 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
     def guaranteed_alignment(self) -> int:
         return _ALIGNMENT
 
-    def allocate(self, nbytes: int, stream: Stream | None = None) -> int:
+    def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
         if nbytes == 0:
             return 0
-        if stream is None:
-            stream = runtime_for(self.device).default_stream(self.device)
+        stream = resolve_stream(self.device, stream)
         allocator = self._current_allocator()
         self._check_not_devmm(allocator)
         cuda = self._cupy.cuda
@@ -87,7 +87,7 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         self._live[int(pointer.ptr)] = (pointer, nbytes)
         return int(pointer.ptr)
 
-    def deallocate(self, ptr: int, nbytes: int, stream: Stream | None = None) -> None:
+    def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
         if ptr == 0:
             return
         held = self._live.get(ptr)

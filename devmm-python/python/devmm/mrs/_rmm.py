@@ -21,8 +21,9 @@ from .._devmm import (
     DeviceType,
     RuntimeUnavailableError,
     Stream,
-    runtime_for,
+    StreamSentinel,
 )
+from ._streams import resolve_stream
 
 __all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream"]
 
@@ -136,18 +137,16 @@ class _RmmFamilyResource(DeviceMemoryResource):
     def guaranteed_alignment(self) -> int:
         return _ALIGNMENT
 
-    def _stream(self, stream: Stream | None) -> Any:
-        if stream is None:
-            stream = runtime_for(self.device).default_stream(self.device)
-        return rmm_stream(self._rmm, stream.handle)
+    def _stream(self, stream: Stream | StreamSentinel | None) -> Any:
+        return rmm_stream(self._rmm, resolve_stream(self.device, stream).handle)
 
-    def allocate(self, nbytes: int, stream: Stream | None = None) -> int:
+    def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
         if ptr:
             self._live[ptr] = nbytes
         return ptr
 
-    def deallocate(self, ptr: int, nbytes: int, stream: Stream | None = None) -> None:
+    def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
         if ptr == 0:
             return
         if self._live.get(ptr) != nbytes:
