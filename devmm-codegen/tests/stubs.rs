@@ -81,3 +81,26 @@ fn sources_that_do_not_parse_are_an_error() {
         "{message}"
     );
 }
+
+#[test]
+fn annotations_naming_numpy_import_it_and_dotted_mentions_do_not() {
+    let with = r#"
+        /// Python type: `numpy.dtype[Any] | str`
+        struct DTypeLike(u8);
+        #[pyfunction]
+        fn f(x: DTypeLike) {}
+    "#;
+    let stub = generate(&[("lib.rs", with)], "m").unwrap();
+    assert!(stub.contains("\nimport numpy\n"), "{stub}");
+    assert!(
+        stub.contains("def f(x: numpy.dtype[Any] | str) -> None"),
+        "{stub}"
+    );
+    let without = r#"
+        /// Installs into devmm.integrations.numpy.install's handler.
+        #[pyfunction]
+        fn g() {}
+    "#;
+    let stub = generate(&[("lib.rs", without)], "m").unwrap();
+    assert!(!stub.contains("import numpy"), "{stub}");
+}

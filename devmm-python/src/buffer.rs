@@ -22,7 +22,7 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 #[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
-    mr: Py<PyMemoryResource>,
+    pub(crate) mr: Py<PyMemoryResource>,
 }
 
 impl PyDeviceBuffer {

@@ -123,10 +123,12 @@ impl From<devmm::Device> for PyDevice {
 
 #[pymethods]
 impl PyDevice {
-    /// A device of `type` (a `DeviceType`, its code, or its name) with ordinal `index`.
+    /// A device of `type` (a `DeviceType`, its code, or its name) with
+    /// ordinal `index`; a negative or too-large ordinal is a `ValueError`.
     #[new]
-    #[pyo3(signature = (r#type, index = 0))]
-    fn py_new(r#type: &Bound<'_, PyAny>, index: u32) -> PyResult<Self> {
+    #[pyo3(signature = (r#type, index = Ordinal(0)))]
+    fn py_new(r#type: &Bound<'_, PyAny>, index: Ordinal) -> PyResult<Self> {
+        let Ordinal(index) = index;
         let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
             devmm::DeviceType::from(ty)
         } else if let Ok(code) = r#type.extract::<i32>() {
@@ -171,6 +173,51 @@ impl PyDevice {
 
     fn __str__(&self) -> String {
         self.inner.to_string()
+    }
+
+    /// Devices are frozen values, as a frozen dataclass is: assigning a
+    /// field raises `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(frozen_instance_error(py, name))
+    }
+
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(frozen_instance_error(py, name))
+    }
+}
+
+/// `dataclasses.FrozenInstanceError` for an attempt to change `field`.
+fn frozen_instance_error(py: Python<'_>, field: &str) -> PyErr {
+    let message =
+        format!("cannot assign to field '{field}': a devmm.Device is frozen; build a new one");
+    match py
+        .import("dataclasses")
+        .and_then(|m| m.getattr("FrozenInstanceError"))
+        .and_then(|class| class.call1((message,)))
+    {
+        Ok(err) => PyErr::from_value(err),
+        Err(err) => err,
+    }
+}
+
+/// A device ordinal argument (`Device`'s `index`): a negative or oversized
+/// int is a `ValueError` naming `index` (the core checks the upper bound),
+/// not the `OverflowError` a bare `u32` conversion raises.
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ordinal(u32);
+
+impl<'py> FromPyObject<'_, 'py> for Ordinal {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let value: i128 = obj.extract()?;
+        u32::try_from(value).map(Ordinal).map_err(|_| {
+            PyValueError::new_err(format!(
+                "index must be a device ordinal from 0 to 2147483647, not {value}"
+            ))
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 //! a `Layout` whose `policy` attribute is that very object, so a layout
 //! always says which policy made it.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -118,33 +119,55 @@ impl PyColMajor {
 
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
+/// Policies with equal permutations are equal.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
-    order: Vec<usize>,
+    permutation: Vec<usize>,
 }
 
 #[pymethods]
 impl PyPermuted {
+    /// The policy for `permutation`; one that does not list each of
+    /// `0..len` exactly once is a `ValueError`.
     #[new]
-    fn py_new(order: Vec<usize>) -> (Self, PyLayoutPolicy) {
-        let policy = PyLayoutPolicy::with(devmm::Permuted::new(order.iter().copied()));
-        (PyPermuted { order }, policy)
+    fn py_new(permutation: Vec<usize>) -> PyResult<(Self, PyLayoutPolicy)> {
+        let policy = devmm::Permuted::try_new(permutation.iter().copied()).py()?;
+        Ok((PyPermuted { permutation }, PyLayoutPolicy::with(policy)))
     }
 
     /// The dimension order, outermost first.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
-    fn order(&self) -> Vec<usize> {
-        self.order.clone()
+    fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.permutation)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyPermuted>()
+            .is_ok_and(|other| other.get().permutation == self.permutation)
+    }
+
+    fn __hash__(&self) -> u64 {
+        value_hash(&("Permuted", &self.permutation))
     }
 
     fn __repr__(&self) -> String {
-        format!("Permuted({:?})", self.order)
+        format!("Permuted({:?})", self.permutation)
     }
+}
+
+/// The hash of a policy's parameters, so equal policies hash alike.
+fn value_hash(value: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Another policy with padded rows: the innermost extent is padded to a
 /// multiple of `unit_stride_alignment` bytes and the first element sits on
-/// a `base_alignment` boundary.
+/// a `base_alignment` boundary. Equal parameters make equal policies.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
@@ -195,6 +218,26 @@ impl PyAligned {
         self.base_alignment
     }
 
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(other) = other.cast::<PyAligned>() else {
+            return Ok(false);
+        };
+        let other = other.get();
+        Ok(other.unit_stride_alignment == self.unit_stride_alignment
+            && other.base_alignment == self.base_alignment
+            && other.inner.bind(py).eq(self.inner.bind(py))?)
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<u64> {
+        let inner = self.inner.bind(py).hash()?;
+        Ok(value_hash(&(
+            "Aligned",
+            inner,
+            self.unit_stride_alignment,
+            self.base_alignment,
+        )))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "Aligned({}, unit_stride_alignment={}, base_alignment={})",
@@ -241,6 +284,47 @@ pub(crate) struct PyLayout {
 
 #[pymethods]
 impl PyLayout {
+    /// A hand-built layout of `shape` with `strides` (in elements) for
+    /// `dtype`, its base on a `base_alignment` boundary (the dtype's own
+    /// alignment when `None`, as the dense policies resolve it), validated
+    /// as `validate()` does (`ValueError` when strides overlap or do not
+    /// fit). `policy` records provenance and is `None` for hand-built layouts.
+    #[new]
+    #[pyo3(signature = (shape, strides, dtype, *, base_alignment = None, policy = None))]
+    fn py_new(
+        shape: ShapeArg,
+        strides: ShapeArg,
+        dtype: DTypeArg,
+        base_alignment: Option<usize>,
+        policy: Option<Bound<'_, PyLayoutPolicy>>,
+    ) -> PyResult<Self> {
+        let base_alignment = base_alignment.unwrap_or(dtype.0.alignment());
+        let layout = devmm::Layout::new(&shape.0, &strides.0, dtype.0, base_alignment).py()?;
+        Ok(PyLayout {
+            layout,
+            policy: policy.map(|p| p.into_any().unbind()),
+        })
+    }
+
+    /// Checks the layout's invariants (positive, non-overlapping strides
+    /// whose span `required_nbytes` covers); `ValueError` when one fails.
+    /// With `shape` and `itemsize`, as the seed's `validate(shape,
+    /// itemsize)` takes them, also checks the layout is for that shape and
+    /// element size.
+    #[pyo3(signature = (shape = None, itemsize = None))]
+    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<usize>) -> PyResult<()> {
+        self.layout
+            .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize)
+            .py()
+    }
+
+    /// Whether the elements are densely packed in some dimension order
+    /// (no padding): `False` for a padded `Aligned` layout.
+    #[getter]
+    fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
     /// Extents, one per dimension.
     ///
     /// Python type: `tuple[int, ...]`
@@ -304,6 +388,11 @@ impl PyLayout {
         other
             .cast::<PyLayout>()
             .is_ok_and(|other| other.get().layout == self.layout)
+    }
+
+    /// Equal layouts (the same memory, provenance aside) hash alike.
+    fn __hash__(&self) -> u64 {
+        value_hash(&self.layout)
     }
 
     fn __repr__(&self) -> String {

@@ -103,6 +103,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::empty_like, m)?)?;
 
     m.add_class::<testing::PyRecordingMemoryResource>()?;
+    m.add(
+        "RecordingMisuseError",
+        py.get_type::<testing::RecordingMisuseError>(),
+    )?;
     m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;
     m.add_function(wrap_pyfunction!(testing::dlpack_conformance, m)?)?;
     Ok(())

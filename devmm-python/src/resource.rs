@@ -10,9 +10,11 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError};
+use pyo3::exceptions::{
+    PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyTuple, PyType};
 
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{stash_python_error, IntoPyResult};
@@ -26,7 +28,9 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 /// Subclass it in Python and override `allocate` and `deallocate` to
 /// define a resource; set `self.device` in `__init__` when it is not the
 /// CPU, and override `guaranteed_alignment()` to promise an alignment.
-#[pyclass(subclass, name = "DeviceMemoryResource", module = "devmm")]
+/// Like an abstract base class, it cannot be instantiated until both are
+/// overridden. Resources are weak-referenceable.
+#[pyclass(subclass, weakref, name = "DeviceMemoryResource", module = "devmm")]
 pub(crate) struct PyMemoryResource {
     pub(crate) native: Option<Arc<dyn devmm::MemoryResource>>,
     device: devmm::Device,
@@ -63,13 +67,35 @@ impl PyMemoryResource {
 impl PyMemoryResource {
     /// A resource for Python subclasses to complete (on `cpu:0` until
     /// `self.device` is set). Arguments belong to the subclass and are ignored here.
+    /// A class that does not override `allocate` and `deallocate` is
+    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
     #[new]
+    #[classmethod]
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyAny>>) -> Self {
-        PyMemoryResource {
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let base = cls.py().get_type::<PyMemoryResource>();
+        let mut missing = Vec::new();
+        for method in ["allocate", "deallocate"] {
+            if cls.getattr(method)?.is(&base.getattr(method)?) {
+                missing.push(method);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "Can't instantiate abstract class {} with abstract methods {}; \
+                 a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)",
+                cls.name()?,
+                missing.join(", ")
+            )));
+        }
+        Ok(PyMemoryResource {
             native: None,
             device: devmm::Device::CPU,
-        }
+        })
     }
 
     /// The device the memory lives on.
@@ -117,9 +143,10 @@ impl PyMemoryResource {
     #[pyo3(signature = (nbytes, stream = None))]
     fn allocate(
         slf: &Bound<'_, Self>,
-        nbytes: usize,
+        nbytes: Nbytes,
         stream: Option<StreamArg>,
     ) -> PyResult<usize> {
+        let Nbytes(nbytes) = nbytes;
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "allocate")?);
         drop(this);
@@ -136,9 +163,10 @@ impl PyMemoryResource {
     fn deallocate(
         slf: &Bound<'_, Self>,
         ptr: usize,
-        nbytes: usize,
+        nbytes: Nbytes,
         stream: Option<StreamArg>,
     ) -> PyResult<()> {
+        let Nbytes(nbytes) = nbytes;
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "deallocate")?);
         drop(this);
@@ -163,6 +191,28 @@ impl PyMemoryResource {
         Ok(match &this.native {
             Some(mr) => format!("{mr:?}"),
             None => format!("{}(device={})", slf.get_type().name()?, this.device),
+        })
+    }
+}
+
+/// A size argument (`nbytes`): a negative or oversized int is a
+/// `ValueError` naming `nbytes`, not the `OverflowError` a bare `usize`
+/// conversion raises.
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Nbytes(pub(crate) usize);
+
+impl<'py> FromPyObject<'_, 'py> for Nbytes {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let value: i128 = obj.extract()?;
+        usize::try_from(value).map(Nbytes).map_err(|_| {
+            PyValueError::new_err(format!(
+                "nbytes must be a byte count from 0 to {}, not {value}",
+                usize::MAX
+            ))
         })
     }
 }

@@ -15,14 +15,37 @@ pub(crate) struct PyStreamSentinel {
     pub(crate) inner: devmm::StreamSentinel,
 }
 
+impl PyStreamSentinel {
+    /// The sentinel's name in the `devmm` module.
+    fn name(&self) -> &'static str {
+        match self.inner {
+            devmm::StreamSentinel::Default => "DEFAULT",
+            devmm::StreamSentinel::LegacyDefault => "LEGACY_DEFAULT",
+            devmm::StreamSentinel::PerThreadDefault => "PER_THREAD_DEFAULT",
+        }
+    }
+}
+
 #[pymethods]
 impl PyStreamSentinel {
-    fn __repr__(&self) -> &'static str {
-        match self.inner {
-            devmm::StreamSentinel::Default => "devmm.DEFAULT",
-            devmm::StreamSentinel::LegacyDefault => "devmm.LEGACY_DEFAULT",
-            devmm::StreamSentinel::PerThreadDefault => "devmm.PER_THREAD_DEFAULT",
-        }
+    fn __repr__(&self) -> String {
+        format!("devmm.{}", self.name())
+    }
+
+    /// Pickles as a reference to the module attribute, so unpickling
+    /// yields the very sentinel object (identity, as the seed compares it).
+    fn __reduce__(&self) -> &'static str {
+        self.name()
+    }
+
+    /// A sentinel is a singleton: copying returns it.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// A sentinel is a singleton: deep-copying returns it.
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
     }
 }
 

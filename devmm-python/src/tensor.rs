@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -21,13 +22,57 @@ use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 #[pyclass(frozen, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
-    policy: Py<PyAny>,
+    /// The layout's provenance (`None` for a hand-built layout).
+    policy: Option<Py<PyAny>>,
     mr: Py<PyMemoryResource>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
 }
 
 #[pymethods]
 impl PyTensor {
+    /// A tensor viewing `buffer` (which it keeps alive) as `shape` of
+    /// `dtype` laid out as `layout`, its first element `offset` elements
+    /// into the buffer. The layout must be for `shape` and `dtype`, fit the
+    /// buffer from `offset`, and its base alignment must hold there
+    /// (`ValueError` otherwise). `read_only` flags DLPack exports.
+    #[new]
+    #[pyo3(signature = (buffer, dtype, shape, layout, offset = 0, read_only = false))]
+    fn py_new(
+        buffer: &Bound<'_, PyDeviceBuffer>,
+        dtype: DTypeArg,
+        shape: ShapeArg,
+        layout: &PyLayout,
+        offset: usize,
+        read_only: bool,
+    ) -> PyResult<Self> {
+        let py = buffer.py();
+        layout
+            .layout
+            .validate_for(Some(&shape.0), Some(dtype.0.itemsize()))
+            .py()?;
+        let byte_offset = offset.checked_mul(dtype.0.itemsize()).ok_or_else(|| {
+            PyValueError::new_err(format!("offset {offset} elements of {} overflows", dtype.0))
+        })?;
+        let owner = buffer.get();
+        let tensor = devmm::Tensor::from_buffer(
+            Arc::clone(&owner.buffer),
+            dtype.0,
+            layout.layout.clone(),
+            byte_offset,
+        )
+        .py()?;
+        Ok(PyTensor {
+            tensor: if read_only {
+                tensor.to_read_only()
+            } else {
+                tensor
+            },
+            policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
+            mr: owner.mr.clone_ref(py),
+            buffer: OnceLock::from(buffer.clone().unbind()),
+        })
+    }
+
     /// Extents, one per dimension.
     ///
     /// Python type: `tuple[int, ...]`
@@ -76,12 +121,13 @@ impl PyTensor {
         Ok(self.buffer.get_or_init(|| made).clone_ref(py))
     }
 
-    /// The resolved layout; its `policy` is the policy object `empty` was given.
+    /// The resolved layout; its `policy` is the policy object `empty` was
+    /// given (or the given layout's own).
     #[getter]
     fn layout(&self, py: Python<'_>) -> PyLayout {
         PyLayout {
             layout: self.tensor.layout().clone(),
-            policy: Some(self.policy.clone_ref(py)),
+            policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
         }
     }
 
@@ -97,6 +143,20 @@ impl PyTensor {
         self.tensor.byte_offset()
     }
 
+    /// Elements from the buffer's start to the first element (`byte_offset
+    /// / itemsize`); a `ValueError` in the rare case the byte offset is not
+    /// a whole number of elements (read `byte_offset` then).
+    #[getter]
+    fn offset(&self) -> PyResult<usize> {
+        self.tensor.offset().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the first element is {} bytes in, not a whole number of {}-byte elements; read byte_offset",
+                self.tensor.byte_offset(),
+                self.tensor.dtype().itemsize()
+            ))
+        })
+    }
+
     /// Whether consumers must not write.
     #[getter]
     fn read_only(&self) -> bool {
@@ -107,7 +167,7 @@ impl PyTensor {
     fn to_read_only(&self, py: Python<'_>) -> PyTensor {
         PyTensor {
             tensor: self.tensor.to_read_only(),
-            policy: self.policy.clone_ref(py),
+            policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: self.mr.clone_ref(py),
             buffer: OnceLock::new(),
         }
@@ -155,25 +215,60 @@ fn default_policy(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|p| p.bind(py))
 }
 
+/// A `layout` argument: a policy to resolve, or a resolved `Layout`.
+///
+/// Python type: `LayoutPolicy | Layout`
+pub(crate) enum LayoutArg<'py> {
+    /// Resolved by `empty` for the shape and dtype.
+    Policy(Bound<'py, PyLayoutPolicy>),
+    /// Used as it is, once checked against the shape and dtype.
+    Resolved(Bound<'py, PyLayout>),
+}
+
+impl<'py> FromPyObject<'_, 'py> for LayoutArg<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(policy) = obj.cast::<PyLayoutPolicy>() {
+            return Ok(LayoutArg::Policy(policy.to_owned()));
+        }
+        if let Ok(layout) = obj.cast::<PyLayout>() {
+            return Ok(LayoutArg::Resolved(layout.to_owned()));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "layout must be a devmm.LayoutPolicy or a resolved devmm.Layout, not {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
 fn allocate(
     py: Python<'_>,
     shape: &[usize],
     dtype: devmm::DType,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<devmm::Device>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (policy_obj, policy) = match layout {
-        Some(layout) => (
-            layout.clone().into_any().unbind(),
-            Arc::clone(&layout.get().inner),
+    let options = devmm::EmptyOptions::new();
+    let (policy_obj, options) = match layout {
+        Some(LayoutArg::Policy(policy)) => (
+            Some(policy.clone().into_any().unbind()),
+            options.layout_shared(Arc::clone(&policy.get().inner)),
         ),
+        Some(LayoutArg::Resolved(layout)) => {
+            let layout = layout.get();
+            (
+                layout.policy.as_ref().map(|p| p.clone_ref(py)),
+                options.resolved_layout(layout.layout.clone()),
+            )
+        }
         None => {
             let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
             (
-                default.clone().into_any().unbind(),
-                Arc::clone(&default.get().inner),
+                Some(default.clone().into_any().unbind()),
+                options.layout_shared(Arc::clone(&default.get().inner)),
             )
         }
     };
@@ -189,10 +284,7 @@ fn allocate(
         }
     };
     let device = device.unwrap_or_else(|| rust_mr.device());
-    let mut options = devmm::EmptyOptions::new()
-        .layout_shared(policy)
-        .device(device)
-        .resource(rust_mr);
+    let mut options = options.device(device).resource(rust_mr);
     // Without a stream the core picks the device's default, after it has
     // checked the device against the resource.
     if stream.is_some() {
@@ -207,16 +299,17 @@ fn allocate(
     })
 }
 
-/// Allocates an uninitialised tensor: `layout` (a policy; row-major when
-/// `None`) resolves the shape, `mr` (the current resource of `device` when
-/// `None`) allocates, ordered on `stream`.
+/// Allocates an uninitialised tensor: `layout` (a policy, row-major when
+/// `None`, or a `Layout` resolved for this shape and dtype) lays the shape
+/// out, `mr` (the current resource of `device` when `None`) allocates,
+/// ordered on `stream`.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype, *, layout = None, device = None, mr = None, stream = None))]
 pub(crate) fn empty(
     py: Python<'_>,
     shape: ShapeArg,
     dtype: DTypeArg,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
@@ -234,18 +327,21 @@ pub(crate) fn empty(
 
 /// A new tensor with the shape, dtype and device of `other`: a devmm
 /// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
-/// (a NumPy array, say). The other arguments are as for `empty`.
+/// (a NumPy array, say). `dtype` and `device` override what `other` has;
+/// the other arguments are as for `empty`.
 #[pyfunction]
-#[pyo3(signature = (other, *, layout = None, device = None, mr = None, stream = None))]
+#[pyo3(signature = (other, *, dtype = None, layout = None, device = None, mr = None, stream = None))]
+#[allow(clippy::too_many_arguments)] // the Python signature: one per keyword
 pub(crate) fn empty_like(
     py: Python<'_>,
     other: &Bound<'_, PyAny>,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    dtype: Option<DTypeArg>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (shape, dtype, other_device) = match other.cast::<PyTensor>() {
+    let (shape, other_dtype, other_device) = match other.cast::<PyTensor>() {
         Ok(tensor) => {
             let t = &tensor.get().tensor;
             (devmm::Dims::from(t.shape()), t.dtype(), t.device())
@@ -264,5 +360,6 @@ pub(crate) fn empty_like(
         (None, Some(_)) => None,
         (None, None) => Some(other_device),
     };
+    let dtype = dtype.map_or(other_dtype, |d| d.0);
     allocate(py, &shape, dtype, layout, device, mr, stream)
 }

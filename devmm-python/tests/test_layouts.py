@@ -12,7 +12,7 @@ def test_dense_policies(cpu: devmm.Device) -> None:
     assert devmm.ColMajor()((2, 3, 4), F32, cpu).strides == (1, 2, 6)
     nhwc = devmm.Permuted([0, 2, 3, 1])
     assert nhwc((1, 3, 4, 5), "uint8", cpu).strides == (60, 1, 15, 3)
-    assert nhwc.order == [0, 2, 3, 1]
+    assert nhwc.permutation == (0, 2, 3, 1)
 
 
 def test_layouts_carry_their_policy_object(cpu: devmm.Device) -> None:
@@ -71,3 +71,65 @@ def test_stateless_policies_are_singletons() -> None:
     assert devmm.DeviceOptimal() is devmm.DeviceOptimal()
     assert devmm.RowMajor() is not devmm.ColMajor()
     assert devmm.Permuted([1, 0]) is not devmm.Permuted([1, 0])
+
+
+def test_layout_is_constructible_from_its_fields(cpu: devmm.Device) -> None:
+    hand = devmm.Layout((2, 3), (3, 1), F32)
+    resolved = devmm.RowMajor()((2, 3), F32, cpu)
+    assert (hand.shape, hand.strides, hand.required_nbytes, hand.base_alignment) == ((2, 3), (3, 1), 24, 4)
+    assert hand.policy is None and resolved.policy is not None
+    # Value equality and hashing: provenance aside, the same memory.
+    assert hand == resolved and hash(hand) == hash(resolved)
+    assert len({hand, resolved, devmm.ColMajor()((2, 3), F32, cpu)}) == 2
+    padded = devmm.Layout((2, 3), (16, 1), F32, base_alignment=64, policy=devmm.RowMajor())
+    assert (padded.required_nbytes, padded.base_alignment) == (128, 64)
+    assert padded.policy is devmm.RowMajor()
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "match"),
+    [((2, 3), (2, 1), "overlaps"), ((2, 3), (0, 1), "positive"), ((2, 3), (1,), "one stride per dimension")],
+)
+def test_bad_hand_built_layouts_are_value_errors(shape: tuple[int, ...], strides: tuple[int, ...], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        devmm.Layout(shape, strides, F32)
+
+
+def test_layout_validate_checks_the_shape_and_itemsize_it_is_applied_to(cpu: devmm.Device) -> None:
+    layout = devmm.RowMajor()((2, 3), F32, cpu)
+    layout.validate()
+    layout.validate((2, 3), 4)
+    with pytest.raises(ValueError, match=r"for shape \[2, 3\], not \[3, 2\]"):
+        layout.validate((3, 2), 4)
+    with pytest.raises(ValueError, match="4-byte elements, not 8-byte"):
+        layout.validate((2, 3), 8)
+
+
+def test_layout_is_contiguous(cpu: devmm.Device) -> None:
+    assert devmm.RowMajor()((2, 3), F32, cpu).is_contiguous
+    assert devmm.ColMajor()((2, 3), F32, cpu).is_contiguous
+    assert devmm.Permuted((1, 0))((2, 3), F32, cpu).is_contiguous
+    assert not devmm.Aligned(devmm.RowMajor(), 64, 64)((2, 3), F32, cpu).is_contiguous
+    assert not devmm.Layout((2, 3), (4, 1), F32).is_contiguous
+    assert devmm.Layout((0, 3), (4, 1), F32).is_contiguous
+
+
+def test_policies_expose_their_parameters_and_compare_by_value() -> None:
+    assert devmm.Permuted((2, 0, 1)).permutation == (2, 0, 1)
+    assert devmm.Permuted([1, 0]) == devmm.Permuted((1, 0))
+    assert hash(devmm.Permuted([1, 0])) == hash(devmm.Permuted((1, 0)))
+    assert devmm.Permuted((1, 0)) != devmm.Permuted((0, 1))
+    a = devmm.Aligned(devmm.RowMajor(), unit_stride_alignment=128, base_alignment=256)
+    assert (a.inner, a.unit_stride_alignment, a.base_alignment) == (devmm.RowMajor(), 128, 256)
+    assert a == devmm.Aligned(devmm.RowMajor(), 128, 256)
+    assert hash(a) == hash(devmm.Aligned(devmm.RowMajor(), 128, 256))
+    assert a != devmm.Aligned(devmm.RowMajor(), 64, 256)
+    assert a != devmm.Aligned(devmm.ColMajor(), 128, 256)
+    assert devmm.Aligned(devmm.Permuted((1, 0)), 8, 8) == devmm.Aligned(devmm.Permuted((1, 0)), 8, 8)
+    assert devmm.RowMajor() == devmm.RowMajor() and devmm.RowMajor() != devmm.ColMajor()
+
+
+@pytest.mark.parametrize("bad", [(0, 0), (0, 2), (1,), (1, 2, 3)])
+def test_permuted_rejects_a_bad_permutation_when_constructed(bad: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="not a permutation"):
+        devmm.Permuted(bad)

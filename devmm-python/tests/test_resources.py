@@ -170,14 +170,48 @@ def test_python_subclass_sets_its_device() -> None:
         MallocMemoryResource().device = "cpu"  # type: ignore[misc]
 
 
-def test_base_class_methods_must_be_overridden(stream: devmm.Stream) -> None:
+def test_base_class_is_abstract_until_allocate_and_deallocate_are_overridden() -> None:
     class Incomplete(devmm.DeviceMemoryResource):
         pass
 
-    with pytest.raises(NotImplementedError, match="Incomplete must override allocate"):
-        Incomplete().allocate(8, stream)
+    class HalfDone(devmm.DeviceMemoryResource):
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            return 0
+
+    with pytest.raises(TypeError, match="abstract class Incomplete with abstract methods allocate, deallocate"):
+        Incomplete()
+    with pytest.raises(TypeError, match="abstract class HalfDone with abstract methods deallocate"):
+        HalfDone()
+    with pytest.raises(TypeError, match="abstract class DeviceMemoryResource"):
+        devmm.DeviceMemoryResource()
+
+
+def test_base_class_methods_raise_when_a_subclass_calls_them(stream: devmm.Stream) -> None:
+    class Delegating(devmm.DeviceMemoryResource):
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            return super().allocate(nbytes, stream)
+
+        def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+            super().deallocate(ptr, nbytes, stream)
+
+    with pytest.raises(NotImplementedError, match="Delegating must override allocate"):
+        Delegating().allocate(8, stream)
     with pytest.raises(NotImplementedError):
-        devmm.empty((2,), "uint8", mr=Incomplete())
+        devmm.empty((2,), "uint8", mr=Delegating())
+
+
+def test_resources_are_weak_referenceable() -> None:
+    import gc
+    import weakref
+
+    makers: list[Any] = [MallocMemoryResource, BytearrayMemoryResource, PyHeap, lambda: devmm.StatisticsAdaptor(PyHeap())]
+    for make in makers:
+        mr = make()
+        ref = weakref.ref(mr)
+        assert ref() is mr
+        del mr
+        gc.collect()
+        assert ref() is None
 
 
 def test_callback_resource(stream: devmm.Stream) -> None:

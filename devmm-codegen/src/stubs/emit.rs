@@ -15,8 +15,39 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     ));
     out.push_str(
         "from collections.abc import Sequence\nfrom typing import Any, ClassVar, final\n\n\
-         from typing_extensions import disjoint_base\n\n",
+         from typing_extensions import disjoint_base\n",
     );
+    let body = render_body(model);
+    // Annotations may name a third-party module's types (`numpy.dtype`
+    // where a NumPy dtype is accepted); the stub imports each module named.
+    for module in THIRD_PARTY_MODULES {
+        if names_module(&body, module) {
+            let _ = writeln!(out, "\nimport {module}");
+        }
+    }
+    out.push('\n');
+    out.push_str(&body);
+    out
+}
+
+/// Modules a ``Python type:`` annotation may name (as `module.Type`).
+const THIRD_PARTY_MODULES: &[&str] = &["numpy"];
+
+/// Whether `text` names `module.Something` as a top-level module (not as
+/// the tail of a dotted path such as `devmm.integrations.numpy.install`).
+fn names_module(text: &str, module: &str) -> bool {
+    let needle = format!("{module}.");
+    text.match_indices(&needle).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    })
+}
+
+/// Everything after the imports.
+fn render_body(model: &Crate) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "__all__ = [");
     for name in exported(model) {
         let _ = writeln!(out, "{INDENT}\"{name}\",");

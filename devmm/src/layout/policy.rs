@@ -110,6 +110,22 @@ impl Permuted {
         }
     }
 
+    /// The order `order`, checked when made: each of `0..order.len()`
+    /// exactly once (a bad order is refused here, not at first use).
+    ///
+    /// ```
+    /// use devmm::Permuted;
+    /// assert_eq!(Permuted::try_new([1, 0])?.order(), &[1, 0]);
+    /// assert!(Permuted::try_new([0, 0]).is_err());
+    /// assert!(Permuted::try_new([0, 2]).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn try_new(order: impl IntoIterator<Item = usize>) -> Result<Permuted> {
+        let permuted = Permuted::new(order);
+        super::check_permutation(&permuted.order, permuted.order.len())?;
+        Ok(permuted)
+    }
+
     /// The dimension order, outermost first.
     pub fn order(&self) -> &[usize] {
         &self.order
