@@ -1,6 +1,6 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::device::PyDevice;
@@ -112,6 +112,21 @@ impl PyStream {
     /// stream `handle` of the same device.
     fn wait_raw(&self, py: Python<'_>, handle: usize) -> PyResult<()> {
         maybe_detached(py, self.inner.device(), || self.inner.wait_raw(handle)).py()
+    }
+
+    /// The CUDA stream protocol that cuda.core and CuPy read:
+    /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
+    /// streams speak it; on any other device it is an `AttributeError`.
+    fn __cuda_stream__(&self) -> PyResult<(u32, usize)> {
+        match self.inner.device().ty() {
+            devmm::DeviceType::Cuda | devmm::DeviceType::CudaManaged => {
+                Ok((0, self.inner.handle()))
+            }
+            _ => Err(PyAttributeError::new_err(format!(
+                "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
+                self.inner.device()
+            ))),
+        }
     }
 
     fn __repr__(&self) -> String {

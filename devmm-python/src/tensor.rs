@@ -10,6 +10,7 @@ use pyo3::types::PyTuple;
 
 use crate::buffer::PyDeviceBuffer;
 use crate::device::{DeviceArg, PyDevice};
+use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
@@ -182,10 +183,10 @@ impl PyTensor {
     fn __dlpack__<'py>(
         &self,
         py: Python<'py>,
-        stream: Option<i64>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
+        stream: Option<DlpackStream>,
+        max_version: Option<DlpackVersion>,
+        dl_device: Option<DlpackDevice>,
+        copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::dlpack::export_capsule(py, &self.tensor, stream, max_version, dl_device, copy)
     }
