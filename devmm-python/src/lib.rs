@@ -29,6 +29,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // A DEVMM_RUNTIME naming no runtime fails the import, not the first allocation.
+    devmm::runtime::check_runtime_override().map_err(error::to_py_err)?;
     log_bridge::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
@@ -94,6 +96,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyDeviceRuntime>()?;
     m.add_function(wrap_pyfunction!(runtime::runtime_for, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::available_runtimes, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::default_device, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::require_runtime, m)?)?;
 

@@ -120,6 +120,25 @@ pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDe
         RuntimeKey::Name(n) => devmm::runtime_for(n.as_str()),
     }
     .py()?;
+    wrapper(py, runtime)
+}
+
+/// Every runtime whose platform is present, loaded (what `runtime_names()`
+/// lists, in order), each the object `runtime_for` returns for it.
+#[pyfunction]
+pub(crate) fn available_runtimes(py: Python<'_>) -> PyResult<Vec<Py<PyDeviceRuntime>>> {
+    devmm::available_runtimes()
+        .py()?
+        .into_iter()
+        .map(|runtime| wrapper(py, runtime))
+        .collect()
+}
+
+/// The one Python object for `runtime`, so identity checks hold.
+fn wrapper(
+    py: Python<'_>,
+    runtime: Arc<dyn devmm::DeviceRuntime>,
+) -> PyResult<Py<PyDeviceRuntime>> {
     static WRAPPERS: std::sync::OnceLock<Mutex<HashMap<String, Py<PyDeviceRuntime>>>> =
         std::sync::OnceLock::new();
     let mut wrappers = WRAPPERS

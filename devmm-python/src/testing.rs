@@ -30,7 +30,7 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 }
 
 /// Runs the memory-resource contract against fresh resources from
-/// `factory` (a resource class, or any callable returning a resource):
+/// `mr_factory` (a resource class, or any callable returning a resource):
 /// byte-exact writes and reads, no aliasing, alignment honesty, live-count
 /// bookkeeping, misuse detection, zero-byte requests. Raises
 /// `AssertionError` naming each failed check.
@@ -40,10 +40,10 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// `read(ptr, nbytes, stream) -> bytes` and `stream_factory(device)`, or
 /// `data_access=False` to skip the byte checks.
 #[pyfunction]
-#[pyo3(signature = (factory, *, write = None, read = None, stream_factory = None, data_access = true))]
+#[pyo3(signature = (mr_factory, *, write = None, read = None, stream_factory = None, data_access = true))]
 pub(crate) fn mr_conformance(
     py: Python<'_>,
-    factory: Py<PyAny>,
+    mr_factory: Py<PyAny>,
     write: Option<Py<PyAny>>,
     read: Option<Py<PyAny>>,
     stream_factory: Option<Py<PyAny>>,
@@ -104,7 +104,7 @@ pub(crate) fn mr_conformance(
     // the GIL on each of them: run it detached, attaching for every call.
     let factory = move || {
         Python::attach(|py| {
-            let made = factory
+            let made = mr_factory
                 .call0(py)
                 .map_err(|e| hook_failure(py, "factory", e))?;
             let mr = made.bind(py).cast::<PyMemoryResource>().map_err(|_| {

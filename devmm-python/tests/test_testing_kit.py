@@ -55,6 +55,24 @@ def test_custom_data_access_hooks_are_used() -> None:
 
     devmm.testing.mr_conformance(MallocMemoryResource, write=write, read=read)
     assert writes
+
+
+def test_mr_conformance_takes_the_seed_signature() -> None:
+    # mr_conformance(mr_factory, *, write=, read=, stream_factory=), as the seed names them.
+    streams: list[devmm.Device] = []
+
+    def stream_factory(device: devmm.Device) -> devmm.Stream:
+        streams.append(device)
+        return devmm.runtime_for(device).create_stream(device)
+
+    def write(ptr: int, data: bytes, stream: devmm.Stream) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    def read(ptr: int, nbytes: int, stream: devmm.Stream) -> bytes:
+        return ctypes.string_at(ptr, nbytes)
+
+    devmm.testing.mr_conformance(mr_factory=BytearrayMemoryResource, write=write, read=read, stream_factory=stream_factory)
+    assert streams and all(d == devmm.Device.from_string("cpu") for d in streams)
     devmm.testing.mr_conformance(devmm.testing.RecordingMemoryResource, data_access=False)
 
 

@@ -23,8 +23,8 @@ use crate::stream::{Stream, StreamSentinel};
 
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
-    RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, default_device, register_runtime,
-    runtime_for, runtime_names,
+    RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
+    default_device, register_runtime, runtime_for, runtime_names,
 };
 
 /// Everything devmm needs from one platform.
