@@ -39,7 +39,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<error::RuntimeUnavailableError>(),
     )?;
 
-    m.add_class::<device::PyDeviceType>()?;
+    m.add("DeviceType", device::PyDeviceType::class(py)?)?;
     m.add_class::<device::PyDevice>()?;
     m.add_class::<dtype::PyDType>()?;
 

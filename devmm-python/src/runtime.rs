@@ -25,11 +25,11 @@ impl PyDeviceRuntime {
 
     /// The device types the runtime serves, primary first.
     #[getter]
-    fn device_types(&self, py: Python<'_>) -> PyResult<Vec<Py<PyDeviceType>>> {
+    fn device_types(&self) -> Vec<PyDeviceType> {
         self.inner
             .device_types()
             .iter()
-            .map(|&t| PyDeviceType::member(py, t))
+            .map(|&t| PyDeviceType::from(t))
             .collect()
     }
 

@@ -198,3 +198,21 @@ def test_stream_sentinels_pickle_and_copy_to_themselves() -> None:
         assert copy.copy(sentinel) is sentinel
         assert copy.deepcopy(sentinel) is sentinel
         assert copy.deepcopy([sentinel])[0] is sentinel
+
+
+def test_device_type_is_an_int_enum() -> None:
+    import enum
+    import pickle
+
+    T = devmm.DeviceType
+    assert issubclass(T, enum.IntEnum) and issubclass(T, int)
+    assert [m.name for m in T] == ["CPU", "CUDA", "CUDA_HOST", "ROCM", "ROCM_HOST", "CUDA_MANAGED"]
+    assert [int(m) for m in T] == [1, 2, 3, 10, 11, 13]
+    assert T(2) is T.CUDA and T["ROCM"] is T.ROCM
+    assert isinstance(T.CPU, int) and T.CUDA + 0 == 2
+    assert pickle.loads(pickle.dumps(T.ROCM_HOST)) is T.ROCM_HOST
+    assert (T.__module__, T.__name__) == ("devmm", "DeviceType")
+    # Everything that hands out a device type hands out the members.
+    assert devmm.Device.from_string("cuda_managed:0").type is T.CUDA_MANAGED
+    assert devmm.runtime_for("cpu").device_types == [T.CPU]
+    assert devmm.Device(T.ROCM) == devmm.Device(10) == devmm.Device("rocm")

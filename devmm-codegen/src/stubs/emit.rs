@@ -18,6 +18,9 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
          from typing_extensions import disjoint_base\n",
     );
     let body = render_body(model);
+    if !model.int_enums.is_empty() {
+        out.push_str("\nimport enum\n");
+    }
     // Annotations may name a third-party module's types (`numpy.dtype`
     // where a NumPy dtype is accepted); the stub imports each module named.
     for module in THIRD_PARTY_MODULES {
@@ -55,6 +58,13 @@ fn render_body(model: &Crate) -> String {
     out.push_str("]\n\n");
     for (name, ty) in &model.constants {
         let _ = writeln!(out, "{name}: {ty}");
+    }
+    for int_enum in &model.int_enums {
+        let _ = write!(out, "\nclass {}(enum.IntEnum):\n", int_enum.name);
+        write_doc(&mut out, &int_enum.doc, INDENT);
+        for (member, value) in &int_enum.members {
+            let _ = writeln!(out, "{INDENT}{member} = {value}");
+        }
     }
     for exception in &model.exceptions {
         let _ = write!(out, "\nclass {}({}):\n", exception.name, exception.base);
@@ -262,6 +272,7 @@ fn exported(model: &Crate) -> Vec<&str> {
         .iter()
         .map(|(n, _)| n.as_str())
         .chain(model.exceptions.iter().map(|e| e.name.as_str()))
+        .chain(model.int_enums.iter().map(|e| e.name.as_str()))
         .chain(model.classes.iter().map(|c| c.name.as_str()))
         .chain(model.functions.iter().map(|f| f.name.as_str()))
         .filter(|n| !n.starts_with('_') || (n.starts_with("__") && n.ends_with("__")))
