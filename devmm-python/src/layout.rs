@@ -7,6 +7,7 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyTuple};
@@ -26,19 +27,45 @@ impl<'py> FromPyObject<'_, 'py> for ShapeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(tuple) = obj.cast::<PyTuple>() {
-            let mut dims = devmm::Dims::with_capacity(tuple.len());
-            for item in tuple.iter() {
-                dims.push(item.extract::<usize>()?);
-            }
-            return Ok(ShapeArg(dims));
-        }
-        if let Ok(n) = obj.cast::<PyInt>() {
-            return Ok(ShapeArg(devmm::Dims::from_elem(n.extract::<usize>()?, 1)));
-        }
-        let items: Vec<usize> = obj.extract()?;
-        Ok(ShapeArg(items.into_iter().collect()))
+        dims(obj, "shape", "extents").map(ShapeArg)
     }
+}
+
+/// A strides argument (in elements): a sequence of non-negative ints, or
+/// one int for 1-D.
+///
+/// Python type: `Sequence[int] | int`
+#[derive(Clone, Debug)]
+pub(crate) struct StridesArg(pub(crate) devmm::Dims);
+
+impl<'py> FromPyObject<'_, 'py> for StridesArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        dims(obj, "strides", "strides").map(StridesArg)
+    }
+}
+
+/// The per-dimension numbers of argument `name`; a negative or oversized
+/// one is a `ValueError` naming the argument, not an `OverflowError`.
+fn dims(obj: Borrowed<'_, '_, PyAny>, name: &str, what: &str) -> PyResult<devmm::Dims> {
+    let one = |item: Bound<'_, PyAny>| -> PyResult<usize> {
+        let value: i128 = item.extract()?;
+        usize::try_from(value).map_err(|_| {
+            PyValueError::new_err(format!(
+                "{name} must list {what} from 0 to {}, not {value}",
+                usize::MAX
+            ))
+        })
+    };
+    if let Ok(n) = obj.cast::<PyInt>() {
+        return Ok(devmm::Dims::from_elem(one(n.as_any().clone())?, 1));
+    }
+    let mut out = devmm::Dims::new();
+    for item in obj.try_iter()? {
+        out.push(one(item?)?);
+    }
+    Ok(out)
 }
 
 /// The base of every layout policy. Call a policy with
@@ -293,7 +320,7 @@ impl PyLayout {
     #[pyo3(signature = (shape, strides, dtype, *, base_alignment = None, policy = None))]
     fn py_new(
         shape: ShapeArg,
-        strides: ShapeArg,
+        strides: StridesArg,
         dtype: DTypeArg,
         base_alignment: Option<usize>,
         policy: Option<Bound<'_, PyLayoutPolicy>>,

@@ -48,9 +48,9 @@ def test_layout_fields(cpu: devmm.Device) -> None:
     assert layout != devmm.RowMajor()((2, 3), "int64", cpu)
 
 
-@pytest.mark.parametrize("alignments", [(3, 1), (1, 48), (0, 1)])
-def test_alignments_must_be_powers_of_two(alignments: tuple[int, int]) -> None:
-    with pytest.raises(ValueError, match="power of two"):
+@pytest.mark.parametrize(("alignments", "match"), [((1, 48), "power of two"), ((1, 0), "power of two"), ((0, 1), "positive byte count")])
+def test_base_alignments_must_be_powers_of_two_and_unit_strides_positive(alignments: tuple[int, int], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
         devmm.Aligned(devmm.RowMajor(), *alignments)
 
 
@@ -59,10 +59,12 @@ def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
         devmm.Permuted([0, 0])((2, 2), F32, cpu)
     with pytest.raises(ValueError, match="overflows"):
         devmm.RowMajor()((1 << 62, 1 << 62), F32, cpu)
-    with pytest.raises(ValueError, match="smaller than one"):
-        devmm.Aligned(devmm.RowMajor(), 2, 1)((2,), "float64", cpu)
-    with pytest.raises(OverflowError):
+    with pytest.raises(ValueError, match="shape must list extents from 0"):
         devmm.RowMajor()((-1,), F32, cpu)
+    with pytest.raises(ValueError, match="shape must list extents from 0"):
+        devmm.empty((2, 2**64), F32)
+    with pytest.raises(ValueError, match="strides must list strides from 0"):
+        devmm.Layout((2,), (-1,), F32)
 
 
 def test_stateless_policies_are_singletons() -> None:
@@ -133,3 +135,21 @@ def test_policies_expose_their_parameters_and_compare_by_value() -> None:
 def test_permuted_rejects_a_bad_permutation_when_constructed(bad: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match="not a permutation"):
         devmm.Permuted(bad)
+
+
+def test_aligned_accepts_what_the_seed_rule_accepts(cpu: devmm.Device) -> None:
+    # Rows pad to the least multiple of the item size and the unit stride
+    # alignment: any positive alignment, not only powers of two.
+    assert devmm.Aligned(devmm.RowMajor(), 48, 64)((2, 3), F32, cpu).strides == (12, 1)
+    assert devmm.Aligned(devmm.RowMajor(), 12, 16)((2, 5), "int64", cpu).strides == (6, 1)
+    # Finer than one element: rows pad to whole elements only.
+    assert devmm.Aligned(devmm.RowMajor(), 4, 1)((2, 3), "float64", cpu).strides == (3, 1)
+    # Nested: rows meet both alignments (the least common multiple).
+    nested = devmm.Aligned(devmm.Aligned(devmm.RowMajor(), 48, 64), 32, 64)
+    assert nested((2, 3), "uint8", cpu).strides == (96, 1)
+    t = devmm.empty((2, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 48, 64))
+    assert t.strides == (12, 1) and t.data_ptr % 64 == 0
+    with pytest.raises(ValueError, match="positive byte count"):
+        devmm.Aligned(devmm.RowMajor(), 0, 64)
+    with pytest.raises(ValueError, match="base_alignment must be a power of two"):
+        devmm.Aligned(devmm.RowMajor(), 64, 48)

@@ -347,13 +347,8 @@ fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize, dtype:
         LayoutRuleError::NotPowerOfTwo { what, value } => {
             Error::layout(format!("{what} must be a power of two, not {value}"))
         }
-        LayoutRuleError::UnitStrideBelowElement {
-            unit_stride_alignment,
-            itemsize,
-        } => Error::layout(format!(
-            "unit_stride_alignment {unit_stride_alignment} is smaller than one {dtype} element \
-             ({itemsize} bytes); use at least {} or 1 for no padding",
-            itemsize.next_power_of_two()
+        LayoutRuleError::ZeroUnitStride => Error::layout(format!(
+            "a unit-stride alignment of 0 pads {dtype} rows to nothing; use 1 for no padding"
         )),
     }
 }
