@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
+use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{python_resource, resource_of, PyMemoryResource};
@@ -103,8 +104,9 @@ impl PyLimitingAdaptor {
     #[new]
     fn py_new(
         upstream: &Bound<'_, PyMemoryResource>,
-        limit_bytes: usize,
+        limit_bytes: Count<LimitBytes>,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let limit_bytes = limit_bytes.get();
         let (limiting, upstream, base) =
             adapt(upstream, |mr| devmm::LimitingAdaptor::new(mr, limit_bytes))?;
         Ok((PyLimitingAdaptor { limiting, upstream }, base))
@@ -171,13 +173,14 @@ pub(crate) struct PyCallbackMemoryResource;
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
-    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = 1))]
+    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1)))]
     fn py_new(
         alloc_fn: Py<PyAny>,
         dealloc_fn: Py<PyAny>,
         device: Option<DeviceArg>,
-        alignment: usize,
+        alignment: Count<Alignment>,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let alignment = alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let mr = python_resource(device, alignment, alloc_fn, dealloc_fn).py()?;
         Ok((PyCallbackMemoryResource, PyMemoryResource::native(mr)))

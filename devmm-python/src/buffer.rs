@@ -7,6 +7,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
+use crate::count::{Count, Size};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::IntoPyResult;
 use crate::registry;
@@ -58,11 +59,12 @@ impl PyDeviceBuffer {
     #[pyo3(signature = (size, *, mr = None, stream = None, device = None))]
     fn py_new(
         py: Python<'_>,
-        size: usize,
+        size: Count<Size>,
         mr: Option<&Bound<'_, PyMemoryResource>>,
         stream: Option<StreamArg>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
+        let size = size.get();
         let (obj, rust) = match mr {
             Some(mr) => {
                 let rust = resource_of(mr)?;

@@ -13,6 +13,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyInt, PyTuple};
 use pyo3::PyClassInitializer;
 
+use crate::count::{BaseAlignment, Count, Itemsize, UnitStrideAlignment};
 use crate::device::DeviceArg;
 use crate::dtype::DTypeArg;
 use crate::error::IntoPyResult;
@@ -205,12 +206,14 @@ pub(crate) struct PyAligned {
 #[pymethods]
 impl PyAligned {
     #[new]
-    #[pyo3(signature = (inner, unit_stride_alignment = 1, base_alignment = 1))]
+    #[pyo3(signature = (inner, unit_stride_alignment = Count::of(1), base_alignment = Count::of(1)))]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,
-        unit_stride_alignment: usize,
-        base_alignment: usize,
+        unit_stride_alignment: Count<UnitStrideAlignment>,
+        base_alignment: Count<BaseAlignment>,
     ) -> PyResult<(Self, PyLayoutPolicy)> {
+        let (unit_stride_alignment, base_alignment) =
+            (unit_stride_alignment.get(), base_alignment.get());
         let aligned = devmm::Aligned::over(
             Arc::clone(&inner.get().inner),
             unit_stride_alignment,
@@ -322,10 +325,10 @@ impl PyLayout {
         shape: ShapeArg,
         strides: StridesArg,
         dtype: DTypeArg,
-        base_alignment: Option<usize>,
+        base_alignment: Option<Count<BaseAlignment>>,
         policy: Option<Bound<'_, PyLayoutPolicy>>,
     ) -> PyResult<Self> {
-        let base_alignment = base_alignment.unwrap_or(dtype.0.alignment());
+        let base_alignment = base_alignment.map_or(dtype.0.alignment(), |b| b.get());
         let layout = devmm::Layout::new(&shape.0, &strides.0, dtype.0, base_alignment).py()?;
         Ok(PyLayout {
             layout,
@@ -339,9 +342,9 @@ impl PyLayout {
     /// itemsize)` takes them, also checks the layout is for that shape and
     /// element size.
     #[pyo3(signature = (shape = None, itemsize = None))]
-    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<usize>) -> PyResult<()> {
+    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<Count<Itemsize>>) -> PyResult<()> {
         self.layout
-            .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize)
+            .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize.map(|i| i.get()))
             .py()
     }
 

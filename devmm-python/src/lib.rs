@@ -7,6 +7,7 @@
 
 mod adaptors;
 mod buffer;
+mod count;
 mod device;
 mod dlpack;
 mod dtype;

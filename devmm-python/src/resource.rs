@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{
-    PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 
+use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{stash_python_error, IntoPyResult};
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
@@ -143,10 +142,10 @@ impl PyMemoryResource {
     #[pyo3(signature = (nbytes, stream = None))]
     fn allocate(
         slf: &Bound<'_, Self>,
-        nbytes: Nbytes,
+        nbytes: Count<Nbytes>,
         stream: Option<StreamArg>,
     ) -> PyResult<usize> {
-        let Nbytes(nbytes) = nbytes;
+        let nbytes = nbytes.get();
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "allocate")?);
         drop(this);
@@ -163,10 +162,10 @@ impl PyMemoryResource {
     fn deallocate(
         slf: &Bound<'_, Self>,
         ptr: usize,
-        nbytes: Nbytes,
+        nbytes: Count<Nbytes>,
         stream: Option<StreamArg>,
     ) -> PyResult<()> {
-        let Nbytes(nbytes) = nbytes;
+        let nbytes = nbytes.get();
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "deallocate")?);
         drop(this);
@@ -191,28 +190,6 @@ impl PyMemoryResource {
         Ok(match &this.native {
             Some(mr) => format!("{mr:?}"),
             None => format!("{}(device={})", slf.get_type().name()?, this.device),
-        })
-    }
-}
-
-/// A size argument (`nbytes`): a negative or oversized int is a
-/// `ValueError` naming `nbytes`, not the `OverflowError` a bare `usize`
-/// conversion raises.
-///
-/// Python type: `int`
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Nbytes(pub(crate) usize);
-
-impl<'py> FromPyObject<'_, 'py> for Nbytes {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let value: i128 = obj.extract()?;
-        usize::try_from(value).map(Nbytes).map_err(|_| {
-            PyValueError::new_err(format!(
-                "nbytes must be a byte count from 0 to {}, not {value}",
-                usize::MAX
-            ))
         })
     }
 }

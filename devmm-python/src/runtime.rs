@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
+use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice, PyDeviceType};
 use crate::error::{IntoPyResult, RuntimeUnavailableError};
 use crate::stream::{maybe_detached, PyStream, PyStreamSentinel};
@@ -75,7 +76,8 @@ impl PyDeviceRuntime {
     }
 
     /// A stream over a native handle that the caller keeps alive.
-    fn wrap_stream(&self, device: DeviceArg, handle: usize) -> PyResult<PyStream> {
+    fn wrap_stream(&self, device: DeviceArg, handle: Count<Handle>) -> PyResult<PyStream> {
+        let handle = handle.get();
         Ok(self.inner.wrap_stream(device.0, handle).py()?.into())
     }
 

@@ -3,6 +3,7 @@
 use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::count::{Count, Handle};
 use crate::device::PyDevice;
 use crate::error::IntoPyResult;
 
@@ -110,7 +111,8 @@ impl PyStream {
 
     /// Makes this stream wait for the work queued so far on the native
     /// stream `handle` of the same device.
-    fn wait_raw(&self, py: Python<'_>, handle: usize) -> PyResult<()> {
+    fn wait_raw(&self, py: Python<'_>, handle: Count<Handle>) -> PyResult<()> {
+        let handle = handle.get();
         maybe_detached(py, self.inner.device(), || self.inner.wait_raw(handle)).py()
     }
 

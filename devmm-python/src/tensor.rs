@@ -9,6 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use crate::buffer::PyDeviceBuffer;
+use crate::count::{Count, Offset};
 use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
@@ -37,15 +38,16 @@ impl PyTensor {
     /// buffer from `offset`, and its base alignment must hold there
     /// (`ValueError` otherwise). `read_only` flags DLPack exports.
     #[new]
-    #[pyo3(signature = (buffer, dtype, shape, layout, offset = 0, read_only = false))]
+    #[pyo3(signature = (buffer, dtype, shape, layout, offset = Count::of(0), read_only = false))]
     fn py_new(
         buffer: &Bound<'_, PyDeviceBuffer>,
         dtype: DTypeArg,
         shape: ShapeArg,
         layout: &PyLayout,
-        offset: usize,
+        offset: Count<Offset>,
         read_only: bool,
     ) -> PyResult<Self> {
+        let offset = offset.get();
         let py = buffer.py();
         layout
             .layout

@@ -9,9 +9,10 @@ use pyo3::exceptions::PyAssertionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{stash_python_error, to_py_err, IntoPyResult};
-use crate::resource::{resource_of, Nbytes, PyMemoryResource};
+use crate::resource::{resource_of, PyMemoryResource};
 use crate::stream::{resolve_stream, PyStream, StreamArg};
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
@@ -150,12 +151,13 @@ impl PyRecordingMemoryResource {
     /// meet `guaranteed_alignment` (a power of two), claiming
     /// stream-ordered allocation unless `stream_ordered=False`.
     #[new]
-    #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = 256))]
+    #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
     fn py_new(
         device: Option<DeviceArg>,
         stream_ordered: bool,
-        guaranteed_alignment: usize,
+        guaranteed_alignment: Count<GuaranteedAlignment>,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let guaranteed_alignment = guaranteed_alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let recording = Arc::new(
             devmm::testing::RecordingMemoryResource::with_alignment(device, guaranteed_alignment)
@@ -170,12 +172,17 @@ impl PyRecordingMemoryResource {
     /// the allocation; a double free, an unknown pointer or a wrong size is
     /// a `RecordingMisuseError` (the call is logged either way).
     #[pyo3(signature = (ptr, nbytes, stream = None))]
-    fn deallocate(&self, ptr: usize, nbytes: Nbytes, stream: Option<StreamArg>) -> PyResult<()> {
+    fn deallocate(
+        &self,
+        ptr: usize,
+        nbytes: Count<Nbytes>,
+        stream: Option<StreamArg>,
+    ) -> PyResult<()> {
         let stream = resolve_stream(stream, self.recording.device())?;
         let ptr = devmm::DevicePtr::from_addr(ptr);
         // SAFETY: a recording resource never touches memory; it checks the
         // call against its own table and reports violations as errors.
-        unsafe { self.recording.deallocate(ptr, nbytes.0, &stream) }.map_err(|err| match err {
+        unsafe { self.recording.deallocate(ptr, nbytes.get(), &stream) }.map_err(|err| match err {
             devmm::Error::Misuse { .. } => RecordingMisuseError::new_err(err.to_string()),
             other => to_py_err(other),
         })

@@ -255,3 +255,31 @@ def test_callback_resource_refuses_bad_alignment_and_null_pointers(stream: devmm
     with pytest.raises(MemoryError, match="null pointer"):
         devmm.DeviceBuffer(8, mr=null)
     assert null.allocate(0, stream) == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64])
+def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(bad: int, stream: devmm.Stream) -> None:
+    import devmm.testing
+
+    cpu = devmm.Device.from_string("cpu")
+    buf = devmm.DeviceBuffer(8, stream=stream)
+    layout = devmm.Layout((2,), (1,), "float32")
+    calls: dict[str, Any] = {
+        "size": lambda: devmm.DeviceBuffer(bad),
+        "limit_bytes": lambda: devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=bad),
+        "alignment": lambda: MallocMemoryResource(alignment=bad),
+        "guaranteed_alignment": lambda: devmm.testing.RecordingMemoryResource(guaranteed_alignment=bad),
+        "unit_stride_alignment": lambda: devmm.Aligned(devmm.RowMajor(), bad, 1),
+        "base_alignment": lambda: devmm.Layout((2,), (1,), "float32", base_alignment=bad),
+        "itemsize": lambda: layout.validate((2,), bad),
+        "offset": lambda: devmm.Tensor(buf, "float32", (2,), layout, offset=bad),
+        "handle": lambda: devmm.runtime_for(cpu).wrap_stream(cpu, bad),
+        "index": lambda: devmm.Device(devmm.DeviceType.CUDA, bad),
+        "shape": lambda: devmm.empty((bad,), "float32"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=f"^{name} must") as info:
+            call()
+        assert not isinstance(info.value, OverflowError), name
+    with pytest.raises(ValueError, match="^handle must"):
+        stream.wait_raw(bad)
