@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyInt;
 
 /// The Python name of the argument a [`Count`] stands for.
 pub(crate) trait ArgName {
@@ -36,15 +37,43 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let value: i128 = obj.extract()?;
-        usize::try_from(value).map(Count::of).map_err(|_| {
-            PyValueError::new_err(format!(
-                "{} must be an integer from 0 to {}, not {value}",
-                N::NAME,
-                usize::MAX
-            ))
-        })
+        count(&obj, "must be an integer", N::NAME).map(Count::of)
     }
+}
+
+/// A per-dimension argument named `N::NAME` (a shape, strides): a
+/// sequence of non-negative ints, or one int for 1-D.
+///
+/// Python type: `Sequence[int] | int`
+#[derive(Clone, Debug)]
+pub(crate) struct Dims<N>(pub(crate) devmm::Dims, PhantomData<N>);
+
+impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let entry = |item: &Bound<'_, PyAny>| count(item, "must list integers", N::NAME);
+        let dims = if obj.cast::<PyInt>().is_ok() {
+            devmm::Dims::from_elem(entry(&obj)?, 1)
+        } else {
+            obj.try_iter()?
+                .map(|item| entry(&item?))
+                .collect::<PyResult<_>>()?
+        };
+        Ok(Dims(dims, PhantomData))
+    }
+}
+
+/// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to
+/// usize::MAX`.
+fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
+    let value: i128 = obj.extract()?;
+    usize::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} {rule} from 0 to {}, not {value}",
+            usize::MAX
+        ))
+    })
 }
 
 /// Declares argument names for [`Count`].
@@ -81,4 +110,8 @@ arg_names! {
     Offset = "offset";
     /// A native stream handle.
     Handle = "handle";
+    /// A shape's extents.
+    Shape = "shape";
+    /// A layout's strides, in elements.
+    Strides = "strides";
 }

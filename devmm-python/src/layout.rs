@@ -7,13 +7,12 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::PyClassInitializer;
 
-use crate::count::{BaseAlignment, Count, Itemsize, UnitStrideAlignment};
+use crate::count::{BaseAlignment, Count, Dims, Itemsize, Shape, Strides, UnitStrideAlignment};
 use crate::device::DeviceArg;
 use crate::dtype::DTypeArg;
 use crate::error::IntoPyResult;
@@ -21,53 +20,7 @@ use crate::error::IntoPyResult;
 /// A shape argument: a sequence of non-negative ints, or one int for 1-D.
 ///
 /// Python type: `Sequence[int] | int`
-#[derive(Clone, Debug)]
-pub(crate) struct ShapeArg(pub(crate) devmm::Dims);
-
-impl<'py> FromPyObject<'_, 'py> for ShapeArg {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dims(obj, "shape", "extents").map(ShapeArg)
-    }
-}
-
-/// A strides argument (in elements): a sequence of non-negative ints, or
-/// one int for 1-D.
-///
-/// Python type: `Sequence[int] | int`
-#[derive(Clone, Debug)]
-pub(crate) struct StridesArg(pub(crate) devmm::Dims);
-
-impl<'py> FromPyObject<'_, 'py> for StridesArg {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dims(obj, "strides", "strides").map(StridesArg)
-    }
-}
-
-/// The per-dimension numbers of argument `name`; a negative or oversized
-/// one is a `ValueError` naming the argument, not an `OverflowError`.
-fn dims(obj: Borrowed<'_, '_, PyAny>, name: &str, what: &str) -> PyResult<devmm::Dims> {
-    let one = |item: Bound<'_, PyAny>| -> PyResult<usize> {
-        let value: i128 = item.extract()?;
-        usize::try_from(value).map_err(|_| {
-            PyValueError::new_err(format!(
-                "{name} must list {what} from 0 to {}, not {value}",
-                usize::MAX
-            ))
-        })
-    };
-    if let Ok(n) = obj.cast::<PyInt>() {
-        return Ok(devmm::Dims::from_elem(one(n.as_any().clone())?, 1));
-    }
-    let mut out = devmm::Dims::new();
-    for item in obj.try_iter()? {
-        out.push(one(item?)?);
-    }
-    Ok(out)
-}
+pub(crate) type ShapeArg = Dims<Shape>;
 
 /// The base of every layout policy. Call a policy with
 /// `(shape, dtype, device)` to resolve a `Layout`.
@@ -323,7 +276,7 @@ impl PyLayout {
     #[pyo3(signature = (shape, strides, dtype, *, base_alignment = None, policy = None))]
     fn py_new(
         shape: ShapeArg,
-        strides: StridesArg,
+        strides: Dims<Strides>,
         dtype: DTypeArg,
         base_alignment: Option<Count<BaseAlignment>>,
         policy: Option<Bound<'_, PyLayoutPolicy>>,

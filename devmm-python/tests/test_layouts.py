@@ -59,11 +59,11 @@ def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
         devmm.Permuted([0, 0])((2, 2), F32, cpu)
     with pytest.raises(ValueError, match="overflows"):
         devmm.RowMajor()((1 << 62, 1 << 62), F32, cpu)
-    with pytest.raises(ValueError, match="shape must list extents from 0"):
+    with pytest.raises(ValueError, match="shape must list integers from 0"):
         devmm.RowMajor()((-1,), F32, cpu)
-    with pytest.raises(ValueError, match="shape must list extents from 0"):
+    with pytest.raises(ValueError, match="shape must list integers from 0"):
         devmm.empty((2, 2**64), F32)
-    with pytest.raises(ValueError, match="strides must list strides from 0"):
+    with pytest.raises(ValueError, match="strides must list integers from 0"):
         devmm.Layout((2,), (-1,), F32)
 
 

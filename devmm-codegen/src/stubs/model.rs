@@ -107,40 +107,20 @@ fn tokens(node: &impl ToTokens) -> String {
     node.to_token_stream().to_string()
 }
 
+/// The doc lines addressed to the stub generator rather than to readers.
+const DIRECTIVES: [&str; 2] = ["Python type:", "Python enum:"];
+
 /// The doc comment, without the lines addressed to the stub generator.
 pub(super) fn doc_of(attrs: &[Attribute]) -> String {
-    let mut lines = Vec::new();
-    for attr in attrs {
-        if let Meta::NameValue(nv) = &attr.meta {
-            if nv.path.is_ident("doc") {
-                if let Expr::Lit(syn::ExprLit {
-                    lit: Lit::Str(s), ..
-                }) = &nv.value
-                {
-                    let line = s.value();
-                    lines.push(line.strip_prefix(' ').unwrap_or(&line).to_owned());
-                }
-            }
-        }
-    }
-    let kept: Vec<String> = lines
-        .into_iter()
-        .filter(|l| !l.starts_with("Python type:") && !l.starts_with("Python enum:"))
+    let kept: Vec<String> = doc_lines(attrs)
+        .map(|line| line.strip_prefix(' ').map(str::to_owned).unwrap_or(line))
+        .filter(|l| !DIRECTIVES.iter().any(|d| l.starts_with(d)))
         .collect();
     kept.join("\n").trim().to_owned()
 }
 
-/// The annotation of a ``Python type: `X` `` doc line, if any.
-/// The Python name of an ``Python enum: `Name` `` doc line, if any.
-fn declared_int_enum(attrs: &[Attribute]) -> Option<String> {
-    doc_of_raw(attrs).find_map(|line| {
-        let rest = line.trim().strip_prefix("Python enum:")?.trim();
-        Some(rest.trim_matches('`').to_owned())
-    })
-}
-
 /// Every doc line, as written.
-fn doc_of_raw(attrs: &[Attribute]) -> impl Iterator<Item = String> + '_ {
+fn doc_lines(attrs: &[Attribute]) -> impl Iterator<Item = String> + '_ {
     attrs.iter().filter_map(|attr| {
         let Meta::NameValue(nv) = &attr.meta else {
             return None;
@@ -158,6 +138,24 @@ fn doc_of_raw(attrs: &[Attribute]) -> impl Iterator<Item = String> + '_ {
     })
 }
 
+/// The `` `X` `` of a doc line ``DIRECTIVE `X` ``, if any.
+fn directive(attrs: &[Attribute], directive: &str) -> Option<String> {
+    doc_lines(attrs).find_map(|line| {
+        let rest = line.trim().strip_prefix(directive)?.trim();
+        Some(rest.trim_matches('`').to_owned())
+    })
+}
+
+/// The annotation of a ``Python type: `X` `` doc line, if any.
+pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
+    directive(attrs, "Python type:")
+}
+
+/// The Python name of an ``Python enum: `Name` `` doc line, if any.
+fn declared_int_enum(attrs: &[Attribute]) -> Option<String> {
+    directive(attrs, "Python enum:")
+}
+
 /// `CudaHost` → `CUDA_HOST`: an enum member's Python name.
 fn screaming_snake(ident: &syn::Ident) -> String {
     let mut out = String::new();
@@ -168,23 +166,6 @@ fn screaming_snake(ident: &syn::Ident) -> String {
         out.extend(c.to_uppercase());
     }
     out
-}
-
-pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
-    attrs.iter().find_map(|attr| {
-        let Meta::NameValue(nv) = &attr.meta else {
-            return None;
-        };
-        let Expr::Lit(syn::ExprLit {
-            lit: Lit::Str(s), ..
-        }) = &nv.value
-        else {
-            return None;
-        };
-        let line = s.value();
-        let rest = line.trim().strip_prefix("Python type:")?.trim();
-        Some(rest.trim_matches('`').to_owned())
-    })
 }
 
 fn has_attr(attrs: &[Attribute], name: &str) -> bool {
