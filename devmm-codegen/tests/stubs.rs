@@ -81,3 +81,66 @@ fn sources_that_do_not_parse_are_an_error() {
         "{message}"
     );
 }
+
+#[test]
+fn annotations_naming_numpy_import_it_and_dotted_mentions_do_not() {
+    let with = r#"
+        /// Python type: `numpy.dtype[Any] | str`
+        struct DTypeLike(u8);
+        #[pyfunction]
+        fn f(x: DTypeLike) {}
+    "#;
+    let stub = generate(&[("lib.rs", with)], "m").unwrap();
+    assert!(stub.contains("\nimport numpy\n"), "{stub}");
+    assert!(
+        stub.contains("def f(x: numpy.dtype[Any] | str) -> None"),
+        "{stub}"
+    );
+    let without = r#"
+        /// Installs into devmm.integrations.numpy.install's handler.
+        #[pyfunction]
+        fn g() {}
+    "#;
+    let stub = generate(&[("lib.rs", without)], "m").unwrap();
+    assert!(!stub.contains("import numpy"), "{stub}");
+}
+
+#[test]
+fn a_python_enum_doc_line_makes_an_int_enum_class() {
+    let source = r#"
+        /// Colours, as an `enum.IntEnum` built at run time.
+        ///
+        /// Python enum: `Colour`
+        enum PyColour {
+            Red = 1,
+            DeepBlue = 7,
+        }
+        #[pyfunction]
+        fn favourite() -> PyColour { PyColour::Red }
+        #[pymodule]
+        fn m(m: &Bound<'_, PyModule>) -> PyResult<()> {
+            m.add("Colour", PyColour::class(m.py())?)?;
+            Ok(())
+        }
+    "#;
+    let stub = generate(&[("lib.rs", source)], "m").unwrap();
+    assert!(stub.contains("\nimport enum\n"), "{stub}");
+    assert!(
+        stub.contains(
+            "class Colour(enum.IntEnum):\n    \"\"\"Colours, as an `enum.IntEnum` built at run time.\"\"\"\n    RED = 1\n    DEEP_BLUE = 7\n"
+        ),
+        "{stub}"
+    );
+    assert!(stub.contains("def favourite() -> Colour: ..."), "{stub}");
+    assert!(stub.contains("    \"Colour\",\n"), "{stub}");
+    assert!(!stub.contains("Python enum"), "{stub}");
+    let missing = r#"
+        /// Python enum: `Bad`
+        enum PyBad { A }
+    "#;
+    let err = generate(&[("lib.rs", missing)], "m").unwrap_err();
+    assert!(
+        err.message.contains("variant A needs an explicit value"),
+        "{err}"
+    );
+}

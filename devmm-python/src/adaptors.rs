@@ -7,6 +7,7 @@ use std::sync::{Arc, Weak};
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{
@@ -130,8 +131,9 @@ impl PyLimitingAdaptor {
     #[new]
     fn py_new(
         upstream: &Bound<'_, PyMemoryResource>,
-        limit_bytes: usize,
+        limit_bytes: Count<LimitBytes>,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let limit_bytes = limit_bytes.get();
         let (limiting, upstream, base) =
             adapt(upstream, |mr| devmm::LimitingAdaptor::new(mr, limit_bytes))?;
         Ok((PyLimitingAdaptor { limiting, upstream }, base))
@@ -209,14 +211,15 @@ pub(crate) struct PyCallbackMemoryResource {
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
-    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = 1, dereferenceable = false))]
+    #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
     fn py_new(
         alloc_fn: &Bound<'_, PyAny>,
         dealloc_fn: &Bound<'_, PyAny>,
         device: Option<DeviceArg>,
-        alignment: usize,
+        alignment: Count<Alignment>,
         dereferenceable: bool,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let alignment = alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let slots = [alloc_fn, dealloc_fn].map(|f| Arc::new(PythonRef::new(f.clone().unbind())));
         let (on_alloc, on_dealloc) = (Arc::clone(&slots[0]), Arc::clone(&slots[1]));

@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::count::{Count, Size};
 use crate::device::{DeviceArg, PyDevice};
+use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
@@ -24,10 +26,10 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 #[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
-    mr: Py<PyMemoryResource>,
+    pub(crate) mr: Py<PyMemoryResource>,
     /// How the buffer's resource holds a Python-defined `mr`, when it
     /// bridges one (see [`bridge_of`]).
-    bridge: Option<Arc<PythonRef>>,
+    pub(crate) bridge: Option<Arc<PythonRef>>,
 }
 
 impl PyDeviceBuffer {
@@ -67,11 +69,12 @@ impl PyDeviceBuffer {
     #[pyo3(signature = (size, *, mr = None, stream = None, device = None))]
     fn py_new(
         py: Python<'_>,
-        size: usize,
+        size: Count<Size>,
         mr: Option<&Bound<'_, PyMemoryResource>>,
         stream: Option<StreamArg>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
+        let size = size.get();
         let (obj, rust, bridge) = match mr {
             Some(mr) => {
                 let (rust, bridge) = bridge_of(mr)?;
@@ -276,7 +279,7 @@ impl PyDeviceBuffer {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let bytes = bytes_of(data)?;
-        let made = PyDeviceBuffer::py_new(py, bytes.as_bytes().len(), mr, stream.clone(), device)?;
+        let made = PyDeviceBuffer::py_new(py, Count::of(bytes.as_bytes().len()), mr, stream.clone(), device)?;
         made.copy_from_host(py, bytes.as_any(), 0, stream)?;
         Ok(made)
     }
@@ -287,10 +290,10 @@ impl PyDeviceBuffer {
     fn __dlpack__<'py>(
         &self,
         py: Python<'py>,
-        stream: Option<i64>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
+        stream: Option<DlpackStream>,
+        max_version: Option<DlpackVersion>,
+        dl_device: Option<DlpackDevice>,
+        copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let bytes = devmm::Tensor::bytes_of(Arc::clone(&self.buffer)).py()?;
         crate::dlpack::export_capsule(py, &bytes, stream, max_version, dl_device, copy)

@@ -1,33 +1,30 @@
 //! `Device` and `DeviceType`: DLPack's device numbering as Python values.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString};
 
 use crate::error::IntoPyResult;
 
-/// The kind of memory a device owns. The values are DLPack's
-/// `DLDeviceType` codes, so `int(t)` is what `__dlpack_device__` reports.
-#[pyclass(eq, eq_int, hash, frozen, name = "DeviceType", module = "devmm")]
+/// The kind of memory a device owns: an `enum.IntEnum` whose values are
+/// DLPack's `DLDeviceType` codes, so `int(t)` is what `__dlpack_device__`
+/// reports, `DeviceType(2)` is `DeviceType.CUDA`, and members are ints.
+///
+/// Python enum: `DeviceType`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum PyDeviceType {
     /// Ordinary host memory.
-    #[pyo3(name = "CPU")]
     Cpu = 1,
     /// CUDA device memory.
-    #[pyo3(name = "CUDA")]
     Cuda = 2,
     /// Page-locked host memory registered with CUDA.
-    #[pyo3(name = "CUDA_HOST")]
     CudaHost = 3,
     /// ROCm (HIP) device memory.
-    #[pyo3(name = "ROCM")]
     Rocm = 10,
     /// Page-locked host memory registered with ROCm.
-    #[pyo3(name = "ROCM_HOST")]
     RocmHost = 11,
     /// CUDA managed (unified) memory.
-    #[pyo3(name = "CUDA_MANAGED")]
     CudaManaged = 13,
 }
 
@@ -44,18 +41,6 @@ impl From<devmm::DeviceType> for PyDeviceType {
     }
 }
 
-impl PyDeviceType {
-    /// The class attribute for `ty`: one object per member, as with `IntEnum`.
-    pub(crate) fn member(py: Python<'_>, ty: devmm::DeviceType) -> PyResult<Py<PyDeviceType>> {
-        let name = PyDeviceType::from(ty).name();
-        Ok(py
-            .get_type::<PyDeviceType>()
-            .getattr(name)?
-            .cast_into::<PyDeviceType>()?
-            .unbind())
-    }
-}
-
 impl From<PyDeviceType> for devmm::DeviceType {
     fn from(ty: PyDeviceType) -> Self {
         match ty {
@@ -69,48 +54,65 @@ impl From<PyDeviceType> for devmm::DeviceType {
     }
 }
 
-#[pymethods]
+/// The IntEnum's member name for `ty` (`CUDA_HOST`): the core's name, upper case.
+fn member_name(ty: devmm::DeviceType) -> String {
+    ty.name().to_uppercase()
+}
+
 impl PyDeviceType {
-    /// The member for a DLPack device-type code, like `IntEnum(value)`.
-    #[new]
-    fn py_new(py: Python<'_>, value: i32) -> PyResult<Py<Self>> {
-        let ty = devmm::DeviceType::from_dlpack(value)
-            .ok_or_else(|| PyValueError::new_err(format!("{value} is not a valid DeviceType")))?;
-        PyDeviceType::member(py, ty)
+    /// The `devmm.DeviceType` class: an `enum.IntEnum` built once from the
+    /// core's device types, so its members cannot drift from them.
+    pub(crate) fn class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+        static CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        CLASS
+            .get_or_try_init(py, || {
+                let members: Vec<(String, i32)> = devmm::DeviceType::ALL
+                    .iter()
+                    .map(|&ty| (member_name(ty), PyDeviceType::from(ty) as i32))
+                    .collect();
+                let options = PyDict::new(py);
+                options.set_item("module", "devmm")?;
+                let class = py
+                    .import("enum")?
+                    .getattr("IntEnum")?
+                    .call(("DeviceType", members), Some(&options))?;
+                class.setattr(
+                    "__doc__",
+                    "The kind of memory a device owns; the values are DLPack's DLDeviceType codes.",
+                )?;
+                Ok::<_, PyErr>(class.unbind())
+            })
+            .map(|class| class.bind(py))
     }
+}
 
-    /// The DLPack code.
-    #[getter]
-    fn value(&self) -> i32 {
-        *self as i32
+impl<'py> IntoPyObject<'py> for PyDeviceType {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    /// The enum member (one object per member, as with any `IntEnum`).
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PyDeviceType::class(py)?.getattr(member_name(self.into()))
     }
+}
 
-    /// The member's name (`"CPU"`).
-    #[getter]
-    fn name(&self) -> &'static str {
-        match self {
-            PyDeviceType::Cpu => "CPU",
-            PyDeviceType::Cuda => "CUDA",
-            PyDeviceType::CudaHost => "CUDA_HOST",
-            PyDeviceType::Rocm => "ROCM",
-            PyDeviceType::RocmHost => "ROCM_HOST",
-            PyDeviceType::CudaManaged => "CUDA_MANAGED",
+impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
+    type Error = PyErr;
+
+    /// Members of `devmm.DeviceType` only; plain ints are codes, not types.
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let class = PyDeviceType::class(obj.py())?;
+        if !obj.is_instance(class)? {
+            return Err(PyTypeError::new_err(format!(
+                "expected a devmm.DeviceType, got {}",
+                obj.get_type().name()?
+            )));
         }
-    }
-
-    fn __index__(&self) -> i32 {
-        *self as i32
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<DeviceType.{}: {}>", self.name(), *self as i32)
-    }
-
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (i32,)) {
-        (
-            py.get_type::<PyDeviceType>().into_any().unbind(),
-            (*self as i32,),
-        )
+        let code: i32 = obj.extract()?;
+        devmm::DeviceType::from_dlpack(code)
+            .map(PyDeviceType::from)
+            .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
     }
 }
 
@@ -130,10 +132,12 @@ impl From<devmm::Device> for PyDevice {
 
 #[pymethods]
 impl PyDevice {
-    /// A device of `type` (a `DeviceType`, its code, or its name) with ordinal `index`.
+    /// A device of `type` (a `DeviceType`, its code, or its name) with
+    /// ordinal `index`; a negative or too-large ordinal is a `ValueError`.
     #[new]
-    #[pyo3(signature = (r#type, index = 0))]
-    fn py_new(r#type: &Bound<'_, PyAny>, index: u32) -> PyResult<Self> {
+    #[pyo3(signature = (r#type, index = Ordinal(0)))]
+    fn py_new(r#type: &Bound<'_, PyAny>, index: Ordinal) -> PyResult<Self> {
+        let Ordinal(index) = index;
         let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
             devmm::DeviceType::from(ty)
         } else if let Ok(code) = r#type.extract::<i32>() {
@@ -153,8 +157,8 @@ impl PyDevice {
 
     /// The device type.
     #[getter]
-    fn r#type(&self, py: Python<'_>) -> PyResult<Py<PyDeviceType>> {
-        PyDeviceType::member(py, self.inner.ty())
+    fn r#type(&self) -> PyDeviceType {
+        self.inner.ty().into()
     }
 
     /// The ordinal.
@@ -169,9 +173,11 @@ impl PyDevice {
     }
 
     fn __repr__(&self) -> String {
+        let ty = self.inner.ty();
         format!(
-            "Device(type={}, index={})",
-            PyDeviceType::from(self.inner.ty()).__repr__(),
+            "Device(type=<DeviceType.{}: {}>, index={})",
+            member_name(ty),
+            PyDeviceType::from(ty) as i32,
             self.inner.index()
         )
     }
@@ -185,6 +191,51 @@ impl PyDevice {
             py.get_type::<PyDevice>().into_any().unbind(),
             (self.inner.dlpack_device().0, self.inner.index()),
         )
+    }
+
+    /// Devices are frozen values, as a frozen dataclass is: assigning a
+    /// field raises `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(frozen_instance_error(py, name))
+    }
+
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(frozen_instance_error(py, name))
+    }
+}
+
+/// `dataclasses.FrozenInstanceError` for an attempt to change `field`.
+fn frozen_instance_error(py: Python<'_>, field: &str) -> PyErr {
+    let message =
+        format!("cannot assign to field '{field}': a devmm.Device is frozen; build a new one");
+    match py
+        .import("dataclasses")
+        .and_then(|m| m.getattr("FrozenInstanceError"))
+        .and_then(|class| class.call1((message,)))
+    {
+        Ok(err) => PyErr::from_value(err),
+        Err(err) => err,
+    }
+}
+
+/// A device ordinal argument (`Device`'s `index`): a negative or oversized
+/// int is a `ValueError` naming `index` (the core checks the upper bound),
+/// not the `OverflowError` a bare `u32` conversion raises.
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ordinal(u32);
+
+impl<'py> FromPyObject<'_, 'py> for Ordinal {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let value: i128 = obj.extract()?;
+        u32::try_from(value).map(Ordinal).map_err(|_| {
+            PyValueError::new_err(format!(
+                "index must be a device ordinal from 0 to 2147483647, not {value}"
+            ))
+        })
     }
 }
 

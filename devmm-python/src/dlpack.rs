@@ -15,13 +15,92 @@ use pyo3::prelude::*;
 use crate::error::{discarding_python_errors, to_py_err};
 use crate::stream::maybe_detached;
 
-/// A closed buffer is a refusal too (`BufferError`); anything else (a
-/// refusal, out of memory, a stream value the device has no use for)
+/// Every refusal of an export is a `BufferError`, as the DLPack protocol
+/// asks: the core's refusals, a closed buffer, and a `stream=` value the
+/// device has no use for. Anything else (out of memory, a driver failure)
 /// converts as everywhere.
 fn export_error(err: devmm::Error) -> PyErr {
     match err {
-        devmm::Error::BufferClosed { .. } => PyBufferError::new_err(err.to_string()),
+        devmm::Error::BufferClosed { .. } | devmm::Error::Stream { .. } => {
+            PyBufferError::new_err(err.to_string())
+        }
         other => to_py_err(other),
+    }
+}
+
+/// `obj` as a `T` for the `__dlpack__` keyword `name`; a value of the wrong
+/// type or range is a `BufferError` naming the keyword (DLPack's exception
+/// for every refusal), never a `TypeError` or `OverflowError`.
+fn dlpack_arg<T>(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyResult<T>
+where
+    T: for<'a, 'py> FromPyObject<'a, 'py>,
+{
+    obj.extract::<T>().map_err(|_| {
+        let shown = obj
+            .repr()
+            .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
+        PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
+    })
+}
+
+/// The consumer's `stream=` of `__dlpack__`.
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DlpackStream(pub(crate) i64);
+
+impl<'py> FromPyObject<'_, 'py> for DlpackStream {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        dlpack_arg(obj, "stream", "an int stream handle (or -1)").map(DlpackStream)
+    }
+}
+
+/// The consumer's `max_version=` of `__dlpack__`.
+///
+/// Python type: `tuple[int, int]`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DlpackVersion(pub(crate) (u32, u32));
+
+impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        dlpack_arg(
+            obj,
+            "max_version",
+            "a (major, minor) tuple of non-negative ints",
+        )
+        .map(DlpackVersion)
+    }
+}
+
+/// The consumer's `dl_device=` of `__dlpack__`.
+///
+/// Python type: `tuple[int, int]`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DlpackDevice(pub(crate) (i32, i32));
+
+impl<'py> FromPyObject<'_, 'py> for DlpackDevice {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        dlpack_arg(obj, "dl_device", "a (device_type, device_id) tuple of ints").map(DlpackDevice)
+    }
+}
+
+/// The consumer's `copy=` of `__dlpack__`.
+///
+/// Python type: `bool`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DlpackCopy(pub(crate) bool);
+
+impl<'py> FromPyObject<'_, 'py> for DlpackCopy {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        dlpack_arg(obj, "copy", "True, False or None").map(DlpackCopy)
     }
 }
 
@@ -29,22 +108,22 @@ fn export_error(err: devmm::Error) -> PyErr {
 pub(crate) fn export_capsule<'py>(
     py: Python<'py>,
     tensor: &devmm::Tensor,
-    stream: Option<i64>,
-    max_version: Option<(u32, u32)>,
-    dl_device: Option<(i32, i32)>,
-    copy: Option<bool>,
+    stream: Option<DlpackStream>,
+    max_version: Option<DlpackVersion>,
+    dl_device: Option<DlpackDevice>,
+    copy: Option<DlpackCopy>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut request = DlpackRequest::new();
-    if let Some((major, minor)) = max_version {
+    if let Some(DlpackVersion((major, minor))) = max_version {
         request = request.max_version(major, minor);
     }
-    if let Some(stream) = stream {
+    if let Some(DlpackStream(stream)) = stream {
         request = request.stream(stream);
     }
-    if let Some((device_type, device_id)) = dl_device {
+    if let Some(DlpackDevice((device_type, device_id))) = dl_device {
         request = request.dl_device(device_type, device_id);
     }
-    if let Some(copy) = copy {
+    if let Some(DlpackCopy(copy)) = copy {
         request = request.copy(copy);
     }
     // The stream hand-off may wait on a driver: without the GIL.

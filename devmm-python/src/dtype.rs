@@ -1,7 +1,8 @@
 //! `DType`: DLPack's `(code, bits, lanes)` element types.
 
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyString, PyType};
 
 use crate::error::IntoPyResult;
 
@@ -18,15 +19,49 @@ impl From<devmm::DType> for PyDType {
     }
 }
 
+/// `value` as a `T`, or a `ValueError` naming the argument and its range.
+fn field<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
+    T::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
+}
+
 #[pymethods]
 impl PyDType {
+    /// The DLPack type `(code, bits, lanes)`: any `DLDataTypeCode` up to
+    /// DLPack 1.1's float8/float6/float4 codes (17). A code devmm does not
+    /// know, zero bits or lanes, or values out of range are a `ValueError`.
+    #[new]
+    #[pyo3(signature = (code, bits, lanes = 1))]
+    fn py_new(code: i128, bits: i128, lanes: i128) -> PyResult<Self> {
+        let code: u8 = field("code", code, "a DLPack type code from 0 to 17")?;
+        let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "code {code} is not a DLPack type code devmm knows (0 to 17)"
+            ))
+        })?;
+        let bits: u8 = field("bits", bits, "a bit width from 1 to 255")?;
+        let lanes: u16 = field("lanes", lanes, "a lane count from 1 to 65535")?;
+        Ok(devmm::DType::new(code, bits, lanes).py()?.into())
+    }
+
+    /// The dtype `obj` names: a `DType`; a name (`"float32"`,
+    /// `"float8_e4m3fn"`); a NumPy dtype, scalar type (`np.float32`) or type
+    /// code (`"f4"`, `"<i8"`); an `ml_dtypes` type; a `torch` dtype.
+    /// Anything else is a `TypeError`, a type DLPack cannot express a
+    /// `ValueError`.
+    #[staticmethod]
+    fn from_any(obj: DTypeArg) -> Self {
+        obj.0.into()
+    }
+
     /// Parses a standard name: `"float32"`, `"bfloat16"`, `"complex64"`, `"bool"`, ...
     #[staticmethod]
     fn from_string(name: &str) -> PyResult<Self> {
         Ok(name.parse::<devmm::DType>().py()?.into())
     }
 
-    /// The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool).
+    /// The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 5 complex,
+    /// 6 bool, 7 to 17 the float8/float6/float4 types).
     #[getter]
     fn code(&self) -> u8 {
         self.inner.code() as u8
@@ -44,7 +79,7 @@ impl PyDType {
         self.inner.lanes()
     }
 
-    /// Bytes per element.
+    /// Bytes per element (rounded up for the sub-byte float4/float6 types).
     #[getter]
     fn itemsize(&self) -> usize {
         self.inner.itemsize()
@@ -72,10 +107,9 @@ impl PyDType {
     }
 }
 
-/// An element-type argument: a `DType`, a standard name, or anything whose
-/// `str()` is one (a NumPy dtype).
+/// An element-type argument: whatever `DType.from_any` takes.
 ///
-/// Python type: `DType | str | Any`
+/// Python type: `DType | str | type[Any] | numpy.dtype[Any]`
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DTypeArg(pub(crate) devmm::DType);
 
@@ -83,13 +117,103 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(name) = obj.cast::<PyString>() {
-            return Ok(DTypeArg(name.to_str()?.parse().py()?));
-        }
         if let Ok(dtype) = obj.cast::<PyDType>() {
             return Ok(DTypeArg(dtype.get().inner));
         }
-        let name = obj.str()?;
-        Ok(DTypeArg(name.to_str()?.parse().py()?))
+        let obj = obj.to_owned();
+        if let Ok(name) = obj.cast::<PyString>() {
+            let name = name.to_str()?;
+            return match name.parse() {
+                Ok(dtype) => Ok(DTypeArg(dtype)),
+                // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
+                Err(err) => numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np)),
+            };
+        }
+        if is_numpy_dtype(&obj)? {
+            return from_numpy(&obj);
+        }
+        if let Some(dtype) = torch_dtype(&obj)? {
+            return Ok(DTypeArg(dtype));
+        }
+        // Scalar types: np.float32, ml_dtypes.bfloat16.
+        if obj.is_instance_of::<PyType>() {
+            if let Some(np) = numpy_dtype(&obj)? {
+                return from_numpy(&np);
+            }
+        }
+        Err(PyTypeError::new_err(format!(
+            "cannot interpret {} as a dtype: pass a devmm.DType, a name such as \"float32\", \
+             a NumPy dtype, scalar type or type code, or a torch/ml_dtypes dtype",
+            obj.repr()?
+        )))
     }
+}
+
+/// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, `byteorder`).
+fn is_numpy_dtype(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    for attr in ["kind", "itemsize", "byteorder", "name"] {
+        if !obj.hasattr(attr)? {
+            return Ok(false);
+        }
+    }
+    Ok(!obj.is_instance_of::<PyType>())
+}
+
+/// `numpy.dtype(obj)`, or `None` when NumPy is not installed or does not
+/// read `obj` as a dtype. NumPy is imported only here, for spellings only it
+/// knows.
+fn numpy_dtype<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Ok(numpy) = obj.py().import("numpy") else {
+        return Ok(None);
+    };
+    Ok(numpy.getattr("dtype")?.call1((obj,)).ok())
+}
+
+/// A NumPy dtype as DLPack's type: by name (which covers `bfloat16` and the
+/// float8 types of ml_dtypes), else by kind and size. Big-endian data and
+/// kinds DLPack has no code for are a `ValueError`.
+fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<DTypeArg> {
+    let byteorder: String = dtype.getattr("byteorder")?.extract()?;
+    if byteorder == ">" {
+        return Err(PyValueError::new_err(format!(
+            "{} is big-endian; DLPack describes native little-endian data only",
+            dtype.repr()?
+        )));
+    }
+    let name: String = dtype.getattr("name")?.extract()?;
+    if let Ok(parsed) = name.parse() {
+        return Ok(DTypeArg(parsed));
+    }
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let itemsize: u8 = dtype.getattr("itemsize")?.extract()?;
+    let code = match kind.as_str() {
+        "b" => devmm::DTypeCode::Bool,
+        "i" => devmm::DTypeCode::Int,
+        "u" => devmm::DTypeCode::UInt,
+        "f" => devmm::DTypeCode::Float,
+        "c" => devmm::DTypeCode::Complex,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "NumPy dtype {name} (kind {kind:?}) has no DLPack type code"
+            )))
+        }
+    };
+    let bits = itemsize.checked_mul(8).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "NumPy dtype {name} is wider than DLPack's 255 bits"
+        ))
+    })?;
+    Ok(DTypeArg(devmm::DType::new(code, bits, 1).py()?))
+}
+
+/// A `torch.dtype` (`torch.float32` prints as `"torch.float32"`), or `None`
+/// for any other object.
+fn torch_dtype(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+    let ty = obj.get_type();
+    if ty.module()?.to_str()? != "torch" || ty.name()?.to_str()? != "dtype" {
+        return Ok(None);
+    }
+    let text = obj.str()?;
+    let name = text.to_str()?.trim_start_matches("torch.");
+    Ok(Some(name.parse().py()?))
 }

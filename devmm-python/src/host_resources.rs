@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
+use crate::count::{Alignment, Count};
 use crate::error::IntoPyResult;
 use crate::resource::PyMemoryResource;
 
@@ -19,8 +20,9 @@ pub(crate) struct PyMallocMemoryResource;
 impl PyMallocMemoryResource {
     /// Every pointer aligned to `alignment` bytes (a power of two, at least 8).
     #[new]
-    #[pyo3(signature = (alignment = 64))]
-    fn py_new(alignment: usize) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (alignment = Count::of(64)))]
+    fn py_new(alignment: Count<Alignment>) -> PyResult<(Self, PyMemoryResource)> {
+        let alignment = alignment.get();
         let mr = devmm::MallocMemoryResource::with_alignment(alignment).py()?;
         Ok((PyMallocMemoryResource, PyMemoryResource::checked(mr)))
     }
@@ -126,8 +128,9 @@ pub(crate) struct PyBytearrayMemoryResource;
 impl PyBytearrayMemoryResource {
     /// Every pointer aligned to `alignment` bytes (a power of two).
     #[new]
-    #[pyo3(signature = (alignment = 64))]
-    fn py_new(alignment: usize) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (alignment = Count::of(64)))]
+    fn py_new(alignment: Count<Alignment>) -> PyResult<(Self, PyMemoryResource)> {
+        let alignment = alignment.get();
         if !alignment.is_power_of_two() {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "BytearrayMemoryResource alignment must be a power of two, not {alignment}"

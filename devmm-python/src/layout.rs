@@ -4,14 +4,16 @@
 //! a `Layout` whose `policy` attribute is that very object, so a layout
 //! always says which policy made it.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::PyClassInitializer;
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::count::{BaseAlignment, Count, Dims, Itemsize, Shape, Strides, UnitStrideAlignment};
 use crate::device::DeviceArg;
 use crate::dtype::DTypeArg;
 use crate::error::IntoPyResult;
@@ -19,27 +21,7 @@ use crate::error::IntoPyResult;
 /// A shape argument: a sequence of non-negative ints, or one int for 1-D.
 ///
 /// Python type: `Sequence[int] | int`
-#[derive(Clone, Debug)]
-pub(crate) struct ShapeArg(pub(crate) devmm::Dims);
-
-impl<'py> FromPyObject<'_, 'py> for ShapeArg {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(tuple) = obj.cast::<PyTuple>() {
-            let mut dims = devmm::Dims::with_capacity(tuple.len());
-            for item in tuple.iter() {
-                dims.push(item.extract::<usize>()?);
-            }
-            return Ok(ShapeArg(dims));
-        }
-        if let Ok(n) = obj.cast::<PyInt>() {
-            return Ok(ShapeArg(devmm::Dims::from_elem(n.extract::<usize>()?, 1)));
-        }
-        let items: Vec<usize> = obj.extract()?;
-        Ok(ShapeArg(items.into_iter().collect()))
-    }
-}
+pub(crate) type ShapeArg = Dims<Shape>;
 
 /// The base of every layout policy. Call a policy with
 /// `(shape, dtype, device)` to resolve a `Layout`.
@@ -133,40 +115,62 @@ impl PyColMajor {
 
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
+/// Policies with equal permutations are equal.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
-    order: Vec<usize>,
+    permutation: Vec<usize>,
 }
 
 #[pymethods]
 impl PyPermuted {
+    /// The policy for `permutation`; one that does not list each of
+    /// `0..len` exactly once is a `ValueError`.
     #[new]
-    fn py_new(order: Vec<usize>) -> (Self, PyLayoutPolicy) {
-        let policy = PyLayoutPolicy::with(devmm::Permuted::new(order.iter().copied()));
-        (PyPermuted { order }, policy)
+    fn py_new(permutation: Vec<usize>) -> PyResult<(Self, PyLayoutPolicy)> {
+        let policy = devmm::Permuted::try_new(permutation.iter().copied()).py()?;
+        Ok((PyPermuted { permutation }, PyLayoutPolicy::with(policy)))
     }
 
     /// The dimension order, outermost first.
+    ///
+    /// Python type: `tuple[int, ...]`
     #[getter]
-    fn order(&self) -> Vec<usize> {
-        self.order.clone()
+    fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.permutation)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyPermuted>()
+            .is_ok_and(|other| other.get().permutation == self.permutation)
+    }
+
+    fn __hash__(&self) -> u64 {
+        value_hash(&("Permuted", &self.permutation))
     }
 
     fn __repr__(&self) -> String {
-        format!("Permuted({:?})", self.order)
+        format!("Permuted({:?})", self.permutation)
     }
 
     fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Vec<usize>,)) {
         (
             py.get_type::<PyPermuted>().into_any().unbind(),
-            (self.order.clone(),),
+            (self.permutation.clone(),),
         )
     }
 }
 
+/// The hash of a policy's parameters, so equal policies hash alike.
+fn value_hash(value: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Another policy with padded rows: the innermost extent is padded to a
 /// multiple of `unit_stride_alignment` bytes and the first element sits on
-/// a `base_alignment` boundary.
+/// a `base_alignment` boundary. Equal parameters make equal policies.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
@@ -181,12 +185,14 @@ impl PyAligned {
     }
 
     #[new]
-    #[pyo3(signature = (inner, unit_stride_alignment = 1, base_alignment = 1))]
+    #[pyo3(signature = (inner, unit_stride_alignment = Count::of(1), base_alignment = Count::of(1)))]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,
-        unit_stride_alignment: usize,
-        base_alignment: usize,
+        unit_stride_alignment: Count<UnitStrideAlignment>,
+        base_alignment: Count<BaseAlignment>,
     ) -> PyResult<(Self, PyLayoutPolicy)> {
+        let (unit_stride_alignment, base_alignment) =
+            (unit_stride_alignment.get(), base_alignment.get());
         let aligned = devmm::Aligned::over(
             Arc::clone(&inner.get().inner),
             unit_stride_alignment,
@@ -219,6 +225,26 @@ impl PyAligned {
     #[getter]
     fn base_alignment(&self) -> usize {
         self.base_alignment
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(other) = other.cast::<PyAligned>() else {
+            return Ok(false);
+        };
+        let other = other.get();
+        Ok(other.unit_stride_alignment == self.unit_stride_alignment
+            && other.base_alignment == self.base_alignment
+            && other.inner.bind(py).eq(self.inner.bind(py))?)
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<u64> {
+        let inner = self.inner.bind(py).hash()?;
+        Ok(value_hash(&(
+            "Aligned",
+            inner,
+            self.unit_stride_alignment,
+            self.base_alignment,
+        )))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -288,6 +314,47 @@ pub(crate) struct PyLayout {
 impl PyLayout {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.policy)
+    }
+
+    /// A hand-built layout of `shape` with `strides` (in elements) for
+    /// `dtype`, its base on a `base_alignment` boundary (the dtype's own
+    /// alignment when `None`, as the dense policies resolve it), validated
+    /// as `validate()` does (`ValueError` when strides overlap or do not
+    /// fit). `policy` records provenance and is `None` for hand-built layouts.
+    #[new]
+    #[pyo3(signature = (shape, strides, dtype, *, base_alignment = None, policy = None))]
+    fn py_new(
+        shape: ShapeArg,
+        strides: Dims<Strides>,
+        dtype: DTypeArg,
+        base_alignment: Option<Count<BaseAlignment>>,
+        policy: Option<Bound<'_, PyLayoutPolicy>>,
+    ) -> PyResult<Self> {
+        let base_alignment = base_alignment.map_or(dtype.0.alignment(), |b| b.get());
+        let layout = devmm::Layout::new(&shape.0, &strides.0, dtype.0, base_alignment).py()?;
+        Ok(PyLayout {
+            layout,
+            policy: policy.map(|p| p.into_any().unbind()),
+        })
+    }
+
+    /// Checks the layout's invariants (positive, non-overlapping strides
+    /// whose span `required_nbytes` covers); `ValueError` when one fails.
+    /// With `shape` and `itemsize`, as the seed's `validate(shape,
+    /// itemsize)` takes them, also checks the layout is for that shape and
+    /// element size.
+    #[pyo3(signature = (shape = None, itemsize = None))]
+    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<Count<Itemsize>>) -> PyResult<()> {
+        self.layout
+            .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize.map(|i| i.get()))
+            .py()
+    }
+
+    /// Whether the elements are densely packed in some dimension order
+    /// (no padding): `False` for a padded `Aligned` layout.
+    #[getter]
+    fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
     }
 
     /// Extents, one per dimension.
@@ -394,6 +461,11 @@ impl PyLayout {
         other
             .cast::<PyLayout>()
             .is_ok_and(|other| other.get().layout == self.layout)
+    }
+
+    /// Equal layouts (the same memory, provenance aside) hash alike.
+    fn __hash__(&self) -> u64 {
+        value_hash(&self.layout)
     }
 
     fn __repr__(&self) -> String {

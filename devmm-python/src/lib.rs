@@ -11,6 +11,7 @@ mod buffer;
 mod cli;
 mod copies;
 mod cxx_exception;
+mod count;
 mod device;
 mod dlpack;
 mod dtype;
@@ -39,6 +40,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // A DEVMM_RUNTIME naming no runtime fails the import, not the first allocation.
+    devmm::runtime::check_runtime_override().map_err(error::to_py_err)?;
     log_bridge::install();
     python_stack::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -48,7 +51,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<error::RuntimeUnavailableError>(),
     )?;
 
-    m.add_class::<device::PyDeviceType>()?;
+    m.add("DeviceType", device::PyDeviceType::class(py)?)?;
     m.add_class::<device::PyDevice>()?;
     m.add_class::<dtype::PyDType>()?;
 
@@ -131,6 +134,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::PyDeviceRuntime>()?;
     m.add_function(wrap_pyfunction!(runtime::runtime_for, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::available_runtimes, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::default_device, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::require_runtime, m)?)?;
 
@@ -145,6 +149,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copies::foreign_memory, m)?)?;
 
     m.add_class::<testing::PyRecordingMemoryResource>()?;
+    m.add(
+        "RecordingMisuseError",
+        py.get_type::<testing::RecordingMisuseError>(),
+    )?;
     m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;
     m.add_function(wrap_pyfunction!(testing::dlpack_conformance, m)?)?;
     Ok(())

@@ -10,11 +10,12 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError};
+use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{stash_python_error, take_deferred_interrupt, to_py_err, IntoPyResult};
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
@@ -27,7 +28,9 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 /// Subclass it in Python and override `allocate` and `deallocate` to
 /// define a resource; set `self.device` in `__init__` when it is not the
 /// CPU, and override `guaranteed_alignment()` to promise an alignment.
-#[pyclass(subclass, name = "DeviceMemoryResource", module = "devmm")]
+/// Like an abstract base class, it cannot be instantiated until both are
+/// overridden. Resources are weak-referenceable.
+#[pyclass(subclass, weakref, name = "DeviceMemoryResource", module = "devmm")]
 pub(crate) struct PyMemoryResource {
     pub(crate) native: Option<Arc<dyn devmm::MemoryResource>>,
     device: devmm::Device,
@@ -72,13 +75,35 @@ impl PyMemoryResource {
 impl PyMemoryResource {
     /// A resource for Python subclasses to complete (on `cpu:0` until
     /// `self.device` is set). Arguments belong to the subclass and are ignored here.
+    /// A class that does not override `allocate` and `deallocate` is
+    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
     #[new]
+    #[classmethod]
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyAny>>) -> Self {
-        PyMemoryResource {
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let base = cls.py().get_type::<PyMemoryResource>();
+        let mut missing = Vec::new();
+        for method in ["allocate", "deallocate"] {
+            if cls.getattr(method)?.is(&base.getattr(method)?) {
+                missing.push(method);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "Can't instantiate abstract class {} with abstract methods {}; \
+                 a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)",
+                cls.name()?,
+                missing.join(", ")
+            )));
+        }
+        Ok(PyMemoryResource {
             native: None,
             device: devmm::Device::CPU,
-        }
+        })
     }
 
     /// The device the memory lives on.
@@ -134,9 +159,10 @@ impl PyMemoryResource {
     #[pyo3(signature = (nbytes, stream = None))]
     fn allocate(
         slf: &Bound<'_, Self>,
-        nbytes: usize,
+        nbytes: Count<Nbytes>,
         stream: Option<StreamArg>,
     ) -> PyResult<usize> {
+        let nbytes = nbytes.get();
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "allocate")?);
         drop(this);
@@ -161,9 +187,10 @@ impl PyMemoryResource {
     fn deallocate(
         slf: &Bound<'_, Self>,
         ptr: usize,
-        nbytes: usize,
+        nbytes: Count<Nbytes>,
         stream: Option<StreamArg>,
     ) -> PyResult<()> {
+        let nbytes = nbytes.get();
         let this = slf.borrow();
         let mr = Arc::clone(this.require_native(slf.as_any(), "deallocate")?);
         drop(this);

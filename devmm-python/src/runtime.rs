@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
+use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice, PyDeviceType};
 use crate::error::{IntoPyResult, RuntimeUnavailableError};
 use crate::stream::{maybe_detached, PyStream, PyStreamSentinel};
@@ -25,11 +26,11 @@ impl PyDeviceRuntime {
 
     /// The device types the runtime serves, primary first.
     #[getter]
-    fn device_types(&self, py: Python<'_>) -> PyResult<Vec<Py<PyDeviceType>>> {
+    fn device_types(&self) -> Vec<PyDeviceType> {
         self.inner
             .device_types()
             .iter()
-            .map(|&t| PyDeviceType::member(py, t))
+            .map(|&t| PyDeviceType::from(t))
             .collect()
     }
 
@@ -75,7 +76,8 @@ impl PyDeviceRuntime {
     }
 
     /// A stream over a native handle that the caller keeps alive.
-    fn wrap_stream(&self, device: DeviceArg, handle: usize) -> PyResult<PyStream> {
+    fn wrap_stream(&self, device: DeviceArg, handle: Count<Handle>) -> PyResult<PyStream> {
+        let handle = handle.get();
         Ok(self.inner.wrap_stream(device.0, handle).py()?.into())
     }
 
@@ -120,6 +122,25 @@ pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDe
         RuntimeKey::Name(n) => devmm::runtime_for(n.as_str()),
     }
     .py()?;
+    wrapper(py, runtime)
+}
+
+/// Every runtime whose platform is present, loaded (what `runtime_names()`
+/// lists, in order), each the object `runtime_for` returns for it.
+#[pyfunction]
+pub(crate) fn available_runtimes(py: Python<'_>) -> PyResult<Vec<Py<PyDeviceRuntime>>> {
+    devmm::available_runtimes()
+        .py()?
+        .into_iter()
+        .map(|runtime| wrapper(py, runtime))
+        .collect()
+}
+
+/// The one Python object for `runtime`, so identity checks hold.
+fn wrapper(
+    py: Python<'_>,
+    runtime: Arc<dyn devmm::DeviceRuntime>,
+) -> PyResult<Py<PyDeviceRuntime>> {
     static WRAPPERS: std::sync::OnceLock<Mutex<HashMap<String, Py<PyDeviceRuntime>>>> =
         std::sync::OnceLock::new();
     let mut wrappers = WRAPPERS

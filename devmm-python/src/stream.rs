@@ -1,8 +1,9 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::count::{Count, Handle};
 use crate::device::PyDevice;
 use crate::error::IntoPyResult;
 
@@ -15,23 +16,37 @@ pub(crate) struct PyStreamSentinel {
     pub(crate) inner: devmm::StreamSentinel,
 }
 
-#[pymethods]
 impl PyStreamSentinel {
-    /// Pickles as the module attribute of the same name.
-    fn __reduce__(&self) -> &'static str {
+    /// The sentinel's name in the `devmm` module.
+    fn name(&self) -> &'static str {
         match self.inner {
             devmm::StreamSentinel::Default => "DEFAULT",
             devmm::StreamSentinel::LegacyDefault => "LEGACY_DEFAULT",
             devmm::StreamSentinel::PerThreadDefault => "PER_THREAD_DEFAULT",
         }
     }
+}
 
-    fn __repr__(&self) -> &'static str {
-        match self.inner {
-            devmm::StreamSentinel::Default => "devmm.DEFAULT",
-            devmm::StreamSentinel::LegacyDefault => "devmm.LEGACY_DEFAULT",
-            devmm::StreamSentinel::PerThreadDefault => "devmm.PER_THREAD_DEFAULT",
-        }
+#[pymethods]
+impl PyStreamSentinel {
+    fn __repr__(&self) -> String {
+        format!("devmm.{}", self.name())
+    }
+
+    /// Pickles as a reference to the module attribute, so unpickling
+    /// yields the very sentinel object (identity, as the seed compares it).
+    fn __reduce__(&self) -> &'static str {
+        self.name()
+    }
+
+    /// A sentinel is a singleton: copying returns it.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// A sentinel is a singleton: deep-copying returns it.
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
     }
 }
 
@@ -102,8 +117,24 @@ impl PyStream {
 
     /// Makes this stream wait for the work queued so far on the native
     /// stream `handle` of the same device.
-    fn wait_raw(&self, py: Python<'_>, handle: usize) -> PyResult<()> {
+    fn wait_raw(&self, py: Python<'_>, handle: Count<Handle>) -> PyResult<()> {
+        let handle = handle.get();
         maybe_detached(py, self.inner.device(), || self.inner.wait_raw(handle)).py()
+    }
+
+    /// The CUDA stream protocol that cuda.core and CuPy read:
+    /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
+    /// streams speak it; on any other device it is an `AttributeError`.
+    fn __cuda_stream__(&self) -> PyResult<(u32, usize)> {
+        match self.inner.device().ty() {
+            devmm::DeviceType::Cuda | devmm::DeviceType::CudaManaged => {
+                Ok((0, self.inner.handle()))
+            }
+            _ => Err(PyAttributeError::new_err(format!(
+                "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
+                self.inner.device()
+            ))),
+        }
     }
 
     fn __repr__(&self) -> String {

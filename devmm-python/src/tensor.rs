@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -9,7 +10,9 @@ use pyo3::types::{PyDict, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffer::PyDeviceBuffer;
+use crate::count::{Count, Offset};
 use crate::device::{DeviceArg, PyDevice};
+use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
@@ -22,7 +25,8 @@ use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 #[pyclass(frozen, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
-    policy: Py<PyAny>,
+    /// The layout's provenance (`None` for a hand-built layout).
+    policy: Option<Py<PyAny>>,
     mr: Py<PyMemoryResource>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
     /// How the buffer's resource holds a Python-defined `mr`, when it
@@ -52,7 +56,7 @@ impl PyTensor {
         )?;
         Ok(PyTensor {
             tensor,
-            policy: py.None(),
+            policy: None,
             mr,
             buffer: OnceLock::new(),
             bridge: None,
@@ -111,6 +115,52 @@ impl PyTensor {
     fn __reduce__(&self) -> PyResult<Py<PyAny>> {
         Err(not_picklable("Tensor"))
     }
+
+    /// A tensor viewing `buffer` (which it keeps alive) as `shape` of
+    /// `dtype` laid out as `layout`, its first element `offset` elements
+    /// into the buffer. The layout must be for `shape` and `dtype`, fit the
+    /// buffer from `offset`, and its base alignment must hold there
+    /// (`ValueError` otherwise). `read_only` flags DLPack exports.
+    #[new]
+    #[pyo3(signature = (buffer, dtype, shape, layout, offset = Count::of(0), read_only = false))]
+    fn py_new(
+        buffer: &Bound<'_, PyDeviceBuffer>,
+        dtype: DTypeArg,
+        shape: ShapeArg,
+        layout: &PyLayout,
+        offset: Count<Offset>,
+        read_only: bool,
+    ) -> PyResult<Self> {
+        let offset = offset.get();
+        let py = buffer.py();
+        layout
+            .layout
+            .validate_for(Some(&shape.0), Some(dtype.0.itemsize()))
+            .py()?;
+        let byte_offset = offset.checked_mul(dtype.0.itemsize()).ok_or_else(|| {
+            PyValueError::new_err(format!("offset {offset} elements of {} overflows", dtype.0))
+        })?;
+        let owner = buffer.get();
+        let tensor = devmm::Tensor::from_buffer(
+            Arc::clone(&owner.buffer),
+            dtype.0,
+            layout.layout.clone(),
+            byte_offset,
+        )
+        .py()?;
+        Ok(PyTensor {
+            tensor: if read_only {
+                tensor.to_read_only()
+            } else {
+                tensor
+            },
+            policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
+            mr: owner.mr.clone_ref(py),
+            buffer: OnceLock::from(buffer.clone().unbind()),
+            bridge: owner.bridge.clone(),
+        })
+    }
+
     /// Extents, one per dimension.
     ///
     /// Python type: `tuple[int, ...]`
@@ -159,12 +209,13 @@ impl PyTensor {
         Ok(self.buffer.get_or_init(|| made).clone_ref(py))
     }
 
-    /// The resolved layout; its `policy` is the policy object `empty` was given.
+    /// The resolved layout; its `policy` is the policy object `empty` was
+    /// given (or the given layout's own).
     #[getter]
     fn layout(&self, py: Python<'_>) -> PyLayout {
         PyLayout {
             layout: self.tensor.layout().clone(),
-            policy: Some(self.policy.clone_ref(py)),
+            policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
         }
     }
 
@@ -180,6 +231,20 @@ impl PyTensor {
         self.tensor.byte_offset()
     }
 
+    /// Elements from the buffer's start to the first element (`byte_offset
+    /// / itemsize`); a `ValueError` in the rare case the byte offset is not
+    /// a whole number of elements (read `byte_offset` then).
+    #[getter]
+    fn offset(&self) -> PyResult<usize> {
+        self.tensor.offset().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the first element is {} bytes in, not a whole number of {}-byte elements; read byte_offset",
+                self.tensor.byte_offset(),
+                self.tensor.dtype().itemsize()
+            ))
+        })
+    }
+
     /// Whether consumers must not write.
     #[getter]
     fn read_only(&self) -> bool {
@@ -190,7 +255,7 @@ impl PyTensor {
     fn to_read_only(&self, py: Python<'_>) -> PyTensor {
         PyTensor {
             tensor: self.tensor.to_read_only(),
-            policy: self.policy.clone_ref(py),
+            policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: self.mr.clone_ref(py),
             buffer: OnceLock::new(),
             bridge: self.bridge.clone(),
@@ -206,10 +271,10 @@ impl PyTensor {
     fn __dlpack__<'py>(
         &self,
         py: Python<'py>,
-        stream: Option<i64>,
-        max_version: Option<(u32, u32)>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
+        stream: Option<DlpackStream>,
+        max_version: Option<DlpackVersion>,
+        dl_device: Option<DlpackDevice>,
+        copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
         crate::dlpack::export_capsule(py, &self.tensor, stream, max_version, dl_device, copy)
     }
@@ -261,25 +326,60 @@ fn default_policy(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|p| p.bind(py))
 }
 
+/// A `layout` argument: a policy to resolve, or a resolved `Layout`.
+///
+/// Python type: `LayoutPolicy | Layout`
+pub(crate) enum LayoutArg<'py> {
+    /// Resolved by `empty` for the shape and dtype.
+    Policy(Bound<'py, PyLayoutPolicy>),
+    /// Used as it is, once checked against the shape and dtype.
+    Resolved(Bound<'py, PyLayout>),
+}
+
+impl<'py> FromPyObject<'_, 'py> for LayoutArg<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(policy) = obj.cast::<PyLayoutPolicy>() {
+            return Ok(LayoutArg::Policy(policy.to_owned()));
+        }
+        if let Ok(layout) = obj.cast::<PyLayout>() {
+            return Ok(LayoutArg::Resolved(layout.to_owned()));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "layout must be a devmm.LayoutPolicy or a resolved devmm.Layout, not {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
 fn allocate(
     py: Python<'_>,
     shape: &[usize],
     dtype: devmm::DType,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<devmm::Device>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (policy_obj, policy) = match layout {
-        Some(layout) => (
-            layout.clone().into_any().unbind(),
-            Arc::clone(&layout.get().inner),
+    let options = devmm::EmptyOptions::new();
+    let (policy_obj, options) = match layout {
+        Some(LayoutArg::Policy(policy)) => (
+            Some(policy.clone().into_any().unbind()),
+            options.layout_shared(Arc::clone(&policy.get().inner)),
         ),
+        Some(LayoutArg::Resolved(layout)) => {
+            let layout = layout.get();
+            (
+                layout.policy.as_ref().map(|p| p.clone_ref(py)),
+                options.resolved_layout(layout.layout.clone()),
+            )
+        }
         None => {
             let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
             (
-                default.clone().into_any().unbind(),
-                Arc::clone(&default.get().inner),
+                Some(default.clone().into_any().unbind()),
+                options.layout_shared(Arc::clone(&default.get().inner)),
             )
         }
     };
@@ -298,10 +398,7 @@ fn allocate(
         }
     };
     let device = device.unwrap_or_else(|| rust_mr.device());
-    let mut options = devmm::EmptyOptions::new()
-        .layout_shared(policy)
-        .device(device)
-        .resource(rust_mr);
+    let mut options = options.device(device).resource(rust_mr);
     // Without a stream the core picks the device's default, after it has
     // checked the device against the resource.
     if stream.is_some() {
@@ -317,16 +414,17 @@ fn allocate(
     })
 }
 
-/// Allocates an uninitialised tensor: `layout` (a policy; row-major when
-/// `None`) resolves the shape, `mr` (the current resource of `device` when
-/// `None`) allocates, ordered on `stream`.
+/// Allocates an uninitialised tensor: `layout` (a policy, row-major when
+/// `None`, or a `Layout` resolved for this shape and dtype) lays the shape
+/// out, `mr` (the current resource of `device` when `None`) allocates,
+/// ordered on `stream`.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype, *, layout = None, device = None, mr = None, stream = None))]
 pub(crate) fn empty(
     py: Python<'_>,
     shape: ShapeArg,
     dtype: DTypeArg,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
@@ -345,19 +443,22 @@ pub(crate) fn empty(
 /// A new tensor with the shape, dtype and device of `other`: a devmm
 /// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
 /// (a NumPy array, say), in `other`'s memory order (a Fortran-order input
-/// gives a Fortran-order result) unless `layout` is given. The other
-/// arguments are as for `empty`.
+/// gives a Fortran-order result) unless `layout` is given. `dtype` and
+/// `device` override what `other` has; the other arguments are as for
+/// `empty`.
 #[pyfunction]
-#[pyo3(signature = (other, *, layout = None, device = None, mr = None, stream = None))]
+#[pyo3(signature = (other, *, dtype = None, layout = None, device = None, mr = None, stream = None))]
+#[allow(clippy::too_many_arguments)] // the Python signature: one per keyword
 pub(crate) fn empty_like(
     py: Python<'_>,
     other: &Bound<'_, PyAny>,
-    layout: Option<&Bound<'_, PyLayoutPolicy>>,
+    dtype: Option<DTypeArg>,
+    layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (shape, dtype, other_device, strides) = match other.cast::<PyTensor>() {
+    let (shape, other_dtype, other_device, strides) = match other.cast::<PyTensor>() {
         Ok(tensor) => {
             let t = &tensor.get().tensor;
             let strides = t
@@ -392,7 +493,7 @@ pub(crate) fn empty_like(
         }
     };
     // Without a layout, the source's memory order is kept (the core's rule).
-    let kept_order = match (layout, strides) {
+    let kept_order = match (&layout, strides) {
         (None, Some(strides)) => devmm::Permuted::of_strides(&shape, &strides)
             .map(|order| {
                 py.get_type::<crate::layout::PyPermuted>()
@@ -403,7 +504,7 @@ pub(crate) fn empty_like(
     };
     let kept_order = kept_order
         .as_ref()
-        .map(|policy| policy.cast::<PyLayoutPolicy>())
+        .map(|policy| policy.cast::<PyLayoutPolicy>().map(|p| LayoutArg::Policy(p.clone())))
         .transpose()?;
     let layout = layout.or(kept_order);
     let device = match (device, mr) {
@@ -411,6 +512,7 @@ pub(crate) fn empty_like(
         (None, Some(_)) => None,
         (None, None) => Some(other_device),
     };
+    let dtype = dtype.map_or(other_dtype, |d| d.0);
     allocate(py, &shape, dtype, layout, device, mr, stream)
 }
 

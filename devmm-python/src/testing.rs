@@ -4,14 +4,16 @@
 use std::sync::Arc;
 
 use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
+use devmm::MemoryResource;
 use pyo3::exceptions::PyAssertionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{stash_python_error, IntoPyResult};
+use crate::error::{stash_python_error, to_py_err, IntoPyResult};
 use crate::resource::{resource_of, PyMemoryResource};
-use crate::stream::PyStream;
+use crate::stream::{resolve_stream, PyStream, StreamArg};
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
 fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
@@ -29,7 +31,7 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 }
 
 /// Runs the memory-resource contract against fresh resources from
-/// `factory` (a resource class, or any callable returning a resource):
+/// `mr_factory` (a resource class, or any callable returning a resource):
 /// byte-exact writes and reads, no aliasing, alignment honesty, live-count
 /// bookkeeping, misuse detection, zero-byte requests. Raises
 /// `AssertionError` naming each failed check.
@@ -39,10 +41,10 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// `read(ptr, nbytes, stream) -> bytes` and `stream_factory(device)`, or
 /// `data_access=False` to skip the byte checks.
 #[pyfunction]
-#[pyo3(signature = (factory, *, write = None, read = None, stream_factory = None, data_access = true))]
+#[pyo3(signature = (mr_factory, *, write = None, read = None, stream_factory = None, data_access = true))]
 pub(crate) fn mr_conformance(
     py: Python<'_>,
-    factory: Py<PyAny>,
+    mr_factory: Py<PyAny>,
     write: Option<Py<PyAny>>,
     read: Option<Py<PyAny>>,
     stream_factory: Option<Py<PyAny>>,
@@ -103,7 +105,7 @@ pub(crate) fn mr_conformance(
     // the GIL on each of them: run it detached, attaching for every call.
     let factory = move || {
         Python::attach(|py| {
-            let made = factory
+            let made = mr_factory
                 .call0(py)
                 .map_err(|e| hook_failure(py, "factory", e))?;
             let mr = made.bind(py).cast::<PyMemoryResource>().map_err(|_| {
@@ -127,6 +129,14 @@ pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<
     raise_on_failure(py.detach(|| devmm::testing::dlpack_conformance(device.0)))
 }
 
+pyo3::create_exception!(
+    devmm.testing,
+    RecordingMisuseError,
+    PyAssertionError,
+    "A caller broke the allocate/deallocate contract of a RecordingMemoryResource \
+     (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test."
+);
+
 /// An allocator double: deterministic fake pointers (the first is 256),
 /// a verbatim call log and misuse detection. It never touches memory, so
 /// it stands in for any device.
@@ -137,16 +147,45 @@ pub(crate) struct PyRecordingMemoryResource {
 
 #[pymethods]
 impl PyRecordingMemoryResource {
-    /// A recording resource on `device` (cpu when `None`) aligning to `alignment`.
+    /// A recording resource on `device` (cpu when `None`) whose pointers
+    /// meet `guaranteed_alignment` (a power of two), claiming
+    /// stream-ordered allocation unless `stream_ordered=False`.
     #[new]
-    #[pyo3(signature = (device = None, alignment = 256))]
-    fn py_new(device: Option<DeviceArg>, alignment: usize) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
+    fn py_new(
+        device: Option<DeviceArg>,
+        stream_ordered: bool,
+        guaranteed_alignment: Count<GuaranteedAlignment>,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let guaranteed_alignment = guaranteed_alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let recording = Arc::new(
-            devmm::testing::RecordingMemoryResource::with_alignment(device, alignment).py()?,
+            devmm::testing::RecordingMemoryResource::with_alignment(device, guaranteed_alignment)
+                .py()?
+                .with_stream_ordered(stream_ordered),
         );
         let base = PyMemoryResource::native(recording.clone());
         Ok((PyRecordingMemoryResource { recording }, base))
+    }
+
+    /// Checks `ptr` and `nbytes` against the live allocations and forgets
+    /// the allocation; a double free, an unknown pointer or a wrong size is
+    /// a `RecordingMisuseError` (the call is logged either way).
+    #[pyo3(signature = (ptr, nbytes, stream = None))]
+    fn deallocate(
+        &self,
+        ptr: usize,
+        nbytes: Count<Nbytes>,
+        stream: Option<StreamArg>,
+    ) -> PyResult<()> {
+        let stream = resolve_stream(stream, self.recording.device())?;
+        let ptr = devmm::DevicePtr::from_addr(ptr);
+        // SAFETY: a recording resource never touches memory; it checks the
+        // call against its own table and reports violations as errors.
+        unsafe { self.recording.deallocate(ptr, nbytes.get(), &stream) }.map_err(|err| match err {
+            devmm::Error::Misuse { .. } => RecordingMisuseError::new_err(err.to_string()),
+            other => to_py_err(other),
+        })
     }
 
     /// The live allocations, address to size.
@@ -159,34 +198,34 @@ impl PyRecordingMemoryResource {
         Ok(live)
     }
 
-    /// Every call so far, in order: `("allocate", nbytes, stream, ptr or
-    /// None)` and `("deallocate", ptr, nbytes, stream, ok)`.
+    /// Every call so far, in order, as the seed logs them: `("allocate",
+    /// ptr, nbytes, stream)` (`ptr` is `None` when the allocation failed)
+    /// and `("deallocate", ptr, nbytes, stream)`, refused calls included.
     ///
-    /// Python type: `list[tuple[Any, ...]]`
+    /// Python type: `list[tuple[str, int | None, int, Stream]]`
     #[getter]
     fn calls(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         self.recording
             .calls()
             .into_iter()
             .map(|call| {
-                let tuple = match call {
+                let (name, ptr, nbytes, stream) = match call {
                     RecordedCall::Allocate {
                         nbytes,
                         stream,
                         result,
-                    } => ("allocate", nbytes, stream, result.ok().map(|p| p.addr()))
-                        .into_pyobject(py)?
-                        .into_any(),
+                    } => ("allocate", result.ok().map(|p| p.addr()), nbytes, stream),
                     RecordedCall::Deallocate {
                         ptr,
                         nbytes,
                         stream,
-                        result,
-                    } => ("deallocate", ptr.addr(), nbytes, stream, result.is_ok())
-                        .into_pyobject(py)?
-                        .into_any(),
+                        ..
+                    } => ("deallocate", Some(ptr.addr()), nbytes, stream),
                 };
-                Ok(tuple.unbind())
+                Ok((name, ptr, nbytes, PyStream::from(stream))
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind())
             })
             .collect()
     }

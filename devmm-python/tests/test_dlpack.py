@@ -85,8 +85,31 @@ def test_stream_values_for_the_cpu() -> None:
     t = devmm.empty((2,), "float32")
     t.__dlpack__(stream=None)
     for refused in (-1, 0, 5):
-        with pytest.raises(ValueError, match="has no streams"):
+        with pytest.raises(BufferError, match="has no streams"):
             t.__dlpack__(stream=refused)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_version": (1,)}, "max_version"),
+        ({"max_version": (1, 2, 3)}, "max_version"),
+        ({"max_version": (-1, 0)}, "max_version"),
+        ({"max_version": "1.0"}, "max_version"),
+        ({"stream": "x"}, "stream"),
+        ({"stream": 2**70}, "stream"),
+        ({"stream": -5}, "has no streams"),
+        ({"dl_device": (1,)}, "dl_device"),
+        ({"dl_device": "cpu"}, "dl_device"),
+        ({"copy": "yes"}, "copy"),
+        ({"copy": True}, "copy=True"),
+        ({"dl_device": (2, 0)}, "device"),
+    ],
+)
+def test_every_dlpack_refusal_is_a_buffer_error(kwargs: dict[str, object], match: str) -> None:
+    t = devmm.empty((2,), "float32")
+    with pytest.raises(BufferError, match=match):
+        t.__dlpack__(**kwargs)  # type: ignore[arg-type]
 
 
 def test_unconsumed_capsules_release_their_export(stats: devmm.StatisticsAdaptor) -> None:

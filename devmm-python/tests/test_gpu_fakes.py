@@ -30,6 +30,7 @@ SCRIPT = textwrap.dedent(
     assert stream.device == gpu and stream.handle != 0
     stream.wait(rt.default_stream(gpu))
     stream.synchronize()
+    {cuda_protocol}
 
     stats = devmm.StatisticsAdaptor(mr)
     t = devmm.empty((4, 3), "float32", layout=devmm.DeviceOptimal(), mr=stats, stream=stream)
@@ -70,11 +71,17 @@ PLATFORMS = {
         env="DEVMM_TEST_FAKE_CUDART", path_var="DEVMM_CUDART_PATH", module="cuda", runtime="cuda",
         device="cuda", code=2, consumer_stream=1, device_mr="CudaRuntimeMemoryResource",
         pinned_mr="CudaPinnedMemoryResource", host_type="CUDA_HOST",
+        # The CUDA stream protocol as cuda.core and CuPy read it: (version 0, handle).
+        cuda_protocol="assert stream.__cuda_stream__() == (0, stream.handle) and stream.handle != 0",
     ),
     "rocm": dict(
         env="DEVMM_TEST_FAKE_HIP", path_var="DEVMM_HIP_PATH", module="rocm", runtime="rocm",
         device="rocm", code=10, consumer_stream=0, device_mr="HipRuntimeMemoryResource",
         pinned_mr="HipPinnedMemoryResource", host_type="ROCM_HOST",
+        cuda_protocol=(
+            "try:\n    stream.__cuda_stream__()\nexcept AttributeError:\n    pass\n"
+            "else:\n    raise AssertionError('a HIP stream must not claim the CUDA protocol')"
+        ),
     ),
 }
 

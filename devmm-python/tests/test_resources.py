@@ -170,14 +170,48 @@ def test_python_subclass_sets_its_device() -> None:
         MallocMemoryResource().device = "cpu"  # type: ignore[misc]
 
 
-def test_base_class_methods_must_be_overridden(stream: devmm.Stream) -> None:
+def test_base_class_is_abstract_until_allocate_and_deallocate_are_overridden() -> None:
     class Incomplete(devmm.DeviceMemoryResource):
         pass
 
-    with pytest.raises(NotImplementedError, match="Incomplete must override allocate"):
-        Incomplete().allocate(8, stream)
+    class HalfDone(devmm.DeviceMemoryResource):
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            return 0
+
+    with pytest.raises(TypeError, match="abstract class Incomplete with abstract methods allocate, deallocate"):
+        Incomplete()
+    with pytest.raises(TypeError, match="abstract class HalfDone with abstract methods deallocate"):
+        HalfDone()
+    with pytest.raises(TypeError, match="abstract class DeviceMemoryResource"):
+        devmm.DeviceMemoryResource()
+
+
+def test_base_class_methods_raise_when_a_subclass_calls_them(stream: devmm.Stream) -> None:
+    class Delegating(devmm.DeviceMemoryResource):
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            return super().allocate(nbytes, stream)
+
+        def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+            super().deallocate(ptr, nbytes, stream)
+
+    with pytest.raises(NotImplementedError, match="Delegating must override allocate"):
+        Delegating().allocate(8, stream)
     with pytest.raises(NotImplementedError):
-        devmm.empty((2,), "uint8", mr=Incomplete())
+        devmm.empty((2,), "uint8", mr=Delegating())
+
+
+def test_resources_are_weak_referenceable() -> None:
+    import gc
+    import weakref
+
+    makers: list[Any] = [MallocMemoryResource, BytearrayMemoryResource, PyHeap, lambda: devmm.StatisticsAdaptor(PyHeap())]
+    for make in makers:
+        mr = make()
+        ref = weakref.ref(mr)
+        assert ref() is mr
+        del mr
+        gc.collect()
+        assert ref() is None
 
 
 def test_callback_resource(stream: devmm.Stream) -> None:
@@ -221,3 +255,31 @@ def test_callback_resource_refuses_bad_alignment_and_null_pointers(stream: devmm
     with pytest.raises(MemoryError, match="null pointer"):
         devmm.DeviceBuffer(8, mr=null)
     assert null.allocate(0, stream) == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64])
+def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(bad: int, stream: devmm.Stream) -> None:
+    import devmm.testing
+
+    cpu = devmm.Device.from_string("cpu")
+    buf = devmm.DeviceBuffer(8, stream=stream)
+    layout = devmm.Layout((2,), (1,), "float32")
+    calls: dict[str, Any] = {
+        "size": lambda: devmm.DeviceBuffer(bad),
+        "limit_bytes": lambda: devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=bad),
+        "alignment": lambda: MallocMemoryResource(alignment=bad),
+        "guaranteed_alignment": lambda: devmm.testing.RecordingMemoryResource(guaranteed_alignment=bad),
+        "unit_stride_alignment": lambda: devmm.Aligned(devmm.RowMajor(), bad, 1),
+        "base_alignment": lambda: devmm.Layout((2,), (1,), "float32", base_alignment=bad),
+        "itemsize": lambda: layout.validate((2,), bad),
+        "offset": lambda: devmm.Tensor(buf, "float32", (2,), layout, offset=bad),
+        "handle": lambda: devmm.runtime_for(cpu).wrap_stream(cpu, bad),
+        "index": lambda: devmm.Device(devmm.DeviceType.CUDA, bad),
+        "shape": lambda: devmm.empty((bad,), "float32"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=f"^{name} must") as info:
+            call()
+        assert not isinstance(info.value, OverflowError), name
+    with pytest.raises(ValueError, match="^handle must"):
+        stream.wait_raw(bad)

@@ -30,12 +30,21 @@ def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
     s.wait_raw(0)
 
 
+def test_cpu_streams_do_not_speak_the_cuda_stream_protocol(cpu: devmm.Device) -> None:
+    with pytest.raises(AttributeError, match="not a CUDA stream"):
+        devmm.runtime_for(cpu).default_stream(cpu).__cuda_stream__()
+
+
+def test_cpu_wait_raw_is_a_no_op_for_any_handle(cpu: devmm.Device) -> None:
+    s = devmm.runtime_for(cpu).default_stream(cpu)
+    for handle in (0, 1, 2, 7, 2**63):
+        assert s.wait_raw(handle) is None
+
+
 def test_cpu_streams_refuse_foreign_handles(cpu: devmm.Device) -> None:
     rt = devmm.runtime_for(cpu)
     with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, 5)
-    with pytest.raises(ValueError, match="one stream"):
-        rt.default_stream(cpu).wait_raw(7)
     with pytest.raises(ValueError, match="only cpu:0"):
         rt.default_stream(devmm.Device.from_string("cuda:0"))
 
@@ -64,3 +73,36 @@ def test_gpu_resource_modules_need_their_driver() -> None:
 def test_rocm_resource_module_needs_its_driver() -> None:
     with pytest.raises(devmm.RuntimeUnavailableError):
         import devmm.mrs.rocm as _  # noqa: F401
+
+
+def test_available_runtimes_loads_what_runtime_names_lists() -> None:
+    runtimes = devmm.available_runtimes()
+    assert [rt.name for rt in runtimes] == devmm.runtime_names()
+    assert all(rt is devmm.runtime_for(rt.name) for rt in runtimes)
+    assert devmm.runtime_for("cpu") in runtimes
+
+
+@pytest.mark.parametrize("value", ["bogus", "CUDA", "cpu,cuda"])
+def test_an_unknown_devmm_runtime_fails_the_import(value: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DEVMM_RUNTIME=value)
+    done = subprocess.run([sys.executable, "-c", "import devmm"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "RuntimeUnavailableError" in done.stderr
+    assert f"DEVMM_RUNTIME={value!r}".replace("'", '"') in done.stderr
+    assert "registered: cpu, cuda, rocm" in done.stderr
+
+
+def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DEVMM_RUNTIME="cpu")
+    script = "import devmm; print(devmm.default_device(), devmm.runtime_names())"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "cpu:0 ['cpu']"

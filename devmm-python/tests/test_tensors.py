@@ -66,3 +66,68 @@ def test_empty_argument_errors() -> None:
 def test_zero_size_tensors() -> None:
     t = devmm.empty((0, 4), "float32")
     assert t.shape == (0, 4) and t.data_ptr == 0
+
+
+def test_tensor_offset_is_in_elements_beside_byte_offset() -> None:
+    from devmm.testing import RecordingMemoryResource
+
+    # The recording resource promises 256-byte pointers and hands out 256
+    # first; a 512-byte base makes empty over-allocate and start the tensor
+    # 256 bytes (64 float32 elements) into the buffer.
+    recording = RecordingMemoryResource(guaranteed_alignment=256)
+    t = devmm.empty((4,), "float32", layout=devmm.Aligned(devmm.RowMajor(), 1, 512), mr=recording)
+    assert (t.buffer.ptr, t.byte_offset, t.offset, t.data_ptr) == (256, 256, 64, 512)
+    assert devmm.empty((4,), "float64", layout=devmm.RowMajor()).offset == 0
+
+
+def test_tensor_public_constructor_views_a_buffer(stream: devmm.Stream) -> None:
+    buf = devmm.DeviceBuffer(64, stream=stream)
+    layout = devmm.Layout((2, 3), (3, 1), "float32")
+    t = devmm.Tensor(buf, "float32", (2, 3), layout, offset=2)
+    assert (t.shape, t.strides, t.offset, t.byte_offset) == ((2, 3), (3, 1), 2, 8)
+    assert t.data_ptr == buf.ptr + 8 and t.buffer is buf and not t.read_only
+    assert t.layout.policy is None
+    assert np.from_dlpack(t).shape == (2, 3)
+    ro = devmm.Tensor(buf, devmm.DType.from_string("float32"), (2, 3), layout, read_only=True)
+    assert ro.read_only and ro.offset == 0
+
+
+def test_tensor_constructor_refusals(stream: devmm.Stream) -> None:
+    buf = devmm.DeviceBuffer(24, stream=stream)
+    layout = devmm.Layout((2, 3), (3, 1), "float32")
+    with pytest.raises(ValueError, match="needs 24 bytes from offset 4"):
+        devmm.Tensor(buf, "float32", (2, 3), layout, offset=1)
+    with pytest.raises(ValueError, match=r"for shape \[2, 3\], not \[3, 2\]"):
+        devmm.Tensor(buf, "float32", (3, 2), layout)
+    with pytest.raises(ValueError, match="4-byte elements, not 8-byte"):
+        devmm.Tensor(buf, "float64", (2, 3), layout)
+    with pytest.raises(TypeError):
+        devmm.Tensor(b"not a buffer", "float32", (2, 3), layout)  # type: ignore[arg-type]
+
+
+def test_empty_accepts_a_resolved_layout(cpu: devmm.Device) -> None:
+    layout = devmm.ColMajor()((2, 3), "float32", cpu)
+    t = devmm.empty((2, 3), "float32", layout=layout)
+    assert t.strides == (1, 2) and t.layout == layout
+    assert t.layout.policy is layout.policy
+    hand = devmm.Layout((2, 3), (4, 1), "float32")
+    h = devmm.empty((2, 3), "float32", layout=hand)
+    assert h.strides == (4, 1) and h.buffer.nbytes == hand.required_nbytes and h.layout.policy is None
+    with pytest.raises(ValueError, match=r"for shape \[2, 3\], not \[3, 2\]"):
+        devmm.empty((3, 2), "float32", layout=layout)
+    with pytest.raises(ValueError, match="not 8-byte"):
+        devmm.empty((2, 3), "float64", layout=layout)
+    with pytest.raises(TypeError, match="LayoutPolicy or a resolved devmm.Layout"):
+        devmm.empty((2, 3), "float32", layout="row-major")  # type: ignore[arg-type]
+
+
+def test_empty_like_overrides_dtype_layout_and_device() -> None:
+    src = np.zeros((2, 3), dtype=np.float64)
+    t = devmm.empty_like(src, dtype="int16")
+    assert (t.shape, t.dtype) == ((2, 3), devmm.DType.from_string("int16"))
+    c = devmm.empty_like(src, layout=devmm.ColMajor())
+    assert c.strides == (1, 2) and c.dtype == devmm.DType.from_string("float64")
+    r = devmm.empty_like(t, layout=devmm.RowMajor()((2, 3), "int16", "cpu"))
+    assert r.strides == (3, 1)
+    d = devmm.empty_like(src, device=devmm.Device.from_string("cpu"), dtype=np.float32)
+    assert d.device == devmm.Device.from_string("cpu") and d.dtype == devmm.DType.from_string("float32")

@@ -55,6 +55,24 @@ def test_custom_data_access_hooks_are_used() -> None:
 
     devmm.testing.mr_conformance(MallocMemoryResource, write=write, read=read)
     assert writes
+
+
+def test_mr_conformance_takes_the_seed_signature() -> None:
+    # mr_conformance(mr_factory, *, write=, read=, stream_factory=), as the seed names them.
+    streams: list[devmm.Device] = []
+
+    def stream_factory(device: devmm.Device) -> devmm.Stream:
+        streams.append(device)
+        return devmm.runtime_for(device).create_stream(device)
+
+    def write(ptr: int, data: bytes, stream: devmm.Stream) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    def read(ptr: int, nbytes: int, stream: devmm.Stream) -> bytes:
+        return ctypes.string_at(ptr, nbytes)
+
+    devmm.testing.mr_conformance(mr_factory=BytearrayMemoryResource, write=write, read=read, stream_factory=stream_factory)
+    assert streams and all(d == devmm.Device.from_string("cpu") for d in streams)
     devmm.testing.mr_conformance(devmm.testing.RecordingMemoryResource, data_access=False)
 
 
@@ -64,15 +82,43 @@ def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     assert rec.live == {256: 64}
     buf.free()
     assert rec.live == {}
-    assert rec.calls == [("allocate", 64, 0, 256), ("deallocate", 256, 64, 0, True)]
-    with pytest.raises(ValueError, match="double free"):
+    # The seed's log format: (name, ptr, nbytes, stream), the stream object passed.
+    assert rec.calls == [("allocate", 256, 64, stream), ("deallocate", 256, 64, stream)]
+    assert isinstance(rec.calls[0][3], devmm.Stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="double free"):
         rec.deallocate(256, 64, stream)
-    assert rec.calls[-1] == ("deallocate", 256, 64, 0, False)
+    # Refused calls are logged too: the log is what the code asked for.
+    assert rec.calls[-1] == ("deallocate", 256, 64, stream)
 
 
-def test_recording_resource_alignment_and_device() -> None:
-    rec = devmm.testing.RecordingMemoryResource("cuda:0", alignment=1024)
+def test_recording_misuse_is_an_assertion_error(stream: devmm.Stream) -> None:
+    rec = devmm.testing.RecordingMemoryResource()
+    assert issubclass(devmm.testing.RecordingMisuseError, AssertionError)
+    ptr = rec.allocate(32, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="allocated with 32"):
+        rec.deallocate(ptr, 16, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="never allocated|unknown"):
+        rec.deallocate(ptr + 4096, 32, stream)
+    rec.deallocate(ptr, 32, stream)
+    assert rec.live == {}
+
+
+def test_recording_resource_alignment_stream_ordering_and_device() -> None:
+    rec = devmm.testing.RecordingMemoryResource("cuda:0", guaranteed_alignment=1024)
     assert rec.device == devmm.Device.from_string("cuda:0")
     assert rec.guaranteed_alignment() == 1024
+    assert rec.stream_ordered  # the seed's default
+    assert not devmm.testing.RecordingMemoryResource(stream_ordered=False).stream_ordered
     with pytest.raises(ValueError, match="power of two"):
-        devmm.testing.RecordingMemoryResource(alignment=48)
+        devmm.testing.RecordingMemoryResource(guaranteed_alignment=48)
+
+
+def test_negative_and_oversized_sizes_are_value_errors_naming_nbytes(stream: devmm.Stream) -> None:
+    from devmm.mrs.cpu import MallocMemoryResource
+
+    for mr in (devmm.testing.RecordingMemoryResource(), MallocMemoryResource()):
+        for bad in (-1, 2**64):
+            with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+                mr.allocate(bad, stream)
+            with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+                mr.deallocate(256, bad, stream)

@@ -23,7 +23,45 @@ pub enum DTypeCode {
     Complex = 5,
     /// Boolean, one byte per element.
     Bool = 6,
+    /// DLPack 1.1 `kDLFloat8_e3m4`.
+    Float8E3M4 = 7,
+    /// DLPack 1.1 `kDLFloat8_e4m3`.
+    Float8E4M3 = 8,
+    /// DLPack 1.1 `kDLFloat8_e4m3b11fnuz`.
+    Float8E4M3B11Fnuz = 9,
+    /// DLPack 1.1 `kDLFloat8_e4m3fn`.
+    Float8E4M3Fn = 10,
+    /// DLPack 1.1 `kDLFloat8_e4m3fnuz`.
+    Float8E4M3Fnuz = 11,
+    /// DLPack 1.1 `kDLFloat8_e5m2`.
+    Float8E5M2 = 12,
+    /// DLPack 1.1 `kDLFloat8_e5m2fnuz`.
+    Float8E5M2Fnuz = 13,
+    /// DLPack 1.1 `kDLFloat8_e8m0fnu`.
+    Float8E8M0Fnu = 14,
+    /// DLPack 1.1 `kDLFloat6_e2m3fn` (6 bits, packed).
+    Float6E2M3Fn = 15,
+    /// DLPack 1.1 `kDLFloat6_e3m2fn` (6 bits, packed).
+    Float6E3M2Fn = 16,
+    /// DLPack 1.1 `kDLFloat4_e2m1fn` (4 bits, packed).
+    Float4E2M1Fn = 17,
 }
+
+/// DLPack 1.1's low-precision float types: the code, its bits per lane and
+/// the name ml_dtypes and PyTorch give it.
+const LOW_PRECISION: &[(DTypeCode, u8, &str)] = &[
+    (DTypeCode::Float8E3M4, 8, "float8_e3m4"),
+    (DTypeCode::Float8E4M3, 8, "float8_e4m3"),
+    (DTypeCode::Float8E4M3B11Fnuz, 8, "float8_e4m3b11fnuz"),
+    (DTypeCode::Float8E4M3Fn, 8, "float8_e4m3fn"),
+    (DTypeCode::Float8E4M3Fnuz, 8, "float8_e4m3fnuz"),
+    (DTypeCode::Float8E5M2, 8, "float8_e5m2"),
+    (DTypeCode::Float8E5M2Fnuz, 8, "float8_e5m2fnuz"),
+    (DTypeCode::Float8E8M0Fnu, 8, "float8_e8m0fnu"),
+    (DTypeCode::Float6E2M3Fn, 6, "float6_e2m3fn"),
+    (DTypeCode::Float6E3M2Fn, 6, "float6_e3m2fn"),
+    (DTypeCode::Float4E2M1Fn, 4, "float4_e2m1fn"),
+];
 
 impl DTypeCode {
     /// The code for a DLPack `DLDataTypeCode` value devmm supports.
@@ -40,6 +78,17 @@ impl DTypeCode {
             4 => DTypeCode::BFloat,
             5 => DTypeCode::Complex,
             6 => DTypeCode::Bool,
+            7 => DTypeCode::Float8E3M4,
+            8 => DTypeCode::Float8E4M3,
+            9 => DTypeCode::Float8E4M3B11Fnuz,
+            10 => DTypeCode::Float8E4M3Fn,
+            11 => DTypeCode::Float8E4M3Fnuz,
+            12 => DTypeCode::Float8E5M2,
+            13 => DTypeCode::Float8E5M2Fnuz,
+            14 => DTypeCode::Float8E8M0Fnu,
+            15 => DTypeCode::Float6E2M3Fn,
+            16 => DTypeCode::Float6E3M2Fn,
+            17 => DTypeCode::Float4E2M1Fn,
             _ => return None,
         })
     }
@@ -112,25 +161,36 @@ standard_dtypes! {
 }
 
 impl DType {
-    /// A type from its DLPack triple, checked: `bits` and `lanes` non-zero,
-    /// and whole bytes per element.
+    /// A type from its DLPack triple, checked: `bits` and `lanes` non-zero.
+    /// Sub-byte types (DLPack 1.1's float4/float6) are values like any
+    /// other; only laying them out element by element is refused (see
+    /// [`DType::is_byte_sized`]).
     ///
     /// ```
     /// use devmm::{DType, DTypeCode};
     /// assert_eq!(DType::new(DTypeCode::Float, 32, 1)?, DType::FLOAT32);
     /// assert!(DType::new(DTypeCode::Float, 0, 1).is_err());
+    /// let fp4 = DType::new(DTypeCode::Float4E2M1Fn, 4, 1)?;
+    /// assert_eq!((fp4.to_string(), fp4.is_byte_sized()), ("float4_e2m1fn".to_string(), false));
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn new(code: DTypeCode, bits: u8, lanes: u16) -> Result<DType, Error> {
-        if bits == 0 || lanes == 0 || !bits.is_multiple_of(8) {
+        if bits == 0 || lanes == 0 {
             return Err(Error::InvalidArgument {
                 reason: format!(
-                    "dtype (code {code:?}, bits {bits}, lanes {lanes}) is not byte-sized; \
-                     bits must be a non-zero multiple of 8 and lanes non-zero"
+                    "dtype (code {code:?}, bits {bits}, lanes {lanes}) has no bits; \
+                     bits and lanes must be non-zero"
                 ),
             });
         }
         Ok(DType { code, bits, lanes })
+    }
+
+    /// Whether an element is a whole number of bytes, so elements can be
+    /// addressed (and strided) one by one. DLPack 1.1's packed float4 and
+    /// float6 scalars are not.
+    pub const fn is_byte_sized(self) -> bool {
+        (self.bits as u32 * self.lanes as u32).is_multiple_of(8)
     }
 
     /// The type family.
@@ -148,9 +208,9 @@ impl DType {
         self.lanes
     }
 
-    /// Bytes per element.
+    /// Bytes per element, rounded up for sub-byte types.
     pub const fn itemsize(self) -> usize {
-        (self.bits as usize / 8) * self.lanes as usize
+        (self.bits as usize * self.lanes as usize).div_ceil(8)
     }
 
     /// The natural alignment of one lane: the lane's byte size rounded up to
@@ -160,13 +220,39 @@ impl DType {
     /// assert_eq!(devmm::DType::COMPLEX128.alignment(), 16);
     /// ```
     pub const fn alignment(self) -> usize {
-        (self.bits as usize / 8).next_power_of_two()
+        (self.bits as usize).div_ceil(8).next_power_of_two()
+    }
+
+    /// The name of a DLPack 1.1 low-precision float scalar (`"float8_e4m3fn"`).
+    fn low_precision_name(self) -> Option<&'static str> {
+        LOW_PRECISION
+            .iter()
+            .find(|&&(code, bits, _)| code == self.code && bits == self.bits && self.lanes == 1)
+            .map(|&(_, _, name)| name)
+    }
+
+    /// The type a name spells: a standard name or a DLPack 1.1 low-precision one.
+    fn from_name(name: &str) -> Option<DType> {
+        DType::STANDARD
+            .iter()
+            .copied()
+            .find(|dt| dt.name() == Some(name))
+            .or_else(|| {
+                LOW_PRECISION
+                    .iter()
+                    .find(|&&(_, _, n)| n == name)
+                    .map(|&(code, bits, _)| DType {
+                        code,
+                        bits,
+                        lanes: 1,
+                    })
+            })
     }
 }
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
+        match self.name().or_else(|| self.low_precision_name()) {
             Some(name) => f.write_str(name),
             None => write!(f, "{:?}{}x{}", self.code, self.bits, self.lanes),
         }
@@ -183,14 +269,14 @@ impl FromStr for DType {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        DType::STANDARD
-            .iter()
-            .copied()
-            .find(|dt| dt.name() == Some(s))
-            .ok_or_else(|| {
-                let names: Vec<&str> = DType::STANDARD.iter().filter_map(|dt| dt.name()).collect();
-                Error::parse("dtype", s, format!("one of {}", names.join(", ")))
-            })
+        DType::from_name(s).ok_or_else(|| {
+            let names: Vec<&str> = DType::STANDARD
+                .iter()
+                .filter_map(|dt| dt.name())
+                .chain(LOW_PRECISION.iter().map(|&(_, _, name)| name))
+                .collect();
+            Error::parse("dtype", s, format!("one of {}", names.join(", ")))
+        })
     }
 }
 

@@ -54,8 +54,8 @@ pub use registry::{
 };
 pub use resource::{MemoryInfo, MemoryResource, check_dereferenceable, resource_chain};
 pub use runtime::{
-    ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, default_device,
-    register_runtime, runtime_for, runtime_names,
+    ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
+    default_device, register_runtime, runtime_for, runtime_names,
 };
 pub use size::SizeOverflow;
 pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};

@@ -190,6 +190,22 @@ impl Tensor {
     pub(crate) fn is_sole_handle(&self) -> bool {
         Arc::strong_count(&self.inner) == 1 && Arc::strong_count(&self.inner.buffer) == 1
     }
+
+    /// The first element's offset from the buffer's start, in elements:
+    /// `None` when [`byte_offset`](Tensor::byte_offset) is not a whole
+    /// number of elements (an over-aligned base under a 12-byte vector type).
+    ///
+    /// ```
+    /// use devmm::{empty, DType, EmptyOptions};
+    /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::new())?;
+    /// assert_eq!(t.offset(), Some(0));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn offset(&self) -> Option<usize> {
+        let itemsize = self.inner.layout.itemsize();
+        let bytes = self.inner.byte_offset;
+        bytes.is_multiple_of(itemsize).then(|| bytes / itemsize)
+    }
 }
 
 impl fmt::Debug for Tensor {
@@ -220,7 +236,7 @@ impl fmt::Debug for Tensor {
 /// ```
 #[derive(Clone, Default)]
 pub struct EmptyOptions {
-    layout: Option<Arc<dyn LayoutPolicy>>,
+    layout: Option<LayoutChoice>,
     device: Option<Device>,
     resource: Option<Arc<dyn MemoryResource>>,
     stream: Option<Stream>,
@@ -239,7 +255,23 @@ impl EmptyOptions {
 
     /// Lays the tensor out with a shared policy (kept as the layout's provenance).
     pub fn layout_shared(mut self, policy: Arc<dyn LayoutPolicy>) -> EmptyOptions {
-        self.layout = Some(policy);
+        self.layout = Some(LayoutChoice::Policy(policy));
+        self
+    }
+
+    /// Lays the tensor out exactly as `layout`, already resolved; [`empty`]
+    /// checks it is for the shape and dtype asked for.
+    ///
+    /// ```
+    /// use devmm::{empty, DType, Device, EmptyOptions, LayoutPolicy, ColMajor};
+    /// let layout = ColMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+    /// let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new().resolved_layout(layout.clone()))?;
+    /// assert_eq!(t.strides(), &[1, 2]);
+    /// assert!(empty(&[3, 2], DType::FLOAT32, &EmptyOptions::new().resolved_layout(layout)).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn resolved_layout(mut self, layout: Layout) -> EmptyOptions {
+        self.layout = Some(LayoutChoice::Resolved(layout));
         self
     }
 
@@ -271,6 +303,13 @@ impl fmt::Debug for EmptyOptions {
             .field("stream", &self.stream)
             .finish()
     }
+}
+
+/// How the tensor is laid out: by a policy, or by a layout resolved already.
+#[derive(Clone, Debug)]
+enum LayoutChoice {
+    Policy(Arc<dyn LayoutPolicy>),
+    Resolved(Layout),
 }
 
 fn row_major() -> &'static Arc<dyn LayoutPolicy> {
@@ -306,8 +345,14 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
         (None, Some(mr)) => mr.device(),
         (None, None) => crate::defaults::device()?,
     };
-    let policy = options.layout.as_ref().unwrap_or_else(|| row_major());
-    let layout = Layout::resolve(policy, shape, dtype, device)?;
+    let layout = match &options.layout {
+        Some(LayoutChoice::Resolved(layout)) => {
+            layout.validate_for(Some(shape), Some(crate::layout::element_size(dtype)?))?;
+            layout.clone()
+        }
+        Some(LayoutChoice::Policy(policy)) => Layout::resolve(policy, shape, dtype, device)?,
+        None => Layout::resolve(row_major(), shape, dtype, device)?,
+    };
     let resource = match &options.resource {
         Some(mr) => Arc::clone(mr),
         None => crate::defaults::resource(device)?,

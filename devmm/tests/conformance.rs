@@ -230,13 +230,13 @@ fn recording_shows_the_seed_example() {
         vec![
             RecordedCall::Allocate {
                 nbytes: 64,
-                stream: 0,
+                stream: stream.clone(),
                 result: Ok(DevicePtr::from_addr(256))
             },
             RecordedCall::Deallocate {
                 ptr: DevicePtr::from_addr(256),
                 nbytes: 64,
-                stream: 0,
+                stream: stream.clone(),
                 result: Ok(())
             },
         ],

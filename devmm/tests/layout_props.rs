@@ -213,10 +213,8 @@ fn invalid_policies_and_hand_built_layouts_say_what_to_fix() {
             "one entry per dimension",
         ),
         (
-            Aligned::new(RowMajor, 2, 64)
-                .unwrap()
-                .layout(&[2], DType::FLOAT32, Device::CPU),
-            "smaller than one float32",
+            Aligned::new(RowMajor, 0, 64).and_then(|a| a.layout(&[2], DType::FLOAT32, Device::CPU)),
+            "unit_stride_alignment must be a positive byte count",
         ),
         (Layout::new(&[2, 3], &[2, 1], DType::FLOAT32, 4), "overlaps"),
         (
@@ -235,9 +233,15 @@ fn invalid_policies_and_hand_built_layouts_say_what_to_fix() {
         assert!(err.to_string().contains(needle), "{err} lacks {needle:?}");
     }
     assert!(
-        Aligned::new(RowMajor, 96, 64)
+        Aligned::new(RowMajor, 64, 96)
             .unwrap_err()
             .to_string()
-            .contains("power of two")
+            .contains("base_alignment must be a power of two")
     );
+    // Any positive unit stride is accepted (the seed's rule): 96-byte rows.
+    let rows96 = Aligned::new(RowMajor, 96, 64)
+        .unwrap()
+        .layout(&[2, 3], DType::FLOAT32, Device::CPU)
+        .unwrap();
+    assert_eq!(rows96.strides(), &[24, 1]);
 }

@@ -29,7 +29,8 @@ fn the_cpu_runtime_has_one_no_op_stream() {
     let created = rt.create_stream(Device::CPU).unwrap();
     created.synchronize().unwrap();
     created.wait(&Stream::cpu()).unwrap();
-    assert!(matches!(created.wait_raw(7), Err(Error::Stream { .. })));
+    // Waiting on any raw handle is a no-op: nothing is ever queued on the host.
+    created.wait_raw(7).unwrap();
     assert!(rt.wrap_stream(Device::CPU, 3).is_err());
     assert!(rt.stream(Device::new(DeviceType::Cpu, 1), DEFAULT).is_err());
     // Devices without streams accept only `stream=None` (the DLPack protocol).

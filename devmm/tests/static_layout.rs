@@ -59,24 +59,28 @@ fn layout_macro_matches_the_runtime_policies() {
 
 #[test]
 fn the_const_rule_refuses_what_the_runtime_refuses() {
-    let too_fine = StaticLayout::resolve(
+    let zero = StaticLayout::resolve(
         [2, 3],
         DType::FLOAT64,
-        StaticPlan::row_major().aligned(4, 1),
+        StaticPlan::row_major().aligned(0, 1),
     );
-    assert!(matches!(
-        too_fine,
-        Err(LayoutRuleError::UnitStrideBelowElement {
-            unit_stride_alignment: 4,
-            itemsize: 8
-        })
-    ));
-    assert!(
-        Aligned::new(RowMajor, 4, 1)
+    assert!(matches!(zero, Err(LayoutRuleError::ZeroUnitStride)));
+    assert!(Aligned::new(RowMajor, 0, 1).is_err());
+    // What both accept, they resolve alike: a unit stride finer than an
+    // element, or not a power of two, pads to the least common multiple.
+    for (unit, dtype) in [
+        (4, DType::FLOAT64),
+        (48, DType::FLOAT32),
+        (12, DType::INT64),
+    ] {
+        let fixed =
+            StaticLayout::resolve([2, 3], dtype, StaticPlan::row_major().aligned(unit, 1)).unwrap();
+        let run_time = Aligned::new(RowMajor, unit, 1)
             .unwrap()
-            .layout(&[2, 3], DType::FLOAT64, Device::CPU)
-            .is_err()
-    );
+            .layout(&[2, 3], dtype, Device::CPU)
+            .unwrap();
+        assert_eq!(Layout::from(fixed), run_time);
+    }
     let overflow = StaticLayout::resolve([usize::MAX / 2, 3], DType::INT8, StaticPlan::row_major());
     assert!(matches!(overflow, Err(LayoutRuleError::Overflow(_))));
     assert!(

@@ -15,8 +15,42 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     ));
     out.push_str(
         "from collections.abc import Sequence\nfrom typing import Any, ClassVar, final\n\n\
-         from typing_extensions import disjoint_base\n\n",
+         from typing_extensions import disjoint_base\n",
     );
+    let body = render_body(model);
+    if !model.int_enums.is_empty() {
+        out.push_str("\nimport enum\n");
+    }
+    // Annotations may name a third-party module's types (`numpy.dtype`
+    // where a NumPy dtype is accepted); the stub imports each module named.
+    for module in THIRD_PARTY_MODULES {
+        if names_module(&body, module) {
+            let _ = writeln!(out, "\nimport {module}");
+        }
+    }
+    out.push('\n');
+    out.push_str(&body);
+    out
+}
+
+/// Modules a ``Python type:`` annotation may name (as `module.Type`).
+const THIRD_PARTY_MODULES: &[&str] = &["numpy"];
+
+/// Whether `text` names `module.Something` as a top-level module (not as
+/// the tail of a dotted path such as `devmm.integrations.numpy.install`).
+fn names_module(text: &str, module: &str) -> bool {
+    let needle = format!("{module}.");
+    text.match_indices(&needle).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+    })
+}
+
+/// Everything after the imports.
+fn render_body(model: &Crate) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "__all__ = [");
     for name in exported(model) {
         let _ = writeln!(out, "{INDENT}\"{name}\",");
@@ -24,6 +58,13 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     out.push_str("]\n\n");
     for (name, ty) in &model.constants {
         let _ = writeln!(out, "{name}: {ty}");
+    }
+    for int_enum in &model.int_enums {
+        let _ = write!(out, "\nclass {}(enum.IntEnum):\n", int_enum.name);
+        write_doc(&mut out, &int_enum.doc, INDENT);
+        for (member, value) in &int_enum.members {
+            let _ = writeln!(out, "{INDENT}{member} = {value}");
+        }
     }
     for exception in &model.exceptions {
         let _ = write!(out, "\nclass {}({}):\n", exception.name, exception.base);
@@ -231,6 +272,7 @@ fn exported(model: &Crate) -> Vec<&str> {
         .iter()
         .map(|(n, _)| n.as_str())
         .chain(model.exceptions.iter().map(|e| e.name.as_str()))
+        .chain(model.int_enums.iter().map(|e| e.name.as_str()))
         .chain(model.classes.iter().map(|c| c.name.as_str()))
         .chain(model.functions.iter().map(|f| f.name.as_str()))
         .filter(|n| !n.starts_with('_') || (n.starts_with("__") && n.ends_with("__")))

@@ -16,6 +16,16 @@ pub(super) struct Crate {
     pub(super) functions: Vec<Function>,
     pub(super) exceptions: Vec<Exception>,
     pub(super) constants: Vec<(String, String)>,
+    pub(super) int_enums: Vec<IntEnum>,
+}
+
+/// A plain Rust enum the extension exposes as an `enum.IntEnum` it builds
+/// at run time (marked by a doc line ``Python enum: `Name` ``): members
+/// are the variants in SCREAMING_SNAKE_CASE with their discriminants.
+pub(super) struct IntEnum {
+    pub(super) name: String,
+    pub(super) doc: String,
+    pub(super) members: Vec<(String, String)>,
 }
 
 /// A `#[pyclass]` with the members its `#[pymethods]` define.
@@ -101,45 +111,65 @@ fn tokens(node: &impl ToTokens) -> String {
     node.to_token_stream().to_string()
 }
 
+/// The doc lines addressed to the stub generator rather than to readers.
+const DIRECTIVES: [&str; 2] = ["Python type:", "Python enum:"];
+
 /// The doc comment, without the lines addressed to the stub generator.
 pub(super) fn doc_of(attrs: &[Attribute]) -> String {
-    let mut lines = Vec::new();
-    for attr in attrs {
-        if let Meta::NameValue(nv) = &attr.meta {
-            if nv.path.is_ident("doc") {
-                if let Expr::Lit(syn::ExprLit {
-                    lit: Lit::Str(s), ..
-                }) = &nv.value
-                {
-                    let line = s.value();
-                    lines.push(line.strip_prefix(' ').unwrap_or(&line).to_owned());
-                }
-            }
-        }
-    }
-    let kept: Vec<String> = lines
-        .into_iter()
-        .filter(|l| !l.starts_with("Python type:"))
+    let kept: Vec<String> = doc_lines(attrs)
+        .map(|line| line.strip_prefix(' ').map(str::to_owned).unwrap_or(line))
+        .filter(|l| !DIRECTIVES.iter().any(|d| l.starts_with(d)))
         .collect();
     kept.join("\n").trim().to_owned()
 }
 
-/// The annotation of a ``Python type: `X` `` doc line, if any.
-pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
-    attrs.iter().find_map(|attr| {
+/// Every doc line, as written.
+fn doc_lines(attrs: &[Attribute]) -> impl Iterator<Item = String> + '_ {
+    attrs.iter().filter_map(|attr| {
         let Meta::NameValue(nv) = &attr.meta else {
             return None;
         };
+        if !nv.path.is_ident("doc") {
+            return None;
+        }
         let Expr::Lit(syn::ExprLit {
             lit: Lit::Str(s), ..
         }) = &nv.value
         else {
             return None;
         };
-        let line = s.value();
-        let rest = line.trim().strip_prefix("Python type:")?.trim();
+        Some(s.value())
+    })
+}
+
+/// The `` `X` `` of a doc line ``DIRECTIVE `X` ``, if any.
+fn directive(attrs: &[Attribute], directive: &str) -> Option<String> {
+    doc_lines(attrs).find_map(|line| {
+        let rest = line.trim().strip_prefix(directive)?.trim();
         Some(rest.trim_matches('`').to_owned())
     })
+}
+
+/// The annotation of a ``Python type: `X` `` doc line, if any.
+pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
+    directive(attrs, "Python type:")
+}
+
+/// The Python name of an ``Python enum: `Name` `` doc line, if any.
+fn declared_int_enum(attrs: &[Attribute]) -> Option<String> {
+    directive(attrs, "Python enum:")
+}
+
+/// `CudaHost` → `CUDA_HOST`: an enum member's Python name.
+fn screaming_snake(ident: &syn::Ident) -> String {
+    let mut out = String::new();
+    for (i, c) in ident.to_string().chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(c.to_uppercase());
+    }
+    out
 }
 
 fn has_attr(attrs: &[Attribute], name: &str) -> bool {
@@ -209,6 +239,8 @@ impl Crate {
                 self.names.insert(file, ident.to_string(), name)?;
             } else if let Some(declared) = declared_type(attrs) {
                 self.names.insert(file, ident.to_string(), declared)?;
+            } else if let Some(declared) = declared_int_enum(attrs) {
+                self.names.insert(file, ident.to_string(), declared)?;
             }
         }
         Ok(())
@@ -229,6 +261,9 @@ impl Crate {
                             !s.fields.is_empty(),
                         )?;
                     }
+                }
+                Item::Enum(e) if declared_int_enum(&e.attrs).is_some() => {
+                    self.int_enum(file, e)?;
                 }
                 Item::Enum(e) => {
                     if let Some(attr) = find_attr(&e.attrs, "pyclass") {
@@ -260,6 +295,30 @@ impl Crate {
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    fn int_enum(&mut self, file: &str, e: &syn::ItemEnum) -> Result<(), StubError> {
+        let name = declared_int_enum(&e.attrs).unwrap_or_default();
+        let members = e
+            .variants
+            .iter()
+            .map(|v| match &v.discriminant {
+                Some((_, value)) => Ok((screaming_snake(&v.ident), tokens(value))),
+                None => Err(err(
+                    file,
+                    format!(
+                        "IntEnum {name}: variant {} needs an explicit value (`= 1`)",
+                        v.ident
+                    ),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        self.int_enums.push(IntEnum {
+            name,
+            doc: doc_of(&e.attrs),
+            members,
+        });
         Ok(())
     }
 
@@ -551,6 +610,8 @@ impl Crate {
                 Expr::Call(c) if tokens(&c.func).replace(' ', "") == "String::from" => "str".to_owned(),
                 // `py.get_type::<E>()`: an exception class, stubbed from its create_exception!.
                 Expr::MethodCall(m) if m.method == "get_type" => continue,
+                // `Enum::class(py)?`: an IntEnum class, stubbed from its Rust enum.
+                Expr::Try(t) if self.is_int_enum_class(&t.expr) => continue,
                 // `Enum::Variant` of a pyclass enum.
                 Expr::Path(p) if p.path.segments.len() >= 2 => {
                     let owner = p.path.segments[p.path.segments.len() - 2].ident.to_string();
@@ -576,6 +637,31 @@ impl Crate {
             self.constants.push((name.value(), ty));
         }
         Ok(())
+    }
+}
+
+impl Crate {
+    /// Whether `expr` is `Owner::class(..)` for an IntEnum `Owner`.
+    fn is_int_enum_class(&self, expr: &Expr) -> bool {
+        let Expr::Call(call) = expr else {
+            return false;
+        };
+        let Expr::Path(path) = &*call.func else {
+            return false;
+        };
+        let segments: Vec<String> = path
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        match segments.as_slice() {
+            [.., owner, method] if method == "class" => self
+                .names
+                .get(owner)
+                .is_some_and(|python| self.int_enums.iter().any(|e| e.name == python)),
+            _ => false,
+        }
     }
 }
 

@@ -33,15 +33,9 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
             quote!(::devmm::__private::StaticPlan::<#rank>::permuted([#(#dims),*]))
         }
     };
-    let mut unit_stride_error = TokenStream::new();
     if let Some(aligned) = &layout.aligned {
         let (unit, base) = (&aligned.unit_stride, &aligned.base);
         plan = quote!(#plan.aligned(#unit, #base));
-        unit_stride_error = quote_spanned! {aligned.unit_stride_tokens.span()=>
-            ::core::result::Result::Err(::devmm::__private::LayoutRuleError::UnitStrideBelowElement { .. }) => {
-                ::core::panic!("layout!: unit_stride is smaller than one element: pad rows to at least the element's size, or use 1 for no padding")
-            }
-        };
     }
     let overflow = quote_spanned! {layout.shape_tokens.span()=>
         ::core::result::Result::Err(::devmm::__private::LayoutRuleError::Overflow(_)) => {
@@ -56,7 +50,6 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
                 #plan,
             ) {
                 ::core::result::Result::Ok(layout) => layout,
-                #unit_stride_error
                 #overflow
                 // The macro has already refused bad orders and alignments.
                 ::core::result::Result::Err(_) => ::core::panic!("layout!: invalid layout"),

@@ -27,8 +27,6 @@ pub(crate) enum Order {
 pub(crate) struct Aligned {
     pub(crate) unit_stride: LitInt,
     pub(crate) base: LitInt,
-    /// Where a unit stride finer than the element is reported.
-    pub(crate) unit_stride_tokens: TokenStream,
 }
 
 const POLICIES: &str =
@@ -185,23 +183,28 @@ fn aligned_keys(name: &Ident, keys: Vec<(Ident, LitInt)>, errors: &mut Errors) -
             errors.spanned(&key, format_args!("`{key}` is given twice; keep one"));
             continue;
         }
-        match value.base10_parse::<u64>() {
-            Ok(n) if n.is_power_of_two() => *slot = Some(value),
-            _ => errors.spanned(
+        // Rows pad to any positive multiple (the seed's rule); the base is
+        // a pointer alignment, so a power of two.
+        match (key == "base", value.base10_parse::<u64>()) {
+            (true, Ok(n)) if n.is_power_of_two() => *slot = Some(value),
+            (false, Ok(n)) if n > 0 => *slot = Some(value),
+            (true, _) => errors.spanned(
                 &value,
                 format_args!(
                     "{key} = {value} is not a power of two: use 1, 2, 4, 8, ... (1 for none)"
                 ),
             ),
+            (false, _) => errors.spanned(
+                &value,
+                format_args!(
+                    "{key} = {value} is not a positive byte count: rows pad to a multiple of it (1 for none)"
+                ),
+            ),
         }
     }
     let one = || LitInt::new("1", name.span());
-    let unit_stride_tokens = unit_stride
-        .as_ref()
-        .map_or_else(|| name.to_token_stream(), ToTokens::to_token_stream);
     Some(Aligned {
         unit_stride: unit_stride.unwrap_or_else(one),
         base: base.unwrap_or_else(one),
-        unit_stride_tokens,
     })
 }

@@ -7,8 +7,9 @@ with, for authors of third-party resources and runtimes.
 - ``dlpack_conformance(device)`` runs the DLPack producer contract for
   tensors on ``device`` without dereferencing device memory.
 - ``RecordingMemoryResource`` is an allocator double with deterministic
-  fake pointers, a verbatim call log and misuse detection."""
+  fake pointers, a verbatim call log and misuse detection
+  (``RecordingMisuseError``, an ``AssertionError``)."""
 
-from ._devmm import RecordingMemoryResource, dlpack_conformance, mr_conformance
+from ._devmm import RecordingMemoryResource, RecordingMisuseError, dlpack_conformance, mr_conformance
 
-__all__ = ["RecordingMemoryResource", "dlpack_conformance", "mr_conformance"]
+__all__ = ["RecordingMemoryResource", "RecordingMisuseError", "dlpack_conformance", "mr_conformance"]

@@ -76,7 +76,7 @@ impl Layout {
 
     /// Applies the resolution rule to a plan.
     fn from_plan(shape: &[usize], dtype: DType, plan: &LayoutPlan) -> Result<Layout> {
-        let itemsize = dtype.itemsize();
+        let itemsize = element_size(dtype)?;
         let mut strides: Dims = SmallVec::from_elem(0, shape.len());
         let required_nbytes = rule::resolve(
             shape,
@@ -119,16 +119,12 @@ impl Layout {
             )));
         }
         let permutation = order_by_stride(shape, strides);
+        let itemsize = element_size(dtype)?;
         let layout = Layout {
             shape: shape.into(),
             strides: strides.into(),
-            itemsize: dtype.itemsize(),
-            required_nbytes: rule::required_nbytes(
-                shape,
-                strides,
-                dtype.itemsize(),
-                base_alignment,
-            )?,
+            itemsize,
+            required_nbytes: rule::required_nbytes(shape, strides, itemsize, base_alignment)?,
             permutation,
             base_alignment,
             policy: None,
@@ -172,6 +168,34 @@ impl Layout {
             )));
         }
         Ok(())
+    }
+
+    /// [`validate`](Layout::validate), and, when given, that the layout is
+    /// for `shape` and elements of `itemsize` bytes (a layout applied to a
+    /// tensor it was not resolved for is refused, naming both).
+    ///
+    /// ```
+    /// use devmm::{DType, Device, LayoutPolicy, RowMajor};
+    /// let layout = RowMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+    /// layout.validate_for(Some(&[2, 3]), Some(4))?;
+    /// assert!(layout.validate_for(Some(&[3, 2]), None).is_err());
+    /// assert!(layout.validate_for(None, Some(8)).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn validate_for(&self, shape: Option<&[usize]>, itemsize: Option<usize>) -> Result<()> {
+        if let Some(shape) = shape.filter(|s| *s != self.shape.as_slice()) {
+            return Err(Error::layout(format!(
+                "the layout is for shape {:?}, not {shape:?}; resolve a layout for this shape",
+                self.shape.as_slice()
+            )));
+        }
+        if let Some(itemsize) = itemsize.filter(|&i| i != self.itemsize) {
+            return Err(Error::layout(format!(
+                "the layout is for {}-byte elements, not {itemsize}-byte ones; resolve a layout for this dtype",
+                self.itemsize
+            )));
+        }
+        self.validate()
     }
 
     /// Extents, one per dimension.
@@ -219,6 +243,24 @@ impl Layout {
         self.policy.as_ref()
     }
 
+    /// Whether the elements are densely packed in some dimension order:
+    /// no padding between them, so the span they cover is exactly
+    /// `numel · itemsize` bytes (a padded [`Aligned`] layout is not).
+    ///
+    /// ```
+    /// use devmm::{Aligned, ColMajor, DType, Device, LayoutPolicy, RowMajor};
+    /// assert!(ColMajor.layout(&[2, 3], DType::FLOAT32, Device::CPU)?.is_contiguous());
+    /// let padded = Aligned::new(RowMajor, 64, 64)?.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+    /// assert!(!padded.is_contiguous());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_contiguous(&self) -> bool {
+        let numel = self.numel();
+        numel == 0
+            || rule::required_nbytes(&self.shape, &self.strides, self.itemsize, 1)
+                .is_ok_and(|span| numel.checked_mul(self.itemsize) == Some(span))
+    }
+
     /// Whether the elements are densely packed in row-major order.
     pub fn is_c_contiguous(&self) -> bool {
         let mut expected = 1usize;
@@ -255,6 +297,33 @@ impl PartialEq for Layout {
     }
 }
 
+impl Eq for Layout {}
+
+impl std::hash::Hash for Layout {
+    /// Hashes what equality compares, so equal layouts hash alike.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.shape.hash(state);
+        self.strides.hash(state);
+        self.itemsize.hash(state);
+        self.required_nbytes.hash(state);
+        self.base_alignment.hash(state);
+    }
+}
+
+/// The bytes one element of `dtype` takes, for dtypes whose elements can be
+/// strided one by one; DLPack 1.1's packed float4/float6 scalars cannot.
+pub(crate) fn element_size(dtype: DType) -> Result<usize> {
+    if dtype.is_byte_sized() {
+        Ok(dtype.itemsize())
+    } else {
+        Err(Error::layout(format!(
+            "{dtype} packs {} bits per element, so its elements have no byte address of their own; \
+             lay out whole bytes (a uint8 tensor of the packed data, or lanes that fill bytes)",
+            dtype.bits() as u32 * dtype.lanes() as u32
+        )))
+    }
+}
+
 fn check_permutation(permutation: &[usize], ndim: usize) -> Result<()> {
     if rule::is_permutation(permutation, ndim) {
         Ok(())
@@ -278,13 +347,8 @@ fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize, dtype:
         LayoutRuleError::NotPowerOfTwo { what, value } => {
             Error::layout(format!("{what} must be a power of two, not {value}"))
         }
-        LayoutRuleError::UnitStrideBelowElement {
-            unit_stride_alignment,
-            itemsize,
-        } => Error::layout(format!(
-            "unit_stride_alignment {unit_stride_alignment} is smaller than one {dtype} element \
-             ({itemsize} bytes); use at least {} or 1 for no padding",
-            itemsize.next_power_of_two()
+        LayoutRuleError::ZeroUnitStride => Error::layout(format!(
+            "a unit-stride alignment of 0 pads {dtype} rows to nothing; use 1 for no padding"
         )),
     }
 }

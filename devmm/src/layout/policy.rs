@@ -110,6 +110,22 @@ impl Permuted {
         }
     }
 
+    /// The order `order`, checked when made: each of `0..order.len()`
+    /// exactly once (a bad order is refused here, not at first use).
+    ///
+    /// ```
+    /// use devmm::Permuted;
+    /// assert_eq!(Permuted::try_new([1, 0])?.order(), &[1, 0]);
+    /// assert!(Permuted::try_new([0, 0]).is_err());
+    /// assert!(Permuted::try_new([0, 2]).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn try_new(order: impl IntoIterator<Item = usize>) -> Result<Permuted> {
+        let permuted = Permuted::new(order);
+        super::check_permutation(&permuted.order, permuted.order.len())?;
+        Ok(permuted)
+    }
+
     /// The dimension order, outermost first.
     pub fn order(&self) -> &[usize] {
         &self.order
@@ -169,7 +185,23 @@ pub struct Aligned {
 }
 
 impl Aligned {
-    /// Wraps `inner`; both alignments must be powers of two.
+    /// Wraps `inner`. `unit_stride_alignment` is any positive byte count
+    /// (rows are padded to the least multiple of it and the item size, as
+    /// the seed's rule pads them); `base_alignment` a power of two (it is a
+    /// pointer alignment).
+    ///
+    /// ```
+    /// use devmm::{Aligned, DType, Device, LayoutPolicy, RowMajor};
+    /// // 48-byte rows: float32 rows of 3 pad to 12 elements.
+    /// let rows48 = Aligned::new(RowMajor, 48, 64)?.layout(&[2, 3], DType::FLOAT32, Device::CPU)?;
+    /// assert_eq!(rows48.strides(), &[12, 1]);
+    /// // Finer than an element: float64 rows pad to whole elements only.
+    /// let fine = Aligned::new(RowMajor, 4, 1)?.layout(&[2, 3], DType::FLOAT64, Device::CPU)?;
+    /// assert_eq!(fine.strides(), &[3, 1]);
+    /// assert!(Aligned::new(RowMajor, 0, 64).is_err());
+    /// assert!(Aligned::new(RowMajor, 48, 48).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
     pub fn new(
         inner: impl LayoutPolicy,
         unit_stride_alignment: usize,
@@ -184,15 +216,15 @@ impl Aligned {
         unit_stride_alignment: usize,
         base_alignment: usize,
     ) -> Result<Aligned> {
-        for (what, value) in [
-            ("unit_stride_alignment", unit_stride_alignment),
-            ("base_alignment", base_alignment),
-        ] {
-            if !value.is_power_of_two() {
-                return Err(Error::layout(format!(
-                    "{what} must be a power of two (1, 2, 4, ...), not {value}"
-                )));
-            }
+        if unit_stride_alignment == 0 {
+            return Err(Error::layout(
+                "unit_stride_alignment must be a positive byte count (1 for no padding), not 0",
+            ));
+        }
+        if !base_alignment.is_power_of_two() {
+            return Err(Error::layout(format!(
+                "base_alignment must be a power of two (1, 2, 4, ...), not {base_alignment}"
+            )));
         }
         Ok(Aligned {
             inner,
@@ -224,7 +256,6 @@ impl LayoutPolicy for Aligned {
             (inner.unit_stride_alignment, inner.base_alignment),
             self.unit_stride_alignment,
             self.base_alignment,
-            dtype.itemsize(),
         )
         .map_err(|e| super::rule_error(e, &inner.permutation, shape.len(), dtype))?;
         Ok(LayoutPlan {

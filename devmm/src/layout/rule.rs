@@ -24,20 +24,15 @@ pub enum LayoutRuleError {
     Overflow(SizeOverflow),
     /// The dimension order does not list each dimension exactly once.
     NotAPermutation,
-    /// An alignment that is not a power of two.
+    /// A base alignment that is not a power of two.
     NotPowerOfTwo {
         /// Which alignment.
         what: &'static str,
         /// Its value.
         value: usize,
     },
-    /// Row padding finer than one element.
-    UnitStrideBelowElement {
-        /// The unit-stride alignment asked for.
-        unit_stride_alignment: usize,
-        /// Bytes per element.
-        itemsize: usize,
-    },
+    /// A unit-stride alignment of zero (1 means no padding).
+    ZeroUnitStride,
 }
 
 impl From<SizeOverflow> for LayoutRuleError {
@@ -80,25 +75,18 @@ pub(crate) const fn is_permutation(permutation: &[usize], ndim: usize) -> bool {
 }
 
 /// How an [`Aligned`](super::Aligned) wrapper combines its alignments with
-/// the inner plan's: the larger of each, and row padding, when asked for,
-/// no finer than one element.
+/// the inner plan's: rows padded to a multiple of both unit-stride
+/// alignments (their least common multiple; any positive value, as the
+/// seed's rule takes), the larger base alignment.
 pub(crate) const fn aligned_alignments(
     inner: (usize, usize),
     unit_stride_alignment: usize,
     base_alignment: usize,
-    itemsize: usize,
 ) -> Result<(usize, usize), LayoutRuleError> {
-    if unit_stride_alignment > 1 && unit_stride_alignment < itemsize {
-        return Err(LayoutRuleError::UnitStrideBelowElement {
-            unit_stride_alignment,
-            itemsize,
-        });
+    if unit_stride_alignment == 0 || inner.0 == 0 {
+        return Err(LayoutRuleError::ZeroUnitStride);
     }
-    let unit = if inner.0 > unit_stride_alignment {
-        inner.0
-    } else {
-        unit_stride_alignment
-    };
+    let unit = tri!(lcm(inner.0, unit_stride_alignment, "unit-stride alignment"));
     let base = if inner.1 > base_alignment {
         inner.1
     } else {
@@ -120,11 +108,8 @@ pub(crate) const fn resolve(
     if !is_permutation(permutation, shape.len()) {
         return Err(LayoutRuleError::NotAPermutation);
     }
-    if !unit_stride_alignment.is_power_of_two() {
-        return Err(LayoutRuleError::NotPowerOfTwo {
-            what: "unit-stride alignment",
-            value: unit_stride_alignment,
-        });
+    if unit_stride_alignment == 0 {
+        return Err(LayoutRuleError::ZeroUnitStride);
     }
     if !base_alignment.is_power_of_two() {
         return Err(LayoutRuleError::NotPowerOfTwo {
@@ -132,7 +117,8 @@ pub(crate) const fn resolve(
             value: base_alignment,
         });
     }
-    // Pad rows to whole elements as well as to the alignment.
+    // Pad rows to the least multiple of the item size and the alignment
+    // (the seed's rule: any positive alignment, not only powers of two).
     let row_multiple = tri!(lcm(unit_stride_alignment, itemsize, "row alignment"));
     let mut running = 1usize;
     let mut position = permutation.len();

@@ -103,15 +103,11 @@ impl<const N: usize> StaticLayout<N> {
         plan: StaticPlan<N>,
     ) -> Result<Self, LayoutRuleError> {
         let itemsize = dtype.itemsize();
-        let (unit, base) = match aligned_alignments(
-            dense_alignments(dtype),
-            plan.aligned.0,
-            plan.aligned.1,
-            itemsize,
-        ) {
-            Ok(alignments) => alignments,
-            Err(e) => return Err(e),
-        };
+        let (unit, base) =
+            match aligned_alignments(dense_alignments(dtype), plan.aligned.0, plan.aligned.1) {
+                Ok(alignments) => alignments,
+                Err(e) => return Err(e),
+            };
         let mut strides = [0; N];
         match resolve(&shape, &plan.order, itemsize, unit, base, &mut strides) {
             Ok(required_nbytes) => Ok(StaticLayout {

@@ -27,8 +27,8 @@ pub use description::{DeviceDescription, LibraryVersions};
 pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
-    RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, default_device, register_runtime,
-    runtime_for, runtime_names,
+    RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
+    default_device, register_runtime, runtime_for, runtime_names,
 };
 
 /// Everything devmm needs from one platform.

@@ -155,6 +155,49 @@ pub fn runtime_names() -> Vec<String> {
         .collect()
 }
 
+/// Every runtime whose platform is present, loaded: what
+/// [`runtime_names`] lists, in its order. A runtime whose probe passed but
+/// whose driver then fails to load is an error naming it.
+///
+/// ```
+/// let runtimes = devmm::available_runtimes()?;
+/// assert!(runtimes.iter().any(|rt| rt.name() == "cpu"));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn available_runtimes() -> Result<Vec<Arc<dyn DeviceRuntime>>> {
+    runtime_names()
+        .iter()
+        .map(|name| runtime_for(name.as_str()))
+        .collect()
+}
+
+/// Checks `DEVMM_RUNTIME` now, so a misspelt value fails at once (the
+/// Python package calls this on import) rather than at the first
+/// allocation: unset, or the name of a registered runtime.
+///
+/// ```
+/// // Unset in the doctest's environment.
+/// devmm::runtime::check_runtime_override()?;
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn check_runtime_override() -> Result<()> {
+    let Some(name) = env_override() else {
+        return Ok(());
+    };
+    let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+    if reg.registrations.iter().any(|r| r.name == name) {
+        return Ok(());
+    }
+    let known: Vec<&str> = reg.registrations.iter().map(|r| r.name).collect();
+    Err(Error::RuntimeUnavailable {
+        name: name.to_owned(),
+        reason: format!(
+            "{RUNTIME_ENV}={name:?} names no runtime (registered: {}); set it to one of those or unset it",
+            known.join(", ")
+        ),
+    })
+}
+
 /// The runtime for a device, a device type or a name, loaded on first use
 /// and the same instance afterwards.
 ///

@@ -28,8 +28,8 @@ pub enum RecordedCall {
     Allocate {
         /// The size asked.
         nbytes: usize,
-        /// The stream's native handle.
-        stream: usize,
+        /// The stream passed.
+        stream: Stream,
         /// The pointer handed out, or the error.
         result: Result<DevicePtr>,
     },
@@ -39,8 +39,8 @@ pub enum RecordedCall {
         ptr: DevicePtr,
         /// The size passed.
         nbytes: usize,
-        /// The stream's native handle.
-        stream: usize,
+        /// The stream passed.
+        stream: Stream,
         /// `Ok` or the misuse detected.
         result: Result<()>,
     },
@@ -79,6 +79,7 @@ struct RecordingState {
 pub struct RecordingMemoryResource {
     device: Device,
     alignment: usize,
+    stream_ordered: bool,
     capacity: usize,
     state: Mutex<RecordingState>,
 }
@@ -95,6 +96,7 @@ impl RecordingMemoryResource {
         RecordingMemoryResource {
             device,
             alignment: RECORDING_DEFAULT_ALIGNMENT,
+            stream_ordered: false,
             capacity: RECORDING_DEFAULT_CAPACITY,
             state: Mutex::new(RecordingState {
                 next: RECORDING_FIRST_ADDRESS,
@@ -145,6 +147,19 @@ impl RecordingMemoryResource {
     /// ```
     pub fn with_capacity(mut self, capacity: usize) -> RecordingMemoryResource {
         self.capacity = capacity;
+        self
+    }
+
+    /// Makes the resource claim stream-ordered allocation (it claims
+    /// synchronous allocation unless told), to stand in for either kind.
+    ///
+    /// ```
+    /// use devmm::{testing::RecordingMemoryResource, MemoryResource};
+    /// assert!(!RecordingMemoryResource::new().stream_ordered());
+    /// assert!(RecordingMemoryResource::new().with_stream_ordered(true).stream_ordered());
+    /// ```
+    pub fn with_stream_ordered(mut self, stream_ordered: bool) -> RecordingMemoryResource {
+        self.stream_ordered = stream_ordered;
         self
     }
 
@@ -240,7 +255,7 @@ impl MemoryResource for RecordingMemoryResource {
         let result = self.allocate_locked(&mut state, nbytes);
         state.calls.push(RecordedCall::Allocate {
             nbytes,
-            stream: stream.handle(),
+            stream: stream.clone(),
             result: result.clone(),
         });
         result
@@ -252,7 +267,7 @@ impl MemoryResource for RecordingMemoryResource {
         state.calls.push(RecordedCall::Deallocate {
             ptr,
             nbytes,
-            stream: stream.handle(),
+            stream: stream.clone(),
             result: result.clone(),
         });
         result
@@ -264,6 +279,10 @@ impl MemoryResource for RecordingMemoryResource {
 
     fn guaranteed_alignment(&self) -> usize {
         self.alignment
+    }
+
+    fn stream_ordered(&self) -> bool {
+        self.stream_ordered
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {

@@ -1,0 +1,117 @@
+//! Integer arguments that count something (bytes, elements, an alignment,
+//! a handle): a negative or oversized value is a `ValueError` that names
+//! the argument, as the seed's API raises it, never the bare
+//! `OverflowError` a plain `usize` conversion gives.
+
+use std::marker::PhantomData;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyInt;
+
+/// The Python name of the argument a [`Count`] stands for.
+pub(crate) trait ArgName {
+    /// As the Python signature spells it.
+    const NAME: &'static str;
+}
+
+/// A non-negative integer argument named `N::NAME` in its errors.
+///
+/// Python type: `int`
+#[derive(Debug)]
+pub(crate) struct Count<N>(usize, PhantomData<N>);
+
+impl<N> Count<N> {
+    /// A default value for a signature.
+    pub(crate) const fn of(value: usize) -> Self {
+        Count(value, PhantomData)
+    }
+
+    /// The count.
+    pub(crate) const fn get(&self) -> usize {
+        self.0
+    }
+}
+
+impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        count(&obj, "must be an integer", N::NAME).map(Count::of)
+    }
+}
+
+/// A per-dimension argument named `N::NAME` (a shape, strides): a
+/// sequence of non-negative ints, or one int for 1-D.
+///
+/// Python type: `Sequence[int] | int`
+#[derive(Clone, Debug)]
+pub(crate) struct Dims<N>(pub(crate) devmm::Dims, PhantomData<N>);
+
+impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let entry = |item: &Bound<'_, PyAny>| count(item, "must list integers", N::NAME);
+        let dims = if obj.cast::<PyInt>().is_ok() {
+            devmm::Dims::from_elem(entry(&obj)?, 1)
+        } else {
+            obj.try_iter()?
+                .map(|item| entry(&item?))
+                .collect::<PyResult<_>>()?
+        };
+        Ok(Dims(dims, PhantomData))
+    }
+}
+
+/// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to
+/// usize::MAX`.
+fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
+    let value: i128 = obj.extract()?;
+    usize::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} {rule} from 0 to {}, not {value}",
+            usize::MAX
+        ))
+    })
+}
+
+/// Declares argument names for [`Count`].
+macro_rules! arg_names {
+    ($($(#[$doc:meta])* $ty:ident = $name:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub(crate) struct $ty;
+
+        impl ArgName for $ty {
+            const NAME: &'static str = $name;
+        }
+    )*};
+}
+
+arg_names! {
+    /// `allocate`'s and `deallocate`'s size.
+    Nbytes = "nbytes";
+    /// `DeviceBuffer`'s size.
+    Size = "size";
+    /// `LimitingAdaptor`'s limit.
+    LimitBytes = "limit_bytes";
+    /// A resource's promised alignment.
+    Alignment = "alignment";
+    /// `RecordingMemoryResource`'s promised alignment.
+    GuaranteedAlignment = "guaranteed_alignment";
+    /// `Aligned`'s row padding.
+    UnitStrideAlignment = "unit_stride_alignment";
+    /// A layout's base alignment.
+    BaseAlignment = "base_alignment";
+    /// An element size.
+    Itemsize = "itemsize";
+    /// A tensor's offset, in elements.
+    Offset = "offset";
+    /// A native stream handle.
+    Handle = "handle";
+    /// A shape's extents.
+    Shape = "shape";
+    /// A layout's strides, in elements.
+    Strides = "strides";
+}
