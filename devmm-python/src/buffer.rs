@@ -279,7 +279,13 @@ impl PyDeviceBuffer {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let bytes = bytes_of(data)?;
-        let made = PyDeviceBuffer::py_new(py, Count::of(bytes.as_bytes().len()), mr, stream.clone(), device)?;
+        let made = PyDeviceBuffer::py_new(
+            py,
+            Count::of(bytes.as_bytes().len()),
+            mr,
+            stream.clone(),
+            device,
+        )?;
         made.copy_from_host(py, bytes.as_any(), 0, stream)?;
         Ok(made)
     }

@@ -10,8 +10,8 @@ mod adaptors;
 mod buffer;
 mod cli;
 mod copies;
-mod cxx_exception;
 mod count;
+mod cxx_exception;
 mod device;
 mod dlpack;
 mod dtype;
@@ -30,9 +30,9 @@ mod statistics;
 mod stream;
 mod tensor;
 mod testing;
+mod torch_allocator;
 mod trace;
 mod tracking;
-mod torch_allocator;
 
 use pyo3::prelude::*;
 

@@ -504,7 +504,11 @@ pub(crate) fn empty_like(
     };
     let kept_order = kept_order
         .as_ref()
-        .map(|policy| policy.cast::<PyLayoutPolicy>().map(|p| LayoutArg::Policy(p.clone())))
+        .map(|policy| {
+            policy
+                .cast::<PyLayoutPolicy>()
+                .map(|p| LayoutArg::Policy(p.clone()))
+        })
         .transpose()?;
     let layout = layout.or(kept_order);
     let device = match (device, mr) {

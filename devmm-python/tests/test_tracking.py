@@ -70,6 +70,26 @@ def test_devmm_leak_report_prints_at_exit(tmp_path: Path) -> None:
     assert "leak report" not in quiet.stderr
 
 
+def test_imports_still_held_at_exit_are_reported_as_foreign(tmp_path: Path) -> None:
+    script = tmp_path / "holds_an_import.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import numpy as np
+            import devmm
+            source = np.zeros(100, dtype=np.float64)
+            imported = devmm.from_dlpack(source)
+            """
+        )
+    )
+    env = dict(os.environ, DEVMM_LEAK_REPORT="1")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    assert "devmm leak report: 1 foreign buffer (800 bytes) still held" in out.stderr, out.stderr
+    env.pop("DEVMM_LEAK_REPORT")
+    quiet = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    assert "leak report" not in quiet.stderr
+
+
 def test_the_torch_snapshot_is_a_pickle_of_the_live_allocations() -> None:
     mr = devmm.TrackingAdaptor(MallocMemoryResource())
     kept = allocate_here(mr, 256)

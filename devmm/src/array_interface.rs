@@ -75,7 +75,10 @@ impl Tensor {
         }
         if kind == ArrayInterfaceKind::Host {
             // Host consumers dereference the address: only real memory.
-            crate::resource::check_dereferenceable(&**self.buffer().resource(), "__array_interface__")?;
+            crate::resource::check_dereferenceable(
+                &**self.buffer().resource(),
+                "__array_interface__",
+            )?;
         }
         let itemsize = self.dtype().itemsize();
         let strides = (!self.layout().is_c_contiguous()).then(|| {

@@ -98,7 +98,12 @@ pub(super) struct Exception {
 
 /// `#[pymethods]` that fill type slots (the garbage collector's, the buffer
 /// protocol's) and have no Python-visible attribute, so no stub.
-const C_SLOTS: [&str; 4] = ["__traverse__", "__clear__", "__getbuffer__", "__releasebuffer__"];
+const C_SLOTS: [&str; 4] = [
+    "__traverse__",
+    "__clear__",
+    "__getbuffer__",
+    "__releasebuffer__",
+];
 
 fn err(file: &str, message: impl Into<String>) -> StubError {
     StubError {

@@ -374,4 +374,24 @@ pub fn print_leak_reports() {
     for ledger in ledgers {
         ledger.print_if_leaking();
     }
+    if leak_report_requested() {
+        print_foreign_if_held();
+    }
+}
+
+/// Memory devmm holds but did not allocate (DLPack imports, adopted
+/// buffers) is part of the picture at exit: reported once, apart from the
+/// tracked allocations, because its producer, not a devmm resource, frees it.
+fn print_foreign_if_held() {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    let held = crate::foreign::foreign_memory();
+    if held.live_count > 0 && !REPORTED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "devmm leak report: {} foreign buffer{} ({} bytes) still held: DLPack imports or adopted \
+             memory, released by their producers when devmm lets go, never by a devmm resource",
+            held.live_count,
+            if held.live_count == 1 { "" } else { "s" },
+            held.live_bytes
+        );
+    }
 }

@@ -249,7 +249,11 @@ pub(crate) mod stream {
     /// `flags` (`cudaStreamDefault` 0 synchronizes with the legacy default
     /// stream, the safe choice for code mixing in libraries that use it;
     /// `cudaStreamNonBlocking` 1; HIP's values are the same).
-    pub(crate) fn create<P: Platform>(driver: &Driver<P>, device: Device, flags: u32) -> Result<usize> {
+    pub(crate) fn create<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        flags: u32,
+    ) -> Result<usize> {
         let call = driver.roles().stream_create_with_flags;
         let mut handle: *mut c_void = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-parameter for the call.
