@@ -21,8 +21,8 @@ command -v valgrind >/dev/null || {
 
 # The export and deleter tests, the resource conformance suites, the
 # resource, adaptor and buffer tests, the GPU runtimes over the fake
-# drivers, and the library's unit tests.
-suites=(dlpack_export conformance cpu_resources adaptors buffer gpu_runtimes)
+# drivers, the 8-thread soak, and the library's unit tests.
+suites=(dlpack_export conformance cpu_resources adaptors buffer gpu_runtimes soak)
 build_log="$log_dir/build.log"
 cargo test -p devmm --no-run --lib "${suites[@]/#/--test=}" 2>&1 | tee "$build_log" >&2
 mapfile -t binaries < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
