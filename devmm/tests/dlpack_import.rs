@@ -11,8 +11,13 @@ use std::sync::{Arc, Mutex};
 use devmm::dlpack::{DlpackFlavor, DlpackRequest, ffi};
 use devmm::{DType, Device, EmptyOptions, Error, Tensor, empty, foreign_memory};
 
-/// Tests that read the process-wide foreign counters run one at a time.
 static COUNTERS: Mutex<()> = Mutex::new(());
+
+/// Every test imports, and the foreign-memory counters are process-wide:
+/// the tests run one at a time so one test's figures are its own.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    COUNTERS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A producer's export: the managed struct first, then what it owns.
 #[repr(C)]
@@ -167,6 +172,7 @@ fn read_f32(t: &Tensor) -> Vec<f32> {
 
 #[test]
 fn both_versions_import_zero_copy_and_delete_once() {
+    let _serial = serial();
     for flavor in [DlpackFlavor::Versioned, DlpackFlavor::Legacy] {
         let spec = Spec::f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
         let (t, deleted) = import(&spec, flavor);
@@ -189,6 +195,7 @@ fn both_versions_import_zero_copy_and_delete_once() {
 
 #[test]
 fn strides_byte_offset_and_read_only_are_honoured() {
+    let _serial = serial();
     // A Fortran-order 2x3 view starting 4 bytes into the data.
     let mut spec = Spec::f32s(&[9.0, 1.0, 4.0, 2.0, 5.0, 3.0, 6.0], &[2, 3]);
     spec.strides = Some(vec![1, 2]);
@@ -208,6 +215,7 @@ fn strides_byte_offset_and_read_only_are_honoured() {
 
 #[test]
 fn extent_one_dimensions_may_carry_any_stride() {
+    let _serial = serial();
     let mut spec = Spec::f32s(&[1.0, 2.0], &[1, 2]);
     spec.strides = Some(vec![0, 1]);
     let (t, _) = import(&spec, DlpackFlavor::Legacy);
@@ -216,6 +224,7 @@ fn extent_one_dimensions_may_carry_any_stride() {
 
 #[test]
 fn zero_size_imports_hold_no_bytes() {
+    let _serial = serial();
     let mut spec = Spec::f32s(&[], &[0, 3]);
     spec.null_data = true;
     let (t, deleted) = import(&spec, DlpackFlavor::Versioned);
@@ -230,6 +239,7 @@ fn zero_size_imports_hold_no_bytes() {
 
 #[test]
 fn refusals_still_delete_exactly_once() {
+    let _serial = serial();
     type Spoil = Box<dyn Fn(&mut Spec)>;
     let bad: Vec<(&str, Spoil)> = vec![
         ("major version", Box::new(|s| s.version = (2, 0))),
@@ -270,6 +280,7 @@ fn refusals_still_delete_exactly_once() {
 
 #[test]
 fn a_null_pointer_is_refused() {
+    let _serial = serial();
     // SAFETY: null is allowed and owns nothing.
     let err = unsafe { Tensor::from_dlpack(std::ptr::null_mut(), DlpackFlavor::Versioned) };
     assert!(matches!(err, Err(Error::Dlpack { .. })));
@@ -277,7 +288,7 @@ fn a_null_pointer_is_refused() {
 
 #[test]
 fn imports_are_counted_as_foreign_memory_and_named_in_the_chain() {
-    let _one = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial();
     let before = foreign_memory();
     let (t, _) = import(&Spec::f32s(&[1.0; 6], &[2, 3]), DlpackFlavor::Versioned);
     let t = t.expect("imports");
@@ -301,6 +312,7 @@ fn imports_are_counted_as_foreign_memory_and_named_in_the_chain() {
 
 #[test]
 fn a_devmm_export_round_trips_and_free_waits_for_the_import() {
+    let _serial = serial();
     for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
         let source = empty(&[4], DType::INT32, &EmptyOptions::new()).expect("allocates");
         let export = source.to_dlpack(&request).expect("exports");
@@ -331,6 +343,7 @@ fn a_devmm_export_round_trips_and_free_waits_for_the_import() {
 
 #[test]
 fn the_last_handle_may_drop_on_another_thread() {
+    let _serial = serial();
     let (t, deleted) = import(&Spec::f32s(&[1.0; 6], &[6]), DlpackFlavor::Versioned);
     let t = t.expect("imports");
     std::thread::spawn(move || drop(t)).join().expect("joins");
