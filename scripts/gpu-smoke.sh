@@ -117,7 +117,7 @@ rts = {r["name"]: r for r in json.load(open(sys.argv[1]))["runtimes"]}
 print(rts["cuda"]["library"] if rts.get("cuda", {}).get("available") else "")
 ' "$work/info.json" 2>/dev/null)
 echo "   libcudart by discovery: ${cudart:-(none)}"
-[[ -n $OUT && -f $work/info.json ]] && cp "$work/info.json" "$OUT/devmm-info.json" 2>/dev/null
+[[ -n ${OUT:-} && -f $work/info.json ]] && cp "$work/info.json" "$OUT/devmm-info.json"
 
 suites() { # the Rust GPU suites on CUDA, hardware path
     local b=$1

@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 
 /// A platform's install locations.
 #[derive(Clone, Copy, Debug)]
-pub struct SearchPath {
+pub struct SearchPath<'a> {
     /// Environment variables naming an install root (`CUDA_PATH`).
-    pub(crate) root_envs: &'static [&'static str],
-    /// Roots tried when none of those is set (`/usr/local/cuda`).
-    pub(crate) default_roots: &'static [&'static str],
+    pub(crate) root_envs: &'a [&'a str],
+    /// Roots tried as well (`/usr/local/cuda`).
+    pub(crate) default_roots: &'a [&'a str],
     /// Library directories under a root (`lib64`).
-    pub(crate) lib_dirs: &'static [&'static str],
+    pub(crate) lib_dirs: &'a [&'a str],
     /// Library directories under a Python `site-packages` (pip wheels).
-    pub(crate) wheel_dirs: &'static [&'static str],
+    pub(crate) wheel_dirs: &'a [&'a str],
 }
 
 /// A library file the process has already loaded whose name starts with
@@ -44,7 +44,7 @@ fn stem(name: &str) -> &str {
 
 /// Every file `names` may be under in the platform's directories, in the
 /// order they are tried.
-pub(crate) fn candidates(names: &[&str], search: &SearchPath) -> Vec<PathBuf> {
+pub(crate) fn candidates(names: &[&str], search: &SearchPath<'_>) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = search
         .root_envs
         .iter()
@@ -153,12 +153,10 @@ mod tests {
         std::fs::create_dir_all(&lib).unwrap();
         std::fs::write(lib.join("libfake.so.13"), b"").unwrap();
         std::fs::write(lib.join("libfake.so"), b"").unwrap();
-        let root_text: &'static str =
-            Box::leak(root.to_string_lossy().into_owned().into_boxed_str());
-        let roots: &'static [&'static str] = Box::leak(Box::new([root_text]));
+        let root_text = root.to_string_lossy();
         let search = SearchPath {
             root_envs: &[],
-            default_roots: roots,
+            default_roots: &[&root_text],
             lib_dirs: &["lib", "lib64"],
             wheel_dirs: &[],
         };

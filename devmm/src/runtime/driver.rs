@@ -66,7 +66,7 @@ impl<T: DriverTable> Driver<T> {
     /// of: a copy already loaded, `T::LIBRARIES` through the loader's
     /// search path, the same names in `search`'s directories; then
     /// resolves the table. `runtime` names the devmm runtime in errors.
-    pub(crate) fn open(runtime: &str, search: &SearchPath) -> Result<Driver<T>> {
+    pub(crate) fn open(runtime: &str, search: &SearchPath<'_>) -> Result<Driver<T>> {
         let (library, path) = open_library::<T>(runtime, search)?;
         Driver::resolve(runtime, library, path)
     }
@@ -122,7 +122,7 @@ impl<T: DriverTable> Driver<T> {
     }
 
     /// Whether the library can be opened, without resolving the table.
-    pub(crate) fn probe(search: &SearchPath) -> bool {
+    pub(crate) fn probe(search: &SearchPath<'_>) -> bool {
         open_library::<T>("", search).is_ok()
     }
 
@@ -175,7 +175,7 @@ fn dlopen(path: &OsStr) -> std::result::Result<libloading::Library, libloading::
 /// loader's own message for each.
 fn open_library<T: DriverTable>(
     runtime: &str,
-    search: &SearchPath,
+    search: &SearchPath<'_>,
 ) -> Result<(libloading::Library, OsString)> {
     if let Some(path) = std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty()) {
         return match dlopen(&path) {
@@ -237,7 +237,7 @@ mod tests {
         }
     }
 
-    const NOWHERE: SearchPath = SearchPath {
+    const NOWHERE: SearchPath<'static> = SearchPath {
         root_envs: &[],
         default_roots: &[],
         lib_dirs: &[],

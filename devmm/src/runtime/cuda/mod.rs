@@ -57,7 +57,7 @@ impl Platform for sys::CudaRuntimeTable {
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
-    const SEARCH: SearchPath = SearchPath {
+    const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["CUDA_PATH", "CUDA_HOME"],
         default_roots: &["/usr/local/cuda"],
         lib_dirs: &["lib64", "lib", "targets/x86_64-linux/lib"],

@@ -69,7 +69,7 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// Resource names.
     const RESOURCE_NAMES: ResourceNames;
     /// Where the library is installed besides the loader's search path.
-    const SEARCH: super::discovery::SearchPath;
+    const SEARCH: super::discovery::SearchPath<'static>;
 
     /// A version as the platform writes it (CUDA `13000` is `13.0`).
     fn version_text(encoded: i32) -> String;

@@ -56,7 +56,7 @@ impl Platform for sys::HipTable {
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
-    const SEARCH: SearchPath = SearchPath {
+    const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["ROCM_PATH", "HIP_PATH"],
         default_roots: &["/opt/rocm"],
         lib_dirs: &["lib", "lib64"],
