@@ -3,8 +3,8 @@
 //! the one rule for freeing null; and [`Checked`], which puts any resource
 //! behind a ledger.
 
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
@@ -38,30 +38,34 @@ type AddressMap<V> = HashMap<usize, V, foldhash::fast::RandomState>;
 #[derive(Default)]
 struct LedgerState {
     live: AddressMap<usize>,
-    /// Recently freed addresses, each with the number of the free that
-    /// released it (some may have been handed out again since).
-    freed: AddressMap<u64>,
-    /// The latest frees, oldest first. An entry whose address was handed
-    /// out again (or freed again later) is stale and only ages out: every
-    /// operation stays O(1), where pruning the queue on `record` scanned all
-    /// of it (34x the cost of a raw 64-byte allocation pair for the heap
-    /// resource; docs/benchmarks.md).
-    free_order: VecDeque<(usize, u64)>,
-    frees: u64,
+    recent_frees: RecentFrees,
 }
 
-impl LedgerState {
-    fn remember_free(&mut self, addr: usize) {
-        self.frees += 1;
-        self.freed.insert(addr, self.frees);
-        self.free_order.push_back((addr, self.frees));
-        if self.free_order.len() > FREED_MEMORY
-            && let Some((old, number)) = self.free_order.pop_front()
-            && let Entry::Occupied(entry) = self.freed.entry(old)
-            && *entry.get() == number
-        {
-            entry.remove();
+/// The addresses of the latest [`FREED_MEMORY`] frees, a ring whose oldest
+/// entry is overwritten once it is full. It is read only to name a misuse
+/// (a pointer that is not live), so a free costs one store here instead of
+/// the upkeep of a second map: the check must cost a Python call next to
+/// nothing (docs/benchmarks.md). An address handed out again may still be
+/// in it; `take` asks only about addresses that are not live.
+#[derive(Default)]
+struct RecentFrees {
+    addrs: Vec<usize>,
+    /// The slot the next free overwrites, once `addrs` is full.
+    next: usize,
+}
+
+impl RecentFrees {
+    fn remember(&mut self, addr: usize) {
+        if self.addrs.len() < FREED_MEMORY {
+            self.addrs.push(addr);
+        } else {
+            self.addrs[self.next] = addr;
+            self.next = (self.next + 1) % FREED_MEMORY;
         }
+    }
+
+    fn contains(&self, addr: usize) -> bool {
+        self.addrs.contains(&addr)
     }
 }
 
@@ -105,9 +109,6 @@ impl Ledger {
         if ptr.is_null() {
             return;
         }
-        // A `freed` entry for an address handed out again is left to age
-        // out: `take` consults `freed` only for addresses that are not
-        // live, and the next free of this one overwrites it.
         self.state().live.insert(ptr.addr(), nbytes);
     }
 
@@ -120,18 +121,18 @@ impl Ledger {
             return Ok(());
         }
         let mut guard = self.state();
-        // Through a plain reference, so the two maps borrow separately.
+        // Through a plain reference, so the fields borrow separately.
         let state = &mut *guard;
         match state.live.entry(ptr.addr()) {
             Entry::Occupied(live) if *live.get() == nbytes => {
                 live.remove();
-                state.remember_free(ptr.addr());
+                state.recent_frees.remember(ptr.addr());
                 Ok(())
             }
             Entry::Occupied(live) => Err(MisuseKind::WrongSize {
                 allocated: *live.get(),
             }),
-            Entry::Vacant(_) if state.freed.contains_key(&ptr.addr()) => {
+            Entry::Vacant(_) if state.recent_frees.contains(ptr.addr()) => {
                 Err(MisuseKind::DoubleFree)
             }
             Entry::Vacant(_) => Err(MisuseKind::UnknownPointer),
@@ -147,8 +148,7 @@ impl Ledger {
     /// `(pointer, nbytes)` pairs (for a resource releasing them on drop).
     pub fn drain(&mut self) -> Vec<(DevicePtr, usize)> {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        state.freed.clear();
-        state.free_order.clear();
+        state.recent_frees = RecentFrees::default();
         state
             .live
             .drain()
@@ -325,11 +325,8 @@ mod tests {
         ledger.record(q, 1);
         ledger.take(q, 1).unwrap();
         assert_eq!(ledger.take(p, 8), Err(MisuseKind::UnknownPointer));
-        let state = ledger.state();
-        assert_eq!(
-            (state.freed.len(), state.free_order.len()),
-            (FREED_MEMORY, FREED_MEMORY)
-        );
+        // Bounded: the ring holds the latest frees and no more.
+        assert_eq!(ledger.state().recent_frees.addrs.len(), FREED_MEMORY);
     }
 
     #[test]
