@@ -136,7 +136,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::available_runtimes, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::default_device, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::require_runtime, m)?)?;
 
     m.add_class::<buffer::PyDeviceBuffer>()?;
     m.add_class::<tensor::PyTensor>()?;

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice, PyDeviceType};
-use crate::error::{IntoPyResult, RuntimeUnavailableError};
+use crate::error::IntoPyResult;
 use crate::stream::{maybe_detached, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
@@ -169,20 +169,4 @@ pub(crate) fn runtime_names() -> Vec<String> {
 #[pyfunction]
 pub(crate) fn default_device() -> PyResult<PyDevice> {
     Ok(devmm::default_device().py()?.into())
-}
-
-/// Raises `RuntimeUnavailableError` unless the runtime `name`'s library is
-/// present; the GPU resource modules call it on import. Loading waits for
-/// the first resource: a library without a driver behind it (a CI
-/// container) still imports, and the resources say why they cannot work.
-#[pyfunction]
-pub(crate) fn require_runtime(name: &str) -> PyResult<()> {
-    if devmm::runtime_names().iter().any(|n| n == name) {
-        return Ok(());
-    }
-    Err(RuntimeUnavailableError::new_err(format!(
-        "the {name} runtime is not available on this machine: its driver library was not \
-         found (runtimes present: {}); install the driver or use devmm.mrs.cpu",
-        devmm::runtime_names().join(", ")
-    )))
 }

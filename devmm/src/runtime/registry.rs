@@ -155,9 +155,10 @@ pub fn runtime_names() -> Vec<String> {
         .collect()
 }
 
-/// Every runtime whose platform is present, loaded: what
-/// [`runtime_names`] lists, in its order. A runtime whose probe passed but
-/// whose driver then fails to load is an error naming it.
+/// Every runtime that loads and can run here, in [`runtime_names`]'s
+/// order: a runtime whose probe passed but which is unavailable when loaded
+/// (its library without a driver behind it) is left out, and
+/// [`runtime_for`] says why; any other failure to load is an error.
 ///
 /// ```
 /// let runtimes = devmm::available_runtimes()?;
@@ -165,10 +166,17 @@ pub fn runtime_names() -> Vec<String> {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn available_runtimes() -> Result<Vec<Arc<dyn DeviceRuntime>>> {
-    runtime_names()
-        .iter()
-        .map(|name| runtime_for(name.as_str()))
-        .collect()
+    let mut runtimes = Vec::new();
+    for name in runtime_names() {
+        match runtime_for(name.as_str()) {
+            Ok(runtime) => runtimes.push(runtime),
+            // The probe found its library, but it cannot run here (a CUDA
+            // runtime without a driver, as in CI containers): not available.
+            Err(Error::RuntimeUnavailable { .. }) => {}
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(runtimes)
 }
 
 /// Checks `DEVMM_RUNTIME` now, so a misspelt value fails at once (the

@@ -5,21 +5,17 @@ allocators of rmm (:class:`RmmMemoryResource`) and CuPy
 (:class:`CupyAllocatorMemoryResource`) as devmm resources, which import
 their library when made.
 
-Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the CUDA runtime library is not present. A library
-without a driver behind it imports; its resources raise the reason."""
+Importing this module never fails, on a machine without the library or
+without a driver too: making a resource there raises
+:class:`devmm.RuntimeUnavailableError` (an ``ImportError``) with the reason."""
 
-from .._devmm import require_runtime as _require_runtime
-
-_require_runtime("cuda")
-
-from .._devmm import (  # noqa: E402  (only once the runtime is known to be there)
+from .._devmm import (
     CudaManagedMemoryResource,
     CudaPinnedMemoryResource,
     CudaRuntimeMemoryResource,
 )
-from ._cupy import CupyAllocatorMemoryResource  # noqa: E402
-from ._rmm import RmmMemoryResource  # noqa: E402
+from ._cupy import CupyAllocatorMemoryResource
+from ._rmm import RmmMemoryResource
 
 __all__ = [
     "CudaManagedMemoryResource",

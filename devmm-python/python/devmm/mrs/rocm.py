@@ -3,20 +3,16 @@ pinned host and managed memory, through HIP, which devmm loads at run time
 (``DEVMM_HIP_PATH`` names the library explicitly); and hipMM's resources
 as devmm resources (:class:`HipmmMemoryResource`).
 
-Importing this module raises :class:`devmm.RuntimeUnavailableError` (an
-``ImportError``) when the HIP library is not present. A library without a
-driver behind it imports; its resources raise the reason."""
+Importing this module never fails, on a machine without the library or
+without a driver too: making a resource there raises
+:class:`devmm.RuntimeUnavailableError` (an ``ImportError``) with the reason."""
 
-from .._devmm import require_runtime as _require_runtime
-
-_require_runtime("rocm")
-
-from .._devmm import (  # noqa: E402  (only once the runtime is known to be there)
+from .._devmm import (
     HipManagedMemoryResource,
     HipPinnedMemoryResource,
     HipRuntimeMemoryResource,
 )
-from ._rmm import HipmmMemoryResource  # noqa: E402
+from ._rmm import HipmmMemoryResource
 
 __all__ = [
     "HipManagedMemoryResource",
