@@ -77,7 +77,7 @@ def check_cupy() -> None:
     view = cupy.from_dlpack(t)
     view[...] = 7
     cupy.cuda.runtime.deviceSynchronize()
-    raw = t.buffer.copy_to_host(8)
+    raw = bytes(t.buffer.copy_to_host(nbytes=8))
     assert raw == b"\x00\x00\xe0\x40" * 2, raw
     t.buffer.free()
 
@@ -126,7 +126,7 @@ def check_rmm() -> None:
     mr = RmmMemoryResource(rmm.mr.CudaMemoryResource(), gpu)
     t = devmm.empty((64,), "uint8", device=gpu, mr=mr)
     t.buffer.copy_from_host(b"rmm under devmm")
-    assert t.buffer.copy_to_host(15) == b"rmm under devmm"
+    assert bytes(t.buffer.copy_to_host(nbytes=15)) == b"rmm under devmm"
     t.buffer.free()
 
 

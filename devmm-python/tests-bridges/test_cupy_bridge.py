@@ -84,7 +84,7 @@ def test_cupy_allocates_through_devmm(cupy_state: SimpleNamespace, cuda_stats: d
     # The memory is the devmm buffer's: bytes written there read back through devmm.
     ctypes.memmove(pointer.ptr, b"cupy", 4)
     buffer = pointer.mem._owner  # UnownedMemory's owner keeps the devmm buffer alive
-    assert isinstance(buffer, devmm.DeviceBuffer) and buffer.copy_to_host(4) == b"cupy"
+    assert isinstance(buffer, devmm.DeviceBuffer) and bytes(buffer.copy_to_host(nbytes=4)) == b"cupy"
     # Allocated on CuPy's current stream.
     assert buffer.stream.handle == cupy_state.stream.handle
     del pointer, buffer
@@ -111,7 +111,7 @@ def test_cupy_allocators_round_trip_as_devmm_resources(cupy_state: SimpleNamespa
     # CuPy allocated with the device current and devmm's stream as its current one.
     assert cupy_state.entered == [("device", 0), ("stream", stream.handle, 0)]
     t.buffer.copy_from_host(b"pooled")
-    assert t.buffer.copy_to_host(6) == b"pooled" and pool.live == 1
+    assert bytes(t.buffer.copy_to_host(nbytes=6)) == b"pooled" and pool.live == 1
     t.buffer.free()
     gc.collect()
     assert pool.live == 0  # the MemoryPointer went back to CuPy

@@ -64,7 +64,7 @@ def test_rmm_memory_round_trips_through_devmm(rmm_stack: RecordingRmmStack, cuda
     stream = devmm.runtime_for(cuda0).create_stream(cuda0)
     t = devmm.empty((4, 3), "float32", device=cuda0, mr=mr, stream=stream)
     t.buffer.copy_from_host(b"through rmm")
-    assert t.buffer.copy_to_host(11) == b"through rmm"
+    assert bytes(t.buffer.copy_to_host(nbytes=11)) == b"through rmm"
     assert len(rmm_stack.live) == 1 and mr._debug_live_count() == 1
     t.buffer.free()
     assert rmm_stack.live == {} and mr._debug_live_count() == 0
@@ -143,7 +143,7 @@ def test_hipmm_round_trips_over_rocm(monkeypatch: pytest.MonkeyPatch) -> None:
     assert mr.consumes == "hipmm"
     buffer = devmm.DeviceBuffer(256, mr=mr)
     buffer.copy_from_host(b"hipMM")
-    assert buffer.copy_to_host(5) == b"hipMM" and len(stack.live) == 1
+    assert bytes(buffer.copy_to_host(nbytes=5)) == b"hipMM" and len(stack.live) == 1
     buffer.free()
     assert stack.live == {}
     with pytest.raises(devmm.RuntimeUnavailableError, match="not cuda"):

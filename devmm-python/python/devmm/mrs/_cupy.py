@@ -32,6 +32,8 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
     ``deallocate``."""
 
     consumes = "cupy"
+    # CuPy's pointers are real device memory: devmm's copies may use them.
+    dereferenceable = True
 
     def __init__(
         self,

@@ -90,6 +90,8 @@ class _RmmFamilyResource(DeviceMemoryResource):
     """A devmm resource over an rmm-style ``DeviceMemoryResource`` (rmm or hipMM)."""
 
     _platform = "cuda"
+    # rmm's pointers are real device memory: devmm's copies may use them.
+    dereferenceable = True
 
     def __init__(self, inner: Any = None, device: Device | str | None = None) -> None:
         rmm = rmm_module(self._platform)
