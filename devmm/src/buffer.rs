@@ -286,7 +286,7 @@ impl DeviceBuffer {
 
     /// Checks a copy of `len` bytes at `offset` and holds the buffer open
     /// until the returned guard drops, so a concurrent `free` waits for the copy.
-    fn hold_for_copy(&self, offset: usize, len: usize) -> Result<CopyHold<'_>> {
+    fn hold_for_copy(&self, offset: usize, len: usize) -> Result<BufferHold<'_>> {
         crate::resource::check_dereferenceable(&*self.resource, "a host copy")?;
         let end = crate::size::checked_add(offset, len, "copy extent")?;
         if end > self.nbytes {
@@ -298,8 +298,7 @@ impl DeviceBuffer {
                 ),
             });
         }
-        self.acquire_export()?;
-        Ok(CopyHold(self))
+        BufferHold::new(self)
     }
 
     /// Copies `src` to the start of the buffer through the runtime's
@@ -425,9 +424,24 @@ fn take_release(state: &mut BufferState) -> bool {
 }
 
 /// Keeps a buffer open for the length of a copy.
-struct CopyHold<'a>(&'a DeviceBuffer);
+/// Keeps a buffer open (an export in its count) until dropped: a `free`
+/// meanwhile closes the buffer and the drop returns the memory.
+pub(crate) struct BufferHold<'a>(&'a DeviceBuffer);
 
-impl Drop for CopyHold<'_> {
+impl<'a> BufferHold<'a> {
+    /// Refused with [`Error::BufferClosed`] once the buffer was freed.
+    pub(crate) fn new(buffer: &'a DeviceBuffer) -> Result<BufferHold<'a>> {
+        buffer.acquire_export()?;
+        Ok(BufferHold(buffer))
+    }
+
+    /// The buffer held open.
+    pub(crate) fn buffer(&self) -> &'a DeviceBuffer {
+        self.0
+    }
+}
+
+impl Drop for BufferHold<'_> {
     fn drop(&mut self) {
         self.0.release_export();
     }

@@ -209,6 +209,7 @@ fn strides_byte_offset_and_read_only_are_honoured() {
     // SAFETY: initialised by the producer.
     let row_major_only = unsafe { t.as_slice::<f32>() };
     assert!(matches!(row_major_only, Err(Error::InvalidLayout { .. })));
+    drop(row_major_only);
     drop(t);
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 }
