@@ -277,7 +277,8 @@ impl DeviceBuffer {
         }
     }
 
-    fn closed_error(&self) -> Error {
+    /// What a use of the buffer after [`free`](Self::free) gets.
+    pub(crate) fn closed_error(&self) -> Error {
         Error::BufferClosed {
             device: self.device(),
             nbytes: self.nbytes,

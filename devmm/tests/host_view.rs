@@ -6,8 +6,8 @@ use std::sync::Arc;
 use devmm::dlpack::DlpackRequest;
 use devmm::testing::RecordingMemoryResource;
 use devmm::{
-    ColMajor, DType, EmptyOptions, Error, HeapMemoryResource, MallocMemoryResource,
-    StatisticsAdaptor, Stream, empty,
+    ArrayInterfaceKind, ColMajor, DType, EmptyOptions, Error, HeapMemoryResource,
+    MallocMemoryResource, StatisticsAdaptor, Stream, empty,
 };
 
 #[test]
@@ -108,4 +108,15 @@ fn the_views_refuse_memory_the_host_cannot_dereference() {
     // SAFETY: refused before any read.
     let refused = unsafe { t.as_slice::<i32>() };
     assert!(matches!(refused, Err(Error::NotDereferenceable { .. })));
+}
+
+#[test]
+fn array_interfaces_refuse_a_freed_buffer() {
+    let t = empty(&[4], DType::INT32, &EmptyOptions::new()).expect("allocates");
+    assert!(t.array_interface(ArrayInterfaceKind::Host).is_ok());
+    t.buffer().free(&Stream::cpu()).expect("frees");
+    assert!(matches!(
+        t.array_interface(ArrayInterfaceKind::Host),
+        Err(Error::BufferClosed { .. })
+    ));
 }
