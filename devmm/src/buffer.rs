@@ -50,6 +50,8 @@ pub struct DeviceBuffer {
     resource: Arc<dyn MemoryResource>,
     stream: Stream,
     state: Mutex<BufferState>,
+    /// Adopted memory: its owner outside devmm may still read and write it.
+    foreign: bool,
 }
 
 impl DeviceBuffer {
@@ -71,6 +73,7 @@ impl DeviceBuffer {
             resource,
             stream: stream.clone(),
             state: Mutex::default(),
+            foreign: false,
         })
     }
 
@@ -104,6 +107,7 @@ impl DeviceBuffer {
             resource: Arc::new(resource),
             stream: stream.clone(),
             state: Mutex::default(),
+            foreign: true,
         })
     }
 
@@ -145,6 +149,19 @@ impl DeviceBuffer {
     /// The resource that owns the memory.
     pub fn resource(&self) -> &Arc<dyn MemoryResource> {
         &self.resource
+    }
+
+    /// Whether the memory was [adopted](Self::adopt) from outside devmm
+    /// (a DLPack import, a foreign allocation): its owner may still read
+    /// and write it, so devmm never hands out a `&mut` view of it.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
+    /// assert!(!buf.is_foreign());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_foreign(&self) -> bool {
+        self.foreign
     }
 
     /// Whether [`free`](Self::free) was called.

@@ -128,13 +128,25 @@ impl Tensor {
     ///
     /// Refused while anything else can reach the memory: a clone of this
     /// tensor, another tensor or handle sharing its buffer, a live DLPack
-    /// export; for read-only tensors; for freed buffers and memory the
-    /// host cannot dereference, as [`as_slice`](Self::as_slice).
+    /// export; for read-only tensors; for memory adopted from outside devmm
+    /// ([`DeviceBuffer::is_foreign`](crate::DeviceBuffer::is_foreign): a
+    /// DLPack import's producer may still write it); for freed buffers and
+    /// memory the host cannot dereference, as [`as_slice`](Self::as_slice).
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<HostSliceMut<'_, T>> {
         let (ptr, len) = self.host_view::<T>()?;
         if self.is_read_only() {
             return Err(Error::InvalidArgument {
                 reason: "the tensor is read-only; write through a writable tensor".into(),
+            });
+        }
+        if self.buffer().is_foreign() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "the memory on {} was adopted from outside devmm ({}), whose owner may still \
+                     write it; copy it into a devmm buffer to write it through a slice",
+                    self.device(),
+                    crate::resource::resource_chain(&**self.buffer().resource())
+                ),
             });
         }
         if !self.is_sole_handle() || self.buffer().live_exports() > 0 {

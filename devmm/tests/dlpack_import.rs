@@ -194,6 +194,22 @@ fn both_versions_import_zero_copy_and_delete_once() {
 }
 
 #[test]
+fn imported_memory_is_never_viewed_mutably() {
+    let _serial = serial();
+    let spec = Spec::f32s(&[1.0, 2.0], &[2]);
+    let (t, _deleted) = import(&spec, DlpackFlavor::Versioned);
+    let mut t = t.expect("imports");
+    assert!(!t.is_read_only());
+    // The producer may still write the memory: no `&mut` view over it.
+    assert!(matches!(
+        t.as_mut_slice::<f32>(),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(t.buffer().is_foreign());
+    assert_eq!(read_f32(&t), [1.0, 2.0]);
+}
+
+#[test]
 fn strides_byte_offset_and_read_only_are_honoured() {
     let _serial = serial();
     // A Fortran-order 2x3 view starting 4 bytes into the data.
