@@ -43,6 +43,9 @@ pub(crate) unsafe fn get_buffer(
     if view.is_null() {
         return Err(PyBufferError::new_err("a NULL Py_buffer was passed"));
     }
+    // SAFETY: `view` is the caller's valid Py_buffer. The protocol wants
+    // `obj` NULL on every failure; it is set last, once the view is whole.
+    unsafe { (*view).obj = std::ptr::null_mut() };
     let ai = tensor
         .array_interface(ArrayInterfaceKind::Host)
         .map_err(buffer_error)?;
@@ -66,6 +69,12 @@ pub(crate) unsafe fn get_buffer(
         ffi::Py_ssize_t::try_from(v)
             .map_err(|_| PyBufferError::new_err("extent overflows Py_ssize_t"))
     };
+    let bytes = |elements: usize| {
+        elements
+            .checked_mul(itemsize)
+            .ok_or_else(|| PyBufferError::new_err("extent in bytes overflows usize"))
+            .and_then(to_ssize)
+    };
     let shape = tensor
         .shape()
         .iter()
@@ -74,11 +83,11 @@ pub(crate) unsafe fn get_buffer(
     let strides = tensor
         .strides()
         .iter()
-        .map(|&s| to_ssize(s * itemsize))
+        .map(|&s| bytes(s))
         .collect::<PyResult<Vec<_>>>()?;
     let format =
         CString::new(ai.buffer_format()).map_err(|e| PyBufferError::new_err(e.to_string()))?;
-    let len = to_ssize(tensor.numel() * itemsize)?;
+    let len = bytes(tensor.numel())?;
     let mut held = Box::new(HostView {
         _export: export,
         shape,

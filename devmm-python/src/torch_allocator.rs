@@ -198,7 +198,10 @@ pub(crate) fn torch_route(resources: Vec<Bound<'_, PyMemoryResource>>) -> PyResu
 /// the resources that made them when freed.
 #[pyfunction]
 pub(crate) fn torch_unroute() {
-    table().routes.clear();
+    // Dropping a route may run a resource's teardown (Python code, a
+    // driver call): done after the table's lock is released, not under it.
+    let routes = std::mem::take(&mut table().routes);
+    drop(routes);
 }
 
 /// `(current, peak, total, allocations, deallocations, ooms)` of PyTorch's

@@ -50,6 +50,9 @@ impl Tensor {
     /// the interface's consumers cannot reach, and for dtypes NumPy's type
     /// strings have no name for (bfloat16, vector lanes).
     pub fn array_interface(&self, kind: ArrayInterfaceKind) -> Result<ArrayInterface> {
+        if self.buffer().is_closed() {
+            return Err(self.buffer().closed_error());
+        }
         let ty = self.device().ty();
         let reachable = match kind {
             ArrayInterfaceKind::Host => ty.is_host_accessible() || ty == DeviceType::CudaManaged,

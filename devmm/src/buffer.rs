@@ -50,6 +50,8 @@ pub struct DeviceBuffer {
     resource: Arc<dyn MemoryResource>,
     stream: Stream,
     state: Mutex<BufferState>,
+    /// Adopted memory: its owner outside devmm may still read and write it.
+    foreign: bool,
 }
 
 impl DeviceBuffer {
@@ -71,6 +73,7 @@ impl DeviceBuffer {
             resource,
             stream: stream.clone(),
             state: Mutex::default(),
+            foreign: false,
         })
     }
 
@@ -104,6 +107,7 @@ impl DeviceBuffer {
             resource: Arc::new(resource),
             stream: stream.clone(),
             state: Mutex::default(),
+            foreign: true,
         })
     }
 
@@ -145,6 +149,19 @@ impl DeviceBuffer {
     /// The resource that owns the memory.
     pub fn resource(&self) -> &Arc<dyn MemoryResource> {
         &self.resource
+    }
+
+    /// Whether the memory was [adopted](Self::adopt) from outside devmm
+    /// (a DLPack import, a foreign allocation): its owner may still read
+    /// and write it, so devmm never hands out a `&mut` view of it.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
+    /// assert!(!buf.is_foreign());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_foreign(&self) -> bool {
+        self.foreign
     }
 
     /// Whether [`free`](Self::free) was called.
@@ -277,7 +294,8 @@ impl DeviceBuffer {
         }
     }
 
-    fn closed_error(&self) -> Error {
+    /// What a use of the buffer after [`free`](Self::free) gets.
+    pub(crate) fn closed_error(&self) -> Error {
         Error::BufferClosed {
             device: self.device(),
             nbytes: self.nbytes,
@@ -286,7 +304,7 @@ impl DeviceBuffer {
 
     /// Checks a copy of `len` bytes at `offset` and holds the buffer open
     /// until the returned guard drops, so a concurrent `free` waits for the copy.
-    fn hold_for_copy(&self, offset: usize, len: usize) -> Result<CopyHold<'_>> {
+    fn hold_for_copy(&self, offset: usize, len: usize) -> Result<BufferHold<'_>> {
         crate::resource::check_dereferenceable(&*self.resource, "a host copy")?;
         let end = crate::size::checked_add(offset, len, "copy extent")?;
         if end > self.nbytes {
@@ -298,8 +316,7 @@ impl DeviceBuffer {
                 ),
             });
         }
-        self.acquire_export()?;
-        Ok(CopyHold(self))
+        BufferHold::new(self)
     }
 
     /// Copies `src` to the start of the buffer through the runtime's
@@ -425,9 +442,24 @@ fn take_release(state: &mut BufferState) -> bool {
 }
 
 /// Keeps a buffer open for the length of a copy.
-struct CopyHold<'a>(&'a DeviceBuffer);
+/// Keeps a buffer open (an export in its count) until dropped: a `free`
+/// meanwhile closes the buffer and the drop returns the memory.
+pub(crate) struct BufferHold<'a>(&'a DeviceBuffer);
 
-impl Drop for CopyHold<'_> {
+impl<'a> BufferHold<'a> {
+    /// Refused with [`Error::BufferClosed`] once the buffer was freed.
+    pub(crate) fn new(buffer: &'a DeviceBuffer) -> Result<BufferHold<'a>> {
+        buffer.acquire_export()?;
+        Ok(BufferHold(buffer))
+    }
+
+    /// The buffer held open.
+    pub(crate) fn buffer(&self) -> &'a DeviceBuffer {
+        self.0
+    }
+}
+
+impl Drop for BufferHold<'_> {
     fn drop(&mut self) {
         self.0.release_export();
     }

@@ -8,15 +8,86 @@
 //! memory (no clone, no other tensor over the buffer, no live export) and a
 //! writable tensor.
 
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 
+use crate::buffer::BufferHold;
 use crate::device::DeviceType;
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
+/// A read view of a tensor's elements ([`Tensor::as_slice`]); derefs to
+/// `&[T]`. It holds the buffer open: a [`DeviceBuffer::free`](crate::DeviceBuffer::free) while it
+/// lives closes the buffer at once and returns the memory when it drops.
+pub struct HostSlice<'a, T> {
+    _hold: BufferHold<'a>,
+    ptr: NonNull<T>,
+    len: usize,
+    _elements: PhantomData<&'a [T]>,
+}
+
+/// A write view of a tensor's elements ([`Tensor::as_mut_slice`]); derefs
+/// to `&mut [MaybeUninit<T>]` and, like [`HostSlice`], holds the buffer
+/// open so a `free` waits for it to drop.
+pub struct HostSliceMut<'a, T> {
+    hold: BufferHold<'a>,
+    ptr: NonNull<MaybeUninit<T>>,
+    len: usize,
+    _elements: PhantomData<&'a mut [MaybeUninit<T>]>,
+}
+
+impl<T> Deref for HostSlice<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // SAFETY: `as_slice` checked `ptr` holds `len` host-readable,
+        // aligned elements of T; `_hold` keeps the memory allocated and the
+        // borrow of the tensor keeps the buffer alive; the caller of
+        // `as_slice` vouched for initialisation and no writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Deref for HostSliceMut<'_, T> {
+    type Target = [MaybeUninit<T>];
+
+    fn deref(&self) -> &[MaybeUninit<T>] {
+        // SAFETY: as in `deref_mut`, shared.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> DerefMut for HostSliceMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        // SAFETY: `as_mut_slice` checked the extent as `as_slice` does and
+        // that no other handle reaches the memory; the `&mut` borrow of the
+        // tensor keeps it so and `hold` keeps the memory allocated;
+        // `MaybeUninit` makes uninitialised elements sound.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for HostSlice<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T> std::fmt::Debug for HostSliceMut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostSliceMut")
+            .field("len", &self.len)
+            .field("device", &self.hold.buffer().device())
+            .finish()
+    }
+}
+
 impl Tensor {
-    /// The elements, in row-major order.
+    /// The elements, in row-major order, as a guard that derefs to `&[T]`
+    /// and holds the buffer open while it lives.
     ///
     /// ```
     /// use devmm::{empty, DType, EmptyOptions};
@@ -25,10 +96,15 @@ impl Tensor {
     ///     slot.write(i as i32 * 10);
     /// }
     /// // SAFETY: every element was written just above.
-    /// assert_eq!(unsafe { t.as_slice::<i32>() }?, &[0, 10, 20, 30]);
+    /// assert_eq!(&*unsafe { t.as_slice::<i32>() }?, &[0, 10, 20, 30]);
     /// assert!(unsafe { t.as_slice::<f32>() }.is_err()); // not the dtype
     /// # Ok::<(), devmm::Error>(())
     /// ```
+    ///
+    /// Refused with [`Error::BufferClosed`] after [`DeviceBuffer::free`](crate::DeviceBuffer::free),
+    /// and with [`Error::NotDereferenceable`] when the resource does not
+    /// declare host-dereferenceable pointers. A `free` while the view
+    /// lives closes the buffer and defers the release until it drops.
     ///
     /// # Safety
     ///
@@ -36,25 +112,41 @@ impl Tensor {
     /// memory: write it first, through [`as_mut_slice`](Self::as_mut_slice),
     /// a copy, or a producer), and nothing may write it while the slice
     /// lives (a DLPack consumer or a raw pointer holder).
-    pub unsafe fn as_slice<T: Element>(&self) -> Result<&[T]> {
+    pub unsafe fn as_slice<T: Element>(&self) -> Result<HostSlice<'_, T>> {
         let (ptr, len) = self.host_view::<T>()?;
-        // SAFETY: `host_view` checked the memory is host-accessible,
-        // aligned for T and holds `len` dense elements of T's dtype; the
-        // buffer outlives `&self`; the caller vouches for initialisation
-        // and the absence of writers.
-        Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), len) })
+        Ok(HostSlice {
+            _hold: BufferHold::new(self.buffer())?,
+            ptr: ptr.cast(),
+            len,
+            _elements: PhantomData,
+        })
     }
 
-    /// The elements, in row-major order, for writing; possibly uninitialised.
+    /// The elements, in row-major order, for writing; possibly
+    /// uninitialised. The guard derefs to `&mut [MaybeUninit<T>]` and holds
+    /// the buffer open while it lives.
     ///
     /// Refused while anything else can reach the memory: a clone of this
     /// tensor, another tensor or handle sharing its buffer, a live DLPack
-    /// export; and for read-only tensors.
-    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [MaybeUninit<T>]> {
+    /// export; for read-only tensors; for memory adopted from outside devmm
+    /// ([`DeviceBuffer::is_foreign`](crate::DeviceBuffer::is_foreign): a
+    /// DLPack import's producer may still write it); for freed buffers and
+    /// memory the host cannot dereference, as [`as_slice`](Self::as_slice).
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<HostSliceMut<'_, T>> {
         let (ptr, len) = self.host_view::<T>()?;
         if self.is_read_only() {
             return Err(Error::InvalidArgument {
                 reason: "the tensor is read-only; write through a writable tensor".into(),
+            });
+        }
+        if self.buffer().is_foreign() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "the memory on {} was adopted from outside devmm ({}), whose owner may still \
+                     write it; copy it into a devmm buffer to write it through a slice",
+                    self.device(),
+                    crate::resource::resource_chain(&**self.buffer().resource())
+                ),
             });
         }
         if !self.is_sole_handle() || self.buffer().live_exports() > 0 {
@@ -67,14 +159,16 @@ impl Tensor {
                 ),
             });
         }
-        // SAFETY: as in `as_slice` for the extent; no other handle can reach
-        // the memory (checked above) and `&mut self` keeps it that way for
-        // the borrow; `MaybeUninit` makes uninitialised elements sound.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<T>>(), len) })
+        Ok(HostSliceMut {
+            hold: BufferHold::new(self.buffer())?,
+            ptr: ptr.cast(),
+            len,
+            _elements: PhantomData,
+        })
     }
 
     /// Checks the view and returns its start and length.
-    fn host_view<T: Element>(&self) -> Result<(*mut u8, usize)> {
+    fn host_view<T: Element>(&self) -> Result<(NonNull<u8>, usize)> {
         if T::DTYPE != self.dtype() {
             return Err(Error::InvalidArgument {
                 reason: format!(
@@ -94,6 +188,7 @@ impl Tensor {
                 ),
             });
         }
+        crate::resource::check_dereferenceable(&**self.buffer().resource(), "a typed host view")?;
         if !self.layout().is_c_contiguous() {
             return Err(Error::layout(format!(
                 "a typed slice is row-major and dense, but the strides are {:?}; allocate with \
@@ -103,7 +198,7 @@ impl Tensor {
         }
         let len = self.numel();
         if len == 0 {
-            return Ok((std::ptr::NonNull::<T>::dangling().as_ptr().cast(), 0));
+            return Ok((NonNull::<T>::dangling().cast(), 0));
         }
         let ptr = self.data_ptr();
         if !ptr.is_aligned(std::mem::align_of::<T>()) {
@@ -112,6 +207,8 @@ impl Tensor {
                 T::DTYPE
             )));
         }
-        Ok((ptr.as_host_ptr::<u8>(), len))
+        NonNull::new(ptr.as_host_ptr::<u8>())
+            .map(|start| (start, len))
+            .ok_or_else(|| Error::layout(format!("the tensor's data is at {ptr}, a null pointer")))
     }
 }

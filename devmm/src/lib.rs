@@ -42,6 +42,7 @@ pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{DriverError, Error, MisuseKind, Result};
 pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
+pub use host_view::{HostSlice, HostSliceMut};
 pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,

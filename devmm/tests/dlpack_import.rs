@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use devmm::dlpack::{DlpackFlavor, DlpackRequest, ffi};
-use devmm::{DType, Device, EmptyOptions, Error, Tensor, empty, foreign_memory};
+use devmm::{
+    DType, Device, EmptyOptions, Error, MallocMemoryResource, StatisticsAdaptor, Tensor, empty,
+    foreign_memory,
+};
 
 static COUNTERS: Mutex<()> = Mutex::new(());
 
@@ -194,6 +197,22 @@ fn both_versions_import_zero_copy_and_delete_once() {
 }
 
 #[test]
+fn imported_memory_is_never_viewed_mutably() {
+    let _serial = serial();
+    let spec = Spec::f32s(&[1.0, 2.0], &[2]);
+    let (t, _deleted) = import(&spec, DlpackFlavor::Versioned);
+    let mut t = t.expect("imports");
+    assert!(!t.is_read_only());
+    // The producer may still write the memory: no `&mut` view over it.
+    assert!(matches!(
+        t.as_mut_slice::<f32>(),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(t.buffer().is_foreign());
+    assert_eq!(read_f32(&t), [1.0, 2.0]);
+}
+
+#[test]
 fn strides_byte_offset_and_read_only_are_honoured() {
     let _serial = serial();
     // A Fortran-order 2x3 view starting 4 bytes into the data.
@@ -209,6 +228,7 @@ fn strides_byte_offset_and_read_only_are_honoured() {
     // SAFETY: initialised by the producer.
     let row_major_only = unsafe { t.as_slice::<f32>() };
     assert!(matches!(row_major_only, Err(Error::InvalidLayout { .. })));
+    drop(row_major_only);
     drop(t);
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 }
@@ -314,18 +334,25 @@ fn imports_are_counted_as_foreign_memory_and_named_in_the_chain() {
 fn a_devmm_export_round_trips_and_free_waits_for_the_import() {
     let _serial = serial();
     for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
-        let source = empty(&[4], DType::INT32, &EmptyOptions::new()).expect("allocates");
+        let stats = Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new()));
+        let opts = EmptyOptions::new().resource(stats.clone());
+        let source = empty(&[4], DType::INT32, &opts).expect("allocates");
         let export = source.to_dlpack(&request).expect("exports");
         let flavor = export.flavor();
         // SAFETY: a live export, handed over once.
         let imported = unsafe { Tensor::from_dlpack(export.into_raw(), flavor) }.expect("imports");
         assert_eq!(imported.data_ptr(), source.data_ptr());
-        source.buffer().free(source.buffer().stream()).ok();
+        source
+            .buffer()
+            .free(source.buffer().stream())
+            .expect("free defers while the import lives");
+        assert!(source.buffer().is_closed());
         assert_eq!(
             source.buffer().live_exports(),
             1,
             "the import holds the export"
         );
+        assert_eq!(stats.current_bytes(), 16, "not released under the import");
         // Re-exporting the import works, and the deleter chain unwinds in order.
         let again = imported
             .to_dlpack(&DlpackRequest::new().max_version(1, 1))
@@ -336,8 +363,14 @@ fn a_devmm_export_round_trips_and_free_waits_for_the_import() {
             1,
             "the re-export still holds it"
         );
+        assert_eq!(
+            stats.current_bytes(),
+            16,
+            "not released under the re-export"
+        );
         drop(again);
         assert_eq!(source.buffer().live_exports(), 0);
+        assert_eq!(stats.current_bytes(), 0, "released after the last import");
     }
 }
 

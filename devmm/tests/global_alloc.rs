@@ -2,8 +2,14 @@
 //! allocation of the process is counted by the statistics adaptor.
 //! Runs under valgrind too (scripts/valgrind.sh).
 
+use std::alloc::{GlobalAlloc, Layout, System};
+
 use devmm::interop::GlobalResource;
-use devmm::{DType, EmptyOptions, MallocMemoryResource, StatisticsAdaptor, empty};
+use devmm::testing::RecordingMemoryResource;
+use devmm::{
+    CallbackMemoryResource, DType, Device, DevicePtr, EmptyOptions, MallocMemoryResource,
+    StatisticsAdaptor, empty,
+};
 
 #[global_allocator]
 static GLOBAL: GlobalResource<StatisticsAdaptor<MallocMemoryResource>> =
@@ -55,4 +61,53 @@ fn devmm_itself_runs_on_top_of_it() {
     let t = empty(&[64, 64], DType::FLOAT32, &EmptyOptions::new()).expect("allocates");
     assert_eq!(t.numel(), 4096);
     assert!(GLOBAL.resource().peak_bytes() > 0);
+}
+
+/// A resource over the system allocator whose calls panic when asked to.
+fn panicking(on_allocate: bool, on_deallocate: bool) -> CallbackMemoryResource {
+    CallbackMemoryResource::new(
+        Device::CPU,
+        16,
+        move |nbytes, _| {
+            assert!(!on_allocate, "allocate panics");
+            let layout = Layout::from_size_align(nbytes, 16).expect("a layout");
+            // SAFETY: `nbytes` includes GlobalResource's header, never zero.
+            Ok(DevicePtr::from_addr(
+                unsafe { System.alloc(layout) } as usize
+            ))
+        },
+        move |ptr, nbytes, _| {
+            let layout = Layout::from_size_align(nbytes, 16).expect("a layout");
+            // SAFETY: allocated just above with this layout.
+            unsafe { System.dealloc(ptr.as_host_ptr::<u8>(), layout) };
+            assert!(!on_deallocate, "deallocate panics");
+            Ok(())
+        },
+    )
+    .expect("a resource")
+    .with_dereferenceable_memory(true)
+}
+
+#[test]
+fn a_panicking_resource_never_unwinds_out_of_the_allocator() {
+    let layout = Layout::from_size_align(32, 8).expect("a layout");
+    let failing = GlobalResource::new(panicking(true, false));
+    // SAFETY: a non-zero-sized layout.
+    assert!(unsafe { failing.alloc(layout) }.is_null());
+    let failing = GlobalResource::new(panicking(false, true));
+    // SAFETY: a non-zero-sized layout; the block is handed back once.
+    unsafe {
+        let p = failing.alloc(layout);
+        assert!(!p.is_null());
+        p.write_bytes(1, 32);
+        failing.dealloc(p, layout);
+    }
+}
+
+#[test]
+fn memory_the_host_cannot_dereference_is_never_handed_out() {
+    let layout = Layout::from_size_align(32, 8).expect("a layout");
+    let fake = GlobalResource::new(RecordingMemoryResource::new());
+    // SAFETY: a non-zero-sized layout.
+    assert!(unsafe { fake.alloc(layout) }.is_null());
 }

@@ -97,3 +97,12 @@ fn over_aligned_requests_and_device_memory_are_refused() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn host_memory_the_host_cannot_dereference_is_refused() {
+    let recording = Arc::new(devmm::testing::RecordingMemoryResource::new());
+    assert!(matches!(
+        HostAllocator::new(recording),
+        Err(Error::NotDereferenceable { .. })
+    ));
+}

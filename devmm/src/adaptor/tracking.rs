@@ -212,15 +212,25 @@ impl<U> Drop for TrackingAdaptor<U> {
 
 impl Ledger {
     fn leaks(&self) -> Vec<LiveAllocation> {
-        let mut leaks: Vec<LiveAllocation> = lock(&self.live).values().cloned().collect();
-        leaks.sort_by_key(|a| (a.time, a.ptr));
-        leaks
+        sorted(&lock(&self.live))
     }
 
     fn report(&self) -> LeakReport {
+        self.report_of(self.leaks(), lock(&self.chain).clone())
+    }
+
+    /// The report, or `None` when another thread holds the ledger: at
+    /// process exit that thread may never let go, so waiting could hang.
+    fn try_report(&self) -> Option<LeakReport> {
+        let leaks = sorted(&*try_lock(&self.live)?);
+        let chain = try_lock(&self.chain)?.clone();
+        Some(self.report_of(leaks, chain))
+    }
+
+    fn report_of(&self, leaks: Vec<LiveAllocation>, chain: String) -> LeakReport {
         let mut groups: Vec<SiteGroup> = Vec::new();
         let mut index: HashMap<Option<Frame>, usize> = HashMap::new();
-        for leak in self.leaks() {
+        for leak in leaks {
             let frames = leak.site.frames();
             let key = frames.first().cloned();
             let at = *index.entry(key).or_insert_with(|| {
@@ -237,17 +247,27 @@ impl Ledger {
         groups.sort_by_key(|g| std::cmp::Reverse(g.bytes));
         LeakReport {
             device: self.device,
-            chain: lock(&self.chain).clone(),
+            chain,
             groups,
         }
     }
 
     fn print_if_leaking(&self) {
-        let report = self.report();
+        self.print(self.report());
+    }
+
+    fn print(&self, report: LeakReport) {
         if report.live_allocations() > 0 && !self.reported.swap(true, Ordering::Relaxed) {
             eprintln!("{report}");
         }
     }
+}
+
+/// The live allocations, oldest first.
+fn sorted(live: &HashMap<usize, LiveAllocation>) -> Vec<LiveAllocation> {
+    let mut leaks: Vec<LiveAllocation> = live.values().cloned().collect();
+    leaks.sort_by_key(|a| (a.time, a.ptr));
+    leaks
 }
 
 /// Live allocations that share a call site.
@@ -337,6 +357,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The lock if it is free now (poisoned is fine: see `lock`).
+fn try_lock<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 fn leak_report_requested() -> bool {
     std::env::var_os(LEAK_REPORT_ENV).is_some_and(|v| v == "1")
 }
@@ -349,7 +378,13 @@ fn watch_at_exit(ledger: &Arc<Ledger>) {
     REGISTER.call_once(|| {
         // SAFETY: `report_at_exit` is a plain `extern "C" fn()` that never
         // unwinds (it catches panics) and touches only Rust statics.
-        unsafe { libc::atexit(report_at_exit) };
+        if unsafe { libc::atexit(report_at_exit) } != 0 {
+            tracing::error!(
+                target: "devmm::tracking",
+                "could not register the leak report at exit (atexit failed); call \
+                 devmm::print_leak_reports before the process ends"
+            );
+        }
     });
     let mut watched = lock(&WATCHED);
     watched.retain(|w| w.strong_count() > 0);
@@ -357,7 +392,26 @@ fn watch_at_exit(ledger: &Arc<Ledger>) {
 }
 
 extern "C" fn report_at_exit() {
-    let _ = std::panic::catch_unwind(print_leak_reports);
+    let _ = std::panic::catch_unwind(print_leak_reports_at_exit);
+}
+
+/// As [`print_leak_reports`], taking no lock another thread holds: at exit
+/// that thread may be stopped mid-allocation, and a busy ledger is skipped
+/// rather than waited for.
+fn print_leak_reports_at_exit() {
+    let Some(watched) = try_lock(&WATCHED) else {
+        return;
+    };
+    let ledgers: Vec<Arc<Ledger>> = watched.iter().filter_map(Weak::upgrade).collect();
+    drop(watched);
+    for ledger in ledgers {
+        if let Some(report) = ledger.try_report() {
+            ledger.print(report);
+        }
+    }
+    if leak_report_requested() {
+        print_foreign_if_held();
+    }
 }
 
 /// Prints, once each, the leak report of every [`TrackingAdaptor`] made
@@ -393,5 +447,41 @@ fn print_foreign_if_held() {
             if held.live_count == 1 { "" } else { "s" },
             held.live_bytes
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Runs the exit path on another thread: whether it returned in time.
+    fn exit_path_returns() -> bool {
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            report_at_exit();
+            let _ = done.send(());
+        });
+        finished.recv_timeout(Duration::from_secs(5)).is_ok()
+    }
+
+    #[test]
+    fn the_exit_path_skips_what_another_thread_holds() {
+        let ledger = Arc::new(Ledger {
+            device: crate::Device::CPU,
+            chain: Mutex::new("Test".into()),
+            live: Mutex::new(HashMap::new()),
+            reported: AtomicBool::new(false),
+        });
+        lock(&WATCHED).push(Arc::downgrade(&ledger));
+        let busy = lock(&ledger.live);
+        assert!(exit_path_returns(), "a busy ledger is skipped");
+        drop(busy);
+        let watched = lock(&WATCHED);
+        assert!(exit_path_returns(), "a busy watch list is skipped");
+        drop(watched);
+        assert!(ledger.try_report().is_some());
     }
 }

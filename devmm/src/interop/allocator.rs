@@ -44,7 +44,9 @@ pub struct HostAllocator {
 
 impl HostAllocator {
     /// Wraps `resource`, allocating on its device's default stream;
-    /// refused for memory the host cannot touch.
+    /// refused for memory the host cannot touch, and with
+    /// [`Error::NotDereferenceable`] for a resource that does not declare
+    /// its pointers host-dereferenceable.
     pub fn new(resource: Arc<dyn MemoryResource>) -> Result<HostAllocator> {
         let device = resource.device();
         let ty = device.ty();
@@ -57,6 +59,7 @@ impl HostAllocator {
                 ),
             });
         }
+        crate::resource::check_dereferenceable(&*resource, "a host Allocator")?;
         let stream = if device == crate::Device::CPU {
             Stream::cpu()
         } else {

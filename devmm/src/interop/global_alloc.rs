@@ -24,9 +24,17 @@
 //!   allocator too.
 //! - Each block carries a header (16 bytes, or the alignment if larger)
 //!   that records where it came from; statistics count it.
+//! - A resource that does not declare its memory
+//!   [`dereferenceable`](MemoryResource::dereferenceable) (the constructor
+//!   is a `const fn` and cannot ask it) gets every request refused: the
+//!   allocation fails rather than write the header to a fake address.
+//! - A resource that panics in `allocate` fails that allocation (null);
+//!   one that panics in `deallocate` leaks the block: a panic must not
+//!   unwind out of a global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
 use crate::ptr::DevicePtr;
@@ -71,7 +79,10 @@ pub struct GlobalResource<R> {
 }
 
 impl<R> GlobalResource<R> {
-    /// Wraps `resource`; usable in a `static`.
+    /// Wraps `resource`; usable in a `static`. Its memory must be
+    /// [`dereferenceable`](MemoryResource::dereferenceable) host memory,
+    /// checked at each allocation (a `const fn` cannot call the trait):
+    /// otherwise every allocation fails.
     pub const fn new(resource: R) -> GlobalResource<R> {
         GlobalResource {
             resource,
@@ -105,9 +116,17 @@ unsafe impl<R: MemoryResource> GlobalAlloc for GlobalResource<R> {
         let guard = if from_resource { Busy::enter() } else { None };
         let (base, origin) = match guard {
             Some(_busy) => {
-                let stream = self.stream.get_or_init(Stream::cpu);
-                match self.resource.allocate(whole.size(), stream) {
-                    Ok(p) if !p.is_null() => (p.as_host_ptr::<u8>(), FROM_RESOURCE),
+                // A panic must not unwind out of `alloc` (undefined
+                // behaviour): it fails the allocation instead.
+                let allocated = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    if !self.resource.dereferenceable() {
+                        return None;
+                    }
+                    let stream = self.stream.get_or_init(Stream::cpu);
+                    self.resource.allocate(whole.size(), stream).ok()
+                }));
+                match allocated {
+                    Ok(Some(p)) if !p.is_null() => (p.as_host_ptr::<u8>(), FROM_RESOURCE),
                     _ => return std::ptr::null_mut(),
                 }
             }
@@ -139,11 +158,14 @@ unsafe impl<R: MemoryResource> GlobalAlloc for GlobalResource<R> {
             return;
         }
         let _busy = Busy::enter();
-        let stream = self.stream.get_or_init(Stream::cpu);
-        // SAFETY: allocated by the resource with `whole.size()` bytes, freed once.
-        let _ = unsafe {
-            self.resource
-                .deallocate(DevicePtr::from_addr(base as usize), whole.size(), stream)
-        };
+        // A failure or a panic leaks the block: neither may escape `dealloc`.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let stream = self.stream.get_or_init(Stream::cpu);
+            // SAFETY: allocated by the resource with `whole.size()` bytes, freed once.
+            unsafe {
+                self.resource
+                    .deallocate(DevicePtr::from_addr(base as usize), whole.size(), stream)
+            }
+        }));
     }
 }

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::platform::Fault;
+
 /// Microseconds each queued item waits before it runs; [`UNSET`] until first read, when
 /// `FAKE_DRIVER_STREAM_DELAY_US` (default 0) gives it.
 static DELAY_MICROS: AtomicU64 = AtomicU64::new(UNSET);
@@ -87,24 +89,28 @@ impl std::fmt::Debug for Marker {
 }
 
 impl Queue {
-    /// Queues `job` after everything submitted so far.
-    pub(crate) fn submit(&self, job: Job) {
+    /// Queues `job` after everything submitted so far; [`Fault::OutOfMemory`] when no worker
+    /// thread can be started for it (the job is dropped unrun).
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Fault> {
         let mut progress = self.inner.lock();
         progress.submitted += 1;
         progress.jobs.push_back(job);
         if progress.running {
-            return;
+            return Ok(());
         }
         progress.running = true;
         drop(progress);
-        let inner = Arc::clone(&self.inner);
-        let spawned = std::thread::Builder::new()
-            .name("fake-stream".into())
-            .spawn(move || drain(&inner));
-        if spawned.is_err() {
-            // No thread to be had: run the work here, still in order.
-            drain(&self.inner);
+        if spawn_worker(Arc::clone(&self.inner)).is_ok() {
+            return Ok(());
         }
+        // Draining here instead would run jobs that take the driver's State lock on the thread
+        // that holds it. Submits are serialised by that lock, so the job just queued is the
+        // last one and no worker runs: take it back and report the host out of resources.
+        let mut progress = self.inner.lock();
+        progress.jobs.pop_back();
+        progress.submitted -= 1;
+        progress.running = false;
+        Err(Fault::OutOfMemory)
     }
 
     /// The work submitted so far.
@@ -133,6 +139,26 @@ impl Marker {
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by a test: the next worker threads of this thread fail to start.
+    static FAIL_SPAWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Starts a worker thread draining `inner`.
+fn spawn_worker(inner: Arc<Inner>) -> std::io::Result<()> {
+    #[cfg(test)]
+    if FAIL_SPAWN.with(std::cell::Cell::get) {
+        return Err(std::io::Error::other(
+            "thread spawning disabled by the test",
+        ));
+    }
+    std::thread::Builder::new()
+        .name("fake-stream".into())
+        .spawn(move || drain(&inner))
+        .map(drop)
 }
 
 fn drain(inner: &Inner) {
@@ -164,13 +190,34 @@ mod tests {
     use std::sync::Mutex as StdMutex;
 
     #[test]
+    fn no_worker_thread_is_a_fault_not_inline_work() {
+        let queue = Queue::default();
+        let ran = Arc::new(StdMutex::new(false));
+        let flag = Arc::clone(&ran);
+        FAIL_SPAWN.with(|f| f.set(true));
+        let outcome = queue.submit(Box::new(move || *flag.lock().unwrap() = true));
+        FAIL_SPAWN.with(|f| f.set(false));
+        // Run inline, the job would take the driver's State lock its caller holds.
+        assert!(
+            !*ran.lock().unwrap(),
+            "the job did not run on the caller's thread"
+        );
+        assert_eq!(outcome, Err(Fault::OutOfMemory));
+        assert!(queue.marker().is_done(), "the refused job is not pending");
+        assert_eq!(queue.submit(Box::new(|| {})), Ok(()));
+        queue.marker().wait();
+    }
+
+    #[test]
     fn work_runs_in_order_and_markers_wait_for_it() {
         set_delay(200);
         let queue = Queue::default();
         let seen = Arc::new(StdMutex::new(Vec::new()));
         for i in 0..5 {
             let seen = Arc::clone(&seen);
-            queue.submit(Box::new(move || seen.lock().unwrap().push(i)));
+            queue
+                .submit(Box::new(move || seen.lock().unwrap().push(i)))
+                .unwrap();
         }
         let marker = queue.marker();
         marker.wait();
@@ -194,12 +241,14 @@ mod tests {
                     open = cv.wait(open).unwrap();
                 }
                 seen.lock().unwrap().push("a");
-            }));
+            }))
+            .unwrap();
         }
         let after_a = a.marker();
-        b.submit(Box::new(move || after_a.wait()));
+        b.submit(Box::new(move || after_a.wait())).unwrap();
         let seen_b = Arc::clone(&seen);
-        b.submit(Box::new(move || seen_b.lock().unwrap().push("b")));
+        b.submit(Box::new(move || seen_b.lock().unwrap().push("b")))
+            .unwrap();
         assert!(!b.marker().is_done());
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();

@@ -110,7 +110,7 @@ pub(crate) fn resolve(
 
 /// Queues `job` on `target`, after the legacy stream's work for a blocking stream and after
 /// every blocking stream's work of the device for the legacy stream.
-pub(crate) fn submit(state: &State, target: &Target, job: Job) {
+pub(crate) fn submit(state: &State, target: &Target, job: Job) -> Result<(), Fault> {
     let mut waits: Vec<Marker> = Vec::new();
     match target.ordering {
         Ordering::NonBlocking => {}
@@ -135,16 +135,16 @@ pub(crate) fn submit(state: &State, target: &Target, job: Job) {
         }
     }
     for marker in waits.into_iter().filter(|m| !m.is_done()) {
-        target.queue.submit(Box::new(move || marker.wait()));
+        target.queue.submit(Box::new(move || marker.wait()))?;
     }
-    target.queue.submit(job);
+    target.queue.submit(job)
 }
 
 /// A marker for "everything queued on `target` so far", legacy ordering included: what
 /// synchronizing the stream waits for.
-pub(crate) fn fence(state: &State, target: &Target) -> Marker {
-    submit(state, target, Box::new(|| {}));
-    target.queue.marker()
+pub(crate) fn fence(state: &State, target: &Target) -> Result<Marker, Fault> {
+    submit(state, target, Box::new(|| {}))?;
+    Ok(target.queue.marker())
 }
 
 /// Markers for all work queued anywhere in the library: what a device-wide synchronization

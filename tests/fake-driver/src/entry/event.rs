@@ -71,7 +71,7 @@ pub fn event_record(
                 return Err(Fault::InvalidHandle);
             }
             // The event completes when the work queued so far (legacy ordering included) has run.
-            let marker = stream::fence(state, &target);
+            let marker = stream::fence(state, &target)?;
             let recorded = state.events.get_mut(event as usize)?;
             recorded.recorded_on = Some(stream as usize);
             recorded.marker = Some(marker);

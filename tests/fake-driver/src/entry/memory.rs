@@ -177,7 +177,7 @@ pub fn free_async(
                     state,
                     &target,
                     Box::new(move || state::lock().memory.retire(allocation)),
-                );
+                )?;
             }
             Ok(())
         })
@@ -213,7 +213,7 @@ pub unsafe fn memcpy(
             let legacy = stream::resolve(state, platform, std::ptr::null_mut())?;
             // SAFETY: this function's contract.
             let job = unsafe { copy(state, dst, src, count, kind) }?;
-            stream::submit(state, &legacy, job);
+            stream::submit(state, &legacy, job)?;
             done = Some(legacy.marker());
             Ok(())
         });
@@ -247,7 +247,7 @@ pub unsafe fn memcpy_async(
             let target = stream::resolve(state, platform, stream)?;
             // SAFETY: this function's contract.
             let job = unsafe { copy(state, dst, src, count, kind) }?;
-            stream::submit(state, &target, job);
+            stream::submit(state, &target, job)?;
             Ok(())
         })
 }

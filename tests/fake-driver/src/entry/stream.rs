@@ -81,7 +81,7 @@ pub fn stream_synchronize(
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
             let target = stream::resolve(state, platform, stream)?;
-            done = Some(stream::fence(state, &target));
+            done = Some(stream::fence(state, &target)?);
             Ok(())
         });
     if let Some(done) = done {
@@ -115,7 +115,7 @@ pub fn stream_wait_event(
             }
             // Later work on the stream waits for the work the event captured.
             if let Some(marker) = waited.marker.clone() {
-                stream::submit(state, &target, Box::new(move || marker.wait()));
+                stream::submit(state, &target, Box::new(move || marker.wait()))?;
             }
             Ok(())
         })
