@@ -278,3 +278,27 @@ def test_memory_refuses_to_pickle() -> None:
 def test_ctypes_sees_the_same_bytes() -> None:
     buf = devmm.DeviceBuffer.to_device(b"xyz")
     assert ctypes.string_at(buf.ptr, 3) == b"xyz"
+
+
+def test_empty_like_refuses_what_has_no_array_surface_with_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"empty_like\(other\): int has no __dlpack_device__"):
+        devmm.empty_like(3)
+
+    class NoShape:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    with pytest.raises(TypeError, match=r"empty_like\(other\): NoShape has no shape"):
+        devmm.empty_like(NoShape())
+
+
+def test_raw_copies_refuse_negative_addresses_and_counts_with_a_value_error() -> None:
+    db = devmm.DeviceBuffer.to_device(b"abc")
+    with pytest.raises(ValueError, match="d_dst must be an integer from 0"):
+        devmm.copy_device_to_ptr(db.ptr, -1, 3)
+    with pytest.raises(ValueError, match="count must be an integer from 0"):
+        devmm.copy_device_to_ptr(db.ptr, db.ptr, -3)
+    with pytest.raises(ValueError, match="db must be an integer from 0"):
+        devmm.copy_host_to_ptr(b"x", -1)
+    with pytest.raises(ValueError, match="db must be an integer from 0"):
+        devmm.copy_ptr_to_host(-1, bytearray(1))
