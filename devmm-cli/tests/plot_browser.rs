@@ -3,7 +3,8 @@
 //! screenshot's pixels must show the curve where the trace puts it.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// The first curve's colour (plot.rs's palette), as the screenshot has it.
 const CURVE: [u8; 3] = [0x1f, 0x77, 0xb4];
@@ -55,6 +56,40 @@ fn chromium() -> String {
     );
 }
 
+/// Runs `command` to completion, killing it and failing the test if it
+/// outlives `limit` (a hung browser must not hang the suite). Its output
+/// goes to files in `dir`, not pipes: a helper process the browser started
+/// could hold a pipe open after the browser is killed.
+fn output_within(mut command: Command, limit: Duration, dir: &Path) -> Output {
+    let (out_path, err_path) = (dir.join("stdout.txt"), dir.join("stderr.txt"));
+    let mut child = command
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!(
+                "{:?} did not finish within {limit:?}, so it was killed; its stderr:\n{}",
+                command.get_program(),
+                String::from_utf8_lossy(&std::fs::read(&err_path).unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&out_path).unwrap(),
+        stderr: std::fs::read(&err_path).unwrap(),
+    }
+}
+
 #[test]
 fn chromium_draws_the_curve_with_its_peak_where_the_trace_has_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,7 +114,8 @@ fn chromium_draws_the_curve_with_its_peak_where_the_trace_has_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let status = Command::new(chromium())
+    let mut status = Command::new(chromium());
+    status
         .args([
             "--headless",
             "--no-sandbox",
@@ -97,9 +133,8 @@ fn chromium_draws_the_curve_with_its_peak_where_the_trace_has_it() {
             dir.path().join("profile").display()
         ))
         .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
+        .arg(format!("file://{}", html.display()));
+    let status = output_within(status, Duration::from_secs(60), dir.path());
     assert!(
         status.status.success(),
         "{}",

@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::count::{CopyCount, Count, DDst, DSrc, Db};
 use crate::error::IntoPyResult;
 use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
@@ -30,10 +31,10 @@ fn raw_stream(stream: Option<StreamArg>) -> PyResult<devmm::Stream> {
 pub(crate) fn copy_host_to_ptr(
     py: Python<'_>,
     hb: &Bound<'_, PyAny>,
-    db: usize,
+    db: Count<Db>,
     stream: Option<StreamArg>,
 ) -> PyResult<()> {
-    let stream = raw_stream(stream)?;
+    let (db, stream) = (db.get(), raw_stream(stream)?);
     let src = PyBuffer::<u8>::get(hb)?;
     if !src.is_c_contiguous() {
         return Err(PyValueError::new_err("hb must be a contiguous buffer"));
@@ -54,11 +55,11 @@ pub(crate) fn copy_host_to_ptr(
 #[pyo3(signature = (db, hb, stream = None))]
 pub(crate) fn copy_ptr_to_host(
     py: Python<'_>,
-    db: usize,
+    db: Count<Db>,
     hb: &Bound<'_, PyAny>,
     stream: Option<StreamArg>,
 ) -> PyResult<()> {
-    let stream = raw_stream(stream)?;
+    let (db, stream) = (db.get(), raw_stream(stream)?);
     let dst = PyBuffer::<u8>::get(hb)?;
     if dst.readonly() || !dst.is_c_contiguous() {
         return Err(PyValueError::new_err(
@@ -81,11 +82,12 @@ pub(crate) fn copy_ptr_to_host(
 #[pyo3(signature = (d_src, d_dst, count, stream = None))]
 pub(crate) fn copy_device_to_ptr(
     py: Python<'_>,
-    d_src: usize,
-    d_dst: usize,
-    count: usize,
+    d_src: Count<DSrc>,
+    d_dst: Count<DDst>,
+    count: Count<CopyCount>,
     stream: Option<StreamArg>,
 ) -> PyResult<()> {
+    let (d_src, d_dst, count) = (d_src.get(), d_dst.get(), count.get());
     let stream = raw_stream(stream)?;
     maybe_detached(py, stream.device(), || {
         // SAFETY: the caller vouches for both ranges.

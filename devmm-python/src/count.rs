@@ -110,6 +110,14 @@ arg_names! {
     Offset = "offset";
     /// A native stream handle.
     Handle = "handle";
+    /// A raw copy's device address (`copy_host_to_ptr`, `copy_ptr_to_host`).
+    Db = "db";
+    /// `copy_device_to_ptr`'s source address.
+    DSrc = "d_src";
+    /// `copy_device_to_ptr`'s destination address.
+    DDst = "d_dst";
+    /// `copy_device_to_ptr`'s byte count.
+    CopyCount = "count";
     /// A shape's extents.
     Shape = "shape";
     /// A layout's strides, in elements.

@@ -149,9 +149,10 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
     }
 }
 
-/// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, `byteorder`).
+/// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, and the
+/// `str` and `name` that `from_numpy` reads).
 fn is_numpy_dtype(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    for attr in ["kind", "itemsize", "byteorder", "name"] {
+    for attr in ["kind", "itemsize", "str", "name"] {
         if !obj.hasattr(attr)? {
             return Ok(false);
         }
@@ -169,41 +170,13 @@ fn numpy_dtype<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny
     Ok(numpy.getattr("dtype")?.call1((obj,)).ok())
 }
 
-/// A NumPy dtype as DLPack's type: by name (which covers `bfloat16` and the
-/// float8 types of ml_dtypes), else by kind and size. Big-endian data and
-/// kinds DLPack has no code for are a `ValueError`.
+/// A NumPy dtype as DLPack's type: its type string and name, read by the
+/// core (`DType::from_typestr`, which refuses big-endian data and kinds
+/// DLPack has no code for).
 fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<DTypeArg> {
-    let byteorder: String = dtype.getattr("byteorder")?.extract()?;
-    if byteorder == ">" {
-        return Err(PyValueError::new_err(format!(
-            "{} is big-endian; DLPack describes native little-endian data only",
-            dtype.repr()?
-        )));
-    }
+    let typestr: String = dtype.getattr("str")?.extract()?;
     let name: String = dtype.getattr("name")?.extract()?;
-    if let Ok(parsed) = name.parse() {
-        return Ok(DTypeArg(parsed));
-    }
-    let kind: String = dtype.getattr("kind")?.extract()?;
-    let itemsize: u8 = dtype.getattr("itemsize")?.extract()?;
-    let code = match kind.as_str() {
-        "b" => devmm::DTypeCode::Bool,
-        "i" => devmm::DTypeCode::Int,
-        "u" => devmm::DTypeCode::UInt,
-        "f" => devmm::DTypeCode::Float,
-        "c" => devmm::DTypeCode::Complex,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "NumPy dtype {name} (kind {kind:?}) has no DLPack type code"
-            )))
-        }
-    };
-    let bits = itemsize.checked_mul(8).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "NumPy dtype {name} is wider than DLPack's 255 bits"
-        ))
-    })?;
-    Ok(DTypeArg(devmm::DType::new(code, bits, 1).py()?))
+    Ok(DTypeArg(devmm::DType::from_typestr(&typestr, &name).py()?))
 }
 
 /// A `torch.dtype` (`torch.float32` prints as `"torch.float32"`), or `None`

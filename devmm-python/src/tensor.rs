@@ -2,11 +2,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::buffer::PyDeviceBuffer;
@@ -440,6 +440,25 @@ pub(crate) fn empty(
     )
 }
 
+/// `other.name` for `empty_like`: a missing attribute is a wrong argument
+/// type, so the seed's `TypeError`, naming what was missing.
+fn array_attr<'py>(
+    other: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    other.getattr(name).map_err(|err| {
+        if !err.is_instance_of::<PyAttributeError>(other.py()) {
+            return err;
+        }
+        let kind = other.get_type().name().map(|n| n.to_string());
+        PyTypeError::new_err(format!(
+            "empty_like(other): {} has no {name}; pass a devmm Tensor or an array with \
+             __dlpack_device__, shape and dtype (a NumPy array, say)",
+            kind.unwrap_or_default()
+        ))
+    })
+}
+
 /// A new tensor with the shape, dtype and device of `other`: a devmm
 /// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
 /// (a NumPy array, say), in `other`'s memory order (a Fortran-order input
@@ -474,11 +493,11 @@ pub(crate) fn empty_like(
             )
         }
         Err(_) => {
-            let (ty, id): (i32, i32) = other
-                .call_method0(intern!(py, "__dlpack_device__"))?
+            let (ty, id): (i32, i32) = array_attr(other, intern!(py, "__dlpack_device__"))?
+                .call0()?
                 .extract()?;
-            let shape: ShapeArg = other.getattr(intern!(py, "shape"))?.extract()?;
-            let dtype: DTypeArg = other.getattr(intern!(py, "dtype"))?.extract()?;
+            let shape: ShapeArg = array_attr(other, intern!(py, "shape"))?.extract()?;
+            let dtype: DTypeArg = array_attr(other, intern!(py, "dtype"))?.extract()?;
             // NumPy-like producers report strides (in bytes, either sign).
             let strides: Option<Vec<isize>> = match other.getattr(intern!(py, "strides")) {
                 Ok(strides) if !strides.is_none() => Some(strides.extract()?),

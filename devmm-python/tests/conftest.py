@@ -1,5 +1,8 @@
 """Shared fixtures for the devmm Python tests."""
 
+import os
+from collections.abc import Callable
+
 import pytest
 
 import devmm
@@ -19,3 +22,21 @@ def stream(cpu: devmm.Device) -> devmm.Stream:
 @pytest.fixture
 def stats() -> devmm.StatisticsAdaptor:
     return devmm.StatisticsAdaptor(MallocMemoryResource())
+
+
+@pytest.fixture
+def fake_library() -> Callable[[str], str]:
+    """The path of the fake driver library the environment variable names; a run without
+    it fails (never skips): scripts/test-python.sh builds the fakes and names them."""
+
+    def named(env: str) -> str:
+        library = os.environ.get(env)
+        if not library:
+            pytest.fail(
+                f"{env} is not set: run these tests through scripts/test-python.sh, which "
+                f"builds the fake drivers and names them",
+                pytrace=False,
+            )
+        return library
+
+    return named

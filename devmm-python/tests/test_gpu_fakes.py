@@ -5,6 +5,7 @@ them and names them in DEVMM_TEST_FAKE_CUDART / DEVMM_TEST_FAKE_HIP; the
 tests are skipped when those are not set."""
 
 import os
+from collections.abc import Callable
 import subprocess
 import sys
 import textwrap
@@ -87,11 +88,9 @@ PLATFORMS = {
 
 
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
-def test_gpu_paths_against_the_fake_driver(platform: str) -> None:
+def test_gpu_paths_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
     p = PLATFORMS[platform]
-    library = os.environ.get(str(p["env"]))
-    if not library:
-        pytest.skip(f"{p['env']} does not name the fake {platform} library")
+    library = fake_library(str(p["env"]))
     env = dict(os.environ, **{str(p["path_var"]): library})
     script = SCRIPT.format(**p)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
@@ -103,10 +102,10 @@ def test_gpu_paths_against_the_fake_driver(platform: str) -> None:
     ("selected", "expected"),
     [("cuda", "cuda:0 cpu,cuda"), ("cpu", "cpu:0 cpu")],
 )
-def test_devmm_runtime_selects_the_default_device(selected: str, expected: str) -> None:
-    library = os.environ.get("DEVMM_TEST_FAKE_CUDART")
-    if not library:
-        pytest.skip("DEVMM_TEST_FAKE_CUDART does not name the fake CUDA library")
+def test_devmm_runtime_selects_the_default_device(
+    selected: str, expected: str, fake_library: Callable[[str], str]
+) -> None:
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
     env = dict(os.environ, DEVMM_CUDART_PATH=library, DEVMM_RUNTIME=selected)
     script = (
         "import devmm; t = devmm.empty((2,), 'float32'); "
@@ -118,12 +117,10 @@ def test_devmm_runtime_selects_the_default_device(selected: str, expected: str) 
     assert done.stdout.strip() == expected
 
 
-def test_a_library_without_a_driver_leaves_devmm_working() -> None:
+def test_a_library_without_a_driver_leaves_devmm_working(fake_library: Callable[[str], str]) -> None:
     """A CI container: the CUDA runtime library loads but no driver answers
     (every call fails with cudaErrorInsufficientDriver)."""
-    library = os.environ.get("DEVMM_TEST_FAKE_CUDART")
-    if not library:
-        pytest.skip("DEVMM_TEST_FAKE_CUDART does not name the fake CUDA library")
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
     env = dict(os.environ, DEVMM_CUDART_PATH=library, FAKE_DRIVER_NO_DRIVER="1")
     env.pop("DEVMM_RUNTIME", None)
     script = textwrap.dedent(

@@ -6,6 +6,7 @@ scripts/test-python.sh builds the fakes and names them in
 DEVMM_TEST_FAKE_CUDART / DEVMM_TEST_FAKE_HIP."""
 
 import os
+from collections.abc import Callable
 import subprocess
 import sys
 import textwrap
@@ -106,11 +107,9 @@ PLATFORMS = {
 
 
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
-def test_interchange_against_the_fake_driver(platform: str) -> None:
+def test_interchange_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
     p = PLATFORMS[platform]
-    library = os.environ.get(p["env"])
-    if not library:
-        pytest.skip(f"{p['env']} does not name the fake {platform} library")
+    library = fake_library(p["env"])
     env = dict(os.environ, **{p["path_var"]: library})
     script = COMMON.format(device=p["device"]) + p["extra"].format() + "\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

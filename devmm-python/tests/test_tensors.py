@@ -46,7 +46,7 @@ def test_empty_like_tensors_and_numpy_arrays() -> None:
 
 
 def test_empty_like_needs_a_dlpack_producer() -> None:
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match=r"empty_like\(other\): list has no __dlpack_device__"):
         devmm.empty_like([1, 2, 3])
 
 

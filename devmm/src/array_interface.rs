@@ -158,3 +158,84 @@ fn typestr(dtype: DType) -> Result<String> {
     let order = if itemsize == 1 { '|' } else { '<' };
     Ok(format!("{order}{kind}{itemsize}"))
 }
+
+impl DType {
+    /// The dtype NumPy describes by its type string (`dtype.str`: `"<f4"`,
+    /// `"|b1"`) and `name`: the name first, for the types NumPy knows only by
+    /// name (ml_dtypes' `bfloat16` is `"<V2"`), else the kind and size.
+    /// Big-endian data (`">i8"`) and kinds DLPack has no code for
+    /// (datetimes, strings, objects) are refused.
+    ///
+    /// ```
+    /// use devmm::DType;
+    /// assert_eq!(DType::from_typestr("<f4", "float32")?, DType::FLOAT32);
+    /// assert_eq!(DType::from_typestr("<V2", "bfloat16")?, DType::BFLOAT16);
+    /// assert_eq!(DType::from_typestr("<i4", "custom")?, DType::INT32);
+    /// assert!(DType::from_typestr(">i8", "int64").is_err());
+    /// assert!(DType::from_typestr("<M8[s]", "datetime64[s]").is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_typestr(typestr: &str, name: &str) -> Result<DType> {
+        let refused = |why: &str| Error::InvalidArgument {
+            reason: format!("NumPy dtype {name} ({typestr}) {why}"),
+        };
+        let mut chars = typestr.chars();
+        match chars.next() {
+            Some('<' | '|' | '=') => {}
+            Some('>') => {
+                return Err(refused(
+                    "is big-endian; DLPack describes native little-endian data only",
+                ));
+            }
+            _ => return Err(refused("is not a NumPy type string")),
+        }
+        if let Ok(named) = name.parse() {
+            return Ok(named);
+        }
+        let code = match chars.next() {
+            Some('b') => DTypeCode::Bool,
+            Some('i') => DTypeCode::Int,
+            Some('u') => DTypeCode::UInt,
+            Some('f') => DTypeCode::Float,
+            Some('c') => DTypeCode::Complex,
+            _ => return Err(refused("has no DLPack type code")),
+        };
+        let bits = chars
+            .as_str()
+            .parse::<u8>()
+            .ok()
+            .and_then(|itemsize| itemsize.checked_mul(8))
+            .ok_or_else(|| refused("is not 1 to 31 bytes wide, as DLPack's 8-bit size needs"))?;
+        DType::new(code, bits, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_string_the_array_interface_writes_reads_back() {
+        for dtype in [
+            DType::BOOL,
+            DType::INT8,
+            DType::UINT16,
+            DType::INT64,
+            DType::FLOAT16,
+            DType::FLOAT64,
+            DType::COMPLEX128,
+        ] {
+            let written = typestr(dtype).unwrap();
+            assert_eq!(DType::from_typestr(&written, "unnamed").unwrap(), dtype);
+        }
+    }
+
+    #[test]
+    fn refusals_say_which_dtype_and_why() {
+        let text = |typestr, name| DType::from_typestr(typestr, name).unwrap_err().to_string();
+        assert!(text(">f4", "float32").contains("NumPy dtype float32 (>f4) is big-endian"));
+        assert!(text("|O", "object").contains("has no DLPack type code"));
+        assert!(text("<i64", "wide").contains("1 to 31 bytes"));
+        assert!(text("f4", "float32").contains("not a NumPy type string"));
+    }
+}

@@ -558,19 +558,14 @@ fn strict_mode_aborts_on_a_dead_handle() {
     );
 }
 
-/// Resets the fake when dropped, which waits for every stream's work, and the stream delay.
+/// Resets the fake when dropped, which releases held work and waits for every stream's work.
 struct Drain(&'static FakeControl);
 
 impl Drop for Drain {
     fn drop(&mut self) {
-        self.0.set_stream_delay(0);
         self.0.reset();
     }
 }
-
-/// Long enough that work queued on a fake stream has certainly not run when the call that
-/// queued it returns: the "not yet" checks below rely only on this lower bound.
-const DELAY_MICROS: u64 = 50_000;
 
 impl Api {
     /// Queues a device-to-host copy of `out.len()` bytes on `stream`.
@@ -602,7 +597,6 @@ fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_
     let mut out = vec![0u8; 64];
     let mut blocking_out = vec![0u8; 64];
     let mut non_blocking_out = vec![0u8; 64];
-    let mut sink = vec![0u8; 64];
     let mut theirs = vec![0u8; 64];
     let _drain = Drain(fake);
     assert_eq!(
@@ -610,23 +604,24 @@ fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_
         unsafe { (cuda.memcpy)(block, data.as_ptr().cast(), 64, HOST_TO_DEVICE) },
         0
     );
-    fake.set_stream_delay(DELAY_MICROS);
 
-    // A created stream: queued work has not run when the call returns; synchronize waits.
+    // A created stream: queued work has not run when the call returns (held, it cannot have);
+    // synchronize waits for it.
     let (_, stream) = cuda.create(cuda.stream_create, 0);
+    fake.hold_work(true);
     assert_eq!(cuda.to_host(&mut out, block, stream), 0);
+    fake.hold_work(false);
     assert!(out.iter().all(|&b| b == 0), "the copy ran at call time");
+    fake.release_work();
     assert_eq!((cuda.stream_synchronize)(stream), 0);
     assert_eq!(out, data);
 
-    // The legacy stream waits for the blocking streams' work, not for a non-blocking one's.
+    // The legacy stream waits for the blocking streams' work, not for a non-blocking one's:
+    // the non-blocking copy is held, so a legacy synchronization that waited for it would hang.
     let (_, non_blocking) = cuda.create(cuda.stream_create, 0x1);
-    // Seven items before the one checked: it runs at least eight delays from now, far after
-    // the legacy synchronization below (two delays of its own plus the blocking stream's one).
-    for _ in 0..7 {
-        assert_eq!(cuda.to_host(&mut sink, block, non_blocking), 0);
-    }
+    fake.hold_work(true);
     assert_eq!(cuda.to_host(&mut non_blocking_out, block, non_blocking), 0);
+    fake.hold_work(false);
     assert_eq!(cuda.to_host(&mut blocking_out, block, stream), 0);
     assert_eq!((cuda.stream_synchronize)(handle(0)), 0);
     assert_eq!(
@@ -637,34 +632,30 @@ fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_
         non_blocking_out.iter().all(|&b| b == 0),
         "a non-blocking stream is not ordered with the legacy stream"
     );
+    fake.release_work();
     assert_eq!((cuda.stream_synchronize)(non_blocking), 0);
     assert_eq!(non_blocking_out, data);
 
-    // The per-thread stream is the calling thread's own.
-    // The other thread queues seven items before the checked one (see the legacy check).
-    let (theirs_addr, sink_addr) = (theirs.as_mut_ptr() as usize, sink.as_mut_ptr() as usize);
+    // The per-thread stream is the calling thread's own: the other thread's copy is held, so
+    // synchronizing this thread's per-thread stream would hang if it waited for it.
+    let theirs_addr = theirs.as_mut_ptr() as usize;
     let block_addr = block as usize;
     let (queued_tx, queued_rx) = std::sync::mpsc::channel();
     let (synced_tx, synced_rx) = std::sync::mpsc::channel::<()>();
     let other = std::thread::spawn(move || {
-        let copy = |to: usize| {
-            // SAFETY: `theirs` and `sink` (64 bytes each) outlive this thread's work: it
-            // synchronizes below, and the drain guard waits for it on failure.
-            unsafe {
-                (cuda.memcpy_async)(
-                    std::ptr::with_exposed_provenance_mut(to),
-                    std::ptr::with_exposed_provenance(block_addr),
-                    64,
-                    DEVICE_TO_HOST,
-                    handle(2),
-                )
-            }
+        fake.hold_work(true);
+        // SAFETY: `theirs` (64 bytes) outlives this thread's work: it synchronizes below, and
+        // the drain guard waits for it on failure.
+        let status = unsafe {
+            (cuda.memcpy_async)(
+                std::ptr::with_exposed_provenance_mut(theirs_addr),
+                std::ptr::with_exposed_provenance(block_addr),
+                64,
+                DEVICE_TO_HOST,
+                handle(2),
+            )
         };
-        let mut status = 0;
-        for _ in 0..7 {
-            status |= copy(sink_addr);
-        }
-        status |= copy(theirs_addr);
+        fake.hold_work(false);
         queued_tx.send(status).unwrap();
         synced_rx.recv().unwrap();
         (cuda.stream_synchronize)(handle(2))
@@ -675,6 +666,7 @@ fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_
         theirs.iter().all(|&b| b == 0),
         "another thread's per-thread stream was waited for"
     );
+    fake.release_work();
     synced_tx.send(()).unwrap();
     assert_eq!(other.join().unwrap(), 0);
     assert_eq!(theirs, data);

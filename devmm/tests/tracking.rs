@@ -101,13 +101,15 @@ fn the_torch_snapshot_holds_each_live_allocation_as_a_segment() {
     assert_eq!(mr.torch_snapshot().segment_count(), 0);
 }
 
-/// Run as a child by the exit-report tests: leaks through a tracking
-/// adaptor that lives until exit, and one dropped with a leak.
-#[test]
+/// Set only by [`run_child`] on the test binary it re-executes: the test
+/// named by the filter then runs [`leaking_child`] instead of its checks.
+const CHILD_ENV: &str = "DEVMM_TRACKING_CHILD";
+
+/// The child's body, not a test of its own (it would pass trivially):
+/// leaks through a tracking adaptor that lives until exit, and one dropped
+/// with a leak. Not inlined, so the reports name this function.
+#[inline(never)]
 fn leaking_child() {
-    if std::env::var_os("DEVMM_TEST_LEAKING_CHILD").is_none() {
-        return;
-    }
     let mr = Box::leak(Box::new(TrackingAdaptor::new(MallocMemoryResource::new())));
     let _lost = mr.allocate(4096, &Stream::cpu()).unwrap(); // EXIT LEAK
     let dropped = TrackingAdaptor::new(MallocMemoryResource::new());
@@ -115,23 +117,29 @@ fn leaking_child() {
     drop(dropped);
 }
 
-fn run_child(report: Option<&str>) -> String {
+/// Whether this process is the child [`run_child`] started.
+fn is_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Re-runs this test binary on exactly the test `name` (the caller) with
+/// [`CHILD_ENV`] set, so that test runs [`leaking_child`]; returns its stderr.
+fn run_child(name: &str, report: Option<&str>) -> String {
     let mut child = Command::new(std::env::current_exe().unwrap());
     child
-        .args([
-            "--exact",
-            "leaking_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("DEVMM_TEST_LEAKING_CHILD", "1");
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1");
     match report {
         Some(value) => child.env(devmm::LEAK_REPORT_ENV, value),
         None => child.env_remove(devmm::LEAK_REPORT_ENV),
     };
     let out = child.output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stderr).unwrap()
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The filter matched the one test: the child really ran.
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    stderr
 }
 
 /// `/abs/path/devmm/tests/tracking.rs:LINE in tracking::leaking_child` as reports write it.
@@ -146,7 +154,10 @@ fn site(marker: &str) -> String {
 
 #[test]
 fn devmm_leak_report_prints_at_drop_and_at_exit() {
-    let stderr = run_child(Some("1"));
+    if is_child() {
+        return leaking_child();
+    }
+    let stderr = run_child("devmm_leak_report_prints_at_drop_and_at_exit", Some("1"));
     let drop_site = format!("16 bytes in 1 allocation at {}", site("// DROP LEAK"));
     let exit_site = format!("4096 bytes in 1 allocation at {}", site("// EXIT LEAK"));
     let (drop_at, exit_at) = (stderr.find(&drop_site), stderr.find(&exit_site));
@@ -158,8 +169,12 @@ fn devmm_leak_report_prints_at_drop_and_at_exit() {
 
 #[test]
 fn without_devmm_leak_report_nothing_is_printed() {
-    assert!(!run_child(None).contains("leak report"));
-    assert!(!run_child(Some("0")).contains("leak report"));
+    if is_child() {
+        return leaking_child();
+    }
+    let name = "without_devmm_leak_report_nothing_is_printed";
+    assert!(!run_child(name, None).contains("leak report"));
+    assert!(!run_child(name, Some("0")).contains("leak report"));
 }
 
 #[test]

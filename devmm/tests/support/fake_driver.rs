@@ -306,6 +306,19 @@ impl FakeControl {
         unsafe { self.function::<extern "C" fn(u64)>("fake_set_stream_delay")(micros) }
     }
 
+    /// `fake_hold_work(int on)`: while on, the work this thread queues waits for
+    /// [`FakeControl::release_work`] before it runs.
+    pub(crate) fn hold_work(&self, on: bool) {
+        // SAFETY: `void fake_hold_work(int)`.
+        unsafe { self.function::<extern "C" fn(c_int)>("fake_hold_work")(c_int::from(on)) }
+    }
+
+    /// `fake_release_work()`: the work held so far runs.
+    pub(crate) fn release_work(&self) {
+        // SAFETY: `void fake_release_work(void)`.
+        unsafe { self.function::<extern "C" fn()>("fake_release_work")() }
+    }
+
     /// `fake_has_context(int device) -> int`: 1, 0, or -1 for no such device.
     pub(crate) fn has_context(&self, device: c_int) -> c_int {
         // SAFETY: `int fake_has_context(int)`.

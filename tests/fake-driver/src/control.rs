@@ -39,14 +39,15 @@ unsafe fn text<'a>(ptr: *const c_char) -> Option<&'a str> {
     (!ptr.is_null()).then(|| unsafe { CStr::from_ptr(ptr) }.to_str().ok())?
 }
 
-/// Back to a fresh library: every live allocation freed (like a device reset), every stream
-/// and event destroyed, log, counters and pending failures cleared, 2 devices with the default
+/// Back to a fresh library: held work released and no thread holding (`fake_hold_work`),
+/// every live allocation freed (like a device reset), every stream and event destroyed, log, counters and pending failures cleared, 2 devices with the default
 /// 1 GiB limit, every thread's current device 0, default versions. Handles are never reused, so
 /// a handle from before the reset stays invalid.
 /// Work still queued on streams runs to the end first.
 #[no_mangle]
 pub extern "C" fn fake_reset() {
     guarded((), || {
+        crate::queue::release_all();
         let pending = crate::stream::all_work(&state::lock());
         pending.iter().for_each(crate::queue::Marker::wait);
         let mut state = state::lock();
@@ -187,6 +188,22 @@ pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
 #[no_mangle]
 pub extern "C" fn fake_set_stream_delay(micros: u64) {
     guarded((), || crate::queue::set_delay(micros))
+}
+
+/// Holds (`on` nonzero) or stops holding the work the calling thread queues: each job it
+/// queues while holding waits, before it runs, for the next `fake_release_work` (or
+/// `fake_reset`), and the work queued behind it on its stream waits with it. A test checks
+/// "not run yet" while the work is held, with no timing involved. Synchronizing on a stream
+/// with held work blocks until another thread releases it.
+#[no_mangle]
+pub extern "C" fn fake_hold_work(on: c_int) {
+    guarded((), || crate::queue::set_holding(on != 0))
+}
+
+/// Lets all work held so far (`fake_hold_work`) run.
+#[no_mangle]
+pub extern "C" fn fake_release_work() {
+    guarded((), crate::queue::release)
 }
 
 /// How many devices have a context (created by `*SetDevice` or a call that needs one).

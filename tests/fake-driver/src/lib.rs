@@ -11,8 +11,9 @@
 //! The fakes are as strict as hardware, so code that only works by luck fails here:
 //!
 //! - each stream runs its work (copies, stream-ordered frees, event records and waits) on its
-//!   own worker thread, in order, after a configurable delay (`fake_set_stream_delay`); the
-//!   per-thread stream is the calling thread's own; the legacy stream synchronises with the
+//!   own worker thread, in order, after a configurable delay (`fake_set_stream_delay`), and a
+//!   test holds the work a thread queues until it releases it (`fake_hold_work`,
+//!   `fake_release_work`) to see it not yet run; the per-thread stream is the calling thread's own; the legacy stream synchronises with the
 //!   blocking streams; freed memory is poisoned (`0xDB`) when the free is reached;
 //! - strict mode (the default) aborts the process on a stream or event handle that was never
 //!   created or was destroyed (`fake_set_strict(0)` or `FAKE_DRIVER_LENIENT=1` make it an error);

@@ -3,14 +3,19 @@
 //! so work that is not ordered (a missing wait, a free racing a consumer's copy) runs in the
 //! wrong order in a test and corrupts its data instead of passing by luck.
 //!
+//! A test that must see work *not yet* run holds it instead of racing a delay: while a thread
+//! holds ([`set_holding`], `fake_hold_work`), the work it queues waits, before it runs, for the
+//! next [`release`] (`fake_release_work`); the queue behind a held job waits with it.
+//!
 //! A [`Marker`] is a point in one queue (the work submitted so far); events capture one, waits
 //! submit a job that blocks on one, synchronization blocks the caller on one. Markers only ever
 //! name work submitted earlier, so waits cannot form a cycle.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use crate::platform::Fault;
@@ -36,6 +41,75 @@ fn delay() -> u64 {
         .unwrap_or(0);
     set_delay(from_env);
     from_env
+}
+
+/// The threads whose queued work is held (`fake_hold_work`).
+static HOLDING: LazyLock<Mutex<HashSet<ThreadId>>> = LazyLock::new(Mutex::default);
+
+/// What held work waits for: opened by [`release`], which puts a closed one in its place.
+static GATE: LazyLock<Mutex<Arc<Gate>>> = LazyLock::new(Mutex::default);
+
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*open {
+            open = self
+                .opened
+                .wait(open)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Starts (`on`) or stops holding the work the calling thread queues: from now on, until it
+/// stops, each job it queues waits for the next [`release`] before it runs.
+pub(crate) fn set_holding(on: bool) {
+    let mut holding = HOLDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let me = std::thread::current().id();
+    if on {
+        holding.insert(me);
+    } else {
+        holding.remove(&me);
+    }
+}
+
+/// Lets every job held so far run; work held after this waits for the next release.
+pub(crate) fn release() {
+    let opened = std::mem::take(&mut *GATE.lock().unwrap_or_else(PoisonError::into_inner));
+    *opened.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    opened.opened.notify_all();
+}
+
+/// Stops every thread's holding and releases what it held (`fake_reset`).
+pub(crate) fn release_all() {
+    HOLDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+    release();
+}
+
+/// `job`, made to wait for the next release first when the calling thread holds its work.
+fn held(job: Job) -> Job {
+    let me = std::thread::current().id();
+    if !HOLDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&me)
+    {
+        return job;
+    }
+    let gate = Arc::clone(&GATE.lock().unwrap_or_else(PoisonError::into_inner));
+    Box::new(move || {
+        gate.wait();
+        job();
+    })
 }
 
 /// One unit of stream work.
@@ -89,9 +163,11 @@ impl std::fmt::Debug for Marker {
 }
 
 impl Queue {
-    /// Queues `job` after everything submitted so far; [`Fault::OutOfMemory`] when no worker
-    /// thread can be started for it (the job is dropped unrun).
+    /// Queues `job` after everything submitted so far (held, if the calling thread holds);
+    /// [`Fault::OutOfMemory`] when no worker thread can be started for it (the job is dropped
+    /// unrun).
     pub(crate) fn submit(&self, job: Job) -> Result<(), Fault> {
+        let job = held(job);
         let mut progress = self.inner.lock();
         progress.submitted += 1;
         progress.jobs.push_back(job);
@@ -224,6 +300,27 @@ mod tests {
         assert!(marker.is_done());
         assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3, 4]);
         set_delay(0);
+    }
+
+    #[test]
+    fn held_work_runs_only_once_released_and_the_rest_of_its_queue_waits_behind_it() {
+        let (held_queue, free_queue) = (Queue::default(), Queue::default());
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let push = |name: &'static str| {
+            let seen = Arc::clone(&seen);
+            Box::new(move || seen.lock().unwrap().push(name)) as Job
+        };
+        set_holding(true);
+        held_queue.submit(push("held")).unwrap();
+        set_holding(false);
+        held_queue.submit(push("behind")).unwrap();
+        free_queue.submit(push("free")).unwrap();
+        free_queue.marker().wait();
+        assert!(!held_queue.marker().is_done());
+        assert_eq!(*seen.lock().unwrap(), ["free"]);
+        release();
+        held_queue.marker().wait();
+        assert_eq!(*seen.lock().unwrap(), ["free", "held", "behind"]);
     }
 
     #[test]
