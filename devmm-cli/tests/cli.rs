@@ -8,14 +8,9 @@ mod fake_driver;
 
 use std::process::{Command, Output};
 
-fn devmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devmm"))
-        .args(args)
-        // Discovery must see every runtime, whatever the caller's shell set.
-        .env_remove("DEVMM_RUNTIME")
-        .output()
-        .expect("the devmm binary runs")
-}
+mod support;
+
+use support::devmm;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")

@@ -2,19 +2,15 @@
 //! and on one in rmm's format.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use devmm::trace::TraceFormat;
 use devmm::{MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor};
 
-fn devmm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devmm"))
-        .args(args)
-        .env_remove("DEVMM_RUNTIME")
-        .output()
-        .expect("the devmm binary runs")
-}
+mod support;
+
+use support::devmm;
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
