@@ -40,8 +40,6 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // A DEVMM_RUNTIME naming no runtime fails the import, not the first allocation.
-    devmm::runtime::check_runtime_override().map_err(error::to_py_err)?;
     log_bridge::install();
     python_stack::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -101,6 +99,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.
     m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;
+    let register = wrap_pyfunction!(runtime::_register_external_runtimes, m)?;
+    m.setattr("_register_external_runtimes", register)?;
     let report = wrap_pyfunction!(tracking::_print_leak_reports, m)?;
     m.setattr("_print_leak_reports", &report)?;
     py.import("atexit")?.call_method1("register", (report,))?;

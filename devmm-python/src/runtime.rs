@@ -170,3 +170,21 @@ pub(crate) fn runtime_names() -> Vec<String> {
 pub(crate) fn default_device() -> PyResult<PyDevice> {
     Ok(devmm::default_device().py()?.into())
 }
+
+/// Names the third-party runtimes the package found (its `devmm.runtimes`
+/// entry points) to the core's discovery and returns why any was refused
+/// (a built-in runtime's name), then checks `DEVMM_RUNTIME` against every
+/// runtime known: a value naming none fails the import with
+/// `RuntimeUnavailableError`, not the first allocation.
+#[pyfunction]
+pub(crate) fn _register_external_runtimes(names: Vec<String>) -> PyResult<Vec<(String, String)>> {
+    let refused = names
+        .into_iter()
+        .filter_map(|name| {
+            let err = devmm::runtime::register_external_runtime(&name).err()?;
+            Some((name, err.to_string()))
+        })
+        .collect();
+    devmm::runtime::check_runtime_override().py()?;
+    Ok(refused)
+}

@@ -1,11 +1,14 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
-use pyo3::exceptions::{PyAttributeError, PyValueError};
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyTuple, PyType};
 
 use crate::count::{Count, Handle};
-use crate::device::PyDevice;
-use crate::error::IntoPyResult;
+use crate::device::{DeviceArg, PyDevice};
+use crate::error::{stash_python_error, IntoPyResult};
 
 /// A platform-independent name for a runtime's built-in stream:
 /// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.
@@ -53,17 +56,35 @@ impl PyStreamSentinel {
 /// A stream on one device: an opaque native handle plus ordering.
 /// devmm never launches work; streams are what allocation, release and
 /// DLPack hand-off are ordered on.
-#[pyclass(frozen, eq, name = "Stream", module = "devmm")]
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// The runtimes' streams are instances; it is also the abstract base of
+/// streams written in Python, as the seed's `Stream(abc.ABC)`: a subclass
+/// overrides the `handle` property, `synchronize()` and
+/// `wait_raw(other_handle)` (instantiating one that does not is a
+/// `TypeError`) and sets `self.device` when it is not the CPU. Such a
+/// stream is accepted wherever a stream is; devmm reads its `device` and
+/// `handle` when it is passed and calls its `synchronize` and `wait_raw`
+/// when work ordered on it must be.
+#[pyclass(subclass, frozen, name = "Stream", module = "devmm")]
+#[derive(Debug)]
 pub(crate) struct PyStream {
-    pub(crate) inner: devmm::Stream,
+    /// A runtime's stream; `None` for a Python subclass, bridged on use.
+    native: Option<devmm::Stream>,
+    /// A Python subclass's `device` (the CPU until it sets one).
+    device: Mutex<devmm::Device>,
 }
 
 impl From<devmm::Stream> for PyStream {
     fn from(inner: devmm::Stream) -> Self {
-        PyStream { inner }
+        PyStream {
+            device: Mutex::new(inner.device()),
+            native: Some(inner),
+        }
     }
 }
+
+/// The methods a Python stream must override.
+const ABSTRACT: [&str; 3] = ["handle", "synchronize", "wait_raw"];
 
 /// Runs `f`, releasing the GIL when the stream's device has a driver behind
 /// it; host (cpu) operations finish faster than a GIL hand-off.
@@ -79,70 +100,236 @@ pub(crate) fn maybe_detached<T: Send>(
     }
 }
 
+/// The core stream `obj` (a `devmm.Stream`) stands for: a runtime's own,
+/// or a bridge to a Python subclass's methods over the `device` and
+/// `handle` it reports now.
+pub(crate) fn stream_of(obj: &Bound<'_, PyAny>) -> PyResult<devmm::Stream> {
+    let stream = obj.cast::<PyStream>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a devmm.Stream, got {}",
+            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })?;
+    if let Some(native) = &stream.get().native {
+        return Ok(native.clone());
+    }
+    let py = obj.py();
+    let DeviceArg(device) = obj.getattr(pyo3::intern!(py, "device"))?.extract()?;
+    let handle: Count<Handle> = obj.getattr(pyo3::intern!(py, "handle"))?.extract()?;
+    let ops = PythonStreamOps {
+        name: obj.get_type().name()?.to_string(),
+        runtime: devmm::runtime_for(device).py()?,
+        obj: obj.clone().unbind(),
+    };
+    Ok(devmm::Stream::borrowed(device, handle.get(), Arc::new(ops)))
+}
+
+/// A Python subclass's ordering methods, as a core stream's operations;
+/// copies and exports on it go to the runtime serving its device.
+struct PythonStreamOps {
+    obj: Py<PyAny>,
+    /// The subclass's name, for errors.
+    name: String,
+    runtime: Arc<dyn devmm::DeviceRuntime>,
+}
+
+impl PythonStreamOps {
+    fn call(
+        &self,
+        device: devmm::Device,
+        method: &str,
+        producer: Option<usize>,
+    ) -> devmm::Result<()> {
+        Python::try_attach(|py| {
+            let obj = self.obj.bind(py);
+            let called = match producer {
+                Some(handle) => obj.call_method1(method, (handle,)),
+                None => obj.call_method0(method),
+            };
+            called.map(drop).map_err(|err| {
+                let reason = format!(
+                    "{}.{method} raised {}",
+                    self.name,
+                    err.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
+                );
+                // The exception itself comes back out to the Python caller.
+                stash_python_error(reason.clone(), err);
+                devmm::Error::Stream { device, reason }
+            })
+        })
+        .unwrap_or_else(|| {
+            Err(devmm::Error::Stream {
+                device,
+                reason: format!(
+                    "{}.{method} cannot run: the Python interpreter is shutting down",
+                    self.name
+                ),
+            })
+        })
+    }
+}
+
+impl std::fmt::Debug for PythonStreamOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.name)
+    }
+}
+
+impl devmm::StreamOps for PythonStreamOps {
+    fn synchronize(&self, device: devmm::Device, _handle: usize) -> devmm::Result<()> {
+        self.call(device, "synchronize", None)
+    }
+
+    fn wait(&self, device: devmm::Device, _consumer: usize, producer: usize) -> devmm::Result<()> {
+        self.call(device, "wait_raw", Some(producer))
+    }
+
+    /// The Python object owns its native stream, if any.
+    fn destroy(&self, _device: devmm::Device, _handle: usize) {}
+
+    fn runtime(self: Arc<Self>) -> Arc<dyn devmm::DeviceRuntime> {
+        Arc::clone(&self.runtime)
+    }
+}
+
 #[pymethods]
 impl PyStream {
+    /// The base of a Python stream (on `cpu:0` until `self.device` is
+    /// set). Arguments belong to the subclass and are ignored here. A class
+    /// that does not override `handle`, `synchronize` and `wait_raw` is
+    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let base = cls.py().get_type::<PyStream>();
+        let mut missing = Vec::new();
+        for method in ABSTRACT {
+            if cls.getattr(method)?.is(&base.getattr(method)?) {
+                missing.push(method);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "Can't instantiate abstract class {} with abstract methods {}; a Python stream \
+                 overrides the handle property, synchronize() and wait_raw(other_handle)",
+                cls.name()?,
+                missing.join(", ")
+            )));
+        }
+        Ok(PyStream {
+            native: None,
+            device: Mutex::new(devmm::Device::CPU),
+        })
+    }
+
     /// The native handle (`cudaStream_t`, `hipStream_t`; 0 on the CPU).
     #[getter]
-    fn handle(&self) -> usize {
-        self.inner.handle()
+    fn handle(&self) -> PyResult<usize> {
+        Ok(self.native()?.handle())
     }
 
     /// The device the stream belongs to.
     #[getter]
     fn device(&self) -> PyDevice {
-        self.inner.device().into()
+        match &self.native {
+            Some(native) => native.device().into(),
+            None => (*self.device.lock().unwrap_or_else(|e| e.into_inner())).into(),
+        }
+    }
+
+    #[setter]
+    fn set_device(&self, device: DeviceArg) -> PyResult<()> {
+        if self.native.is_some() {
+            return Err(PyAttributeError::new_err(
+                "the device of a runtime's stream is fixed when it is made",
+            ));
+        }
+        *self.device.lock().unwrap_or_else(|e| e.into_inner()) = device.0;
+        Ok(())
     }
 
     /// Whether devmm destroys the native stream when the last reference goes.
     #[getter]
-    fn owned(&self) -> bool {
-        self.inner.is_owned()
+    fn owned(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(stream_of(slf.as_any())?.is_owned())
     }
 
     /// Whether this is one of its runtime's default streams (rmm's
     /// `Stream.is_default()`); the CPU's one stream is.
-    fn is_default(&self) -> PyResult<bool> {
-        self.inner.is_default().py()
+    fn is_default(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        stream_of(slf.as_any())?.is_default().py()
     }
 
     /// Blocks until all work queued on the stream has finished (GIL released).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        maybe_detached(py, self.inner.device(), || self.inner.synchronize()).py()
+        let native = self.native()?;
+        maybe_detached(py, native.device(), || native.synchronize()).py()
     }
 
     /// Makes this stream wait for the work queued so far on `other`.
-    fn wait(&self, py: Python<'_>, other: &PyStream) -> PyResult<()> {
-        maybe_detached(py, self.inner.device(), || self.inner.wait(&other.inner)).py()
+    fn wait(slf: &Bound<'_, Self>, other: &Bound<'_, PyStream>) -> PyResult<()> {
+        let (this, other) = (stream_of(slf.as_any())?, stream_of(other.as_any())?);
+        maybe_detached(slf.py(), this.device(), || this.wait(&other)).py()
     }
 
     /// Makes this stream wait for the work queued so far on the native
-    /// stream `handle` of the same device.
-    fn wait_raw(&self, py: Python<'_>, handle: Count<Handle>) -> PyResult<()> {
-        let handle = handle.get();
-        maybe_detached(py, self.inner.device(), || self.inner.wait_raw(handle)).py()
+    /// stream `other_handle` of the same device.
+    fn wait_raw(&self, py: Python<'_>, other_handle: Count<Handle>) -> PyResult<()> {
+        let (native, handle) = (self.native()?, other_handle.get());
+        maybe_detached(py, native.device(), || native.wait_raw(handle)).py()
     }
 
     /// The CUDA stream protocol that cuda.core and CuPy read:
     /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
     /// streams speak it; on any other device it is an `AttributeError`.
-    fn __cuda_stream__(&self) -> PyResult<(u32, usize)> {
-        match self.inner.device().ty() {
-            devmm::DeviceType::Cuda | devmm::DeviceType::CudaManaged => {
-                Ok((0, self.inner.handle()))
-            }
+    fn __cuda_stream__(slf: &Bound<'_, Self>) -> PyResult<(u32, usize)> {
+        let stream = stream_of(slf.as_any())?;
+        match stream.device().ty() {
+            devmm::DeviceType::Cuda | devmm::DeviceType::CudaManaged => Ok((0, stream.handle())),
             _ => Err(PyAttributeError::new_err(format!(
                 "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
-                self.inner.device()
+                stream.device()
             ))),
         }
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Stream(device={}, handle={:#x})",
-            self.inner.device(),
-            self.inner.handle()
-        )
+    /// Runtime streams are equal when they name the same native stream;
+    /// Python streams are equal only to themselves.
+    fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> bool {
+        match (&slf.get().native, other.cast::<PyStream>()) {
+            (Some(a), Ok(b)) => b.get().native.as_ref() == Some(a),
+            _ => slf.is(other),
+        }
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let stream = stream_of(slf.as_any())?;
+        let name = match slf.get().native {
+            Some(_) => "Stream".to_owned(),
+            None => slf.get_type().name()?.to_string(),
+        };
+        Ok(format!(
+            "{name}(device={}, handle={:#x})",
+            stream.device(),
+            stream.handle()
+        ))
+    }
+}
+
+impl PyStream {
+    /// The runtime stream; a Python subclass reaching the base's method has
+    /// not overridden it.
+    fn native(&self) -> PyResult<&devmm::Stream> {
+        self.native.as_ref().ok_or_else(|| {
+            PyNotImplementedError::new_err(
+                "a Python stream overrides handle, synchronize and wait_raw",
+            )
+        })
     }
 }
 
@@ -162,13 +349,13 @@ impl<'py> FromPyObject<'_, 'py> for StreamArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(stream) = obj.cast::<PyStream>() {
-            return Ok(StreamArg::Stream(stream.get().inner.clone()));
+        if obj.cast::<PyStream>().is_ok() {
+            return stream_of(&obj).map(StreamArg::Stream);
         }
         if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
             return Ok(StreamArg::Sentinel(sentinel.get().inner));
         }
-        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        Err(PyTypeError::new_err(format!(
             "expected a devmm.Stream, a stream sentinel (devmm.DEFAULT, ...) or None, got {}",
             obj.get_type().name()?
         )))

@@ -93,7 +93,7 @@ pub(crate) fn mr_conformance(
         options = options.stream_factory(move |device| {
             Python::attach(|py| {
                 make.call1(py, (PyDevice::from(device),))
-                    .and_then(|s| Ok(s.bind(py).cast::<PyStream>()?.get().inner.clone()))
+                    .and_then(|s| crate::stream::stream_of(s.bind(py)))
                     .map_err(|e| hook_failure(py, "stream_factory", e))
             })
         });

@@ -1,5 +1,8 @@
 """Runtimes, streams and their sentinels."""
 
+import pathlib
+import subprocess
+
 import pytest
 
 import devmm
@@ -121,3 +124,231 @@ def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cpu:0 ['cpu']"
+
+
+class RecordingStream(devmm.Stream):
+    """A stream written in Python, as the seed's `Stream(abc.ABC)` allows."""
+
+    def __init__(self, device: devmm.Device) -> None:
+        self.device = device
+        self.calls: list[object] = []
+
+    @property
+    def handle(self) -> int:
+        return 0
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+    def wait_raw(self, other_handle: int) -> None:
+        self.calls.append(("wait_raw", other_handle))
+
+
+def test_the_stream_base_and_incomplete_subclasses_cannot_be_instantiated() -> None:
+    with pytest.raises(TypeError, match="abstract methods handle, synchronize, wait_raw"):
+        devmm.Stream()
+
+    class NoWait(devmm.Stream):
+        @property
+        def handle(self) -> int:
+            return 0
+
+        def synchronize(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="Can't instantiate abstract class NoWait with abstract methods wait_raw"):
+        NoWait()
+
+
+def test_a_python_stream_is_accepted_wherever_a_stream_is(cpu: devmm.Device) -> None:
+    import numpy as np
+
+    import devmm.testing
+
+    s = RecordingStream(cpu)
+    assert isinstance(s, devmm.Stream) and s.device == cpu
+    t = devmm.empty((4,), "float32", stream=s)
+    assert t.buffer.stream.handle == 0 and t.buffer.stream.device == cpu
+    assert np.from_dlpack(t).shape == (4,)
+    assert t.__dlpack__(stream=None) is not None
+
+    recording = devmm.testing.RecordingMemoryResource()
+    buf = devmm.DeviceBuffer(16, mr=recording, stream=s)
+    assert recording.calls[0][0] == "allocate" and recording.calls[0][3].handle == 0
+    # A copy on a default stream (handle 0 is the CPU's) is finished on it
+    # before returning: devmm asks the Python stream to synchronize.
+    host = devmm.DeviceBuffer(4, stream=s)
+    s.calls.clear()
+    host.copy_from_host(b"abcd", stream=s)
+    assert s.calls == ["synchronize"]
+    assert bytes(host.copy_to_host(stream=s)) == b"abcd"
+    devmm.copy_host_to_ptr(b"wxyz", host.ptr, stream=s)
+    assert bytes(host.copy_to_host()) == b"wxyz"
+    # Ordering another stream after it reads its handle; ordering it after
+    # another calls its wait_raw with that stream's handle.
+    s.calls.clear()
+    devmm.runtime_for(cpu).default_stream(cpu).wait(s)
+    assert s.calls == []
+    s.wait(devmm.runtime_for(cpu).default_stream(cpu))
+    assert s.calls == [("wait_raw", 0)]
+    assert s.is_default() and not s.owned
+    with pytest.raises(AttributeError, match="not a CUDA stream"):
+        s.__cuda_stream__()
+    buf.free(stream=s)
+    assert recording.calls[-1][0] == "deallocate"
+    host.free()
+
+
+def test_a_python_stream_s_exception_reaches_the_caller_unchanged(cpu: devmm.Device) -> None:
+    class Failing(RecordingStream):
+        def synchronize(self) -> None:
+            raise KeyError("the stream is broken")
+
+    s = Failing(cpu)
+    buf = devmm.DeviceBuffer(4, stream=s)
+    with pytest.raises(KeyError, match="the stream is broken"):
+        buf.copy_from_host(b"abcd", stream=s)
+    buf.free()
+
+
+def test_a_python_stream_must_report_a_device_and_a_handle(cpu: devmm.Device) -> None:
+    class BadHandle(RecordingStream):
+        @property
+        def handle(self) -> int:
+            return -1
+
+    with pytest.raises(ValueError, match="handle"):
+        devmm.empty((1,), "float32", stream=BadHandle(cpu))
+    with pytest.raises(TypeError, match="device"):
+        RecordingStream(cpu).device = 3  # type: ignore[assignment]
+    other = RecordingStream(cpu)
+    other.device = devmm.Device.from_string("cuda:0")
+    # Its copies and exports go to the runtime of its device, found when
+    # it is passed: here (no GPU) there is none.
+    with pytest.raises(devmm.RuntimeUnavailableError, match="cuda"):
+        devmm.empty((1,), "float32", device=cpu, stream=other)
+
+
+THIRD_PARTY = '''
+import devmm
+from devmm.mrs.cpu import MallocMemoryResource
+
+LOADS = []
+
+
+class Runtime:
+    """A third-party runtime over the host: the protocol's required part."""
+
+    name = "{name}"
+    device_types = (devmm.DeviceType.CPU,)
+
+    def __init__(self):
+        LOADS.append(self)
+
+    def device_count(self):
+        return 1
+
+    def default_memory_resource(self, device):
+        return MallocMemoryResource()
+
+    def default_stream(self, device):
+        return devmm.runtime_for("cpu").default_stream(device)
+'''
+
+
+def installed_runtime(tmp_path: pathlib.Path, name: str, value: str, module: str = THIRD_PARTY) -> dict[str, str]:
+    """A real installed distribution on the path of a child interpreter: a
+    package and its dist-info with a devmm.runtimes entry point."""
+    import os
+
+    package = tmp_path / f"{name}_rt"
+    package.mkdir()
+    (package / "__init__.py").write_text(module.format(name=name))
+    info = tmp_path / f"{name}_rt-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-rt\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[devmm.runtimes]\n{name} = {value}\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env.pop("DEVMM_RUNTIME", None)
+    return env
+
+
+def run_python(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_an_entry_point_runtime_is_listed_after_devmm_s_loaded_once_and_available(tmp_path: pathlib.Path) -> None:
+    env = installed_runtime(tmp_path, "hostly", "hostly_rt:Runtime")
+    script = """
+import sys
+import devmm
+names = devmm.runtime_names()
+assert names[-1] == "hostly" and names.index("cpu") < names.index("hostly"), names
+assert "hostly_rt" not in sys.modules  # listing imports nothing
+rt = devmm.runtime_for("hostly")
+import hostly_rt
+assert type(rt) is hostly_rt.Runtime and rt.name == "hostly"
+assert devmm.runtime_for("hostly") is rt and len(hostly_rt.LOADS) == 1
+runtimes = devmm.available_runtimes()
+assert runtimes[-1] is rt and devmm.runtime_for("cpu") in runtimes
+assert devmm.runtime_for(devmm.Device.from_string("cpu")).name == "cpu"  # devices stay devmm's
+print(type(rt.default_memory_resource(devmm.Device.from_string("cpu"))).__name__)
+"""
+    done = run_python(script, env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "MallocMemoryResource"
+
+
+def test_devmm_runtime_may_select_an_entry_point_runtime(tmp_path: pathlib.Path) -> None:
+    env = installed_runtime(tmp_path, "hostly", "hostly_rt:Runtime")
+    env["DEVMM_RUNTIME"] = "hostly"
+    done = run_python("import devmm; print(devmm.runtime_names(), devmm.default_device())", env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['cpu', 'hostly'] cpu:0"
+    env["DEVMM_RUNTIME"] = "nosuch"
+    done = run_python("import devmm", env)
+    assert done.returncode != 0
+    assert 'DEVMM_RUNTIME="nosuch" names no runtime (registered: cpu, cuda, rocm, hostly)' in done.stderr
+
+
+def test_a_broken_entry_point_runtime_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    env = installed_runtime(tmp_path, "broken", "broken_rt:Missing")
+    script = """
+import devmm
+assert "broken" in devmm.runtime_names()
+try:
+    devmm.runtime_for("broken")
+except devmm.RuntimeUnavailableError as err:
+    assert "'broken_rt:Missing'" in str(err) and "AttributeError" in str(err), err
+else:
+    raise AssertionError("loaded")
+assert "broken" not in [rt.name for rt in devmm.available_runtimes()]
+"""
+    done = run_python(script, env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_entry_point_runtime_lacking_the_protocol_is_a_type_error(tmp_path: pathlib.Path) -> None:
+    env = installed_runtime(tmp_path, "partial", "partial_rt:Runtime", module="class Runtime:\n    name = '{name}'\n")
+    script = """
+import devmm
+try:
+    devmm.runtime_for("partial")
+except TypeError as err:
+    assert "lacks device_types, device_count, default_memory_resource, default_stream" in str(err), err
+else:
+    raise AssertionError("loaded")
+"""
+    done = run_python(script, env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_entry_point_may_not_take_a_built_in_runtime_s_name(tmp_path: pathlib.Path) -> None:
+    env = installed_runtime(tmp_path, "cuda", "cuda_rt:Runtime")
+    done = run_python("import devmm, sys; assert 'cuda_rt' not in sys.modules", env)
+    assert done.returncode == 0, done.stderr
+    assert "ignoring the devmm.runtimes entry point 'cuda_rt:Runtime'" in done.stderr
+    assert 'a runtime named "cuda" is already registered in devmm' in done.stderr

@@ -40,17 +40,19 @@ from ._devmm import (
     copy_ptr_to_host,
     foreign_memory,
     from_dlpack,
-    available_runtimes,
     default_device,
     empty,
     empty_like,
     get_current_memory_resource,
-    runtime_for,
-    runtime_names,
     set_current_memory_resource,
     using_memory_resource,
 )
-from . import mrs, statistics
+from . import _runtimes, mrs, statistics
+from ._runtimes import available_runtimes, runtime_for, runtime_names
+
+# The devmm.runtimes entry points join discovery now, so that a
+# DEVMM_RUNTIME naming no runtime fails the import, not the first allocation.
+_runtimes.discover()
 
 __all__ = [
     "DEFAULT",

@@ -28,6 +28,7 @@ pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
+    register_external_runtime,
     default_device, register_runtime, runtime_for, runtime_names,
 };
 

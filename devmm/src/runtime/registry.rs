@@ -80,6 +80,8 @@ impl<'a> From<&'a str> for RuntimeSelector<'a> {
 
 struct Registry {
     registrations: Vec<RuntimeRegistration>,
+    /// Runtimes a binding loads itself ([`register_external_runtime`]).
+    external: Vec<String>,
     loaded: HashMap<&'static str, Arc<dyn DeviceRuntime>>,
 }
 
@@ -88,6 +90,7 @@ fn registry() -> &'static RwLock<Registry> {
     REGISTRY.get_or_init(|| {
         RwLock::new(Registry {
             registrations: super::builtin_registrations(),
+            external: Vec::new(),
             loaded: HashMap::new(),
         })
     })
@@ -130,8 +133,38 @@ pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
     Ok(())
 }
 
+/// Names a runtime that a binding discovers and loads itself, outside
+/// this registry: the Python package's `devmm.runtimes` entry points. It
+/// is listed by [`runtime_names`] after the registered runtimes and
+/// accepted by `DEVMM_RUNTIME` (which then leaves `cpu:0` the default
+/// device); [`runtime_for`] cannot load it. Naming one twice is harmless;
+/// a registered runtime's name is refused.
+///
+/// ```
+/// devmm::runtime::register_external_runtime("python-only")?;
+/// assert!(devmm::runtime_names().contains(&"python-only".to_string()));
+/// assert!(devmm::runtime_for("python-only").is_err());
+/// assert!(devmm::runtime::register_external_runtime("cpu").is_err());
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn register_external_runtime(name: &str) -> Result<()> {
+    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    if reg.registrations.iter().any(|r| r.name == name) {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "a runtime named {name:?} is already registered in devmm; the third-party runtime must pick another name"
+            ),
+        });
+    }
+    if !reg.external.iter().any(|n| n == name) {
+        reg.external.push(name.to_owned());
+    }
+    Ok(())
+}
+
 /// The runtimes whose platform is present, by probing only: no driver table
-/// is resolved. With `DEVMM_RUNTIME` set, only that runtime and `cpu`.
+/// is resolved; then the [external](register_external_runtime) ones. With
+/// `DEVMM_RUNTIME` set, only that runtime and `cpu`.
 ///
 /// ```
 /// assert!(devmm::runtime_names().contains(&"cpu".to_string()));
@@ -140,19 +173,18 @@ pub fn runtime_names() -> Vec<String> {
     let only = env_override();
     // Probes run outside the lock: a third party's probe may itself call
     // `runtime_for`, which takes the lock for writing on first load.
-    let candidates: Vec<RuntimeRegistration> = {
+    let selected = |name: &str| only.is_none_or(|o| name == o || name == "cpu");
+    let (candidates, external): (Vec<RuntimeRegistration>, Vec<String>) = {
         let reg = registry().read().unwrap_or_else(|e| e.into_inner());
-        reg.registrations
-            .iter()
-            .filter(|r| only.is_none_or(|o| r.name == o || r.name == "cpu"))
-            .copied()
-            .collect()
+        let candidates = reg.registrations.iter().filter(|r| selected(r.name));
+        let external = reg.external.iter().filter(|n| selected(n));
+        (candidates.copied().collect(), external.cloned().collect())
     };
-    candidates
+    let probed = candidates
         .into_iter()
         .filter(|r| (r.probe)())
-        .map(|r| r.name.to_owned())
-        .collect()
+        .map(|r| r.name.to_owned());
+    probed.chain(external).collect()
 }
 
 /// Every runtime that loads and can run here, in [`runtime_names`]'s
@@ -193,10 +225,15 @@ pub fn check_runtime_override() -> Result<()> {
         return Ok(());
     };
     let reg = registry().read().unwrap_or_else(|e| e.into_inner());
-    if reg.registrations.iter().any(|r| r.name == name) {
+    let known: Vec<&str> = reg
+        .registrations
+        .iter()
+        .map(|r| r.name)
+        .chain(reg.external.iter().map(String::as_str))
+        .collect();
+    if known.contains(&name) {
         return Ok(());
     }
-    let known: Vec<&str> = reg.registrations.iter().map(|r| r.name).collect();
     Err(Error::RuntimeUnavailable {
         name: name.to_owned(),
         reason: format!(
@@ -227,6 +264,16 @@ pub fn runtime_for<'a>(selector: impl Into<RuntimeSelector<'a>>) -> Result<Arc<d
             RuntimeSelector::Device(d) => r.device_types.contains(&d.ty()),
         });
         let Some(found) = found.copied() else {
+            if let RuntimeSelector::Name(name) = selector {
+                if reg.external.iter().any(|n| n == name) {
+                    return Err(Error::RuntimeUnavailable {
+                        name: name.to_owned(),
+                        reason: "it is a third-party runtime its binding loads (a Python devmm.runtimes \
+                                 entry point: devmm.runtime_for loads it there), not a Rust runtime"
+                            .into(),
+                    });
+                }
+            }
             let known: Vec<&str> = reg.registrations.iter().map(|r| r.name).collect();
             return Err(Error::RuntimeUnavailable {
                 name: selector_name(selector),
@@ -250,6 +297,11 @@ pub fn runtime_for<'a>(selector: impl Into<RuntimeSelector<'a>>) -> Result<Arc<d
     ))
 }
 
+fn is_external(name: &str) -> bool {
+    let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+    reg.external.iter().any(|n| n == name)
+}
+
 fn selector_name(selector: RuntimeSelector<'_>) -> String {
     match selector {
         RuntimeSelector::Name(name) => name.to_owned(),
@@ -259,7 +311,9 @@ fn selector_name(selector: RuntimeSelector<'_>) -> String {
 }
 
 /// The device [`empty`](crate::empty) uses when none is given: `cpu:0`, or
-/// device 0 of the runtime `DEVMM_RUNTIME` names.
+/// device 0 of the runtime `DEVMM_RUNTIME` names (`cpu:0` for an
+/// [external](register_external_runtime) one, whose devices only its
+/// binding knows).
 ///
 /// ```
 /// # if std::env::var("DEVMM_RUNTIME").is_err() {
@@ -270,6 +324,7 @@ fn selector_name(selector: RuntimeSelector<'_>) -> String {
 pub fn default_device() -> Result<Device> {
     match env_override() {
         None => Ok(Device::CPU),
+        Some(name) if is_external(name) => Ok(Device::CPU),
         Some(name) => {
             let rt = runtime_for(name)?;
             let ty = rt.device_types()[0];

@@ -1,0 +1,118 @@
+"""Third-party runtimes: the ``devmm.runtimes`` entry-point group.
+
+A distribution registers a runtime with an entry point in that group whose
+name is the runtime's name and whose value names a zero-argument factory
+(a class, usually) returning the runtime object::
+
+    [project.entry-points."devmm.runtimes"]
+    metal = "devmm_metal:MetalRuntime"
+
+The object implements the seed's ``DeviceRuntime`` protocol in Python: at
+least ``name`` (the entry point's name), ``device_types`` (a non-empty
+sequence of ``devmm.DeviceType``, primary first), ``device_count()``,
+``default_memory_resource(device)`` and ``default_stream(device)``.
+
+Discovery reads only the distributions' metadata: ``runtime_names()`` lists
+the entry points after devmm's own runtimes without importing them, and
+``DEVMM_RUNTIME`` may name one. ``runtime_for(name)`` imports and builds it
+on first use and returns the same object afterwards; ``available_runtimes()``
+includes every one that loads. Lookups by device or device type stay with
+devmm's runtimes, which serve every device type devmm knows (docs/adr/0018).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from . import _devmm
+from ._devmm import Device, DeviceRuntime, DeviceType, RuntimeUnavailableError
+
+GROUP = "devmm.runtimes"
+
+#: What a third-party runtime object must have.
+REQUIRED = ("name", "device_types", "device_count", "default_memory_resource", "default_stream")
+
+_lock = threading.Lock()
+_found: dict[str, EntryPoint] = {}
+_loaded: dict[str, Any] = {}
+
+
+def discover() -> None:
+    """Reads the ``devmm.runtimes`` entry points of the installed
+    distributions (metadata only) and names them to the core's discovery,
+    which checks ``DEVMM_RUNTIME`` against every runtime known. An entry
+    point taking a built-in runtime's name is ignored with a warning."""
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    for name, reason in _devmm._register_external_runtimes(list(found)):
+        warnings.warn(f"ignoring the {GROUP} entry point {found.pop(name).value!r}: {reason}", stacklevel=2)
+    with _lock:
+        for name, ep in found.items():
+            _found.setdefault(name, ep)
+
+
+def _load(name: str) -> Any:
+    with _lock:
+        if name in _loaded:
+            return _loaded[name]
+        ep = _found[name]
+        try:
+            runtime = ep.load()()
+        except Exception as err:
+            raise RuntimeUnavailableError(
+                f"runtime {name!r} (entry point {ep.value!r} of group {GROUP!r}) failed to load: {err!r}"
+            ) from err
+        missing = [attr for attr in REQUIRED if not hasattr(runtime, attr)]
+        if missing:
+            raise TypeError(
+                f"the {GROUP} entry point {name!r} ({ep.value!r}) made {runtime!r}, which lacks "
+                f"{', '.join(missing)}; a runtime provides {', '.join(REQUIRED)}"
+            )
+        if runtime.name != name:
+            raise TypeError(
+                f"the {GROUP} entry point {name!r} ({ep.value!r}) made a runtime named "
+                f"{runtime.name!r}; its entry point must carry the runtime's name"
+            )
+        types = list(runtime.device_types)
+        if not types or not all(isinstance(t, DeviceType) for t in types):
+            raise TypeError(
+                f"runtime {name!r} serves device_types={types!r}; list at least one devmm.DeviceType, primary first"
+            )
+        _loaded[name] = runtime
+        return runtime
+
+
+def runtime_names() -> list[str]:
+    """The runtimes whose platform is present, found by probing only (no
+    driver is loaded, no third-party runtime imported): devmm's, then the
+    ``devmm.runtimes`` entry points. ``DEVMM_RUNTIME`` restricts the list
+    to ``cpu`` and the runtime it names."""
+    discover()
+    return _devmm.runtime_names()
+
+
+def runtime_for(which: Device | DeviceType | str) -> DeviceRuntime | Any:
+    """The runtime for a device, a device type or a name; loaded on first
+    use and the same object afterwards. A name may be a third-party
+    runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
+    none serves it."""
+    if isinstance(which, str) and which not in _found:
+        discover()
+    if isinstance(which, str) and which in _found:
+        return _load(which)
+    return _devmm.runtime_for(which)
+
+
+def available_runtimes() -> list[DeviceRuntime | Any]:
+    """Every runtime ``runtime_names()`` lists that loads and can run here,
+    in that order, each the object ``runtime_for`` returns for it."""
+    runtimes: list[DeviceRuntime | Any] = list(_devmm.available_runtimes())
+    for name in runtime_names():
+        if name in _found:
+            try:
+                runtimes.append(_load(name))
+            except RuntimeUnavailableError:
+                continue
+    return runtimes
