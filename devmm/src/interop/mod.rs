@@ -1,4 +1,5 @@
-//! Rust ecosystem interop: the global allocator wrapper, and behind cargo
+//! Ecosystem interop: the global allocator wrapper, the routes PyTorch's
+//! pluggable allocator is served from, and behind cargo
 //! features, dlpark's owning DLPack handles (`dlpark`) and the
 //! `allocator_api2` allocator trait (`allocator-api2`). cudarc lives with
 //! the CUDA runtime (`runtime::cuda::interop`, feature `cudarc`).
@@ -8,7 +9,9 @@ mod allocator;
 #[cfg(feature = "dlpark")]
 mod dlpark;
 mod global_alloc;
+mod torch;
 
 #[cfg(feature = "allocator-api2")]
 pub use allocator::HostAllocator;
 pub use global_alloc::GlobalResource;
+pub use torch::{TorchRoutes, TorchStatistics};

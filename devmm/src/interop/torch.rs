@@ -1,0 +1,181 @@
+//! PyTorch allocating through devmm resources: the routes that PyTorch's
+//! pluggable CUDA allocator (`CUDAPluggableAllocator`) is served from.
+//!
+//! A binding exports two C entry points (`void* malloc(size_t, int,
+//! cudaStream_t)`, `void free(void*, size_t, int, cudaStream_t)`) that call
+//! [`TorchRoutes::allocate`] and [`TorchRoutes::free`]. Each CUDA ordinal
+//! has one counted resource; every block PyTorch holds is remembered with
+//! the route that made it, so a free goes back to the resource that
+//! allocated it, whatever is routed by then.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+use crate::adaptor::{Statistics, StatisticsAdaptor};
+use crate::device::{Device, DeviceType};
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::MemoryResource;
+
+/// One CUDA device's resource as PyTorch sees it: counted, so its figures
+/// are exactly PyTorch's blocks.
+struct Route {
+    mr: StatisticsAdaptor<Arc<dyn MemoryResource>>,
+    /// The CUDA device of PyTorch's ordinal, which its streams belong to
+    /// (the resource's own device may be the managed-memory one).
+    device: Device,
+    /// Allocations the resource refused.
+    ooms: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Table {
+    /// By CUDA ordinal, as PyTorch names devices.
+    routes: HashMap<i32, Arc<Route>>,
+    /// Every block PyTorch holds: its route and size.
+    live: HashMap<usize, (Arc<Route>, usize)>,
+}
+
+/// The process's PyTorch routes (PyTorch has one allocator per process).
+///
+/// ```
+/// use devmm::interop::TorchRoutes;
+/// // Nothing routed: PyTorch's request names a device devmm does not serve.
+/// let refused = TorchRoutes::allocate(64, 0, 0).unwrap_err();
+/// assert!(refused.to_string().contains("CUDA device 0, which has no devmm resource"));
+/// assert!(TorchRoutes::statistics(0).is_none());
+/// ```
+#[derive(Debug)]
+pub struct TorchRoutes;
+
+/// What [`TorchRoutes::statistics`] reports for one CUDA device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TorchStatistics {
+    /// The figures of PyTorch's blocks on the device.
+    pub statistics: Statistics,
+    /// Allocations the resource refused.
+    pub ooms: usize,
+}
+
+fn table() -> MutexGuard<'static, Table> {
+    static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(Mutex::default);
+    // Each update is one insert or remove: never left half-done.
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl TorchRoutes {
+    /// Routes PyTorch's allocations on each resource's CUDA device to it.
+    /// Refuses non-CUDA resources and two resources for one device
+    /// (`InvalidArgument`); `Ok(false)`, changing nothing, while routes
+    /// are installed already.
+    pub fn install(resources: Vec<Arc<dyn MemoryResource>>) -> Result<bool> {
+        let mut routes = HashMap::new();
+        for mr in resources {
+            let device = mr.device();
+            if !matches!(device.ty(), DeviceType::Cuda | DeviceType::CudaManaged) {
+                return Err(Error::InvalidArgument {
+                    reason: format!(
+                        "PyTorch's CUDA allocator needs CUDA device (or managed) memory; {mr:?} \
+                         allocates on {device}"
+                    ),
+                });
+            }
+            let ordinal = i32::try_from(device.index()).map_err(|_| Error::InvalidArgument {
+                reason: format!("{device} is not a CUDA ordinal"),
+            })?;
+            let route = Route {
+                mr: StatisticsAdaptor::new(mr),
+                device: Device::try_new(DeviceType::Cuda, device.index())?,
+                ooms: AtomicUsize::new(0),
+            };
+            if routes.insert(ordinal, Arc::new(route)).is_some() {
+                return Err(Error::InvalidArgument {
+                    reason: format!(
+                        "two resources for CUDA device {ordinal}; give PyTorch one per device"
+                    ),
+                });
+            }
+        }
+        let mut table = table();
+        if !table.routes.is_empty() {
+            return Ok(false);
+        }
+        table.routes = routes;
+        Ok(true)
+    }
+
+    /// Stops routing new allocations; blocks PyTorch still holds go back
+    /// to the resources that made them when freed.
+    pub fn uninstall() {
+        // Dropping a route may run a resource's teardown (a binding's
+        // code, a driver call): done after the lock is released.
+        let routes = std::mem::take(&mut table().routes);
+        drop(routes);
+    }
+
+    /// PyTorch's allocation: `nbytes` on CUDA ordinal `device`, ordered on
+    /// the native stream `stream`.
+    pub fn allocate(nbytes: usize, device: i32, stream: usize) -> Result<*mut c_void> {
+        let route = table().routes.get(&device).cloned().ok_or_else(|| {
+            Error::InvalidArgument {
+                reason: format!(
+                    "PyTorch asked devmm for {nbytes} bytes on CUDA device {device}, which has no \
+                     devmm resource; pass {{device: mr}} for every device PyTorch uses to \
+                     devmm.integrations.torch.install"
+                ),
+            }
+        })?;
+        let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
+        let ptr = route.mr.allocate(nbytes, &stream).inspect_err(|_| {
+            route.ooms.fetch_add(1, Ordering::Relaxed);
+        })?;
+        if !ptr.is_null() {
+            table().live.insert(ptr.addr(), (route, nbytes));
+        }
+        Ok(ptr.as_host_ptr())
+    }
+
+    /// PyTorch's free of `ptr` (from [`allocate`](Self::allocate)) on CUDA
+    /// ordinal `device`, ordered on `stream`. A pointer devmm never handed
+    /// out is refused.
+    pub fn free(ptr: *mut c_void, device: i32, stream: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let Some((route, nbytes)) = table().live.remove(&(ptr as usize)) else {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "PyTorch freed {ptr:?} on CUDA device {device}, which devmm's PyTorch \
+                     allocator never handed out"
+                ),
+            });
+        };
+        let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
+        // SAFETY: the block was live in the table, so `route.mr` allocated
+        // it with `nbytes`, and it is removed so it is freed only once.
+        unsafe {
+            route
+                .mr
+                .deallocate(DevicePtr::from_host_ptr(ptr), nbytes, &stream)
+        }
+    }
+
+    /// The figures of PyTorch's blocks on CUDA ordinal `device`, or `None`
+    /// when devmm does not serve it.
+    pub fn statistics(device: i32) -> Option<TorchStatistics> {
+        let route = table().routes.get(&device).cloned()?;
+        Some(TorchStatistics {
+            statistics: route.mr.statistics(),
+            ooms: route.ooms.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Starts a new peak window on CUDA ordinal `device`; `false` when
+    /// devmm does not serve it.
+    pub fn reset_peak(device: i32) -> bool {
+        let route = table().routes.get(&device).cloned();
+        route.map(|r| r.mr.reset_peak()).is_some()
+    }
+}
