@@ -9,11 +9,11 @@
 //! handler that allocated it, so our handler (and the resource it holds)
 //! lives until the last such array is freed.
 
-use std::collections::HashMap;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
+use devmm::interop::{DataMemAllocator, DataMemHandler, Nep49Handler};
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -24,27 +24,8 @@ use crate::error::{discarding_python_errors, IntoPyResult};
 use crate::resource::{resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
-const HANDLER_NAME: &[u8] = b"devmm";
 const SET_HANDLER: usize = 304;
 const GET_HANDLER: usize = 305;
-
-/// NumPy's `PyDataMemAllocator` (version 1).
-#[repr(C)]
-struct DataMemAllocator {
-    ctx: *mut c_void,
-    malloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    calloc: unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void,
-    realloc: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
-}
-
-/// NumPy's `PyDataMem_Handler`.
-#[repr(C)]
-struct DataMemHandler {
-    name: [c_char; 127],
-    version: u8,
-    allocator: DataMemAllocator,
-}
 
 type SetHandlerFn = unsafe extern "C" fn(*mut ffi::PyObject) -> *mut ffi::PyObject;
 type GetHandlerFn = unsafe extern "C" fn() -> *mut ffi::PyObject;
@@ -101,179 +82,30 @@ fn get_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     unsafe { Bound::from_owned_ptr_or_err(py, get()) }
 }
 
-/// The state behind our handler: the resource and the size of every live
-/// block, since NumPy's `realloc` does not say how big the old block was.
-struct HandlerContext {
-    mr: Arc<dyn devmm::MemoryResource>,
-    stream: devmm::Stream,
-    sizes: Mutex<HashMap<usize, usize>>,
-}
-
-impl HandlerContext {
-    fn sizes(&self) -> MutexGuard<'_, HashMap<usize, usize>> {
-        // One insert or remove per update: never left half-done.
-        self.sizes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn allocate(&self, nbytes: usize) -> *mut c_void {
-        // NumPy treats NULL as failure, so even empty arrays get a byte.
-        let nbytes = nbytes.max(1);
-        // NumPy gets NULL and raises its own MemoryError; the cause is lost.
-        match contained(|| self.mr.allocate(nbytes, &self.stream)) {
-            Ok(ptr) if !ptr.is_null() => {
-                self.sizes().insert(ptr.addr(), nbytes);
-                ptr.as_host_ptr()
-            }
-            _ => std::ptr::null_mut(),
-        }
-    }
-
-    fn free(&self, ptr: *mut c_void) {
-        if ptr.is_null() {
-            return;
-        }
-        // Bound first so the table's lock is released before `deallocate`,
-        // which may call back into NumPy (and so into this handler).
-        let removed = self.sizes().remove(&(ptr as usize));
-        if let Some(nbytes) = removed {
-            // NumPy's free cannot fail: an error is logged, not raised.
-            let result = contained(|| {
-                // SAFETY: `ptr` is live in our table, so it came from
-                // `mr.allocate(nbytes)` and has not been freed.
-                unsafe {
-                    self.mr
-                        .deallocate(devmm::DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
-                }
-            });
-            if let Err(error) = result {
-                tracing::error!(target: "devmm::numpy", %error, "NumPy handler free failed");
-            }
-        }
-    }
-}
-
-/// Runs a resource call on behalf of NumPy's C allocator, which can only
-/// be told "failed": a devmm error carrying a Python exception drops that
-/// exception, and a panic (a bug) is stopped here, since unwinding into C
-/// would abort the process.
-fn contained<T>(call: impl FnOnce() -> devmm::Result<T>) -> devmm::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        discarding_python_errors(call)
-    }))
-    .unwrap_or_else(|_| {
-        Err(devmm::Error::InvalidArgument {
-            reason: "a devmm resource panicked inside NumPy's allocator; please report it".into(),
-        })
-    })
-}
-
-/// The capsule's payload: NumPy's struct first, so the capsule pointer is
-/// both the `PyDataMem_Handler*` NumPy reads and the block we free.
-#[repr(C)]
-struct HandlerBlock {
-    handler: DataMemHandler,
-    context: HandlerContext,
-}
-
-unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: `ctx` is the context of a live HandlerBlock (the capsule, and
-    // so the block, outlives every array NumPy allocated through it).
-    let ctx = unsafe { &*(ctx as *const HandlerContext) };
-    ctx.allocate(size)
-}
-
-unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
-    let Some(size) = nelem.checked_mul(elsize) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: as in `handler_malloc`.
-    let ctx = unsafe { &*(ctx as *const HandlerContext) };
-    let ptr = ctx.allocate(size);
-    if !ptr.is_null() {
-        // SAFETY: the block is host memory (checked at install) of at least
-        // `size` bytes, just allocated and not shared yet.
-        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, size) };
-    }
-    ptr
-}
-
-unsafe extern "C" fn handler_realloc(
-    ctx: *mut c_void,
-    ptr: *mut c_void,
-    size: usize,
-) -> *mut c_void {
-    // SAFETY: as in `handler_malloc`.
-    let ctx = unsafe { &*(ctx as *const HandlerContext) };
-    let old = if ptr.is_null() {
-        0
-    } else {
-        match ctx.sizes().get(&(ptr as usize)) {
-            Some(&n) => n,
-            None => return std::ptr::null_mut(),
-        }
-    };
-    let new = ctx.allocate(size);
-    if !new.is_null() && !ptr.is_null() {
-        // SAFETY: both blocks are live host memory of at least the copied
-        // length, and distinct allocations cannot overlap.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), new.cast::<u8>(), old.min(size)) };
-        ctx.free(ptr);
-    }
-    new
-}
-
-unsafe extern "C" fn handler_free(ctx: *mut c_void, ptr: *mut c_void, _size: usize) {
-    // SAFETY: as in `handler_malloc`.
-    let ctx = unsafe { &*(ctx as *const HandlerContext) };
-    ctx.free(ptr);
-}
-
 unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python once, with our capsule, under the GIL.
     let block = unsafe { ffi::PyCapsule_GetPointer(capsule, CAPSULE_NAME.as_ptr()) };
     if !block.is_null() {
-        // SAFETY: the pointer is the Box made in `handler_capsule`, released
-        // only here.
-        drop(unsafe { Box::from_raw(block.cast::<HandlerBlock>()) });
+        // SAFETY: the pointer is the handler made in `handler_capsule`,
+        // released only here, when no array uses it any more.
+        unsafe { Nep49Handler::release(block.cast()) };
     }
 }
 
+/// The capsule NumPy takes: a core handler over `mr`. A Python resource's
+/// exception inside it has no binding to convert it, so it is dropped.
 fn handler_capsule(
     py: Python<'_>,
     mr: Arc<dyn devmm::MemoryResource>,
 ) -> PyResult<Bound<'_, PyAny>> {
     let stream = crate::stream::resolve_stream(None, mr.device())?;
-    let mut name = [0 as c_char; 127];
-    for (dst, &src) in name.iter_mut().zip(HANDLER_NAME) {
-        *dst = src as c_char;
-    }
-    let block = Box::into_raw(Box::new(HandlerBlock {
-        handler: DataMemHandler {
-            name,
-            version: 1,
-            allocator: DataMemAllocator {
-                ctx: std::ptr::null_mut(),
-                malloc: handler_malloc,
-                calloc: handler_calloc,
-                realloc: handler_realloc,
-                free: handler_free,
-            },
-        },
-        context: HandlerContext {
-            mr,
-            stream,
-            sizes: Mutex::default(),
-        },
-    }));
-    // SAFETY: `block` is a fresh, valid Box pointer; the context field lives
-    // as long as the block.
-    unsafe { (*block).handler.allocator.ctx = std::ptr::addr_of_mut!((*block).context).cast() };
-    // SAFETY: the name is a static C string; the destructor frees `block`.
+    let block = Nep49Handler::create(mr, stream, |call| discarding_python_errors(call));
+    // SAFETY: the name is a static C string; the destructor releases `block`.
     let capsule =
         unsafe { ffi::PyCapsule_New(block.cast(), CAPSULE_NAME.as_ptr(), Some(destroy_capsule)) };
     if capsule.is_null() {
-        // SAFETY: the capsule was not made, so the block is still ours.
-        drop(unsafe { Box::from_raw(block) });
+        // SAFETY: the capsule was not made, so the handler is still ours.
+        unsafe { Nep49Handler::release(block) };
     }
     // SAFETY: a new reference, or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
@@ -502,13 +334,8 @@ impl PyNumpyHandlerMemoryResource {
             return Err(PyErr::fetch(py));
         }
         // SAFETY: `handler` points to a PyDataMem_Handler kept alive by `capsule`.
-        let raw_name = unsafe { &(*(handler as *const DataMemHandler)).name };
-        let name: String = raw_name
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8 as char)
-            .collect();
-        if name.as_bytes() == HANDLER_NAME {
+        let name = unsafe { &*(handler as *const DataMemHandler) }.name();
+        if name == Nep49Handler::NAME {
             return Err(PyValueError::new_err(
                 "NumPy's current handler is devmm's own (integrations.numpy.install is active); \
                  wrapping it would be a cycle",

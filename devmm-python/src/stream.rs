@@ -107,7 +107,10 @@ pub(crate) fn stream_of(obj: &Bound<'_, PyAny>) -> PyResult<devmm::Stream> {
     let stream = obj.cast::<PyStream>().map_err(|_| {
         PyTypeError::new_err(format!(
             "expected a devmm.Stream, got {}",
-            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         ))
     })?;
     if let Some(native) = &stream.get().native {
@@ -150,7 +153,10 @@ impl PythonStreamOps {
                 let reason = format!(
                     "{}.{method} raised {}",
                     self.name,
-                    err.value(py).repr().map(|r| r.to_string()).unwrap_or_default()
+                    err.value(py)
+                        .repr()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
                 );
                 // The exception itself comes back out to the Python caller.
                 stash_python_error(reason.clone(), err);

@@ -1,5 +1,5 @@
-//! Ecosystem interop: the global allocator wrapper, the routes PyTorch's
-//! pluggable allocator is served from, and behind cargo
+//! Ecosystem interop: the global allocator wrapper, NumPy's NEP 49 handler
+//! over a resource, the routes PyTorch's pluggable allocator is served from, and behind cargo
 //! features, dlpark's owning DLPack handles (`dlpark`) and the
 //! `allocator_api2` allocator trait (`allocator-api2`). cudarc lives with
 //! the CUDA runtime (`runtime::cuda::interop`, feature `cudarc`).
@@ -9,9 +9,11 @@ mod allocator;
 #[cfg(feature = "dlpark")]
 mod dlpark;
 mod global_alloc;
+mod nep49;
 mod torch;
 
 #[cfg(feature = "allocator-api2")]
 pub use allocator::HostAllocator;
 pub use global_alloc::GlobalResource;
+pub use nep49::{CallScope, DataMemAllocator, DataMemHandler, Nep49Handler};
 pub use torch::{TorchRoutes, TorchStatistics};

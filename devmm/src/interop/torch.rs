@@ -118,15 +118,17 @@ impl TorchRoutes {
     /// PyTorch's allocation: `nbytes` on CUDA ordinal `device`, ordered on
     /// the native stream `stream`.
     pub fn allocate(nbytes: usize, device: i32, stream: usize) -> Result<*mut c_void> {
-        let route = table().routes.get(&device).cloned().ok_or_else(|| {
-            Error::InvalidArgument {
+        let route = table()
+            .routes
+            .get(&device)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument {
                 reason: format!(
                     "PyTorch asked devmm for {nbytes} bytes on CUDA device {device}, which has no \
                      devmm resource; pass {{device: mr}} for every device PyTorch uses to \
                      devmm.integrations.torch.install"
                 ),
-            }
-        })?;
+            })?;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
         let ptr = route.mr.allocate(nbytes, &stream).inspect_err(|_| {
             route.ooms.fetch_add(1, Ordering::Relaxed);

@@ -28,8 +28,7 @@ pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
-    register_external_runtime,
-    default_device, register_runtime, runtime_for, runtime_names,
+    default_device, register_external_runtime, register_runtime, runtime_for, runtime_names,
 };
 
 /// Everything devmm needs from one platform.

@@ -1,0 +1,297 @@
+//! NumPy allocating through a devmm resource (NEP 49): the
+//! `PyDataMem_Handler` struct NumPy calls, filled with C callbacks over a
+//! resource. A binding wraps the [`Nep49Handler`] in the capsule NumPy's
+//! `PyDataMem_SetHandler` takes; NumPy itself is never linked here.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::MemoryResource;
+use crate::stream::Stream;
+
+/// NumPy's `PyDataMemAllocator` (version 1).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DataMemAllocator {
+    /// Passed back to every callback.
+    pub ctx: *mut c_void,
+    /// `malloc(ctx, size)`.
+    pub malloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    /// `calloc(ctx, nelem, elsize)`.
+    pub calloc: unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void,
+    /// `realloc(ctx, ptr, new_size)`.
+    pub realloc: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void,
+    /// `free(ctx, ptr, size)`.
+    pub free: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
+}
+
+/// NumPy's `PyDataMem_Handler`: a name and an allocator.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DataMemHandler {
+    /// NUL-padded.
+    pub name: [c_char; 127],
+    /// 1.
+    pub version: u8,
+    /// The callbacks.
+    pub allocator: DataMemAllocator,
+}
+
+impl DataMemHandler {
+    /// The handler's name, up to its NUL.
+    pub fn name(&self) -> String {
+        self.name
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8 as char)
+            .collect()
+    }
+}
+
+/// Runs a resource call made on NumPy's behalf; a binding passes one that
+/// drops what its own error conversion would otherwise keep.
+pub type CallScope = fn(&mut dyn FnMut());
+
+/// The state behind the handler: the resource and the size of every live
+/// block, since NumPy's `realloc` does not say how big the old block was.
+struct Context {
+    mr: Arc<dyn MemoryResource>,
+    stream: Stream,
+    scope: CallScope,
+    sizes: Mutex<HashMap<usize, usize>>,
+}
+
+/// A NumPy data-memory handler over a resource: NumPy's struct first, so a
+/// pointer to it is both the `PyDataMem_Handler*` NumPy reads and the
+/// block to release. Every array NumPy allocates through it keeps the
+/// binding's capsule, and so this handler, alive.
+///
+/// ```
+/// use devmm::interop::Nep49Handler;
+/// use devmm::{MallocMemoryResource, Stream};
+/// let mr = std::sync::Arc::new(MallocMemoryResource::new());
+/// let handler = Nep49Handler::create(mr, Stream::cpu(), |call| call());
+/// // SAFETY: called as NumPy calls them, on a live handler, released once.
+/// unsafe {
+///     let allocator = &(*handler).handler.allocator;
+///     let p = (allocator.calloc)(allocator.ctx, 4, 2);
+///     assert_eq!(std::slice::from_raw_parts(p.cast::<u8>(), 8), &[0; 8]);
+///     (allocator.free)(allocator.ctx, p, 8);
+///     assert_eq!((*handler).handler.name(), "devmm");
+///     Nep49Handler::release(handler);
+/// }
+/// ```
+#[repr(C)]
+pub struct Nep49Handler {
+    /// What NumPy reads.
+    pub handler: DataMemHandler,
+    context: Context,
+}
+
+impl std::fmt::Debug for Nep49Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Nep49Handler({:?})", self.context.mr)
+    }
+}
+
+impl Nep49Handler {
+    /// The name NumPy reports for devmm's handlers.
+    pub const NAME: &'static str = "devmm";
+
+    /// A handler allocating from `mr` (host memory) on `stream`, each
+    /// resource call run inside `scope`; owned by the caller until
+    /// [`release`](Self::release).
+    pub fn create(
+        mr: Arc<dyn MemoryResource>,
+        stream: Stream,
+        scope: CallScope,
+    ) -> *mut Nep49Handler {
+        let mut name = [0 as c_char; 127];
+        for (dst, &src) in name.iter_mut().zip(Self::NAME.as_bytes()) {
+            *dst = src as c_char;
+        }
+        let block = Box::into_raw(Box::new(Nep49Handler {
+            handler: DataMemHandler {
+                name,
+                version: 1,
+                allocator: DataMemAllocator {
+                    ctx: std::ptr::null_mut(),
+                    malloc: handler_malloc,
+                    calloc: handler_calloc,
+                    realloc: handler_realloc,
+                    free: handler_free,
+                },
+            },
+            context: Context {
+                mr,
+                stream,
+                scope,
+                sizes: Mutex::default(),
+            },
+        }));
+        // SAFETY: `block` is a fresh, valid Box pointer; the context field
+        // lives as long as the block.
+        unsafe { (*block).handler.allocator.ctx = std::ptr::addr_of_mut!((*block).context).cast() };
+        block
+    }
+
+    /// Frees a handler [`create`](Self::create) made.
+    ///
+    /// # Safety
+    ///
+    /// `handler` came from `create`, is released once, and NumPy no longer
+    /// calls it.
+    pub unsafe fn release(handler: *mut Nep49Handler) {
+        // SAFETY: the caller's contract: the Box `create` leaked.
+        drop(unsafe { Box::from_raw(handler) });
+    }
+}
+
+impl Context {
+    fn sizes(&self) -> MutexGuard<'_, HashMap<usize, usize>> {
+        // One insert or remove per update: never left half-done.
+        self.sizes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `call` inside the binding's scope, stopping a panic (a bug)
+    /// here: unwinding into NumPy's C would abort the process.
+    fn contained<T>(&self, call: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut call = Some(call);
+        let mut result = None;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (self.scope)(&mut || result = call.take().map(|f| f()));
+        }));
+        match (caught, result) {
+            (Ok(()), Some(result)) => result,
+            _ => Err(Error::InvalidArgument {
+                reason: "a devmm resource panicked inside NumPy's allocator; please report it"
+                    .into(),
+            }),
+        }
+    }
+
+    fn allocate(&self, nbytes: usize) -> *mut c_void {
+        // NumPy treats NULL as failure, so even empty arrays get a byte.
+        let nbytes = nbytes.max(1);
+        // NumPy gets NULL and raises its own MemoryError; the cause is lost.
+        match self.contained(|| self.mr.allocate(nbytes, &self.stream)) {
+            Ok(ptr) if !ptr.is_null() => {
+                self.sizes().insert(ptr.addr(), nbytes);
+                ptr.as_host_ptr()
+            }
+            _ => std::ptr::null_mut(),
+        }
+    }
+
+    fn free(&self, ptr: *mut c_void) {
+        if ptr.is_null() {
+            return;
+        }
+        // Bound first so the table's lock is released before `deallocate`,
+        // which may call back into NumPy (and so into this handler).
+        let removed = self.sizes().remove(&(ptr as usize));
+        if let Some(nbytes) = removed {
+            // NumPy's free cannot fail: an error is logged, not raised.
+            let result = self.contained(|| {
+                // SAFETY: `ptr` is live in our table, so it came from
+                // `mr.allocate(nbytes)` and has not been freed.
+                unsafe {
+                    self.mr
+                        .deallocate(DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
+                }
+            });
+            if let Err(error) = result {
+                tracing::error!(target: "devmm::numpy", %error, "NumPy handler free failed");
+            }
+        }
+    }
+}
+
+/// # Safety
+///
+/// `ctx` is the context of a live [`Nep49Handler`].
+unsafe fn context<'a>(ctx: *mut c_void) -> &'a Context {
+    // SAFETY: the caller's contract; the capsule, and so the handler,
+    // outlives every array NumPy allocated through it.
+    unsafe { &*(ctx as *const Context) }
+}
+
+unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: NumPy passes the ctx of a live handler.
+    unsafe { context(ctx) }.allocate(size)
+}
+
+unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    let Some(size) = nelem.checked_mul(elsize) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: as in `handler_malloc`.
+    let ptr = unsafe { context(ctx) }.allocate(size);
+    if !ptr.is_null() {
+        // SAFETY: the block is host memory (the binding checks the resource
+        // is) of at least `size` bytes, just allocated and not shared yet.
+        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, size) };
+    }
+    ptr
+}
+
+unsafe extern "C" fn handler_realloc(
+    ctx: *mut c_void,
+    ptr: *mut c_void,
+    size: usize,
+) -> *mut c_void {
+    // SAFETY: as in `handler_malloc`.
+    let ctx = unsafe { context(ctx) };
+    let old = if ptr.is_null() {
+        0
+    } else {
+        match ctx.sizes().get(&(ptr as usize)) {
+            Some(&n) => n,
+            None => return std::ptr::null_mut(),
+        }
+    };
+    let new = ctx.allocate(size);
+    if !new.is_null() && !ptr.is_null() {
+        // SAFETY: both blocks are live host memory of at least the copied
+        // length, and distinct allocations cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), new.cast::<u8>(), old.min(size)) };
+        ctx.free(ptr);
+    }
+    new
+}
+
+unsafe extern "C" fn handler_free(ctx: *mut c_void, ptr: *mut c_void, _size: usize) {
+    // SAFETY: as in `handler_malloc`.
+    unsafe { context(ctx) }.free(ptr);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MallocMemoryResource;
+
+    #[test]
+    fn realloc_keeps_the_bytes_and_frees_the_old_block() {
+        let mr: Arc<dyn MemoryResource> =
+            Arc::new(crate::Checked::new(MallocMemoryResource::new()));
+        let handler = Nep49Handler::create(Arc::clone(&mr), Stream::cpu(), |call| call());
+        // SAFETY: called as NumPy calls them, on a live handler, released once.
+        unsafe {
+            let a = &(*handler).handler.allocator;
+            let p = (a.malloc)(a.ctx, 4);
+            std::ptr::copy_nonoverlapping(b"abcd".as_ptr(), p.cast::<u8>(), 4);
+            let q = (a.realloc)(a.ctx, p, 8);
+            assert_eq!(std::slice::from_raw_parts(q.cast::<u8>(), 4), b"abcd");
+            assert_eq!(mr.live_count(), Some(1));
+            assert!((a.realloc)(a.ctx, 0x10 as *mut c_void, 8).is_null());
+            assert!((a.calloc)(a.ctx, usize::MAX, 2).is_null());
+            (a.free)(a.ctx, q, 8);
+            (a.free)(a.ctx, std::ptr::null_mut(), 0);
+            Nep49Handler::release(handler);
+        }
+        assert_eq!(mr.live_count(), Some(0));
+    }
+}
