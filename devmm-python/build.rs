@@ -14,6 +14,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         .collect::<Result<_, _>>()?;
     files.retain(|p| p.extension().is_some_and(|e| e == "rs"));
     files.sort();
+    // The IntEnums are the core's own enums (`Python enum:` on their doc).
+    let core_enums = manifest.join("../devmm/src/device.rs");
+    println!("cargo:rerun-if-changed={}", core_enums.display());
+    files.insert(0, core_enums);
     let texts: Vec<(String, String)> = files
         .iter()
         .map(|p| Ok((relative(&manifest, p), fs::read_to_string(p)?)))

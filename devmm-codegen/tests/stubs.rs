@@ -22,6 +22,8 @@ fn devmm_extension_stub() {
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
         .collect();
     files.sort();
+    // The core enum the extension exposes as an IntEnum, as build.rs adds it.
+    files.insert(0, src.join("../../devmm/src/device.rs"));
     let texts: Vec<(String, String)> = files
         .iter()
         .map(|p| {

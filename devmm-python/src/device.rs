@@ -7,50 +7,24 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::error::IntoPyResult;
 
-/// The kind of memory a device owns: an `enum.IntEnum` whose values are
-/// DLPack's `DLDeviceType` codes, so `int(t)` is what `__dlpack_device__`
-/// reports, `DeviceType(2)` is `DeviceType.CUDA`, and members are ints.
+/// The kind of memory a device owns: `devmm.DeviceType`, an
+/// `enum.IntEnum` of the core's device types whose values are DLPack's
+/// `DLDeviceType` codes, so `int(t)` is what `__dlpack_device__` reports,
+/// `DeviceType(2)` is `DeviceType.CUDA`, and members are ints.
 ///
-/// Python enum: `DeviceType`
+/// Python type: `DeviceType`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum PyDeviceType {
-    /// Ordinary host memory.
-    Cpu = 1,
-    /// CUDA device memory.
-    Cuda = 2,
-    /// Page-locked host memory registered with CUDA.
-    CudaHost = 3,
-    /// ROCm (HIP) device memory.
-    Rocm = 10,
-    /// Page-locked host memory registered with ROCm.
-    RocmHost = 11,
-    /// CUDA managed (unified) memory.
-    CudaManaged = 13,
-}
+pub(crate) struct PyDeviceType(pub(crate) devmm::DeviceType);
 
 impl From<devmm::DeviceType> for PyDeviceType {
     fn from(ty: devmm::DeviceType) -> Self {
-        match ty {
-            devmm::DeviceType::Cpu => PyDeviceType::Cpu,
-            devmm::DeviceType::Cuda => PyDeviceType::Cuda,
-            devmm::DeviceType::CudaHost => PyDeviceType::CudaHost,
-            devmm::DeviceType::Rocm => PyDeviceType::Rocm,
-            devmm::DeviceType::RocmHost => PyDeviceType::RocmHost,
-            devmm::DeviceType::CudaManaged => PyDeviceType::CudaManaged,
-        }
+        PyDeviceType(ty)
     }
 }
 
 impl From<PyDeviceType> for devmm::DeviceType {
     fn from(ty: PyDeviceType) -> Self {
-        match ty {
-            PyDeviceType::Cpu => devmm::DeviceType::Cpu,
-            PyDeviceType::Cuda => devmm::DeviceType::Cuda,
-            PyDeviceType::CudaHost => devmm::DeviceType::CudaHost,
-            PyDeviceType::Rocm => devmm::DeviceType::Rocm,
-            PyDeviceType::RocmHost => devmm::DeviceType::RocmHost,
-            PyDeviceType::CudaManaged => devmm::DeviceType::CudaManaged,
-        }
+        ty.0
     }
 }
 
@@ -68,7 +42,7 @@ impl PyDeviceType {
             .get_or_try_init(py, || {
                 let members: Vec<(String, i32)> = devmm::DeviceType::ALL
                     .iter()
-                    .map(|&ty| (member_name(ty), PyDeviceType::from(ty) as i32))
+                    .map(|&ty| (member_name(ty), ty.dlpack_code()))
                     .collect();
                 let options = PyDict::new(py);
                 options.set_item("module", "devmm")?;
@@ -177,7 +151,7 @@ impl PyDevice {
         format!(
             "Device(type=<DeviceType.{}: {}>, index={})",
             member_name(ty),
-            PyDeviceType::from(ty) as i32,
+            ty.dlpack_code(),
             self.inner.index()
         )
     }

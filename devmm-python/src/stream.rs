@@ -383,13 +383,8 @@ pub(crate) fn resolve_stream(
             )))
         }
         Some(StreamArg::Stream(stream)) => Ok(stream),
-        None if device == devmm::Device::CPU => Ok(devmm::Stream::cpu()),
-        None => devmm::runtime_for(device)
-            .and_then(|rt| rt.default_stream(device))
-            .py(),
-        Some(StreamArg::Sentinel(which)) => devmm::runtime_for(device)
-            .and_then(|rt| rt.stream(device, which))
-            .py(),
+        Some(StreamArg::Sentinel(which)) => devmm::runtime::stream_for(device, Some(which)).py(),
+        None => devmm::runtime::stream_for(device, None).py(),
     }
 }
 

@@ -57,3 +57,26 @@ like = devmm.empty_like(a, dtype=np.int16, layout=devmm.ColMajor())
 perm: tuple[int, ...] = devmm.Permuted((1, 0)).permutation
 rec = devmm.testing.RecordingMemoryResource(guaranteed_alignment=512, stream_ordered=False)
 calls: list[tuple[str, int | None, int, devmm.Stream]] = rec.calls
+
+
+class HostStream(devmm.Stream):
+    """A stream written in Python (the seed's Stream subclassing)."""
+
+    @property
+    def handle(self) -> int:
+        return 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_raw(self, other_handle: int) -> None:
+        pass
+
+
+own = HostStream()
+own.device = devmm.Device.from_string("cpu")
+on_own = devmm.empty((2,), np.float32, stream=own)
+for dtype in ("float32", np.float32, np.dtype("int8"), devmm.DType.from_string("bfloat16")):
+    devmm.empty((1,), dtype)
+names: list[str] = devmm.runtime_names()
+cpu_runtime = devmm.runtime_for("cpu")

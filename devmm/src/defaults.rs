@@ -21,10 +21,7 @@ pub(crate) fn device() -> Result<Device> {
 
 /// The default stream of `device`'s runtime; the CPU's without a lookup.
 pub(crate) fn stream(device: Device) -> Result<Stream> {
-    if device == Device::CPU {
-        return Ok(Stream::cpu());
-    }
-    crate::runtime::runtime_for(device)?.default_stream(device)
+    crate::runtime::stream_for(device, None)
 }
 
 /// The current resource of `device` (the registry's, else its runtime's

@@ -8,7 +8,10 @@ use crate::error::Error;
 /// The kind of memory a device owns.
 ///
 /// The discriminants are DLPack's `DLDeviceType` codes, so converting to the
-/// wire format is a cast, never a lookup table.
+/// wire format is a cast, never a lookup table. Python sees these variants
+/// as the members of an `enum.IntEnum`:
+///
+/// Python enum: `DeviceType`
 ///
 /// ```
 /// use devmm::DeviceType;

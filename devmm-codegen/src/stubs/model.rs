@@ -20,8 +20,10 @@ pub(super) struct Crate {
 }
 
 /// A plain Rust enum the extension exposes as an `enum.IntEnum` it builds
-/// at run time (marked by a doc line ``Python enum: `Name` ``): members
-/// are the variants in SCREAMING_SNAKE_CASE with their discriminants.
+/// at run time (marked by a doc line ``Python enum: `Name` ``, in the
+/// extension or in a core file passed with it): members are the variants
+/// in SCREAMING_SNAKE_CASE with their discriminants; the doc is the enum's
+/// first paragraph.
 pub(super) struct IntEnum {
     pub(super) name: String,
     pub(super) doc: String,
@@ -319,9 +321,10 @@ impl Crate {
                 )),
             })
             .collect::<Result<_, _>>()?;
+        let doc = doc_of(&e.attrs);
         self.int_enums.push(IntEnum {
             name,
-            doc: doc_of(&e.attrs),
+            doc: doc.split("\n\n").next().unwrap_or_default().to_owned(),
             members,
         });
         Ok(())

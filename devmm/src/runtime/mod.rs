@@ -29,6 +29,7 @@ pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
     default_device, register_external_runtime, register_runtime, runtime_for, runtime_names,
+    stream_for,
 };
 
 /// Everything devmm needs from one platform.

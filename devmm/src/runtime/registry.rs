@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
+use crate::stream::{Stream, StreamSentinel};
 
 use super::DeviceRuntime;
 
@@ -307,6 +308,24 @@ fn selector_name(selector: RuntimeSelector<'_>) -> String {
         RuntimeSelector::Name(name) => name.to_owned(),
         RuntimeSelector::Type(ty) => ty.runtime_name().to_owned(),
         RuntimeSelector::Device(d) => d.ty().runtime_name().to_owned(),
+    }
+}
+
+/// The built-in stream `which` of `device` (its default stream when
+/// `None`): what an operation on `device` is ordered on when no stream is
+/// given. The CPU's default needs no lookup.
+///
+/// ```
+/// use devmm::{runtime::stream_for, Device, LEGACY_DEFAULT};
+/// assert_eq!(stream_for(Device::CPU, None)?, devmm::Stream::cpu());
+/// assert_eq!(stream_for(Device::CPU, Some(LEGACY_DEFAULT))?.handle(), 0);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn stream_for(device: Device, which: Option<StreamSentinel>) -> Result<Stream> {
+    match which {
+        None if device == Device::CPU => Ok(Stream::cpu()),
+        None => runtime_for(device)?.default_stream(device),
+        Some(which) => runtime_for(device)?.stream(device, which),
     }
 }
 
