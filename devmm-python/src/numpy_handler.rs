@@ -10,10 +10,9 @@
 //! lives until the last such array is freed.
 
 use std::ffi::{c_void, CStr};
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use devmm::interop::{DataMemAllocator, DataMemHandler, Nep49Handler};
+use devmm::interop::{DataMemHandler, Nep49Handler, Nep49Resource};
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -196,7 +195,7 @@ pub(crate) fn install_numpy_handler(
         )));
     }
     devmm::check_dereferenceable(rust.as_ref(), "NumPy's allocator (NEP 49)").py()?;
-    if devmm::resource_chain(rust.as_ref()).contains(NumpyHandlerResource::NAME) {
+    if devmm::resource_chain(rust.as_ref()).contains(Nep49Resource::NAME) {
         return Err(PyValueError::new_err(
             "installing a resource that allocates through NumPy's own handler as NumPy's handler \
              is a cycle; wrap another resource",
@@ -210,112 +209,6 @@ pub(crate) fn install_numpy_handler(
         previous: Some(previous),
     })
 }
-
-/// A devmm resource over the NumPy handler that was current when it was made.
-struct NumpyHandlerResource {
-    /// Holds the handler struct `handler` points into.
-    _capsule: Py<PyAny>,
-    handler: usize,
-    name: String,
-}
-
-impl NumpyHandlerResource {
-    const NAME: &'static str = "NumpyHandlerMemoryResource";
-    /// What malloc promises on the platforms NumPy supports.
-    const ALIGNMENT: usize = 16;
-
-    fn allocator(&self) -> &DataMemAllocator {
-        // SAFETY: `handler` points into the capsule we hold a reference to.
-        unsafe { &(*(self.handler as *const DataMemHandler)).allocator }
-    }
-}
-
-impl fmt::Debug for NumpyHandlerResource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}(handler={:?})", Self::NAME, self.name)
-    }
-}
-
-impl devmm::MemoryResource for NumpyHandlerResource {
-    fn allocate(&self, nbytes: usize, _stream: &devmm::Stream) -> devmm::Result<devmm::DevicePtr> {
-        if nbytes == 0 {
-            return Ok(devmm::DevicePtr::NULL);
-        }
-        let allocator = self.allocator();
-        // NumPy's default handler keeps a cache that assumes the GIL.
-        let ptr = Python::try_attach(|_py| {
-            // SAFETY: the allocator and its ctx live as long as the capsule.
-            unsafe { (allocator.malloc)(allocator.ctx, nbytes) }
-        })
-        .unwrap_or(std::ptr::null_mut());
-        let ptr = devmm::DevicePtr::from_host_ptr(ptr);
-        if ptr.is_null() {
-            return Err(devmm::Error::OutOfMemory {
-                device: devmm::Device::CPU,
-                nbytes,
-                chain: format!("{self:?}"),
-                detail: Some("the NumPy handler returned NULL".into()),
-            });
-        }
-        if !ptr.is_aligned(Self::ALIGNMENT) {
-            // SAFETY: just allocated by this allocator with this size.
-            Python::try_attach(|_py| unsafe {
-                (allocator.free)(allocator.ctx, ptr.as_host_ptr(), nbytes)
-            });
-            return Err(devmm::Error::Misuse {
-                kind: devmm::MisuseKind::Misaligned {
-                    promised: Self::ALIGNMENT,
-                },
-                ptr,
-                nbytes,
-                device: devmm::Device::CPU,
-                resource: format!("{self:?}"),
-            });
-        }
-        Ok(ptr)
-    }
-
-    unsafe fn deallocate(
-        &self,
-        ptr: devmm::DevicePtr,
-        nbytes: usize,
-        _stream: &devmm::Stream,
-    ) -> devmm::Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        let allocator = self.allocator();
-        // After interpreter shutdown began NumPy's allocator is gone with
-        // it; the block is left to the exiting process.
-        Python::try_attach(|_py| {
-            // SAFETY: the caller guarantees `ptr` came from `allocate(nbytes)`.
-            unsafe { (allocator.free)(allocator.ctx, ptr.as_host_ptr(), nbytes) }
-        });
-        Ok(())
-    }
-
-    fn device(&self) -> devmm::Device {
-        devmm::Device::CPU
-    }
-
-    fn guaranteed_alignment(&self) -> usize {
-        Self::ALIGNMENT
-    }
-
-    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
-        devmm::runtime_for(devmm::Device::CPU)?.memory_info(devmm::Device::CPU)
-    }
-
-    fn dereferenceable(&self) -> bool {
-        true
-    }
-}
-
-// SAFETY: the handler pointer is only read, and NumPy handlers are called
-// from any thread (we take the GIL around every call).
-unsafe impl Send for NumpyHandlerResource {}
-// SAFETY: as for Send: shared access only reads the pointer.
-unsafe impl Sync for NumpyHandlerResource {}
 
 /// NumPy's current data allocator (NEP 49) as a devmm resource:
 /// experimental. It uses the handler current when it is made.
@@ -333,18 +226,21 @@ impl PyNumpyHandlerMemoryResource {
         if handler.is_null() {
             return Err(PyErr::fetch(py));
         }
+        let handler = handler as *const DataMemHandler;
         // SAFETY: `handler` points to a PyDataMem_Handler kept alive by `capsule`.
-        let name = unsafe { &*(handler as *const DataMemHandler) }.name();
-        if name == Nep49Handler::NAME {
+        if unsafe { &*handler }.name() == Nep49Handler::NAME {
             return Err(PyValueError::new_err(
                 "NumPy's current handler is devmm's own (integrations.numpy.install is active); \
                  wrapping it would be a cycle",
             ));
         }
-        let mr = NumpyHandlerResource {
-            _capsule: capsule.unbind(),
-            handler: handler as usize,
-            name,
+        // SAFETY: the capsule (kept by the resource) keeps the handler
+        // alive; NumPy's handlers are called from any thread with the GIL,
+        // which the scope takes (after shutdown began: no call, no memory).
+        let mr = unsafe {
+            Nep49Resource::new(handler, Box::new(capsule.unbind()), |call| {
+                Python::try_attach(|_py| call());
+            })
         };
         Ok((PyNumpyHandlerMemoryResource, PyMemoryResource::checked(mr)))
     }

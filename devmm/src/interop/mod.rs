@@ -15,5 +15,5 @@ mod torch;
 #[cfg(feature = "allocator-api2")]
 pub use allocator::HostAllocator;
 pub use global_alloc::GlobalResource;
-pub use nep49::{CallScope, DataMemAllocator, DataMemHandler, Nep49Handler};
+pub use nep49::{CallScope, DataMemAllocator, DataMemHandler, Nep49Handler, Nep49Resource};
 pub use torch::{TorchRoutes, TorchStatistics};

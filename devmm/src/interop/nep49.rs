@@ -1,15 +1,19 @@
-//! NumPy allocating through a devmm resource (NEP 49): the
+//! NEP 49 both ways: NumPy allocating through a devmm resource (the
 //! `PyDataMem_Handler` struct NumPy calls, filled with C callbacks over a
-//! resource. A binding wraps the [`Nep49Handler`] in the capsule NumPy's
-//! `PyDataMem_SetHandler` takes; NumPy itself is never linked here.
+//! resource: [`Nep49Handler`]), and a NumPy handler as a devmm resource
+//! ([`Nep49Resource`]). A binding finds NumPy's handlers and wraps ours in
+//! the capsule `PyDataMem_SetHandler` takes; NumPy is never linked here.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::device::Device;
+use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::MemoryResource;
+use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::Stream;
 
 /// NumPy's `PyDataMemAllocator` (version 1).
@@ -268,6 +272,127 @@ unsafe extern "C" fn handler_free(ctx: *mut c_void, ptr: *mut c_void, _size: usi
     unsafe { context(ctx) }.free(ptr);
 }
 
+/// A NumPy data-memory handler (NumPy's current one, when a binding makes
+/// it) as a devmm resource on the CPU. `scope` runs each call into the
+/// handler (a binding takes the interpreter lock NumPy's default handler
+/// assumes; a scope that does not run the call means no memory).
+pub struct Nep49Resource {
+    /// Keeps the handler `handler` points into alive (the binding's capsule).
+    _owner: Box<dyn Any + Send + Sync>,
+    handler: *const DataMemHandler,
+    name: String,
+    scope: CallScope,
+}
+
+impl Nep49Resource {
+    /// The resource's name in chains and errors.
+    pub const NAME: &'static str = "NumpyHandlerMemoryResource";
+    /// What malloc promises on the platforms NumPy supports.
+    pub const ALIGNMENT: usize = 16;
+
+    /// A resource over `handler`, which `owner` keeps alive.
+    ///
+    /// # Safety
+    ///
+    /// `handler` points to a valid `PyDataMem_Handler` for as long as
+    /// `owner` lives, whose callbacks may be called from any thread inside
+    /// `scope`.
+    pub unsafe fn new(
+        handler: *const DataMemHandler,
+        owner: Box<dyn Any + Send + Sync>,
+        scope: CallScope,
+    ) -> Nep49Resource {
+        // SAFETY: the caller's contract.
+        let name = unsafe { &*handler }.name();
+        Nep49Resource {
+            _owner: owner,
+            handler,
+            name,
+            scope,
+        }
+    }
+
+    fn allocator(&self) -> &DataMemAllocator {
+        // SAFETY: `handler` points into what `_owner` keeps alive.
+        unsafe { &(*self.handler).allocator }
+    }
+
+    fn free(&self, ptr: DevicePtr, nbytes: usize) {
+        let allocator = self.allocator();
+        // SAFETY: the caller hands back a block this allocator made with `nbytes`.
+        (self.scope)(&mut || unsafe { (allocator.free)(allocator.ctx, ptr.as_host_ptr(), nbytes) });
+    }
+}
+
+impl fmt::Debug for Nep49Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(handler={:?})", Self::NAME, self.name)
+    }
+}
+
+impl MemoryResource for Nep49Resource {
+    fn allocate(&self, nbytes: usize, _stream: &Stream) -> Result<DevicePtr> {
+        if nbytes == 0 {
+            return Ok(DevicePtr::NULL);
+        }
+        let allocator = self.allocator();
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: the allocator and its ctx live as long as `_owner`.
+        (self.scope)(&mut || ptr = unsafe { (allocator.malloc)(allocator.ctx, nbytes) });
+        let ptr = DevicePtr::from_host_ptr(ptr);
+        if ptr.is_null() {
+            return Err(Error::OutOfMemory {
+                device: Device::CPU,
+                nbytes,
+                chain: format!("{self:?}"),
+                detail: Some("the NumPy handler returned NULL".into()),
+            });
+        }
+        if !ptr.is_aligned(Self::ALIGNMENT) {
+            self.free(ptr, nbytes);
+            return Err(Error::Misuse {
+                kind: MisuseKind::Misaligned {
+                    promised: Self::ALIGNMENT,
+                },
+                ptr,
+                nbytes,
+                device: Device::CPU,
+                resource: format!("{self:?}"),
+            });
+        }
+        Ok(ptr)
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
+        if !ptr.is_null() {
+            self.free(ptr, nbytes);
+        }
+        Ok(())
+    }
+
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        Self::ALIGNMENT
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        crate::runtime_for(Device::CPU)?.memory_info(Device::CPU)
+    }
+
+    fn dereferenceable(&self) -> bool {
+        true
+    }
+}
+
+// SAFETY: the handler pointer is only read, and `new`'s caller vouches that
+// the handler may be called from any thread inside `scope`.
+unsafe impl Send for Nep49Resource {}
+// SAFETY: as for Send: shared access only reads the pointer.
+unsafe impl Sync for Nep49Resource {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +418,49 @@ mod tests {
             Nep49Handler::release(handler);
         }
         assert_eq!(mr.live_count(), Some(0));
+    }
+
+    #[test]
+    fn a_handler_serves_as_a_resource() {
+        let upstream = Arc::new(MallocMemoryResource::new());
+        let handler = Nep49Handler::create(upstream, Stream::cpu(), |call| call());
+        struct Owner(*mut Nep49Handler);
+        // SAFETY: the handler is only released by the owner's drop.
+        unsafe impl Send for Owner {}
+        // SAFETY: as above.
+        unsafe impl Sync for Owner {}
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                // SAFETY: created above, released once, no use after.
+                unsafe { Nep49Handler::release(self.0) }
+            }
+        }
+        // SAFETY: the owner keeps the handler alive; its callbacks are thread-safe.
+        let mr = unsafe {
+            Nep49Resource::new(
+                std::ptr::addr_of!((*handler).handler),
+                Box::new(Owner(handler)),
+                |call| call(),
+            )
+        };
+        assert_eq!(
+            format!("{mr:?}"),
+            "NumpyHandlerMemoryResource(handler=\"devmm\")"
+        );
+        let ptr = mr.allocate(24, &Stream::cpu()).unwrap();
+        assert!(!ptr.is_null() && ptr.is_aligned(Nep49Resource::ALIGNMENT));
+        assert_eq!(mr.allocate(0, &Stream::cpu()).unwrap(), DevicePtr::NULL);
+        // SAFETY: allocated above with 24 bytes.
+        unsafe { mr.deallocate(ptr, 24, &Stream::cpu()).unwrap() };
+        // A scope that does not run the call leaves no memory.
+        // SAFETY: as above.
+        let starved = unsafe {
+            Nep49Resource::new(std::ptr::addr_of!((*handler).handler), Box::new(()), |_| {})
+        };
+        assert!(matches!(
+            starved.allocate(8, &Stream::cpu()),
+            Err(Error::OutOfMemory { .. })
+        ));
+        drop(starved);
     }
 }
