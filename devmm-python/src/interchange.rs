@@ -3,9 +3,10 @@
 //! dictionaries. The rules (what each interface may describe, type
 //! strings, import ownership) live in the core; this module converts.
 
-use std::ffi::{c_int, c_void, CStr, CString};
+use std::ffi::{c_int, CStr};
 
-use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
+use devmm::dlpack::DlpackFlavor;
+use devmm::interop::BufferView;
 use devmm::ArrayInterfaceKind;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
 use pyo3::ffi;
@@ -16,20 +17,13 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use crate::error::{to_py_err, IntoPyResult};
 use crate::stream::{resolve_stream, StreamArg};
 
-/// What a `Py_buffer` owns while a consumer holds it: an export (so a
-/// `free()` waits for the consumer) and the arrays the view points into.
-struct HostView {
-    _export: DlpackExport,
-    shape: Vec<ffi::Py_ssize_t>,
-    strides: Vec<ffi::Py_ssize_t>,
-    format: CString,
-}
-
+/// Every refusal of a buffer view is a `BufferError`.
 fn buffer_error(err: devmm::Error) -> PyErr {
     PyBufferError::new_err(err.to_string())
 }
 
-/// Fills `view` for `tensor`'s memory on behalf of `owner`.
+/// Fills `view` for `tensor`'s memory on behalf of `owner`, from the
+/// core's [`BufferView`], which the view keeps until it is released.
 ///
 /// # Safety
 ///
@@ -46,85 +40,33 @@ pub(crate) unsafe fn get_buffer(
     // SAFETY: `view` is the caller's valid Py_buffer. The protocol wants
     // `obj` NULL on every failure; it is set last, once the view is whole.
     unsafe { (*view).obj = std::ptr::null_mut() };
-    let ai = tensor
-        .array_interface(ArrayInterfaceKind::Host)
-        .map_err(buffer_error)?;
-    if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE && ai.data.1 {
-        return Err(PyBufferError::new_err(
-            "the tensor is read-only; ask for a read-only buffer (bytes(), memoryview().tobytes())",
-        ));
-    }
-    let want_strides = flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES;
-    if !want_strides && ai.strides.is_some() {
-        return Err(PyBufferError::new_err(format!(
-            "the tensor is not C-contiguous (strides {:?}); the consumer must accept strides",
-            tensor.strides()
-        )));
-    }
-    let export = tensor
-        .to_dlpack(&DlpackRequest::new().max_version(1, 1))
-        .map_err(buffer_error)?;
-    let itemsize = tensor.dtype().itemsize();
-    let to_ssize = |v: usize| {
-        ffi::Py_ssize_t::try_from(v)
-            .map_err(|_| PyBufferError::new_err("extent overflows Py_ssize_t"))
-    };
-    let bytes = |elements: usize| {
-        elements
-            .checked_mul(itemsize)
-            .ok_or_else(|| PyBufferError::new_err("extent in bytes overflows usize"))
-            .and_then(to_ssize)
-    };
-    let shape = tensor
-        .shape()
-        .iter()
-        .map(|&d| to_ssize(d))
-        .collect::<PyResult<Vec<_>>>()?;
-    let strides = tensor
-        .strides()
-        .iter()
-        .map(|&s| bytes(s))
-        .collect::<PyResult<Vec<_>>>()?;
-    let format =
-        CString::new(ai.buffer_format()).map_err(|e| PyBufferError::new_err(e.to_string()))?;
-    let len = bytes(tensor.numel())?;
-    let mut held = Box::new(HostView {
-        _export: export,
-        shape,
-        strides,
-        format,
-    });
-    // An empty view still needs a non-NULL address.
-    static EMPTY: u8 = 0;
-    let buf = if ai.data.0 == 0 {
-        std::ptr::addr_of!(EMPTY).cast_mut().cast::<c_void>()
-    } else {
-        ai.data.0 as *mut c_void
-    };
+    let asks = |flag: c_int| flags & flag == flag;
+    let mut held = Box::new(
+        BufferView::new(tensor, asks(ffi::PyBUF_WRITABLE), asks(ffi::PyBUF_STRIDES))
+            .map_err(buffer_error)?,
+    );
+    let ndim = c_int::try_from(held.shape.len())
+        .map_err(|_| PyBufferError::new_err("too many dimensions"))?;
     // SAFETY: `view` is the caller's valid Py_buffer; the pointers stored
     // point into `held`, which lives until `release_buffer` frees it, and
-    // at memory the export keeps allocated for as long.
+    // at memory its export keeps allocated for as long.
     unsafe {
-        (*view).buf = buf;
-        (*view).len = len;
-        (*view).readonly = c_int::from(ai.data.1);
-        (*view).itemsize = to_ssize(itemsize)?;
-        (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-            held.format.as_ptr().cast_mut()
-        } else {
-            std::ptr::null_mut()
+        (*view).buf = held.buf;
+        (*view).len = held.len;
+        (*view).readonly = c_int::from(held.readonly);
+        (*view).itemsize = held.itemsize;
+        (*view).format = match asks(ffi::PyBUF_FORMAT) {
+            true => held.format.as_ptr().cast_mut(),
+            false => std::ptr::null_mut(),
         };
-        (*view).ndim = c_int::try_from(held.shape.len())
-            .map_err(|_| PyBufferError::new_err("too many dimensions"))?;
-        (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
-            held.shape.as_mut_ptr()
-        } else {
-            std::ptr::null_mut()
+        (*view).ndim = ndim;
+        (*view).shape = match asks(ffi::PyBUF_ND) {
+            true => held.shape.as_mut_ptr(),
+            false => std::ptr::null_mut(),
         };
-        (*view).strides = if want_strides {
-            held.strides.as_mut_ptr()
-        } else {
-            std::ptr::null_mut()
+        (*view).strides = match asks(ffi::PyBUF_STRIDES) {
+            true => held.strides.as_mut_ptr(),
+            false => std::ptr::null_mut(),
         };
         (*view).suboffsets = std::ptr::null_mut();
         (*view).internal = Box::into_raw(held).cast();
@@ -141,7 +83,7 @@ pub(crate) unsafe fn get_buffer(
 pub(crate) unsafe fn release_buffer(view: *mut ffi::Py_buffer) {
     // SAFETY: `internal` is the box `get_buffer` leaked, taken back once.
     unsafe {
-        let internal = (*view).internal.cast::<HostView>();
+        let internal = (*view).internal.cast::<BufferView>();
         if !internal.is_null() {
             (*view).internal = std::ptr::null_mut();
             drop(Box::from_raw(internal));

@@ -1,4 +1,5 @@
-//! Ecosystem interop: the global allocator wrapper, NumPy's NEP 49 handler
+//! Ecosystem interop: the global allocator wrapper, Python's buffer
+//! protocol view of a tensor, NumPy's NEP 49 handler
 //! over a resource, the routes PyTorch's pluggable allocator is served from, and behind cargo
 //! features, dlpark's owning DLPack handles (`dlpark`) and the
 //! `allocator_api2` allocator trait (`allocator-api2`). cudarc lives with
@@ -6,6 +7,7 @@
 
 #[cfg(feature = "allocator-api2")]
 mod allocator;
+mod buffer_view;
 #[cfg(feature = "dlpark")]
 mod dlpark;
 mod global_alloc;
@@ -14,6 +16,7 @@ mod torch;
 
 #[cfg(feature = "allocator-api2")]
 pub use allocator::HostAllocator;
+pub use buffer_view::BufferView;
 pub use global_alloc::GlobalResource;
 pub use nep49::{CallScope, DataMemAllocator, DataMemHandler, Nep49Handler, Nep49Resource};
 pub use torch::{TorchRoutes, TorchStatistics};
