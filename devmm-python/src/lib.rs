@@ -6,6 +6,7 @@
 //! resources, `contextvars` overrides, `logging`, NumPy's allocator, the
 //! Python stack of call sites, the `devmm` command).
 
+mod abstract_base;
 mod adaptors;
 mod buffer;
 mod cli;

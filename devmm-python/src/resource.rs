@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError, PyTypeError};
+use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError};
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
@@ -85,21 +85,12 @@ impl PyMemoryResource {
         _args: &Bound<'_, PyTuple>,
         _kwargs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let base = cls.py().get_type::<PyMemoryResource>();
-        let mut missing = Vec::new();
-        for method in ["allocate", "deallocate"] {
-            if cls.getattr(method)?.is(&base.getattr(method)?) {
-                missing.push(method);
-            }
-        }
-        if !missing.is_empty() {
-            return Err(PyTypeError::new_err(format!(
-                "Can't instantiate abstract class {} with abstract methods {}; \
-                 a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)",
-                cls.name()?,
-                missing.join(", ")
-            )));
-        }
+        crate::abstract_base::require_overrides(
+            cls,
+            &cls.py().get_type::<PyMemoryResource>(),
+            &["allocate", "deallocate"],
+            "a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)",
+        )?;
         Ok(PyMemoryResource {
             native: None,
             device: devmm::Device::CPU,

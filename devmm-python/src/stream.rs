@@ -212,21 +212,12 @@ impl PyStream {
         _args: &Bound<'_, PyTuple>,
         _kwargs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let base = cls.py().get_type::<PyStream>();
-        let mut missing = Vec::new();
-        for method in ABSTRACT {
-            if cls.getattr(method)?.is(&base.getattr(method)?) {
-                missing.push(method);
-            }
-        }
-        if !missing.is_empty() {
-            return Err(PyTypeError::new_err(format!(
-                "Can't instantiate abstract class {} with abstract methods {}; a Python stream \
-                 overrides the handle property, synchronize() and wait_raw(other_handle)",
-                cls.name()?,
-                missing.join(", ")
-            )));
-        }
+        crate::abstract_base::require_overrides(
+            cls,
+            &cls.py().get_type::<PyStream>(),
+            &ABSTRACT,
+            "a Python stream overrides the handle property, synchronize() and wait_raw(other_handle)",
+        )?;
         Ok(PyStream {
             native: None,
             device: Mutex::new(devmm::Device::CPU),

@@ -265,15 +265,16 @@ pub fn runtime_for<'a>(selector: impl Into<RuntimeSelector<'a>>) -> Result<Arc<d
             RuntimeSelector::Device(d) => r.device_types.contains(&d.ty()),
         });
         let Some(found) = found.copied() else {
-            if let RuntimeSelector::Name(name) = selector {
-                if reg.external.iter().any(|n| n == name) {
-                    return Err(Error::RuntimeUnavailable {
-                        name: name.to_owned(),
-                        reason: "it is a third-party runtime its binding loads (a Python devmm.runtimes \
-                                 entry point: devmm.runtime_for loads it there), not a Rust runtime"
+            if let RuntimeSelector::Name(name) = selector
+                && reg.external.iter().any(|n| n == name)
+            {
+                return Err(Error::RuntimeUnavailable {
+                    name: name.to_owned(),
+                    reason:
+                        "it is a third-party runtime its binding loads (a Python devmm.runtimes \
+                             entry point: devmm.runtime_for loads it there), not a Rust runtime"
                             .into(),
-                    });
-                }
+                });
             }
             let known: Vec<&str> = reg.registrations.iter().map(|r| r.name).collect();
             return Err(Error::RuntimeUnavailable {
