@@ -87,8 +87,9 @@ def _load(name: str) -> Any:
 def runtime_names() -> list[str]:
     """The runtimes whose platform is present, found by probing only (no
     driver is loaded, no third-party runtime imported): devmm's, then the
-    ``devmm.runtimes`` entry points. ``DEVMM_RUNTIME`` restricts the list
-    to ``cpu`` and the runtime it names."""
+    ``devmm.runtimes`` entry points, read again on each call (milliseconds:
+    it lists the installed distributions). ``DEVMM_RUNTIME`` restricts the
+    list to ``cpu`` and the runtime it names."""
     discover()
     return _devmm.runtime_names()
 
@@ -98,11 +99,18 @@ def runtime_for(which: Device | DeviceType | str) -> DeviceRuntime | Any:
     use and the same object afterwards. A name may be a third-party
     runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
     none serves it."""
-    if isinstance(which, str) and which not in _found:
-        discover()
-    if isinstance(which, str) and which in _found:
+    if not isinstance(which, str):
+        return _devmm.runtime_for(which)
+    if which in _found:
         return _load(which)
-    return _devmm.runtime_for(which)
+    try:
+        return _devmm.runtime_for(which)
+    except RuntimeUnavailableError:
+        # Perhaps a distribution installed since the last discovery.
+        discover()
+        if which in _found:
+            return _load(which)
+        raise
 
 
 def available_runtimes() -> list[DeviceRuntime | Any]:
