@@ -149,3 +149,71 @@ def test_a_library_without_a_driver_leaves_devmm_working(fake_library: Callable[
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+PYTHON_STREAM = textwrap.dedent(
+    """
+    import devmm
+    import devmm.mrs.cuda as mrs
+
+    gpu = devmm.Device.from_string("cuda:0")
+    rt = devmm.runtime_for(gpu)
+    native = rt.create_stream(gpu)
+    legacy = rt.stream(gpu, devmm.LEGACY_DEFAULT)
+
+    class Wrapped(devmm.Stream):
+        # A Python stream over a CUDA stream made elsewhere, as a framework's is.
+        def __init__(self, inner):
+            self.device = inner.device
+            self.inner = inner
+            self.calls = []
+
+        @property
+        def handle(self):
+            return self.inner.handle
+
+        def synchronize(self):
+            self.calls.append("synchronize")
+            self.inner.synchronize()
+
+        def wait_raw(self, other_handle):
+            self.calls.append(("wait_raw", other_handle))
+            self.inner.wait_raw(other_handle)
+
+    s = Wrapped(native)
+    assert s.__cuda_stream__() == (0, native.handle) and not s.is_default()
+    t = devmm.empty((4,), "uint8", mr=mrs.CudaRuntimeMemoryResource(), stream=s)
+    assert t.buffer.stream.handle == native.handle
+    # Not a default stream: the copy is queued on the handle, nothing waits.
+    t.buffer.copy_from_host(b"abcd", stream=s)
+    assert s.calls == []
+    s.wait(legacy)
+    assert s.calls == [("wait_raw", legacy.handle)]
+    assert t.buffer.copy_to_host(stream=s).tobytes() == b"abcd"
+    # A consumer on the legacy default stream is ordered after the handle.
+    capsule = t.__dlpack__(max_version=(1, 0), stream=1)
+    del capsule
+    t.buffer.free()
+
+    class Failing(Wrapped):
+        def wait_raw(self, other_handle):
+            raise LookupError("no event")
+
+    try:
+        Failing(native).wait(legacy)
+    except LookupError as err:
+        assert str(err) == "no event"
+    else:
+        raise AssertionError("the exception was lost")
+    print("ok")
+    """
+)
+
+
+def test_a_python_stream_over_a_cuda_stream(fake_library: Callable[[str], str]) -> None:
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library)
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run([sys.executable, "-c", PYTHON_STREAM], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
