@@ -83,11 +83,14 @@ impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
                 obj.get_type().name()?
             )));
         }
-        let code: i32 = obj.extract()?;
-        devmm::DeviceType::from_dlpack(code)
-            .map(PyDeviceType::from)
-            .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
+        type_of_code(obj.extract()?).map(PyDeviceType)
     }
+}
+
+/// The device type of DLPack code `code`; one devmm does not know is a `ValueError`.
+fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
+    devmm::DeviceType::from_dlpack(code)
+        .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
 }
 
 /// One device: a type and an ordinal. A frozen value; equal devices hash
@@ -112,13 +115,10 @@ impl PyDevice {
     #[pyo3(signature = (r#type, index = Ordinal(0)))]
     fn py_new(r#type: &Bound<'_, PyAny>, index: Ordinal) -> PyResult<Self> {
         let Ordinal(index) = index;
-        let ty = if let Ok(ty) = r#type.extract::<PyDeviceType>() {
-            devmm::DeviceType::from(ty)
-        } else if let Ok(code) = r#type.extract::<i32>() {
-            devmm::DeviceType::from_dlpack(code)
-                .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))?
-        } else {
-            r#type.extract::<String>()?.parse().py()?
+        // A `DeviceType` member is its code, an int.
+        let ty = match r#type.extract::<i32>() {
+            Ok(code) => type_of_code(code)?,
+            Err(_) => r#type.extract::<String>()?.parse().py()?,
         };
         Ok(devmm::Device::try_new(ty, index).py()?.into())
     }
