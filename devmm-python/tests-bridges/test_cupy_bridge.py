@@ -162,3 +162,27 @@ def test_a_refusal_reaches_cupy_callers_as_memory_error(cupy_state: SimpleNamesp
         with pytest.raises(MemoryError, match="more than the limit of 64 bytes"):
             cupy.cuda.alloc(100)
     assert limited.used_bytes == 0
+
+
+def test_cupy_reads_devmm_streams_through_the_cuda_stream_protocol(cuda0: devmm.Device) -> None:
+    """`cupy.cuda.Stream.from_external` takes any object with
+    `__cuda_stream__`: a runtime's stream and a stream written in Python."""
+    native = devmm.runtime_for(cuda0).create_stream(cuda0)
+    adopted = cupy.cuda.Stream.from_external(native)
+    assert adopted.ptr == native.handle != 0
+
+    class Wrapped(devmm.Stream):
+        def __init__(self) -> None:
+            self.device = cuda0
+
+        @property
+        def handle(self) -> int:
+            return native.handle
+
+        def synchronize(self) -> None:
+            native.synchronize()
+
+        def wait_raw(self, other_handle: int) -> None:
+            native.wait_raw(other_handle)
+
+    assert cupy.cuda.Stream.from_external(Wrapped()).ptr == native.handle
