@@ -106,6 +106,7 @@ fn the_peak_is_exact_across_threads() {
                     free(&s, p, 1000);
                 }
                 gate.wait();
+                gate.wait();
                 // Phase 2: one thread alone goes higher than every other phase.
                 if t == 3 {
                     let big = alloc(&s, 30_000);
@@ -125,6 +126,7 @@ fn the_peak_is_exact_across_threads() {
     gate.wait();
     gate.wait();
     assert_eq!((s.current_bytes(), s.peak_bytes()), (0, held));
+    gate.wait();
     gate.wait();
     workers.join().unwrap();
     assert_eq!(s.peak_bytes(), 30_000);
@@ -250,4 +252,33 @@ fn freeing_more_than_was_allocated_stops_current_at_zero() {
     // SAFETY: as above.
     unsafe { s.deallocate(q, 10, &stream).unwrap() };
     assert_eq!(s.statistics().deallocations, 2);
+}
+
+#[test]
+fn process_wide_statistics_count_every_thread_exactly() {
+    use devmm::DeviceBuffer;
+    use devmm::statistics::{enable_statistics, get_statistics};
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 500;
+    // Only this test of the binary allocates through the registry, so the
+    // process-wide adaptor sees exactly what its threads do.
+    let stats = enable_statistics(Device::CPU).unwrap();
+    let before = stats.statistics();
+    let kept = on_threads(THREADS, |t| {
+        for i in 0..ROUNDS {
+            drop(DeviceBuffer::on_device(1 + (t * ROUNDS + i) % 61, Device::CPU).unwrap());
+        }
+        DeviceBuffer::on_device(100, Device::CPU).unwrap()
+    });
+    let after = get_statistics(Device::CPU).unwrap().unwrap();
+    let total: usize = (0..THREADS * ROUNDS).map(|k| 1 + k % 61).sum::<usize>() + THREADS * 100;
+    assert_eq!(after.total_bytes - before.total_bytes, total);
+    assert_eq!(
+        after.allocations - before.allocations,
+        THREADS * (ROUNDS + 1)
+    );
+    assert_eq!(after.deallocations - before.deallocations, THREADS * ROUNDS);
+    assert_eq!(after.current_bytes - before.current_bytes, THREADS * 100);
+    drop(kept);
+    assert_eq!(stats.current_bytes(), before.current_bytes);
 }
