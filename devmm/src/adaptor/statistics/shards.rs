@@ -147,6 +147,9 @@ struct Global {
     /// Each shard's `allocations` at the last rebalance: shards that
     /// allocated since are the ones given room.
     seen: [usize; SHARDS],
+    /// Slow paths taken, for the tests that show they stay rare.
+    #[cfg(test)]
+    slow_paths: usize,
 }
 
 /// Exact counts of bytes and calls, sharded by thread slot.
@@ -163,6 +166,8 @@ impl ShardedCounts {
             global: Mutex::new(Global {
                 peak: 0,
                 seen: [0; SHARDS],
+                #[cfg(test)]
+                slow_paths: 0,
             }),
         }
     }
@@ -216,6 +221,18 @@ impl ShardedCounts {
         (global, std::array::from_fn(|i| self.shards[i].lock()))
     }
 
+    /// [`lock_all`](Self::lock_all) for a slow path (counted in tests).
+    fn lock_for_slow_path(&self) -> (std::sync::MutexGuard<'_, Global>, [Locked<'_>; SHARDS]) {
+        // `mut` is for the test build's count.
+        #[allow(unused_mut)]
+        let (mut global, locked) = self.lock_all();
+        #[cfg(test)]
+        {
+            global.slow_paths += 1;
+        }
+        (global, locked)
+    }
+
     fn sum(&self, field: impl Fn(&Shard) -> &AtomicUsize) -> usize {
         // The invariants keep live and total sums within usize; the counts
         // of calls wrap only after 2^64 of them.
@@ -226,7 +243,7 @@ impl ShardedCounts {
 
     #[cold]
     fn allocate_slow(&self, me: usize, nbytes: usize) -> Result<(), Overflow> {
-        let (mut global, _locked) = self.lock_all();
+        let (mut global, _locked) = self.lock_for_slow_path();
         let current = self
             .sum(|s| &s.live)
             .checked_add(nbytes)
@@ -276,7 +293,7 @@ impl ShardedCounts {
 
     #[cold]
     fn deallocate_slow(&self, me: usize, nbytes: usize) {
-        let (_global, _locked) = self.lock_all();
+        let (_global, _locked) = self.lock_for_slow_path();
         let shard = &self.shards[me];
         set(
             &shard.deallocations,
@@ -325,5 +342,76 @@ impl ShardedCounts {
             allocations: self.sum(|s| &s.allocations),
             deallocations: self.sum(|s| &s.deallocations),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, mpsc};
+
+    fn slow_paths(counts: &ShardedCounts) -> usize {
+        counts.global.lock().unwrap().slow_paths
+    }
+
+    /// Threads that allocate and free their own blocks leave the shared
+    /// state alone once their shards have room: the claim behind the
+    /// thread-scaling figures, checked without a clock.
+    #[test]
+    fn threads_freeing_their_own_blocks_rarely_leave_their_shard() {
+        const PAIRS: usize = 20_000;
+        let counts = Arc::new(ShardedCounts::new());
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let counts = Arc::clone(&counts);
+                std::thread::spawn(move || {
+                    for _ in 0..PAIRS {
+                        counts.allocate(64).unwrap();
+                        counts.deallocate(64);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let st = counts.snapshot();
+        assert_eq!(
+            (st.allocations, st.deallocations, st.current_bytes),
+            (2 * PAIRS, 2 * PAIRS, 0)
+        );
+        // Each thread's first count, and each rise of the peak (at most to
+        // both blocks at once), and the shares moving while it is lower.
+        let slow = slow_paths(&counts);
+        assert!(slow <= 16, "{slow} slow paths in {} calls", 4 * PAIRS);
+    }
+
+    /// A consumer freeing a producer's blocks takes the slow path about
+    /// once per batch of what the producer had live, not once per free.
+    #[test]
+    fn frees_from_another_thread_are_batched() {
+        const ITEMS: usize = 20_000;
+        let counts = Arc::new(ShardedCounts::new());
+        let (tx, rx) = mpsc::sync_channel::<()>(64);
+        let producer = {
+            let counts = Arc::clone(&counts);
+            std::thread::spawn(move || {
+                for _ in 0..ITEMS {
+                    counts.allocate(32).unwrap();
+                    tx.send(()).unwrap();
+                }
+            })
+        };
+        for () in rx {
+            counts.deallocate(32);
+        }
+        producer.join().unwrap();
+        let st = counts.snapshot();
+        assert_eq!(
+            (st.allocations, st.deallocations, st.current_bytes),
+            (ITEMS, ITEMS, 0)
+        );
+        let slow = slow_paths(&counts);
+        assert!(slow < ITEMS / 4, "{slow} slow paths for {ITEMS} frees");
     }
 }
