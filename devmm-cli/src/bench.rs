@@ -1,10 +1,11 @@
 //! `devmm bench`: what an allocate + deallocate pair costs through each
 //! resource stack, across sizes, and what a DLPack export of a tensor from
-//! each stack costs, each beside the raw allocator underneath.
+//! each stack costs, each beside the raw allocator underneath; with
+//! `--threads N`, the same on N threads at once.
 
 use std::hint::black_box;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
 use devmm::dlpack::DlpackRequest;
@@ -56,7 +57,25 @@ pub(crate) struct BenchArgs {
     /// Measure only this device (repeatable); default: every available device.
     #[arg(long = "device", value_name = "DEVICE")]
     devices: Vec<Device>,
+    /// Run every operation on this many threads at once (the raw call
+    /// too), each doing --iters of them per run; figures are wall time per
+    /// operation per thread, so RAW / MEDIAN is the throughput ratio.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    threads: u32,
 }
+
+/// How this binary was compiled: figures from a debug build say nothing
+/// about devmm's speed (it runs 30 to 50 times slower).
+const BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
+
+/// What `devmm bench` prints on stderr when it is a debug build.
+pub(crate) const DEBUG_BUILD_WARNING: &str = "warning: this devmm is a DEBUG build: \
+its figures are not devmm's speed; build it with --release \
+(cargo run --release -p devmm-cli -- bench)";
 
 /// The allocator a stack's figure is set against.
 enum Raw {
@@ -120,16 +139,21 @@ fn subjects(args: &BenchArgs) -> Result<Vec<Subject>, CliError> {
     let mut subjects = Vec::new();
     for (rt, device) in discovery::select_devices(&args.devices)? {
         let default = rt.default_resource(device)?;
+        let counted: Arc<dyn MemoryResource> =
+            Arc::new(StatisticsAdaptor::new(Arc::clone(&default)));
         let two_adaptors: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(
             LimitingAdaptor::new(Arc::clone(&default), usize::MAX),
         ));
         let (raw, stacks) = if device == Device::CPU {
             let heap: Arc<dyn MemoryResource> = Arc::new(HeapMemoryResource::new());
-            (Raw::PosixMemalign, vec![default, heap, two_adaptors])
+            (
+                Raw::PosixMemalign,
+                vec![default, heap, counted, two_adaptors],
+            )
         } else {
             (
                 Raw::Platform(Arc::clone(&default)),
-                vec![default, two_adaptors],
+                vec![default, counted, two_adaptors],
             )
         };
         subjects.push(Subject {
@@ -168,7 +192,7 @@ fn median_ns(runs: &mut [f64]) -> f64 {
     }
 }
 
-fn time_run(iters: u32, mut pair: impl FnMut() -> Result<(), CliError>) -> Result<f64, CliError> {
+fn time_run(iters: u32, pair: impl Fn() -> Result<(), CliError>) -> Result<f64, CliError> {
     let start = Instant::now();
     for _ in 0..iters {
         pair()?;
@@ -199,32 +223,94 @@ struct Figure {
 /// What `devmm bench` measured.
 #[derive(Debug, Serialize)]
 pub(crate) struct BenchReport {
+    /// `release`, or `debug` (whose figures mean nothing).
+    build: &'static str,
     runs: u32,
     iters: u32,
+    /// Threads running each operation at once.
+    threads: u32,
     figures: Vec<Figure>,
 }
+
+/// One operation a race times: the raw call or a contender.
+type Entrant<'a> = &'a (dyn Fn() -> Result<(), CliError> + Sync);
 
 /// Times `contenders` against `raw`, taking turns within each run so load
 /// from other processes falls on all of them alike; returns the median of
 /// `raw` and of each contender.
-fn race<C>(
+fn race<C: Sync>(
     args: &BenchArgs,
-    mut raw: impl FnMut() -> Result<(), CliError>,
+    raw: impl Fn() -> Result<(), CliError> + Sync,
     contenders: &[C],
-    mut op: impl FnMut(&C) -> Result<(), CliError>,
+    op: impl Fn(&C) -> Result<(), CliError> + Sync,
 ) -> Result<(f64, Vec<f64>), CliError> {
-    let mut raw_runs = Vec::with_capacity(args.runs as usize);
-    let mut runs = vec![Vec::with_capacity(args.runs as usize); contenders.len()];
+    let op = &op;
+    let each: Vec<_> = contenders.iter().map(|c| move || op(c)).collect();
+    let mut entrants: Vec<Entrant<'_>> = vec![&raw];
+    entrants.extend(each.iter().map(|e| e as Entrant<'_>));
+    let mut runs = if args.threads == 1 {
+        time_alone(args, &entrants)?
+    } else {
+        time_on_threads(args, &entrants)?
+    };
+    let mut medians = runs.iter_mut().map(|r| median_ns(r));
+    let raw_median = medians.next().unwrap_or(f64::NAN);
+    Ok((raw_median, medians.collect()))
+}
+
+/// Every run of every entrant, in turns, on this thread.
+fn time_alone(args: &BenchArgs, entrants: &[Entrant<'_>]) -> Result<Vec<Vec<f64>>, CliError> {
+    let mut runs = vec![Vec::with_capacity(args.runs as usize); entrants.len()];
     for _ in 0..args.runs {
-        raw_runs.push(time_run(args.iters, &mut raw)?);
-        for (c, runs) in contenders.iter().zip(&mut runs) {
-            runs.push(time_run(args.iters, || op(c))?);
+        for (entrant, runs) in entrants.iter().zip(&mut runs) {
+            runs.push(time_run(args.iters, entrant)?);
         }
     }
-    Ok((
-        median_ns(&mut raw_runs),
-        runs.iter_mut().map(|r| median_ns(r)).collect(),
-    ))
+    Ok(runs)
+}
+
+/// Every run of every entrant, in turns, each on `--threads` threads
+/// started together; a run's figure is its wall time over `--iters`.
+fn time_on_threads(args: &BenchArgs, entrants: &[Entrant<'_>]) -> Result<Vec<Vec<f64>>, CliError> {
+    let threads = args.threads as usize;
+    // The workers and this thread meet before and after every run, so
+    // the clock runs exactly while all of them work.
+    let (start, end) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
+    let failure: Mutex<Option<CliError>> = Mutex::new(None);
+    let failed = || failure.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+    let mut runs = vec![Vec::with_capacity(args.runs as usize); entrants.len()];
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                for _ in 0..args.runs {
+                    for entrant in entrants {
+                        // Checked outside the timed window; after a failure
+                        // the workers only keep the meetings.
+                        let skip = failed();
+                        start.wait();
+                        if !skip {
+                            if let Err(e) = (0..args.iters).try_for_each(|_| entrant()) {
+                                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                            }
+                        }
+                        end.wait();
+                    }
+                }
+            });
+        }
+        for _ in 0..args.runs {
+            for runs in &mut runs {
+                start.wait();
+                let began = Instant::now();
+                end.wait();
+                runs.push(began.elapsed().as_nanos() as f64 / f64::from(args.iters));
+            }
+        }
+    });
+    match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(runs),
+    }
 }
 
 /// A tensor from `mr` and the request that exports it without waiting on
@@ -252,6 +338,10 @@ fn export_subject(
 pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, CliError> {
     let sizes = sizes(args.min_size, args.max_size)?;
     let subjects = subjects(args)?;
+    // After the arguments are checked, so a refusal stays one line.
+    if cfg!(debug_assertions) {
+        eprintln!("{DEBUG_BUILD_WARNING}");
+    }
     let steps: usize = subjects
         .iter()
         .map(|s| s.stacks.len() * (sizes.len() + 1))
@@ -316,8 +406,10 @@ pub(crate) fn run(args: &BenchArgs) -> Result<ExitCode, CliError> {
     }
     bar.finish_and_clear();
     let report = BenchReport {
+        build: BUILD,
         runs: args.runs,
         iters: args.iters,
+        threads: args.threads,
         figures,
     };
     report::emit(&report, args.json)?;
@@ -351,10 +443,21 @@ impl Report for BenchReport {
                 f.stack.clone(),
             ]);
         }
-        let mut text = format!(
+        let mut text = if self.build == "release" {
+            String::new()
+        } else {
+            format!("{DEBUG_BUILD_WARNING}\n")
+        };
+        text.push_str(&format!(
             "Latency: median of {} runs of {} operations each; RATIO = MEDIAN / RAW\n",
             self.runs, self.iters
-        );
+        ));
+        if self.threads > 1 {
+            text.push_str(&format!(
+                "On {} threads at once: MEDIAN and RAW are wall time per operation per thread; RAW / MEDIAN is the throughput ratio\n",
+                self.threads
+            ));
+        }
         for (operation, device, raw) in raws {
             let size = if operation == EXPORT {
                 format!(" of {}", units::bytes(EXPORT_RAW_NBYTES))

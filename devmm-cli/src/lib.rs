@@ -61,6 +61,9 @@ enum Command {
     /// stack, beside the raw allocator underneath (posix_memalign on the
     /// CPU, the platform resource on a GPU). Each figure is the median of
     /// --runs runs of --iters operations; a progress bar shows on a terminal.
+    /// With --threads N every operation, the raw one too, runs on N threads
+    /// at once. Build it in release (cargo run --release -p devmm-cli --
+    /// bench): a debug build warns that its figures mean nothing.
     Bench(bench::BenchArgs),
     /// Replay a recorded trace against a resource stack.
     ///

@@ -178,6 +178,7 @@ fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_size_and_expor
     let stacks = [
         CPU_CHAIN.to_owned(),
         "HeapMemoryResource(device=cpu:0, alignment=64)".to_owned(),
+        format!("StatisticsAdaptor -> {CPU_CHAIN}"),
         format!("StatisticsAdaptor -> LimitingAdaptor -> {CPU_CHAIN}"),
     ];
     for nbytes in [64u64, 256, 1024, 4096] {
@@ -218,8 +219,11 @@ fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_size_and_expor
 fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
     let out = devmm(&["bench", "--runs", "1", "--iters", "5", "--max-size", "64"]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    assert!(
-        out.stderr.is_empty(),
+    // Nothing but the debug build's warning, when this is one.
+    let expected = if cfg!(debug_assertions) { 1 } else { 0 };
+    assert_eq!(
+        stderr(&out).lines().count(),
+        expected,
         "progress drawn on a pipe: {}",
         stderr(&out)
     );
@@ -239,6 +243,94 @@ fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
         .find(|l| l.starts_with("allocate+deallocate") && l.ends_with(CPU_CHAIN))
         .unwrap_or_else(|| panic!("no malloc row in:\n{text}"));
     assert!(row.contains("64 B") && row.contains('x'), "{row}");
+}
+
+#[test]
+fn bench_says_loudly_when_it_is_a_debug_build() {
+    let out = devmm(&[
+        "bench",
+        "--json",
+        "--runs",
+        "1",
+        "--iters",
+        "2",
+        "--max-size",
+        "64",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let err = stderr(&out);
+    if cfg!(debug_assertions) {
+        assert_eq!(report["build"], "debug");
+        assert!(
+            err.contains("DEBUG build") && err.contains("--release"),
+            "{err}"
+        );
+        let text = stdout(&devmm(&[
+            "bench",
+            "--runs",
+            "1",
+            "--iters",
+            "2",
+            "--max-size",
+            "64",
+        ]));
+        assert!(
+            text.starts_with("warning: this devmm is a DEBUG build"),
+            "{text}"
+        );
+    } else {
+        assert_eq!(report["build"], "release");
+        assert!(err.is_empty(), "{err}");
+    }
+}
+
+#[test]
+fn bench_threads_races_every_stack_against_the_raw_call_on_that_many_threads() {
+    let out = devmm(&[
+        "bench",
+        "--json",
+        "--threads",
+        "3",
+        "--runs",
+        "3",
+        "--iters",
+        "50",
+        "--max-size",
+        "64",
+        "--device",
+        "cpu",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(report["threads"], 3);
+    let figures = report["figures"].as_array().expect("a figures list");
+    let counted = format!("StatisticsAdaptor -> {CPU_CHAIN}");
+    let f = figures
+        .iter()
+        .find(|f| f["operation"] == "allocate+deallocate" && f["stack"] == counted.as_str())
+        .unwrap_or_else(|| panic!("no threaded figure for {counted}"));
+    let (median, raw) = (
+        f["median_ns"].as_f64().unwrap(),
+        f["raw_median_ns"].as_f64().unwrap(),
+    );
+    assert!(median > 0.0 && raw > 0.0, "{f}");
+    assert!(figures
+        .iter()
+        .any(|f| f["operation"] == "dlpack export+delete"));
+    let text = stdout(&devmm(&[
+        "bench",
+        "--threads",
+        "2",
+        "--runs",
+        "1",
+        "--iters",
+        "5",
+        "--max-size",
+        "64",
+    ]));
+    assert!(text.contains("On 2 threads at once"), "{text}");
+    assert_one_line_usage_error(&["bench", "--threads", "0"], "--threads");
 }
 
 #[test]

@@ -172,6 +172,33 @@ pub(crate) fn all() -> Vec<Workload> {
             resource_pair(stack(), nbytes)
         }));
     }
+    // What each counting adaptor adds, layer by layer (docs/adr/0020): the
+    // sharded statistics adaptor alone, and with the limiting adaptor.
+    let group = "statistics/64B";
+    all.push(workload(group, "posix_memalign+free", || {
+        posix_memalign_pair(64)
+    }));
+    all.push(workload(group, "MallocMemoryResource", || {
+        resource_pair(Arc::new(MallocMemoryResource::new()), 64)
+    }));
+    all.push(workload(group, "Limiting(Malloc)", || {
+        resource_pair(
+            Arc::new(LimitingAdaptor::new(
+                MallocMemoryResource::new(),
+                usize::MAX,
+            )),
+            64,
+        )
+    }));
+    all.push(workload(group, "Statistics(Malloc)", || {
+        resource_pair(
+            Arc::new(StatisticsAdaptor::new(MallocMemoryResource::new())),
+            64,
+        )
+    }));
+    all.push(workload(group, "Statistics(Limiting(Malloc))", || {
+        resource_pair(stack(), 64)
+    }));
     // What watching memory costs: a 64-byte pair through the tracking
     // adaptor (no call site, 8 frames, the default 32) and through
     // the trace adaptor writing rmm's CSV (to a sink, so the figure is

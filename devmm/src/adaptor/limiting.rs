@@ -53,6 +53,10 @@ impl<U: MemoryResource> LimitingAdaptor<U> {
 }
 
 impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
+    // Always inlined into the adaptor above it: a frame per layer costs
+    // about 25 instructions a call, for the size of the `Result`
+    // (docs/benchmarks.md).
+    #[inline(always)]
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
         // Reserve first so concurrent callers cannot overshoot together.
         let reserved = self
@@ -76,6 +80,7 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
         })
     }
 
+    #[inline(always)]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         super::check_deallocation(self, ptr, nbytes)?;
         // SAFETY: forwarded verbatim; the caller upholds the contract.

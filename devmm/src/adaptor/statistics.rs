@@ -1,9 +1,13 @@
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::fmt;
 
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::stream::Stream;
+
+mod shards;
+
+use shards::ShardedCounts;
 
 /// A snapshot of a [`StatisticsAdaptor`]'s counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -22,7 +26,10 @@ pub struct Statistics {
 
 /// Counts bytes and calls through its upstream.
 ///
-/// Counters are atomics, exact under any number of threads.
+/// Every counter is exact under any number of threads, the peak included,
+/// and a snapshot is exact even while other threads allocate. Threads count
+/// in shards of their own, so they do not slow each other down (see
+/// docs/adr/0020 for how the peak stays exact).
 ///
 /// ```
 /// use devmm::{MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream};
@@ -35,20 +42,22 @@ pub struct Statistics {
 /// assert_eq!(stats.peak_bytes(), 64);
 /// # Ok::<(), devmm::Error>(())
 /// ```
-#[derive(Debug)]
-// On cache lines of its own: every call does locked read-modify-writes on
-// the counters, and when the adaptor (a small heap block) shared a line
-// with the allocator's chunk headers, which malloc and free write, each of
-// those waited. 64-byte pairs through Statistics(Limiting(Malloc)) took
-// 2.5x the raw call, and 1.0x once aligned (docs/benchmarks.md).
-#[repr(align(64))]
 pub struct StatisticsAdaptor<U> {
     upstream: U,
-    current: AtomicUsize,
-    peak: AtomicUsize,
-    total: AtomicUsize,
-    allocations: AtomicUsize,
-    deallocations: AtomicUsize,
+    counts: ShardedCounts,
+}
+
+impl<U> fmt::Debug for StatisticsAdaptor<U>
+where
+    U: fmt::Debug,
+{
+    // No counters: reading them takes the shards' locks, and errors built
+    // inside the adaptor format it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StatisticsAdaptor")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<U: MemoryResource> StatisticsAdaptor<U> {
@@ -56,11 +65,7 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     pub const fn new(upstream: U) -> Self {
         StatisticsAdaptor {
             upstream,
-            current: AtomicUsize::new(0),
-            peak: AtomicUsize::new(0),
-            total: AtomicUsize::new(0),
-            allocations: AtomicUsize::new(0),
-            deallocations: AtomicUsize::new(0),
+            counts: ShardedCounts::new(),
         }
     }
 
@@ -71,17 +76,17 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
 
     /// Bytes allocated and not yet deallocated.
     pub fn current_bytes(&self) -> usize {
-        self.current.load(Ordering::Relaxed)
+        self.statistics().current_bytes
     }
 
     /// The most bytes live at once.
     pub fn peak_bytes(&self) -> usize {
-        self.peak.load(Ordering::Relaxed)
+        self.counts.peak()
     }
 
     /// Bytes ever allocated.
     pub fn total_bytes(&self) -> usize {
-        self.total.load(Ordering::Relaxed)
+        self.statistics().total_bytes
     }
 
     /// Starts a new peak window: the peak becomes the bytes live now, as
@@ -98,43 +103,12 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn reset_peak(&self) {
-        self.peak.store(self.current_bytes(), Ordering::Relaxed);
-        // An allocation racing the store may have raised `current` past
-        // what was stored; settle the peak on what is live now.
-        self.peak.fetch_max(self.current_bytes(), Ordering::Relaxed);
+        self.counts.reset_peak();
     }
 
-    /// All counters at once.
+    /// All counters at one instant.
     pub fn statistics(&self) -> Statistics {
-        Statistics {
-            current_bytes: self.current_bytes(),
-            peak_bytes: self.peak_bytes(),
-            total_bytes: self.total_bytes(),
-            allocations: self.allocations.load(Ordering::Relaxed),
-            deallocations: self.deallocations.load(Ordering::Relaxed),
-        }
-    }
-}
-
-impl<U: MemoryResource> StatisticsAdaptor<U> {
-    /// Adds `nbytes` to `current` and `total`, returning the new current
-    /// bytes, or (with no counter changed) the name of the one that would
-    /// overflow.
-    fn count_allocation(&self, nbytes: usize) -> Result<usize, &'static str> {
-        let add = |counter: &AtomicUsize, name| {
-            counter
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                    c.checked_add(nbytes)
-                })
-                .map_err(|_| name)
-        };
-        // `checked_add` succeeded, so this sum cannot overflow.
-        let now = add(&self.current, "current_bytes")? + nbytes;
-        if let Err(name) = add(&self.total, "total_bytes") {
-            super::saturating_sub(&self.current, nbytes);
-            return Err(name);
-        }
-        Ok(now)
+        self.counts.snapshot()
     }
 }
 
@@ -144,26 +118,17 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
             .upstream
             .allocate(nbytes, stream)
             .map_err(|e| e.through("StatisticsAdaptor"))?;
-        let now = match self.count_allocation(nbytes) {
-            Ok(now) => now,
-            Err(counter) => {
-                // SAFETY: `ptr` was just allocated upstream with `nbytes`
-                // and never handed out.
-                let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
-                return Err(Error::CounterOverflow {
-                    device: self.device(),
-                    nbytes,
-                    counter,
-                    chain: resource_chain(self),
-                });
-            }
-        };
-        // Most allocations do not set a new peak; a plain load spares them
-        // the locked read-modify-write, and `fetch_max` still settles races.
-        if now > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(now, Ordering::Relaxed);
+        if let Err(counter) = self.counts.allocate(nbytes) {
+            // SAFETY: `ptr` was just allocated upstream with `nbytes`
+            // and never handed out.
+            let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+            return Err(Error::CounterOverflow {
+                device: self.device(),
+                nbytes,
+                counter,
+                chain: resource_chain(self),
+            });
         }
-        self.allocations.fetch_add(1, Ordering::Relaxed);
         Ok(ptr)
     }
 
@@ -171,8 +136,7 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
         super::check_deallocation(self, ptr, nbytes)?;
         // SAFETY: forwarded verbatim; the caller upholds the contract.
         unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        super::saturating_sub(&self.current, nbytes);
-        self.deallocations.fetch_add(1, Ordering::Relaxed);
+        self.counts.deallocate(nbytes);
         Ok(())
     }
 

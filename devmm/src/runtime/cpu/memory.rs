@@ -92,7 +92,11 @@ impl fmt::Debug for MallocMemoryResource {
     }
 }
 
+// `#[inline]`: an adaptor stack over this resource (generic code, built in
+// the user's crate) then calls posix_memalign directly instead of through
+// one more frame (docs/benchmarks.md).
 impl MemoryResource for MallocMemoryResource {
+    #[inline]
     fn allocate(&self, nbytes: usize, _stream: &Stream) -> Result<DevicePtr> {
         if nbytes == 0 {
             return Ok(DevicePtr::NULL);
@@ -111,6 +115,7 @@ impl MemoryResource for MallocMemoryResource {
         Ok(DevicePtr::from_host_ptr(out))
     }
 
+    #[inline]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
         if crate::ledger::check_null(ptr, nbytes).map_err(|kind| misuse(self, kind, ptr, nbytes))? {
             return Ok(());
