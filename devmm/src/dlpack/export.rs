@@ -517,6 +517,34 @@ mod tests {
     }
 
     #[test]
+    fn an_extent_beyond_int64_is_refused_and_ends_the_export() {
+        use crate::dlpack::DlpackRequest;
+        use crate::{DType, DeviceBuffer, Layout, Tensor};
+        // A zero extent makes the tensor empty, so any other extent is a
+        // valid layout; DLPack's int64 cannot carry this one.
+        let huge = 1usize << 63;
+        let layout = Layout::new(&[0, huge], &[1, 1], DType::UINT8, 1).unwrap();
+        let buffer = Arc::new(DeviceBuffer::on_device(0, Device::CPU).unwrap());
+        let t = Tensor::from_buffer(buffer, DType::UINT8, layout, 0).unwrap();
+        let err = t
+            .to_dlpack(&DlpackRequest::new().max_version(1, 1))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid layout: extent or stride {huge} does not fit DLPack's int64; use a smaller shape"
+            )
+        );
+        assert_eq!(t.buffer().live_exports(), 0);
+        let shape = Layout::new(&[0, 3], &[3, 1], DType::UINT8, 1).unwrap();
+        let ok = Tensor::from_buffer(Arc::clone(t.buffer()), DType::UINT8, shape, 0).unwrap();
+        assert_eq!(
+            ok.to_dlpack(&DlpackRequest::new()).unwrap().shape(),
+            &[0, 3]
+        );
+    }
+
+    #[test]
     fn a_consumer_on_another_device_is_a_stream_error() {
         let waits = Arc::new(Waits::default());
         let producer = Stream::borrowed(Device::cuda(0), 0x10, waits.clone());
