@@ -174,6 +174,7 @@ impl Stream {
     /// The stream's runtime, checked to serve memory on `device`: what a
     /// copy into or an export of `device` memory ordered on this stream
     /// must go through.
+    #[inline]
     pub(crate) fn runtime_serving(&self, device: Device) -> Result<Arc<dyn DeviceRuntime>> {
         let runtime = self.runtime();
         if runtime.device_types().contains(&device.ty()) {

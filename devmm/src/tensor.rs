@@ -271,7 +271,7 @@ impl EmptyOptions {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn resolved_layout(mut self, layout: Layout) -> EmptyOptions {
-        self.layout = Some(LayoutChoice::Resolved(layout));
+        self.layout = Some(LayoutChoice::Resolved(Box::new(layout)));
         self
     }
 
@@ -305,11 +305,12 @@ impl fmt::Debug for EmptyOptions {
     }
 }
 
-/// How the tensor is laid out: by a policy, or by a layout resolved already.
+/// How the tensor is laid out: by a policy, or by a layout resolved already
+/// (boxed: a layout holds eight dimensions inline, and options move by value).
 #[derive(Clone, Debug)]
 enum LayoutChoice {
     Policy(Arc<dyn LayoutPolicy>),
-    Resolved(Layout),
+    Resolved(Box<Layout>),
 }
 
 fn row_major() -> &'static Arc<dyn LayoutPolicy> {
@@ -348,7 +349,7 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
     let layout = match &options.layout {
         Some(LayoutChoice::Resolved(layout)) => {
             layout.validate_for(Some(shape), Some(crate::layout::element_size(dtype)?))?;
-            layout.clone()
+            Layout::clone(layout)
         }
         Some(LayoutChoice::Policy(policy)) => Layout::resolve(policy, shape, dtype, device)?,
         None => Layout::resolve(row_major(), shape, dtype, device)?,

@@ -7,6 +7,7 @@
 
 #[path = "../../tests/support/fake_driver.rs"]
 mod fake_driver;
+mod sweeps;
 
 use std::alloc::Layout as AllocLayout;
 use std::ffi::c_int;
@@ -248,6 +249,7 @@ pub(crate) fn all() -> Vec<Workload> {
         posix_memalign_pair(64)
     }));
     all.push(workload("dlpack_export", "to_dlpack+deleter", export_2d));
+    sweeps::push_dlpark_export(&mut all, "dlpack_export");
     // A driver call through the generated table (and its result layer)
     // against the same symbol of the fake CUDA runtime called directly.
     all.push(workload(
@@ -260,5 +262,6 @@ pub(crate) fn all() -> Vec<Workload> {
         "CudaRuntime::device_count (table)",
         table_driver_call,
     ));
+    sweeps::push(&mut all);
     all
 }

@@ -100,37 +100,42 @@ struct Block<M> {
     layout: AllocLayout,
 }
 
-/// Allocates and fills one block for `tensor`; the buffer's export count
-/// must already include it.
+impl<M> Block<M> {
+    /// Shape and strides start right after the head, so the head must end
+    /// on an `i64` boundary and be at least as aligned.
+    const DIMS_ALIGNED: () = assert!(
+        size_of::<Block<M>>().is_multiple_of(align_of::<i64>())
+            && align_of::<Block<M>>() >= align_of::<i64>()
+    );
+
+    /// The allocation for a block of `ndim` dimensions: the head, then
+    /// `ndim` extents and `ndim` strides. `None` when it overflows.
+    fn layout(ndim: usize) -> Option<AllocLayout> {
+        let dims = ndim.checked_mul(2 * size_of::<i64>())?;
+        let size = size_of::<Block<M>>().checked_add(dims)?;
+        AllocLayout::from_size_align(size, align_of::<Block<M>>()).ok()
+    }
+}
+
+/// Allocates and fills one block for `tensor` (on `device`); the buffer's
+/// export count must already include it.
 fn build<M: ManagedStruct>(
     tensor: &Tensor,
+    device: Device,
     flags: u64,
     consumer: Option<Stream>,
 ) -> Result<NonNull<M>> {
     let (shape, strides) = (tensor.shape(), tensor.strides());
     let ndim = shape.len();
-    // Checked before allocating, so the block is written without failing.
-    if let Some(&v) = shape
-        .iter()
-        .chain(strides)
-        .find(|&&v| i64::try_from(v).is_err())
-    {
-        return Err(Error::layout(format!(
-            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
-        )));
-    }
     let ndim_c = i32::try_from(ndim).map_err(|_| {
         Error::layout(format!(
             "a tensor of {ndim} dimensions does not fit DLPack's int32 ndim"
         ))
     })?;
-    let too_big = || Error::layout("the DLPack export block overflows isize; use fewer dimensions");
-    let dims_len = ndim.checked_mul(2).ok_or_else(too_big)?;
-    let dims = AllocLayout::array::<i64>(dims_len).map_err(|_| too_big())?;
-    let (layout, dims_offset) = AllocLayout::new::<Block<M>>()
-        .extend(dims)
-        .map_err(|_| too_big())?;
-    let layout = layout.pad_to_align();
+    let () = Block::<M>::DIMS_ALIGNED;
+    let layout = Block::<M>::layout(ndim).ok_or_else(|| {
+        Error::layout("the DLPack export block overflows isize; use fewer dimensions")
+    })?;
     // SAFETY: the layout is non-zero-sized (it holds a `Block<M>`).
     let raw = unsafe { std::alloc::alloc(layout) };
     let Some(block) = NonNull::new(raw.cast::<Block<M>>()) else {
@@ -141,44 +146,62 @@ fn build<M: ManagedStruct>(
             detail: None,
         });
     };
-    // SAFETY: `dims_offset + 8 * dims_len` lies inside the block by
-    // construction of `layout`, and `extend` aligned it for i64.
-    let dims_ptr = unsafe { raw.add(dims_offset) }.cast::<i64>();
-    for (i, &v) in shape.iter().chain(strides).enumerate() {
-        // SAFETY: `i < dims_len`, so the write stays inside the block; the
-        // value fits i64 (checked above).
-        unsafe { dims_ptr.add(i).write(v as i64) };
+    // SAFETY: the dims start where the head ends, inside the block (see
+    // `Block::layout`) and aligned for i64 (`DIMS_ALIGNED`).
+    let dims_ptr = unsafe { raw.add(size_of::<Block<M>>()) }.cast::<i64>();
+    // Written in one pass and checked after: a value fits int64 unless its
+    // top bit is set, so OR-ing them all answers for every one at once.
+    let mut all_bits = 0usize;
+    for (i, (&extent, &stride)) in shape.iter().zip(strides).enumerate() {
+        all_bits |= extent | stride;
+        // SAFETY: `i < ndim` and `ndim + i < 2 * ndim`: both writes stay
+        // inside the block's dims.
+        unsafe {
+            dims_ptr.add(i).write(extent as i64);
+            dims_ptr.add(ndim + i).write(stride as i64);
+        }
     }
+    if i64::try_from(all_bits).is_err() {
+        // SAFETY: allocated above with `layout`; nothing else points at it.
+        unsafe { std::alloc::dealloc(raw, layout) };
+        let v = shape
+            .iter()
+            .chain(strides)
+            .find(|&&v| i64::try_from(v).is_err())
+            .map_or(all_bits, |&v| v);
+        return Err(Error::layout(format!(
+            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
+        )));
+    }
+    let dtype = tensor.dtype();
+    let (device_type, device_id) = device.dlpack_device();
     let dl_tensor = DLTensor {
         data: tensor.data_ptr().as_host_ptr(),
-        device: {
-            let (device_type, device_id) = tensor.device().dlpack_device();
-            DLDevice {
-                device_type,
-                device_id,
-            }
+        device: DLDevice {
+            device_type,
+            device_id,
         },
         ndim: ndim_c,
         dtype: DLDataType {
-            code: tensor.dtype().code() as u8,
-            bits: tensor.dtype().bits(),
-            lanes: tensor.dtype().lanes(),
+            code: dtype.code() as u8,
+            bits: dtype.bits(),
+            lanes: dtype.lanes(),
         },
         shape: dims_ptr,
-        // SAFETY: `ndim <= dims_len`, so this stays inside (or one past) the dims.
+        // SAFETY: `ndim <= 2 * ndim`, so this stays inside (or one past) the dims.
         strides: unsafe { dims_ptr.add(ndim) },
         byte_offset: 0,
     };
+    let head = block.as_ptr();
     // SAFETY: `block` is freshly allocated with room and alignment for a
-    // `Block<M>`; nothing has been written there yet.
+    // `Block<M>`; each field is written once, in place (a whole `Block`
+    // built first would be copied into the heap).
     unsafe {
-        block.as_ptr().write(Block {
-            managed: M::new(dl_tensor, raw.cast(), flags),
-            owner: ManuallyDrop::new(tensor.clone()),
-            consumer: ManuallyDrop::new(consumer),
-            layout,
-        })
-    };
+        (&raw mut (*head).managed).write(M::new(dl_tensor, raw.cast(), flags));
+        (&raw mut (*head).owner).write(ManuallyDrop::new(tensor.clone()));
+        (&raw mut (*head).consumer).write(ManuallyDrop::new(consumer));
+        (&raw mut (*head).layout).write(layout);
+    }
     Ok(block.cast())
 }
 
@@ -209,7 +232,10 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
-        owner.buffer().release_export_after(consumer.as_ref());
+        match &consumer {
+            Some(consumer) => owner.buffer().release_export_after(Some(consumer)),
+            None => owner.buffer().release_export(),
+        }
         drop(owner);
     }));
     if released.is_err() {
@@ -402,26 +428,28 @@ impl Tensor {
     /// ```
     pub fn to_dlpack(&self, request: &DlpackRequest) -> Result<DlpackExport> {
         let flavor = request.negotiate(self)?;
+        // One virtual call through the resource, shared by every step below.
         let device = self.device();
         let buffer = self.buffer();
-        let consumer = buffer
-            .stream()
+        let producer = buffer.stream();
+        let consumer = producer
             .runtime_serving(device)?
-            .consumer_stream(device, request.stream)?;
+            .consumer_stream(device, request.stream)?
+            // A consumer on the producer's own stream is ordered already.
+            .filter(|c| c != producer);
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;
         let flags = if self.is_read_only() {
             DLPACK_FLAG_BITMASK_READ_ONLY
         } else {
             0
         };
-        // A consumer on the producer's own stream is ordered already.
-        let ordered_after = consumer.clone().filter(|c| c != buffer.stream());
         let built = match flavor {
             DlpackFlavor::Versioned => {
-                build::<DLManagedTensorVersioned>(self, flags, ordered_after).map(NonNull::cast)
+                build::<DLManagedTensorVersioned>(self, device, flags, consumer.clone())
+                    .map(NonNull::cast)
             }
             DlpackFlavor::Legacy => {
-                build::<DLManagedTensor>(self, flags, ordered_after).map(NonNull::cast)
+                build::<DLManagedTensor>(self, device, flags, consumer.clone()).map(NonNull::cast)
             }
         };
         let export = match built {
@@ -432,7 +460,7 @@ impl Tensor {
             }
         };
         // On failure the export drops here and its deleter ends the export.
-        hand_off(consumer, buffer.stream())?;
+        hand_off(consumer.as_ref(), producer)?;
         Ok(export)
     }
 }
@@ -440,9 +468,10 @@ impl Tensor {
 /// Orders the consumer's stream after the producer's. Nothing to do when
 /// the consumer asked for no synchronization (`None`) or names the
 /// producer's own stream, which is ordered after itself already.
-fn hand_off(consumer: Option<Stream>, producer: &Stream) -> Result<()> {
+#[inline]
+fn hand_off(consumer: Option<&Stream>, producer: &Stream) -> Result<()> {
     match consumer {
-        Some(consumer) if consumer != *producer => consumer.wait(producer),
+        Some(consumer) if consumer != producer => consumer.wait(producer),
         _ => Ok(()),
     }
 }
@@ -481,10 +510,38 @@ mod tests {
         let producer = Stream::borrowed(gpu, 0x10, waits.clone());
         let consumer = Stream::borrowed(gpu, 0x20, waits.clone());
         hand_off(None, &producer).unwrap();
-        hand_off(Some(producer.clone()), &producer).unwrap();
+        hand_off(Some(&producer), &producer).unwrap();
         assert!(waits.0.lock().unwrap().is_empty());
-        hand_off(Some(consumer), &producer).unwrap();
+        hand_off(Some(&consumer), &producer).unwrap();
         assert_eq!(*waits.0.lock().unwrap(), [(gpu, 0x20, 0x10)]);
+    }
+
+    #[test]
+    fn an_extent_beyond_int64_is_refused_and_ends_the_export() {
+        use crate::dlpack::DlpackRequest;
+        use crate::{DType, DeviceBuffer, Layout, Tensor};
+        // A zero extent makes the tensor empty, so any other extent is a
+        // valid layout; DLPack's int64 cannot carry this one.
+        let huge = 1usize << 63;
+        let layout = Layout::new(&[0, huge], &[1, 1], DType::UINT8, 1).unwrap();
+        let buffer = Arc::new(DeviceBuffer::on_device(0, Device::CPU).unwrap());
+        let t = Tensor::from_buffer(buffer, DType::UINT8, layout, 0).unwrap();
+        let err = t
+            .to_dlpack(&DlpackRequest::new().max_version(1, 1))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid layout: extent or stride {huge} does not fit DLPack's int64; use a smaller shape"
+            )
+        );
+        assert_eq!(t.buffer().live_exports(), 0);
+        let shape = Layout::new(&[0, 3], &[3, 1], DType::UINT8, 1).unwrap();
+        let ok = Tensor::from_buffer(Arc::clone(t.buffer()), DType::UINT8, shape, 0).unwrap();
+        assert_eq!(
+            ok.to_dlpack(&DlpackRequest::new()).unwrap().shape(),
+            &[0, 3]
+        );
     }
 
     #[test]
@@ -492,7 +549,7 @@ mod tests {
         let waits = Arc::new(Waits::default());
         let producer = Stream::borrowed(Device::cuda(0), 0x10, waits.clone());
         let consumer = Stream::borrowed(Device::cuda(1), 0x10, waits.clone());
-        let err = hand_off(Some(consumer), &producer).unwrap_err();
+        let err = hand_off(Some(&consumer), &producer).unwrap_err();
         assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
         assert!(waits.0.lock().unwrap().is_empty());
     }

@@ -78,16 +78,20 @@ impl DlpackRequest {
 
     /// Checks everything that does not depend on the buffer's state and
     /// returns the flavour to export. Refusals are [`Error::Dlpack`].
+    /// Inlined: on the export's hot path the call and its returned
+    /// `Result` cost as much as the checks.
+    #[inline]
     pub(crate) fn negotiate(&self, tensor: &Tensor) -> Result<DlpackFlavor> {
         if self.copy == Some(true) {
             return Err(refusal(
                 "copy=True is not supported; devmm exports are always zero-copy",
             ));
         }
-        let own = tensor.device().dlpack_device();
+        // The tensor's device costs a virtual call: only asked when needed.
         if let Some(asked) = self.dl_device
-            && asked != own
+            && asked != tensor.device().dlpack_device()
         {
+            let own = tensor.device().dlpack_device();
             return Err(refusal(format!(
                 "dl_device={asked:?} was asked, but the tensor lives on {} {own:?} and devmm \
                  never copies across devices; omit dl_device, or copy the data with the \

@@ -33,8 +33,20 @@ pub use policy::{Aligned, ColMajor, DeviceOptimal, LayoutPlan, LayoutPolicy, Per
 pub use rule::LayoutRuleError;
 pub use static_layout::{StaticLayout, StaticPlan};
 
-/// A short list of per-dimension numbers, inline up to four dimensions.
-pub type Dims = SmallVec<[usize; 4]>;
+/// The rank up to which a layout's per-dimension lists live inline. DLPack
+/// allows any rank, but tensors of more than eight dimensions are rare;
+/// below it no rank costs an allocation, so `empty` has no step from one
+/// common rank to the next (with four, rank 5 took three more allocations
+/// than rank 4: docs/benchmarks.md).
+const INLINE_DIMS: usize = 8;
+
+/// A short list of per-dimension numbers, inline up to eight dimensions.
+///
+/// ```
+/// let dims: devmm::Dims = (0..8).collect();
+/// assert!(!dims.spilled());
+/// ```
+pub type Dims = SmallVec<[usize; INLINE_DIMS]>;
 
 /// A resolved layout: shape, strides, the order that produced them, the
 /// bytes to allocate and the alignment the base address needs.
@@ -69,13 +81,18 @@ impl Layout {
         device: crate::Device,
     ) -> Result<Layout> {
         let plan = policy.plan(shape, dtype, device)?;
-        let mut layout = Layout::from_plan(shape, dtype, &plan)?;
-        layout.policy = Some(Arc::clone(policy));
-        Ok(layout)
+        Layout::from_plan(shape, dtype, plan, Arc::clone(policy))
     }
 
-    /// Applies the resolution rule to a plan.
-    fn from_plan(shape: &[usize], dtype: DType, plan: &LayoutPlan) -> Result<Layout> {
+    /// Applies the resolution rule to a plan, keeping its permutation. The
+    /// layout is built once, in its final place: at eight inline dimensions
+    /// it is a few hundred bytes, and every move is a copy.
+    fn from_plan(
+        shape: &[usize],
+        dtype: DType,
+        plan: LayoutPlan,
+        policy: Arc<dyn LayoutPolicy>,
+    ) -> Result<Layout> {
         let itemsize = element_size(dtype)?;
         let mut strides: Dims = SmallVec::from_elem(0, shape.len());
         let required_nbytes = rule::resolve(
@@ -88,13 +105,13 @@ impl Layout {
         )
         .map_err(|e| rule_error(e, &plan.permutation, shape.len(), dtype))?;
         Ok(Layout {
-            shape: shape.into(),
+            shape: SmallVec::from_slice(shape),
             strides,
-            permutation: plan.permutation.clone(),
+            permutation: plan.permutation,
             itemsize,
             required_nbytes,
             base_alignment: plan.base_alignment,
-            policy: None,
+            policy: Some(policy),
         })
     }
 
@@ -121,8 +138,8 @@ impl Layout {
         let permutation = order_by_stride(shape, strides);
         let itemsize = element_size(dtype)?;
         let layout = Layout {
-            shape: shape.into(),
-            strides: strides.into(),
+            shape: SmallVec::from_slice(shape),
+            strides: SmallVec::from_slice(strides),
             itemsize,
             required_nbytes: rule::required_nbytes(shape, strides, itemsize, base_alignment)?,
             permutation,

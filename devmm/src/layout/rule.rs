@@ -119,7 +119,13 @@ pub(crate) const fn resolve(
     }
     // Pad rows to the least multiple of the item size and the alignment
     // (the seed's rule: any positive alignment, not only powers of two).
-    let row_multiple = tri!(lcm(unit_stride_alignment, itemsize, "row alignment"));
+    // Dense plans (alignment 1, the common case) pad nothing: skip the
+    // divisions of the least common multiple and of the rounding.
+    let row_multiple = if unit_stride_alignment == 1 {
+        itemsize
+    } else {
+        tri!(lcm(unit_stride_alignment, itemsize, "row alignment"))
+    };
     let mut running = 1usize;
     let mut position = permutation.len();
     while position > 0 {
@@ -129,7 +135,10 @@ pub(crate) const fn resolve(
         let mut extent = if shape[dim] == 0 { 1 } else { shape[dim] };
         if position + 1 == permutation.len() {
             let bytes = tri!(checked_mul(extent, itemsize, "row length in bytes"));
-            extent = tri!(round_up_multiple(bytes, row_multiple, "padded row length")) / itemsize;
+            if row_multiple != itemsize {
+                extent =
+                    tri!(round_up_multiple(bytes, row_multiple, "padded row length")) / itemsize;
+            }
         }
         running = tri!(checked_mul(running, extent, "stride"));
     }
