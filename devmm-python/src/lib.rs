@@ -44,6 +44,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     devmm::runtime::check_runtime_override().map_err(error::to_py_err)?;
     log_bridge::install();
     python_stack::install();
+    registry::install()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
     m.add(

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::error::{discarding_python_errors, IntoPyResult};
+use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -157,10 +157,7 @@ impl HandlerContext {
 /// exception, and a panic (a bug) is stopped here, since unwinding into C
 /// would abort the process.
 fn contained<T>(call: impl FnOnce() -> devmm::Result<T>) -> devmm::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        discarding_python_errors(call)
-    }))
-    .unwrap_or_else(|_| {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|_| {
         Err(devmm::Error::InvalidArgument {
             reason: "a devmm resource panicked inside NumPy's allocator; please report it".into(),
         })

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{stash_python_error, to_py_err, IntoPyResult};
+use crate::error::{to_py_err, IntoPyResult, PythonException};
 use crate::resource::{resource_of, PyMemoryResource};
 use crate::stream::{resolve_stream, PyStream, StreamArg};
 
@@ -25,9 +25,7 @@ fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
 
 /// A devmm error carrying an exception raised by a Python hook of the suite.
 fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
-    let reason = format!("the {hook} hook raised {}", err.value(py));
-    stash_python_error(reason.clone(), err);
-    devmm::Error::InvalidArgument { reason }
+    PythonException::raised(py, err, format!("the {hook} hook"), None)
 }
 
 /// Runs the memory-resource contract against fresh resources from

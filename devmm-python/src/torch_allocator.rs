@@ -18,7 +18,7 @@ use devmm::MemoryResource;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::error::{discarding_python_errors, IntoPyResult};
+use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
 /// The allocation entry point's symbol, for `CUDAPluggableAllocator`.
@@ -68,11 +68,10 @@ fn allocate(nbytes: usize, device: c_int, stream: usize) -> devmm::Result<*mut c
             })?;
     let stream = devmm::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
     // A Python-defined resource's exception has no binding to convert it
-    // here: the devmm error carries its message into the log instead.
-    let ptr =
-        discarding_python_errors(|| route.mr.allocate(nbytes, &stream)).inspect_err(|_| {
-            route.ooms.fetch_add(1, Ordering::Relaxed);
-        })?;
+    // here: the devmm error carries it into the log instead.
+    let ptr = route.mr.allocate(nbytes, &stream).inspect_err(|_| {
+        route.ooms.fetch_add(1, Ordering::Relaxed);
+    })?;
     if !ptr.is_null() {
         table().live.insert(ptr.addr(), (route, nbytes));
     }
@@ -92,15 +91,13 @@ fn free(ptr: *mut c_void, device: c_int, stream: usize) -> devmm::Result<()> {
         });
     };
     let stream = devmm::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
-    discarding_python_errors(|| {
-        // SAFETY: the block was live in the table, so `route.mr` allocated
-        // it with `nbytes`, and it is removed so it is freed only once.
-        unsafe {
-            route
-                .mr
-                .deallocate(devmm::DevicePtr::from_host_ptr(ptr), nbytes, &stream)
-        }
-    })
+    // SAFETY: the block was live in the table, so `route.mr` allocated
+    // it with `nbytes`, and it is removed so it is freed only once.
+    unsafe {
+        route
+            .mr
+            .deallocate(devmm::DevicePtr::from_host_ptr(ptr), nbytes, &stream)
+    }
 }
 
 /// PyTorch's allocation hook: `void* alloc(size_t size, int device,

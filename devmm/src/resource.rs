@@ -1,5 +1,6 @@
 //! The memory-resource contract, shaped like rmm's `device_memory_resource`.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -97,6 +98,20 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn dereferenceable(&self) -> bool {
         false
     }
+
+    /// What this resource stands for outside Rust, when it stands for
+    /// something: the object a binding made it from (the Python resource
+    /// behind a [`WithOrigin`](crate::WithOrigin)), so a binding handed the
+    /// resource back (by the registry, by a buffer) returns that very
+    /// object. Adaptors have their own identity and do not forward it.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource};
+    /// assert!(MallocMemoryResource::new().origin().is_none());
+    /// ```
+    fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
 }
 
 /// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`
@@ -188,6 +203,9 @@ macro_rules! forward_memory_resource {
             }
             fn dereferenceable(&self) -> bool {
                 (**self).dereferenceable()
+            }
+            fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+                (**self).origin()
             }
         }
     )*};
