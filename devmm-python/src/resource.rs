@@ -217,12 +217,18 @@ impl PyMemoryResource {
         self.native.as_ref().and_then(|mr| mr.live_count())
     }
 
+    /// An adaptor shows as `Name(upstream)`, other native resources as
+    /// the core describes them.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let this = slf.borrow();
-        Ok(match &this.native {
-            Some(mr) => format!("{mr:?}"),
-            None => format!("{}(device={})", slf.get_type().name()?, this.device),
-        })
+        let name = slf.get_type().name()?;
+        let Some(mr) = &this.native else {
+            return Ok(format!("{name}(device={})", this.device));
+        };
+        match mr.upstream().and_then(|up| origin_object(slf.py(), up)) {
+            Some(upstream) => Ok(format!("{name}({})", upstream?.bind(slf.py()).repr()?)),
+            None => Ok(format!("{mr:?}")),
+        }
     }
 }
 
@@ -259,8 +265,8 @@ pub(crate) fn object_of(
     py: Python<'_>,
     mr: &Arc<dyn devmm::MemoryResource>,
 ) -> PyResult<Py<PyMemoryResource>> {
-    if let Some(slot) = mr.origin().and_then(|o| o.downcast_ref::<PythonRef>()) {
-        return Ok(slot.get(py)?.cast_into::<PyMemoryResource>()?.unbind());
+    if let Some(obj) = origin_object(py, &**mr) {
+        return obj;
     }
     let base = PyMemoryResource::checked(Arc::clone(mr));
     if mr.device() == devmm::Device::CPU {
@@ -269,6 +275,18 @@ pub(crate) fn object_of(
     } else {
         Py::new(py, base)
     }
+}
+
+/// The Python object `mr` stands for, when it has one.
+pub(crate) fn origin_object(
+    py: Python<'_>,
+    mr: &dyn devmm::MemoryResource,
+) -> Option<PyResult<Py<PyMemoryResource>>> {
+    let slot = mr.origin()?.downcast_ref::<PythonRef>()?;
+    Some(
+        slot.get(py)
+            .and_then(|obj| Ok(obj.cast_into::<PyMemoryResource>()?.unbind())),
+    )
 }
 
 /// The bridge to a Python-defined resource's methods. It reads what the
@@ -283,24 +301,19 @@ fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::M
     let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
     let dereferenceable = obj.getattr(intern!(py, "dereferenceable"))?.is_truthy()?;
     let name = obj.get_type().name()?.to_string();
-    let weak = PyWeakrefReference::new(obj)?.unbind();
-    let alive = Arc::new(weak);
-    let method = move |alive: Arc<Py<PyWeakrefReference>>, name: &'static str| -> FindCallable {
-        Box::new(move |py| match alive.bind(py).upgrade() {
-            Some(obj) => obj.getattr(name),
+    let alive = Arc::new(PyWeakrefReference::new(obj)?.unbind());
+    let method = |method: &'static str| -> (String, FindCallable) {
+        let alive = Arc::clone(&alive);
+        let find: FindCallable = Box::new(move |py| match alive.bind(py).upgrade() {
+            Some(obj) => obj.getattr(method),
             None => Err(PyRuntimeError::new_err(
                 "the Python resource was already freed",
             )),
-        })
+        });
+        (format!("{name}.{method}"), find)
     };
-    let callables = Callables {
-        alloc_name: format!("{name}.allocate"),
-        dealloc_name: format!("{name}.deallocate"),
-        name,
-        allocate: method(Arc::clone(&alive), "allocate"),
-        deallocate: method(alive, "deallocate"),
-    };
-    python_resource(device.0, alignment, dereferenceable, callables).py()
+    let methods = [method("allocate"), method("deallocate")];
+    python_resource(device.0, alignment, dereferenceable, name, methods).py()
 }
 
 /// A Rust resource that stands for a Python object, and the slot through
@@ -353,37 +366,17 @@ impl PythonRef {
     }
 }
 
-/// How a bridge finds the two Python callables it calls, and what it is
-/// called in errors.
-pub(crate) struct Callables {
-    /// The Python class (or `CallbackMemoryResource`) errors name.
-    pub(crate) name: String,
-    /// What errors call the allocate callable.
-    pub(crate) alloc_name: String,
-    /// What errors call the deallocate callable.
-    pub(crate) dealloc_name: String,
-    /// `allocate(nbytes, stream) -> int`.
-    pub(crate) allocate: FindCallable,
-    /// `deallocate(ptr, nbytes, stream)`.
-    pub(crate) deallocate: FindCallable,
-}
-
-/// A checked Rust resource whose allocate and deallocate call the Python
-/// callables `callables` finds. A non-power-of-two `alignment` is refused
-/// (`InvalidArgument`).
+/// A checked Rust resource named `name` whose allocate and deallocate
+/// call the Python callables `allocate` and `deallocate` find, each named
+/// in errors by the string beside it. A non-power-of-two `alignment` is
+/// refused (`InvalidArgument`).
 pub(crate) fn python_resource(
     device: devmm::Device,
     alignment: usize,
     dereferenceable: bool,
-    callables: Callables,
+    name: String,
+    [(alloc_name, allocate), (dealloc_name, deallocate)]: [(String, FindCallable); 2],
 ) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
-    let Callables {
-        name,
-        alloc_name,
-        dealloc_name,
-        allocate,
-        deallocate,
-    } = callables;
     let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
