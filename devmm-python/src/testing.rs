@@ -202,29 +202,25 @@ impl PyRecordingMemoryResource {
     ///
     /// Python type: `list[tuple[str, int | None, int, Stream]]`
     #[getter]
-    fn calls(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-        self.recording
-            .calls()
-            .into_iter()
-            .map(|call| {
-                let (name, ptr, nbytes, stream) = match call {
-                    RecordedCall::Allocate {
-                        nbytes,
-                        stream,
-                        result,
-                    } => ("allocate", result.ok().map(|p| p.addr()), nbytes, stream),
-                    RecordedCall::Deallocate {
-                        ptr,
-                        nbytes,
-                        stream,
-                        ..
-                    } => ("deallocate", Some(ptr.addr()), nbytes, stream),
-                };
-                Ok((name, ptr, nbytes, PyStream::from(stream))
-                    .into_pyobject(py)?
-                    .into_any()
-                    .unbind())
-            })
-            .collect()
+    fn calls(&self) -> Vec<(&'static str, Option<usize>, usize, PyStream)> {
+        let row = |call| match call {
+            RecordedCall::Allocate {
+                nbytes,
+                stream,
+                result,
+            } => (
+                "allocate",
+                result.ok().map(|p| p.addr()),
+                nbytes,
+                stream.into(),
+            ),
+            RecordedCall::Deallocate {
+                ptr,
+                nbytes,
+                stream,
+                ..
+            } => ("deallocate", Some(ptr.addr()), nbytes, stream.into()),
+        };
+        self.recording.calls().into_iter().map(row).collect()
     }
 }
