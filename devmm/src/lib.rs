@@ -56,7 +56,9 @@ pub use registry::{
     OverrideScope, ResourceGuard, get_current_memory_resource, replace_current_memory_resource,
     set_current_memory_resource, set_override_scope, using_memory_resource,
 };
-pub use resource::{MemoryInfo, MemoryResource, check_dereferenceable, resource_chain};
+pub use resource::{
+    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, resource_chain,
+};
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
     default_device, register_runtime, runtime_for, runtime_names,

@@ -137,6 +137,27 @@ pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -
     })
 }
 
+/// The one rule for the alignment a resource promises: a power of two (1
+/// promises nothing); anything else is an
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `resource`.
+///
+/// ```
+/// use devmm::check_alignment;
+/// assert!(check_alignment("MyResource", 256).is_ok());
+/// let err = check_alignment("MyResource", 48).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid argument: MyResource alignment must be a power of two (1 for none), not 48");
+/// ```
+pub fn check_alignment(resource: &str, alignment: usize) -> Result<()> {
+    if alignment.is_power_of_two() {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidArgument {
+        reason: format!(
+            "{resource} alignment must be a power of two (1 for none), not {alignment}"
+        ),
+    })
+}
+
 /// The resource chain from `mr` down, outermost first:
 /// `StatisticsAdaptor -> LimitingAdaptor(limit=64) -> MallocMemoryResource(device=cpu:0, alignment=64)`.
 ///
