@@ -75,16 +75,17 @@ impl devmm::OverrideScope for ContextScope {
         Python::try_attach(|py| innermost(py, device).ok().flatten()).flatten()
     }
 
+    /// A failure to set the variable (or an interpreter shutting down) is
+    /// reported as unraisable and leaves nothing to restore.
     fn enter(&self, mr: SharedResource) -> Box<dyn Any> {
-        let token = Python::attach(|py| {
-            enter(py, mr)
-                .map(|frame| frame.get().token.get().map(|t| t.clone_ref(py)))
-                .unwrap_or_else(|err| {
-                    err.write_unraisable(py, None);
-                    None
-                })
+        let token = Python::try_attach(|py| match enter(py, mr) {
+            Ok(frame) => frame.get().token.get().map(|t| t.clone_ref(py)),
+            Err(err) => {
+                err.write_unraisable(py, None);
+                None
+            }
         });
-        Box::new(ContextEntry(token))
+        Box::new(ContextEntry(token.flatten()))
     }
 }
 

@@ -128,6 +128,15 @@ fn scope() -> &'static dyn OverrideScope {
     }
 }
 
+/// The innermost override for `device`; the default scope is called
+/// directly, not through the vtable, since `empty()` asks on every call.
+fn overridden(device: Device) -> Option<SharedResource> {
+    match SCOPE.get() {
+        Some(scope) => scope.current(device),
+        None => ThreadScope.current(device),
+    }
+}
+
 /// Makes `scope` the home of every override in the process, from now on:
 /// [`using_memory_resource`] enters it and [`get_current_memory_resource`]
 /// asks it. Installed once, before any override is made; a second scope,
@@ -170,7 +179,7 @@ pub fn set_override_scope(scope: impl OverrideScope + 'static) -> Result<()> {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn get_current_memory_resource(device: Device) -> Result<SharedResource> {
-    if let Some(mr) = scope().current(device) {
+    if let Some(mr) = overridden(device) {
         return Ok(mr);
     }
     if let Some(mr) = lookup(&GLOBAL.read().unwrap_or_else(|e| e.into_inner()), device) {
