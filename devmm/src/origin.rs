@@ -7,10 +7,9 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::device::Device;
 use crate::error::Result;
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource};
+use crate::resource::MemoryResource;
 use crate::stream::Stream;
 
 /// `inner`, unchanged in every call and probe (its `Debug` and its place
@@ -61,25 +60,7 @@ impl<R: MemoryResource> MemoryResource for WithOrigin<R> {
         unsafe { self.inner.deallocate(ptr, nbytes, stream) }
     }
 
-    fn device(&self) -> Device {
-        self.inner.device()
-    }
-
-    fn stream_ordered(&self) -> bool {
-        self.inner.stream_ordered()
-    }
-
-    fn guaranteed_alignment(&self) -> usize {
-        self.inner.guaranteed_alignment()
-    }
-
-    fn available_memory(&self) -> Result<MemoryInfo> {
-        self.inner.available_memory()
-    }
-
-    fn upstream(&self) -> Option<&dyn MemoryResource> {
-        self.inner.upstream()
-    }
+    crate::resource::forward_transparent_probes!(inner);
 
     fn detects_misuse(&self) -> bool {
         self.inner.detects_misuse()
@@ -87,10 +68,6 @@ impl<R: MemoryResource> MemoryResource for WithOrigin<R> {
 
     fn live_count(&self) -> Option<usize> {
         self.inner.live_count()
-    }
-
-    fn dereferenceable(&self) -> bool {
-        self.inner.dereferenceable()
     }
 
     fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {

@@ -191,6 +191,51 @@ fn link_name(mr: &dyn MemoryResource) -> String {
     }
 }
 
+/// The probes every wrapper of one resource answers as that resource
+/// does, from its field `$field`: device, stream ordering, alignment and
+/// dereferenceability.
+macro_rules! forward_device_probes {
+    ($field:ident) => {
+        fn device(&self) -> $crate::Device {
+            self.$field.device()
+        }
+
+        fn stream_ordered(&self) -> bool {
+            self.$field.stream_ordered()
+        }
+
+        fn guaranteed_alignment(&self) -> usize {
+            self.$field.guaranteed_alignment()
+        }
+
+        fn dereferenceable(&self) -> bool {
+            self.$field.dereferenceable()
+        }
+    };
+}
+
+pub(crate) use forward_device_probes;
+
+/// The probes a transparent wrapper (the same resource with something
+/// added: a ledger, an origin) forwards to its field `$field`, its place in
+/// a resource chain included. The wrapper writes `allocate`, `deallocate`,
+/// `detects_misuse`, `live_count` and `origin` itself.
+macro_rules! forward_transparent_probes {
+    ($field:ident) => {
+        $crate::resource::forward_device_probes!($field);
+
+        fn available_memory(&self) -> $crate::Result<$crate::MemoryInfo> {
+            self.$field.available_memory()
+        }
+
+        fn upstream(&self) -> Option<&dyn $crate::MemoryResource> {
+            self.$field.upstream()
+        }
+    };
+}
+
+pub(crate) use forward_transparent_probes;
+
 macro_rules! forward_memory_resource {
     ($($wrapper:ident),*) => {$(
         impl<T: MemoryResource + ?Sized> MemoryResource for $wrapper<T> {
