@@ -3,6 +3,7 @@
 //! raises `RuntimeUnavailableError` (an `ImportError`) where the driver is
 //! missing; the driver calls run without the GIL.
 
+use devmm::mrs::{cuda, rocm};
 use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
@@ -35,12 +36,7 @@ impl PyCudaRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "cuda:0",
-            devmm::mrs::cuda::CudaRuntimeMemoryResource::new,
-        )?;
+        let base = driver_resource(py, device, "cuda:0", cuda::CudaRuntimeMemoryResource::new)?;
         Ok((PyCudaRuntimeMemoryResource, base))
     }
 }
@@ -59,7 +55,7 @@ impl PyCudaPinnedMemoryResource {
             py,
             device,
             "cuda_host:0",
-            devmm::mrs::cuda::CudaPinnedMemoryResource::new,
+            cuda::CudaPinnedMemoryResource::new,
         )?;
         Ok((PyCudaPinnedMemoryResource, base))
     }
@@ -79,7 +75,7 @@ impl PyCudaManagedMemoryResource {
             py,
             device,
             "cuda_managed:0",
-            devmm::mrs::cuda::CudaManagedMemoryResource::new,
+            cuda::CudaManagedMemoryResource::new,
         )?;
         Ok((PyCudaManagedMemoryResource, base))
     }
@@ -95,12 +91,7 @@ impl PyHipRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "rocm:0",
-            devmm::mrs::rocm::HipRuntimeMemoryResource::new,
-        )?;
+        let base = driver_resource(py, device, "rocm:0", rocm::HipRuntimeMemoryResource::new)?;
         Ok((PyHipRuntimeMemoryResource, base))
     }
 }
@@ -119,7 +110,7 @@ impl PyHipPinnedMemoryResource {
             py,
             device,
             "rocm_host:0",
-            devmm::mrs::rocm::HipPinnedMemoryResource::new,
+            rocm::HipPinnedMemoryResource::new,
         )?;
         Ok((PyHipPinnedMemoryResource, base))
     }
@@ -135,12 +126,7 @@ impl PyHipManagedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "rocm:0",
-            devmm::mrs::rocm::HipManagedMemoryResource::new,
-        )?;
+        let base = driver_resource(py, device, "rocm:0", rocm::HipManagedMemoryResource::new)?;
         Ok((PyHipManagedMemoryResource, base))
     }
 }
