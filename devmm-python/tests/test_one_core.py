@@ -143,7 +143,9 @@ def test_an_allocate_exception_comes_back_as_the_same_object(raised: BaseExcepti
         frames = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
         assert "allocate" in frames, frames
     if isinstance(raised, ArenaExhausted):
-        assert caught.value.arena == "gpu0" and str(caught.value) == "arena gpu0 is exhausted"
+        value = caught.value
+        assert isinstance(value, ArenaExhausted) and value.arena == "gpu0"
+        assert str(value) == "arena gpu0 is exhausted"
     assert chain.current_bytes == 0 and chain.allocations == 0
 
 
