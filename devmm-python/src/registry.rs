@@ -87,6 +87,20 @@ impl devmm::OverrideScope for ContextScope {
         });
         Box::new(ContextEntry(token.flatten()))
     }
+
+    /// The runtime's default gets its Python object once, here, so every
+    /// lookup returns that object. Allocations keep going straight to the
+    /// default; only the object's own raw calls go through its ledger.
+    fn adopt_default(&self, default: SharedResource) -> SharedResource {
+        let adopted = Python::try_attach(|py| {
+            let obj = object_of(py, &default).ok()?;
+            let origin: Arc<dyn Any + Send + Sync> = Arc::new(PythonRef::new(obj.into_any()));
+            let tagged: SharedResource =
+                Arc::new(devmm::WithOrigin::new(Arc::clone(&default), origin));
+            Some(tagged)
+        });
+        adopted.flatten().unwrap_or(default)
+    }
 }
 
 /// A Rust guard's override: reset when the guard drops, in the context
@@ -155,24 +169,8 @@ pub(crate) struct Current {
     pub(crate) mr: SharedResource,
 }
 
-/// [`Current`] for `device`. A process-wide resource Rust made (the
-/// runtime's lazy default) gets its Python object here, once: the object
-/// is installed as the registry's entry, so every later call returns it.
+/// [`Current`] for `device`.
 pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current> {
-    let mr = devmm::get_current_memory_resource(device).py()?;
-    let obj = object_of(py, &mr)?;
-    if mr.origin().is_some() {
-        return Ok(Current { obj, mr });
-    }
-    // Allocations keep going straight to the default; only the object's
-    // own raw calls go through its ledger.
-    let origin: Arc<dyn Any + Send + Sync> = Arc::new(PythonRef::new(obj.clone_ref(py).into_any()));
-    let adopted: SharedResource = Arc::new(devmm::WithOrigin::new(Arc::clone(&mr), origin));
-    if devmm::replace_current_memory_resource(&mr, Arc::clone(&adopted)) {
-        return Ok(Current { obj, mr: adopted });
-    }
-    // An override Rust entered, or another thread adopted or replaced the
-    // entry meanwhile: theirs stands.
     let mr = devmm::get_current_memory_resource(device).py()?;
     Ok(Current {
         obj: object_of(py, &mr)?,

@@ -53,8 +53,8 @@ pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 pub use origin::WithOrigin;
 pub use ptr::DevicePtr;
 pub use registry::{
-    OverrideScope, ResourceGuard, get_current_memory_resource, replace_current_memory_resource,
-    set_current_memory_resource, set_override_scope, using_memory_resource,
+    OverrideScope, ResourceGuard, get_current_memory_resource, set_current_memory_resource,
+    set_override_scope, using_memory_resource,
 };
 pub use resource::{
     MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, resource_chain,

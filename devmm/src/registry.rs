@@ -66,6 +66,14 @@ pub trait OverrideScope: Send + Sync {
     /// Makes `mr` current for its device in the caller's context until the
     /// returned value drops (then what was current before is restored).
     fn enter(&self, mr: SharedResource) -> Box<dyn Any>;
+
+    /// What the registry installs as a device's lazily made default (the
+    /// runtime's resource, `default`): a binding gives it its own object
+    /// here, as an [`origin`](MemoryResource::origin), so every later
+    /// lookup hands out that one object. Unchanged unless overridden.
+    fn adopt_default(&self, default: SharedResource) -> SharedResource {
+        default
+    }
 }
 
 /// The default scope: overrides per thread.
@@ -186,6 +194,7 @@ pub fn get_current_memory_resource(device: Device) -> Result<SharedResource> {
         return Ok(Arc::clone(mr));
     }
     let default = crate::runtime::runtime_for(device)?.default_resource(device)?;
+    let default = scope().adopt_default(default);
     let mut table = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
     // Another thread may have installed one meanwhile: keep the first.
     if let Some(mr) = lookup(&table, device) {
@@ -216,33 +225,6 @@ pub fn set_current_memory_resource(mr: SharedResource) -> Option<SharedResource>
             table.push((device, mr));
             None
         }
-    }
-}
-
-/// Replaces the process-wide current resource of `expected.device()` with
-/// `mr` only if it still is `expected` (the same allocation); returns
-/// whether it did. A binding uses it to give the lazily made default an
-/// [`origin`](MemoryResource::origin) without racing a concurrent
-/// [`set_current_memory_resource`].
-///
-/// ```
-/// use std::sync::Arc;
-/// use devmm::{get_current_memory_resource, replace_current_memory_resource, Device, WithOrigin};
-/// let default = get_current_memory_resource(Device::CPU)?;
-/// let tagged: Arc<dyn devmm::MemoryResource> = Arc::new(WithOrigin::new(Arc::clone(&default), Arc::new(1_u8)));
-/// assert!(replace_current_memory_resource(&default, Arc::clone(&tagged)));
-/// assert!(!replace_current_memory_resource(&default, Arc::clone(&tagged)), "no longer current");
-/// assert!(replace_current_memory_resource(&tagged, default));
-/// # Ok::<(), devmm::Error>(())
-/// ```
-pub fn replace_current_memory_resource(expected: &SharedResource, mr: SharedResource) -> bool {
-    let mut table = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
-    match table.iter_mut().find(|(d, _)| *d == expected.device()) {
-        Some((_, current)) if Arc::ptr_eq(current, expected) => {
-            *current = mr;
-            true
-        }
-        _ => false,
     }
 }
 

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use devmm::{
     DType, Device, DeviceBuffer, EmptyOptions, MallocMemoryResource, MemoryResource, OverrideScope,
-    StatisticsAdaptor, get_current_memory_resource, set_override_scope, using_memory_resource,
+    StatisticsAdaptor, WithOrigin, get_current_memory_resource, set_override_scope,
+    using_memory_resource,
 };
 
 type Stack = Arc<Mutex<Vec<Arc<dyn MemoryResource>>>>;
@@ -33,6 +34,10 @@ impl OverrideScope for ProcessScope {
     fn enter(&self, mr: Arc<dyn MemoryResource>) -> Box<dyn Any> {
         self.0.lock().unwrap().push(mr);
         Box::new(Pop(Arc::clone(&self.0)))
+    }
+
+    fn adopt_default(&self, default: Arc<dyn MemoryResource>) -> Arc<dyn MemoryResource> {
+        Arc::new(WithOrigin::new(default, Arc::new("adopted")))
     }
 }
 
@@ -71,9 +76,14 @@ fn the_installed_scope_holds_every_override() {
     }
     assert_eq!(stack.lock().unwrap().len(), 1);
     stack.lock().unwrap().clear();
+    // The lazy default is made once, adopted by the scope, and kept.
     let fallback = get_current_memory_resource(Device::CPU).unwrap();
     assert_eq!(
         format!("{fallback:?}"),
         "MallocMemoryResource(device=cpu:0, alignment=64)"
     );
+    let origin = fallback.origin().and_then(|o| o.downcast_ref::<&str>());
+    assert_eq!(origin, Some(&"adopted"));
+    let again = get_current_memory_resource(Device::CPU).unwrap();
+    assert!(Arc::ptr_eq(&fallback, &again));
 }
