@@ -1,9 +1,12 @@
 //! The adaptors and the callback resource: native resources composed over
-//! any resource, Python-defined ones included. Each holds its upstream
-//! Python object, so the whole chain lives as long as the adaptor.
+//! any resource, Python-defined ones included. Each adaptor's core
+//! resource holds its upstream's, which holds the upstream Python object
+//! as its origin: the whole chain lives as long as the adaptor, and
+//! `upstream` is read back from the core.
 
 use std::sync::{Arc, Weak};
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 
@@ -11,38 +14,37 @@ use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{
-    callable_name, python_resource, resource_of, Callables, PyMemoryResource, PythonRef,
+    callable_name, origin_object, python_resource, resource_of, FindCallable, PyMemoryResource,
+    PythonRef,
 };
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
-pub(crate) fn adaptor_repr(
-    py: Python<'_>,
-    name: &str,
-    upstream: &Py<PyMemoryResource>,
-    extra: &str,
-) -> PyResult<String> {
-    Ok(format!("{name}({}{extra})", upstream.bind(py).repr()?))
-}
-
 /// What every adaptor's constructor builds: the native adaptor over the
-/// upstream's resource (shared with the base class, which allocates through
-/// it), the Python upstream kept alive beside it, and that base class.
+/// upstream's core resource (which holds the upstream object as its
+/// origin), and the base class, which allocates through the adaptor.
 pub(crate) fn adapt<A: devmm::MemoryResource + 'static>(
     upstream: &Bound<'_, PyMemoryResource>,
-    make: impl FnOnce(Upstream) -> A,
-) -> PyResult<(Arc<A>, Py<PyMemoryResource>, PyMemoryResource)> {
-    try_adapt(upstream, |mr| Ok(make(mr)))
+    make: impl FnOnce(Upstream) -> PyResult<A>,
+) -> PyResult<(Arc<A>, PyMemoryResource)> {
+    let adaptor = Arc::new(make(resource_of(upstream)?)?);
+    Ok((Arc::clone(&adaptor), PyMemoryResource::native(adaptor)))
 }
 
-/// [`adapt`] for adaptors whose construction can fail.
-pub(crate) fn try_adapt<A: devmm::MemoryResource + 'static>(
-    upstream: &Bound<'_, PyMemoryResource>,
-    make: impl FnOnce(Upstream) -> PyResult<A>,
-) -> PyResult<(Arc<A>, Py<PyMemoryResource>, PyMemoryResource)> {
-    let adaptor = Arc::new(make(resource_of(upstream)?)?);
-    let base = PyMemoryResource::native(adaptor.clone());
-    Ok((adaptor, upstream.clone().unbind(), base))
+/// The Python object `adaptor` forwards to, recovered from the core.
+pub(crate) fn upstream_of(
+    py: Python<'_>,
+    adaptor: &dyn devmm::MemoryResource,
+) -> PyResult<Py<PyMemoryResource>> {
+    match adaptor
+        .upstream()
+        .and_then(|upstream| origin_object(py, upstream))
+    {
+        Some(upstream) => upstream,
+        None => Err(PyRuntimeError::new_err(format!(
+            "{adaptor:?} has no Python upstream"
+        ))),
+    }
 }
 
 /// Counts bytes and calls through its upstream: `current_bytes`,
@@ -50,25 +52,20 @@ pub(crate) fn try_adapt<A: devmm::MemoryResource + 'static>(
 #[pyclass(extends = PyMemoryResource, name = "StatisticsAdaptor", module = "devmm")]
 pub(crate) struct PyStatisticsAdaptor {
     stats: Arc<devmm::StatisticsAdaptor<Upstream>>,
-    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
 impl PyStatisticsAdaptor {
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.upstream)
-    }
-
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let (stats, upstream, base) = adapt(upstream, devmm::StatisticsAdaptor::new)?;
-        Ok((PyStatisticsAdaptor { stats, upstream }, base))
+        let (stats, base) = adapt(upstream, |mr| Ok(devmm::StatisticsAdaptor::new(mr)))?;
+        Ok((PyStatisticsAdaptor { stats }, base))
     }
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.upstream.clone_ref(py)
+    fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        upstream_of(py, &*self.stats)
     }
 
     /// Bytes allocated and not yet deallocated.
@@ -108,10 +105,6 @@ impl PyStatisticsAdaptor {
             inner: self.stats.statistics(),
         }
     }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        adaptor_repr(py, "StatisticsAdaptor", &self.upstream, "")
-    }
 }
 
 /// Refuses (with `MemoryError`) any allocation that would take its usage
@@ -119,30 +112,26 @@ impl PyStatisticsAdaptor {
 #[pyclass(extends = PyMemoryResource, name = "LimitingAdaptor", module = "devmm")]
 pub(crate) struct PyLimitingAdaptor {
     limiting: Arc<devmm::LimitingAdaptor<Upstream>>,
-    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
 impl PyLimitingAdaptor {
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.upstream)
-    }
-
     #[new]
     fn py_new(
         upstream: &Bound<'_, PyMemoryResource>,
         limit_bytes: Count<LimitBytes>,
     ) -> PyResult<(Self, PyMemoryResource)> {
         let limit_bytes = limit_bytes.get();
-        let (limiting, upstream, base) =
-            adapt(upstream, |mr| devmm::LimitingAdaptor::new(mr, limit_bytes))?;
-        Ok((PyLimitingAdaptor { limiting, upstream }, base))
+        let (limiting, base) = adapt(upstream, |mr| {
+            Ok(devmm::LimitingAdaptor::new(mr, limit_bytes))
+        })?;
+        Ok((PyLimitingAdaptor { limiting }, base))
     }
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.upstream.clone_ref(py)
+    fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        upstream_of(py, &*self.limiting)
     }
 
     /// The budget, in bytes.
@@ -158,8 +147,12 @@ impl PyLimitingAdaptor {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let extra = format!(", limit_bytes={}", self.limiting.limit_bytes());
-        adaptor_repr(py, "LimitingAdaptor", &self.upstream, &extra)
+        let upstream = upstream_of(py, &*self.limiting)?;
+        let limit = self.limiting.limit_bytes();
+        Ok(format!(
+            "LimitingAdaptor({}, limit_bytes={limit})",
+            upstream.bind(py).repr()?
+        ))
     }
 }
 
@@ -167,29 +160,21 @@ impl PyLimitingAdaptor {
 /// (attributes `op`, `ptr`, `nbytes`, `stream`, `device`, and `error` on failure).
 #[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
 pub(crate) struct PyLoggingAdaptor {
-    upstream: Py<PyMemoryResource>,
+    logging: Arc<devmm::LoggingAdaptor<Upstream>>,
 }
 
 #[pymethods]
 impl PyLoggingAdaptor {
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.upstream)
-    }
-
     #[new]
     fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let (_, upstream, base) = adapt(upstream, devmm::LoggingAdaptor::new)?;
-        Ok((PyLoggingAdaptor { upstream }, base))
+        let (logging, base) = adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?;
+        Ok((PyLoggingAdaptor { logging }, base))
     }
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.upstream.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        adaptor_repr(py, "LoggingAdaptor", &self.upstream, "")
+    fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        upstream_of(py, &*self.logging)
     }
 }
 
@@ -222,15 +207,13 @@ impl PyCallbackMemoryResource {
         let alignment = alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let slots = [alloc_fn, dealloc_fn].map(|f| Arc::new(PythonRef::new(f.clone().unbind())));
-        let (on_alloc, on_dealloc) = (Arc::clone(&slots[0]), Arc::clone(&slots[1]));
-        let callables = Callables {
-            name: "CallbackMemoryResource".into(),
-            alloc_name: callable_name(alloc_fn),
-            dealloc_name: callable_name(dealloc_fn),
-            allocate: Box::new(move |py| on_alloc.get(py)),
-            deallocate: Box::new(move |py| on_dealloc.get(py)),
-        };
-        let mr = python_resource(device, alignment, dereferenceable, callables).py()?;
+        let callables = [(alloc_fn, &slots[0]), (dealloc_fn, &slots[1])].map(|(f, slot)| {
+            let slot = Arc::clone(slot);
+            let find: FindCallable = Box::new(move |py| slot.get(py));
+            (callable_name(f), find)
+        });
+        let name = "CallbackMemoryResource".to_owned();
+        let mr = python_resource(device, alignment, dereferenceable, name, callables).py()?;
         let native = Arc::downgrade(&mr);
         Ok((
             PyCallbackMemoryResource {

@@ -12,7 +12,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::error::{discarding_python_errors, to_py_err};
+use crate::error::to_py_err;
 use crate::stream::maybe_detached;
 
 /// Every refusal of an export is a `BufferError`, as the DLPack protocol
@@ -185,7 +185,7 @@ unsafe fn destroy(capsule: *mut ffi::PyObject, flavor: DlpackFlavor) {
         // SAFETY: the GIL is held; the three out-pointers are valid.
         unsafe { ffi::PyErr_Fetch(&mut ty, &mut value, &mut traceback) };
         // A failed free is logged by the core; nobody raises it.
-        discarding_python_errors(|| drop(export));
+        drop(export);
         // SAFETY: hands back exactly the references PyErr_Fetch gave us.
         unsafe { ffi::PyErr_Restore(ty, value, traceback) };
     }

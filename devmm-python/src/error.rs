@@ -1,8 +1,10 @@
 //! How devmm errors surface in Python: each variant becomes the exception
 //! the seed names, and an exception raised by Python code devmm called back
-//! (a Python-defined resource) comes back out unchanged.
+//! (a Python-defined resource) travels through the core as the source of
+//! a [`devmm::Error::Callback`] and comes back out as the same object.
 
 use std::cell::RefCell;
+use std::fmt;
 
 use pyo3::exceptions::{PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -14,16 +16,67 @@ pyo3::create_exception!(
     "A runtime (CUDA, ROCm) or the library a resource wraps is not available on this machine."
 );
 
-thread_local! {
-    /// The exception a Python callback raised, with the message of the
-    /// devmm error that carried it through Rust. Kept per thread: the
-    /// callback and the binding that converts the error run on one thread.
-    static PENDING: RefCell<Option<(String, PyErr)>> = const { RefCell::new(None) };
+/// An exception raised by Python code devmm called, carried by the core as
+/// an error source; `repr` is its text for Rust readers (no GIL needed).
+pub(crate) struct PythonException {
+    /// Always `Some` until dropped.
+    err: Option<PyErr>,
+    repr: String,
+}
 
+impl Drop for PythonException {
+    /// Released now, under the GIL: an error dropped where pyo3 does not
+    /// know the GIL is held (a C callback such as NumPy's free) would
+    /// otherwise wait, with its traceback's frames, for pyo3's next call.
+    fn drop(&mut self) {
+        let err = self.err.take();
+        let _ = Python::try_attach(move |_| drop(err));
+    }
+}
+
+impl PythonException {
+    /// The [`devmm::Error::Callback`] for `err`, raised by `callback`
+    /// called for `device`.
+    pub(crate) fn raised(
+        py: Python<'_>,
+        err: PyErr,
+        callback: impl Into<String>,
+        device: Option<devmm::Device>,
+    ) -> devmm::Error {
+        let repr = err
+            .value(py)
+            .repr()
+            .map_or_else(|_| "an exception".into(), |r| r.to_string());
+        devmm::Error::callback(
+            callback,
+            device,
+            PythonException {
+                err: Some(err),
+                repr,
+            },
+        )
+    }
+}
+
+impl fmt::Debug for PythonException {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.repr)
+    }
+}
+
+impl fmt::Display for PythonException {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "raised {}", self.repr)
+    }
+}
+
+impl std::error::Error for PythonException {}
+
+thread_local! {
     /// A `KeyboardInterrupt` (or another exception that is not an
-    /// `Exception`) raised by Python code devmm called where it could not
-    /// be raised (a logging handler): the binding that made the call
-    /// raises it instead of the call's result.
+    /// `Exception`) raised by Python code devmm called where no error can
+    /// be returned (a logging handler, inside a `tracing` subscriber): the
+    /// binding that made the call raises it instead of the call's result.
     static INTERRUPT: RefCell<Option<PyErr>> = const { RefCell::new(None) };
 }
 
@@ -34,6 +87,7 @@ pub(crate) fn defer_interrupt(py: Python<'_>, err: PyErr) -> Option<PyErr> {
     if err.is_instance_of::<pyo3::exceptions::PyException>(py) {
         return Some(err);
     }
+    // Dropped outside the borrow: dropping an exception can run Python code.
     let stale = INTERRUPT.replace(Some(err));
     drop(stale);
     None
@@ -44,58 +98,37 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
     INTERRUPT.take()
 }
 
-/// Remembers `err`, raised by Python code inside a devmm call, so that the
-/// devmm error built from it (whose message is `message`) converts back to
-/// the original exception at the binding boundary.
-pub(crate) fn stash_python_error(message: String, err: PyErr) {
-    // Replaced, then dropped outside the borrow: dropping an exception can
-    // run Python code that reaches this stash again.
-    let stale = PENDING.replace(Some((message, err)));
-    drop(stale);
-}
-
-/// Runs `f`, whose devmm errors are logged rather than raised, and drops any
-/// Python exception it stashed: no binding will convert that error, and a
-/// stale stash would keep the exception (and its traceback's frames) alive.
-/// An exception stashed before `f` ran is kept for its own conversion.
-pub(crate) fn discarding_python_errors<T>(f: impl FnOnce() -> T) -> T {
-    let outer = PENDING.take();
-    let result = f();
-    // Dropped outside the thread-local's borrow, as in `stash_python_error`.
-    let unraised = PENDING.replace(outer);
-    drop(unraised);
-    result
-}
-
 /// Converts a devmm error to the Python exception users expect:
-/// out-of-memory, limits and NULL allocations → `MemoryError`, bad values → `ValueError`,
-/// missing runtimes → [`RuntimeUnavailableError`] (an `ImportError`),
-/// DLPack refusals → `BufferError`, driver failures → `RuntimeError`.
-/// A stream error is a stream (or stream value) that does not fit the
-/// call, so a bad argument: `ValueError`.
+/// a Python callback's exception → itself; out-of-memory, limits and NULL
+/// allocations → `MemoryError`, bad values → `ValueError`, missing runtimes
+/// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
+/// `BufferError`, driver failures → `RuntimeError`. A stream error is a
+/// stream (or stream value) that does not fit the call, so a bad argument:
+/// `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     if let Some(interrupt) = take_deferred_interrupt() {
         return interrupt;
     }
     let message = err.to_string();
-    if let devmm::Error::FreeFailed { source, .. } = err {
-        // The cause's own exception (a callback's, unchanged), with a note
-        // that the buffer is still live and free() may be retried.
-        let cause = to_py_err(*source);
-        Python::attach(|py| {
-            let _ = cause.value(py).call_method1("add_note", (message,));
-        });
-        return cause;
-    }
-    // Taken out first: a stale exception is dropped after the borrow ends.
-    let stashed = match PENDING.take() {
-        Some((carried, original)) if message.contains(&carried) => Some(original),
-        _ => None,
-    };
-    if let Some(original) = stashed {
-        return original;
-    }
     match err {
+        devmm::Error::Callback { source, .. } => {
+            match source
+                .downcast_ref::<PythonException>()
+                .and_then(|e| e.err.as_ref())
+            {
+                Some(raised) => Python::attach(|py| raised.clone_ref(py)),
+                None => PyRuntimeError::new_err(message),
+            }
+        }
+        devmm::Error::FreeFailed { source, .. } => {
+            // The cause's own exception (a callback's, unchanged), with a
+            // note that the buffer is still live and free() may be retried.
+            let cause = to_py_err(*source);
+            Python::attach(|py| {
+                let _ = cause.value(py).call_method1("add_note", (message,));
+            });
+            cause
+        }
         // A resource that returned NULL for a non-empty request: the
         // C convention for "no memory", so the Python one for it too.
         devmm::Error::OutOfMemory { .. }

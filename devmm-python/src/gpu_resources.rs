@@ -3,18 +3,27 @@
 //! raises `RuntimeUnavailableError` (an `ImportError`) where the driver is
 //! missing; the driver calls run without the GIL.
 
+use devmm::mrs::{cuda, rocm};
 use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::PyMemoryResource;
 
-/// The device argument, or the platform's first device of the kind.
-fn device_or(device: Option<DeviceArg>, default: &str) -> PyResult<devmm::Device> {
-    match device {
-        Some(device) => Ok(device.0),
-        None => default.parse().py(),
-    }
+/// The base part of a driver resource made by `make` on `device` (or the
+/// platform's first device of the kind, `default`), behind a ledger like
+/// every resource Python makes. The driver is loaded without the GIL.
+fn driver_resource<R: devmm::MemoryResource + 'static>(
+    py: Python<'_>,
+    device: Option<DeviceArg>,
+    default: &str,
+    make: impl FnOnce(devmm::Device) -> devmm::Result<R> + Send,
+) -> PyResult<PyMemoryResource> {
+    let device = match device {
+        Some(device) => device.0,
+        None => default.parse().py()?,
+    };
+    Ok(PyMemoryResource::checked(py.detach(|| make(device)).py()?))
 }
 
 /// CUDA device memory: `cudaMallocAsync` (stream-ordered) where the runtime has it, `cudaMalloc` otherwise.
@@ -27,11 +36,8 @@ impl PyCudaRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "cuda:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::cuda::CudaRuntimeMemoryResource::new(device))
-            .py()?;
-        Ok((PyCudaRuntimeMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(py, device, "cuda:0", cuda::CudaRuntimeMemoryResource::new)?;
+        Ok((PyCudaRuntimeMemoryResource, base))
     }
 }
 
@@ -45,11 +51,13 @@ impl PyCudaPinnedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "cuda_host:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::cuda::CudaPinnedMemoryResource::new(device))
-            .py()?;
-        Ok((PyCudaPinnedMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(
+            py,
+            device,
+            "cuda_host:0",
+            cuda::CudaPinnedMemoryResource::new,
+        )?;
+        Ok((PyCudaPinnedMemoryResource, base))
     }
 }
 
@@ -63,11 +71,13 @@ impl PyCudaManagedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "cuda_managed:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::cuda::CudaManagedMemoryResource::new(device))
-            .py()?;
-        Ok((PyCudaManagedMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(
+            py,
+            device,
+            "cuda_managed:0",
+            cuda::CudaManagedMemoryResource::new,
+        )?;
+        Ok((PyCudaManagedMemoryResource, base))
     }
 }
 
@@ -81,11 +91,8 @@ impl PyHipRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "rocm:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::rocm::HipRuntimeMemoryResource::new(device))
-            .py()?;
-        Ok((PyHipRuntimeMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(py, device, "rocm:0", rocm::HipRuntimeMemoryResource::new)?;
+        Ok((PyHipRuntimeMemoryResource, base))
     }
 }
 
@@ -99,11 +106,13 @@ impl PyHipPinnedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "rocm_host:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::rocm::HipPinnedMemoryResource::new(device))
-            .py()?;
-        Ok((PyHipPinnedMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(
+            py,
+            device,
+            "rocm_host:0",
+            rocm::HipPinnedMemoryResource::new,
+        )?;
+        Ok((PyHipPinnedMemoryResource, base))
     }
 }
 
@@ -117,10 +126,7 @@ impl PyHipManagedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let device = device_or(device, "rocm:0")?;
-        let mr = py
-            .detach(|| devmm::mrs::rocm::HipManagedMemoryResource::new(device))
-            .py()?;
-        Ok((PyHipManagedMemoryResource, PyMemoryResource::checked(mr)))
+        let base = driver_resource(py, device, "rocm:0", rocm::HipManagedMemoryResource::new)?;
+        Ok((PyHipManagedMemoryResource, base))
     }
 }

@@ -131,11 +131,7 @@ impl PyBytearrayMemoryResource {
     #[pyo3(signature = (alignment = Count::of(64)))]
     fn py_new(alignment: Count<Alignment>) -> PyResult<(Self, PyMemoryResource)> {
         let alignment = alignment.get();
-        if !alignment.is_power_of_two() {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "BytearrayMemoryResource alignment must be a power of two, not {alignment}"
-            )));
-        }
+        devmm::check_alignment("BytearrayMemoryResource", alignment).py()?;
         let mr = BytearrayResource {
             alignment,
             blocks: Mutex::default(),

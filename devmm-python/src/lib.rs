@@ -2,9 +2,10 @@
 //!
 //! A PyO3 extension over the Rust core: each module here wraps one core
 //! concept for Python and keeps no behaviour of its own beyond argument
-//! conversion, object identity and the Python-specific bridges (Python
-//! resources, `contextvars` overrides, `logging`, NumPy's allocator, the
-//! Python stack of call sites, the `devmm` command).
+//! conversion and the Python-specific bridges (Python resources, the
+//! `contextvars` override scope it installs into the core's one registry,
+//! Python exceptions carried as core error sources, `logging`, NumPy's
+//! allocator, the Python stack of call sites, the `devmm` command).
 
 mod abstract_base;
 mod adaptors;
@@ -43,6 +44,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     log_bridge::install();
     python_stack::install();
+    registry::install()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEVMM_RUNTIME", String::from(devmm::runtime::RUNTIME_ENV))?;
     m.add(

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::error::{discarding_python_errors, IntoPyResult};
+use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -98,7 +98,7 @@ fn handler_capsule(
     mr: Arc<dyn devmm::MemoryResource>,
 ) -> PyResult<Bound<'_, PyAny>> {
     let stream = crate::stream::resolve_stream(None, mr.device())?;
-    let block = Nep49Handler::create(mr, stream, |call| discarding_python_errors(call));
+    let block = Nep49Handler::create(mr, stream, |call| call());
     // SAFETY: the name is a static C string; the destructor releases `block`.
     let capsule =
         unsafe { ffi::PyCapsule_New(block.cast(), CAPSULE_NAME.as_ptr(), Some(destroy_capsule)) };

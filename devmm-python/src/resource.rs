@@ -3,21 +3,24 @@
 //!
 //! A native resource (malloc, the adaptors, ...) carries its Rust
 //! `Arc<dyn MemoryResource>`. A Python subclass that writes `allocate` and
-//! `deallocate` in Python carries none; when devmm needs it as a Rust
-//! resource, [`resource_of`] wraps its bound methods in a
-//! [`devmm::CallbackMemoryResource`], which holds the Python object
-//! strongly for as long as any buffer allocated from it lives.
+//! `deallocate` in Python gets a bridge to those methods (a
+//! [`devmm::CallbackMemoryResource`]) the first time devmm needs it, kept
+//! for its life. Either is handed to the core as a [`devmm::WithOrigin`]
+//! whose origin is the Python object, so the object comes back from the
+//! core's registry and buffers ([`object_of`]) with no map of our own.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use pyo3::exceptions::{PyAttributeError, PyMemoryError, PyNotImplementedError};
+use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType};
-use pyo3::{PyTraverseError, PyVisit};
+use pyo3::types::{PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::{intern, PyClassInitializer, PyTraverseError, PyVisit};
 
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{stash_python_error, take_deferred_interrupt, to_py_err, IntoPyResult};
+use crate::error::{take_deferred_interrupt, to_py_err, IntoPyResult, PythonException};
+use crate::host_resources::PyMallocMemoryResource;
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 
 /// A memory resource, shaped like rmm's `DeviceMemoryResource`:
@@ -34,6 +37,8 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 pub(crate) struct PyMemoryResource {
     pub(crate) native: Option<Arc<dyn devmm::MemoryResource>>,
     device: devmm::Device,
+    /// A Python-defined resource's bridge to its methods, made on first use.
+    bridge: OnceLock<Arc<dyn devmm::MemoryResource>>,
 }
 
 impl PyMemoryResource {
@@ -43,6 +48,7 @@ impl PyMemoryResource {
         PyMemoryResource {
             device: mr.device(),
             native: Some(mr),
+            bridge: OnceLock::new(),
         }
     }
 
@@ -94,6 +100,7 @@ impl PyMemoryResource {
         Ok(PyMemoryResource {
             native: None,
             device: devmm::Device::CPU,
+            bridge: OnceLock::new(),
         })
     }
 
@@ -105,9 +112,9 @@ impl PyMemoryResource {
 
     #[setter]
     fn set_device(&mut self, device: DeviceArg) -> PyResult<()> {
-        if self.native.is_some() {
+        if self.native.is_some() || self.bridge.get().is_some() {
             return Err(PyAttributeError::new_err(
-                "the device of a native resource is fixed when it is made",
+                "the device of a resource is fixed once it is made (native) or first used",
             ));
         }
         self.device = device.0;
@@ -201,59 +208,107 @@ impl PyMemoryResource {
         self.native.as_ref().and_then(|mr| mr.live_count())
     }
 
+    /// An adaptor shows as `Name(upstream)`, other native resources as
+    /// the core describes them.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let this = slf.borrow();
-        Ok(match &this.native {
-            Some(mr) => format!("{mr:?}"),
-            None => format!("{}(device={})", slf.get_type().name()?, this.device),
-        })
+        let name = slf.get_type().name()?;
+        let Some(mr) = &this.native else {
+            return Ok(format!("{name}(device={})", this.device));
+        };
+        match mr.upstream().and_then(|up| origin_object(slf.py(), up)) {
+            Some(upstream) => Ok(format!("{name}({})", upstream?.bind(slf.py()).repr()?)),
+            None => Ok(format!("{mr:?}")),
+        }
     }
 }
 
-/// The Rust resource behind a Python resource object: its native resource,
-/// or a bridge to the Python methods of a Python-defined one (see
-/// [`bridge_of`]).
+/// The core resource that stands for `obj`: its native resource, or the
+/// bridge to a Python-defined one's methods (made once, on first use),
+/// with `obj` as its [`origin`](devmm::MemoryResource::origin), so the
+/// registry and buffers hand `obj` itself back ([`object_of`]).
 pub(crate) fn resource_of(
     obj: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<Arc<dyn devmm::MemoryResource>> {
     Ok(bridge_of(obj)?.0)
 }
 
-/// [`resource_of`], with the slot through which a Python-defined
-/// resource's bridge holds the Python object (`None` for native ones), for
-/// the wrappers that report that reference to the garbage collector.
-///
-/// The bridge reads what the subclass says, not the base class's fields: its
-/// `device` (a property or class attribute is honoured, and a value that is
-/// not a device is a `ValueError`), `guaranteed_alignment()`,
-/// `dereferenceable` and its class name. It is behind a ledger like every
-/// resource Python makes.
+/// [`resource_of`], with the slot through which the resource holds `obj`,
+/// for the wrappers that report that reference to the garbage collector.
 pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> {
-    if let Some(mr) = &obj.borrow().native {
-        return Ok((Arc::clone(mr), None));
-    }
-    let py = obj.py();
-    let device: DeviceArg = obj.getattr(pyo3::intern!(py, "device"))?.extract()?;
-    let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
-    let dereferenceable: bool = obj
-        .getattr(pyo3::intern!(py, "dereferenceable"))?
-        .is_truthy()?;
-    let name = obj.get_type().name()?.to_string();
-    let slot = Arc::new(PythonRef::new(obj.clone().into_any().unbind()));
-    let (on_alloc, on_dealloc) = (Arc::clone(&slot), Arc::clone(&slot));
-    let callables = Callables {
-        alloc_name: format!("{name}.allocate"),
-        dealloc_name: format!("{name}.deallocate"),
-        name,
-        allocate: Box::new(move |py| on_alloc.get_attr(py, "allocate")),
-        deallocate: Box::new(move |py| on_dealloc.get_attr(py, "deallocate")),
+    let this = obj.borrow();
+    let inner = match (&this.native, this.bridge.get()) {
+        (Some(mr), _) | (None, Some(mr)) => Arc::clone(mr),
+        (None, None) => {
+            drop(this);
+            let bridge = python_bridge(obj)?;
+            Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))
+        }
     };
-    let mr = python_resource(device.0, alignment, dereferenceable, callables).py()?;
-    Ok((mr, Some(slot)))
+    let slot = Arc::new(PythonRef::new(obj.clone().into_any().unbind()));
+    let mr = devmm::WithOrigin::new(inner, Arc::clone(&slot) as Arc<dyn Any + Send + Sync>);
+    Ok((Arc::new(mr), Some(slot)))
 }
 
-/// A Rust resource and, when it bridges a Python-defined one, the slot
-/// holding the Python object.
+/// The Python object a core resource stands for: its origin, or (for a
+/// resource Rust made, such as a runtime's default) a new object over it.
+pub(crate) fn object_of(
+    py: Python<'_>,
+    mr: &Arc<dyn devmm::MemoryResource>,
+) -> PyResult<Py<PyMemoryResource>> {
+    if let Some(obj) = origin_object(py, &**mr) {
+        return obj;
+    }
+    let base = PyMemoryResource::checked(Arc::clone(mr));
+    if mr.device() == devmm::Device::CPU {
+        let init = PyClassInitializer::from(base).add_subclass(PyMallocMemoryResource);
+        Ok(Bound::new(py, init)?.into_super().unbind())
+    } else {
+        Py::new(py, base)
+    }
+}
+
+/// The Python object `mr` stands for, when it has one.
+pub(crate) fn origin_object(
+    py: Python<'_>,
+    mr: &dyn devmm::MemoryResource,
+) -> Option<PyResult<Py<PyMemoryResource>>> {
+    let slot = mr.origin()?.downcast_ref::<PythonRef>()?;
+    Some(
+        slot.get(py)
+            .and_then(|obj| Ok(obj.cast_into::<PyMemoryResource>()?.unbind())),
+    )
+}
+
+/// The bridge to a Python-defined resource's methods. It reads what the
+/// subclass says, not the base class's fields: its `device` (a property
+/// or class attribute is honoured, and a value that is not a device is a
+/// `ValueError`), `guaranteed_alignment()`, `dereferenceable` and its
+/// class name. It holds `obj` weakly, since `obj` holds it; whoever holds
+/// the bridge holds `obj` through [`resource_of`]'s origin.
+fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
+    let py = obj.py();
+    let device: DeviceArg = obj.getattr(intern!(py, "device"))?.extract()?;
+    let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
+    let dereferenceable = obj.getattr(intern!(py, "dereferenceable"))?.is_truthy()?;
+    let name = obj.get_type().name()?.to_string();
+    let alive = Arc::new(PyWeakrefReference::new(obj)?.unbind());
+    let method = |method: &'static str| -> (String, FindCallable) {
+        let alive = Arc::clone(&alive);
+        let find: FindCallable = Box::new(move |py| match alive.bind(py).upgrade() {
+            Some(obj) => obj.getattr(method),
+            None => Err(PyRuntimeError::new_err(
+                "the Python resource was already freed",
+            )),
+        });
+        (format!("{name}.{method}"), find)
+    };
+    let methods = [method("allocate"), method("deallocate")];
+    python_resource(device.0, alignment, dereferenceable, name, methods).py()
+}
+
+/// A Rust resource that stands for a Python object, and the slot through
+/// which it holds the object.
 pub(crate) type Bridged = (Arc<dyn devmm::MemoryResource>, Option<Arc<PythonRef>>);
 
 /// Finds a Python callable when a bridge calls it.
@@ -283,10 +338,6 @@ impl PythonRef {
         }
     }
 
-    fn get_attr<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.get(py)?.getattr(name)
-    }
-
     /// Reports the reference to the collector. Only the one Python object
     /// that owns the bridge exclusively may call this, so each reference
     /// is reported once. The lock is only tried: traversal must not block.
@@ -306,37 +357,17 @@ impl PythonRef {
     }
 }
 
-/// How a bridge finds the two Python callables it calls, and what it is
-/// called in errors.
-pub(crate) struct Callables {
-    /// The Python class (or `CallbackMemoryResource`) errors name.
-    pub(crate) name: String,
-    /// What errors call the allocate callable.
-    pub(crate) alloc_name: String,
-    /// What errors call the deallocate callable.
-    pub(crate) dealloc_name: String,
-    /// `allocate(nbytes, stream) -> int`.
-    pub(crate) allocate: FindCallable,
-    /// `deallocate(ptr, nbytes, stream)`.
-    pub(crate) deallocate: FindCallable,
-}
-
-/// A checked Rust resource whose allocate and deallocate call the Python
-/// callables `callables` finds. A non-power-of-two `alignment` is refused
-/// (`InvalidArgument`).
+/// A checked Rust resource named `name` whose allocate and deallocate
+/// call the Python callables `allocate` and `deallocate` find, each named
+/// in errors by the string beside it. A non-power-of-two `alignment` is
+/// refused (`InvalidArgument`).
 pub(crate) fn python_resource(
     device: devmm::Device,
     alignment: usize,
     dereferenceable: bool,
-    callables: Callables,
+    name: String,
+    [(alloc_name, allocate), (dealloc_name, deallocate)]: [(String, FindCallable); 2],
 ) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
-    let Callables {
-        name,
-        alloc_name,
-        dealloc_name,
-        allocate,
-        deallocate,
-    } = callables;
     let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
@@ -347,7 +378,7 @@ pub(crate) fn python_resource(
                     .and_then(|ptr| ptr.extract::<usize>());
                 match result {
                     Ok(addr) => Ok(devmm::DevicePtr::from_addr(addr)),
-                    Err(err) => Err(python_failure(py, err, &alloc_name, device, Some(nbytes))),
+                    Err(err) => Err(PythonException::raised(py, err, &*alloc_name, Some(device))),
                 }
             })
             .unwrap_or_else(|| Err(interpreter_gone(device)))
@@ -359,7 +390,7 @@ pub(crate) fn python_resource(
                 deallocate(py)
                     .and_then(|f| f.call1((ptr.addr(), nbytes, PyStream::from(stream.clone()))))
                     .map(drop)
-                    .map_err(|err| python_failure(py, err, &dealloc_name, device, None))
+                    .map_err(|err| PythonException::raised(py, err, &*dealloc_name, Some(device)))
             })
             .unwrap_or(Ok(()))
         },
@@ -369,43 +400,12 @@ pub(crate) fn python_resource(
     Ok(Arc::new(devmm::Checked::new(mr)))
 }
 
-/// A devmm error carrying `err`, raised by the Python callback `name`; the
-/// exception itself is stashed so Python callers get it back unchanged.
 /// The `__qualname__` of a Python callable, for error messages.
 pub(crate) fn callable_name(callable: &Bound<'_, PyAny>) -> String {
     callable
         .getattr("__qualname__")
         .and_then(|n| n.extract::<String>())
         .unwrap_or_else(|_| "a Python callback".into())
-}
-
-fn python_failure(
-    py: Python<'_>,
-    err: PyErr,
-    name: &str,
-    device: devmm::Device,
-    nbytes: Option<usize>,
-) -> devmm::Error {
-    let described = format!(
-        "{name} raised {}",
-        err.value(py)
-            .repr()
-            .map(|r| r.to_string())
-            .unwrap_or_default()
-    );
-    let error = match nbytes {
-        Some(nbytes) if err.is_instance_of::<PyMemoryError>(py) => devmm::Error::OutOfMemory {
-            device,
-            nbytes,
-            chain: name.to_owned(),
-            detail: Some(described.clone()),
-        },
-        _ => devmm::Error::InvalidArgument {
-            reason: described.clone(),
-        },
-    };
-    stash_python_error(described, err);
-    error
 }
 
 fn interpreter_gone(device: devmm::Device) -> devmm::Error {

@@ -8,7 +8,7 @@ use pyo3::types::{PyTuple, PyType};
 
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{stash_python_error, IntoPyResult};
+use crate::error::{IntoPyResult, PythonException};
 
 /// A platform-independent name for a runtime's built-in stream:
 /// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.
@@ -149,18 +149,9 @@ impl PythonStreamOps {
                 Some(handle) => obj.call_method1(method, (handle,)),
                 None => obj.call_method0(method),
             };
+            // The exception itself comes back out to the Python caller.
             called.map(drop).map_err(|err| {
-                let reason = format!(
-                    "{}.{method} raised {}",
-                    self.name,
-                    err.value(py)
-                        .repr()
-                        .map(|r| r.to_string())
-                        .unwrap_or_default()
-                );
-                // The exception itself comes back out to the Python caller.
-                stash_python_error(reason.clone(), err);
-                devmm::Error::Stream { device, reason }
+                PythonException::raised(py, err, format!("{}.{method}", self.name), Some(device))
             })
         })
         .unwrap_or_else(|| {

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{stash_python_error, to_py_err, IntoPyResult};
+use crate::error::{to_py_err, IntoPyResult, PythonException};
 use crate::resource::{resource_of, PyMemoryResource};
 use crate::stream::{resolve_stream, PyStream, StreamArg};
 
@@ -25,9 +25,7 @@ fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
 
 /// A devmm error carrying an exception raised by a Python hook of the suite.
 fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
-    let reason = format!("the {hook} hook raised {}", err.value(py));
-    stash_python_error(reason.clone(), err);
-    devmm::Error::InvalidArgument { reason }
+    PythonException::raised(py, err, format!("the {hook} hook"), None)
 }
 
 /// Runs the memory-resource contract against fresh resources from
@@ -204,29 +202,25 @@ impl PyRecordingMemoryResource {
     ///
     /// Python type: `list[tuple[str, int | None, int, Stream]]`
     #[getter]
-    fn calls(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
-        self.recording
-            .calls()
-            .into_iter()
-            .map(|call| {
-                let (name, ptr, nbytes, stream) = match call {
-                    RecordedCall::Allocate {
-                        nbytes,
-                        stream,
-                        result,
-                    } => ("allocate", result.ok().map(|p| p.addr()), nbytes, stream),
-                    RecordedCall::Deallocate {
-                        ptr,
-                        nbytes,
-                        stream,
-                        ..
-                    } => ("deallocate", Some(ptr.addr()), nbytes, stream),
-                };
-                Ok((name, ptr, nbytes, PyStream::from(stream))
-                    .into_pyobject(py)?
-                    .into_any()
-                    .unbind())
-            })
-            .collect()
+    fn calls(&self) -> Vec<(&'static str, Option<usize>, usize, PyStream)> {
+        let row = |call| match call {
+            RecordedCall::Allocate {
+                nbytes,
+                stream,
+                result,
+            } => (
+                "allocate",
+                result.ok().map(|p| p.addr()),
+                nbytes,
+                stream.into(),
+            ),
+            RecordedCall::Deallocate {
+                ptr,
+                nbytes,
+                stream,
+                ..
+            } => ("deallocate", Some(ptr.addr()), nbytes, stream.into()),
+        };
+        self.recording.calls().into_iter().map(row).collect()
     }
 }

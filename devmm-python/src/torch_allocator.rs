@@ -11,7 +11,7 @@ use devmm::interop::TorchRoutes;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::error::{discarding_python_errors, IntoPyResult};
+use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
 /// The allocation entry point's symbol, for `CUDAPluggableAllocator`.
@@ -36,9 +36,7 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
 ) -> *mut c_void {
     // A Python-defined resource's exception has no binding to convert it
     // here: the devmm error carries its message into the log instead.
-    let result = std::panic::catch_unwind(|| {
-        discarding_python_errors(|| TorchRoutes::allocate(size, device, stream as usize))
-    });
+    let result = std::panic::catch_unwind(|| TorchRoutes::allocate(size, device, stream as usize));
     match result {
         Ok(Ok(ptr)) => return ptr,
         Ok(Err(error)) => {
@@ -66,9 +64,7 @@ pub(crate) unsafe extern "C" fn devmm_torch_free(
     device: c_int,
     stream: *mut c_void,
 ) {
-    let result = std::panic::catch_unwind(|| {
-        discarding_python_errors(|| TorchRoutes::free(ptr, device, stream as usize))
-    });
+    let result = std::panic::catch_unwind(|| TorchRoutes::free(ptr, device, stream as usize));
     match result {
         Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::error!(target: "devmm::torch", %error, "PyTorch free failed"),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::adaptors::{adaptor_repr, try_adapt};
+use crate::adaptors::{adapt, upstream_of};
 use crate::error::IntoPyResult;
 use crate::resource::PyMemoryResource;
 
@@ -21,7 +21,6 @@ type Upstream = Arc<dyn devmm::MemoryResource>;
 #[pyclass(extends = PyMemoryResource, name = "TraceAdaptor", module = "devmm")]
 pub(crate) struct PyTraceAdaptor {
     trace: Arc<devmm::TraceAdaptor<Upstream>>,
-    upstream: Py<PyMemoryResource>,
     path: String,
 }
 
@@ -44,7 +43,7 @@ impl PyTraceAdaptor {
                 )))
             }
         };
-        let (trace, upstream, base) = try_adapt(upstream, |mr| {
+        let (trace, base) = adapt(upstream, |mr| {
             let file = std::fs::File::create(&path).map_err(|e| {
                 PyOSError::new_err(format!("cannot create the trace file {path}: {e}"))
             })?;
@@ -52,20 +51,13 @@ impl PyTraceAdaptor {
                 .py()?
                 .with_call_sites(call_sites))
         })?;
-        Ok((
-            PyTraceAdaptor {
-                trace,
-                upstream,
-                path,
-            },
-            base,
-        ))
+        Ok((PyTraceAdaptor { trace, path }, base))
     }
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.upstream.clone_ref(py)
+    fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        upstream_of(py, &*self.trace)
     }
 
     /// The trace file.
@@ -82,7 +74,11 @@ impl PyTraceAdaptor {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let extra = format!(", path={:?}", self.path);
-        adaptor_repr(py, "TraceAdaptor", &self.upstream, &extra)
+        let upstream = upstream_of(py, &*self.trace)?;
+        Ok(format!(
+            "TraceAdaptor({}, path={:?})",
+            upstream.bind(py).repr()?,
+            self.path
+        ))
     }
 }

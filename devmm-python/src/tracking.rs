@@ -8,7 +8,7 @@ use std::time::UNIX_EPOCH;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::adaptors::{adapt, adaptor_repr};
+use crate::adaptors::{adapt, upstream_of};
 use crate::resource::PyMemoryResource;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -99,7 +99,6 @@ impl PyLiveAllocation {
 #[pyclass(extends = PyMemoryResource, name = "TrackingAdaptor", module = "devmm")]
 pub(crate) struct PyTrackingAdaptor {
     tracking: Arc<devmm::TrackingAdaptor<Upstream>>,
-    upstream: Py<PyMemoryResource>,
 }
 
 #[pymethods]
@@ -110,15 +109,16 @@ impl PyTrackingAdaptor {
         upstream: &Bound<'_, PyMemoryResource>,
         depth: usize,
     ) -> PyResult<(Self, PyMemoryResource)> {
-        let (tracking, upstream, base) =
-            adapt(upstream, |mr| devmm::TrackingAdaptor::with_depth(mr, depth))?;
-        Ok((PyTrackingAdaptor { tracking, upstream }, base))
+        let (tracking, base) = adapt(upstream, |mr| {
+            Ok(devmm::TrackingAdaptor::with_depth(mr, depth))
+        })?;
+        Ok((PyTrackingAdaptor { tracking }, base))
     }
 
     /// The wrapped resource.
     #[getter]
-    fn upstream(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.upstream.clone_ref(py)
+    fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        upstream_of(py, &*self.tracking)
     }
 
     /// Bytes allocated through the adaptor and not yet freed.
@@ -145,9 +145,5 @@ impl PyTrackingAdaptor {
     /// `torch.cuda.memory._snapshot()` makes, read by `torch.cuda._memory_viz`).
     fn torch_snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.tracking.torch_snapshot().to_pickle())
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        adaptor_repr(py, "TrackingAdaptor", &self.upstream, "")
     }
 }

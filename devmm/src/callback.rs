@@ -55,13 +55,7 @@ impl CallbackMemoryResource {
         allocate: impl Fn(usize, &Stream) -> Result<DevicePtr> + Send + Sync + 'static,
         deallocate: impl Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Sync + 'static,
     ) -> Result<CallbackMemoryResource> {
-        if !alignment.is_power_of_two() {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "CallbackMemoryResource alignment must be a power of two (1 for none), not {alignment}"
-                ),
-            });
-        }
+        crate::resource::check_alignment("CallbackMemoryResource", alignment)?;
         Ok(CallbackMemoryResource {
             name: "CallbackMemoryResource".into(),
             device,

@@ -4,6 +4,7 @@
 //! chain, and what to do about it, so a message read in a log is enough to act.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::device::Device;
 use crate::ptr::DevicePtr;
@@ -196,6 +197,25 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// Code a resource called back failed: a closure of a
+    /// [`CallbackMemoryResource`](crate::CallbackMemoryResource), a method
+    /// of a Python-defined resource. `source` is that code's own error,
+    /// unchanged, so a binding can take it back out
+    /// ([`CallbackError::downcast_ref`]) and raise it as it was raised.
+    #[error(
+        "{callback} failed{}: {source}",
+        device.map(|d| format!(" on {d}")).unwrap_or_default()
+    )]
+    Callback {
+        /// What was called (`ArenaResource.allocate`).
+        callback: String,
+        /// The device it was called for, when it was called for one.
+        device: Option<Device>,
+        /// The error the callback returned or raised.
+        #[source]
+        source: CallbackError,
+    },
+
     /// A stream operation that cannot be done as asked.
     #[error("stream error on {device}: {reason}")]
     Stream {
@@ -231,6 +251,61 @@ pub struct DriverError {
     /// The driver's description of the status.
     pub message: String,
 }
+
+/// The error of a failed callback, the source of [`Error::Callback`]:
+/// shared (so [`Error`] stays `Clone`), compared by identity.
+///
+/// ```
+/// use devmm::{CallbackError, Device, Error};
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("arena exhausted")]
+/// struct Exhausted;
+/// let err = Error::callback("Arena.allocate", Some(Device::CPU), Exhausted);
+/// assert_eq!(err.to_string(), "Arena.allocate failed on cpu:0: arena exhausted");
+/// let Error::Callback { source, .. } = &err else { unreachable!() };
+/// assert!(source.downcast_ref::<Exhausted>().is_some());
+/// assert_eq!(err.clone(), err);
+/// ```
+#[derive(Clone)]
+pub struct CallbackError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl CallbackError {
+    /// Wraps `err`.
+    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CallbackError(Arc::new(err))
+    }
+
+    /// The callback's error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl fmt::Debug for CallbackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for CallbackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for CallbackError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for CallbackError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CallbackError {}
 
 /// How a caller broke a resource's contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +365,20 @@ impl Error {
     pub(crate) fn layout(reason: impl Into<String>) -> Error {
         Error::InvalidLayout {
             reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Callback`]: `callback`, called for `device`, failed
+    /// with `source`.
+    pub fn callback(
+        callback: impl Into<String>,
+        device: Option<Device>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Callback {
+            callback: callback.into(),
+            device,
+            source: CallbackError::new(source),
         }
     }
 

@@ -9,10 +9,9 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource};
+use crate::resource::MemoryResource;
 use crate::stream::Stream;
 
 /// The rule every resource and adaptor applies to a null pointer: only a
@@ -295,25 +294,7 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
         freed
     }
 
-    fn device(&self) -> Device {
-        self.inner.device()
-    }
-
-    fn stream_ordered(&self) -> bool {
-        self.inner.stream_ordered()
-    }
-
-    fn guaranteed_alignment(&self) -> usize {
-        self.inner.guaranteed_alignment()
-    }
-
-    fn available_memory(&self) -> Result<MemoryInfo> {
-        self.inner.available_memory()
-    }
-
-    fn upstream(&self) -> Option<&dyn MemoryResource> {
-        self.inner.upstream()
-    }
+    crate::resource::forward_transparent_probes!(inner);
 
     fn detects_misuse(&self) -> bool {
         true
@@ -321,10 +302,6 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
 
     fn live_count(&self) -> Option<usize> {
         Some(self.ledger.live_count())
-    }
-
-    fn dereferenceable(&self) -> bool {
-        self.inner.dereferenceable()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod interop;
 mod layout;
 mod ledger;
 pub mod mrs;
+mod origin;
 mod ptr;
 mod registry;
 mod resource;
@@ -40,7 +41,7 @@ pub use callback::CallbackMemoryResource;
 pub use copy::{copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
-pub use error::{DriverError, Error, MisuseKind, Result};
+pub use error::{CallbackError, DriverError, Error, MisuseKind, Result};
 pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
 pub use host_view::{HostSlice, HostSliceMut};
 pub use layout::{
@@ -49,11 +50,15 @@ pub use layout::{
 };
 pub use ledger::{Checked, Ledger};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
+pub use origin::WithOrigin;
 pub use ptr::DevicePtr;
 pub use registry::{
-    ResourceGuard, get_current_memory_resource, set_current_memory_resource, using_memory_resource,
+    OverrideScope, ResourceGuard, get_current_memory_resource, set_current_memory_resource,
+    set_override_scope, using_memory_resource,
 };
-pub use resource::{MemoryInfo, MemoryResource, check_dereferenceable, resource_chain};
+pub use resource::{
+    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, resource_chain,
+};
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
     default_device, register_runtime, runtime_for, runtime_names,

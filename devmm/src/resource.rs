@@ -1,5 +1,6 @@
 //! The memory-resource contract, shaped like rmm's `device_memory_resource`.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -97,6 +98,20 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn dereferenceable(&self) -> bool {
         false
     }
+
+    /// What this resource stands for outside Rust, when it stands for
+    /// something: the object a binding made it from (the Python resource
+    /// behind a [`WithOrigin`](crate::WithOrigin)), so a binding handed the
+    /// resource back (by the registry, by a buffer) returns that very
+    /// object. Adaptors have their own identity and do not forward it.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource};
+    /// assert!(MallocMemoryResource::new().origin().is_none());
+    /// ```
+    fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
 }
 
 /// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`
@@ -119,6 +134,27 @@ pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -
         operation,
         device: mr.device(),
         chain: resource_chain(mr),
+    })
+}
+
+/// The one rule for the alignment a resource promises: a power of two (1
+/// promises nothing); anything else is an
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `resource`.
+///
+/// ```
+/// use devmm::check_alignment;
+/// assert!(check_alignment("MyResource", 256).is_ok());
+/// let err = check_alignment("MyResource", 48).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid argument: MyResource alignment must be a power of two (1 for none), not 48");
+/// ```
+pub fn check_alignment(resource: &str, alignment: usize) -> Result<()> {
+    if alignment.is_power_of_two() {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidArgument {
+        reason: format!(
+            "{resource} alignment must be a power of two (1 for none), not {alignment}"
+        ),
     })
 }
 
@@ -155,6 +191,51 @@ fn link_name(mr: &dyn MemoryResource) -> String {
     }
 }
 
+/// The probes every wrapper of one resource answers as that resource
+/// does, from its field `$field`: device, stream ordering, alignment and
+/// dereferenceability.
+macro_rules! forward_device_probes {
+    ($field:ident) => {
+        fn device(&self) -> $crate::Device {
+            self.$field.device()
+        }
+
+        fn stream_ordered(&self) -> bool {
+            self.$field.stream_ordered()
+        }
+
+        fn guaranteed_alignment(&self) -> usize {
+            self.$field.guaranteed_alignment()
+        }
+
+        fn dereferenceable(&self) -> bool {
+            self.$field.dereferenceable()
+        }
+    };
+}
+
+pub(crate) use forward_device_probes;
+
+/// The probes a transparent wrapper (the same resource with something
+/// added: a ledger, an origin) forwards to its field `$field`, its place in
+/// a resource chain included. The wrapper writes `allocate`, `deallocate`,
+/// `detects_misuse`, `live_count` and `origin` itself.
+macro_rules! forward_transparent_probes {
+    ($field:ident) => {
+        $crate::resource::forward_device_probes!($field);
+
+        fn available_memory(&self) -> $crate::Result<$crate::MemoryInfo> {
+            self.$field.available_memory()
+        }
+
+        fn upstream(&self) -> Option<&dyn $crate::MemoryResource> {
+            self.$field.upstream()
+        }
+    };
+}
+
+pub(crate) use forward_transparent_probes;
+
 macro_rules! forward_memory_resource {
     ($($wrapper:ident),*) => {$(
         impl<T: MemoryResource + ?Sized> MemoryResource for $wrapper<T> {
@@ -188,6 +269,9 @@ macro_rules! forward_memory_resource {
             }
             fn dereferenceable(&self) -> bool {
                 (**self).dereferenceable()
+            }
+            fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+                (**self).origin()
             }
         }
     )*};

@@ -18,8 +18,11 @@
   the table.
 
 The counting and the records' arithmetic and report live in the Rust core
-(``devmm::statistics``); this module composes its scopes from the
-registry's ``using_memory_resource``."""
+(``devmm::statistics``), and so does the registry these scopes are made
+current in (its override scope is a ``contextvars`` variable, so a scope
+counts what Rust code allocates inside it too). This module composes its
+scopes from the registry and keeps only the ``push_statistics`` stack of
+each context: the core's is per thread (docs/adr/0017)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,6 @@ from ._devmm import (
     ProfilerRecords,
     Statistics,
     StatisticsAdaptor,
-    default_device,
     get_current_memory_resource,
     set_current_memory_resource,
     using_memory_resource,
@@ -67,16 +69,10 @@ _pushed: contextvars.ContextVar[
 ] = contextvars.ContextVar("devmm.statistics.pushed", default=())
 
 
-def _device(device: Device | str | None) -> Device:
-    if device is None:
-        return default_device()
-    return device if isinstance(device, Device) else Device.from_string(device)
-
-
 def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
     """Makes the process-wide current resource of ``device`` count its
     allocations, and returns the ``StatisticsAdaptor`` that does."""
-    current = get_current_memory_resource(_device(device))
+    current = get_current_memory_resource(device)
     if isinstance(current, StatisticsAdaptor):
         return current
     stats = StatisticsAdaptor(current)
@@ -87,7 +83,7 @@ def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
 def get_statistics(device: Device | str | None = None) -> Statistics | None:
     """The counters of ``device``'s current resource in this context, or
     ``None`` when it is not a ``StatisticsAdaptor``."""
-    current = get_current_memory_resource(_device(device))
+    current = get_current_memory_resource(device)
     if isinstance(current, StatisticsAdaptor):
         return current.statistics
     return None
@@ -96,24 +92,25 @@ def get_statistics(device: Device | str | None = None) -> Statistics | None:
 @contextlib.contextmanager
 def statistics(device: Device | str | None = None) -> Iterator[StatisticsAdaptor]:
     """A statistics scope for the ``with`` block; yields its adaptor."""
-    stats = StatisticsAdaptor(get_current_memory_resource(_device(device)))
+    stats = StatisticsAdaptor(get_current_memory_resource(device))
     with using_memory_resource(stats):
         yield stats
 
 
 def push_statistics(device: Device | str | None = None) -> None:
     """Opens a statistics scope in this context until ``pop_statistics``."""
-    resolved = _device(device)
-    stats = StatisticsAdaptor(get_current_memory_resource(resolved))
+    stats = StatisticsAdaptor(get_current_memory_resource(device))
     scope = using_memory_resource(stats)
     scope.__enter__()
-    _pushed.set(_pushed.get() + ((resolved, stats, scope),))
+    _pushed.set(_pushed.get() + ((stats.device, stats, scope),))
 
 
 def pop_statistics(device: Device | str | None = None) -> Statistics | None:
     """Closes the innermost scope ``push_statistics`` opened on ``device``
     in this context and returns its counters; ``None`` when none is open."""
-    resolved = _device(device)
+    # The registry resolves the device (the default one when None): the
+    # current resource's device is the one asked for.
+    resolved = get_current_memory_resource(device).device
     pushed = _pushed.get()
     for at in range(len(pushed) - 1, -1, -1):
         scope_device, stats, scope = pushed[at]

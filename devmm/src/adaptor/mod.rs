@@ -9,17 +9,7 @@
 /// everything but `allocate`, `deallocate` and `available_memory`.
 macro_rules! forward_probes {
     ($field:ident) => {
-        fn device(&self) -> $crate::Device {
-            self.$field.device()
-        }
-
-        fn stream_ordered(&self) -> bool {
-            self.$field.stream_ordered()
-        }
-
-        fn guaranteed_alignment(&self) -> usize {
-            self.$field.guaranteed_alignment()
-        }
+        $crate::resource::forward_device_probes!($field);
 
         fn upstream(&self) -> Option<&dyn $crate::MemoryResource> {
             Some(&self.$field)
@@ -31,10 +21,6 @@ macro_rules! forward_probes {
 
         fn live_count(&self) -> Option<usize> {
             self.$field.live_count()
-        }
-
-        fn dereferenceable(&self) -> bool {
-            self.$field.dereferenceable()
         }
     };
 }
