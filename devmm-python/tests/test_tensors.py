@@ -63,6 +63,32 @@ def test_empty_argument_errors() -> None:
         devmm.empty((2,), "uint8", layout="row")  # type: ignore[arg-type]
 
 
+class _Three:
+    """An integer by `__index__` only, as NumPy scalars and others are."""
+
+    def __index__(self) -> int:
+        return 3
+
+
+def test_shapes_read_alike_from_tuples_sequences_and_index_objects() -> None:
+    # Tuples take a fast path; every other spelling must give the same shape.
+    for shape in ((2, 3), [2, 3], (2, _Three()), (np.int64(2), np.uint8(3)), range(2, 4)):
+        assert devmm.empty(shape, "float32").shape == (2, 3)  # type: ignore[arg-type]
+    assert devmm.empty(4, "float32").shape == devmm.empty((4,), "float32").shape == (4,)
+    assert devmm.empty((), "float32").shape == ()
+
+
+def test_shape_errors_are_the_same_through_the_tuple_fast_path() -> None:
+    limit = (1 << 64) - 1
+    for bad, shown in ((-1, "-1"), (1 << 70, str(1 << 70))):
+        for shape in ((2, bad), [2, bad]):
+            with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+                devmm.empty(shape, "uint8")
+    for shape in ((2, 1.5), [2, 1.5], (2, "3")):
+        with pytest.raises(TypeError):
+            devmm.empty(shape, "uint8")  # type: ignore[arg-type]
+
+
 def test_zero_size_tensors() -> None:
     t = devmm.empty((0, 4), "float32")
     assert t.shape == (0, 4) and t.data_ptr == 0
