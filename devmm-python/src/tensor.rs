@@ -22,7 +22,9 @@ use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
 /// and what DLPack consumers take. Not an array: no arithmetic, no indexing.
-#[pyclass(frozen, name = "Tensor", module = "devmm")]
+// A freelist: tensors are made and dropped at the rate of allocations, and
+// recycling the object saves the allocator round trip.
+#[pyclass(frozen, freelist = 32, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     /// The layout's provenance (`None` for a hand-built layout).
@@ -443,18 +445,19 @@ impl Request {
             layout_given,
             mr,
         } = self;
+        let device = options.target_device().py()?;
         let (mr, bridge) = match mr {
             Some(given) => given,
             None => {
                 // Python's registry, not the core's default: only it knows
                 // the `using_memory_resource` overrides of this context, and
-                // the tensor keeps the very object that was installed.
-                let current = registry::current(py, options.target_device().py()?)?;
+                // the tensor keeps the very object that was installed. Its
+                // resource is of `device`, so the target stays as it is.
+                let current = registry::current(py, device)?;
                 options = options.resource(current.mr);
                 (current.obj, None)
             }
         };
-        let device = options.target_device().py()?;
         if stream.is_some() {
             options = options.stream(resolve_stream(stream, device)?);
         }

@@ -89,6 +89,22 @@ def test_shape_errors_are_the_same_through_the_tuple_fast_path() -> None:
             devmm.empty(shape, "uint8")  # type: ignore[arg-type]
 
 
+def test_dtype_names_read_alike_call_after_call() -> None:
+    # Names are remembered by string object; more names than the memory
+    # holds, in turn, and str subclasses must each still read as themselves.
+    class Name(str):
+        pass
+
+    names = ["float32", "int8", "uint16", "float64", "bool", "complex64", "bfloat16"]
+    for _ in range(3):
+        for name in names + [Name("int64")]:
+            assert devmm.empty((1,), name).dtype == devmm.DType.from_string(str(name))
+    with pytest.raises(ValueError, match="float8"):
+        devmm.empty((1,), "float8")
+    with pytest.raises(ValueError, match="float8"):
+        devmm.empty((1,), "float8")
+
+
 def test_zero_size_tensors() -> None:
     t = devmm.empty((0, 4), "float32")
     assert t.shape == (0, 4) and t.data_ptr == 0
