@@ -160,7 +160,10 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
 /// dtypes with a few literals, so the same objects come back call after
 /// call and are recognised by identity instead of parsed again. The cache
 /// holds each string, so an address cannot be reused by another.
-struct NameCache(Mutex<[Option<(Py<PyString>, devmm::DType)>; NameCache::SLOTS]>);
+struct NameCache(Mutex<[Option<CachedName>; NameCache::SLOTS]>);
+
+/// A name's string object and the dtype it parsed as.
+type CachedName = (Py<PyString>, devmm::DType);
 
 static NAMES: NameCache = NameCache(Mutex::new([const { None }; NameCache::SLOTS]));
 
