@@ -23,9 +23,7 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 /// and is idempotent; a `with` block frees it on exit, and dropping the last
 /// reference frees it too. While DLPack exports of it are alive, `free()`
 /// closes it and the memory goes back when the last consumer lets go.
-// A freelist: `t.buffer.free()` makes and drops one of these per tensor,
-// and recycling the object saves the allocator round trip.
-#[pyclass(frozen, freelist = 32, name = "DeviceBuffer", module = "devmm")]
+#[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
     pub(crate) mr: Py<PyMemoryResource>,

@@ -22,9 +22,7 @@ use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
 /// and what DLPack consumers take. Not an array: no arithmetic, no indexing.
-// A freelist: tensors are made and dropped at the rate of allocations, and
-// recycling the object saves the allocator round trip.
-#[pyclass(frozen, freelist = 32, name = "Tensor", module = "devmm")]
+#[pyclass(frozen, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     /// The layout's provenance (`None` for a hand-built layout).

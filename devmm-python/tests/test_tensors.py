@@ -1,5 +1,7 @@
 """empty, empty_like and Tensor."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,15 @@ def test_dtype_names_read_alike_call_after_call() -> None:
         devmm.empty((1,), "float8")
     with pytest.raises(ValueError, match="float8"):
         devmm.empty((1,), "float8")
+
+
+def test_tensors_and_buffers_made_after_others_were_dropped_are_gc_tracked() -> None:
+    # A recycled object (PyO3's class freelists reuse them) must still be
+    # tracked, or a cycle through a Python resource would never be collected.
+    for _ in range(100):
+        devmm.empty((2,), "int8").buffer.free()
+    t = devmm.empty((2,), "int8")
+    assert gc.is_tracked(t) and gc.is_tracked(t.buffer)
 
 
 def test_zero_size_tensors() -> None:
