@@ -1,66 +1,202 @@
-"""Side-by-side latency of devmm.empty against numpy.empty (not a test).
+"""Side-by-side cost of devmm.empty against numpy.empty and torch.empty (not a test).
 
-Run from the repository root after a release build of the package:
+Run from the repository root:
 
-    .venv/bin/python devmm-python/bench/bench_empty.py
+    .venv/bin/python devmm-python/bench/bench_empty.py                 # interleaved timings
+    .venv/bin/python devmm-python/bench/bench_empty.py --instructions  # callgrind counts
 
-Each figure is the best of several rounds of a timeit loop, per call; the
-cases take turns within each round.
+It first builds and installs the package in release mode (`maturin develop
+--release`, incremental after the first time), because the debug build
+that `maturin develop` and `scripts/test.sh` give is 30-50x slower and
+would measure nothing users run. `--no-build` skips that, and then the
+script refuses to run on an extension that carries debug information (a
+debug build).
+
+Timings: each figure is the best of several rounds of a timeit loop, per
+call; the cases take turns within each round, so load from other processes
+hits them alike. Instructions: the script runs itself under `valgrind
+--tool=callgrind` twice per case, with two loop lengths, and prints the
+difference per call, less an empty loop's; unlike time, the count does not
+move with the machine's load. `torch.empty` is measured where torch is
+importable.
 """
 
 import argparse
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
 import timeit
+from pathlib import Path
 
-import numpy as np
+SETUP = "import numpy as np; import devmm"
+# Imported only where a case uses it: under callgrind torch's import alone
+# takes minutes.
+TORCH_SETUP = SETUP + "; import torch"
 
-import devmm
-
-
-def devmm_empty_free() -> None:
-    devmm.empty((2, 3), "float32", layout=devmm.RowMajor()).buffer.free()
-
-
-def devmm_empty_free_from_dlpack() -> None:
-    t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor())
-    np.from_dlpack(t)
-    t.buffer.free()
-
-
-def numpy_empty() -> None:
-    np.empty((2, 3), dtype=np.float32)
-
-
+# (name, statement, #16's targets as ratios to the baseline (numpy.empty):
+# (instructions, time) or None, whether it needs torch). The first case is
+# the baseline.
 CASES = [
-    ("numpy.empty((2, 3), dtype=numpy.float32)", numpy_empty, None),
-    ('devmm.empty((2, 3), "float32", layout=RowMajor()) + .buffer.free()', devmm_empty_free, 3.0),
-    ("  the same + np.from_dlpack(t)", devmm_empty_free_from_dlpack, 10.0),
+    ("numpy.empty((2, 3), dtype=numpy.float32)", "np.empty((2, 3), dtype=np.float32)", None, False),
+    (
+        'devmm.empty((2, 3), "float32", layout=RowMajor()) + .buffer.free()',
+        'devmm.empty((2, 3), "float32", layout=devmm.RowMajor()).buffer.free()',
+        (1.5, 2.0),
+        False,
+    ),
+    (
+        "  the same + np.from_dlpack(t)",
+        't = devmm.empty((2, 3), "float32", layout=devmm.RowMajor()); np.from_dlpack(t); t.buffer.free()',
+        (2.5, 3.5),
+        False,
+    ),
+    ('devmm.empty((2, 3), "float32") (freed when dropped)', 'devmm.empty((2, 3), "float32")', None, False),
+    ("torch.empty((2, 3), dtype=torch.float32)", "torch.empty((2, 3), dtype=torch.float32)", None, True),
 ]
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def best_seconds(cases, number: int, repeat: int) -> list[float]:
-    """Per-call seconds of each case: the best of `repeat` rounds, the cases
-    interleaved within each round so that load on the machine hits all of
-    them alike."""
-    best = [float("inf")] * len(cases)
+
+def has_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_release() -> None:
+    """`maturin develop --release` into the running interpreter's venv."""
+    venv = Path(sys.prefix)
+    env = dict(os.environ, VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    print("building the release extension (maturin develop --release) ...", file=sys.stderr, flush=True)
+    subprocess.run(
+        [str(venv / "bin" / "maturin"), "develop", "--release", "--locked", "--quiet"],
+        cwd=ROOT / "devmm-python",
+        env=env,
+        check=True,
+    )
+
+
+def elf_sections(path: Path) -> set[str]:
+    """The section names of a 64-bit little-endian ELF file."""
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise SystemExit(f"{path} is not a 64-bit little-endian ELF file; cannot tell its build")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def header(i: int) -> tuple[int, int]:
+        name, = struct.unpack_from("<I", data, shoff + i * shentsize)
+        offset, = struct.unpack_from("<Q", data, shoff + i * shentsize + 0x18)
+        return name, offset
+
+    _, strtab = header(shstrndx)
+    names = set()
+    for i in range(shnum):
+        name, _ = header(i)
+        end = data.index(b"\0", strtab + name)
+        names.add(data[strtab + name : end].decode())
+    return names
+
+
+def refuse_debug_build() -> None:
+    """Exits unless the imported extension is a release build (a debug
+    build carries DWARF sections; the release profile strips them)."""
+    import devmm._devmm as ext
+
+    if ".debug_info" in elf_sections(Path(ext.__file__)):
+        raise SystemExit(
+            f"{ext.__file__} is a debug build (it has .debug_info), 30-50x slower than release: "
+            "run without --no-build, or `maturin develop --release` first"
+        )
+
+
+def setup_for(statement: str) -> str:
+    return TORCH_SETUP if "torch" in statement else SETUP
+
+
+def best_seconds(statements: list[str], number: int, repeat: int) -> list[float]:
+    """Per-call seconds of each statement: the best of `repeat` rounds, the
+    statements interleaved within each round."""
+    timers = [timeit.Timer(stmt, setup=setup_for(stmt)) for stmt in statements]
+    best = [float("inf")] * len(timers)
     for _ in range(repeat):
-        for i, (_, fn, _) in enumerate(cases):
-            best[i] = min(best[i], timeit.timeit(fn, number=number) / number)
+        for i, timer in enumerate(timers):
+            best[i] = min(best[i], timer.timeit(number=number) / number)
     return best
 
 
+def child(statement: str, calls: int) -> None:
+    """The measured process: a warm-up, then `calls` runs of `statement`
+    inside a function (locals, as user code has them)."""
+    namespace: dict[str, object] = {}
+    exec(setup_for(statement), namespace)  # noqa: S102 - the fixed statements above
+    exec(f"def run(n):\n    for _ in range(n):\n        {statement}\n", namespace)  # noqa: S102
+    run = namespace["run"]
+    run(1_000)  # type: ignore[operator]
+    run(calls)  # type: ignore[operator]
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def instructions(statement: str, calls: int) -> int:
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out",
+             sys.executable, __file__, "--child", statement, str(calls)],
+            check=True, capture_output=True,
+            # One BLAS thread: NumPy's spinning pool would add noise.
+            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+        )
+        summary = re.search(r"^summary: (\d+)", Path(f"{out}/cg.out").read_text(), re.M)
+    assert summary, "callgrind wrote no summary"
+    return int(summary.group(1))
+
+
+def per_call_instructions(statement: str, low: int, high: int) -> float:
+    return (instructions(statement, high) - instructions(statement, low)) / (high - low)
+
+
+def report(rows: list[tuple[str, float, float | None]], unit: str, scale: float, fmt: str) -> None:
+    baseline = rows[0][1]
+    print(f"{'operation':<70} {unit:>12} {'vs numpy':>9} {'target':>7}")
+    for name, value, target in rows:
+        ratio = value / baseline
+        verdict = "" if target is None else f"{'<=' if ratio <= target else '> '}{target:g}x"
+        print(f"{name:<70} {value * scale:>12{fmt}} {ratio:>8.2f}x {verdict:>7}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=20_000, help="calls per timing")
-    parser.add_argument("--repeat", type=int, default=25, help="rounds; the best is reported")
+    parser.add_argument("--no-build", action="store_true", help="use the installed build (refused if debug)")
+    parser.add_argument("--instructions", action="store_true", help="callgrind instruction counts, not time")
+    parser.add_argument("--number", type=int, default=20_000, help="calls per timing round")
+    parser.add_argument("--repeat", type=int, default=25, help="timing rounds; the best is reported")
+    parser.add_argument("--calls", type=int, default=20_000, help="extra calls measured under callgrind")
     args = parser.parse_args()
-    seconds = best_seconds(CASES, args.number, args.repeat)
-    results = [(name, s, target) for (name, _, target), s in zip(CASES, seconds)]
-    baseline = results[0][1]
-    print(f"{'operation':<70} {'per call':>10} {'vs numpy':>9} {'target':>7}")
-    for name, seconds, target in results:
-        ratio = seconds / baseline
-        verdict = "" if target is None else f"{'<=' if ratio <= target else '> '}{target:.0f}x"
-        print(f"{name:<70} {seconds * 1e6:>8.3f}us {ratio:>8.2f}x {verdict:>7}")
+    if not args.no_build:
+        build_release()
+    refuse_debug_build()
+    cases = [c for c in CASES if not c[3] or has_torch()]
+    if args.instructions:
+        loop = per_call_instructions("pass", args.calls, 2 * args.calls)
+        counts = [per_call_instructions(stmt, args.calls, 2 * args.calls) - loop for _, stmt, _, _ in cases]
+        rows = [(name, n, targets and targets[0]) for (name, _, targets, _), n in zip(cases, counts)]
+        report(rows, "instructions", 1, ",.0f")
+        print(f"(per call, an empty loop's {loop:.0f} instructions subtracted)")
+    else:
+        seconds = best_seconds([stmt for _, stmt, _, _ in cases], args.number, args.repeat)
+        rows = [(name, s, targets and targets[1]) for (name, _, targets, _), s in zip(cases, seconds)]
+        report(rows, "per call us", 1e6, ".3f")
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

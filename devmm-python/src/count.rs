@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyInt;
+use pyo3::types::{PyInt, PyTuple};
 
 /// The Python name of the argument a [`Count`] stands for.
 pub(crate) trait ArgName {
@@ -53,7 +53,15 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let entry = |item: &Bound<'_, PyAny>| count(item, "must list integers", N::NAME);
-        let dims = if obj.cast::<PyInt>().is_ok() {
+        // A tuple (what shapes nearly always are) is read in place: no
+        // iterator object, no reference counting per item.
+        let dims = if let Ok(tuple) = obj.cast::<PyTuple>() {
+            let mut dims = devmm::Dims::with_capacity(tuple.len());
+            for item in tuple.iter_borrowed() {
+                dims.push(entry(&item)?);
+            }
+            dims
+        } else if obj.cast::<PyInt>().is_ok() {
             devmm::Dims::from_elem(entry(&obj)?, 1)
         } else {
             obj.try_iter()?
@@ -67,6 +75,12 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
 /// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to
 /// usize::MAX`.
 fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
+    // The common case, an int that fits, in one C call; anything else
+    // (a negative or huge int, a non-int) goes the exact way below, which
+    // names the value or raises the conversion's own `TypeError`.
+    if let Ok(value) = obj.extract::<usize>() {
+        return Ok(value);
+    }
     let value: i128 = obj.extract()?;
     usize::try_from(value).map_err(|_| {
         PyValueError::new_err(format!(

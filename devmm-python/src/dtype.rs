@@ -1,5 +1,7 @@
 //! `DType`: DLPack's `(code, bits, lanes)` element types.
 
+use std::sync::Mutex;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
@@ -122,9 +124,14 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
         }
         let obj = obj.to_owned();
         if let Ok(name) = obj.cast::<PyString>() {
-            let name = name.to_str()?;
-            return match name.parse() {
-                Ok(dtype) => Ok(DTypeArg(dtype)),
+            if let Some(dtype) = NAMES.get(name) {
+                return Ok(DTypeArg(dtype));
+            }
+            return match name.to_str()?.parse() {
+                Ok(dtype) => {
+                    NAMES.put(name, dtype);
+                    Ok(DTypeArg(dtype))
+                }
                 // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
                 Err(err) => numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np)),
             };
@@ -146,6 +153,45 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
              a NumPy dtype, scalar type or type code, or a torch/ml_dtypes dtype",
             obj.repr()?
         )))
+    }
+}
+
+/// The dtype names parsed last, by string object: a program spells its
+/// dtypes with a few literals, so the same objects come back call after
+/// call and are recognised by identity instead of parsed again. The cache
+/// holds each string, so an address cannot be reused by another.
+struct NameCache(Mutex<[Option<CachedName>; NameCache::SLOTS]>);
+
+/// A name's string object and the dtype it parsed as.
+type CachedName = (Py<PyString>, devmm::DType);
+
+static NAMES: NameCache = NameCache(Mutex::new([const { None }; NameCache::SLOTS]));
+
+impl NameCache {
+    const SLOTS: usize = 4;
+
+    fn get(&self, name: &Bound<'_, PyString>) -> Option<devmm::DType> {
+        let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slots
+            .iter()
+            .flatten()
+            .find(|(cached, _)| cached.is(name))
+            .map(|(_, dtype)| *dtype)
+    }
+
+    /// Remembers `name`, pushing out the oldest entry.
+    fn put(&self, name: &Bound<'_, PyString>, dtype: devmm::DType) {
+        // Plain `str` only: a subclass's `__del__` could run Python code.
+        if !name.is_exact_instance_of::<PyString>() {
+            return;
+        }
+        let evicted = {
+            let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            slots.rotate_right(1);
+            slots[0].replace((name.clone().unbind(), dtype))
+        };
+        // Released outside the lock, while attached: a plain decref.
+        drop(evicted);
     }
 }
 

@@ -16,8 +16,7 @@ use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
-use crate::registry;
-use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
+use crate::resource::{bridge_of, object_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
@@ -353,65 +352,119 @@ impl<'py> FromPyObject<'_, 'py> for LayoutArg<'py> {
     }
 }
 
-fn allocate(
-    py: Python<'_>,
-    shape: &[usize],
-    dtype: devmm::DType,
-    layout: Option<LayoutArg<'_>>,
-    device: Option<devmm::Device>,
-    mr: Option<&Bound<'_, PyMemoryResource>>,
-    stream: Option<StreamArg>,
-) -> PyResult<PyTensor> {
-    let options = devmm::EmptyOptions::new();
-    let (policy_obj, options) = match layout {
-        Some(LayoutArg::Policy(policy)) => (
-            Some(policy.clone().into_any().unbind()),
-            options.layout_shared(Arc::clone(&policy.get().inner)),
-        ),
-        Some(LayoutArg::Resolved(layout)) => {
-            let layout = layout.get();
-            (
-                layout.policy.as_ref().map(|p| p.clone_ref(py)),
-                options.resolved_layout(layout.layout.clone()),
-            )
+/// What `empty` and `empty_like` were asked for besides the shape and
+/// dtype: the core's options, and the Python objects the tensor keeps.
+struct Request {
+    options: devmm::EmptyOptions,
+    /// The layout's provenance: the policy given, or the given layout's.
+    policy: Option<Py<PyAny>>,
+    /// Whether a `layout` was given (else the core lays out row-major).
+    layout_given: bool,
+    /// The resource given, and its bridge when it is Python-defined.
+    mr: Option<(Py<PyMemoryResource>, Option<Arc<PythonRef>>)>,
+}
+
+impl Request {
+    /// The arguments as the core's options; nothing is defaulted here.
+    fn new(
+        py: Python<'_>,
+        layout: Option<LayoutArg<'_>>,
+        device: Option<DeviceArg>,
+        mr: Option<&Bound<'_, PyMemoryResource>>,
+    ) -> PyResult<Request> {
+        let mut options = devmm::EmptyOptions::new();
+        let layout_given = layout.is_some();
+        let policy = match layout {
+            Some(LayoutArg::Policy(policy)) => {
+                options = options.layout_shared(Arc::clone(&policy.get().inner));
+                Some(policy.into_any().unbind())
+            }
+            Some(LayoutArg::Resolved(layout)) => {
+                let layout = layout.get();
+                options = options.resolved_layout(layout.layout.clone());
+                layout.policy.as_ref().map(|p| p.clone_ref(py))
+            }
+            None => None,
+        };
+        if let Some(device) = device {
+            options = options.device(device.0);
         }
-        None => {
-            let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
-            (
-                Some(default.clone().into_any().unbind()),
-                options.layout_shared(Arc::clone(&default.get().inner)),
-            )
-        }
-    };
-    let (mr_obj, rust_mr, bridge) = match mr {
-        Some(mr) => {
-            let (rust, bridge) = bridge_of(mr)?;
-            (mr.clone().unbind(), rust, bridge)
-        }
-        None => {
-            let device = match device {
-                Some(device) => device,
-                None => devmm::default_device().py()?,
-            };
-            let current = registry::current(py, device)?;
-            (current.obj, current.mr, None)
-        }
-    };
-    let device = device.unwrap_or_else(|| rust_mr.device());
-    let mut options = options.device(device).resource(rust_mr);
-    // Without a stream the core picks the device's default, after it has
-    // checked the device against the resource.
-    if stream.is_some() {
-        options = options.stream(resolve_stream(stream, device)?);
+        let mr = match mr {
+            Some(mr) => {
+                let (rust, bridge) = bridge_of(mr)?;
+                options = options.resource(rust);
+                Some((mr.clone().unbind(), bridge))
+            }
+            None => None,
+        };
+        Ok(Request {
+            options,
+            policy,
+            layout_given,
+            mr,
+        })
     }
-    let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
-    Ok(PyTensor {
-        tensor,
-        policy: policy_obj,
-        mr: mr_obj,
-        buffer: OnceLock::new(),
-        bridge,
-    })
+
+    /// `empty_like`: the core's rule completes the options from the array
+    /// imitated (its device, its memory `order`); a kept order is reported
+    /// as a `Permuted` policy.
+    fn imitating(
+        mut self,
+        py: Python<'_>,
+        device: devmm::Device,
+        order: Option<devmm::Permuted>,
+    ) -> PyResult<Request> {
+        let (options, kept) = self.options.imitating(device, order);
+        self.options = options;
+        if let Some(order) = kept {
+            let policy = py
+                .get_type::<crate::layout::PyPermuted>()
+                .call1((order.order().to_vec(),))?;
+            self.policy = Some(policy.unbind());
+            self.layout_given = true;
+        }
+        Ok(self)
+    }
+
+    /// `devmm::empty` with the options, from the current resource when
+    /// none was given, on `stream` (the device's default when `None`). The
+    /// core picks the device and the stream.
+    fn allocate(
+        self,
+        py: Python<'_>,
+        shape: &[usize],
+        dtype: devmm::DType,
+        stream: Option<StreamArg>,
+    ) -> PyResult<PyTensor> {
+        let Request {
+            mut options,
+            mut policy,
+            layout_given,
+            mr,
+        } = self;
+        let device = options.target_device().py()?;
+        if stream.is_some() {
+            options = options.stream(resolve_stream(stream, device)?);
+        }
+        if !layout_given {
+            // The policy object of the core's default layout.
+            policy = Some(default_policy(py)?.clone().unbind());
+        }
+        let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
+        let (mr, bridge) = match mr {
+            Some(given) => given,
+            // The core picked this context's current resource; its origin
+            // is the very object that was installed.
+            None => (object_of(py, tensor.buffer().resource())?, None),
+        };
+        Ok(PyTensor {
+            tensor,
+            policy,
+            mr,
+            buffer: OnceLock::new(),
+            bridge,
+        })
+    }
 }
 
 /// Allocates an uninitialised tensor: `layout` (a policy, row-major when
@@ -429,15 +482,7 @@ pub(crate) fn empty(
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    allocate(
-        py,
-        &shape.0,
-        dtype.0,
-        layout,
-        device.map(|d| d.0),
-        mr,
-        stream,
-    )
+    Request::new(py, layout, device, mr)?.allocate(py, &shape.0, dtype.0, stream)
 }
 
 /// `other.name` for `empty_like`: a missing attribute is a wrong argument
@@ -477,20 +522,11 @@ pub(crate) fn empty_like(
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (shape, other_dtype, other_device, strides) = match other.cast::<PyTensor>() {
+    let (shape, other_dtype, other_device, order) = match other.cast::<PyTensor>() {
         Ok(tensor) => {
             let t = &tensor.get().tensor;
-            let strides = t
-                .strides()
-                .iter()
-                .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
-                .collect();
-            (
-                devmm::Dims::from(t.shape()),
-                t.dtype(),
-                t.device(),
-                Some(strides),
-            )
+            let shape = devmm::Dims::from(t.shape());
+            (shape, t.dtype(), t.device(), t.memory_order())
         }
         Err(_) => {
             let (ty, id): (i32, i32) = array_attr(other, intern!(py, "__dlpack_device__"))?
@@ -503,40 +539,15 @@ pub(crate) fn empty_like(
                 Ok(strides) if !strides.is_none() => Some(strides.extract()?),
                 _ => None,
             };
-            (
-                shape.0,
-                dtype.0,
-                devmm::Device::from_dlpack(ty, id).py()?,
-                strides,
-            )
+            let order = strides.and_then(|s| devmm::Permuted::of_strides(&shape.0, &s));
+            let device = devmm::Device::from_dlpack(ty, id).py()?;
+            (shape.0, dtype.0, device, order)
         }
     };
-    // Without a layout, the source's memory order is kept (the core's rule).
-    let kept_order = match (&layout, strides) {
-        (None, Some(strides)) => devmm::Permuted::of_strides(&shape, &strides)
-            .map(|order| {
-                py.get_type::<crate::layout::PyPermuted>()
-                    .call1((order.order().to_vec(),))
-            })
-            .transpose()?,
-        _ => None,
-    };
-    let kept_order = kept_order
-        .as_ref()
-        .map(|policy| {
-            policy
-                .cast::<PyLayoutPolicy>()
-                .map(|p| LayoutArg::Policy(p.clone()))
-        })
-        .transpose()?;
-    let layout = layout.or(kept_order);
-    let device = match (device, mr) {
-        (Some(device), _) => Some(device.0),
-        (None, Some(_)) => None,
-        (None, None) => Some(other_device),
-    };
     let dtype = dtype.map_or(other_dtype, |d| d.0);
-    allocate(py, &shape, dtype, layout, device, mr, stream)
+    Request::new(py, layout, device, mr)?
+        .imitating(py, other_device, order)?
+        .allocate(py, &shape, dtype, stream)
 }
 
 /// Imports any DLPack producer (an object with `__dlpack__` and

@@ -1,5 +1,7 @@
 """empty, empty_like and Tensor."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -61,6 +63,57 @@ def test_empty_argument_errors() -> None:
         devmm.empty((2,), "uint8", device="cuda:0", mr=devmm.get_current_memory_resource())
     with pytest.raises(TypeError):
         devmm.empty((2,), "uint8", layout="row")  # type: ignore[arg-type]
+
+
+class _Three:
+    """An integer by `__index__` only, as NumPy scalars and others are."""
+
+    def __index__(self) -> int:
+        return 3
+
+
+def test_shapes_read_alike_from_tuples_sequences_and_index_objects() -> None:
+    # Tuples take a fast path; every other spelling must give the same shape.
+    for shape in ((2, 3), [2, 3], (2, _Three()), (np.int64(2), np.uint8(3)), range(2, 4)):
+        assert devmm.empty(shape, "float32").shape == (2, 3)  # type: ignore[arg-type]
+    assert devmm.empty(4, "float32").shape == devmm.empty((4,), "float32").shape == (4,)
+    assert devmm.empty((), "float32").shape == ()
+
+
+def test_shape_errors_are_the_same_through_the_tuple_fast_path() -> None:
+    limit = (1 << 64) - 1
+    for bad, shown in ((-1, "-1"), (1 << 70, str(1 << 70))):
+        for shape in ((2, bad), [2, bad]):
+            with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+                devmm.empty(shape, "uint8")
+    for shape in ((2, 1.5), [2, 1.5], (2, "3")):
+        with pytest.raises(TypeError):
+            devmm.empty(shape, "uint8")  # type: ignore[arg-type]
+
+
+def test_dtype_names_read_alike_call_after_call() -> None:
+    # Names are remembered by string object; more names than the memory
+    # holds, in turn, and str subclasses must each still read as themselves.
+    class Name(str):
+        pass
+
+    names = ["float32", "int8", "uint16", "float64", "bool", "complex64", "bfloat16"]
+    for _ in range(3):
+        for name in names + [Name("int64")]:
+            assert devmm.empty((1,), name).dtype == devmm.DType.from_string(str(name))
+    with pytest.raises(ValueError, match="float8"):
+        devmm.empty((1,), "float8")
+    with pytest.raises(ValueError, match="float8"):
+        devmm.empty((1,), "float8")
+
+
+def test_tensors_and_buffers_made_after_others_were_dropped_are_gc_tracked() -> None:
+    # A recycled object (PyO3's class freelists reuse them) must still be
+    # tracked, or a cycle through a Python resource would never be collected.
+    for _ in range(100):
+        devmm.empty((2,), "int8").buffer.free()
+    t = devmm.empty((2,), "int8")
+    assert gc.is_tracked(t) and gc.is_tracked(t.buffer)
 
 
 def test_zero_size_tensors() -> None:

@@ -7,7 +7,7 @@ use crate::buffer::DeviceBuffer;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{Layout, LayoutPolicy, RowMajor};
+use crate::layout::{Layout, LayoutPolicy, Permuted, RowMajor};
 use crate::ptr::DevicePtr;
 use crate::resource::MemoryResource;
 use crate::size::checked_add;
@@ -156,6 +156,27 @@ impl Tensor {
         self.inner.layout.strides()
     }
 
+    /// The order of the dimensions in memory, as [`Permuted::of_strides`]
+    /// reads it from the strides (`None` for row-major): what
+    /// [`empty_like`] keeps.
+    ///
+    /// ```
+    /// use devmm::{empty, ColMajor, DType, EmptyOptions, Permuted};
+    /// let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new().layout(ColMajor))?;
+    /// assert_eq!(t.memory_order(), Some(Permuted::new([1, 0])));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn memory_order(&self) -> Option<Permuted> {
+        // Strides in elements of a valid layout fit an isize (the span fits
+        // the address space); saturating keeps the order regardless.
+        let strides: smallvec::SmallVec<[isize; 4]> = self
+            .strides()
+            .iter()
+            .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
+            .collect();
+        Permuted::of_strides(self.shape(), &strides)
+    }
+
     /// The device of the buffer.
     pub fn device(&self) -> Device {
         self.inner.buffer.device()
@@ -292,6 +313,64 @@ impl EmptyOptions {
         self.stream = Some(stream);
         self
     }
+
+    /// The device [`empty`] allocates on with these options: the device
+    /// option, else the resource's, else the
+    /// [`default_device`](crate::default_device). A device and a resource
+    /// of another device are an [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use devmm::{Device, EmptyOptions, MallocMemoryResource};
+    /// let malloc = EmptyOptions::new().resource(Arc::new(MallocMemoryResource::new()));
+    /// assert_eq!(malloc.target_device()?, Device::CPU);
+    /// assert!(malloc.device(Device::cuda(0)).target_device().is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn target_device(&self) -> Result<Device> {
+        match (self.device, &self.resource) {
+            (Some(device), Some(mr)) if mr.device() != device => Err(Error::InvalidArgument {
+                reason: format!(
+                    "device {device} was asked for, but the resource {mr:?} allocates on {}; \
+                     pass a resource of {device} or drop the device option",
+                    mr.device()
+                ),
+            }),
+            (Some(device), _) => Ok(device),
+            (None, Some(mr)) => Ok(mr.device()),
+            (None, None) => crate::defaults::device(),
+        }
+    }
+
+    /// Completes these options as [`empty_like`] does for an array on
+    /// `device` laid out in `order` (as [`Permuted::of_strides`] reads it
+    /// from the array's strides; `None` for row-major or unknown): that
+    /// device unless a device or a resource is named, that order unless a
+    /// layout is. Returns the order it applied, if any.
+    ///
+    /// ```
+    /// use devmm::{Device, EmptyOptions, Permuted, RowMajor};
+    /// let order = Permuted::of_strides(&[2, 3], &[1, 2]);
+    /// let (options, kept) = EmptyOptions::new().imitating(Device::CPU, order.clone());
+    /// assert_eq!((options.target_device()?, kept), (Device::CPU, order.clone()));
+    /// let (_, kept) = EmptyOptions::new().layout(RowMajor).imitating(Device::CPU, order);
+    /// assert_eq!(kept, None);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn imitating(
+        mut self,
+        device: Device,
+        order: Option<Permuted>,
+    ) -> (EmptyOptions, Option<Permuted>) {
+        if self.device.is_none() && self.resource.is_none() {
+            self.device = Some(device);
+        }
+        let kept = order.filter(|_| self.layout.is_none());
+        if let Some(order) = &kept {
+            self = self.layout(order.clone());
+        }
+        (self, kept)
+    }
 }
 
 impl fmt::Debug for EmptyOptions {
@@ -310,6 +389,8 @@ impl fmt::Debug for EmptyOptions {
 #[derive(Clone, Debug)]
 enum LayoutChoice {
     Policy(Arc<dyn LayoutPolicy>),
+    /// Boxed: a layout is large, and the options move by value through
+    /// every builder call, which the common policy case should not pay for.
     Resolved(Box<Layout>),
 }
 
@@ -332,20 +413,7 @@ fn row_major() -> &'static Arc<dyn LayoutPolicy> {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Tensor> {
-    let device = match (options.device, &options.resource) {
-        (Some(device), Some(mr)) if mr.device() != device => {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "device {device} was asked for, but the resource {mr:?} allocates on {}; \
-                     pass a resource of {device} or drop the device option",
-                    mr.device()
-                ),
-            });
-        }
-        (Some(device), _) => device,
-        (None, Some(mr)) => mr.device(),
-        (None, None) => crate::defaults::device()?,
-    };
+    let device = options.target_device()?;
     let layout = match &options.layout {
         Some(LayoutChoice::Resolved(layout)) => {
             layout.validate_for(Some(shape), Some(crate::layout::element_size(dtype)?))?;
@@ -392,20 +460,7 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn empty_like(other: &Tensor, options: &EmptyOptions) -> Result<Tensor> {
-    let mut options = if options.device.is_none() && options.resource.is_none() {
-        options.clone().device(other.device())
-    } else {
-        options.clone()
-    };
-    if options.layout.is_none() {
-        let strides: Vec<isize> = other
-            .strides()
-            .iter()
-            .map(|&s| isize::try_from(s).unwrap_or(isize::MAX))
-            .collect();
-        if let Some(order) = crate::layout::Permuted::of_strides(other.shape(), &strides) {
-            options = options.layout(order);
-        }
-    }
+    let order = other.memory_order();
+    let (options, _) = options.clone().imitating(other.device(), order);
     empty(other.shape(), other.dtype(), &options)
 }

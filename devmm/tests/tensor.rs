@@ -188,3 +188,29 @@ fn empty_like_keeps_the_memory_order_unless_a_layout_is_given() {
         .expect("allocates");
     assert_eq!(row.strides(), &[60, 20, 5, 1]);
 }
+
+#[test]
+fn empty_like_keeps_the_device_unless_a_device_or_resource_is_named() {
+    let order = Some(devmm::Permuted::new([1, 0]));
+    let (named_mr, kept) = EmptyOptions::new()
+        .resource(Arc::new(MallocMemoryResource::new()))
+        .imitating(Device::cuda(0), order.clone());
+    // The resource decides the device; the order is still kept.
+    assert_eq!(
+        (named_mr.target_device().unwrap(), kept),
+        (Device::CPU, order.clone())
+    );
+    let (named_device, _) = EmptyOptions::new()
+        .device(Device::CPU)
+        .imitating(Device::cuda(0), None);
+    assert_eq!(named_device.target_device().unwrap(), Device::CPU);
+    let (neither, kept) = EmptyOptions::new().imitating(Device::cuda(0), None);
+    assert_eq!(
+        (neither.target_device().unwrap(), kept),
+        (Device::cuda(0), None)
+    );
+    let a = empty(&[2, 3], DType::INT8, &EmptyOptions::new().layout(ColMajor)).unwrap();
+    assert_eq!(a.memory_order(), order);
+    let row = empty(&[2, 3], DType::INT8, &EmptyOptions::new()).unwrap();
+    assert_eq!(row.memory_order(), None);
+}
