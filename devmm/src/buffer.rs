@@ -1,6 +1,7 @@
 //! `DeviceBuffer`: one owning, stream-ordered allocation.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device::Device;
@@ -9,17 +10,21 @@ use crate::ptr::DevicePtr;
 use crate::resource::MemoryResource;
 use crate::stream::Stream;
 
+/// What only the slow paths (`free`, the release after it) touch; the
+/// export count and the closed mark live in [`DeviceBuffer::exports`].
 #[derive(Debug, Default)]
 struct BufferState {
-    /// `free` was called: no new exports, no copies.
-    closed: bool,
     /// The memory went back to the resource.
     released: bool,
-    /// Live DLPack exports; while non-zero, release waits for the last one.
-    exports: usize,
     /// The stream `free` named, kept for a deferred release.
     free_stream: Option<Stream>,
 }
+
+/// Set in [`DeviceBuffer::exports`] once `free` was called: no new exports,
+/// no copies.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+/// The live-export count in [`DeviceBuffer::exports`]: the other bits.
+const COUNT: usize = !CLOSED;
 
 /// An allocation that owns its memory and keeps its resource alive.
 ///
@@ -49,6 +54,29 @@ pub struct DeviceBuffer {
     nbytes: usize,
     resource: Arc<dyn MemoryResource>,
     stream: Stream,
+    /// The closed mark ([`CLOSED`]) and the live exports and copy holds
+    /// ([`COUNT`]) in one word, so an export and its deleter change it with
+    /// one atomic instruction each and never take `state`'s lock.
+    ///
+    /// The protocol (argued once, here): the memory goes back exactly once,
+    /// by whoever moves the word to "closed, count 0". Every change is a
+    /// read-modify-write of this one word, so all of them fall in a single
+    /// order. `acquire_export` adds one only to a word without `CLOSED`
+    /// (a compare-and-swap), so once `free` sets `CLOSED` the count can
+    /// only fall. `free` sets `CLOSED` with `fetch_or`: if the count it
+    /// replaced was 0, nothing can hold the memory and `free` releases it;
+    /// otherwise the `release_export` that takes the count from 1 to 0
+    /// under `CLOSED` is the last holder, and it releases it. Exactly one of
+    /// those two sees the transition. The releaser takes `state`'s lock to
+    /// read the stream `free` named; `free` holds that lock from its
+    /// `fetch_or` until the stream is stored, so the releaser always finds
+    /// it. Orderings: the decrements are `Release` and the two transitions
+    /// `Acquire` (`AcqRel` read-modify-writes), so every holder's use of the
+    /// memory happens before the release (all read-modify-writes of one word
+    /// extend the release sequence). A failed `free` clears `CLOSED` again
+    /// under the lock, as before this was atomic: the count was 0 and no
+    /// export could start meanwhile.
+    exports: AtomicUsize,
     state: Mutex<BufferState>,
     /// Adopted memory: its owner outside devmm may still read and write it.
     foreign: bool,
@@ -72,6 +100,7 @@ impl DeviceBuffer {
             nbytes,
             resource,
             stream: stream.clone(),
+            exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: false,
         })
@@ -106,6 +135,7 @@ impl DeviceBuffer {
             nbytes,
             resource: Arc::new(resource),
             stream: stream.clone(),
+            exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: true,
         })
@@ -166,12 +196,12 @@ impl DeviceBuffer {
 
     /// Whether [`free`](Self::free) was called.
     pub fn is_closed(&self) -> bool {
-        self.state().closed
+        self.exports.load(Ordering::Acquire) & CLOSED != 0
     }
 
     /// The number of DLPack exports not yet deleted.
     pub fn live_exports(&self) -> usize {
-        self.state().exports
+        self.exports.load(Ordering::Acquire) & COUNT
     }
 
     fn state(&self) -> MutexGuard<'_, BufferState> {
@@ -214,12 +244,14 @@ impl DeviceBuffer {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn free(&self, stream: &Stream) -> Result<()> {
+        // The lock orders `free` calls and keeps a deferred releaser from
+        // reading `free_stream` before it is stored (see `exports`).
         let mut state = self.state();
-        if state.closed {
+        let before = self.exports.fetch_or(CLOSED, Ordering::AcqRel);
+        if before & CLOSED != 0 {
             return Ok(());
         }
-        state.closed = true;
-        if state.exports > 0 {
+        if before & COUNT > 0 {
             state.free_stream = Some(stream.clone());
             return Ok(());
         }
@@ -230,7 +262,7 @@ impl DeviceBuffer {
         }
         self.deallocate(stream).map_err(|source| {
             let mut state = self.state();
-            state.closed = false;
+            self.exports.fetch_and(COUNT, Ordering::Release);
             state.released = false;
             Error::FreeFailed {
                 device: self.device(),
@@ -251,13 +283,34 @@ impl DeviceBuffer {
 
     /// Registers a DLPack export (or an in-flight copy), refused once the
     /// buffer is closed; while any is live, `free` defers the release.
+    #[inline]
     pub(crate) fn acquire_export(&self) -> Result<()> {
-        let mut state = self.state();
-        if state.closed {
-            return Err(self.closed_error());
+        let mut word = self.exports.load(Ordering::Relaxed);
+        loop {
+            if word & CLOSED != 0 {
+                return Err(self.closed_error());
+            }
+            // Every holder owns at least a heap block or a stack frame, so
+            // the count cannot reach the closed bit; checked all the same.
+            if word == COUNT {
+                return Err(Error::InvalidArgument {
+                    reason: format!(
+                        "a buffer of {} bytes on {} has {COUNT} live exports; delete some first",
+                        self.nbytes,
+                        self.device()
+                    ),
+                });
+            }
+            match self.exports.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => word = now,
+            }
         }
-        state.exports += 1;
-        Ok(())
     }
 
     /// Ends a DLPack export whose consumer worked on `consumer`: the
@@ -267,7 +320,11 @@ impl DeviceBuffer {
     /// closed buffer releases it.
     pub(crate) fn release_export_after(&self, consumer: Option<&Stream>) {
         if let Some(consumer) = consumer {
-            let free_stream = self.state().free_stream.clone();
+            // `free_stream` is only ever set on a closed buffer.
+            let free_stream = match self.is_closed() {
+                true => self.state().free_stream.clone(),
+                false => None,
+            };
             for stream in std::iter::once(&self.stream).chain(free_stream.as_ref()) {
                 if let Err(error) = stream.wait(consumer).or_else(|_| consumer.synchronize()) {
                     tracing::error!(target: "devmm::buffer", %error, "could not order a release after its consumer");
@@ -278,10 +335,36 @@ impl DeviceBuffer {
     }
 
     /// Ends a DLPack export; the last one of a closed buffer releases it.
+    #[inline]
     pub(crate) fn release_export(&self) {
+        let mut word = self.exports.load(Ordering::Relaxed);
+        loop {
+            // An end without a start is a devmm bug: ignore it rather than
+            // borrow from the closed bit.
+            if word & COUNT == 0 {
+                debug_assert!(false, "release_export without acquire_export");
+                return;
+            }
+            match self.exports.compare_exchange_weak(
+                word,
+                word - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        if word == CLOSED | 1 {
+            self.release_deferred();
+        }
+    }
+
+    /// The release `free` deferred to the last export, which has just ended.
+    #[cold]
+    fn release_deferred(&self) {
         let mut state = self.state();
-        state.exports = state.exports.saturating_sub(1);
-        if !(state.closed && state.exports == 0 && take_release(&mut state)) {
+        if !take_release(&mut state) {
             return;
         }
         let stream = state
@@ -478,13 +561,12 @@ impl Drop for DeviceBuffer {
 
 impl fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state();
         f.debug_struct("DeviceBuffer")
             .field("ptr", &self.ptr)
             .field("nbytes", &self.nbytes)
             .field("device", &self.device())
-            .field("closed", &state.closed)
-            .field("exports", &state.exports)
+            .field("closed", &self.is_closed())
+            .field("exports", &self.live_exports())
             .finish()
     }
 }

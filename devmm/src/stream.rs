@@ -7,10 +7,10 @@
 //! global lookup.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
 
-use crate::device::Device;
+use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::runtime::DeviceRuntime;
 
@@ -59,6 +59,8 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
 
     /// The runtime these streams belong to: what [`Stream::runtime`]
     /// answers, and what copies and DLPack exports on the stream call.
+    /// Asked once per stream, the first time it is needed; the stream
+    /// keeps the answer for its life.
     fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime>;
 }
 
@@ -69,6 +71,33 @@ struct StreamInner {
     /// For a per-thread default stream: the thread it belongs to.
     thread: Option<ThreadId>,
     ops: Arc<dyn StreamOps>,
+    /// `ops.runtime()` and the device types it serves, asked on first use:
+    /// every copy and export checks them, and asking each time cost two
+    /// virtual calls and an `Arc` clone and drop (issue #16).
+    runtime: OnceLock<ServingRuntime>,
+}
+
+/// A stream's runtime, with the device types it serves as a bit set.
+struct ServingRuntime {
+    runtime: Arc<dyn DeviceRuntime>,
+    /// Bit `ty as i32` is set for each type in `runtime.device_types()`
+    /// (DLPack codes are below 32).
+    served: u32,
+}
+
+impl ServingRuntime {
+    fn new(runtime: Arc<dyn DeviceRuntime>) -> ServingRuntime {
+        let served = runtime
+            .device_types()
+            .iter()
+            .fold(0, |set, &ty| set | type_bit(ty));
+        ServingRuntime { runtime, served }
+    }
+}
+
+/// The bit of `ty` in [`ServingRuntime::served`].
+fn type_bit(ty: DeviceType) -> u32 {
+    1 << (ty as u32)
 }
 
 impl Drop for StreamInner {
@@ -129,6 +158,7 @@ impl Stream {
                 owned,
                 thread,
                 ops,
+                runtime: OnceLock::new(),
             }),
         }
     }
@@ -168,26 +198,41 @@ impl Stream {
     /// assert_eq!(devmm::Stream::cpu().runtime().name(), "cpu");
     /// ```
     pub fn runtime(&self) -> Arc<dyn DeviceRuntime> {
-        Arc::clone(&self.inner.ops).runtime()
+        Arc::clone(&self.serving().runtime)
+    }
+
+    /// The cached runtime, asked of the ops on first use.
+    #[inline]
+    fn serving(&self) -> &ServingRuntime {
+        self.inner
+            .runtime
+            .get_or_init(|| ServingRuntime::new(Arc::clone(&self.inner.ops).runtime()))
     }
 
     /// The stream's runtime, checked to serve memory on `device`: what a
     /// copy into or an export of `device` memory ordered on this stream
-    /// must go through.
+    /// must go through. Borrowed from the stream: no reference count moves.
     #[inline]
-    pub(crate) fn runtime_serving(&self, device: Device) -> Result<Arc<dyn DeviceRuntime>> {
-        let runtime = self.runtime();
-        if runtime.device_types().contains(&device.ty()) {
-            Ok(runtime)
+    pub(crate) fn runtime_serving(&self, device: Device) -> Result<&Arc<dyn DeviceRuntime>> {
+        let serving = self.serving();
+        if serving.served & type_bit(device.ty()) != 0 {
+            Ok(&serving.runtime)
         } else {
-            Err(Error::Stream {
-                device: self.device(),
-                reason: format!(
-                    "memory on {device} is ordered on a stream of the {} runtime, which does not serve {device}; \
-                     allocate it on a stream of {device}'s runtime",
-                    runtime.name()
-                ),
-            })
+            Err(self.not_served(device, &*serving.runtime))
+        }
+    }
+
+    /// Why `runtime` (this stream's) cannot order `device` memory; kept out
+    /// of line, off the hot path.
+    #[cold]
+    fn not_served(&self, device: Device, runtime: &dyn DeviceRuntime) -> Error {
+        Error::Stream {
+            device: self.device(),
+            reason: format!(
+                "memory on {device} is ordered on a stream of the {} runtime, which does not serve {device}; \
+                 allocate it on a stream of {device}'s runtime",
+                runtime.name()
+            ),
         }
     }
 

@@ -301,6 +301,105 @@ fn free_with_live_exports_defers_the_release_to_the_last_deleter() {
     );
 }
 
+/// Exports, deleters on another thread and `free()` from two threads race
+/// on one buffer, round after round: the memory goes back exactly once,
+/// never while an export is live, and every export that succeeded can
+/// write its memory until its deleter runs (under valgrind, a write after
+/// the release is an invalid write).
+#[test]
+fn exports_deleters_and_frees_racing_release_exactly_once_after_the_last_deleter() {
+    use std::sync::Barrier;
+    use std::sync::mpsc;
+    const ROUNDS: usize = 60;
+    const EXPORTERS: usize = 3;
+    const FREERS: usize = 2;
+    let mut exported = 0;
+    for round in 0..ROUNDS {
+        let mr = Arc::new(StatisticsAdaptor::new(devmm::MallocMemoryResource::new()));
+        let t = Arc::new(tensor_on(mr.clone(), &[64], DType::UINT8, RowMajor));
+        let start = Arc::new(Barrier::new(EXPORTERS + FREERS));
+        let (handoff, received) = mpsc::channel::<usize>();
+        let deleter = {
+            let mr = mr.clone();
+            std::thread::spawn(move || {
+                for raw in received {
+                    let managed = raw as *mut ffi::DLManagedTensorVersioned;
+                    assert_eq!(
+                        mr.statistics().deallocations,
+                        0,
+                        "released under a live export"
+                    );
+                    // SAFETY: a live versioned export of 64 host bytes, sent
+                    // here once; this is its one deleter call.
+                    unsafe {
+                        (*managed).dl_tensor.data.cast::<u8>().add(63).write(1);
+                        ((*managed).deleter.expect("set"))(managed);
+                    }
+                }
+            })
+        };
+        let exporters: Vec<_> = (0..EXPORTERS)
+            .map(|e| {
+                let (t, mr, start, handoff) =
+                    (t.clone(), mr.clone(), start.clone(), handoff.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let request = DlpackRequest::new().max_version(1, 1);
+                    let mut done = 0usize;
+                    loop {
+                        let export = match t.to_dlpack(&request) {
+                            Ok(export) => export,
+                            Err(Error::Dlpack { .. }) => return done,
+                            Err(other) => panic!("{other}"),
+                        };
+                        done += 1;
+                        // SAFETY: 64 host bytes the live export keeps allocated.
+                        unsafe { export.dl_tensor().data.cast::<u8>().add(e).write(2) };
+                        assert_eq!(
+                            mr.statistics().deallocations,
+                            0,
+                            "released under a live export"
+                        );
+                        match done % 2 {
+                            0 => handoff.send(export.into_raw() as usize).unwrap(),
+                            _ => drop(export),
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(handoff);
+        let freers: Vec<_> = (0..FREERS)
+            .map(|_| {
+                let (t, start) = (t.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for _ in 0..round % 8 {
+                        std::thread::yield_now();
+                    }
+                    t.buffer().free(t.buffer().stream()).unwrap();
+                    assert!(t.buffer().is_closed());
+                })
+            })
+            .collect();
+        for f in freers {
+            f.join().unwrap();
+        }
+        exported += exporters
+            .into_iter()
+            .map(|e| e.join().unwrap())
+            .sum::<usize>();
+        deleter.join().unwrap();
+        let s = mr.statistics();
+        assert_eq!(
+            (s.deallocations, s.current_bytes, t.buffer().live_exports()),
+            (1, 0, 0),
+            "round {round}"
+        );
+    }
+    assert!(exported > 0, "no export ever won the race");
+}
+
 #[test]
 fn exported_host_memory_stays_usable_after_free_until_the_deleter() {
     // Under valgrind this is the use-after-free check: the consumer writes
