@@ -116,33 +116,45 @@ fn export_2d() -> impl FnMut() {
     }
 }
 
-/// `cudaGetDeviceCount` of the fake CUDA runtime, resolved and called
-/// directly.
+/// `cudaRuntimeGetVersion` and `cudaDriverGetVersion` of the fake CUDA
+/// runtime, resolved and called directly. (Not `cudaGetDeviceCount`: the
+/// runtime reads that once, at load, so it no longer reaches the table.)
 fn direct_driver_call() -> impl FnMut() {
+    type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
     let path = &fake_driver::fake_libraries().cudart;
     let library = fake_driver::FakeControl::open(path).library();
-    // SAFETY: the fake exports cudaGetDeviceCount with CUDA's signature, and
-    // FakeControl keeps the library loaded for the whole process.
-    let direct = unsafe {
-        *library
-            .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cudaGetDeviceCount\0")
-            .expect("the fake exports cudaGetDeviceCount")
+    // SAFETY: the fake exports both with CUDA's signature, and FakeControl
+    // keeps the library loaded for the whole process.
+    let (runtime, driver) = unsafe {
+        (
+            *library
+                .get::<GetVersion>(b"cudaRuntimeGetVersion\0")
+                .expect("the fake exports cudaRuntimeGetVersion"),
+            *library
+                .get::<GetVersion>(b"cudaDriverGetVersion\0")
+                .expect("the fake exports cudaDriverGetVersion"),
+        )
     };
     move || {
-        let mut count: c_int = 0;
-        // SAFETY: `count` is a valid out-parameter for the call.
-        let status = unsafe { direct(black_box(&mut count)) };
-        assert_eq!(status, 0, "cudaGetDeviceCount failed");
-        black_box(usize::try_from(count).expect("a device count"));
+        let (mut runtime_version, mut driver_version): (c_int, c_int) = (0, 0);
+        // SAFETY: both are valid out-parameters for their calls.
+        let statuses = unsafe {
+            (
+                runtime(black_box(&mut runtime_version)),
+                driver(black_box(&mut driver_version)),
+            )
+        };
+        assert_eq!(statuses, (0, 0), "the version calls failed");
+        black_box((runtime_version, driver_version));
     }
 }
 
-/// The same call through the generated table and the result layer.
+/// The same calls through the generated table and the result layer.
 fn table_driver_call() -> impl FnMut() {
     let runtime = CudaRuntime::open(&fake_driver::fake_libraries().cudart)
         .expect("the fake CUDA runtime loads");
     move || {
-        black_box(runtime.device_count().expect("device_count"));
+        black_box(runtime.versions().expect("versions"));
     }
 }
 
@@ -254,12 +266,12 @@ pub(crate) fn all() -> Vec<Workload> {
     // against the same symbol of the fake CUDA runtime called directly.
     all.push(workload(
         "driver_call",
-        "cudaGetDeviceCount (direct)",
+        "cuda{Runtime,Driver}GetVersion (direct)",
         direct_driver_call,
     ));
     all.push(workload(
         "driver_call",
-        "CudaRuntime::device_count (table)",
+        "CudaRuntime::versions (table)",
         table_driver_call,
     ));
     sweeps::push(&mut all);
