@@ -18,9 +18,8 @@ use devmm::dlpack::DlpackRequest;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::trace::TraceFormat;
 use devmm::{
-    Checked, DType, DeviceRuntime, EmptyOptions, HeapMemoryResource, LimitingAdaptor,
-    MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor,
-    empty,
+    Checked, DType, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
+    MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor, empty,
 };
 
 /// The alignment of the raw baseline: the CPU resources' default.
