@@ -313,6 +313,12 @@ fn exports_deleters_and_frees_racing_release_exactly_once_after_the_last_deleter
     const ROUNDS: usize = 60;
     const EXPORTERS: usize = 3;
     const FREERS: usize = 2;
+    // An exporter stops here even if no free has closed the buffer yet:
+    // under valgrind, which runs one thread at a time for long slices, the
+    // freers can start late and the exporters would otherwise export (and
+    // queue to the deleter) without end. Natively a free lands within the
+    // first few exports.
+    const MAX_EXPORTS: usize = 500;
     let mut exported = 0;
     for round in 0..ROUNDS {
         let mr = Arc::new(StatisticsAdaptor::new(devmm::MallocMemoryResource::new()));
@@ -346,7 +352,7 @@ fn exports_deleters_and_frees_racing_release_exactly_once_after_the_last_deleter
                     start.wait();
                     let request = DlpackRequest::new().max_version(1, 1);
                     let mut done = 0usize;
-                    loop {
+                    while done < MAX_EXPORTS {
                         let export = match t.to_dlpack(&request) {
                             Ok(export) => export,
                             Err(Error::Dlpack { .. }) => return done,
@@ -365,6 +371,7 @@ fn exports_deleters_and_frees_racing_release_exactly_once_after_the_last_deleter
                             _ => drop(export),
                         }
                     }
+                    done
                 })
             })
             .collect();
