@@ -52,6 +52,16 @@ fn types_without_a_python_spelling_are_errors() {
 }
 
 #[test]
+fn malformed_or_public_protocols_are_errors() {
+    let public = error_of("/// Python protocol: `Like(a: int)`\nstruct A;");
+    insta::assert_snapshot!(public, @r#"bad.rs: doc line "Python protocol: `Like(a: int)`": write ``Python protocol: `_Name(attr: type, ...)` doc``, with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"#);
+    let no_attributes = error_of("/// Python protocol: `_Like()`\nstruct A;");
+    insta::assert_snapshot!(no_attributes, @r#"bad.rs: doc line "Python protocol: `_Like()`": write ``Python protocol: `_Name(attr: type, ...)` doc``, with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"#);
+    let untyped = error_of("/// Python protocol: `_Like(a)`\nstruct A;");
+    insta::assert_snapshot!(untyped, @r#"bad.rs: doc line "Python protocol: `_Like(a)`": write ``Python protocol: `_Name(attr: type, ...)` doc``, with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"#);
+}
+
+#[test]
 fn a_base_that_is_not_a_pyclass_is_an_error() {
     let message = error_of("#[pyclass(extends = Missing)]\nstruct A;");
     insta::assert_snapshot!(message, @"bad.rs: class A extends Missing, which is not a #[pyclass] here");

@@ -80,3 +80,22 @@ for dtype in ("float32", np.float32, np.dtype("int8"), devmm.DType.from_string("
     devmm.empty((1,), dtype)
 names: list[str] = devmm.runtime_names()
 cpu_runtime = devmm.runtime_for("cpu")
+
+
+class TorchLikeDType:
+    """Structurally a `torch.dtype` (the stubs' `_TorchDType` protocol): the
+    stubs name torch's dtypes without depending on torch."""
+
+    itemsize: int = 4
+    is_floating_point: bool = True
+    is_complex: bool = False
+    is_signed: bool = True
+
+
+torch_like = TorchLikeDType()
+from_torch: devmm.DType = devmm.DType.from_any(torch_like)
+devmm.empty((2,), torch_like)
+devmm.empty_like(t, dtype=torch_like)
+# The union is not `Any`: an object with none of those attributes is refused
+# (`--strict` reports the ignore if it ever stops being needed).
+devmm.empty((2,), object())  # type: ignore[arg-type]

@@ -17,6 +17,20 @@ pub(super) struct Crate {
     pub(super) exceptions: Vec<Exception>,
     pub(super) constants: Vec<(String, String)>,
     pub(super) int_enums: Vec<IntEnum>,
+    pub(super) protocols: Vec<Protocol>,
+}
+
+/// A structural type that exists only in the stubs, declared by a doc line
+/// ``Python protocol: `_Name(attr: type, ...)` doc`` on any struct, enum or
+/// type alias: a `typing.Protocol` whose read-only attributes are those
+/// listed, so an annotation can name a third-party type (`torch.dtype`)
+/// without the stubs importing its package. Its name is private (`_`), as
+/// nothing of that name exists at run time.
+pub(super) struct Protocol {
+    pub(super) name: String,
+    pub(super) doc: String,
+    /// `(attribute, annotation)`, in the order written.
+    pub(super) attributes: Vec<(String, String)>,
 }
 
 /// A plain Rust enum the extension exposes as an `enum.IntEnum` it builds
@@ -119,7 +133,7 @@ fn tokens(node: &impl ToTokens) -> String {
 }
 
 /// The doc lines addressed to the stub generator rather than to readers.
-const DIRECTIVES: [&str; 2] = ["Python type:", "Python enum:"];
+const DIRECTIVES: [&str; 3] = ["Python type:", "Python enum:", "Python protocol:"];
 
 /// The doc comment, without the lines addressed to the stub generator.
 pub(super) fn doc_of(attrs: &[Attribute]) -> String {
@@ -165,6 +179,52 @@ pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
 /// The Python name of an ``Python enum: `Name` `` doc line, if any.
 fn declared_int_enum(attrs: &[Attribute]) -> Option<String> {
     directive(attrs, "Python enum:")
+}
+
+/// The protocols the ``Python protocol: ...`` doc lines of `attrs` declare.
+fn declared_protocols(file: &str, attrs: &[Attribute]) -> Result<Vec<Protocol>, StubError> {
+    doc_lines(attrs)
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("Python protocol:")?.trim().to_owned();
+            Some(protocol(&rest).ok_or_else(|| {
+                err(
+                    file,
+                    format!(
+                        "doc line \"Python protocol: {rest}\": write ``Python protocol: `_Name(attr: type, ...)` doc``, \
+                         with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"
+                    ),
+                )
+            }))
+        })
+        .collect()
+}
+
+/// `` `_Name(attr: type, ...)` doc`` as a protocol, or `None` when malformed.
+fn protocol(text: &str) -> Option<Protocol> {
+    let (signature, doc) = text.strip_prefix('`')?.split_once('`')?;
+    let (name, attributes) = signature.strip_suffix(')')?.split_once('(')?;
+    let name = name.trim();
+    let identifier = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+    };
+    if !name.starts_with('_') || !identifier(name) {
+        return None;
+    }
+    let attributes = attributes
+        .split(',')
+        .map(|attribute| {
+            let (attribute, ty) = attribute.split_once(':')?;
+            let (attribute, ty) = (attribute.trim(), ty.trim());
+            (identifier(attribute) && !ty.is_empty()).then(|| (attribute.to_owned(), ty.to_owned()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Protocol {
+        name: name.to_owned(),
+        doc: doc.trim().to_owned(),
+        attributes,
+    })
 }
 
 /// `CudaHost` → `CUDA_HOST`: an enum member's Python name.
@@ -256,6 +316,12 @@ impl Crate {
     /// Second pass: classes, methods, functions, exceptions and constants.
     pub(super) fn collect_items(&mut self, file: &str, ast: &syn::File) -> Result<(), StubError> {
         for item in &ast.items {
+            if let Item::Struct(syn::ItemStruct { attrs, .. })
+            | Item::Enum(syn::ItemEnum { attrs, .. })
+            | Item::Type(syn::ItemType { attrs, .. }) = item
+            {
+                self.protocols.extend(declared_protocols(file, attrs)?);
+            }
             match item {
                 Item::Struct(s) => {
                     if let Some(attr) = find_attr(&s.attrs, "pyclass") {
