@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 mod support;
 
-use support::devmm;
+use support::{bench_args, devmm};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8")
@@ -156,18 +156,12 @@ fn help_documents_every_flag() {
 
 #[test]
 fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_size_and_export() {
-    let out = devmm(&[
-        "bench",
-        "--json",
-        "--runs",
+    let out = devmm(&bench_args(
         "3",
-        "--iters",
         "20",
-        "--max-size",
         "4KiB",
-        "--device",
-        "cpu",
-    ]);
+        &["--json", "--device", "cpu"],
+    ));
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert_eq!(
@@ -217,7 +211,7 @@ fn bench_json_has_a_median_and_the_raw_figure_for_every_cpu_stack_size_and_expor
 
 #[test]
 fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
-    let out = devmm(&["bench", "--runs", "1", "--iters", "5", "--max-size", "64"]);
+    let out = devmm(&bench_args("1", "5", "64", &[]));
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     // Nothing but the debug build's warning, when this is one.
     let expected = if cfg!(debug_assertions) { 1 } else { 0 };
@@ -247,16 +241,7 @@ fn bench_table_names_the_raw_allocator_and_prints_no_progress_when_piped() {
 
 #[test]
 fn bench_says_loudly_when_it_is_a_debug_build() {
-    let out = devmm(&[
-        "bench",
-        "--json",
-        "--runs",
-        "1",
-        "--iters",
-        "2",
-        "--max-size",
-        "64",
-    ]);
+    let out = devmm(&bench_args("1", "2", "64", &["--json"]));
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     let err = stderr(&out);
@@ -266,15 +251,7 @@ fn bench_says_loudly_when_it_is_a_debug_build() {
             err.contains("DEBUG build") && err.contains("--release"),
             "{err}"
         );
-        let text = stdout(&devmm(&[
-            "bench",
-            "--runs",
-            "1",
-            "--iters",
-            "2",
-            "--max-size",
-            "64",
-        ]));
+        let text = stdout(&devmm(&bench_args("1", "2", "64", &[])));
         assert!(
             text.starts_with("warning: this devmm is a DEBUG build"),
             "{text}"
@@ -287,20 +264,12 @@ fn bench_says_loudly_when_it_is_a_debug_build() {
 
 #[test]
 fn bench_threads_races_every_stack_against_the_raw_call_on_that_many_threads() {
-    let out = devmm(&[
-        "bench",
-        "--json",
-        "--threads",
+    let out = devmm(&bench_args(
         "3",
-        "--runs",
-        "3",
-        "--iters",
         "50",
-        "--max-size",
         "64",
-        "--device",
-        "cpu",
-    ]);
+        &["--json", "--threads", "3", "--device", "cpu"],
+    ));
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert_eq!(report["threads"], 3);
@@ -318,17 +287,7 @@ fn bench_threads_races_every_stack_against_the_raw_call_on_that_many_threads() {
     assert!(figures
         .iter()
         .any(|f| f["operation"] == "dlpack export+delete"));
-    let text = stdout(&devmm(&[
-        "bench",
-        "--threads",
-        "2",
-        "--runs",
-        "1",
-        "--iters",
-        "5",
-        "--max-size",
-        "64",
-    ]));
+    let text = stdout(&devmm(&bench_args("1", "5", "64", &["--threads", "2"])));
     assert!(text.contains("On 2 threads at once"), "{text}");
     assert_one_line_usage_error(&["bench", "--threads", "0"], "--threads");
 }
@@ -544,18 +503,7 @@ mod over_fake_drivers {
         );
         for args in [
             &["check", "--device", "cpu"][..],
-            &[
-                "bench",
-                "--device",
-                "cpu",
-                "--runs",
-                "1",
-                "--iters",
-                "2",
-                "--max-size",
-                "64",
-                "--json",
-            ][..],
+            &bench_args("1", "2", "64", &["--device", "cpu", "--json"])[..],
         ] {
             let out = run(args);
             assert!(out.status.success(), "{args:?}: {}", stderr(&out));
@@ -625,18 +573,12 @@ mod over_fake_drivers {
 
     #[test]
     fn bench_sets_gpu_stacks_against_the_platform_allocator() {
-        let out = devmm_with_fakes(&[
-            "bench",
-            "--json",
-            "--runs",
+        let out = devmm_with_fakes(&bench_args(
             "1",
-            "--iters",
             "3",
-            "--max-size",
             "64",
-            "--device",
-            "cuda:0",
-        ]);
+            &["--json", "--device", "cuda:0"],
+        ));
         assert!(out.status.success(), "stderr: {}", stderr(&out));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
         let figures = report["figures"].as_array().expect("a figures list");

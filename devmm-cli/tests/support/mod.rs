@@ -11,3 +11,28 @@ pub(crate) fn devmm(args: &[&str]) -> Output {
         .output()
         .expect("the devmm binary runs")
 }
+
+/// The arguments of a short `devmm bench`: `runs` runs of `iters`
+/// iterations each, on sizes up to `max_size`, then `extra` (`--json`,
+/// `--device`, `--threads`, ...).
+#[allow(
+    dead_code,
+    reason = "only cli.rs runs the benchmark; traces.rs shares this module"
+)]
+pub(crate) fn bench_args<'a>(
+    runs: &'a str,
+    iters: &'a str,
+    max_size: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let common = [
+        "bench",
+        "--runs",
+        runs,
+        "--iters",
+        iters,
+        "--max-size",
+        max_size,
+    ];
+    common.into_iter().chain(extra.iter().copied()).collect()
+}
