@@ -5,27 +5,40 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
+use pyo3::PyTypeInfo;
 
-/// Refuses to instantiate `cls` while it inherits any of `methods` from
-/// `base` unchanged (`TypeError`, worded as `abc.ABC`'s, then `hint`).
-pub(crate) fn require_overrides(
-    cls: &Bound<'_, PyType>,
-    base: &Bound<'_, PyType>,
-    methods: &[&str],
-    hint: &str,
-) -> PyResult<()> {
-    let mut missing = Vec::new();
-    for &method in methods {
-        if cls.getattr(method)?.is(&base.getattr(method)?) {
-            missing.push(method);
+/// A `#[pyclass(subclass)]` that Python code completes by overriding
+/// [`ABSTRACT`](AbstractBase::ABSTRACT). Its `#[new]` takes any arguments
+/// (they belong to the subclass) and returns [`AbstractBase::new_subclass`].
+pub(crate) trait AbstractBase: PyTypeInfo + Sized {
+    /// The methods and properties a subclass must override.
+    const ABSTRACT: &'static [&'static str];
+    /// What a subclass writes, for the `TypeError` (`"a Python stream
+    /// overrides ..."`).
+    const HINT: &'static str;
+
+    /// The native part of a Python subclass's instance, before the subclass
+    /// sets anything on it.
+    fn unbound() -> Self;
+
+    /// The native part of an instance of `cls`, or the `TypeError`
+    /// `abc.ABC` raises while `cls` inherits any abstract method unchanged.
+    fn new_subclass(cls: &Bound<'_, PyType>) -> PyResult<Self> {
+        let base = cls.py().get_type::<Self>();
+        let mut missing = Vec::new();
+        for &method in Self::ABSTRACT {
+            if cls.getattr(method)?.is(&base.getattr(method)?) {
+                missing.push(method);
+            }
         }
+        if !missing.is_empty() {
+            return Err(PyTypeError::new_err(format!(
+                "Can't instantiate abstract class {} with abstract methods {}; {}",
+                cls.name()?,
+                missing.join(", "),
+                Self::HINT
+            )));
+        }
+        Ok(Self::unbound())
     }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(PyTypeError::new_err(format!(
-        "Can't instantiate abstract class {} with abstract methods {}; {hint}",
-        cls.name()?,
-        missing.join(", ")
-    )))
 }

@@ -3,16 +3,22 @@
 //! raises `RuntimeUnavailableError` (an `ImportError`) where the driver is
 //! missing; the driver calls run without the GIL.
 
-use devmm::mrs::{cuda, rocm};
+use devmm::mrs::cuda::{
+    CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource,
+};
+use devmm::mrs::rocm::{
+    HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
+};
 use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::PyMemoryResource;
 
-/// The base part of a driver resource made by `make` on `device` (or the
-/// platform's first device of the kind, `default`), behind a ledger like
-/// every resource Python makes. The driver is loaded without the GIL.
+/// The base part of a driver resource class's instance: the resource `make`
+/// builds on `device` (or the platform's first device of the kind,
+/// `default`), behind a ledger like every resource Python makes. The driver
+/// is loaded without the GIL.
 fn driver_resource<R: devmm::MemoryResource + 'static>(
     py: Python<'_>,
     device: Option<DeviceArg>,
@@ -36,8 +42,8 @@ impl PyCudaRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(py, device, "cuda:0", cuda::CudaRuntimeMemoryResource::new)?;
-        Ok((PyCudaRuntimeMemoryResource, base))
+        driver_resource(py, device, "cuda:0", CudaRuntimeMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }
 
@@ -51,13 +57,8 @@ impl PyCudaPinnedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "cuda_host:0",
-            cuda::CudaPinnedMemoryResource::new,
-        )?;
-        Ok((PyCudaPinnedMemoryResource, base))
+        driver_resource(py, device, "cuda_host:0", CudaPinnedMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }
 
@@ -71,13 +72,8 @@ impl PyCudaManagedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "cuda_managed:0",
-            cuda::CudaManagedMemoryResource::new,
-        )?;
-        Ok((PyCudaManagedMemoryResource, base))
+        driver_resource(py, device, "cuda_managed:0", CudaManagedMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }
 
@@ -91,8 +87,8 @@ impl PyHipRuntimeMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(py, device, "rocm:0", rocm::HipRuntimeMemoryResource::new)?;
-        Ok((PyHipRuntimeMemoryResource, base))
+        driver_resource(py, device, "rocm:0", HipRuntimeMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }
 
@@ -106,13 +102,8 @@ impl PyHipPinnedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(
-            py,
-            device,
-            "rocm_host:0",
-            rocm::HipPinnedMemoryResource::new,
-        )?;
-        Ok((PyHipPinnedMemoryResource, base))
+        driver_resource(py, device, "rocm_host:0", HipPinnedMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }
 
@@ -126,7 +117,7 @@ impl PyHipManagedMemoryResource {
     #[new]
     #[pyo3(signature = (device = None))]
     fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        let base = driver_resource(py, device, "rocm:0", rocm::HipManagedMemoryResource::new)?;
-        Ok((PyHipManagedMemoryResource, base))
+        driver_resource(py, device, "rocm:0", HipManagedMemoryResource::new)
+            .map(|base| (Self, base))
     }
 }

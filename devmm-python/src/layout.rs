@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
-use pyo3::PyClassInitializer;
+use pyo3::{PyClass, PyClassInitializer};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::count::{BaseAlignment, Count, Dims, Itemsize, Shape, Strides, UnitStrideAlignment};
@@ -36,6 +36,24 @@ impl PyLayoutPolicy {
             inner: Arc::new(policy),
         }
     }
+
+    /// The one instance of the stateless policy class `P` (its native part
+    /// `native`, over the core's `policy`), made on the first call and kept
+    /// in `one`.
+    fn singleton<P: PyClass<BaseType = PyLayoutPolicy>>(
+        py: Python<'_>,
+        one: &'static PyOnceLock<Py<P>>,
+        native: P,
+        policy: impl devmm::LayoutPolicy,
+    ) -> PyResult<Py<P>> {
+        one.get_or_try_init(py, || {
+            Py::new(
+                py,
+                PyClassInitializer::from(Self::with(policy)).add_subclass(native),
+            )
+        })
+        .map(|one| one.clone_ref(py))
+    }
 }
 
 #[pymethods]
@@ -53,6 +71,18 @@ impl PyLayoutPolicy {
             policy: Some(slf.clone().into_any().unbind()),
         })
     }
+
+    /// A stateless policy's spelling, `RowMajor()`; a policy with
+    /// parameters spells them in its own.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Ok(format!("{}()", slf.get_type().name()?))
+    }
+
+    /// A stateless policy pickles as its class, called with no arguments;
+    /// a policy with parameters pickles them in its own.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyAny>, Bound<'py, PyTuple>) {
+        (slf.get_type().into_any(), PyTuple::empty(slf.py()))
+    }
 }
 
 /// C order: the last dimension is contiguous.
@@ -65,22 +95,7 @@ impl PyRowMajor {
     #[new]
     fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
         static ONE: PyOnceLock<Py<PyRowMajor>> = PyOnceLock::new();
-        ONE.get_or_try_init(py, || {
-            let base = PyLayoutPolicy::with(devmm::RowMajor);
-            Py::new(py, PyClassInitializer::from(base).add_subclass(PyRowMajor))
-        })
-        .map(|one| one.clone_ref(py))
-    }
-
-    fn __repr__(&self) -> &'static str {
-        "RowMajor()"
-    }
-
-    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
-        (
-            py.get_type::<PyRowMajor>().into_any().unbind(),
-            PyTuple::empty(py),
-        )
+        PyLayoutPolicy::singleton(py, &ONE, PyRowMajor, devmm::RowMajor)
     }
 }
 
@@ -94,22 +109,7 @@ impl PyColMajor {
     #[new]
     fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
         static ONE: PyOnceLock<Py<PyColMajor>> = PyOnceLock::new();
-        ONE.get_or_try_init(py, || {
-            let base = PyLayoutPolicy::with(devmm::ColMajor);
-            Py::new(py, PyClassInitializer::from(base).add_subclass(PyColMajor))
-        })
-        .map(|one| one.clone_ref(py))
-    }
-
-    fn __repr__(&self) -> &'static str {
-        "ColMajor()"
-    }
-
-    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
-        (
-            py.get_type::<PyColMajor>().into_any().unbind(),
-            PyTuple::empty(py),
-        )
+        PyLayoutPolicy::singleton(py, &ONE, PyColMajor, devmm::ColMajor)
     }
 }
 
@@ -280,25 +280,7 @@ impl PyDeviceOptimal {
     #[new]
     fn py_new(py: Python<'_>) -> PyResult<Py<Self>> {
         static ONE: PyOnceLock<Py<PyDeviceOptimal>> = PyOnceLock::new();
-        ONE.get_or_try_init(py, || {
-            let base = PyLayoutPolicy::with(devmm::DeviceOptimal);
-            Py::new(
-                py,
-                PyClassInitializer::from(base).add_subclass(PyDeviceOptimal),
-            )
-        })
-        .map(|one| one.clone_ref(py))
-    }
-
-    fn __repr__(&self) -> &'static str {
-        "DeviceOptimal()"
-    }
-
-    fn __reduce__<'py>(&self, py: Python<'py>) -> (Py<PyAny>, Bound<'py, PyTuple>) {
-        (
-            py.get_type::<PyDeviceOptimal>().into_any().unbind(),
-            PyTuple::empty(py),
-        )
+        PyLayoutPolicy::singleton(py, &ONE, PyDeviceOptimal, devmm::DeviceOptimal)
     }
 }
 

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{intern, PyClassInitializer, PyTraverseError, PyVisit};
 
+use crate::abstract_base::AbstractBase;
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{take_deferred_interrupt, to_py_err, IntoPyResult, PythonException};
@@ -77,6 +78,20 @@ impl PyMemoryResource {
     }
 }
 
+impl AbstractBase for PyMemoryResource {
+    const ABSTRACT: &'static [&'static str] = &["allocate", "deallocate"];
+    const HINT: &'static str =
+        "a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)";
+
+    fn unbound() -> Self {
+        PyMemoryResource {
+            native: None,
+            device: devmm::Device::CPU,
+            bridge: OnceLock::new(),
+        }
+    }
+}
+
 #[pymethods]
 impl PyMemoryResource {
     /// A resource for Python subclasses to complete (on `cpu:0` until
@@ -91,17 +106,7 @@ impl PyMemoryResource {
         _args: &Bound<'_, PyTuple>,
         _kwargs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        crate::abstract_base::require_overrides(
-            cls,
-            &cls.py().get_type::<PyMemoryResource>(),
-            &["allocate", "deallocate"],
-            "a Python resource overrides allocate(nbytes, stream) and deallocate(ptr, nbytes, stream)",
-        )?;
-        Ok(PyMemoryResource {
-            native: None,
-            device: devmm::Device::CPU,
-            bridge: OnceLock::new(),
-        })
+        Self::new_subclass(cls)
     }
 
     /// The device the memory lives on.

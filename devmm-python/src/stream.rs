@@ -6,6 +6,7 @@ use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyTypeError, PyV
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 
+use crate::abstract_base::AbstractBase;
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{IntoPyResult, PythonException};
@@ -83,8 +84,18 @@ impl From<devmm::Stream> for PyStream {
     }
 }
 
-/// The methods a Python stream must override.
-const ABSTRACT: [&str; 3] = ["handle", "synchronize", "wait_raw"];
+impl AbstractBase for PyStream {
+    const ABSTRACT: &'static [&'static str] = &["handle", "synchronize", "wait_raw"];
+    const HINT: &'static str =
+        "a Python stream overrides the handle property, synchronize() and wait_raw(other_handle)";
+
+    fn unbound() -> Self {
+        PyStream {
+            native: None,
+            device: Mutex::new(devmm::Device::CPU),
+        }
+    }
+}
 
 /// Runs `f`, releasing the GIL when the stream's device has a driver behind
 /// it; host (cpu) operations finish faster than a GIL hand-off.
@@ -203,16 +214,7 @@ impl PyStream {
         _args: &Bound<'_, PyTuple>,
         _kwargs: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        crate::abstract_base::require_overrides(
-            cls,
-            &cls.py().get_type::<PyStream>(),
-            &ABSTRACT,
-            "a Python stream overrides the handle property, synchronize() and wait_raw(other_handle)",
-        )?;
-        Ok(PyStream {
-            native: None,
-            device: Mutex::new(devmm::Device::CPU),
-        })
+        Self::new_subclass(cls)
     }
 
     /// The native handle (`cudaStream_t`, `hipStream_t`; 0 on the CPU).

@@ -1,5 +1,8 @@
 """Layout policies and resolved layouts."""
 
+import copy
+import pickle
+
 import pytest
 
 import devmm
@@ -153,3 +156,26 @@ def test_aligned_accepts_what_the_seed_rule_accepts(cpu: devmm.Device) -> None:
         devmm.Aligned(devmm.RowMajor(), 0, 64)
     with pytest.raises(ValueError, match="base_alignment must be a power of two"):
         devmm.Aligned(devmm.RowMajor(), 64, 48)
+
+
+@pytest.mark.parametrize(
+    "policy_class, spelling",
+    [(devmm.RowMajor, "RowMajor()"), (devmm.ColMajor, "ColMajor()"), (devmm.DeviceOptimal, "DeviceOptimal()")],
+)
+def test_stateless_policies_spell_pickle_and_copy_as_their_one_instance(
+    policy_class: type[devmm.LayoutPolicy], spelling: str
+) -> None:
+    one = policy_class()
+    assert repr(one) == spelling
+    assert pickle.loads(pickle.dumps(one)) is one
+    assert copy.copy(one) is one and copy.deepcopy(one) is one
+
+
+def test_policies_with_parameters_pickle_their_parameters() -> None:
+    for policy in (
+        devmm.Permuted([2, 0, 1]),
+        devmm.Aligned(devmm.ColMajor(), unit_stride_alignment=96, base_alignment=128),
+    ):
+        again = pickle.loads(pickle.dumps(policy))
+        assert type(again) is type(policy) and again == policy and repr(again) == repr(policy)
+    assert repr(devmm.Permuted([2, 0, 1])) == "Permuted([2, 0, 1])"
