@@ -1,11 +1,11 @@
 //! `Device` and `DeviceType`: DLPack's device numbering as Python values.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
-use crate::error::IntoPyResult;
+use crate::error::{expected, IntoPyResult};
 
 /// The kind of memory a device owns: `devmm.DeviceType`, an
 /// `enum.IntEnum` of the core's device types whose values are DLPack's
@@ -78,10 +78,7 @@ impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let class = PyDeviceType::class(obj.py())?;
         if !obj.is_instance(class)? {
-            return Err(PyTypeError::new_err(format!(
-                "expected a devmm.DeviceType, got {}",
-                obj.get_type().name()?
-            )));
+            return Err(expected("a devmm.DeviceType", &obj));
         }
         type_of_code(obj.extract()?).map(PyDeviceType)
     }
@@ -229,9 +226,9 @@ impl<'py> FromPyObject<'_, 'py> for DeviceArg {
         if let Ok(text) = obj.cast::<PyString>() {
             return Ok(DeviceArg(text.to_str()?.parse().py()?));
         }
-        Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "expected a devmm.Device or a device string like \"cuda:0\", got {}",
-            obj.get_type().name()?
-        )))
+        Err(expected(
+            "a devmm.Device or a device string like \"cuda:0\"",
+            &obj,
+        ))
     }
 }

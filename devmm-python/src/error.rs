@@ -6,7 +6,9 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use pyo3::exceptions::{PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -148,6 +150,16 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+/// The `TypeError` for an argument `obj` where `what` was expected
+/// (`expected a devmm.Stream, got int`).
+pub(crate) fn expected(what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    let got = obj
+        .get_type()
+        .name()
+        .map_or_else(|_| "an object of unknown type".into(), |n| n.to_string());
+    PyTypeError::new_err(format!("expected {what}, got {got}"))
 }
 
 /// `Result<T, devmm::Error>` → `PyResult<T>`.

@@ -116,7 +116,8 @@ impl PyColMajor {
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
 /// Policies with equal permutations are equal.
-#[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
+#[pyclass(frozen, eq, hash, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
+#[derive(PartialEq, Eq, Hash)]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
 }
@@ -137,16 +138,6 @@ impl PyPermuted {
     #[getter]
     fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.permutation)
-    }
-
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyPermuted>()
-            .is_ok_and(|other| other.get().permutation == self.permutation)
-    }
-
-    fn __hash__(&self) -> u64 {
-        value_hash(&("Permuted", &self.permutation))
     }
 
     fn __repr__(&self) -> String {

@@ -60,21 +60,26 @@ impl PyMemoryResource {
         PyMemoryResource::native(Arc::new(devmm::Checked::new(mr)))
     }
 
-    fn require_native(
-        &self,
-        obj: &Bound<'_, PyAny>,
+    /// The native resource of `slf`, for the base's `what` method, and
+    /// the stream `stream` names on its device; a Python subclass reaching
+    /// the base's method has not overridden it.
+    fn native_on(
+        slf: &Bound<'_, Self>,
         what: &str,
-    ) -> PyResult<&Arc<dyn devmm::MemoryResource>> {
-        self.native.as_ref().ok_or_else(|| {
-            let name = obj
+        stream: Option<StreamArg>,
+    ) -> PyResult<(Arc<dyn devmm::MemoryResource>, devmm::Stream)> {
+        let Some(mr) = slf.borrow().native.clone() else {
+            let name = slf
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_else(|_| "DeviceMemoryResource".into());
-            PyNotImplementedError::new_err(format!(
+            return Err(PyNotImplementedError::new_err(format!(
                 "{name} must override {what}: Python resources define allocate and deallocate"
-            ))
-        })
+            )));
+        };
+        let stream = resolve_stream(stream, mr.device())?;
+        Ok((mr, stream))
     }
 }
 
@@ -166,10 +171,7 @@ impl PyMemoryResource {
         stream: Option<StreamArg>,
     ) -> PyResult<usize> {
         let nbytes = nbytes.get();
-        let this = slf.borrow();
-        let mr = Arc::clone(this.require_native(slf.as_any(), "allocate")?);
-        drop(this);
-        let stream = resolve_stream(stream, mr.device())?;
+        let (mr, stream) = Self::native_on(slf, "allocate", stream)?;
         let ptr = maybe_detached(slf.py(), mr.device(), || mr.allocate(nbytes, &stream))
             .map_err(to_py_err)?;
         if let Some(interrupt) = take_deferred_interrupt() {
@@ -194,10 +196,7 @@ impl PyMemoryResource {
         stream: Option<StreamArg>,
     ) -> PyResult<()> {
         let nbytes = nbytes.get();
-        let this = slf.borrow();
-        let mr = Arc::clone(this.require_native(slf.as_any(), "deallocate")?);
-        drop(this);
-        let stream = resolve_stream(stream, mr.device())?;
+        let (mr, stream) = Self::native_on(slf, "deallocate", stream)?;
         let ptr = devmm::DevicePtr::from_addr(ptr);
         maybe_detached(slf.py(), mr.device(), || {
             // SAFETY: the contract is the caller's, exactly as for rmm's

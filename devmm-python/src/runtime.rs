@@ -86,28 +86,23 @@ impl PyDeviceRuntime {
     }
 }
 
-/// What `runtime_for` accepts.
+/// What `runtime_for` accepts, looked up as it is read.
 ///
 /// Python type: `Device | DeviceType | str`
-pub(crate) struct RuntimeArg(RuntimeKey);
-
-enum RuntimeKey {
-    Device(devmm::Device),
-    Type(devmm::DeviceType),
-    Name(String),
-}
+pub(crate) struct RuntimeArg(Arc<dyn devmm::DeviceRuntime>);
 
 impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(device) = obj.cast::<PyDevice>() {
-            return Ok(RuntimeArg(RuntimeKey::Device(device.get().inner)));
-        }
-        if let Ok(ty) = obj.extract::<PyDeviceType>() {
-            return Ok(RuntimeArg(RuntimeKey::Type(ty.into())));
-        }
-        Ok(RuntimeArg(RuntimeKey::Name(obj.extract()?)))
+        let runtime = if let Ok(device) = obj.cast::<PyDevice>() {
+            devmm::runtime_for(device.get().inner)
+        } else if let Ok(ty) = obj.extract::<PyDeviceType>() {
+            devmm::runtime_for(devmm::DeviceType::from(ty))
+        } else {
+            devmm::runtime_for(obj.extract::<String>()?.as_str())
+        };
+        Ok(RuntimeArg(runtime.py()?))
     }
 }
 
@@ -116,13 +111,7 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
 /// `ImportError`) when none serves it.
 #[pyfunction]
 pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDeviceRuntime>> {
-    let runtime = match &which.0 {
-        RuntimeKey::Device(d) => devmm::runtime_for(*d),
-        RuntimeKey::Type(t) => devmm::runtime_for(*t),
-        RuntimeKey::Name(n) => devmm::runtime_for(n.as_str()),
-    }
-    .py()?;
-    wrapper(py, runtime)
+    wrapper(py, which.0)
 }
 
 /// Every runtime whose platform is present, loaded (what `runtime_names()`

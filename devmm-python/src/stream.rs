@@ -2,14 +2,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 
 use crate::abstract_base::AbstractBase;
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{IntoPyResult, PythonException};
+use crate::error::{expected, IntoPyResult, PythonException};
 
 /// A platform-independent name for a runtime's built-in stream:
 /// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.
@@ -115,15 +115,9 @@ pub(crate) fn maybe_detached<T: Send>(
 /// or a bridge to a Python subclass's methods over the `device` and
 /// `handle` it reports now.
 pub(crate) fn stream_of(obj: &Bound<'_, PyAny>) -> PyResult<devmm::Stream> {
-    let stream = obj.cast::<PyStream>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "expected a devmm.Stream, got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
-    })?;
+    let stream = obj
+        .cast::<PyStream>()
+        .map_err(|_| expected("a devmm.Stream", obj))?;
     if let Some(native) = &stream.get().native {
         return Ok(native.clone());
     }
@@ -345,10 +339,10 @@ impl<'py> FromPyObject<'_, 'py> for StreamArg {
         if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
             return Ok(StreamArg::Sentinel(sentinel.get().inner));
         }
-        Err(PyTypeError::new_err(format!(
-            "expected a devmm.Stream, a stream sentinel (devmm.DEFAULT, ...) or None, got {}",
-            obj.get_type().name()?
-        )))
+        Err(expected(
+            "a devmm.Stream, a stream sentinel (devmm.DEFAULT, ...) or None",
+            &obj,
+        ))
     }
 }
 

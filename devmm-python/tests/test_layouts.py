@@ -179,3 +179,4 @@ def test_policies_with_parameters_pickle_their_parameters() -> None:
         again = pickle.loads(pickle.dumps(policy))
         assert type(again) is type(policy) and again == policy and repr(again) == repr(policy)
     assert repr(devmm.Permuted([2, 0, 1])) == "Permuted([2, 0, 1])"
+    assert devmm.Permuted([1, 0]) != devmm.RowMajor() and devmm.Permuted([1, 0]) != (1, 0)
