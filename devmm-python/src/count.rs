@@ -90,6 +90,13 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
     })
 }
 
+/// `value` as a `T`, or a `ValueError` naming the argument `name` and the
+/// `range` it must be in (`"bits must be a bit width from 1 to 255, not 256"`).
+pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
+    T::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
+}
+
 /// Declares argument names for [`Count`].
 macro_rules! arg_names {
     ($($(#[$doc:meta])* $ty:ident = $name:literal;)*) => {$(

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
+use crate::count::in_range;
 use crate::error::{expected, IntoPyResult};
 
 /// The kind of memory a device owns: `devmm.DeviceType`, an
@@ -201,12 +202,8 @@ impl<'py> FromPyObject<'_, 'py> for Ordinal {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let value: i128 = obj.extract()?;
-        u32::try_from(value).map(Ordinal).map_err(|_| {
-            PyValueError::new_err(format!(
-                "index must be a device ordinal from 0 to 2147483647, not {value}"
-            ))
-        })
+        let range = "a device ordinal from 0 to 2147483647";
+        in_range("index", obj.extract()?, range).map(Ordinal)
     }
 }
 

@@ -6,6 +6,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
+use crate::count::in_range;
 use crate::error::IntoPyResult;
 
 /// An element type, spelled as DLPack's `DLDataType`.
@@ -21,12 +22,6 @@ impl From<devmm::DType> for PyDType {
     }
 }
 
-/// `value` as a `T`, or a `ValueError` naming the argument and its range.
-fn field<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
-    T::try_from(value)
-        .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
-}
-
 #[pymethods]
 impl PyDType {
     /// The DLPack type `(code, bits, lanes)`: any `DLDataTypeCode` up to
@@ -35,14 +30,14 @@ impl PyDType {
     #[new]
     #[pyo3(signature = (code, bits, lanes = 1))]
     fn py_new(code: i128, bits: i128, lanes: i128) -> PyResult<Self> {
-        let code: u8 = field("code", code, "a DLPack type code from 0 to 17")?;
+        let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
         let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "code {code} is not a DLPack type code devmm knows (0 to 17)"
             ))
         })?;
-        let bits: u8 = field("bits", bits, "a bit width from 1 to 255")?;
-        let lanes: u16 = field("lanes", lanes, "a lane count from 1 to 65535")?;
+        let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
+        let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
         Ok(devmm::DType::new(code, bits, lanes).py()?.into())
     }
 
