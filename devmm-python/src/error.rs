@@ -152,14 +152,17 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     }
 }
 
+/// The name of `obj`'s type, for an error message.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "an object of unknown type".into(), |n| n.to_string())
+}
+
 /// The `TypeError` for an argument `obj` where `what` was expected
 /// (`expected a devmm.Stream, got int`).
 pub(crate) fn expected(what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
-    let got = obj
-        .get_type()
-        .name()
-        .map_or_else(|_| "an object of unknown type".into(), |n| n.to_string());
-    PyTypeError::new_err(format!("expected {what}, got {got}"))
+    PyTypeError::new_err(format!("expected {what}, got {}", type_name(obj)))
 }
 
 /// `Result<T, devmm::Error>` → `PyResult<T>`.

@@ -8,13 +8,13 @@ use std::ffi::{c_int, CStr};
 use devmm::dlpack::DlpackFlavor;
 use devmm::interop::BufferView;
 use devmm::ArrayInterfaceKind;
-use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
+use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use crate::error::{to_py_err, IntoPyResult};
+use crate::error::{to_py_err, type_name, IntoPyResult};
 use crate::stream::{resolve_stream, StreamArg};
 
 /// Every refusal of a buffer view is a `BufferError`.
@@ -124,47 +124,44 @@ pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
     stream: Option<StreamArg>,
 ) -> PyResult<devmm::Tensor> {
-    let (capsule, stream) =
-        if let Ok(capsule) = obj.cast::<PyCapsule>() {
-            if stream.is_some() {
-                return Err(pyo3::exceptions::PyValueError::new_err(
+    if let Ok(capsule) = obj.cast::<PyCapsule>() {
+        if stream.is_some() {
+            return Err(PyValueError::new_err(
                 "a capsule was exported already, so there is no stream to hand off on; pass the \
                  producer itself with stream=, or the capsule without it",
             ));
-            }
-            (capsule.clone(), None)
-        } else {
-            let (ty, id): (i32, i32) =
-                obj.call_method0(intern!(py, "__dlpack_device__"))
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                    "{} is not a DLPack producer (no __dlpack_device__); pass an object with \
-                     __dlpack__ and __dlpack_device__, or a DLPack capsule",
-                    obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                ))
-                    })?
-                    .extract()?;
-            let device = devmm::Device::from_dlpack(ty, id).py()?;
-            let ours = resolve_stream(stream, device)?;
-            let value = devmm::dlpack::consumer_stream_value(&ours);
-            let kwargs = PyDict::new(py);
-            kwargs.set_item(intern!(py, "stream"), value)?;
-            kwargs.set_item(intern!(py, "max_version"), (1, 1))?;
-            let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
-                Ok(made) => made,
-                // A producer older than DLPack 1.0 takes no max_version.
-                Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                    kwargs.del_item(intern!(py, "max_version"))?;
-                    obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?
-                }
-                Err(err) => return Err(err),
-            };
-            let capsule = made.cast_into::<PyCapsule>().map_err(|_| {
-                PyTypeError::new_err("__dlpack__ returned something other than a capsule")
-            })?;
-            (capsule, Some(ours))
-        };
-    take_capsule(&capsule, stream.as_ref())
+        }
+        return take_capsule(capsule, None);
+    }
+    let (ty, id): (i32, i32) = obj
+        .call_method0(intern!(py, "__dlpack_device__"))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{} is not a DLPack producer (no __dlpack_device__); pass an object with \
+                 __dlpack__ and __dlpack_device__, or a DLPack capsule",
+                type_name(obj)
+            ))
+        })?
+        .extract()?;
+    let device = devmm::Device::from_dlpack(ty, id).py()?;
+    let ours = resolve_stream(stream, device)?;
+    let value = devmm::dlpack::consumer_stream_value(&ours);
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "stream"), value)?;
+    kwargs.set_item(intern!(py, "max_version"), (1, 1))?;
+    let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(made) => made,
+        // A producer older than DLPack 1.0 takes no max_version.
+        Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+            kwargs.del_item(intern!(py, "max_version"))?;
+            obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?
+        }
+        Err(err) => return Err(err),
+    };
+    let capsule = made
+        .cast_into::<PyCapsule>()
+        .map_err(|_| PyTypeError::new_err("__dlpack__ returned something other than a capsule"))?;
+    take_capsule(&capsule, Some(&ours))
 }
 
 /// Takes ownership of an unconsumed capsule: renames it `used_...` so its
