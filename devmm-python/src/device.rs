@@ -213,6 +213,17 @@ impl<'py> FromPyObject<'_, 'py> for Ordinal {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceArg(pub(crate) devmm::Device);
 
+impl DeviceArg {
+    /// The device an optional argument names: the core's default device
+    /// when it is `None`.
+    pub(crate) fn or_default(arg: Option<Self>) -> PyResult<devmm::Device> {
+        arg.map_or_else(
+            || devmm::default_device().py(),
+            |DeviceArg(device)| Ok(device),
+        )
+    }
+}
+
 impl<'py> FromPyObject<'_, 'py> for DeviceArg {
     type Error = PyErr;
 

@@ -187,11 +187,7 @@ pub(crate) fn get_current_memory_resource(
     py: Python<'_>,
     device: Option<DeviceArg>,
 ) -> PyResult<Py<PyMemoryResource>> {
-    let device = match device {
-        Some(device) => device.0,
-        None => devmm::default_device().py()?,
-    };
-    Ok(current(py, device)?.obj)
+    Ok(current(py, DeviceArg::or_default(device)?)?.obj)
 }
 
 /// Makes `mr` the process-wide current resource of `mr.device`; returns

@@ -427,12 +427,9 @@ impl PyStreamPool {
         py: Python<'_>,
         pool_size: usize,
         flags: PyStreamFlags,
-        device: Option<crate::device::DeviceArg>,
+        device: Option<DeviceArg>,
     ) -> PyResult<Self> {
-        let device = match device {
-            Some(d) => d.0,
-            None => devmm::default_device().py()?,
-        };
+        let device = DeviceArg::or_default(device)?;
         let inner = maybe_detached(py, device, || {
             devmm::StreamPool::new(device, pool_size, flags.into())
         })
