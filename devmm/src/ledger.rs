@@ -94,16 +94,17 @@ struct LedgerState {
     recent_frees: RecentFrees,
 }
 
-/// The latest few live allocations, in a small array the lock's own cache
-/// lines neighbour, so the common short-lived allocation is recorded and
-/// taken without touching the table.
+/// The latest few live allocations, in a small array next to the lock, so
+/// the common short-lived allocation is recorded and taken without
+/// touching the table.
 ///
 /// The table of a ledger holding 100,000 live allocations is 2 MB: every
 /// pair that went through it touched a table line the cache no longer
 /// held, and the pair took 15% to 37% longer than with none live on a
 /// quiet machine (docs/benchmarks.md, issue #16). An allocation freed
 /// before [`NURSERY`] others are recorded never reaches the table; one
-/// that lives longer moves there once, when the nursery is full. A take
+/// that lives longer may move there once, when a record finds the nursery
+/// full (the slots are taken round robin, not strictly oldest first). A take
 /// of an address not in the nursery costs its [`NURSERY`] comparisons
 /// more. Entries are distinct addresses, and none is also in the table,
 /// while the resource never hands out an address that is live (no
@@ -212,19 +213,18 @@ impl Ledger {
     }
 
     fn state(&self) -> MutexGuard<'_, LedgerState> {
-        // Every update is an insert or remove (a record that moves the
-        // nursery's oldest entry to the table has nothing between the two
-        // that can panic), so the state stays consistent across a panic
-        // elsewhere.
+        // Every update is an insert or remove (a record that moves a
+        // nursery entry to the table has nothing between the two that can
+        // panic), so the state stays consistent across a panic elsewhere.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records that `ptr` was handed out with `nbytes`. Null is never
     /// recorded: it is what a zero-byte allocation may return.
     ///
-    /// `ptr` must not be live already (an allocator never hands out an
-    /// address twice before it is freed); a resource that does gets each
-    /// hand-out counted, and taken, once.
+    /// `ptr` must not be live already (no allocator hands out an address
+    /// twice before it is freed); for a broken resource that does, the
+    /// ledger may count the two hand-outs as one or as two.
     pub fn record(&self, ptr: DevicePtr, nbytes: usize) {
         if ptr.is_null() {
             return;
