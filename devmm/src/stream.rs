@@ -83,6 +83,8 @@ struct ServingRuntime {
     /// Bit `ty as i32` is set for each type in `runtime.device_types()`
     /// (DLPack codes are below 32).
     served: u32,
+    /// `runtime.streamless_device()`.
+    streamless: Option<Device>,
 }
 
 impl ServingRuntime {
@@ -91,7 +93,12 @@ impl ServingRuntime {
             .device_types()
             .iter()
             .fold(0, |set, &ty| set | type_bit(ty));
-        ServingRuntime { runtime, served }
+        let streamless = runtime.streamless_device();
+        ServingRuntime {
+            runtime,
+            served,
+            streamless,
+        }
     }
 }
 
@@ -214,9 +221,33 @@ impl Stream {
     /// must go through. Borrowed from the stream: no reference count moves.
     #[inline]
     pub(crate) fn runtime_serving(&self, device: Device) -> Result<&Arc<dyn DeviceRuntime>> {
+        self.serving_checked(device).map(|serving| &serving.runtime)
+    }
+
+    /// The consumer stream a DLPack export of `device` memory ordered on
+    /// this stream hands off to, for the protocol's `stream` value: the
+    /// runtime's [`consumer_stream`](DeviceRuntime::consumer_stream), after
+    /// the check of [`runtime_serving`](Self::runtime_serving). No call
+    /// when no stream was named on the runtime's
+    /// [`streamless_device`](DeviceRuntime::streamless_device).
+    #[inline]
+    pub(crate) fn consumer_for(
+        &self,
+        device: Device,
+        value: Option<i64>,
+    ) -> Result<Option<Stream>> {
+        let serving = self.serving_checked(device)?;
+        if value.is_none() && serving.streamless == Some(device) {
+            return Ok(None);
+        }
+        serving.runtime.consumer_stream(device, value)
+    }
+
+    #[inline]
+    fn serving_checked(&self, device: Device) -> Result<&ServingRuntime> {
         let serving = self.serving();
         if serving.served & type_bit(device.ty()) != 0 {
-            Ok(&serving.runtime)
+            Ok(serving)
         } else {
             Err(self.not_served(device, &*serving.runtime))
         }

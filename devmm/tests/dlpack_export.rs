@@ -628,3 +628,44 @@ fn vector_dtypes_keep_their_lanes() {
         },
     );
 }
+
+/// The CPU's stream rule holds on the export's path, whether it asks the
+/// runtime (a stream named) or takes its recorded answer (none named on
+/// cpu:0): every named stream is refused, no stream exports, and memory
+/// claiming another cpu device is still refused by the runtime.
+#[test]
+fn a_cpu_export_refuses_every_named_stream_and_exports_without_one() {
+    let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new()).unwrap();
+    for value in [-1, 0, 1, 2] {
+        let request = DlpackRequest::new().max_version(1, 1).stream(value);
+        let err = t.to_dlpack(&request).unwrap_err();
+        assert!(
+            matches!(err, Error::Stream { .. }),
+            "stream={value}: {err:?}"
+        );
+        assert_eq!(t.buffer().live_exports(), 0);
+    }
+    let export = t
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1))
+        .unwrap();
+    assert_eq!(t.buffer().live_exports(), 1);
+    drop(export);
+    assert_eq!(t.buffer().live_exports(), 0);
+
+    let cpu1 = devmm::Device::new(devmm::DeviceType::Cpu, 1);
+    let mr = devmm::CallbackMemoryResource::new(
+        cpu1,
+        8,
+        |_, _| Ok(devmm::DevicePtr::from_addr(0x1000)),
+        |_, _, _| Ok(()),
+    )
+    .unwrap();
+    let buffer = devmm::DeviceBuffer::new(8, Arc::new(mr), &devmm::Stream::cpu()).unwrap();
+    let layout = devmm::Layout::new(&[2], &[1], DType::FLOAT32, 1).unwrap();
+    let other = Tensor::from_buffer(Arc::new(buffer), DType::FLOAT32, layout, 0).unwrap();
+    let err = other
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1))
+        .unwrap_err();
+    assert!(err.to_string().contains("cpu:1"), "{err}");
+    assert_eq!(other.buffer().live_exports(), 0);
+}

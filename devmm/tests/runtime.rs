@@ -35,6 +35,13 @@ fn the_cpu_runtime_has_one_no_op_stream() {
     assert!(rt.stream(Device::new(DeviceType::Cpu, 1), DEFAULT).is_err());
     // Devices without streams accept only `stream=None` (the DLPack protocol).
     assert_eq!(rt.consumer_stream(Device::CPU, None).unwrap(), None);
+    // The answer an export takes without asking (issue #16); any other
+    // cpu device is refused by the call, which it therefore still makes.
+    assert_eq!(rt.streamless_device(), Some(Device::CPU));
+    assert!(
+        rt.consumer_stream(Device::new(DeviceType::Cpu, 1), None)
+            .is_err()
+    );
     for value in [-1, 0, 5] {
         assert!(
             rt.consumer_stream(Device::CPU, Some(value)).is_err(),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use devmm::{DType, EmptyOptions, HeapMemoryResource, MemoryResource, Stream, empty};
 use dlpark::metadata::Dynamic;
 
-use super::{Workload, posix_memalign_pair, resource_pair, workload};
+use super::{ALIGN, Workload, posix_memalign_pair, resource_pair, workload};
 
 /// The live counts the heap resource is measured at.
 const LIVE_COUNTS: [(&str, usize); 4] = [
@@ -45,6 +45,38 @@ const NDIM_NAMES: [&str; 8] = [
     "empty+drop, ndim 7",
     "empty+drop, ndim 8",
 ];
+
+/// The raw 64-byte pair while it holds `live` blocks of 64 bytes from the
+/// same `posix_memalign` (freed when the workload is dropped): the floor
+/// the heap resource's pair is compared with at the same live count.
+fn posix_memalign_pair_with_live(live: usize) -> impl FnMut() {
+    struct Held(Vec<*mut libc::c_void>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            for &p in &self.0 {
+                // SAFETY: each came from posix_memalign and is freed once.
+                unsafe { libc::free(p) };
+            }
+        }
+    }
+    let held = Held(
+        (0..live)
+            .map(|_| {
+                let mut out: *mut libc::c_void = std::ptr::null_mut();
+                // SAFETY: `out` is a valid place for the result and the
+                // alignment is a power of two multiple of the pointer size.
+                let status = unsafe { libc::posix_memalign(&mut out, ALIGN, 64) };
+                assert_eq!(status, 0, "posix_memalign(64) failed");
+                out
+            })
+            .collect(),
+    );
+    let mut pair = posix_memalign_pair(64);
+    move || {
+        black_box(&held.0);
+        pair();
+    }
+}
 
 /// A 64-byte pair through a heap resource that already holds `live`
 /// allocations of 64 bytes (kept live for the whole run).
@@ -108,6 +140,11 @@ pub(super) fn push(all: &mut Vec<Workload>) {
         all.push(workload(group, "posix_memalign+free", || {
             posix_memalign_pair(64)
         }));
+        all.push(workload(
+            group,
+            "posix_memalign+free, same live set",
+            move || posix_memalign_pair_with_live(live),
+        ));
         all.push(workload(group, "HeapMemoryResource", move || {
             heap_pair_with_live(live)
         }));

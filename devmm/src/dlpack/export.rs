@@ -438,8 +438,7 @@ impl Tensor {
         let buffer = self.buffer();
         let producer = buffer.stream();
         let consumer = producer
-            .runtime_serving(device)?
-            .consumer_stream(device, request.stream)?
+            .consumer_for(device, request.stream)?
             // A consumer on the producer's own stream is ordered already.
             .filter(|c| c != producer);
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;

@@ -106,6 +106,16 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// Values the protocol forbids on the platform are refused.
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>>;
 
+    /// The device whose DLPack consumers get no stream when they name none:
+    /// [`consumer_stream`](Self::consumer_stream)`(device, None)` is
+    /// `Ok(None)` there, always. A stream keeps this answer, and an export
+    /// of that device's memory with no stream named skips the
+    /// `consumer_stream` call (a virtual call and its `Result` written
+    /// through memory, issue #16). `None`, the default: always ask.
+    fn streamless_device(&self) -> Option<Device> {
+        None
+    }
+
     /// Copies `src` from the host into device memory at `dst`, ordered on `stream`.
     ///
     /// # Safety

@@ -340,6 +340,17 @@ fn stream_handoff(bench: &Bench) -> CheckResult {
             request = request.stream(v);
         }
         let mapped = runtime.consumer_stream(bench.device, value);
+        // The export takes this answer without asking (issue #16).
+        if value.is_none()
+            && runtime.streamless_device() == Some(bench.device)
+            && !matches!(mapped, Ok(None))
+        {
+            return Err(format!(
+                "the {} runtime names {} as streamless, but maps stream=None there to {mapped:?}",
+                runtime.name(),
+                bench.device
+            ));
+        }
         let exported = tensor.to_dlpack(&request);
         match (&mapped, &exported) {
             (Err(_), Ok(_)) => {

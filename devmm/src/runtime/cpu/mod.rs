@@ -122,6 +122,12 @@ impl DeviceRuntime for CpuRuntime {
         Ok(Stream::cpu())
     }
 
+    /// Host work is complete when a call returns: cpu:0 consumers that name
+    /// no stream need none.
+    fn streamless_device(&self) -> Option<Device> {
+        Some(Device::CPU)
+    }
+
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
         check_device(device)?;
         match value {
