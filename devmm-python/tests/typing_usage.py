@@ -92,10 +92,14 @@ class TorchLikeDType:
     is_signed: bool = True
 
 
-torch_like = TorchLikeDType()
-from_torch: devmm.DType = devmm.DType.from_any(torch_like)
-devmm.empty((2,), torch_like)
-devmm.empty_like(t, dtype=torch_like)
-# The union is not `Any`: an object with none of those attributes is refused
-# (`--strict` reports the ignore if it ever stops being needed).
-devmm.empty((2,), object())  # type: ignore[arg-type]
+def torch_like_dtypes() -> None:
+    # Type-checked, never called: at run time only a real `torch.dtype`
+    # passes (devmm reads its type's module and name).
+    torch_like = TorchLikeDType()
+    from_torch: devmm.DType = devmm.DType.from_any(torch_like)
+    devmm.empty((2,), from_torch)
+    devmm.empty((2,), torch_like)
+    devmm.empty_like(t, dtype=torch_like)
+    # The union is not `Any`: an object with none of those attributes is
+    # refused (`--strict` reports the ignore if it ever stops being needed).
+    devmm.empty((2,), object())  # type: ignore[arg-type]

@@ -133,8 +133,9 @@ impl Nursery {
         Some(std::mem::replace(&mut self.entries[slot], (addr, nbytes)))
     }
 
-    /// Where `addr` is, newest first (a short-lived allocation is usually
-    /// the latest one).
+    /// Where `addr` is, searched from the last slot (until the nursery
+    /// first fills, the last slot is the latest allocation, which a
+    /// short-lived one usually is).
     fn position(&self, addr: usize) -> Option<usize> {
         self.entries[..self.len]
             .iter()
@@ -214,8 +215,9 @@ impl Ledger {
 
     fn state(&self) -> MutexGuard<'_, LedgerState> {
         // Every update is an insert or remove (a record that moves a
-        // nursery entry to the table has nothing between the two that can
-        // panic), so the state stays consistent across a panic elsewhere.
+        // nursery entry to the table reserves the table's room before it
+        // takes the entry out), so the state stays consistent across a
+        // panic elsewhere.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -231,6 +233,11 @@ impl Ledger {
         }
         let mut guard = self.state();
         let state = &mut *guard;
+        if state.nursery.len == NURSERY {
+            // Room first: an entry leaving the nursery must not be lost to
+            // a failed table insert.
+            state.live.reserve(1);
+        }
         if let Some((addr, nbytes)) = state.nursery.push(ptr.addr(), nbytes) {
             state.live.insert(addr, nbytes);
         }
