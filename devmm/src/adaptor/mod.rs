@@ -47,6 +47,24 @@ fn check_deallocation(
     }
 }
 
+/// `deallocate(NULL, nbytes)` for an adaptor whose fast path tests the
+/// pointer alone: refused by [`check_deallocation`]'s rule when
+/// `nbytes > 0`, else handed to `forward` (the adaptor's own path, so a
+/// zero-byte free is counted as before).
+///
+/// Out of line and cold: the fast path is one null test, after which the
+/// upstream's own null check folds away (docs/benchmarks.md).
+#[cold]
+#[inline(never)]
+fn deallocate_null(
+    mr: &dyn crate::MemoryResource,
+    nbytes: usize,
+    forward: impl FnOnce() -> crate::Result<()>,
+) -> crate::Result<()> {
+    check_deallocation(mr, crate::DevicePtr::NULL, nbytes)?;
+    forward()
+}
+
 #[cold]
 #[inline(never)]
 fn refused_deallocation(
@@ -62,6 +80,14 @@ fn refused_deallocation(
         device: mr.device(),
         resource: crate::resource_chain(mr),
     }
+}
+
+/// [`Error::through`](crate::Error), out of line: an adaptor's fast path
+/// then keeps no registers for its upstream's failure.
+#[cold]
+#[inline(never)]
+fn failed_through(error: crate::Error, adaptor: &str) -> crate::Error {
+    error.through(adaptor)
 }
 
 /// Subtracts `n` from a counter without wrapping: a caller that frees more

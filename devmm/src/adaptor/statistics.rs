@@ -112,32 +112,70 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     }
 }
 
-impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
-    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
-        let ptr = self
-            .upstream
-            .allocate(nbytes, stream)
-            .map_err(|e| e.through("StatisticsAdaptor"))?;
-        if let Err(counter) = self.counts.allocate(nbytes) {
-            // SAFETY: `ptr` was just allocated upstream with `nbytes`
-            // and never handed out.
-            let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
-            return Err(Error::CounterOverflow {
-                device: self.device(),
-                nbytes,
-                counter,
-                chain: resource_chain(self),
-            });
+impl<U: MemoryResource> StatisticsAdaptor<U> {
+    /// Gives back what was just allocated upstream when counting it would
+    /// overflow `counter`, and says so. Out of line: the fast path keeps
+    /// no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn counter_overflow(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+        counter: shards::Overflow,
+    ) -> Error {
+        // SAFETY: `ptr` was just allocated upstream with `nbytes` and
+        // never handed out.
+        let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+        Error::CounterOverflow {
+            device: self.device(),
+            nbytes,
+            counter,
+            chain: resource_chain(self),
         }
-        Ok(ptr)
     }
 
-    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        super::check_deallocation(self, ptr, nbytes)?;
+    /// The free upstream, then its count.
+    ///
+    /// # Safety
+    ///
+    /// [`MemoryResource::deallocate`]'s.
+    #[inline(always)]
+    unsafe fn deallocate_counted(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
         // SAFETY: forwarded verbatim; the caller upholds the contract.
         unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
         self.counts.deallocate(nbytes);
         Ok(())
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        let ptr = match self.upstream.allocate(nbytes, stream) {
+            Ok(ptr) => ptr,
+            Err(e) => return Err(super::failed_through(e, "StatisticsAdaptor")),
+        };
+        match self.counts.allocate(nbytes) {
+            Ok(()) => Ok(ptr),
+            Err(counter) => Err(self.counter_overflow(ptr, nbytes, stream, counter)),
+        }
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        if ptr.is_null() {
+            // SAFETY: the caller upholds the contract.
+            return super::deallocate_null(self, nbytes, move || unsafe {
+                self.deallocate_counted(ptr, nbytes, stream)
+            });
+        }
+        // SAFETY: the caller upholds the contract.
+        unsafe { self.deallocate_counted(ptr, nbytes, stream) }
     }
 
     forward_probes!(upstream);

@@ -26,24 +26,32 @@ const SHARDS: usize = 16;
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// This thread's shard index, `usize::MAX` until its first count. No
-    /// destructor and a const initialiser: reading it never allocates,
-    /// which a global allocator counting through the adaptor relies on.
-    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's shard index, `SHARDS` (out of range) until its first
+    /// count, so one compare both finds an unassigned slot and proves the
+    /// index in bounds. No destructor and a const initialiser: reading it
+    /// never allocates, which a global allocator counting through the
+    /// adaptor relies on.
+    static SLOT: Cell<usize> = const { Cell::new(SHARDS) };
 }
 
 #[inline]
 fn my_slot() -> usize {
-    SLOT.try_with(|slot| match slot.get() {
-        usize::MAX => {
-            let mine = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            slot.set(mine);
-            mine
-        }
-        mine => mine,
-    })
     // A thread past its thread-locals' teardown still counts, in shard 0.
-    .unwrap_or(0)
+    let slot = SLOT.try_with(Cell::get).unwrap_or(0);
+    if slot < SHARDS {
+        slot
+    } else {
+        first_slot() % SHARDS
+    }
+}
+
+/// Takes the next slot, round robin, for this thread's first count.
+#[cold]
+#[inline(never)]
+fn first_slot() -> usize {
+    let mine = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    let _ = SLOT.try_with(|slot| slot.set(mine));
+    mine
 }
 
 /// What would overflow: the name `Error::CounterOverflow` reports.
@@ -61,11 +69,15 @@ struct Shard {
     /// Bytes allocated through this shard and not yet freed through it
     /// (a free on another thread's shard moves bytes here first).
     live: AtomicUsize,
-    /// `live` may grow to this without the peak moving.
-    ceiling: AtomicUsize,
+    /// How much `live` may still grow without the peak moving: the shard's
+    /// ceiling is `live + room`. Kept as the room rather than the ceiling
+    /// so the fast path compares `nbytes` with it and never adds first
+    /// (no overflow test).
+    room: AtomicUsize,
     total: AtomicUsize,
-    /// `total` may grow to this; the caps together stay within `usize::MAX`.
-    total_cap: AtomicUsize,
+    /// How much `total` may still grow; the caps (`total + total_room`)
+    /// together stay within `usize::MAX`.
+    total_room: AtomicUsize,
     allocations: AtomicUsize,
     deallocations: AtomicUsize,
 }
@@ -75,9 +87,9 @@ impl Shard {
         Shard {
             locked: AtomicBool::new(false),
             live: AtomicUsize::new(0),
-            ceiling: AtomicUsize::new(0),
+            room: AtomicUsize::new(0),
             total: AtomicUsize::new(0),
-            total_cap: AtomicUsize::new(0),
+            total_room: AtomicUsize::new(0),
             allocations: AtomicUsize::new(0),
             deallocations: AtomicUsize::new(0),
         }
@@ -180,14 +192,14 @@ impl ShardedCounts {
         let shard = &self.shards[me];
         {
             let _locked = shard.lock();
-            let live = get(&shard.live).checked_add(nbytes);
-            let total = get(&shard.total).checked_add(nbytes);
-            if let (Some(live), Some(total)) = (live, total)
-                && live <= get(&shard.ceiling)
-                && total <= get(&shard.total_cap)
-            {
-                set(&shard.live, live);
-                set(&shard.total, total);
+            let (room, total_room) = (get(&shard.room), get(&shard.total_room));
+            if nbytes <= room && nbytes <= total_room {
+                // No overflow: `live + room` and `total + total_room` are
+                // within `usize::MAX`.
+                set(&shard.live, get(&shard.live) + nbytes);
+                set(&shard.room, room - nbytes);
+                set(&shard.total, get(&shard.total) + nbytes);
+                set(&shard.total_room, total_room - nbytes);
                 set(&shard.allocations, get(&shard.allocations).wrapping_add(1));
                 return Ok(());
             }
@@ -204,7 +216,9 @@ impl ShardedCounts {
             let _locked = shard.lock();
             let live = get(&shard.live);
             if live >= nbytes {
+                // The ceiling stays: what is freed becomes room.
                 set(&shard.live, live - nbytes);
+                set(&shard.room, get(&shard.room) + nbytes);
                 set(
                     &shard.deallocations,
                     get(&shard.deallocations).wrapping_add(1),
@@ -279,13 +293,13 @@ impl ShardedCounts {
             } else {
                 (0, 0)
             };
-            set(&shard.ceiling, get(&shard.live) + share.0);
-            set(&shard.total_cap, get(&shard.total) + share.1);
+            set(&shard.room, share.0);
+            set(&shard.total_room, share.1);
             given = (given.0 + share.0, given.1 + share.1);
         }
         let shard = &self.shards[me];
-        set(&shard.ceiling, get(&shard.live) + (room - given.0));
-        set(&shard.total_cap, get(&shard.total) + (total_room - given.1));
+        set(&shard.room, room - given.0);
+        set(&shard.total_room, total_room - given.1);
         for (seen, shard) in global.seen.iter_mut().zip(&self.shards) {
             *seen = get(&shard.allocations);
         }
@@ -299,23 +313,23 @@ impl ShardedCounts {
             &shard.deallocations,
             get(&shard.deallocations).wrapping_add(1),
         );
-        // Bring every other shard's live bytes here, ceilings with them,
-        // so the sums and every shard's room stay as they were: a thread
-        // freeing what others allocated then frees from its own shard
-        // until that is spent.
+        // Bring every other shard's live bytes here, ceilings with them
+        // (so every shard's room stays as it was): a thread freeing what
+        // others allocated then frees from its own shard until that is
+        // spent.
         for other in &self.shards {
             if std::ptr::eq(other, shard) {
                 continue;
             }
-            let moved = get(&other.live);
+            set(&shard.live, get(&shard.live) + get(&other.live));
             set(&other.live, 0);
-            set(&other.ceiling, get(&other.ceiling) - moved);
-            set(&shard.live, get(&shard.live) + moved);
-            set(&shard.ceiling, get(&shard.ceiling) + moved);
         }
         // More freed than is live (a caller's bug the upstream could not
-        // catch): the count stops at zero rather than wrapping.
-        set(&shard.live, get(&shard.live).saturating_sub(nbytes));
+        // catch): the count stops at zero rather than wrapping. The
+        // ceiling stays, so what is freed becomes room.
+        let freed = get(&shard.live).min(nbytes);
+        set(&shard.live, get(&shard.live) - freed);
+        set(&shard.room, get(&shard.room) + freed);
     }
 
     /// Starts a new peak window at the bytes live now.
@@ -323,7 +337,7 @@ impl ShardedCounts {
         let (mut global, _locked) = self.lock_all();
         global.peak = self.sum(|s| &s.live);
         for shard in &self.shards {
-            set(&shard.ceiling, get(&shard.live));
+            set(&shard.room, 0);
         }
     }
 
