@@ -74,24 +74,6 @@ impl<U: MemoryResource> LimitingAdaptor<U> {
         self.used.fetch_sub(nbytes, Ordering::Relaxed);
         error.through("LimitingAdaptor")
     }
-
-    /// The free upstream, then the budget back.
-    ///
-    /// # Safety
-    ///
-    /// [`MemoryResource::deallocate`]'s.
-    #[inline(always)]
-    unsafe fn deallocate_counted(
-        &self,
-        ptr: DevicePtr,
-        nbytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        super::saturating_sub(&self.used, nbytes);
-        Ok(())
-    }
 }
 
 impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
@@ -118,14 +100,12 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
 
     #[inline(always)]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        if ptr.is_null() {
-            // SAFETY: the caller upholds the contract.
-            return super::deallocate_null(self, nbytes, move || unsafe {
-                self.deallocate_counted(ptr, nbytes, stream)
-            });
-        }
         // SAFETY: the caller upholds the contract.
-        unsafe { self.deallocate_counted(ptr, nbytes, stream) }
+        unsafe {
+            super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
+                super::saturating_sub(&self.used, n)
+            })
+        }
     }
 
     forward_probes!(upstream);

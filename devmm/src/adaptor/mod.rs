@@ -47,13 +47,42 @@ fn check_deallocation(
     }
 }
 
-/// `deallocate(NULL, nbytes)` for an adaptor whose fast path tests the
-/// pointer alone: refused by [`check_deallocation`]'s rule when
-/// `nbytes > 0`, else handed to `forward` (the adaptor's own path, so a
-/// zero-byte free is counted as before).
+/// A counting adaptor's `deallocate`: the free upstream, then `count` of
+/// `nbytes`. `deallocate(NULL, nbytes)` takes a path of its own, out of
+/// line: refused by [`check_deallocation`]'s rule when `nbytes > 0`, else
+/// forwarded and counted (so a zero-byte allocation is counted both ways).
 ///
-/// Out of line and cold: the fast path is one null test, after which the
-/// upstream's own null check folds away (docs/benchmarks.md).
+/// The fast path is then one null test, after which the upstream's own
+/// null check folds away (docs/benchmarks.md).
+///
+/// # Safety
+///
+/// [`MemoryResource::deallocate`](crate::MemoryResource::deallocate)'s,
+/// for `upstream`.
+#[inline(always)]
+unsafe fn deallocate_counted<U: crate::MemoryResource>(
+    mr: &dyn crate::MemoryResource,
+    upstream: &U,
+    ptr: crate::DevicePtr,
+    nbytes: usize,
+    stream: &crate::Stream,
+    count: impl FnOnce(usize),
+) -> crate::Result<()> {
+    // By value: the captures are copied only on the cold path that takes
+    // the closure.
+    let forward = move || {
+        // SAFETY: forwarded verbatim; the caller upholds the contract.
+        unsafe { upstream.deallocate(ptr, nbytes, stream)? };
+        count(nbytes);
+        Ok(())
+    };
+    if ptr.is_null() {
+        return deallocate_null(mr, nbytes, forward);
+    }
+    forward()
+}
+
+/// [`deallocate_counted`]'s null path.
 #[cold]
 #[inline(never)]
 fn deallocate_null(

@@ -135,24 +135,6 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
             chain: resource_chain(self),
         }
     }
-
-    /// The free upstream, then its count.
-    ///
-    /// # Safety
-    ///
-    /// [`MemoryResource::deallocate`]'s.
-    #[inline(always)]
-    unsafe fn deallocate_counted(
-        &self,
-        ptr: DevicePtr,
-        nbytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        self.counts.deallocate(nbytes);
-        Ok(())
-    }
 }
 
 impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
@@ -168,14 +150,12 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        if ptr.is_null() {
-            // SAFETY: the caller upholds the contract.
-            return super::deallocate_null(self, nbytes, move || unsafe {
-                self.deallocate_counted(ptr, nbytes, stream)
-            });
-        }
         // SAFETY: the caller upholds the contract.
-        unsafe { self.deallocate_counted(ptr, nbytes, stream) }
+        unsafe {
+            super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
+                self.counts.deallocate(n)
+            })
+        }
     }
 
     forward_probes!(upstream);
