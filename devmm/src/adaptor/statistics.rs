@@ -113,27 +113,30 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
 }
 
 impl<U: MemoryResource> StatisticsAdaptor<U> {
-    /// Gives back what was just allocated upstream when counting it would
-    /// overflow `counter`, and says so. Out of line: the fast path keeps
-    /// no registers for it.
+    /// Counts what [`ShardedCounts::try_allocate`] did not, or gives back
+    /// what was just allocated upstream when counting it would overflow a
+    /// counter, and says so. Out of line, and the caller's last call: its
+    /// fast path keeps no registers for it.
     #[cold]
     #[inline(never)]
-    fn counter_overflow(
+    fn allocate_counted_slow(
         &self,
         ptr: DevicePtr,
         nbytes: usize,
         stream: &Stream,
-        counter: shards::Overflow,
-    ) -> Error {
+    ) -> Result<DevicePtr> {
+        let Err(counter) = self.counts.allocate_slow(nbytes) else {
+            return Ok(ptr);
+        };
         // SAFETY: `ptr` was just allocated upstream with `nbytes` and
         // never handed out.
         let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
-        Error::CounterOverflow {
+        Err(Error::CounterOverflow {
             device: self.device(),
             nbytes,
             counter,
             chain: resource_chain(self),
-        }
+        })
     }
 }
 
@@ -143,17 +146,19 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
             Ok(ptr) => ptr,
             Err(e) => return Err(super::failed_through(e, "StatisticsAdaptor")),
         };
-        match self.counts.allocate(nbytes) {
-            Ok(()) => Ok(ptr),
-            Err(counter) => Err(self.counter_overflow(ptr, nbytes, stream, counter)),
+        if self.counts.try_allocate(nbytes) {
+            return Ok(ptr);
         }
+        self.allocate_counted_slow(ptr, nbytes, stream)
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         // SAFETY: the caller upholds the contract.
         unsafe {
             super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
-                self.counts.deallocate(n)
+                if !self.counts.try_deallocate(n) {
+                    self.counts.deallocate_slow(n);
+                }
             })
         }
     }

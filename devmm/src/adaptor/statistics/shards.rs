@@ -34,14 +34,18 @@ thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(SHARDS) };
 }
 
+/// This thread's slot as it stands: `SHARDS` before its first count.
 #[inline]
-fn my_slot() -> usize {
+fn current_slot() -> usize {
     // A thread past its thread-locals' teardown still counts, in shard 0.
-    let slot = SLOT.try_with(Cell::get).unwrap_or(0);
-    if slot < SHARDS {
-        slot
-    } else {
-        first_slot() % SHARDS
+    SLOT.try_with(Cell::get).unwrap_or(0)
+}
+
+/// This thread's slot, taken now if it had none.
+fn my_slot() -> usize {
+    match current_slot() {
+        slot if slot < SHARDS => slot,
+        _ => first_slot() % SHARDS,
     }
 }
 
@@ -95,16 +99,60 @@ impl Shard {
         }
     }
 
+    /// The lock if it is free now, without waiting: the fast paths'.
     #[inline]
-    fn lock(&self) -> Locked<'_> {
-        if self
-            .locked
+    fn try_lock(&self) -> Option<Locked<'_>> {
+        self.locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+            .is_ok()
+            // Lazily: a `Locked` made on failure would unlock, on drop, a
+            // lock another thread holds.
+            .then(|| Locked(self))
+    }
+
+    fn lock(&self) -> Locked<'_> {
+        self.try_lock().unwrap_or_else(|| {
             self.lock_contended();
+            Locked(self)
+        })
+    }
+
+    /// Counts an allocation of `nbytes` if the shard has room for it;
+    /// `false` changes nothing. The shard must be locked.
+    #[inline(always)]
+    fn count_allocation(&self, nbytes: usize) -> bool {
+        let (room, total_room) = (get(&self.room), get(&self.total_room));
+        if nbytes <= room && nbytes <= total_room {
+            // No overflow: `live + room` and `total + total_room` are
+            // within `usize::MAX`.
+            set(&self.live, get(&self.live) + nbytes);
+            set(&self.room, room - nbytes);
+            set(&self.total, get(&self.total) + nbytes);
+            set(&self.total_room, total_room - nbytes);
+            set(&self.allocations, get(&self.allocations).wrapping_add(1));
+            true
+        } else {
+            false
         }
-        Locked(self)
+    }
+
+    /// Counts a free of `nbytes` if the shard holds that many live bytes;
+    /// `false` changes nothing. The shard must be locked.
+    #[inline(always)]
+    fn count_deallocation(&self, nbytes: usize) -> bool {
+        let live = get(&self.live);
+        if live >= nbytes {
+            // The ceiling stays: what is freed becomes room.
+            set(&self.live, live - nbytes);
+            set(&self.room, get(&self.room) + nbytes);
+            set(
+                &self.deallocations,
+                get(&self.deallocations).wrapping_add(1),
+            );
+            true
+        } else {
+            false
+        }
     }
 
     /// Another thread on this slot, or the slow path, holds the lock for a
@@ -184,49 +232,52 @@ impl ShardedCounts {
         }
     }
 
-    /// Counts an allocation of `nbytes`, or changes nothing and names the
-    /// counter it would overflow.
-    #[inline]
-    pub(super) fn allocate(&self, nbytes: usize) -> Result<(), Overflow> {
-        let me = my_slot();
-        let shard = &self.shards[me];
-        {
-            let _locked = shard.lock();
-            let (room, total_room) = (get(&shard.room), get(&shard.total_room));
-            if nbytes <= room && nbytes <= total_room {
-                // No overflow: `live + room` and `total + total_room` are
-                // within `usize::MAX`.
-                set(&shard.live, get(&shard.live) + nbytes);
-                set(&shard.room, room - nbytes);
-                set(&shard.total, get(&shard.total) + nbytes);
-                set(&shard.total_room, total_room - nbytes);
-                set(&shard.allocations, get(&shard.allocations).wrapping_add(1));
-                return Ok(());
-            }
-        }
-        self.allocate_slow(me, nbytes)
+    /// The thread's own shard, locked, if it has one and the lock is free
+    /// now.
+    #[inline(always)]
+    fn try_lock_mine(&self) -> Option<Locked<'_>> {
+        self.shards.get(current_slot()).and_then(Shard::try_lock)
     }
 
-    /// Counts a free of `nbytes`.
+    /// The fast path of counting an allocation of `nbytes`: `true` when
+    /// counted, in the thread's own shard. `false` changes nothing; then
+    /// [`allocate_slow`](Self::allocate_slow) counts it. No call on this
+    /// path, so its caller keeps few registers (docs/benchmarks.md).
     #[inline]
-    pub(super) fn deallocate(&self, nbytes: usize) {
+    pub(super) fn try_allocate(&self, nbytes: usize) -> bool {
+        self.try_lock_mine()
+            .is_some_and(|locked| locked.0.count_allocation(nbytes))
+    }
+
+    /// Counts an allocation [`try_allocate`](Self::try_allocate) did not
+    /// (the thread's first count, a contended lock, or no room left), or
+    /// changes nothing and names the counter it would overflow.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn allocate_slow(&self, nbytes: usize) -> Result<(), Overflow> {
         let me = my_slot();
-        let shard = &self.shards[me];
-        {
-            let _locked = shard.lock();
-            let live = get(&shard.live);
-            if live >= nbytes {
-                // The ceiling stays: what is freed becomes room.
-                set(&shard.live, live - nbytes);
-                set(&shard.room, get(&shard.room) + nbytes);
-                set(
-                    &shard.deallocations,
-                    get(&shard.deallocations).wrapping_add(1),
-                );
-                return;
-            }
+        if self.shards[me].lock().0.count_allocation(nbytes) {
+            return Ok(());
         }
-        self.deallocate_slow(me, nbytes);
+        self.allocate_rebalancing(me, nbytes)
+    }
+
+    /// The fast path of counting a free of `nbytes`, as
+    /// [`try_allocate`](Self::try_allocate) is for an allocation.
+    #[inline]
+    pub(super) fn try_deallocate(&self, nbytes: usize) -> bool {
+        self.try_lock_mine()
+            .is_some_and(|locked| locked.0.count_deallocation(nbytes))
+    }
+
+    /// Counts a free [`try_deallocate`](Self::try_deallocate) did not.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn deallocate_slow(&self, nbytes: usize) {
+        let me = my_slot();
+        if !self.shards[me].lock().0.count_deallocation(nbytes) {
+            self.deallocate_gathering(me, nbytes);
+        }
     }
 
     /// The global state and every shard, locked, in that order.
@@ -255,8 +306,10 @@ impl ShardedCounts {
             .fold(0usize, |sum, s| sum.wrapping_add(get(field(s))))
     }
 
+    /// An allocation with no room in its shard: counted with every shard
+    /// locked, the peak raised when it rises, the room shared out again.
     #[cold]
-    fn allocate_slow(&self, me: usize, nbytes: usize) -> Result<(), Overflow> {
+    fn allocate_rebalancing(&self, me: usize, nbytes: usize) -> Result<(), Overflow> {
         let (mut global, _locked) = self.lock_for_slow_path();
         let current = self
             .sum(|s| &s.live)
@@ -305,8 +358,10 @@ impl ShardedCounts {
         }
     }
 
+    /// A free its shard cannot cover: every other shard's live bytes
+    /// gathered into it first.
     #[cold]
-    fn deallocate_slow(&self, me: usize, nbytes: usize) {
+    fn deallocate_gathering(&self, me: usize, nbytes: usize) {
         let (_global, _locked) = self.lock_for_slow_path();
         let shard = &self.shards[me];
         set(
@@ -368,6 +423,35 @@ mod tests {
         counts.global.lock().unwrap().slow_paths
     }
 
+    /// Both paths, as the adaptor takes them.
+    fn allocate(counts: &ShardedCounts, nbytes: usize) -> Result<(), Overflow> {
+        if counts.try_allocate(nbytes) {
+            return Ok(());
+        }
+        counts.allocate_slow(nbytes)
+    }
+
+    fn deallocate(counts: &ShardedCounts, nbytes: usize) {
+        if !counts.try_deallocate(nbytes) {
+            counts.deallocate_slow(nbytes);
+        }
+    }
+
+    /// A fast path that finds its shard locked must leave the lock to its
+    /// holder (a `Locked` made and dropped there would release it).
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_locked() {
+        let shard = Shard::new();
+        let held = shard.lock();
+        assert!(shard.try_lock().is_none());
+        assert!(
+            shard.locked.load(Ordering::Relaxed),
+            "the holder lost its lock"
+        );
+        drop(held);
+        assert!(shard.try_lock().is_some());
+    }
+
     /// Threads that allocate and free their own blocks leave the shared
     /// state alone once their shards have room: the claim behind the
     /// thread-scaling figures, checked without a clock.
@@ -380,8 +464,8 @@ mod tests {
                 let counts = Arc::clone(&counts);
                 std::thread::spawn(move || {
                     for _ in 0..PAIRS {
-                        counts.allocate(64).unwrap();
-                        counts.deallocate(64);
+                        allocate(&counts, 64).unwrap();
+                        deallocate(&counts, 64);
                     }
                 })
             })
@@ -411,13 +495,13 @@ mod tests {
             let counts = Arc::clone(&counts);
             std::thread::spawn(move || {
                 for _ in 0..ITEMS {
-                    counts.allocate(32).unwrap();
+                    allocate(&counts, 32).unwrap();
                     tx.send(()).unwrap();
                 }
             })
         };
         for () in rx {
-            counts.deallocate(32);
+            deallocate(&counts, 32);
         }
         producer.join().unwrap();
         let st = counts.snapshot();
