@@ -305,6 +305,10 @@ fn null_deallocations_with_bytes_never_reach_the_counters() {
     let z = stats.allocate(0, &s).unwrap();
     // SAFETY: a zero-byte allocation returned with zero bytes.
     unsafe { stats.deallocate(z, 0, &s).unwrap() };
+    // ... and are counted both ways (the null path forwards them), where
+    // the refused free above is not.
+    let st = stats.statistics();
+    assert_eq!((st.allocations, st.deallocations), (2, 2), "{st:?}");
 }
 
 #[test]

@@ -52,6 +52,30 @@ impl<U: MemoryResource> LimitingAdaptor<U> {
     }
 }
 
+impl<U: MemoryResource> LimitingAdaptor<U> {
+    /// The refusal, built out of line: the fast path keeps no registers
+    /// for it.
+    #[cold]
+    #[inline(never)]
+    fn limit_exceeded(&self, nbytes: usize, in_use: usize) -> Error {
+        Error::LimitExceeded {
+            device: self.device(),
+            nbytes,
+            limit: self.limit,
+            in_use,
+            chain: resource_chain(self),
+        }
+    }
+
+    /// Gives back the reservation of an allocation upstream refused.
+    #[cold]
+    #[inline(never)]
+    fn failed_upstream(&self, nbytes: usize, error: Error) -> Error {
+        self.used.fetch_sub(nbytes, Ordering::Relaxed);
+        error.through("LimitingAdaptor")
+    }
+}
+
 impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
     // Always inlined into the adaptor above it: a frame per layer costs
     // about 25 instructions a call, for the size of the `Result`
@@ -66,27 +90,22 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
                     .filter(|&total| total <= self.limit)
             });
         if let Err(in_use) = reserved {
-            return Err(Error::LimitExceeded {
-                device: self.device(),
-                nbytes,
-                limit: self.limit,
-                in_use,
-                chain: resource_chain(self),
-            });
+            return Err(self.limit_exceeded(nbytes, in_use));
         }
-        self.upstream.allocate(nbytes, stream).map_err(|e| {
-            self.used.fetch_sub(nbytes, Ordering::Relaxed);
-            e.through("LimitingAdaptor")
-        })
+        match self.upstream.allocate(nbytes, stream) {
+            Ok(ptr) => Ok(ptr),
+            Err(e) => Err(self.failed_upstream(nbytes, e)),
+        }
     }
 
     #[inline(always)]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        super::check_deallocation(self, ptr, nbytes)?;
-        // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        super::saturating_sub(&self.used, nbytes);
-        Ok(())
+        // SAFETY: the caller upholds the contract.
+        unsafe {
+            super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
+                super::saturating_sub(&self.used, n)
+            })
+        }
     }
 
     forward_probes!(upstream);

@@ -47,6 +47,53 @@ fn check_deallocation(
     }
 }
 
+/// A counting adaptor's `deallocate`: the free upstream, then `count` of
+/// `nbytes`. `deallocate(NULL, nbytes)` takes a path of its own, out of
+/// line: refused by [`check_deallocation`]'s rule when `nbytes > 0`, else
+/// forwarded and counted (so a zero-byte allocation is counted both ways).
+///
+/// The fast path is then one null test, after which the upstream's own
+/// null check folds away (docs/benchmarks.md).
+///
+/// # Safety
+///
+/// [`MemoryResource::deallocate`](crate::MemoryResource::deallocate)'s,
+/// for `upstream`.
+#[inline(always)]
+unsafe fn deallocate_counted<U: crate::MemoryResource>(
+    mr: &dyn crate::MemoryResource,
+    upstream: &U,
+    ptr: crate::DevicePtr,
+    nbytes: usize,
+    stream: &crate::Stream,
+    count: impl FnOnce(usize),
+) -> crate::Result<()> {
+    // By value: the captures are copied only on the cold path that takes
+    // the closure.
+    let forward = move || {
+        // SAFETY: forwarded verbatim; the caller upholds the contract.
+        unsafe { upstream.deallocate(ptr, nbytes, stream)? };
+        count(nbytes);
+        Ok(())
+    };
+    if ptr.is_null() {
+        return deallocate_null(mr, nbytes, forward);
+    }
+    forward()
+}
+
+/// [`deallocate_counted`]'s null path.
+#[cold]
+#[inline(never)]
+fn deallocate_null(
+    mr: &dyn crate::MemoryResource,
+    nbytes: usize,
+    forward: impl FnOnce() -> crate::Result<()>,
+) -> crate::Result<()> {
+    check_deallocation(mr, crate::DevicePtr::NULL, nbytes)?;
+    forward()
+}
+
 #[cold]
 #[inline(never)]
 fn refused_deallocation(
@@ -62,6 +109,14 @@ fn refused_deallocation(
         device: mr.device(),
         resource: crate::resource_chain(mr),
     }
+}
+
+/// [`Error::through`](crate::Error), out of line: an adaptor's fast path
+/// then keeps no registers for its upstream's failure.
+#[cold]
+#[inline(never)]
+fn failed_through(error: crate::Error, adaptor: &str) -> crate::Error {
+    error.through(adaptor)
 }
 
 /// Subtracts `n` from a counter without wrapping: a caller that frees more

@@ -112,32 +112,55 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     }
 }
 
+impl<U: MemoryResource> StatisticsAdaptor<U> {
+    /// Counts what [`ShardedCounts::try_allocate`] did not, or gives back
+    /// what was just allocated upstream when counting it would overflow a
+    /// counter, and says so. Out of line, and the caller's last call: its
+    /// fast path keeps no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn allocate_counted_slow(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<DevicePtr> {
+        let Err(counter) = self.counts.allocate_slow(nbytes) else {
+            return Ok(ptr);
+        };
+        // SAFETY: `ptr` was just allocated upstream with `nbytes` and
+        // never handed out.
+        let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
+        Err(Error::CounterOverflow {
+            device: self.device(),
+            nbytes,
+            counter,
+            chain: resource_chain(self),
+        })
+    }
+}
+
 impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
-        let ptr = self
-            .upstream
-            .allocate(nbytes, stream)
-            .map_err(|e| e.through("StatisticsAdaptor"))?;
-        if let Err(counter) = self.counts.allocate(nbytes) {
-            // SAFETY: `ptr` was just allocated upstream with `nbytes`
-            // and never handed out.
-            let _ = unsafe { self.upstream.deallocate(ptr, nbytes, stream) };
-            return Err(Error::CounterOverflow {
-                device: self.device(),
-                nbytes,
-                counter,
-                chain: resource_chain(self),
-            });
+        let ptr = match self.upstream.allocate(nbytes, stream) {
+            Ok(ptr) => ptr,
+            Err(e) => return Err(super::failed_through(e, "StatisticsAdaptor")),
+        };
+        if self.counts.try_allocate(nbytes) {
+            return Ok(ptr);
         }
-        Ok(ptr)
+        self.allocate_counted_slow(ptr, nbytes, stream)
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        super::check_deallocation(self, ptr, nbytes)?;
-        // SAFETY: forwarded verbatim; the caller upholds the contract.
-        unsafe { self.upstream.deallocate(ptr, nbytes, stream)? };
-        self.counts.deallocate(nbytes);
-        Ok(())
+        // SAFETY: the caller upholds the contract.
+        unsafe {
+            super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
+                if !self.counts.try_deallocate(n) {
+                    self.counts.deallocate_slow(n);
+                }
+            })
+        }
     }
 
     forward_probes!(upstream);

@@ -26,24 +26,36 @@ const SHARDS: usize = 16;
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// This thread's shard index, `usize::MAX` until its first count. No
-    /// destructor and a const initialiser: reading it never allocates,
-    /// which a global allocator counting through the adaptor relies on.
-    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// This thread's shard index, `SHARDS` (out of range) until its first
+    /// count, so one compare both finds an unassigned slot and proves the
+    /// index in bounds. No destructor and a const initialiser: reading it
+    /// never allocates, which a global allocator counting through the
+    /// adaptor relies on.
+    static SLOT: Cell<usize> = const { Cell::new(SHARDS) };
 }
 
+/// This thread's slot as it stands: `SHARDS` before its first count.
 #[inline]
-fn my_slot() -> usize {
-    SLOT.try_with(|slot| match slot.get() {
-        usize::MAX => {
-            let mine = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            slot.set(mine);
-            mine
-        }
-        mine => mine,
-    })
+fn current_slot() -> usize {
     // A thread past its thread-locals' teardown still counts, in shard 0.
-    .unwrap_or(0)
+    SLOT.try_with(Cell::get).unwrap_or(0)
+}
+
+/// This thread's slot, taken now if it had none.
+fn my_slot() -> usize {
+    match current_slot() {
+        slot if slot < SHARDS => slot,
+        _ => first_slot() % SHARDS,
+    }
+}
+
+/// Takes the next slot, round robin, for this thread's first count.
+#[cold]
+#[inline(never)]
+fn first_slot() -> usize {
+    let mine = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    let _ = SLOT.try_with(|slot| slot.set(mine));
+    mine
 }
 
 /// What would overflow: the name `Error::CounterOverflow` reports.
@@ -61,11 +73,15 @@ struct Shard {
     /// Bytes allocated through this shard and not yet freed through it
     /// (a free on another thread's shard moves bytes here first).
     live: AtomicUsize,
-    /// `live` may grow to this without the peak moving.
-    ceiling: AtomicUsize,
+    /// How much `live` may still grow without the peak moving: the shard's
+    /// ceiling is `live + room`. Kept as the room rather than the ceiling
+    /// so the fast path compares `nbytes` with it and never adds first
+    /// (no overflow test).
+    room: AtomicUsize,
     total: AtomicUsize,
-    /// `total` may grow to this; the caps together stay within `usize::MAX`.
-    total_cap: AtomicUsize,
+    /// How much `total` may still grow; the caps (`total + total_room`)
+    /// together stay within `usize::MAX`.
+    total_room: AtomicUsize,
     allocations: AtomicUsize,
     deallocations: AtomicUsize,
 }
@@ -75,24 +91,68 @@ impl Shard {
         Shard {
             locked: AtomicBool::new(false),
             live: AtomicUsize::new(0),
-            ceiling: AtomicUsize::new(0),
+            room: AtomicUsize::new(0),
             total: AtomicUsize::new(0),
-            total_cap: AtomicUsize::new(0),
+            total_room: AtomicUsize::new(0),
             allocations: AtomicUsize::new(0),
             deallocations: AtomicUsize::new(0),
         }
     }
 
+    /// The lock if it is free now, without waiting: the fast paths'.
     #[inline]
-    fn lock(&self) -> Locked<'_> {
-        if self
-            .locked
+    fn try_lock(&self) -> Option<Locked<'_>> {
+        self.locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+            .is_ok()
+            // Lazily: a `Locked` made on failure would unlock, on drop, a
+            // lock another thread holds.
+            .then(|| Locked(self))
+    }
+
+    fn lock(&self) -> Locked<'_> {
+        self.try_lock().unwrap_or_else(|| {
             self.lock_contended();
+            Locked(self)
+        })
+    }
+
+    /// Counts an allocation of `nbytes` if the shard has room for it;
+    /// `false` changes nothing. The shard must be locked.
+    #[inline(always)]
+    fn count_allocation(&self, nbytes: usize) -> bool {
+        let (room, total_room) = (get(&self.room), get(&self.total_room));
+        if nbytes <= room && nbytes <= total_room {
+            // No overflow: `live + room` and `total + total_room` are
+            // within `usize::MAX`.
+            set(&self.live, get(&self.live) + nbytes);
+            set(&self.room, room - nbytes);
+            set(&self.total, get(&self.total) + nbytes);
+            set(&self.total_room, total_room - nbytes);
+            set(&self.allocations, get(&self.allocations).wrapping_add(1));
+            true
+        } else {
+            false
         }
-        Locked(self)
+    }
+
+    /// Counts a free of `nbytes` if the shard holds that many live bytes;
+    /// `false` changes nothing. The shard must be locked.
+    #[inline(always)]
+    fn count_deallocation(&self, nbytes: usize) -> bool {
+        let live = get(&self.live);
+        if live >= nbytes {
+            // The ceiling stays: what is freed becomes room.
+            set(&self.live, live - nbytes);
+            set(&self.room, get(&self.room) + nbytes);
+            set(
+                &self.deallocations,
+                get(&self.deallocations).wrapping_add(1),
+            );
+            true
+        } else {
+            false
+        }
     }
 
     /// Another thread on this slot, or the slow path, holds the lock for a
@@ -172,47 +232,52 @@ impl ShardedCounts {
         }
     }
 
-    /// Counts an allocation of `nbytes`, or changes nothing and names the
-    /// counter it would overflow.
-    #[inline]
-    pub(super) fn allocate(&self, nbytes: usize) -> Result<(), Overflow> {
-        let me = my_slot();
-        let shard = &self.shards[me];
-        {
-            let _locked = shard.lock();
-            let live = get(&shard.live).checked_add(nbytes);
-            let total = get(&shard.total).checked_add(nbytes);
-            if let (Some(live), Some(total)) = (live, total)
-                && live <= get(&shard.ceiling)
-                && total <= get(&shard.total_cap)
-            {
-                set(&shard.live, live);
-                set(&shard.total, total);
-                set(&shard.allocations, get(&shard.allocations).wrapping_add(1));
-                return Ok(());
-            }
-        }
-        self.allocate_slow(me, nbytes)
+    /// The thread's own shard, locked, if it has one and the lock is free
+    /// now.
+    #[inline(always)]
+    fn try_lock_mine(&self) -> Option<Locked<'_>> {
+        self.shards.get(current_slot()).and_then(Shard::try_lock)
     }
 
-    /// Counts a free of `nbytes`.
+    /// The fast path of counting an allocation of `nbytes`: `true` when
+    /// counted, in the thread's own shard. `false` changes nothing; then
+    /// [`allocate_slow`](Self::allocate_slow) counts it. No call on this
+    /// path, so its caller keeps few registers (docs/benchmarks.md).
     #[inline]
-    pub(super) fn deallocate(&self, nbytes: usize) {
+    pub(super) fn try_allocate(&self, nbytes: usize) -> bool {
+        self.try_lock_mine()
+            .is_some_and(|locked| locked.0.count_allocation(nbytes))
+    }
+
+    /// Counts an allocation [`try_allocate`](Self::try_allocate) did not
+    /// (the thread's first count, a contended lock, or no room left), or
+    /// changes nothing and names the counter it would overflow.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn allocate_slow(&self, nbytes: usize) -> Result<(), Overflow> {
         let me = my_slot();
-        let shard = &self.shards[me];
-        {
-            let _locked = shard.lock();
-            let live = get(&shard.live);
-            if live >= nbytes {
-                set(&shard.live, live - nbytes);
-                set(
-                    &shard.deallocations,
-                    get(&shard.deallocations).wrapping_add(1),
-                );
-                return;
-            }
+        if self.shards[me].lock().0.count_allocation(nbytes) {
+            return Ok(());
         }
-        self.deallocate_slow(me, nbytes);
+        self.allocate_rebalancing(me, nbytes)
+    }
+
+    /// The fast path of counting a free of `nbytes`, as
+    /// [`try_allocate`](Self::try_allocate) is for an allocation.
+    #[inline]
+    pub(super) fn try_deallocate(&self, nbytes: usize) -> bool {
+        self.try_lock_mine()
+            .is_some_and(|locked| locked.0.count_deallocation(nbytes))
+    }
+
+    /// Counts a free [`try_deallocate`](Self::try_deallocate) did not.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn deallocate_slow(&self, nbytes: usize) {
+        let me = my_slot();
+        if !self.shards[me].lock().0.count_deallocation(nbytes) {
+            self.deallocate_gathering(me, nbytes);
+        }
     }
 
     /// The global state and every shard, locked, in that order.
@@ -241,8 +306,10 @@ impl ShardedCounts {
             .fold(0usize, |sum, s| sum.wrapping_add(get(field(s))))
     }
 
+    /// An allocation with no room in its shard: counted with every shard
+    /// locked, the peak raised when it rises, the room shared out again.
     #[cold]
-    fn allocate_slow(&self, me: usize, nbytes: usize) -> Result<(), Overflow> {
+    fn allocate_rebalancing(&self, me: usize, nbytes: usize) -> Result<(), Overflow> {
         let (mut global, _locked) = self.lock_for_slow_path();
         let current = self
             .sum(|s| &s.live)
@@ -279,43 +346,45 @@ impl ShardedCounts {
             } else {
                 (0, 0)
             };
-            set(&shard.ceiling, get(&shard.live) + share.0);
-            set(&shard.total_cap, get(&shard.total) + share.1);
+            set(&shard.room, share.0);
+            set(&shard.total_room, share.1);
             given = (given.0 + share.0, given.1 + share.1);
         }
         let shard = &self.shards[me];
-        set(&shard.ceiling, get(&shard.live) + (room - given.0));
-        set(&shard.total_cap, get(&shard.total) + (total_room - given.1));
+        set(&shard.room, room - given.0);
+        set(&shard.total_room, total_room - given.1);
         for (seen, shard) in global.seen.iter_mut().zip(&self.shards) {
             *seen = get(&shard.allocations);
         }
     }
 
+    /// A free its shard cannot cover: every other shard's live bytes
+    /// gathered into it first.
     #[cold]
-    fn deallocate_slow(&self, me: usize, nbytes: usize) {
+    fn deallocate_gathering(&self, me: usize, nbytes: usize) {
         let (_global, _locked) = self.lock_for_slow_path();
         let shard = &self.shards[me];
         set(
             &shard.deallocations,
             get(&shard.deallocations).wrapping_add(1),
         );
-        // Bring every other shard's live bytes here, ceilings with them,
-        // so the sums and every shard's room stay as they were: a thread
-        // freeing what others allocated then frees from its own shard
-        // until that is spent.
+        // Bring every other shard's live bytes here, ceilings with them
+        // (so every shard's room stays as it was): a thread freeing what
+        // others allocated then frees from its own shard until that is
+        // spent.
         for other in &self.shards {
             if std::ptr::eq(other, shard) {
                 continue;
             }
-            let moved = get(&other.live);
+            set(&shard.live, get(&shard.live) + get(&other.live));
             set(&other.live, 0);
-            set(&other.ceiling, get(&other.ceiling) - moved);
-            set(&shard.live, get(&shard.live) + moved);
-            set(&shard.ceiling, get(&shard.ceiling) + moved);
         }
         // More freed than is live (a caller's bug the upstream could not
-        // catch): the count stops at zero rather than wrapping.
-        set(&shard.live, get(&shard.live).saturating_sub(nbytes));
+        // catch): the count stops at zero rather than wrapping. The
+        // ceiling stays, so what is freed becomes room.
+        let freed = get(&shard.live).min(nbytes);
+        set(&shard.live, get(&shard.live) - freed);
+        set(&shard.room, get(&shard.room) + freed);
     }
 
     /// Starts a new peak window at the bytes live now.
@@ -323,7 +392,7 @@ impl ShardedCounts {
         let (mut global, _locked) = self.lock_all();
         global.peak = self.sum(|s| &s.live);
         for shard in &self.shards {
-            set(&shard.ceiling, get(&shard.live));
+            set(&shard.room, 0);
         }
     }
 
@@ -354,6 +423,35 @@ mod tests {
         counts.global.lock().unwrap().slow_paths
     }
 
+    /// Both paths, as the adaptor takes them.
+    fn allocate(counts: &ShardedCounts, nbytes: usize) -> Result<(), Overflow> {
+        if counts.try_allocate(nbytes) {
+            return Ok(());
+        }
+        counts.allocate_slow(nbytes)
+    }
+
+    fn deallocate(counts: &ShardedCounts, nbytes: usize) {
+        if !counts.try_deallocate(nbytes) {
+            counts.deallocate_slow(nbytes);
+        }
+    }
+
+    /// A fast path that finds its shard locked must leave the lock to its
+    /// holder (a `Locked` made and dropped there would release it).
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_locked() {
+        let shard = Shard::new();
+        let held = shard.lock();
+        assert!(shard.try_lock().is_none());
+        assert!(
+            shard.locked.load(Ordering::Relaxed),
+            "the holder lost its lock"
+        );
+        drop(held);
+        assert!(shard.try_lock().is_some());
+    }
+
     /// Threads that allocate and free their own blocks leave the shared
     /// state alone once their shards have room: the claim behind the
     /// thread-scaling figures, checked without a clock.
@@ -366,8 +464,8 @@ mod tests {
                 let counts = Arc::clone(&counts);
                 std::thread::spawn(move || {
                     for _ in 0..PAIRS {
-                        counts.allocate(64).unwrap();
-                        counts.deallocate(64);
+                        allocate(&counts, 64).unwrap();
+                        deallocate(&counts, 64);
                     }
                 })
             })
@@ -397,13 +495,13 @@ mod tests {
             let counts = Arc::clone(&counts);
             std::thread::spawn(move || {
                 for _ in 0..ITEMS {
-                    counts.allocate(32).unwrap();
+                    allocate(&counts, 32).unwrap();
                     tx.send(()).unwrap();
                 }
             })
         };
         for () in rx {
-            counts.deallocate(32);
+            deallocate(&counts, 32);
         }
         producer.join().unwrap();
         let st = counts.snapshot();

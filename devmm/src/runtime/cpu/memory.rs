@@ -36,6 +36,8 @@ fn out_of_memory(mr: &dyn MemoryResource, nbytes: usize, detail: String) -> Erro
     }
 }
 
+#[cold]
+#[inline(never)]
 fn misuse(mr: &dyn MemoryResource, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
     Error::Misuse {
         kind,
@@ -75,6 +77,16 @@ impl MallocMemoryResource {
     }
 }
 
+impl MallocMemoryResource {
+    /// The error, built out of line: the inlined fast path (and the
+    /// adaptors it is inlined into) keeps no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn posix_memalign_failed(&self, nbytes: usize, status: libc::c_int) -> Error {
+        out_of_memory(self, nbytes, format!("posix_memalign returned {status}"))
+    }
+}
+
 impl Default for MallocMemoryResource {
     fn default() -> Self {
         MallocMemoryResource::new()
@@ -106,11 +118,7 @@ impl MemoryResource for MallocMemoryResource {
         // power of two multiple of sizeof(void*) (checked at construction).
         let status = unsafe { libc::posix_memalign(&mut out, self.alignment, nbytes) };
         if status != 0 || out.is_null() {
-            return Err(out_of_memory(
-                self,
-                nbytes,
-                format!("posix_memalign returned {status}"),
-            ));
+            return Err(self.posix_memalign_failed(nbytes, status));
         }
         Ok(DevicePtr::from_host_ptr(out))
     }
