@@ -18,15 +18,19 @@ hits them alike. Instructions: the script runs itself under `valgrind
 --tool=callgrind` twice per case, with two loop lengths, and prints the
 difference per call, less an empty loop's; unlike time, the count does not
 move with the machine's load. `torch.empty` is measured where torch is
-importable.
+importable. `--only 2 4` measures only those cases (numbered from 1 as
+listed, the baseline always kept). `bench_checked_calls.py` uses this
+harness (`prepare`, `net_instructions`) for its own statements.
 """
 
 import argparse
 import os
 import re
+import site
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import timeit
 from pathlib import Path
@@ -48,12 +52,36 @@ CASES = [
         False,
     ),
     (
+        '  the same, .free() for .buffer.free()',
+        'devmm.empty((2, 3), "float32", layout=devmm.RowMajor()).free()',
+        None,
+        False,
+    ),
+    (
         "  the same + np.from_dlpack(t)",
         't = devmm.empty((2, 3), "float32", layout=devmm.RowMajor()); np.from_dlpack(t); t.buffer.free()',
         (2.5, 3.5),
         False,
     ),
+    (
+        '  the same, .free() for .buffer.free()',
+        't = devmm.empty((2, 3), "float32", layout=devmm.RowMajor()); np.from_dlpack(t); t.free()',
+        None,
+        False,
+    ),
     ('devmm.empty((2, 3), "float32") (freed when dropped)', 'devmm.empty((2, 3), "float32")', None, False),
+    (
+        't = devmm.empty((2, 3), "float32"); t.free()',
+        't = devmm.empty((2, 3), "float32"); t.free()',
+        None,
+        False,
+    ),
+    (
+        "  the same + np.from_dlpack(t)",
+        't = devmm.empty((2, 3), "float32"); np.from_dlpack(t); t.free()',
+        None,
+        False,
+    ),
     ("torch.empty((2, 3), dtype=torch.float32)", "torch.empty((2, 3), dtype=torch.float32)", None, True),
 ]
 
@@ -79,6 +107,9 @@ def build_release() -> None:
         env=env,
         check=True,
     )
+    # A first install adds a .pth file that this already running
+    # interpreter has not read: read it, so the import below finds devmm.
+    site.addsitedir(sysconfig.get_paths()["purelib"])
 
 
 def elf_sections(path: Path) -> set[str]:
@@ -130,11 +161,11 @@ def best_seconds(statements: list[str], number: int, repeat: int) -> list[float]
     return best
 
 
-def child(statement: str, calls: int) -> None:
-    """The measured process: a warm-up, then `calls` runs of `statement`
-    inside a function (locals, as user code has them)."""
+def child(setup: str, statement: str, calls: int) -> None:
+    """The measured process: `setup`, a warm-up, then `calls` runs of
+    `statement` inside a function (locals, as user code has them)."""
     namespace: dict[str, object] = {}
-    exec(setup_for(statement), namespace)  # noqa: S102 - the fixed statements above
+    exec(setup, namespace)  # noqa: S102 - the benchmarks' fixed statements
     exec(f"def run(n):\n    for _ in range(n):\n        {statement}\n", namespace)  # noqa: S102
     run = namespace["run"]
     run(1_000)  # type: ignore[operator]
@@ -143,11 +174,12 @@ def child(statement: str, calls: int) -> None:
     os._exit(0)
 
 
-def instructions(statement: str, calls: int) -> int:
+def instructions(setup: str, statement: str, calls: int) -> int:
+    """Instructions callgrind counts for a whole child process."""
     with tempfile.TemporaryDirectory() as out:
         subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out",
-             sys.executable, __file__, "--child", statement, str(calls)],
+             sys.executable, __file__, "--child", setup, statement, str(calls)],
             check=True, capture_output=True,
             # One BLAS thread: NumPy's spinning pool would add noise.
             env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
@@ -157,8 +189,25 @@ def instructions(statement: str, calls: int) -> int:
     return int(summary.group(1))
 
 
-def per_call_instructions(statement: str, low: int, high: int) -> float:
-    return (instructions(statement, high) - instructions(statement, low)) / (high - low)
+def per_call_instructions(setup: str, statement: str, calls: int) -> float:
+    """Instructions per run of `statement`: the difference between `calls`
+    and `2 * calls` runs, so start-up and `setup` cancel out."""
+    return (instructions(setup, statement, 2 * calls) - instructions(setup, statement, calls)) / calls
+
+
+def net_instructions(cases: list[tuple[str, str]], calls: int) -> tuple[list[float], float]:
+    """Per-call instructions of each `(setup, statement)`, less an empty
+    loop's, and the empty loop's."""
+    loop = per_call_instructions("", "pass", calls)
+    return [per_call_instructions(setup, stmt, calls) - loop for setup, stmt in cases], loop
+
+
+def prepare(no_build: bool) -> None:
+    """Builds and installs the release extension (unless `no_build`) and
+    refuses a debug one: every benchmark here measures what users run."""
+    if not no_build:
+        build_release()
+    refuse_debug_build()
 
 
 def report(rows: list[tuple[str, float, float | None]], unit: str, scale: float, fmt: str) -> None:
@@ -172,7 +221,7 @@ def report(rows: list[tuple[str, float, float | None]], unit: str, scale: float,
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], int(sys.argv[3]))
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-build", action="store_true", help="use the installed build (refused if debug)")
@@ -180,14 +229,13 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=20_000, help="calls per timing round")
     parser.add_argument("--repeat", type=int, default=25, help="timing rounds; the best is reported")
     parser.add_argument("--calls", type=int, default=20_000, help="extra calls measured under callgrind")
+    parser.add_argument("--only", type=int, nargs="+", metavar="N", help="only these cases (1-based; the baseline is always kept)")
     args = parser.parse_args()
-    if not args.no_build:
-        build_release()
-    refuse_debug_build()
-    cases = [c for c in CASES if not c[3] or has_torch()]
+    prepare(args.no_build)
+    cases = [c for i, c in enumerate(CASES) if i == 0 or args.only is None or i + 1 in args.only]
+    cases = [c for c in cases if not c[3] or has_torch()]
     if args.instructions:
-        loop = per_call_instructions("pass", args.calls, 2 * args.calls)
-        counts = [per_call_instructions(stmt, args.calls, 2 * args.calls) - loop for _, stmt, _, _ in cases]
+        counts, loop = net_instructions([(setup_for(stmt), stmt) for _, stmt, _, _ in cases], args.calls)
         rows = [(name, n, targets and targets[0]) for (name, _, targets, _), n in zip(cases, counts)]
         report(rows, "instructions", 1, ",.0f")
         print(f"(per call, an empty loop's {loop:.0f} instructions subtracted)")

@@ -179,12 +179,7 @@ impl PyDeviceBuffer {
     /// `None`). Idempotent.
     #[pyo3(signature = (stream = None))]
     fn free(&self, py: Python<'_>, stream: Option<StreamArg>) -> PyResult<()> {
-        let device = self.buffer.device();
-        let stream = match stream {
-            None => self.buffer.stream().clone(),
-            some => resolve_stream(some, device)?,
-        };
-        maybe_detached(py, device, || self.buffer.free(&stream)).py()
+        free(py, &self.buffer, stream)
     }
 
     /// Copies `data` (any bytes-like object) into the buffer from byte
@@ -363,6 +358,22 @@ impl PyDeviceBuffer {
             }
         )
     }
+}
+
+/// `DeviceBuffer.free` (and `Tensor.free`, which needs no `DeviceBuffer`
+/// object for it): frees `buffer` on `stream`, the allocation stream when
+/// `None`.
+pub(crate) fn free(
+    py: Python<'_>,
+    buffer: &devmm::DeviceBuffer,
+    stream: Option<StreamArg>,
+) -> PyResult<()> {
+    let device = buffer.device();
+    let stream = match stream {
+        None => buffer.stream().clone(),
+        some => resolve_stream(some, device)?,
+    };
+    maybe_detached(py, device, || buffer.free(&stream)).py()
 }
 
 /// The bytes of a bytes-like object (`bytes`, `bytearray`, `memoryview`, a

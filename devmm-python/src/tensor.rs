@@ -208,6 +208,16 @@ impl PyTensor {
         Ok(self.buffer.get_or_init(|| made).clone_ref(py))
     }
 
+    /// Frees the buffer, ordered on `stream` (the allocation stream when
+    /// `None`): the same as `buffer.free(stream)`, without making the
+    /// `buffer` object. Idempotent; while DLPack exports are alive it
+    /// closes the buffer and the memory goes back when the last one is
+    /// released.
+    #[pyo3(signature = (stream = None))]
+    fn free(&self, py: Python<'_>, stream: Option<StreamArg>) -> PyResult<()> {
+        crate::buffer::free(py, self.tensor.buffer(), stream)
+    }
+
     /// The resolved layout; its `policy` is the policy object `empty` was
     /// given (or the given layout's own).
     #[getter]

@@ -184,3 +184,57 @@ def test_empty_like_overrides_dtype_layout_and_device() -> None:
     assert r.strides == (3, 1)
     d = devmm.empty_like(src, device=devmm.Device.from_string("cpu"), dtype=np.float32)
     assert d.device == devmm.Device.from_string("cpu") and d.dtype == devmm.DType.from_string("float32")
+
+
+def test_tensor_free_frees_the_buffer(stats: devmm.StatisticsAdaptor, stream: devmm.Stream) -> None:
+    t = devmm.empty((2, 3), "float32", mr=stats)
+    assert stats.current_bytes == 24
+    t.free()
+    assert stats.current_bytes == 0 and stats.deallocations == 1
+    # The buffer object, made after the free, reports it.
+    assert t.buffer.closed
+    with pytest.raises(BufferError, match="was freed"):
+        t.__dlpack__()
+
+
+def test_tensor_free_is_idempotent_like_the_buffers(stats: devmm.StatisticsAdaptor, stream: devmm.Stream) -> None:
+    t = devmm.empty((4,), "int32", mr=stats)
+    buffer = t.buffer
+    t.free()
+    t.free(stream)
+    buffer.free()
+    t.free()
+    assert buffer.closed and stats.deallocations == 1 and stats.current_bytes == 0
+
+
+def test_tensor_free_defers_while_exports_are_alive(stats: devmm.StatisticsAdaptor) -> None:
+    t = devmm.empty((4,), "float32", mr=stats)
+    a = np.from_dlpack(t)
+    a[...] = 7.0
+    t.free()
+    assert t.buffer.closed and t.buffer.live_exports == 1
+    assert stats.current_bytes == 16 and float(a.sum()) == 28.0
+    del a
+    gc.collect()
+    assert stats.current_bytes == 0 and t.buffer.live_exports == 0
+
+
+def test_tensor_free_frees_a_view_s_shared_buffer(stats: devmm.StatisticsAdaptor) -> None:
+    base = devmm.DeviceBuffer(64, mr=stats)
+    layout = devmm.RowMajor()((2, 3), devmm.DType.from_string("float32"), devmm.Device.from_string("cpu"))
+    view = devmm.Tensor(base, "float32", (2, 3), layout, offset=2)
+    view.free()
+    assert base.closed and stats.current_bytes == 0
+
+
+@pytest.mark.parametrize("bad", [5, -1, "x", object(), devmm.Device.from_string("cpu")])
+def test_tensor_free_refuses_streams_as_the_buffer_does(bad: object) -> None:
+    t = devmm.empty((2,), "uint8")
+    with pytest.raises(Exception) as from_buffer:
+        t.buffer.free(bad)  # type: ignore[arg-type]
+    with pytest.raises(type(from_buffer.value)) as from_tensor:
+        t.free(bad)  # type: ignore[arg-type]
+    assert str(from_tensor.value) == str(from_buffer.value)
+    assert not t.buffer.closed
+    t.free()
+    assert t.buffer.closed

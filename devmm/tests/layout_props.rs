@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use devmm::{
-    Aligned, ColMajor, DType, Device, DeviceOptimal, Error, Layout, LayoutPolicy, Permuted,
-    RowMajor,
+    Aligned, ColMajor, DType, DTypeCode, Device, DeviceOptimal, Error, Layout, LayoutPlan,
+    LayoutPolicy, Permuted, RowMajor,
 };
 use proptest::prelude::*;
 
@@ -46,6 +46,31 @@ fn policy(ndim: usize) -> impl Strategy<Value = Arc<dyn LayoutPolicy>> {
             inner
         }
     })
+}
+
+/// Any dtype, not only the standard ones: odd bit widths (24 bits: 3-byte
+/// items with a 4-byte alignment), vector lanes, and packed sub-byte
+/// scalars, which no layout accepts.
+fn any_dtype() -> impl Strategy<Value = DType> {
+    let code = proptest::sample::select(vec![
+        DTypeCode::UInt,
+        DTypeCode::Float,
+        DTypeCode::Complex,
+        DTypeCode::Float4E2M1Fn,
+    ]);
+    (code, 1u8..=128, 1u16..5)
+        .prop_map(|(code, bits, lanes)| DType::new(code, bits, lanes).unwrap())
+}
+
+/// A policy that plans as `inner` does but that [`Layout::resolve`] cannot
+/// recognise, so it always takes the general path: plan, then the rule.
+#[derive(Debug)]
+struct GeneralPath(Arc<dyn LayoutPolicy>);
+
+impl LayoutPolicy for GeneralPath {
+    fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan, Error> {
+        self.0.plan(shape, dtype, device)
+    }
 }
 
 /// The base alignment `policy` declares for `shape` of `dtype` on `device`.
@@ -144,6 +169,40 @@ proptest! {
         for policy in [Arc::new(RowMajor) as Arc<dyn LayoutPolicy>, Arc::new(ColMajor), Arc::new(DeviceOptimal)] {
             let result = Layout::resolve(&policy, &shape, dtype, Device::CPU);
             prop_assert!(matches!(result, Err(Error::InvalidLayout { .. })), "{:?}", result);
+        }
+    }
+
+    #[test]
+    fn the_dense_fast_path_agrees_with_the_general_path(
+        shape in proptest::collection::vec(prop_oneof![0usize..9, Just(usize::MAX / 3), Just(usize::MAX)], 0..6),
+        dtype in any_dtype(),
+        device in device(),
+        // Permuted orders of any length and content: valid ones, wrong
+        // lengths and repeats, which both paths must refuse alike.
+        order in proptest::collection::vec(0usize..6, 0..6),
+        shuffled in Just((0..6).collect::<Vec<usize>>()).prop_shuffle(),
+    ) {
+        let ndim = shape.len();
+        let valid: Vec<usize> = shuffled.into_iter().filter(|&d| d < ndim).collect();
+        let policies = [
+            Arc::new(RowMajor) as Arc<dyn LayoutPolicy>,
+            Arc::new(ColMajor),
+            Arc::new(Permuted::new(valid)),
+            Arc::new(Permuted::new(order)),
+        ];
+        for policy in policies {
+            let fast = Layout::resolve(&policy, &shape, dtype, device);
+            let general = Layout::resolve(&(Arc::new(GeneralPath(Arc::clone(&policy))) as Arc<dyn LayoutPolicy>), &shape, dtype, device);
+            match (fast, general) {
+                (Ok(fast), Ok(general)) => {
+                    prop_assert_eq!(&fast, &general, "{:?}", policy);
+                    prop_assert_eq!(fast.permutation(), general.permutation());
+                    prop_assert_eq!(fast.itemsize(), general.itemsize());
+                    prop_assert!(Arc::ptr_eq(fast.policy().unwrap(), &policy));
+                }
+                (Err(fast), Err(general)) => prop_assert_eq!(fast.to_string(), general.to_string()),
+                (fast, general) => prop_assert!(false, "{:?}: fast {:?}, general {:?}", policy, fast, general),
+            }
         }
     }
 

@@ -27,7 +27,7 @@ use smallvec::SmallVec;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::size::{checked_add, checked_mul};
+use crate::size::{checked_add, checked_mul, round_up};
 
 pub use policy::{Aligned, ColMajor, DeviceOptimal, LayoutPlan, LayoutPolicy, Permuted, RowMajor};
 pub use rule::LayoutRuleError;
@@ -80,8 +80,51 @@ impl Layout {
         dtype: DType,
         device: crate::Device,
     ) -> Result<Layout> {
+        if let Some(layout) = Layout::dense(policy, shape, dtype) {
+            return Ok(layout);
+        }
         let plan = policy.plan(shape, dtype, device)?;
         Layout::from_plan(shape, dtype, plan, Arc::clone(policy))
+    }
+
+    /// [`resolve`](Layout::resolve)'s fast path for the shipped dense
+    /// policies, whose plan is known without asking (see
+    /// [`policy::dense_order`]). Unpadded, the rule reduces to one pass:
+    /// each stride is the product of the (zero-as-one) extents inside it,
+    /// and the required bytes, unless an extent is zero, are the product of
+    /// all of them times the item size (`1 + Σ stride·(extent−1)`
+    /// telescopes to it), rounded up to the dtype's alignment. `None`
+    /// (another policy, a packed dtype, a refused order, any overflow)
+    /// sends the call down the general path, which gives the layout or
+    /// the error; `tests/layout_props.rs` checks the two agree.
+    fn dense(policy: &Arc<dyn LayoutPolicy>, shape: &[usize], dtype: DType) -> Option<Layout> {
+        if !dtype.is_byte_sized() {
+            return None;
+        }
+        let permutation = policy::dense_order(policy.as_ref(), shape.len())?;
+        let itemsize = dtype.itemsize();
+        let mut strides: Dims = SmallVec::from_elem(0, shape.len());
+        let mut running = 1usize;
+        for &dim in permutation.iter().rev() {
+            strides[dim] = running;
+            running = running.checked_mul(shape[dim].max(1))?;
+        }
+        let bytes = running.checked_mul(itemsize)?;
+        let (_, base_alignment) = policy::dense_alignments(dtype);
+        let required_nbytes = if shape.contains(&0) {
+            0
+        } else {
+            round_up(bytes, base_alignment, "required bytes").ok()?
+        };
+        Some(Layout {
+            shape: SmallVec::from_slice(shape),
+            strides,
+            permutation,
+            itemsize,
+            required_nbytes,
+            base_alignment,
+            policy: Some(Arc::clone(policy)),
+        })
     }
 
     /// Applies the resolution rule to a plan, keeping its permutation. The

@@ -1,5 +1,6 @@
 //! The shipped layout policies.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub struct LayoutPlan {
 ///
 /// Implement it for layouts of your own; [`LayoutPolicy::layout`] and
 /// [`Layout::resolve`] apply the shared resolution rule to the plan.
+/// (`Any` lets [`Layout::resolve`] recognise the shipped dense policies,
+/// whose plans it knows without asking; every `'static` type is `Any`.)
 ///
 /// ```
 /// use devmm::{ColMajor, DType, Device, LayoutPolicy};
@@ -33,7 +36,7 @@ pub struct LayoutPlan {
 /// assert_eq!(layout.strides(), &[1, 2]);
 /// # Ok::<(), devmm::Error>(())
 /// ```
-pub trait LayoutPolicy: Send + Sync + fmt::Debug + 'static {
+pub trait LayoutPolicy: Any + Send + Sync + fmt::Debug {
     /// The dimension order and alignment demands for `shape`.
     fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan>;
 
@@ -61,6 +64,32 @@ fn row_major_order(ndim: usize) -> Dims {
         *slot = dim;
     }
     order
+}
+
+fn col_major_order(ndim: usize) -> Dims {
+    let mut order = row_major_order(ndim);
+    order.reverse();
+    order
+}
+
+/// The dimension order of `policy`'s plan for `ndim` dimensions, when
+/// `policy` is one of the shipped dense policies (`RowMajor`, `ColMajor`,
+/// a `Permuted` whose order is one of `ndim` dimensions): their plans are
+/// that order with [`dense_alignments`], whatever the shape, dtype and
+/// device, so [`Layout::resolve`] need not ask for one. `None` for any
+/// other policy, and for a `Permuted` order its plan would refuse.
+pub(super) fn dense_order(policy: &dyn LayoutPolicy, ndim: usize) -> Option<Dims> {
+    let policy: &dyn Any = policy;
+    if policy.is::<RowMajor>() {
+        Some(row_major_order(ndim))
+    } else if policy.is::<ColMajor>() {
+        Some(col_major_order(ndim))
+    } else {
+        policy
+            .downcast_ref::<Permuted>()
+            .filter(|p| super::rule::is_permutation(&p.order, ndim))
+            .map(|p| p.order.clone())
+    }
 }
 
 fn dense(permutation: Dims, dtype: DType) -> LayoutPlan {
@@ -94,9 +123,7 @@ pub struct ColMajor;
 
 impl LayoutPolicy for ColMajor {
     fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
-        let mut order = row_major_order(shape.len());
-        order.reverse();
-        Ok(dense(order, dtype))
+        Ok(dense(col_major_order(shape.len()), dtype))
     }
 }
 
