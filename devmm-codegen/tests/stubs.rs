@@ -59,6 +59,10 @@ fn malformed_or_public_protocols_are_errors() {
     insta::assert_snapshot!(no_attributes, @r#"bad.rs: doc line "Python protocol: `_Like()`": write ``Python protocol: `_Name(attr: type, ...)` doc``, with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"#);
     let untyped = error_of("/// Python protocol: `_Like(a)`\nstruct A;");
     insta::assert_snapshot!(untyped, @r#"bad.rs: doc line "Python protocol: `_Like(a)`": write ``Python protocol: `_Name(attr: type, ...)` doc``, with a private (`_`) name and at least one attribute: the protocol exists only in the stubs"#);
+    let twice = error_of(
+        "/// Python protocol: `_Like(a: int)`\nstruct A;\n/// Python protocol: `_Like(b: int)`\nstruct B;",
+    );
+    insta::assert_snapshot!(twice, @"bad.rs: protocol _Like is declared twice: declare it on one item and name it from the others");
 }
 
 #[test]

@@ -107,7 +107,7 @@ impl PyDType {
 /// An element-type argument: whatever `DType.from_any` takes.
 ///
 /// Python type: `DType | str | type[Any] | numpy.dtype[Any] | _TorchDType`
-/// Python protocol: `_TorchDType(itemsize: int, is_floating_point: bool, is_complex: bool, is_signed: bool)` A `torch.dtype` (`torch.float32`), named by its attributes so the stubs do not depend on torch; `ml_dtypes` types are NumPy scalar types.
+/// Python protocol: `_TorchDType(itemsize: int, is_floating_point: bool, is_complex: bool, is_signed: bool)` A `torch.dtype` (`torch.float32`), named by its attributes so the stubs do not depend on torch (at run time only a real `torch.dtype` is read); `ml_dtypes` types are NumPy scalar types.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DTypeArg(pub(crate) devmm::DType);
 

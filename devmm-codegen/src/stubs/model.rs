@@ -320,7 +320,18 @@ impl Crate {
             | Item::Enum(syn::ItemEnum { attrs, .. })
             | Item::Type(syn::ItemType { attrs, .. }) = item
             {
-                self.protocols.extend(declared_protocols(file, attrs)?);
+                for protocol in declared_protocols(file, attrs)? {
+                    if self.protocols.iter().any(|p| p.name == protocol.name) {
+                        return Err(err(
+                            file,
+                            format!(
+                                "protocol {} is declared twice: declare it on one item and name it from the others",
+                                protocol.name
+                            ),
+                        ));
+                    }
+                    self.protocols.push(protocol);
+                }
             }
             match item {
                 Item::Struct(s) => {
