@@ -156,9 +156,7 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
         // SAFETY: the caller upholds the contract.
         unsafe {
             super::deallocate_counted(self, &self.upstream, ptr, nbytes, stream, |n| {
-                if !self.counts.try_deallocate(n) {
-                    self.counts.deallocate_slow(n);
-                }
+                self.counts.deallocate(n)
             })
         }
     }

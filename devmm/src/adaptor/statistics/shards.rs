@@ -262,18 +262,23 @@ impl ShardedCounts {
         self.allocate_rebalancing(me, nbytes)
     }
 
-    /// The fast path of counting a free of `nbytes`, as
-    /// [`try_allocate`](Self::try_allocate) is for an allocation.
-    #[inline]
-    pub(super) fn try_deallocate(&self, nbytes: usize) -> bool {
-        self.try_lock_mine()
-            .is_some_and(|locked| locked.0.count_deallocation(nbytes))
+    /// Counts a free of `nbytes`: on the thread's own shard when its lock
+    /// is free and it holds that many live bytes (no call), else on the
+    /// slow path.
+    #[inline(always)]
+    pub(super) fn deallocate(&self, nbytes: usize) {
+        let counted = self
+            .try_lock_mine()
+            .is_some_and(|locked| locked.0.count_deallocation(nbytes));
+        if !counted {
+            self.deallocate_slow(nbytes);
+        }
     }
 
-    /// Counts a free [`try_deallocate`](Self::try_deallocate) did not.
+    /// Counts a free [`deallocate`](Self::deallocate)'s fast path did not.
     #[cold]
     #[inline(never)]
-    pub(super) fn deallocate_slow(&self, nbytes: usize) {
+    fn deallocate_slow(&self, nbytes: usize) {
         let me = my_slot();
         if !self.shards[me].lock().0.count_deallocation(nbytes) {
             self.deallocate_gathering(me, nbytes);
@@ -431,12 +436,6 @@ mod tests {
         counts.allocate_slow(nbytes)
     }
 
-    fn deallocate(counts: &ShardedCounts, nbytes: usize) {
-        if !counts.try_deallocate(nbytes) {
-            counts.deallocate_slow(nbytes);
-        }
-    }
-
     /// A fast path that finds its shard locked must leave the lock to its
     /// holder (a `Locked` made and dropped there would release it).
     #[test]
@@ -465,7 +464,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..PAIRS {
                         allocate(&counts, 64).unwrap();
-                        deallocate(&counts, 64);
+                        counts.deallocate(64);
                     }
                 })
             })
@@ -511,7 +510,7 @@ mod tests {
         };
         for blocks in rx {
             for _ in 0..blocks {
-                deallocate(&counts, 32);
+                counts.deallocate(32);
             }
         }
         producer.join().unwrap();
