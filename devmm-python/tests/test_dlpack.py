@@ -123,11 +123,12 @@ def test_unconsumed_capsules_release_their_export(stats: devmm.StatisticsAdaptor
     assert t.buffer.live_exports == 0 and stats.current_bytes == 0
 
 
-def test_free_while_a_consumer_holds_the_memory(stats: devmm.StatisticsAdaptor) -> None:
+@pytest.mark.parametrize("freed_through", ["buffer", "tensor"])
+def test_free_while_a_consumer_holds_the_memory(stats: devmm.StatisticsAdaptor, freed_through: str) -> None:
     t = devmm.empty((4,), "float32", mr=stats)
     a = np.from_dlpack(t)
     a[...] = 7.0
-    t.buffer.free()
+    (t.buffer if freed_through == "buffer" else t).free()
     assert t.buffer.closed and t.buffer.live_exports == 1
     assert stats.current_bytes == 16 and float(a.sum()) == 28.0
     del a

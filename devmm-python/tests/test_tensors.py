@@ -207,18 +207,6 @@ def test_tensor_free_is_idempotent_like_the_buffers(stats: devmm.StatisticsAdapt
     assert buffer.closed and stats.deallocations == 1 and stats.current_bytes == 0
 
 
-def test_tensor_free_defers_while_exports_are_alive(stats: devmm.StatisticsAdaptor) -> None:
-    t = devmm.empty((4,), "float32", mr=stats)
-    a = np.from_dlpack(t)
-    a[...] = 7.0
-    t.free()
-    assert t.buffer.closed and t.buffer.live_exports == 1
-    assert stats.current_bytes == 16 and float(a.sum()) == 28.0
-    del a
-    gc.collect()
-    assert stats.current_bytes == 0 and t.buffer.live_exports == 0
-
-
 def test_tensor_free_frees_a_view_s_shared_buffer(stats: devmm.StatisticsAdaptor) -> None:
     base = devmm.DeviceBuffer(64, mr=stats)
     layout = devmm.RowMajor()((2, 3), devmm.DType.from_string("float32"), devmm.Device.from_string("cpu"))
