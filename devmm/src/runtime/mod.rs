@@ -112,6 +112,16 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// of that device's memory with no stream named skips the
     /// `consumer_stream` call (a virtual call and its `Result` written
     /// through memory, issue #16). `None`, the default: always ask.
+    ///
+    /// ```
+    /// use devmm::Device;
+    ///
+    /// // The host has no streams: its consumers never get one.
+    /// let cpu = devmm::runtime_for(Device::CPU)?;
+    /// assert_eq!(cpu.streamless_device(), Some(Device::CPU));
+    /// assert_eq!(cpu.consumer_stream(Device::CPU, None)?, None);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
     fn streamless_device(&self) -> Option<Device> {
         None
     }

@@ -450,3 +450,136 @@ fn raw_deleter(bench: &Bench) -> CheckResult {
     })?;
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DevicePtr;
+    use crate::resource::{MemoryInfo, MemoryResource};
+    use crate::runtime::{ActivationGuard, DeviceRuntime};
+    use crate::stream::{StreamOps, StreamSentinel};
+
+    /// The CPU runtime, except that it maps `stream=None` to its stream
+    /// while claiming the CPU never gets one: the lie `stream_handoff`
+    /// must catch, since an export believes the claim without asking.
+    #[derive(Debug)]
+    struct ClaimsStreamless(Arc<dyn DeviceRuntime>);
+
+    impl ClaimsStreamless {
+        fn new() -> Arc<ClaimsStreamless> {
+            let cpu = crate::runtime::runtime_for(Device::CPU).expect("the cpu runtime");
+            Arc::new(ClaimsStreamless(cpu))
+        }
+
+        /// A stream of this runtime: its ops answer with the runtime itself.
+        fn stream(self: &Arc<Self>) -> Stream {
+            Stream::borrowed(Device::CPU, 0, Arc::clone(self) as Arc<dyn StreamOps>)
+        }
+    }
+
+    impl StreamOps for ClaimsStreamless {
+        fn synchronize(&self, _: Device, _: usize) -> Result<()> {
+            Ok(())
+        }
+
+        fn wait(&self, _: Device, _: usize, _: usize) -> Result<()> {
+            Ok(())
+        }
+
+        fn destroy(&self, _: Device, _: usize) {}
+
+        fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
+            self
+        }
+    }
+
+    impl DeviceRuntime for ClaimsStreamless {
+        fn name(&self) -> &str {
+            "claims-streamless"
+        }
+
+        fn device_types(&self) -> &[DeviceType] {
+            &[DeviceType::Cpu]
+        }
+
+        fn device_count(&self) -> Result<usize> {
+            Ok(1)
+        }
+
+        fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+            self.0.memory_info(device)
+        }
+
+        fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
+            self.0.stream(device, which)
+        }
+
+        fn create_stream(&self, device: Device) -> Result<Stream> {
+            self.0.create_stream(device)
+        }
+
+        fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream> {
+            self.0.wrap_stream(device, handle)
+        }
+
+        fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
+            match value {
+                None => Ok(Some(Stream::cpu())),
+                Some(_) => self.0.consumer_stream(device, value),
+            }
+        }
+
+        fn streamless_device(&self) -> Option<Device> {
+            Some(Device::CPU)
+        }
+
+        unsafe fn copy_host_to_device(&self, _: DevicePtr, _: &[u8], _: &Stream) -> Result<()> {
+            unreachable!("the DLPack suite never touches memory")
+        }
+
+        unsafe fn copy_device_to_host(&self, _: &mut [u8], _: DevicePtr, _: &Stream) -> Result<()> {
+            unreachable!("the DLPack suite never touches memory")
+        }
+
+        unsafe fn copy_device_to_device(
+            &self,
+            _: DevicePtr,
+            _: DevicePtr,
+            _: usize,
+            _: &Stream,
+        ) -> Result<()> {
+            unreachable!("the DLPack suite never touches memory")
+        }
+
+        fn activate(&self, device: Device) -> Result<ActivationGuard> {
+            self.0.activate(device)
+        }
+
+        fn default_resource(&self, device: Device) -> Result<Arc<dyn MemoryResource>> {
+            self.0.default_resource(device)
+        }
+    }
+
+    fn bench(stream: Stream) -> Bench {
+        Bench {
+            device: Device::CPU,
+            recording: Arc::new(RecordingMemoryResource::on_device(Device::CPU)),
+            stream,
+        }
+    }
+
+    #[test]
+    fn stream_handoff_catches_a_false_streamless_claim() {
+        let failure = stream_handoff(&bench(ClaimsStreamless::new().stream()))
+            .expect_err("the false claim passed");
+        let claim = "the claims-streamless runtime names cpu:0 as streamless, but maps \
+                     stream=None there to Ok(Some(Stream {";
+        assert!(failure.starts_with(claim), "{failure}");
+    }
+
+    #[test]
+    fn stream_handoff_passes_the_cpu_runtime() {
+        let cpu = Bench::new(Device::CPU).expect("the cpu bench");
+        assert_eq!(stream_handoff(&cpu), Ok(None));
+    }
+}
