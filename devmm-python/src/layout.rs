@@ -11,7 +11,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyInt, PyTuple, PyType};
 use pyo3::{PyClass, PyClassInitializer};
 use pyo3::{PyTraverseError, PyVisit};
 
@@ -21,7 +21,7 @@ use crate::count::{
 };
 use crate::device::{DeviceArg, PyDevice};
 use crate::dtype::{DTypeArg, PyDType};
-use crate::error::{IntoPyResult, PythonException};
+use crate::error::{expected, IntoPyResult, PythonException};
 
 /// A shape argument: a sequence of non-negative ints, or one int for 1-D.
 ///
@@ -111,16 +111,16 @@ impl PyLayoutPolicy {
             PyDevice::from(device),
         );
         let answer = policy.call1(args)?;
-        answer.cast_into::<PyLayout>().map_err(|err| {
-            PyTypeError::new_err(format!(
-                "{} returned {}, not a devmm.Layout; a layout policy's __call__(shape, dtype, device) \
-                 returns the Layout it resolves",
-                policy.repr().map_or_else(|_| "a layout policy".into(), |r| r.to_string()),
-                err.into_inner()
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "an object".into(), |n| n.to_string())
-            ))
+        let answer = answer
+            .cast_into::<PyLayout>()
+            .map_err(|err| err.into_inner());
+        answer.or_else(|answer| {
+            Err(PyTypeError::new_err(format!(
+                "the layout policy {} returned {}, not a devmm.Layout; a layout policy's \
+                 __call__(shape, dtype, device) returns the Layout it resolves",
+                policy.get_type().name()?,
+                answer.get_type().name()?
+            )))
         })
     }
 }
@@ -170,15 +170,9 @@ impl PyLayoutPolicy {
         Ok(Self::native(slf, "unit_stride_alignment")?.unit_stride_alignment())
     }
 
-    /// A stateless policy's spelling, `RowMajor()`; a policy with
-    /// parameters spells them in its own.
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        Ok(format!("{}()", slf.get_type().name()?))
-    }
-
-    /// No arguments to `__new__` when unpickled or copied: a stateless
-    /// policy comes back as its one instance, a Python subclass as itself
-    /// with its attributes restored.
+    /// No arguments to `__new__` when a Python subclass is unpickled or
+    /// copied: it comes back with its attributes restored. (The shipped
+    /// policies pass their fields: devmm/_layouts.py.)
     fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         PyTuple::empty(py)
     }
@@ -212,22 +206,26 @@ impl PyColMajor {
     }
 }
 
-/// `values` as Python spells a tuple of them: `(2, 3)`, `(2,)`, `()`.
-fn tuple_repr(values: &[usize]) -> String {
-    match values {
-        [one] => format!("({one},)"),
-        _ => {
-            let items: Vec<String> = values.iter().map(usize::to_string).collect();
-            format!("({})", items.join(", "))
+/// A `permutation` argument: a sequence of dimensions (one int is not).
+///
+/// Python type: `Sequence[int]`
+struct PermutationArg(devmm::Dims);
+
+impl<'py> FromPyObject<'_, 'py> for PermutationArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyInt>() {
+            return Err(expected("a sequence of dimensions for permutation", &obj));
         }
+        Ok(PermutationArg(obj.extract::<Dims<Permutation>>()?.0))
     }
 }
 
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
 /// Policies with equal permutations are equal.
-#[pyclass(frozen, eq, hash, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
-#[derive(PartialEq, Eq, Hash)]
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
 }
@@ -237,8 +235,8 @@ impl PyPermuted {
     /// The policy for `permutation`; one that does not list each of
     /// `0..len` exactly once is a `ValueError`.
     #[new]
-    fn py_new(permutation: Dims<Permutation>) -> PyResult<(Self, PyLayoutPolicy)> {
-        let policy = devmm::Permuted::try_new(permutation.0.iter().copied()).py()?;
+    fn py_new(permutation: PermutationArg) -> PyResult<(Self, PyLayoutPolicy)> {
+        let policy = devmm::Permuted::try_new(permutation.0).py()?;
         let permutation = policy.order().to_vec();
         Ok((PyPermuted { permutation }, PyLayoutPolicy::with(policy)))
     }
@@ -250,24 +248,6 @@ impl PyPermuted {
     fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.permutation)
     }
-
-    fn __repr__(&self) -> String {
-        format!("Permuted(permutation={})", tuple_repr(&self.permutation))
-    }
-
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Vec<usize>,)) {
-        (
-            py.get_type::<PyPermuted>().into_any().unbind(),
-            (self.permutation.clone(),),
-        )
-    }
-}
-
-/// The hash of a value's parts, so equal values hash alike.
-fn value_hash(value: &impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// A Python subclass of `LayoutPolicy` as a core policy, for `Aligned` to
@@ -338,8 +318,14 @@ impl PyAligned {
         let core: Arc<dyn devmm::LayoutPolicy> = match &inner.get().inner {
             Some(core) => Arc::clone(core),
             None => Arc::new(PythonPolicy {
-                base_alignment: inner.getattr("base_alignment")?.extract()?,
-                unit_stride_alignment: inner.getattr("unit_stride_alignment")?.extract()?,
+                base_alignment: inner
+                    .getattr("base_alignment")?
+                    .extract::<Count<BaseAlignment>>()?
+                    .get(),
+                unit_stride_alignment: inner
+                    .getattr("unit_stride_alignment")?
+                    .extract::<Count<UnitStrideAlignment>>()?
+                    .get(),
                 policy: inner.clone().unbind(),
             }),
         };
@@ -358,46 +344,6 @@ impl PyAligned {
     fn inner(&self, py: Python<'_>) -> Py<PyLayoutPolicy> {
         self.inner.clone_ref(py)
     }
-
-    fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(other) = other.cast::<PyAligned>() else {
-            return Ok(false);
-        };
-        let py = slf.py();
-        Ok(alignments(slf.as_super()) == alignments(other.as_super())
-            && other.get().inner.bind(py).eq(slf.get().inner.bind(py))?)
-    }
-
-    fn __hash__(slf: &Bound<'_, Self>) -> PyResult<u64> {
-        let inner = slf.get().inner.bind(slf.py()).hash()?;
-        Ok(value_hash(&("Aligned", inner, alignments(slf.as_super()))))
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let (unit, base) = alignments(slf.as_super());
-        Ok(format!(
-            "Aligned(inner={}, unit_stride_alignment={unit}, base_alignment={base})",
-            slf.get().inner.bind(slf.py()).repr()?,
-        ))
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn __reduce__(slf: &Bound<'_, Self>) -> (Py<PyAny>, (Py<PyLayoutPolicy>, usize, usize)) {
-        let py = slf.py();
-        let (unit, base) = alignments(slf.as_super());
-        (
-            py.get_type::<PyAligned>().into_any().unbind(),
-            (slf.get().inner.clone_ref(py), unit, base),
-        )
-    }
-}
-
-/// An `Aligned`'s `(unit_stride_alignment, base_alignment)`: its core
-/// policy's own.
-fn alignments(aligned: &Bound<'_, PyLayoutPolicy>) -> (usize, usize) {
-    aligned.get().inner.as_ref().map_or((1, 1), |core| {
-        (core.unit_stride_alignment(), core.base_alignment())
-    })
 }
 
 /// Row-major with the padding each device prefers: 128-byte rows and a
@@ -414,6 +360,24 @@ impl PyDeviceOptimal {
         static ONE: PyOnceLock<Py<PyDeviceOptimal>> = PyOnceLock::new();
         PyLayoutPolicy::singleton(py, &ONE, PyDeviceOptimal, devmm::DeviceOptimal)
     }
+}
+
+/// `values` as Python spells a tuple of them: `(2, 3)`, `(2,)`, `()`.
+fn tuple_repr(values: &[usize]) -> String {
+    match values {
+        [one] => format!("({one},)"),
+        _ => {
+            let items: Vec<String> = values.iter().map(usize::to_string).collect();
+            format!("({})", items.join(", "))
+        }
+    }
+}
+
+/// The hash of a value's parts, so equal values hash alike.
+fn value_hash(value: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// A resolved layout: shape, strides in elements (DLPack's convention),

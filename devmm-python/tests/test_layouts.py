@@ -13,6 +13,24 @@ import devmm
 F32 = devmm.DType.from_string("float32")
 
 
+@dataclasses.dataclass(frozen=True)
+class Tiles(devmm.LayoutPolicy):
+    """A Python policy at module level, so pickle can find its class."""
+
+    order: tuple[int, ...] = (1, 0)
+
+    @property
+    def base_alignment(self) -> int:
+        return 16
+
+    @property
+    def unit_stride_alignment(self) -> int:
+        return 1
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> devmm.Layout:
+        return devmm.Permuted(self.order)(shape, dtype, device)
+
+
 def test_dense_policies(cpu: devmm.Device) -> None:
     assert devmm.RowMajor()((2, 3, 4), F32, cpu).strides == (12, 4, 1)
     assert devmm.ColMajor()((2, 3, 4), F32, cpu).strides == (1, 2, 6)
@@ -295,7 +313,7 @@ def test_a_python_policy_must_return_a_layout_for_the_shape() -> None:
         def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
             return self.answer
 
-    with pytest.raises(TypeError, match=r"Wrong\(\) returned int, not a devmm.Layout"):
+    with pytest.raises(TypeError, match="the layout policy Wrong returned int, not a devmm.Layout"):
         devmm.empty((2,), "float32", layout=Wrong(3))
     with pytest.raises(ValueError, match=r"the layout is for shape \[4\], not \[2\]"):
         devmm.empty((2,), "float32", layout=Wrong(devmm.Layout((4,), (1,), "float32")))
@@ -340,3 +358,26 @@ def test_policies_are_frozen_dataclasses(cpu: devmm.Device) -> None:
 def test_permuted_entries_out_of_range_are_value_errors(bad: list[int]) -> None:
     with pytest.raises(ValueError, match="permutation must list integers from 0"):
         devmm.Permuted(bad)
+
+
+def test_python_policies_pickle_copy_and_wrap_as_themselves(cpu: devmm.Device) -> None:
+    tiles = Tiles((0, 1))
+    again = pickle.loads(pickle.dumps(tiles))
+    assert type(again) is Tiles and again == tiles and again.order == (0, 1)
+    assert copy.deepcopy(tiles) == tiles and copy.copy(tiles) == tiles
+    # Aligned takes a Python policy's order, as it takes any policy's.
+    wrapped = devmm.Aligned(Tiles(), 8, 16)
+    assert wrapped((3, 2), "uint8", cpu).strides == (1, 8)
+    assert wrapped == devmm.Aligned(Tiles(), 8, 16) and wrapped.inner == Tiles()
+    assert devmm.empty((3, 2), "uint8", layout=wrapped).strides == (1, 8)
+
+
+def test_resolved_layouts_are_frozen(cpu: devmm.Device) -> None:
+    layout = devmm.RowMajor()((2, 3), F32, cpu)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'strides'"):
+        layout.strides = (4, 1)  # type: ignore[misc]
+
+
+def test_permuted_takes_a_sequence_not_an_int() -> None:
+    with pytest.raises(TypeError, match="expected a sequence of dimensions for permutation, got int"):
+        devmm.Permuted(0)  # type: ignore[arg-type]
