@@ -5,7 +5,6 @@
 //! always says which policy made it. `LayoutPolicy` is also the abstract
 //! base of policies written in Python.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError};
@@ -362,24 +361,6 @@ impl PyDeviceOptimal {
     }
 }
 
-/// `values` as Python spells a tuple of them: `(2, 3)`, `(2,)`, `()`.
-fn tuple_repr(values: &[usize]) -> String {
-    match values {
-        [one] => format!("({one},)"),
-        _ => {
-            let items: Vec<String> = values.iter().map(usize::to_string).collect();
-            format!("({})", items.join(", "))
-        }
-    }
-}
-
-/// The hash of a value's parts, so equal values hash alike.
-fn value_hash(value: &impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
-}
-
 /// A resolved layout: shape, strides in elements (DLPack's convention),
 /// the bytes to allocate, the base alignment, and the policy that made it.
 #[pyclass(frozen, name = "Layout", module = "devmm")]
@@ -533,45 +514,5 @@ impl PyLayout {
         let bytes = devmm::DType::new(devmm::DTypeCode::UInt, 8, lanes).py()?;
         let layout = devmm::Layout::new(&shape, &strides, bytes, base_alignment).py()?;
         Ok(PyLayout { layout, policy })
-    }
-
-    /// Equal when every field is: the same memory and the same policy (as
-    /// the seed's frozen dataclass compares them).
-    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(other) = other.cast::<PyLayout>() else {
-            return Ok(false);
-        };
-        let other = other.get();
-        if other.layout != self.layout {
-            return Ok(false);
-        }
-        match (&self.policy, &other.policy) {
-            (None, None) => Ok(true),
-            (Some(mine), Some(theirs)) => mine.bind(py).eq(theirs),
-            _ => Ok(false),
-        }
-    }
-
-    /// Equal layouts hash alike: the memory's hash and the policy's.
-    fn __hash__(&self, py: Python<'_>) -> PyResult<u64> {
-        let policy = match &self.policy {
-            Some(policy) => Some(policy.bind(py).hash()?),
-            None => None,
-        };
-        Ok(value_hash(&(&self.layout, policy)))
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let policy = match &self.policy {
-            Some(policy) => policy.bind(py).repr()?.to_string(),
-            None => "None".into(),
-        };
-        Ok(format!(
-            "Layout(shape={}, strides={}, required_nbytes={}, base_alignment={}, policy={policy})",
-            tuple_repr(self.layout.shape()),
-            tuple_repr(self.layout.strides()),
-            self.layout.required_nbytes(),
-            self.layout.base_alignment()
-        ))
     }
 }

@@ -59,7 +59,15 @@ for _policy in (RowMajor, ColMajor, DeviceOptimal, Permuted):
 _frozen_dataclass(Aligned, Aligned(RowMajor()))
 del _policy
 
-# A resolved layout is frozen too; its fields are not the seed's (it carries
-# its shape and element size: ADR 0016), so it is not declared a dataclass.
+# A resolved layout is frozen too, and compares, hashes and spells itself by
+# its fields, the policy included, as the seed's dataclass does. Its fields are
+# not the seed's (it carries its shape and element size: ADR 0016), so it is
+# not declared a dataclass: ``replace`` would call a constructor of other
+# parameters.
+_LAYOUT_FIELDS = ("shape", "strides", "itemsize", "required_nbytes", "base_alignment", "policy")
+_layout_record = dataclasses.make_dataclass("Layout", _LAYOUT_FIELDS, frozen=True)
+for _name in ("__repr__", "__eq__", "__hash__"):
+    setattr(Layout, _name, getattr(_layout_record, _name))
 setattr(Layout, "__setattr__", _refuse_assignment)
 setattr(Layout, "__delattr__", _refuse_deletion)
+del _name
