@@ -143,4 +143,6 @@ arg_names! {
     Shape = "shape";
     /// A layout's strides, in elements.
     Strides = "strides";
+    /// `Permuted`'s dimension order.
+    Permutation = "permutation";
 }

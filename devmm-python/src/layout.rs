@@ -2,38 +2,62 @@
 //!
 //! A policy object is callable as `policy(shape, dtype, device)` and returns
 //! a `Layout` whose `policy` attribute is that very object, so a layout
-//! always says which policy made it.
+//! always says which policy made it. `LayoutPolicy` is also the abstract
+//! base of policies written in Python.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use pyo3::exceptions::{PyNotImplementedError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyInt, PyTuple, PyType};
 use pyo3::{PyClass, PyClassInitializer};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::count::{BaseAlignment, Count, Dims, Itemsize, Shape, Strides, UnitStrideAlignment};
-use crate::device::DeviceArg;
-use crate::dtype::DTypeArg;
-use crate::error::IntoPyResult;
+use crate::abstract_base::AbstractBase;
+use crate::count::{
+    BaseAlignment, Count, Dims, Itemsize, Permutation, Shape, Strides, UnitStrideAlignment,
+};
+use crate::device::{DeviceArg, PyDevice};
+use crate::dtype::{DTypeArg, PyDType};
+use crate::error::{expected, IntoPyResult, PythonException};
 
 /// A shape argument: a sequence of non-negative ints, or one int for 1-D.
 ///
 /// Python type: `Sequence[int] | int`
 pub(crate) type ShapeArg = Dims<Shape>;
 
-/// The base of every layout policy. Call a policy with
-/// `(shape, dtype, device)` to resolve a `Layout`.
+/// The base of every layout policy: an immutable, hashable recipe that,
+/// called with `(shape, dtype, device)`, resolves a `Layout`. Its
+/// `base_alignment` and `unit_stride_alignment` are declared upper bounds
+/// (bytes; 1: none): no layout it resolves asks more.
+///
+/// Like the seed's `LayoutPolicy(abc.ABC)`, it is the abstract base of
+/// policies written in Python: a subclass overrides the two properties and
+/// `__call__` (instantiating one that does not is a `TypeError`), and
+/// `empty` calls it for the layout to allocate.
 #[pyclass(frozen, subclass, name = "LayoutPolicy", module = "devmm")]
 pub(crate) struct PyLayoutPolicy {
-    pub(crate) inner: Arc<dyn devmm::LayoutPolicy>,
+    /// A shipped policy's core policy; `None` for a Python subclass, whose
+    /// own `__call__` resolves.
+    pub(crate) inner: Option<Arc<dyn devmm::LayoutPolicy>>,
+}
+
+impl AbstractBase for PyLayoutPolicy {
+    const ABSTRACT: &'static [&'static str] =
+        &["base_alignment", "unit_stride_alignment", "__call__"];
+    const HINT: &'static str = "a Python layout policy overrides the base_alignment and \
+        unit_stride_alignment properties and __call__(shape, dtype, device), which returns a devmm.Layout";
+
+    fn unbound() -> Self {
+        PyLayoutPolicy { inner: None }
+    }
 }
 
 impl PyLayoutPolicy {
     fn with(policy: impl devmm::LayoutPolicy) -> Self {
         PyLayoutPolicy {
-            inner: Arc::new(policy),
+            inner: Some(Arc::new(policy)),
         }
     }
 
@@ -54,10 +78,69 @@ impl PyLayoutPolicy {
         })
         .map(|one| one.clone_ref(py))
     }
+
+    /// The core policy of a shipped policy; for a Python subclass that left
+    /// `method` to this base, the `NotImplementedError` saying so.
+    fn native<'a>(
+        slf: &'a Bound<'_, Self>,
+        method: &str,
+    ) -> PyResult<&'a Arc<dyn devmm::LayoutPolicy>> {
+        slf.get().inner.as_ref().ok_or_else(|| {
+            let name = slf.get_type().name().map(|n| n.to_string());
+            PyNotImplementedError::new_err(format!(
+                "{} must override {method}",
+                name.unwrap_or_default()
+            ))
+        })
+    }
+
+    /// The layout a Python subclass's `__call__` resolves for `shape` of
+    /// `dtype` on `device`; an answer that is not a `devmm.Layout` is a
+    /// `TypeError`.
+    pub(crate) fn call_python<'py>(
+        policy: &Bound<'py, Self>,
+        shape: &[usize],
+        dtype: devmm::DType,
+        device: devmm::Device,
+    ) -> PyResult<Bound<'py, PyLayout>> {
+        let py = policy.py();
+        let args = (
+            PyTuple::new(py, shape)?,
+            PyDType::from(dtype),
+            PyDevice::from(device),
+        );
+        let answer = policy.call1(args)?;
+        let answer = answer
+            .cast_into::<PyLayout>()
+            .map_err(|err| err.into_inner());
+        answer.or_else(|answer| {
+            Err(PyTypeError::new_err(format!(
+                "the layout policy {} returned {}, not a devmm.Layout; a layout policy's \
+                 __call__(shape, dtype, device) returns the Layout it resolves",
+                policy.get_type().name()?,
+                answer.get_type().name()?
+            )))
+        })
+    }
 }
 
 #[pymethods]
 impl PyLayoutPolicy {
+    /// The base of a Python policy. Arguments belong to the subclass and
+    /// are ignored here. A class that does not override `base_alignment`,
+    /// `unit_stride_alignment` and `__call__` is abstract: instantiating it
+    /// is a `TypeError`, as with `abc.ABC`.
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Self::new_subclass(cls)
+    }
+
     /// Resolves `shape` of `dtype` on `device` into a `Layout` that remembers this policy.
     fn __call__(
         slf: &Bound<'_, Self>,
@@ -65,23 +148,32 @@ impl PyLayoutPolicy {
         dtype: DTypeArg,
         device: DeviceArg,
     ) -> PyResult<PyLayout> {
-        let layout = devmm::Layout::resolve(&slf.get().inner, &shape.0, dtype.0, device.0).py()?;
+        let policy = Self::native(slf, "__call__")?;
+        let layout = devmm::Layout::resolve(policy, &shape.0, dtype.0, device.0).py()?;
         Ok(PyLayout {
             layout,
             policy: Some(slf.clone().into_any().unbind()),
         })
     }
 
-    /// A stateless policy's spelling, `RowMajor()`; a policy with
-    /// parameters spells them in its own.
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        Ok(format!("{}()", slf.get_type().name()?))
+    /// The most bytes of base alignment any layout of this policy asks for.
+    #[getter]
+    fn base_alignment(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(Self::native(slf, "base_alignment")?.base_alignment())
     }
 
-    /// A stateless policy pickles as its class, called with no arguments;
-    /// a policy with parameters pickles them in its own.
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyAny>, Bound<'py, PyTuple>) {
-        (slf.get_type().into_any(), PyTuple::empty(slf.py()))
+    /// The most bytes of row padding any layout of this policy asks for
+    /// (1: no padding).
+    #[getter]
+    fn unit_stride_alignment(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(Self::native(slf, "unit_stride_alignment")?.unit_stride_alignment())
+    }
+
+    /// No arguments to `__new__` when a Python subclass is unpickled or
+    /// copied: it comes back with its attributes restored. (The shipped
+    /// policies pass their fields: devmm/_layouts.py.)
+    fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
+        PyTuple::empty(py)
     }
 }
 
@@ -113,11 +205,26 @@ impl PyColMajor {
     }
 }
 
+/// A `permutation` argument: a sequence of dimensions (one int is not).
+///
+/// Python type: `Sequence[int]`
+struct PermutationArg(devmm::Dims);
+
+impl<'py> FromPyObject<'_, 'py> for PermutationArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyInt>() {
+            return Err(expected("a sequence of dimensions for permutation", &obj));
+        }
+        Ok(PermutationArg(obj.extract::<Dims<Permutation>>()?.0))
+    }
+}
+
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
 /// Policies with equal permutations are equal.
-#[pyclass(frozen, eq, hash, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
-#[derive(PartialEq, Eq, Hash)]
+#[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
 }
@@ -127,8 +234,9 @@ impl PyPermuted {
     /// The policy for `permutation`; one that does not list each of
     /// `0..len` exactly once is a `ValueError`.
     #[new]
-    fn py_new(permutation: Vec<usize>) -> PyResult<(Self, PyLayoutPolicy)> {
-        let policy = devmm::Permuted::try_new(permutation.iter().copied()).py()?;
+    fn py_new(permutation: PermutationArg) -> PyResult<(Self, PyLayoutPolicy)> {
+        let policy = devmm::Permuted::try_new(permutation.0).py()?;
+        let permutation = policy.order().to_vec();
         Ok((PyPermuted { permutation }, PyLayoutPolicy::with(policy)))
     }
 
@@ -139,34 +247,58 @@ impl PyPermuted {
     fn permutation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.permutation)
     }
-
-    fn __repr__(&self) -> String {
-        format!("Permuted({:?})", self.permutation)
-    }
-
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Vec<usize>,)) {
-        (
-            py.get_type::<PyPermuted>().into_any().unbind(),
-            (self.permutation.clone(),),
-        )
-    }
 }
 
-/// The hash of a policy's parameters, so equal policies hash alike.
-fn value_hash(value: &impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
+/// A Python subclass of `LayoutPolicy` as a core policy, for `Aligned` to
+/// wrap: its plan is the order of the layout its `__call__` resolves (all
+/// the seed's `Aligned` takes of its inner policy).
+#[derive(Debug)]
+struct PythonPolicy {
+    policy: Py<PyLayoutPolicy>,
+    /// Its declared alignments, read when it was wrapped.
+    base_alignment: usize,
+    unit_stride_alignment: usize,
+}
+
+impl devmm::LayoutPolicy for PythonPolicy {
+    fn plan(
+        &self,
+        shape: &[usize],
+        dtype: devmm::DType,
+        device: devmm::Device,
+    ) -> devmm::Result<devmm::LayoutPlan> {
+        Python::attach(|py| {
+            let layout = PyLayoutPolicy::call_python(self.policy.bind(py), shape, dtype, device)
+                .map_err(|err| {
+                    PythonException::raised(py, err, "LayoutPolicy.__call__", Some(device))
+                })?;
+            let layout = &layout.get().layout;
+            Ok(devmm::LayoutPlan {
+                permutation: layout.permutation().into(),
+                unit_stride_alignment: 1,
+                base_alignment: layout.base_alignment(),
+            })
+        })
+    }
+
+    fn base_alignment(&self) -> usize {
+        self.base_alignment
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        self.unit_stride_alignment
+    }
 }
 
 /// Another policy with padded rows: the innermost extent is padded to a
-/// multiple of `unit_stride_alignment` bytes and the first element sits on
-/// a `base_alignment` boundary. Equal parameters make equal policies.
+/// multiple of `unit_stride_alignment` bytes (and of the item size) and the
+/// first element sits on a `base_alignment` boundary. The dimension order
+/// comes from `inner`; the alignments are this wrapper's own (with nested
+/// `Aligned` policies the outermost wins). Equal parameters make equal
+/// policies.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
-    unit_stride_alignment: usize,
-    base_alignment: usize,
 }
 
 #[pymethods]
@@ -176,25 +308,31 @@ impl PyAligned {
     }
 
     #[new]
-    #[pyo3(signature = (inner, unit_stride_alignment = Count::of(1), base_alignment = Count::of(1)))]
+    #[pyo3(signature = (inner, unit_stride_alignment = Count::of(128), base_alignment = Count::of(256)))]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,
         unit_stride_alignment: Count<UnitStrideAlignment>,
         base_alignment: Count<BaseAlignment>,
     ) -> PyResult<(Self, PyLayoutPolicy)> {
-        let (unit_stride_alignment, base_alignment) =
-            (unit_stride_alignment.get(), base_alignment.get());
-        let aligned = devmm::Aligned::over(
-            Arc::clone(&inner.get().inner),
-            unit_stride_alignment,
-            base_alignment,
-        )
-        .py()?;
+        let core: Arc<dyn devmm::LayoutPolicy> = match &inner.get().inner {
+            Some(core) => Arc::clone(core),
+            None => Arc::new(PythonPolicy {
+                base_alignment: inner
+                    .getattr("base_alignment")?
+                    .extract::<Count<BaseAlignment>>()?
+                    .get(),
+                unit_stride_alignment: inner
+                    .getattr("unit_stride_alignment")?
+                    .extract::<Count<UnitStrideAlignment>>()?
+                    .get(),
+                policy: inner.clone().unbind(),
+            }),
+        };
+        let aligned =
+            devmm::Aligned::over(core, unit_stride_alignment.get(), base_alignment.get()).py()?;
         Ok((
             PyAligned {
                 inner: inner.unbind(),
-                unit_stride_alignment,
-                base_alignment,
             },
             PyLayoutPolicy::with(aligned),
         ))
@@ -205,63 +343,11 @@ impl PyAligned {
     fn inner(&self, py: Python<'_>) -> Py<PyLayoutPolicy> {
         self.inner.clone_ref(py)
     }
-
-    /// Row padding, in bytes.
-    #[getter]
-    fn unit_stride_alignment(&self) -> usize {
-        self.unit_stride_alignment
-    }
-
-    /// Base alignment, in bytes.
-    #[getter]
-    fn base_alignment(&self) -> usize {
-        self.base_alignment
-    }
-
-    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(other) = other.cast::<PyAligned>() else {
-            return Ok(false);
-        };
-        let other = other.get();
-        Ok(other.unit_stride_alignment == self.unit_stride_alignment
-            && other.base_alignment == self.base_alignment
-            && other.inner.bind(py).eq(self.inner.bind(py))?)
-    }
-
-    fn __hash__(&self, py: Python<'_>) -> PyResult<u64> {
-        let inner = self.inner.bind(py).hash()?;
-        Ok(value_hash(&(
-            "Aligned",
-            inner,
-            self.unit_stride_alignment,
-            self.base_alignment,
-        )))
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Aligned({}, unit_stride_alignment={}, base_alignment={})",
-            self.inner.bind(py).repr()?,
-            self.unit_stride_alignment,
-            self.base_alignment
-        ))
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (Py<PyLayoutPolicy>, usize, usize)) {
-        (
-            py.get_type::<PyAligned>().into_any().unbind(),
-            (
-                self.inner.clone_ref(py),
-                self.unit_stride_alignment,
-                self.base_alignment,
-            ),
-        )
-    }
 }
 
 /// Row-major with the padding each device prefers: 128-byte rows and a
-/// 256-byte base on GPUs, cache-line rows and base on the host.
+/// 256-byte base on GPUs (its declared bounds), cache-line rows and base on
+/// the host.
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "DeviceOptimal", module = "devmm")]
 pub(crate) struct PyDeviceOptimal;
 
@@ -290,21 +376,21 @@ impl PyLayout {
     }
 
     /// A hand-built layout of `shape` with `strides` (in elements) for
-    /// `dtype`, its base on a `base_alignment` boundary (the dtype's own
-    /// alignment when `None`, as the dense policies resolve it), validated
-    /// as `validate()` does (`ValueError` when strides overlap or do not
-    /// fit). `policy` records provenance and is `None` for hand-built layouts.
+    /// `dtype`, its base on a `base_alignment` boundary (1, none, as the
+    /// dense policies resolve it), validated as `validate()` does
+    /// (`ValueError` when strides overlap or do not fit). `policy` records
+    /// provenance and is `None` for hand-built layouts.
     #[new]
-    #[pyo3(signature = (shape, strides, dtype, *, base_alignment = None, policy = None))]
+    #[pyo3(signature = (shape, strides, dtype, *, base_alignment = Count::of(1), policy = None))]
     fn py_new(
         shape: ShapeArg,
         strides: Dims<Strides>,
         dtype: DTypeArg,
-        base_alignment: Option<Count<BaseAlignment>>,
+        base_alignment: Count<BaseAlignment>,
         policy: Option<Bound<'_, PyLayoutPolicy>>,
     ) -> PyResult<Self> {
-        let base_alignment = base_alignment.map_or(dtype.0.alignment(), |b| b.get());
-        let layout = devmm::Layout::new(&shape.0, &strides.0, dtype.0, base_alignment).py()?;
+        let layout =
+            devmm::Layout::new(&shape.0, &strides.0, dtype.0, base_alignment.get()).py()?;
         Ok(PyLayout {
             layout,
             policy: policy.map(|p| p.into_any().unbind()),
@@ -428,26 +514,5 @@ impl PyLayout {
         let bytes = devmm::DType::new(devmm::DTypeCode::UInt, 8, lanes).py()?;
         let layout = devmm::Layout::new(&shape, &strides, bytes, base_alignment).py()?;
         Ok(PyLayout { layout, policy })
-    }
-
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyLayout>()
-            .is_ok_and(|other| other.get().layout == self.layout)
-    }
-
-    /// Equal layouts (the same memory, provenance aside) hash alike.
-    fn __hash__(&self) -> u64 {
-        value_hash(&self.layout)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Layout(shape={:?}, strides={:?}, required_nbytes={}, base_alignment={})",
-            self.layout.shape(),
-            self.layout.strides(),
-            self.layout.required_nbytes(),
-            self.layout.base_alignment()
-        )
     }
 }

@@ -370,6 +370,8 @@ struct Request {
     policy: Option<Py<PyAny>>,
     /// Whether a `layout` was given (else the core lays out row-major).
     layout_given: bool,
+    /// A policy written in Python, called for the layout once the device is known.
+    python_policy: Option<Py<PyLayoutPolicy>>,
     /// The resource given, and its bridge when it is Python-defined.
     mr: Option<(Py<PyMemoryResource>, Option<Arc<PythonRef>>)>,
 }
@@ -384,11 +386,18 @@ impl Request {
     ) -> PyResult<Request> {
         let mut options = devmm::EmptyOptions::new();
         let layout_given = layout.is_some();
+        let mut python_policy = None;
         let policy = match layout {
-            Some(LayoutArg::Policy(policy)) => {
-                options = options.layout_shared(Arc::clone(&policy.get().inner));
-                Some(policy.into_any().unbind())
-            }
+            Some(LayoutArg::Policy(policy)) => match &policy.get().inner {
+                Some(inner) => {
+                    options = options.layout_shared(Arc::clone(inner));
+                    Some(policy.into_any().unbind())
+                }
+                None => {
+                    python_policy = Some(policy.unbind());
+                    None
+                }
+            },
             Some(LayoutArg::Resolved(layout)) => {
                 let layout = layout.get();
                 options = options.resolved_layout(layout.layout.clone());
@@ -411,6 +420,7 @@ impl Request {
             options,
             policy,
             layout_given,
+            python_policy,
             mr,
         })
     }
@@ -450,9 +460,16 @@ impl Request {
             mut options,
             mut policy,
             layout_given,
+            python_policy,
             mr,
         } = self;
         let device = options.target_device().py()?;
+        if let Some(python_policy) = python_policy {
+            let layout = PyLayoutPolicy::call_python(python_policy.bind(py), shape, dtype, device)?;
+            let layout = layout.get();
+            options = options.resolved_layout(layout.layout.clone());
+            policy = layout.policy.as_ref().map(|p| p.clone_ref(py));
+        }
         if stream.is_some() {
             options = options.stream(resolve_stream(stream, device)?);
         }

@@ -1,13 +1,34 @@
 """Layout policies and resolved layouts."""
 
 import copy
+import ctypes
+import dataclasses
 import pickle
+from typing import Any
 
 import pytest
 
 import devmm
 
 F32 = devmm.DType.from_string("float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles(devmm.LayoutPolicy):
+    """A Python policy at module level, so pickle can find its class."""
+
+    order: tuple[int, ...] = (1, 0)
+
+    @property
+    def base_alignment(self) -> int:
+        return 16
+
+    @property
+    def unit_stride_alignment(self) -> int:
+        return 1
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> devmm.Layout:
+        return devmm.Permuted(self.order)(shape, dtype, device)
 
 
 def test_dense_policies(cpu: devmm.Device) -> None:
@@ -30,7 +51,7 @@ def test_aligned_pads_rows_and_base(cpu: devmm.Device) -> None:
     assert layout.required_nbytes == 512
     assert layout.base_alignment == 256
     assert isinstance(aligned.inner, devmm.RowMajor)
-    assert repr(aligned) == "Aligned(RowMajor(), unit_stride_alignment=128, base_alignment=256)"
+    assert repr(aligned) == "Aligned(inner=RowMajor(), unit_stride_alignment=128, base_alignment=256)"
 
 
 def test_device_optimal_depends_on_the_device() -> None:
@@ -81,11 +102,17 @@ def test_stateless_policies_are_singletons() -> None:
 def test_layout_is_constructible_from_its_fields(cpu: devmm.Device) -> None:
     hand = devmm.Layout((2, 3), (3, 1), F32)
     resolved = devmm.RowMajor()((2, 3), F32, cpu)
-    assert (hand.shape, hand.strides, hand.required_nbytes, hand.base_alignment) == ((2, 3), (3, 1), 24, 4)
+    assert (hand.shape, hand.strides, hand.required_nbytes, hand.base_alignment) == ((2, 3), (3, 1), 24, 1)
     assert hand.policy is None and resolved.policy is not None
-    # Value equality and hashing: provenance aside, the same memory.
-    assert hand == resolved and hash(hand) == hash(resolved)
-    assert len({hand, resolved, devmm.ColMajor()((2, 3), F32, cpu)}) == 2
+    # Value equality and hashing over every field, the policy included (as
+    # the seed's frozen dataclass compares them).
+    assert hand != resolved
+    assert devmm.Layout((2, 3), (3, 1), F32, policy=devmm.RowMajor()) == resolved
+    assert hash(devmm.Layout((2, 3), (3, 1), F32, policy=devmm.RowMajor())) == hash(resolved)
+    assert len({hand, resolved, devmm.RowMajor()((2, 3), F32, cpu), devmm.ColMajor()((2, 3), F32, cpu)}) == 3
+    # The same memory from two policies: different provenance, unequal layouts.
+    assert devmm.RowMajor()((3,), F32, cpu) != devmm.ColMajor()((3,), F32, cpu)
+    assert devmm.Permuted((1, 0))((2, 3), F32, cpu) == devmm.Permuted([1, 0])((2, 3), F32, cpu)
     padded = devmm.Layout((2, 3), (16, 1), F32, base_alignment=64, policy=devmm.RowMajor())
     assert (padded.required_nbytes, padded.base_alignment) == (128, 64)
     assert padded.policy is devmm.RowMajor()
@@ -147,9 +174,12 @@ def test_aligned_accepts_what_the_seed_rule_accepts(cpu: devmm.Device) -> None:
     assert devmm.Aligned(devmm.RowMajor(), 12, 16)((2, 5), "int64", cpu).strides == (6, 1)
     # Finer than one element: rows pad to whole elements only.
     assert devmm.Aligned(devmm.RowMajor(), 4, 1)((2, 3), "float64", cpu).strides == (3, 1)
-    # Nested: rows meet both alignments (the least common multiple).
-    nested = devmm.Aligned(devmm.Aligned(devmm.RowMajor(), 48, 64), 32, 64)
-    assert nested((2, 3), "uint8", cpu).strides == (96, 1)
+    # Nested: the order comes from the inner policy, the alignments are the
+    # outermost wrapper's own (the seed's rule), so they stay its declared bounds.
+    nested = devmm.Aligned(devmm.Aligned(devmm.ColMajor(), 48, 512), 32, 64)
+    assert nested((3, 2), "uint8", cpu).strides == (1, 32)
+    assert nested((3, 2), "uint8", cpu).base_alignment == 64
+    assert devmm.Aligned(devmm.DeviceOptimal(), 64, 64)((2, 3), F32, "cuda:0").base_alignment == 64
     t = devmm.empty((2, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 48, 64))
     assert t.strides == (12, 1) and t.data_ptr % 64 == 0
     with pytest.raises(ValueError, match="positive byte count"):
@@ -178,5 +208,176 @@ def test_policies_with_parameters_pickle_their_parameters() -> None:
     ):
         again = pickle.loads(pickle.dumps(policy))
         assert type(again) is type(policy) and again == policy and repr(again) == repr(policy)
-    assert repr(devmm.Permuted([2, 0, 1])) == "Permuted([2, 0, 1])"
+    assert repr(devmm.Permuted([2, 0, 1])) == "Permuted(permutation=(2, 0, 1))"
     assert devmm.Permuted([1, 0]) != devmm.RowMajor() and devmm.Permuted([1, 0]) != (1, 0)
+
+
+def test_aligned_defaults_to_gpu_rows_and_base(cpu: devmm.Device) -> None:
+    # The seed's Aligned(inner, unit_stride_alignment=128, base_alignment=256).
+    aligned = devmm.Aligned(devmm.RowMajor())
+    assert (aligned.unit_stride_alignment, aligned.base_alignment) == (128, 256)
+    layout = aligned((4, 3), F32, cpu)
+    assert (layout.strides, layout.required_nbytes, layout.base_alignment) == ((32, 1), 512, 256)
+    assert devmm.Aligned(devmm.ColMajor(), base_alignment=64) == devmm.Aligned(devmm.ColMajor(), 128, 64)
+
+
+POLICIES = [
+    (devmm.RowMajor(), 1, 1),
+    (devmm.ColMajor(), 1, 1),
+    (devmm.Permuted((2, 0, 1)), 1, 1),
+    (devmm.DeviceOptimal(), 256, 128),
+    (devmm.Aligned(devmm.ColMajor()), 256, 128),
+    (devmm.Aligned(devmm.DeviceOptimal(), 48, 16), 16, 48),
+]
+
+
+@pytest.mark.parametrize(("policy", "base", "unit"), POLICIES, ids=repr)
+def test_every_policy_declares_its_alignment_bounds(policy: devmm.LayoutPolicy, base: int, unit: int) -> None:
+    assert (policy.base_alignment, policy.unit_stride_alignment) == (base, unit)
+    # Declared upper bounds: no layout the policy resolves asks more.
+    for device in ("cpu", "cuda:0", "cuda_host:0", "rocm:1", "cuda_managed:0"):
+        for dtype in ("uint8", "float32", "float64", "complex128"):
+            layout = policy((2, 3, 5), dtype, device)
+            assert layout.policy is policy
+            assert layout.base_alignment <= policy.base_alignment
+            assert layout.required_nbytes % layout.base_alignment == 0
+
+
+def test_dense_layouts_ask_no_base_alignment_yet_empty_aligns_elements(cpu: devmm.Device) -> None:
+    # The seed's dense policies resolve a base alignment of 1; empty still
+    # places every element on its natural boundary, even from a resource that
+    # hands out odd addresses.
+    assert devmm.RowMajor()((2, 3), "float64", cpu).base_alignment == 1
+    assert devmm.ColMajor()((2, 3), "complex128", cpu).base_alignment == 1
+
+    class OddHeap(devmm.DeviceMemoryResource):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks: dict[int, Any] = {}
+
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            block = (ctypes.c_char * (nbytes + 32))()
+            ptr = ((ctypes.addressof(block) + 15) & ~15) + 1
+            self.blocks[ptr] = block
+            return ptr
+
+        def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+            del self.blocks[ptr]
+
+    heap = OddHeap()
+    t = devmm.empty((3,), "float64", layout=devmm.RowMajor(), mr=heap)
+    assert t.layout.base_alignment == 1
+    assert t.data_ptr % 8 == 0 and t.buffer.ptr % 2 == 1 and t.byte_offset == 7
+    t.buffer.free()
+
+
+def test_a_python_subclass_of_layout_policy_lays_out_empty(cpu: devmm.Device) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Reversed(devmm.LayoutPolicy):
+        """Column-major rows padded to `pad` elements, on a 64-byte base."""
+
+        pad: int = 4
+
+        @property
+        def base_alignment(self) -> int:
+            return 64
+
+        @property
+        def unit_stride_alignment(self) -> int:
+            return 1
+
+        def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> devmm.Layout:
+            rows, cols = shape
+            return devmm.Layout(shape, (1, self.pad), dtype, base_alignment=64, policy=self)
+
+    policy = Reversed(pad=5)
+    assert isinstance(policy, devmm.LayoutPolicy) and policy.base_alignment == 64
+    assert policy((3, 2), F32, cpu).strides == (1, 5)
+    t = devmm.empty((3, 2), "float32", layout=policy)
+    assert (t.strides, t.layout.policy, t.data_ptr % 64) == ((1, 5), policy, 0)
+    assert t.layout.required_nbytes == 64
+    like = devmm.empty_like(t, layout=policy)
+    assert like.strides == (1, 5) and like.layout.policy is policy
+    with pytest.raises(ValueError, match="overlaps"):
+        devmm.empty((3, 2), "float32", layout=Reversed(pad=2))
+
+
+def test_a_python_policy_must_return_a_layout_for_the_shape() -> None:
+    class Wrong(devmm.LayoutPolicy):
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        base_alignment = 1
+        unit_stride_alignment = 1
+
+        def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
+            return self.answer
+
+    with pytest.raises(TypeError, match="the layout policy Wrong returned int, not a devmm.Layout"):
+        devmm.empty((2,), "float32", layout=Wrong(3))
+    with pytest.raises(ValueError, match=r"the layout is for shape \[4\], not \[2\]"):
+        devmm.empty((2,), "float32", layout=Wrong(devmm.Layout((4,), (1,), "float32")))
+
+
+def test_layout_policy_is_abstract() -> None:
+    with pytest.raises(TypeError, match="abstract class LayoutPolicy with abstract methods"):
+        devmm.LayoutPolicy()
+
+    class NoCall(devmm.LayoutPolicy):
+        base_alignment = 1
+        unit_stride_alignment = 1
+
+    with pytest.raises(TypeError, match="abstract class NoCall with abstract methods __call__"):
+        NoCall()
+    for shipped in (devmm.RowMajor(), devmm.Permuted((0,)), devmm.Aligned(devmm.RowMajor()), devmm.DeviceOptimal()):
+        assert isinstance(shipped, devmm.LayoutPolicy)
+
+
+def test_policies_are_frozen_dataclasses(cpu: devmm.Device) -> None:
+    aligned = devmm.Aligned(devmm.ColMajor(), 64, 128)
+    for policy in (devmm.RowMajor(), devmm.ColMajor(), devmm.DeviceOptimal(), devmm.Permuted((1, 0)), aligned):
+        assert dataclasses.is_dataclass(policy)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            policy.base_alignment = 8  # type: ignore[misc]
+    assert [f.name for f in dataclasses.fields(devmm.Aligned)] == ["inner", "unit_stride_alignment", "base_alignment"]
+    assert [f.default for f in dataclasses.fields(aligned)][1:] == [128, 256]
+    assert [f.name for f in dataclasses.fields(devmm.Permuted((1, 0)))] == ["permutation"]
+    assert dataclasses.fields(devmm.RowMajor()) == ()
+    wider = dataclasses.replace(aligned, base_alignment=512)
+    assert wider == devmm.Aligned(devmm.ColMajor(), 64, 512) and type(wider) is devmm.Aligned
+    assert wider((2, 3), F32, cpu).base_alignment == 512
+    assert dataclasses.replace(devmm.RowMajor()) is devmm.RowMajor()
+    assert dataclasses.replace(devmm.Permuted((1, 0)), permutation=(0, 1)) == devmm.Permuted((0, 1))
+    with pytest.raises(ValueError, match="not a permutation"):
+        dataclasses.replace(devmm.Permuted((1, 0)), permutation=(1, 1))
+    assert dataclasses.asdict(devmm.Permuted((1, 0))) == {"permutation": (1, 0)}
+    assert dataclasses.astuple(aligned) == ((), 64, 128)
+
+
+@pytest.mark.parametrize("bad", [[-1, 0], [0, 2**64]])
+def test_permuted_entries_out_of_range_are_value_errors(bad: list[int]) -> None:
+    with pytest.raises(ValueError, match="permutation must list integers from 0"):
+        devmm.Permuted(bad)
+
+
+def test_python_policies_pickle_copy_and_wrap_as_themselves(cpu: devmm.Device) -> None:
+    tiles = Tiles((0, 1))
+    again = pickle.loads(pickle.dumps(tiles))
+    assert type(again) is Tiles and again == tiles and again.order == (0, 1)
+    assert copy.deepcopy(tiles) == tiles and copy.copy(tiles) == tiles
+    # Aligned takes a Python policy's order, as it takes any policy's.
+    wrapped = devmm.Aligned(Tiles(), 8, 16)
+    assert wrapped((3, 2), "uint8", cpu).strides == (1, 8)
+    assert wrapped == devmm.Aligned(Tiles(), 8, 16) and wrapped.inner == Tiles()
+    assert devmm.empty((3, 2), "uint8", layout=wrapped).strides == (1, 8)
+
+
+def test_resolved_layouts_are_frozen(cpu: devmm.Device) -> None:
+    layout = devmm.RowMajor()((2, 3), F32, cpu)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'strides'"):
+        layout.strides = (4, 1)  # type: ignore[misc]
+
+
+def test_permuted_takes_a_sequence_not_an_int() -> None:
+    with pytest.raises(TypeError, match="expected a sequence of dimensions for permutation, got int"):
+        devmm.Permuted(0)  # type: ignore[arg-type]

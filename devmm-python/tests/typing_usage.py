@@ -55,6 +55,9 @@ view = devmm.Tensor(t.buffer, "float32", (2, 3), layout, offset=0)
 offset: int = view.offset
 like = devmm.empty_like(a, dtype=np.int16, layout=devmm.ColMajor())
 perm: tuple[int, ...] = devmm.Permuted((1, 0)).permutation
+bounds: tuple[int, int] = (devmm.DeviceOptimal().base_alignment, devmm.RowMajor().unit_stride_alignment)
+padded: devmm.LayoutPolicy = devmm.Aligned(devmm.ColMajor())
+resolved: devmm.Layout = padded((2, 3), "float32", "cpu")
 rec = devmm.testing.RecordingMemoryResource(guaranteed_alignment=512, stream_ordered=False)
 calls: list[tuple[str, int | None, int, devmm.Stream]] = rec.calls
 

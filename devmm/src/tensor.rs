@@ -430,7 +430,9 @@ pub fn empty(shape: &[usize], dtype: DType, options: &EmptyOptions) -> Result<Te
         Some(stream) => stream.clone(),
         None => crate::defaults::stream(device)?,
     };
-    let base = layout.base_alignment();
+    // A layout may ask less than its elements' natural alignment (the dense
+    // policies ask none, as the seed's do); the tensor still starts on it.
+    let base = layout.base_alignment().max(dtype.alignment());
     let slack = if layout.required_nbytes() > 0 && base > resource.guaranteed_alignment() {
         base - resource.guaranteed_alignment()
     } else {

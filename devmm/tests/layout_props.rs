@@ -71,16 +71,14 @@ impl LayoutPolicy for GeneralPath {
     fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan, Error> {
         self.0.plan(shape, dtype, device)
     }
-}
 
-/// The base alignment `policy` declares for `shape` of `dtype` on `device`.
-fn policy_base_alignment(
-    policy: &dyn LayoutPolicy,
-    shape: &[usize],
-    dtype: DType,
-    device: Device,
-) -> usize {
-    policy.plan(shape, dtype, device).unwrap().base_alignment
+    fn base_alignment(&self) -> usize {
+        self.0.base_alignment()
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        self.0.unit_stride_alignment()
+    }
 }
 
 proptest! {
@@ -122,8 +120,11 @@ proptest! {
         }
         prop_assert!(layout.base_alignment().is_power_of_two());
         prop_assert_eq!(layout.required_nbytes() % layout.base_alignment(), 0);
-        prop_assert!(layout.base_alignment() >= dtype.alignment());
-        prop_assert!(layout.base_alignment() <= policy_base_alignment(&*policy, &shape, dtype, device));
+        // The policy's declared alignments bound every plan it makes.
+        let plan = policy.plan(&shape, dtype, device).unwrap();
+        prop_assert_eq!(layout.base_alignment(), plan.base_alignment);
+        prop_assert!(plan.base_alignment <= policy.base_alignment());
+        prop_assert!(plan.unit_stride_alignment <= policy.unit_stride_alignment());
     }
 
     #[test]
@@ -242,6 +243,30 @@ fn the_seed_figures_hold() {
     assert_eq!(aligned.strides(), &[32, 1]);
     assert_eq!(aligned.required_nbytes(), 512); // (1 + 32·3 + 2)·4 = 396 → 512
     assert_eq!(aligned.base_alignment(), 256);
+    // The seed's dense policies ask no base alignment.
+    assert_eq!(
+        RowMajor
+            .layout(&[2, 3], DType::FLOAT64, Device::CPU)
+            .unwrap()
+            .base_alignment(),
+        1
+    );
+    // Nested wrappers: the inner order, the outermost alignments.
+    let nested = Aligned::new(Aligned::new(ColMajor, 48, 512).unwrap(), 32, 64).unwrap();
+    let layout = nested.layout(&[3, 2], DType::UINT8, Device::CPU).unwrap();
+    assert_eq!(
+        (layout.strides(), layout.base_alignment()),
+        (&[1, 32][..], 64)
+    );
+    assert_eq!(
+        (nested.base_alignment(), nested.unit_stride_alignment()),
+        (64, 32)
+    );
+    let optimal: &dyn LayoutPolicy = &DeviceOptimal;
+    assert_eq!(
+        (optimal.base_alignment(), optimal.unit_stride_alignment()),
+        (256, 128)
+    );
 }
 
 #[test]

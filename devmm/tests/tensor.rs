@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use devmm::mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
 use devmm::{
-    Aligned, ColMajor, DType, Device, DeviceBuffer, EmptyOptions, Error, Layout, MemoryResource,
-    RowMajor, StatisticsAdaptor, Stream, Tensor, empty, empty_like, using_memory_resource,
+    Aligned, CallbackMemoryResource, ColMajor, DType, Device, DeviceBuffer, DevicePtr,
+    EmptyOptions, Error, Layout, MemoryResource, RowMajor, StatisticsAdaptor, Stream, Tensor,
+    empty, empty_like, using_memory_resource,
 };
 
 #[test]
@@ -77,6 +78,28 @@ fn over_allocates_only_when_the_resource_guarantees_less() {
     )
     .unwrap();
     assert_eq!((strong.current_bytes(), u.byte_offset()), (required, 0));
+}
+
+#[test]
+fn empty_starts_elements_on_their_natural_alignment_though_dense_layouts_ask_none() {
+    // A resource that promises nothing and hands out odd (fake) addresses.
+    let odd = Arc::new(
+        CallbackMemoryResource::new(
+            Device::CPU,
+            1,
+            |_, _| Ok(DevicePtr::from_addr(0x1001)),
+            |_, _, _| Ok(()),
+        )
+        .unwrap(),
+    );
+    let t = empty(
+        &[3],
+        DType::FLOAT64,
+        &EmptyOptions::new().layout(RowMajor).resource(odd),
+    )
+    .unwrap();
+    assert_eq!(t.layout().base_alignment(), 1);
+    assert_eq!((t.data_ptr().addr(), t.byte_offset()), (0x1008, 7));
 }
 
 #[test]

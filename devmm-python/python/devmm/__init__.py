@@ -47,7 +47,7 @@ from ._devmm import (
     set_current_memory_resource,
     using_memory_resource,
 )
-from . import _runtimes, mrs, statistics
+from . import _layouts, _runtimes, mrs, statistics
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 
 # The devmm.runtimes entry points join discovery now, so that a

@@ -27,7 +27,7 @@ use smallvec::SmallVec;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::size::{checked_add, checked_mul, round_up};
+use crate::size::{checked_add, checked_mul};
 
 pub use policy::{Aligned, ColMajor, DeviceOptimal, LayoutPlan, LayoutPolicy, Permuted, RowMajor};
 pub use rule::LayoutRuleError;
@@ -93,7 +93,7 @@ impl Layout {
     /// each stride is the product of the (zero-as-one) extents inside it,
     /// and the required bytes, unless an extent is zero, are the product of
     /// all of them times the item size (`1 + Σ stride·(extent−1)`
-    /// telescopes to it), rounded up to the dtype's alignment. `None`
+    /// telescopes to it; a base alignment of 1 rounds nothing). `None`
     /// (another policy, a packed dtype, a refused order, any overflow)
     /// sends the call down the general path, which gives the layout or
     /// the error; `tests/layout_props.rs` checks the two agree.
@@ -110,19 +110,14 @@ impl Layout {
             running = running.checked_mul(shape[dim].max(1))?;
         }
         let bytes = running.checked_mul(itemsize)?;
-        let (_, base_alignment) = policy::dense_alignments(dtype);
-        let required_nbytes = if shape.contains(&0) {
-            0
-        } else {
-            round_up(bytes, base_alignment, "required bytes").ok()?
-        };
+        let required_nbytes = if shape.contains(&0) { 0 } else { bytes };
         Some(Layout {
             shape: SmallVec::from_slice(shape),
             strides,
             permutation,
             itemsize,
             required_nbytes,
-            base_alignment,
+            base_alignment: 1,
             policy: Some(Arc::clone(policy)),
         })
     }

@@ -8,7 +8,6 @@ use crate::device::{Device, DeviceType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
-use super::rule::aligned_alignments;
 use super::{Dims, Layout};
 
 /// What a policy decides; [`Layout::resolve`] does the arithmetic.
@@ -26,7 +25,12 @@ pub struct LayoutPlan {
 /// Turns `(shape, dtype, device)` into a [`LayoutPlan`].
 ///
 /// Implement it for layouts of your own; [`LayoutPolicy::layout`] and
-/// [`Layout::resolve`] apply the shared resolution rule to the plan.
+/// [`Layout::resolve`] apply the shared resolution rule to the plan. A
+/// policy also declares the most alignment it ever asks for
+/// ([`base_alignment`](LayoutPolicy::base_alignment),
+/// [`unit_stride_alignment`](LayoutPolicy::unit_stride_alignment)): upper
+/// bounds, not per-call values, since a policy may ask less for some
+/// devices (no plan may ask more).
 /// (`Any` lets [`Layout::resolve`] recognise the shipped dense policies,
 /// whose plans it knows without asking; every `'static` type is `Any`.)
 ///
@@ -40,6 +44,13 @@ pub trait LayoutPolicy: Any + Send + Sync + fmt::Debug {
     /// The dimension order and alignment demands for `shape`.
     fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan>;
 
+    /// The most bytes of base alignment any plan of this policy asks for.
+    fn base_alignment(&self) -> usize;
+
+    /// The most bytes of row padding any plan of this policy asks for
+    /// (1: no padding).
+    fn unit_stride_alignment(&self) -> usize;
+
     /// Resolves `shape` with a copy of this policy as the layout's provenance.
     fn layout(&self, shape: &[usize], dtype: DType, device: Device) -> Result<Layout>
     where
@@ -48,12 +59,6 @@ pub trait LayoutPolicy: Any + Send + Sync + fmt::Debug {
         let policy: Arc<dyn LayoutPolicy> = Arc::new(self.clone());
         Layout::resolve(&policy, shape, dtype, device)
     }
-}
-
-/// The `(unit_stride_alignment, base_alignment)` of a dense plan: no row
-/// padding, the dtype's own alignment.
-pub(crate) const fn dense_alignments(dtype: DType) -> (usize, usize) {
-    (1, dtype.alignment())
 }
 
 /// `0, 1, .., ndim - 1`, filled in place: collecting the range through
@@ -75,7 +80,7 @@ fn col_major_order(ndim: usize) -> Dims {
 /// The dimension order of `policy`'s plan for `ndim` dimensions, when
 /// `policy` is one of the shipped dense policies (`RowMajor`, `ColMajor`,
 /// a `Permuted` whose order is one of `ndim` dimensions): their plans are
-/// that order with [`dense_alignments`], whatever the shape, dtype and
+/// that order with no padding and no base alignment, whatever the shape, dtype and
 /// device, so [`Layout::resolve`] need not ask for one. `None` for any
 /// other policy, and for a `Permuted` order its plan would refuse.
 pub(super) fn dense_order(policy: &dyn LayoutPolicy, ndim: usize) -> Option<Dims> {
@@ -92,12 +97,14 @@ pub(super) fn dense_order(policy: &dyn LayoutPolicy, ndim: usize) -> Option<Dims
     }
 }
 
-fn dense(permutation: Dims, dtype: DType) -> LayoutPlan {
-    let (unit_stride_alignment, base_alignment) = dense_alignments(dtype);
+/// A dense plan: no row padding, and no base alignment asked (as the
+/// seed's dense policies ask none; `empty` still starts a tensor on its
+/// elements' natural alignment).
+fn dense(permutation: Dims) -> LayoutPlan {
     LayoutPlan {
         permutation,
-        unit_stride_alignment,
-        base_alignment,
+        unit_stride_alignment: 1,
+        base_alignment: 1,
     }
 }
 
@@ -112,8 +119,16 @@ fn dense(permutation: Dims, dtype: DType) -> LayoutPlan {
 pub struct RowMajor;
 
 impl LayoutPolicy for RowMajor {
-    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
-        Ok(dense(row_major_order(shape.len()), dtype))
+    fn plan(&self, shape: &[usize], _dtype: DType, _device: Device) -> Result<LayoutPlan> {
+        Ok(dense(row_major_order(shape.len())))
+    }
+
+    fn base_alignment(&self) -> usize {
+        1
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        1
     }
 }
 
@@ -122,8 +137,16 @@ impl LayoutPolicy for RowMajor {
 pub struct ColMajor;
 
 impl LayoutPolicy for ColMajor {
-    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
-        Ok(dense(col_major_order(shape.len()), dtype))
+    fn plan(&self, shape: &[usize], _dtype: DType, _device: Device) -> Result<LayoutPlan> {
+        Ok(dense(col_major_order(shape.len())))
+    }
+
+    fn base_alignment(&self) -> usize {
+        1
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        1
     }
 }
 
@@ -189,7 +212,7 @@ impl Permuted {
 }
 
 impl LayoutPolicy for Permuted {
-    fn plan(&self, shape: &[usize], dtype: DType, _device: Device) -> Result<LayoutPlan> {
+    fn plan(&self, shape: &[usize], _dtype: DType, _device: Device) -> Result<LayoutPlan> {
         if self.order.len() != shape.len() {
             return Err(Error::layout(format!(
                 "permutation {:?} has {} entries but the shape has {} dimensions; give one entry per dimension",
@@ -198,7 +221,15 @@ impl LayoutPolicy for Permuted {
                 shape.len()
             )));
         }
-        Ok(dense(self.order.clone(), dtype))
+        Ok(dense(self.order.clone()))
+    }
+
+    fn base_alignment(&self) -> usize {
+        1
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        1
     }
 }
 
@@ -207,6 +238,9 @@ impl LayoutPolicy for Permuted {
 /// The innermost dimension's byte length is padded to a multiple of
 /// `unit_stride_alignment`, so every row starts aligned; the first element
 /// sits on a `base_alignment` boundary and the size is a multiple of it.
+/// The order comes from the inner policy, the alignments are this
+/// wrapper's own (the seed's rule: with nested wrappers the outermost
+/// wins), so they are also its declared bounds.
 ///
 /// ```
 /// use devmm::{Aligned, DType, Device, LayoutPolicy, RowMajor};
@@ -290,18 +324,19 @@ impl Aligned {
 
 impl LayoutPolicy for Aligned {
     fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan> {
-        let inner = self.inner.plan(shape, dtype, device)?;
-        let (unit_stride_alignment, base_alignment) = aligned_alignments(
-            (inner.unit_stride_alignment, inner.base_alignment),
-            self.unit_stride_alignment,
-            self.base_alignment,
-        )
-        .map_err(|e| super::rule_error(e, &inner.permutation, shape.len(), dtype))?;
         Ok(LayoutPlan {
-            permutation: inner.permutation,
-            unit_stride_alignment,
-            base_alignment,
+            permutation: self.inner.plan(shape, dtype, device)?.permutation,
+            unit_stride_alignment: self.unit_stride_alignment,
+            base_alignment: self.base_alignment,
         })
+    }
+
+    fn base_alignment(&self) -> usize {
+        self.base_alignment
+    }
+
+    fn unit_stride_alignment(&self) -> usize {
+        self.unit_stride_alignment
     }
 }
 
@@ -321,22 +356,38 @@ impl LayoutPolicy for Aligned {
 pub struct DeviceOptimal;
 
 impl DeviceOptimal {
+    /// GPU-resident memory (managed memory included: its demanding reader
+    /// is the GPU): coalescing rows and the base the GPU allocators give.
+    const GPU: (usize, usize) = (128, 256);
+    /// Host memory (pinned included): cache-line rows and base.
+    const HOST: (usize, usize) = (64, 64);
+
     /// The `(unit_stride_alignment, base_alignment)` used on `device`.
     pub const fn alignments(device: Device) -> (usize, usize) {
         match device.ty() {
-            DeviceType::Cuda | DeviceType::Rocm | DeviceType::CudaManaged => (128, 256),
-            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost => (64, 64),
+            DeviceType::Cuda | DeviceType::Rocm | DeviceType::CudaManaged => DeviceOptimal::GPU,
+            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost => DeviceOptimal::HOST,
         }
     }
 }
 
 impl LayoutPolicy for DeviceOptimal {
-    fn plan(&self, shape: &[usize], dtype: DType, device: Device) -> Result<LayoutPlan> {
-        let (unit, base) = DeviceOptimal::alignments(device);
+    fn plan(&self, shape: &[usize], _dtype: DType, device: Device) -> Result<LayoutPlan> {
+        let (unit_stride_alignment, base_alignment) = DeviceOptimal::alignments(device);
         Ok(LayoutPlan {
             permutation: row_major_order(shape.len()),
-            unit_stride_alignment: unit.max(dtype.itemsize().next_power_of_two()),
-            base_alignment: base.max(dtype.alignment()),
+            unit_stride_alignment,
+            base_alignment,
         })
+    }
+
+    /// The GPU's, the larger.
+    fn base_alignment(&self) -> usize {
+        DeviceOptimal::GPU.1
+    }
+
+    /// The GPU's, the larger.
+    fn unit_stride_alignment(&self) -> usize {
+        DeviceOptimal::GPU.0
     }
 }

@@ -74,27 +74,6 @@ pub(crate) const fn is_permutation(permutation: &[usize], ndim: usize) -> bool {
     true
 }
 
-/// How an [`Aligned`](super::Aligned) wrapper combines its alignments with
-/// the inner plan's: rows padded to a multiple of both unit-stride
-/// alignments (their least common multiple; any positive value, as the
-/// seed's rule takes), the larger base alignment.
-pub(crate) const fn aligned_alignments(
-    inner: (usize, usize),
-    unit_stride_alignment: usize,
-    base_alignment: usize,
-) -> Result<(usize, usize), LayoutRuleError> {
-    if unit_stride_alignment == 0 || inner.0 == 0 {
-        return Err(LayoutRuleError::ZeroUnitStride);
-    }
-    let unit = tri!(lcm(inner.0, unit_stride_alignment, "unit-stride alignment"));
-    let base = if inner.1 > base_alignment {
-        inner.1
-    } else {
-        base_alignment
-    };
-    Ok((unit, base))
-}
-
 /// Fills `strides` (in elements) by the resolution rule and returns the
 /// required bytes. `shape`, `permutation` and `strides` have the same length.
 pub(crate) const fn resolve(

@@ -5,8 +5,7 @@ use smallvec::SmallVec;
 use crate::dtype::DType;
 
 use super::Layout;
-use super::policy::dense_alignments;
-use super::rule::{LayoutRuleError, aligned_alignments, resolve};
+use super::rule::{LayoutRuleError, resolve};
 
 /// The compile-time counterpart of a [`LayoutPolicy`](super::LayoutPolicy):
 /// a dimension order, optionally wrapped in [`Aligned`](super::Aligned)'s
@@ -103,11 +102,7 @@ impl<const N: usize> StaticLayout<N> {
         plan: StaticPlan<N>,
     ) -> Result<Self, LayoutRuleError> {
         let itemsize = dtype.itemsize();
-        let (unit, base) =
-            match aligned_alignments(dense_alignments(dtype), plan.aligned.0, plan.aligned.1) {
-                Ok(alignments) => alignments,
-                Err(e) => return Err(e),
-            };
+        let (unit, base) = plan.aligned;
         let mut strides = [0; N];
         match resolve(&shape, &plan.order, itemsize, unit, base, &mut strides) {
             Ok(required_nbytes) => Ok(StaticLayout {
