@@ -11,6 +11,7 @@ use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyTuple};
 
 use crate::error::to_py_err;
 use crate::stream::maybe_detached;
@@ -35,12 +36,15 @@ fn dlpack_arg<T>(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> Py
 where
     T: for<'a, 'py> FromPyObject<'a, 'py>,
 {
-    obj.extract::<T>().map_err(|_| {
-        let shown = obj
-            .repr()
-            .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
-        PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
-    })
+    obj.extract::<T>().map_err(|_| refused(obj, name, expected))
+}
+
+/// The `BufferError` for a `__dlpack__` keyword `name` given `obj`.
+fn refused(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyErr {
+    let shown = obj
+        .repr()
+        .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
+    PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
 }
 
 /// The consumer's `stream=` of `__dlpack__`.
@@ -67,12 +71,15 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(
-            obj,
-            "max_version",
-            "a (major, minor) tuple of non-negative ints",
-        )
-        .map(DlpackVersion)
+        let expected = "a (major, minor) tuple of non-negative ints";
+        // `True` is an int to Python, but no version number.
+        let has_bool = obj
+            .cast::<PyTuple>()
+            .is_ok_and(|t| t.iter().any(|v| v.is_instance_of::<PyBool>()));
+        if has_bool {
+            return Err(refused(obj, "max_version", expected));
+        }
+        dlpack_arg(obj, "max_version", expected).map(DlpackVersion)
     }
 }
 
@@ -86,7 +93,12 @@ impl<'py> FromPyObject<'_, 'py> for DlpackDevice {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(obj, "dl_device", "a (device_type, device_id) tuple of ints").map(DlpackDevice)
+        // Any pair will do, as `tuple(dl_device)` reads it (a list, say).
+        let expected = "a (device_type, device_id) pair of ints";
+        match dlpack_arg::<Vec<i32>>(obj, "dl_device", expected)?[..] {
+            [device_type, device_id] => Ok(DlpackDevice((device_type, device_id))),
+            _ => Err(refused(obj, "dl_device", expected)),
+        }
     }
 }
 
@@ -100,7 +112,11 @@ impl<'py> FromPyObject<'_, 'py> for DlpackCopy {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(obj, "copy", "True, False or None").map(DlpackCopy)
+        // An int reads as its truth value (`copy=0`), as `if copy:` would.
+        if obj.is_instance_of::<PyInt>() {
+            return obj.is_truthy().map(DlpackCopy);
+        }
+        Err(refused(obj, "copy", "True, False or None"))
     }
 }
 

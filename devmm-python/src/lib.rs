@@ -135,6 +135,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::set_current_memory_resource, m)?)?;
 
     m.add_class::<runtime::PyDeviceRuntime>()?;
+    m.add_class::<runtime::PyActivation>()?;
     m.add_function(wrap_pyfunction!(runtime::runtime_for, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::available_runtimes, m)?)?;

@@ -182,7 +182,7 @@ PYTHON_STREAM = textwrap.dedent(
 
     s = Wrapped(native)
     assert s.__cuda_stream__() == (0, native.handle) and not s.is_default()
-    t = devmm.empty((4,), "uint8", mr=mrs.CudaRuntimeMemoryResource(), stream=s)
+    t = devmm.empty((4,), "uint8", layout=devmm.RowMajor(), mr=mrs.CudaRuntimeMemoryResource(), stream=s)
     assert t.buffer.stream.handle == native.handle
     # Not a default stream: the copy is queued on the handle, nothing waits.
     t.buffer.copy_from_host(b"abcd", stream=s)
