@@ -72,14 +72,21 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let expected = "a (major, minor) tuple of non-negative ints";
-        // `True` is an int to Python, but no version number.
-        let has_bool = obj
+        let version = obj
             .cast::<PyTuple>()
-            .is_ok_and(|t| t.iter().any(|v| v.is_instance_of::<PyBool>()));
-        if has_bool {
-            return Err(refused(obj, "max_version", expected));
-        }
-        dlpack_arg(obj, "max_version", expected).map(DlpackVersion)
+            .ok()
+            .filter(|t| t.len() == 2)
+            .ok_or_else(|| refused(obj, "max_version", expected))?;
+        // `True` is an int to Python, but no version number.
+        let number = |i| {
+            let part = version.get_borrowed_item(i)?;
+            if part.is_exact_instance_of::<PyBool>() {
+                return Err(refused(obj, "max_version", expected));
+            }
+            part.extract::<u32>()
+                .map_err(|_| refused(obj, "max_version", expected))
+        };
+        Ok(DlpackVersion((number(0)?, number(1)?)))
     }
 }
 

@@ -114,8 +114,19 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
-    m.add_class::<numpy_handler::PyNumpyInstaller>()?;
-    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
+    // NEP 49's primitives, for devmm.integrations.numpy (private).
+    m.setattr(
+        "_numpy_handler_over",
+        wrap_pyfunction!(numpy_handler::_numpy_handler_over, m)?,
+    )?;
+    m.setattr(
+        "_set_numpy_handler",
+        wrap_pyfunction!(numpy_handler::_set_numpy_handler, m)?,
+    )?;
+    m.setattr(
+        "_numpy_handler",
+        wrap_pyfunction!(numpy_handler::_numpy_handler, m)?,
+    )?;
 
     m.add(
         "TORCH_MALLOC_SYMBOL",

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
@@ -77,9 +77,9 @@ impl PyDeviceRuntime {
         &self,
         py: Python<'_>,
         consumer_handle: Count<Handle>,
-        producer: &Bound<'_, PyAny>,
+        producer: &Bound<'_, PyStream>,
     ) -> PyResult<()> {
-        let producer = stream_of(producer)?;
+        let producer = stream_of(producer.as_any())?;
         let consumer = self
             .inner
             .wrap_stream(producer.device(), consumer_handle.get())
@@ -143,24 +143,15 @@ impl PyDeviceRuntime {
             }
             return Ok(obj.clone());
         }
-        let handle = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
-            Some(protocol) if !obj.is_instance_of::<PyInt>() => {
-                let (_version, handle): (u32, Bound<'py, PyAny>) = protocol.call0()?.extract()?;
-                handle
+        let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
+            Some(protocol) => protocol.call0()?.extract::<(u32, Count<Handle>)>()?.1,
+            None if obj.is_instance_of::<PyInt>() => obj.extract()?,
+            None => {
+                let what =
+                    "an int stream handle, an object with __cuda_stream__, or a devmm.Stream";
+                return Err(crate::error::expected(what, obj));
             }
-            _ => obj.clone(),
         };
-        let handle: Count<Handle> = handle.extract().map_err(|err: PyErr| {
-            if err.is_instance_of::<PyTypeError>(py) {
-                PyTypeError::new_err(format!(
-                    "cannot wrap {} as a stream: pass an int handle, an object with \
-                     __cuda_stream__, or a devmm.Stream",
-                    crate::error::type_name(obj)
-                ))
-            } else {
-                err
-            }
-        })?;
         let stream: PyStream = self.inner.wrap_stream(device.0, handle.get()).py()?.into();
         Ok(Bound::new(py, stream)?.into_any())
     }

@@ -573,9 +573,6 @@ pub(crate) fn empty_like(
             )
         }
         Err(_) => {
-            let (ty, id): (i32, i32) = array_attr(obj, intern!(py, "__dlpack_device__"))?
-                .call0()?
-                .extract()?;
             let shape: ShapeArg = array_attr(obj, intern!(py, "shape"))?.extract()?;
             let dtype = match dtype {
                 Some(dtype) => dtype,
@@ -587,8 +584,17 @@ pub(crate) fn empty_like(
                 _ => None,
             };
             let order = strides.and_then(|s| devmm::Permuted::of_strides(&shape.0, &s));
-            let device = devmm::Device::from_dlpack(ty, id).py()?;
-            (shape.0, dtype, device, order)
+            // Read only when needed, as the seed does: `device=` makes an
+            // object without `__dlpack_device__` do.
+            let obj_device = match &device {
+                Some(device) => device.0,
+                None => {
+                    let dlpack_device = array_attr(obj, intern!(py, "__dlpack_device__"))?;
+                    let (ty, id): (i32, i32) = dlpack_device.call0()?.extract()?;
+                    devmm::Device::from_dlpack(ty, id).py()?
+                }
+            };
+            (shape.0, dtype, obj_device, order)
         }
     };
     Request::new(py, layout, device, mr)?

@@ -33,6 +33,16 @@ def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
     s.wait_raw(0)
 
 
+def test_a_device_string_names_its_device_s_runtime(cpu: devmm.Device) -> None:
+    assert devmm.runtime_for("cpu:0") is devmm.runtime_for(cpu)
+    try:
+        rocm = devmm.runtime_for("rocm:1")
+    except devmm.RuntimeUnavailableError as e:
+        assert 'runtime "rocm" is unavailable' in str(e)  # not "no runtime named rocm:1"
+    else:
+        assert rocm is devmm.runtime_for(devmm.DeviceType.ROCM)
+
+
 def test_runtime_queries_return_tuples() -> None:
     names, runtimes = devmm.runtime_names(), devmm.available_runtimes()
     assert isinstance(names, tuple) and isinstance(runtimes, tuple)
@@ -73,7 +83,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
     with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))
-    with pytest.raises(TypeError, match="cannot wrap str as a stream"):
+    with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
 
 

@@ -69,7 +69,7 @@ def test_empty_like_tensors_and_numpy_arrays() -> None:
 
 
 def test_empty_like_needs_a_dlpack_producer() -> None:
-    with pytest.raises(TypeError, match=r"empty_like\(obj\): list has no __dlpack_device__"):
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): list has no shape"):
         devmm.empty_like([1, 2, 3])
 
 
@@ -90,6 +90,16 @@ class _ArrayApiArray:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0)
+
+
+def test_empty_like_reads_the_device_only_when_none_is_given(cpu: devmm.Device) -> None:
+    class NoDevice:
+        shape = (3,)
+        dtype = np.dtype("int8")
+
+    assert devmm.empty_like(NoDevice(), device=cpu).shape == (3,)
+    with pytest.raises(TypeError, match="no __dlpack_device__"):
+        devmm.empty_like(NoDevice())
 
 
 def test_empty_like_reads_array_api_dtypes_by_their_printed_name() -> None:
