@@ -37,6 +37,7 @@ mod trace;
 mod tracking;
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 /// The extension module.
 #[pymodule]
@@ -114,19 +115,14 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
-    // NEP 49's primitives, for devmm.integrations.numpy (private).
-    m.setattr(
-        "_numpy_handler_over",
+    // NEP 49's primitives, for devmm.integrations.numpy: private attributes.
+    for nep49 in [
         wrap_pyfunction!(numpy_handler::_numpy_handler_over, m)?,
-    )?;
-    m.setattr(
-        "_set_numpy_handler",
         wrap_pyfunction!(numpy_handler::_set_numpy_handler, m)?,
-    )?;
-    m.setattr(
-        "_numpy_handler",
         wrap_pyfunction!(numpy_handler::_numpy_handler, m)?,
-    )?;
+    ] {
+        m.setattr(nep49.getattr("__name__")?.cast_into::<PyString>()?, &nep49)?;
+    }
 
     m.add(
         "TORCH_MALLOC_SYMBOL",
