@@ -11,6 +11,7 @@ use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyTuple};
 
 use crate::error::to_py_err;
 use crate::stream::maybe_detached;
@@ -35,12 +36,15 @@ fn dlpack_arg<T>(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> Py
 where
     T: for<'a, 'py> FromPyObject<'a, 'py>,
 {
-    obj.extract::<T>().map_err(|_| {
-        let shown = obj
-            .repr()
-            .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
-        PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
-    })
+    obj.extract::<T>().map_err(|_| refused(obj, name, expected))
+}
+
+/// The `BufferError` for a `__dlpack__` keyword `name` given `obj`.
+fn refused(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyErr {
+    let shown = obj
+        .repr()
+        .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
+    PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
 }
 
 /// The consumer's `stream=` of `__dlpack__`.
@@ -67,12 +71,22 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(
-            obj,
-            "max_version",
-            "a (major, minor) tuple of non-negative ints",
-        )
-        .map(DlpackVersion)
+        let expected = "a (major, minor) tuple of non-negative ints";
+        let version = obj
+            .cast::<PyTuple>()
+            .ok()
+            .filter(|t| t.len() == 2)
+            .ok_or_else(|| refused(obj, "max_version", expected))?;
+        // `True` is an int to Python, but no version number.
+        let number = |i| {
+            let part = version.get_borrowed_item(i)?;
+            if part.is_exact_instance_of::<PyBool>() {
+                return Err(refused(obj, "max_version", expected));
+            }
+            part.extract::<u32>()
+                .map_err(|_| refused(obj, "max_version", expected))
+        };
+        Ok(DlpackVersion((number(0)?, number(1)?)))
     }
 }
 
@@ -86,7 +100,12 @@ impl<'py> FromPyObject<'_, 'py> for DlpackDevice {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(obj, "dl_device", "a (device_type, device_id) tuple of ints").map(DlpackDevice)
+        // Any pair will do, as `tuple(dl_device)` reads it (a list, say).
+        let expected = "a (device_type, device_id) pair of ints";
+        match dlpack_arg::<Vec<i32>>(obj, "dl_device", expected)?[..] {
+            [device_type, device_id] => Ok(DlpackDevice((device_type, device_id))),
+            _ => Err(refused(obj, "dl_device", expected)),
+        }
     }
 }
 
@@ -100,7 +119,11 @@ impl<'py> FromPyObject<'_, 'py> for DlpackCopy {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(obj, "copy", "True, False or None").map(DlpackCopy)
+        // An int reads as its truth value (`copy=0`), as `if copy:` would.
+        if obj.is_instance_of::<PyInt>() {
+            return obj.is_truthy().map(DlpackCopy);
+        }
+        Err(refused(obj, "copy", "True, False or None"))
     }
 }
 

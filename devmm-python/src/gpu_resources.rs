@@ -9,7 +9,9 @@ use devmm::mrs::cuda::{
 use devmm::mrs::rocm::{
     HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
 };
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
@@ -32,18 +34,50 @@ fn driver_resource<R: devmm::MemoryResource + 'static>(
     Ok(PyMemoryResource::checked(py.detach(|| make(device)).py()?))
 }
 
+/// The seed's `async_alloc=` of the runtime resources: `"auto"`, `True` or
+/// `False`, as the core's `Option<bool>` (`None` for `"auto"`).
+///
+/// Python type: `bool | str`
+pub(crate) struct AsyncAlloc(Option<bool>);
+
+impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(flag) = obj.cast::<PyBool>() {
+            return Ok(AsyncAlloc(Some(flag.is_true())));
+        }
+        match obj.extract::<&str>() {
+            Ok("auto") => Ok(AsyncAlloc(None)),
+            _ => Err(PyValueError::new_err(format!(
+                "async_alloc must be 'auto', True or False, not {}",
+                obj.repr()?
+            ))),
+        }
+    }
+}
+
 /// CUDA device memory: `cudaMallocAsync` (stream-ordered) where the runtime has it, `cudaMalloc` otherwise.
 #[pyclass(extends = PyMemoryResource, name = "CudaRuntimeMemoryResource", module = "devmm")]
 pub(crate) struct PyCudaRuntimeMemoryResource;
 
 #[pymethods]
 impl PyCudaRuntimeMemoryResource {
-    /// A resource on `device` (`cuda:0` when `None`).
+    /// A resource on `device` (`cuda:0` when `None`); `async_alloc` picks
+    /// the allocator: `"auto"` the stream-ordered one where the driver has
+    /// it, `True` that one (a `ValueError` where it is missing), `False`
+    /// `cudaMalloc`.
     #[new]
-    #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "cuda:0", CudaRuntimeMemoryResource::new)
-            .map(|base| (Self, base))
+    #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
+    fn py_new(
+        py: Python<'_>,
+        device: Option<DeviceArg>,
+        async_alloc: AsyncAlloc,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        driver_resource(py, device, "cuda:0", |device| {
+            CudaRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
+        })
+        .map(|base| (Self, base))
     }
 }
 
@@ -83,12 +117,19 @@ pub(crate) struct PyHipRuntimeMemoryResource;
 
 #[pymethods]
 impl PyHipRuntimeMemoryResource {
-    /// A resource on `device` (`rocm:0` when `None`).
+    /// A resource on `device` (`rocm:0` when `None`); `async_alloc` as for
+    /// `CudaRuntimeMemoryResource` (`False`: `hipMalloc`).
     #[new]
-    #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "rocm:0", HipRuntimeMemoryResource::new)
-            .map(|base| (Self, base))
+    #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
+    fn py_new(
+        py: Python<'_>,
+        device: Option<DeviceArg>,
+        async_alloc: AsyncAlloc,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        driver_resource(py, device, "rocm:0", |device| {
+            HipRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
+        })
+        .map(|base| (Self, base))
     }
 }
 

@@ -37,6 +37,7 @@ mod trace;
 mod tracking;
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 /// The extension module.
 #[pymodule]
@@ -114,8 +115,14 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
-    m.add_class::<numpy_handler::PyNumpyInstaller>()?;
-    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
+    // NEP 49's primitives, for devmm.integrations.numpy: private attributes.
+    for nep49 in [
+        wrap_pyfunction!(numpy_handler::_numpy_handler_over, m)?,
+        wrap_pyfunction!(numpy_handler::_set_numpy_handler, m)?,
+        wrap_pyfunction!(numpy_handler::_numpy_handler, m)?,
+    ] {
+        m.setattr(nep49.getattr("__name__")?.cast_into::<PyString>()?, &nep49)?;
+    }
 
     m.add(
         "TORCH_MALLOC_SYMBOL",
@@ -135,6 +142,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::set_current_memory_resource, m)?)?;
 
     m.add_class::<runtime::PyDeviceRuntime>()?;
+    m.add_class::<runtime::PyActivation>()?;
     m.add_function(wrap_pyfunction!(runtime::runtime_for, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_names, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::available_runtimes, m)?)?;

@@ -13,11 +13,9 @@ use std::ffi::{c_void, CStr};
 use std::sync::{Arc, OnceLock};
 
 use devmm::interop::{DataMemHandler, Nep49Handler, Nep49Resource};
-use pyo3::exceptions::{PyImportError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyImportError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
-use pyo3::{PyTraverseError, PyVisit};
 
 use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
@@ -85,9 +83,14 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python once, with our capsule, under the GIL.
     let block = unsafe { ffi::PyCapsule_GetPointer(capsule, CAPSULE_NAME.as_ptr()) };
     if !block.is_null() {
-        // SAFETY: the pointer is the handler made in `handler_capsule`,
-        // released only here, when no array uses it any more.
-        unsafe { Nep49Handler::release(block.cast()) };
+        // Attached, so that the Python resource the handler holds is let go
+        // now rather than at PyO3's next call: the last reference to a
+        // resource in a cycle must be gone when the collector looks.
+        Python::attach(|_py| {
+            // SAFETY: the pointer is the handler made in `handler_capsule`,
+            // released only here, when no array uses it any more.
+            unsafe { Nep49Handler::release(block.cast()) }
+        });
     }
 }
 
@@ -110,83 +113,15 @@ fn handler_capsule(
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
 }
 
-/// Makes NumPy allocate array data through a devmm resource until
-/// `uninstall()` or the end of the `with` block, which restore the handler
-/// that was current before. Made by `devmm.integrations.numpy.install`.
-#[pyclass(name = "NumpyInstaller", module = "devmm.integrations.numpy")]
-pub(crate) struct PyNumpyInstaller {
-    mr: Py<PyMemoryResource>,
-    /// The handler this installer made current, to tell whether it still
-    /// is; dropped on uninstall, so that the handler (and the resource it
-    /// holds) lives on only in the arrays that use it.
-    capsule: Option<Py<PyAny>>,
-    previous: Option<Py<PyAny>>,
-}
-
-#[pymethods]
-impl PyNumpyInstaller {
-    /// The resource NumPy allocates through.
-    #[getter]
-    fn mr(&self, py: Python<'_>) -> Py<PyMemoryResource> {
-        self.mr.clone_ref(py)
-    }
-
-    /// Whether the handler is still installed by this installer.
-    #[getter]
-    fn installed(&self) -> bool {
-        self.previous.is_some()
-    }
-
-    /// Restores NumPy's previous handler. Idempotent. Arrays allocated
-    /// meanwhile keep using (and keep alive) the devmm resource until freed.
-    /// Raises `RuntimeError` while a handler installed later is current:
-    /// restoring ours would bring back a handler older than that one.
-    fn uninstall(&mut self, py: Python<'_>) -> PyResult<()> {
-        let (Some(previous), Some(capsule)) = (&self.previous, &self.capsule) else {
-            return Ok(());
-        };
-        if !get_handler(py)?.is(capsule.bind(py)) {
-            return Err(PyRuntimeError::new_err(
-                "uninstall NumPy handlers in reverse order of install",
-            ));
-        }
-        set_handler(py, previous.bind(py))?;
-        self.previous = None;
-        self.capsule = None;
-        Ok(())
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.mr)?;
-        visit.call(&self.capsule)?;
-        visit.call(&self.previous)
-    }
-
-    fn __clear__(&mut self) {
-        // Still installed, NumPy's current handler keeps the capsule; the
-        // references this object held are just dropped.
-        self.capsule = None;
-        self.previous = None;
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.uninstall(py)?;
-        Ok(false)
-    }
-}
-
-/// Installs `mr` as NumPy's data allocator (NEP 49) in the current context;
-/// returns the installer that undoes it. `mr` must serve host memory.
+/// A NumPy data allocator (NEP 49 handler, a capsule named `mem_handler`)
+/// over `mr`, for `devmm.integrations.numpy.install` to make current with
+/// `_set_numpy_handler`. `mr` must serve host memory, dereferenceable, and
+/// must not allocate through NumPy's own handler (a cycle).
 #[pyfunction]
-pub(crate) fn install_numpy_handler(
+pub(crate) fn _numpy_handler_over(
     py: Python<'_>,
     mr: &Bound<'_, PyMemoryResource>,
-) -> PyResult<PyNumpyInstaller> {
+) -> PyResult<Py<PyAny>> {
     let rust = resource_of(mr)?;
     if !rust.device().ty().is_host_accessible() {
         return Err(PyValueError::new_err(format!(
@@ -201,13 +136,20 @@ pub(crate) fn install_numpy_handler(
              is a cycle; wrap another resource",
         ));
     }
-    let capsule = handler_capsule(py, rust)?;
-    let previous = set_handler(py, &capsule)?;
-    Ok(PyNumpyInstaller {
-        mr: mr.clone().unbind(),
-        capsule: Some(capsule.unbind()),
-        previous: Some(previous),
-    })
+    Ok(handler_capsule(py, rust)?.unbind())
+}
+
+/// Makes `handler` NumPy's data allocator in the current context
+/// (`PyDataMem_SetHandler`); returns the one it replaces.
+#[pyfunction]
+pub(crate) fn _set_numpy_handler(handler: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    set_handler(handler.py(), handler)
+}
+
+/// NumPy's data allocator in the current context (`PyDataMem_GetHandler`).
+#[pyfunction]
+pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    get_handler(py)
 }
 
 /// NumPy's current data allocator (NEP 49) as a devmm resource:

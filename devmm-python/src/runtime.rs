@@ -3,12 +3,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
 
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
-use crate::stream::{maybe_detached, PyStream, PyStreamSentinel};
+use crate::resource::{object_of, PyMemoryResource};
+use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
 #[pyclass(frozen, name = "DeviceRuntime", module = "devmm")]
@@ -24,14 +28,13 @@ impl PyDeviceRuntime {
         self.inner.name()
     }
 
-    /// The device types the runtime serves, primary first.
+    /// The device types the runtime serves.
+    ///
+    /// Python type: `frozenset[DeviceType]`
     #[getter]
-    fn device_types(&self) -> Vec<PyDeviceType> {
-        self.inner
-            .device_types()
-            .iter()
-            .map(|&t| PyDeviceType::from(t))
-            .collect()
+    fn device_types<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyFrozenSet>> {
+        let types = self.inner.device_types().iter();
+        PyFrozenSet::new(py, types.map(|&t| PyDeviceType::from(t)))
     }
 
     /// The devices of the primary type.
@@ -45,9 +48,53 @@ impl PyDeviceRuntime {
             .collect())
     }
 
-    /// How many devices of the primary type exist.
-    fn device_count(&self) -> PyResult<usize> {
-        self.inner.device_count().py()
+    /// How many devices of `device_type` the runtime serves (0 for a type
+    /// it does not serve); of its primary type when `None`.
+    #[pyo3(signature = (device_type = None))]
+    fn device_count(&self, device_type: Option<PyDeviceType>) -> PyResult<usize> {
+        match device_type {
+            Some(ty) => self.inner.device_count_of(ty.into()).py(),
+            None => self.inner.device_count().py(),
+        }
+    }
+
+    /// The resource the registry adopts for `device` when none was set: a
+    /// new one each call (`MallocMemoryResource` on the CPU).
+    fn default_memory_resource(
+        &self,
+        py: Python<'_>,
+        device: DeviceArg,
+    ) -> PyResult<Py<PyMemoryResource>> {
+        let mr = maybe_detached(py, device.0, || self.inner.default_resource(device.0)).py()?;
+        object_of(py, &mr)
+    }
+
+    /// Makes the native stream `consumer_handle` of the producer's device
+    /// wait for the work queued so far on `producer` (an event on GPUs; the
+    /// CPU's one stream has nothing to wait for): the `__dlpack__(stream=)`
+    /// hand-off.
+    fn make_stream_wait(
+        &self,
+        py: Python<'_>,
+        consumer_handle: Count<Handle>,
+        producer: &Bound<'_, PyStream>,
+    ) -> PyResult<()> {
+        let producer = stream_of(producer.as_any())?;
+        let consumer = self
+            .inner
+            .wrap_stream(producer.device(), consumer_handle.get())
+            .py()?;
+        maybe_detached(py, producer.device(), || consumer.wait(&producer)).py()
+    }
+
+    /// A context manager that makes `device` the thread's active device
+    /// inside its `with` block and restores the previous one after.
+    fn activate_device(&self, device: DeviceArg) -> PyActivation {
+        PyActivation {
+            runtime: Arc::clone(&self.inner),
+            device: device.0,
+            guards: Vec::new(),
+        }
     }
 
     /// `(free, total)` bytes of `device`.
@@ -75,14 +122,74 @@ impl PyDeviceRuntime {
         )
     }
 
-    /// A stream over a native handle that the caller keeps alive.
-    fn wrap_stream(&self, device: DeviceArg, handle: Count<Handle>) -> PyResult<PyStream> {
-        let handle = handle.get();
-        Ok(self.inner.wrap_stream(device.0, handle).py()?.into())
+    /// A stream of `device` for `obj`: a native handle (an int) the caller
+    /// keeps alive, an object with `__cuda_stream__` (cuda.core, CuPy,
+    /// rmm), or a `Stream` of `device`, returned as it is.
+    ///
+    /// Python type: `Stream`
+    fn wrap_stream<'py>(
+        &self,
+        device: DeviceArg,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = obj.py();
+        if obj.cast::<PyStream>().is_ok() {
+            let on = stream_of(obj)?.device();
+            if on != device.0 {
+                return Err(PyValueError::new_err(format!(
+                    "the stream is on {on}, not on {}; pass a stream of {}",
+                    device.0, device.0
+                )));
+            }
+            return Ok(obj.clone());
+        }
+        let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
+            Some(protocol) => protocol.call0()?.extract::<(u32, Count<Handle>)>()?.1,
+            None if obj.is_instance_of::<PyInt>() => obj.extract()?,
+            None => {
+                let what =
+                    "an int stream handle, an object with __cuda_stream__, or a devmm.Stream";
+                return Err(crate::error::expected(what, obj));
+            }
+        };
+        let stream: PyStream = self.inner.wrap_stream(device.0, handle.get()).py()?.into();
+        Ok(Bound::new(py, stream)?.into_any())
     }
 
     fn __repr__(&self) -> String {
         format!("DeviceRuntime(name={:?})", self.inner.name())
+    }
+}
+
+/// What `DeviceRuntime.activate_device` returns: entering activates the
+/// device, leaving restores the previous one (blocks may nest).
+#[pyclass(unsendable, name = "DeviceActivation", module = "devmm")]
+pub(crate) struct PyActivation {
+    runtime: Arc<dyn devmm::DeviceRuntime>,
+    device: devmm::Device,
+    /// One guard per `with` block entered and not yet left.
+    guards: Vec<devmm::runtime::ActivationGuard>,
+}
+
+#[pymethods]
+impl PyActivation {
+    fn __enter__(&mut self) -> PyResult<()> {
+        let guard = self.runtime.activate(self.device).py()?;
+        self.guards.push(guard);
+        Ok(())
+    }
+
+    /// Restores the device active before the matching `__enter__`.
+    ///
+    /// Python type: `bool`
+    fn __exit__(
+        &mut self,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> bool {
+        self.guards.pop();
+        false
     }
 }
 
@@ -116,13 +223,17 @@ pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDe
 
 /// Every runtime whose platform is present, loaded (what `runtime_names()`
 /// lists, in order), each the object `runtime_for` returns for it.
+///
+/// Python type: `tuple[DeviceRuntime, ...]`
 #[pyfunction]
-pub(crate) fn available_runtimes(py: Python<'_>) -> PyResult<Vec<Py<PyDeviceRuntime>>> {
-    devmm::available_runtimes()
-        .py()?
-        .into_iter()
-        .map(|runtime| wrapper(py, runtime))
-        .collect()
+pub(crate) fn available_runtimes(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    let runtimes = devmm::available_runtimes().py()?.into_iter();
+    PyTuple::new(
+        py,
+        runtimes
+            .map(|runtime| wrapper(py, runtime))
+            .collect::<PyResult<Vec<_>>>()?,
+    )
 }
 
 /// The one Python object for `runtime`, so identity checks hold.
@@ -148,9 +259,11 @@ fn wrapper(
 /// The runtimes whose platform is present, found by probing only (no
 /// driver is loaded). `DEVMM_RUNTIME` restricts the list to `cpu` and the
 /// runtime it names.
+///
+/// Python type: `tuple[str, ...]`
 #[pyfunction]
-pub(crate) fn runtime_names() -> Vec<String> {
-    devmm::runtime_names()
+pub(crate) fn runtime_names(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    PyTuple::new(py, devmm::runtime_names())
 }
 
 /// The device `empty` uses when none is given: `cpu:0`, or device 0 of the

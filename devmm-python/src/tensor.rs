@@ -15,7 +15,7 @@ use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
-use crate::layout::{PyLayout, PyLayoutPolicy, PyRowMajor, ShapeArg};
+use crate::layout::{PyDeviceOptimal, PyLayout, PyLayoutPolicy, ShapeArg};
 use crate::resource::{bridge_of, object_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, StreamArg};
 
@@ -121,7 +121,8 @@ impl PyTensor {
     /// buffer from `offset`, and its base alignment must hold there
     /// (`ValueError` otherwise). `read_only` flags DLPack exports.
     #[new]
-    #[pyo3(signature = (buffer, dtype, shape, layout, offset = Count::of(0), read_only = false))]
+    #[pyo3(signature = (buffer, dtype, shape, layout, offset = Count::of(0), read_only = false),
+           text_signature = "(buffer, dtype, shape, layout, offset=0, read_only=False)")]
     fn py_new(
         buffer: &Bound<'_, PyDeviceBuffer>,
         dtype: DTypeArg,
@@ -315,22 +316,35 @@ impl PyTensor {
         }
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Tensor(shape={:?}, strides={:?}, dtype={}, device={})",
-            self.tensor.shape(),
-            self.tensor.strides(),
+    /// The seed's form: `Tensor(shape=(2, 3), dtype=float32, device=cpu:0,
+    /// offset=0, read_only=False)`, the offset in elements (in bytes, as
+    /// `byte_offset=`, when it is not a whole number of them).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let offset = match self.tensor.offset() {
+            Some(elements) => format!("offset={elements}"),
+            None => format!("byte_offset={}", self.tensor.byte_offset()),
+        };
+        let read_only = if self.tensor.is_read_only() {
+            "True"
+        } else {
+            "False"
+        };
+        Ok(format!(
+            "Tensor(shape={}, dtype={}, device={}, {offset}, read_only={read_only})",
+            self.shape(py)?.repr()?,
             self.tensor.dtype(),
             self.tensor.device()
-        )
+        ))
     }
 }
 
+/// The seed's default `layout=`: `DeviceOptimal()` (cache-line rows on the
+/// host, 128-byte rows on a GPU), the object `devmm.DeviceOptimal()` gives.
 fn default_policy(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static ROW_MAJOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    ROW_MAJOR
+    static DEVICE_OPTIMAL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    DEVICE_OPTIMAL
         .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.get_type::<PyRowMajor>().call0()?.unbind())
+            Ok::<_, PyErr>(py.get_type::<PyDeviceOptimal>().call0()?.unbind())
         })
         .map(|p| p.bind(py))
 }
@@ -368,7 +382,7 @@ struct Request {
     options: devmm::EmptyOptions,
     /// The layout's provenance: the policy given, or the given layout's.
     policy: Option<Py<PyAny>>,
-    /// Whether a `layout` was given (else the core lays out row-major).
+    /// Whether a `layout` was given (else `DeviceOptimal()` lays it out).
     layout_given: bool,
     /// A policy written in Python, called for the layout once the device is known.
     python_policy: Option<Py<PyLayoutPolicy>>,
@@ -474,8 +488,9 @@ impl Request {
             options = options.stream(resolve_stream(stream, device)?);
         }
         if !layout_given {
-            // The policy object of the core's default layout.
-            policy = Some(default_policy(py)?.clone().unbind());
+            let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
+            options = options.layout_shared(Arc::clone(&default.get().inner));
+            policy = Some(default.clone().into_any().unbind());
         }
         let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
         let (mr, bridge) = match mr {
@@ -494,9 +509,9 @@ impl Request {
     }
 }
 
-/// Allocates an uninitialised tensor: `layout` (a policy, row-major when
-/// `None`, or a `Layout` resolved for this shape and dtype) lays the shape
-/// out, `mr` (the current resource of `device` when `None`) allocates,
+/// Allocates an uninitialised tensor: `layout` (a policy, `DeviceOptimal()`
+/// when `None`, or a `Layout` resolved for this shape and dtype) lays the
+/// shape out, `mr` (the current resource of `device` when `None`) allocates,
 /// ordered on `stream`.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype, *, layout = None, device = None, mr = None, stream = None))]
@@ -512,68 +527,95 @@ pub(crate) fn empty(
     Request::new(py, layout, device, mr)?.allocate(py, &shape.0, dtype.0, stream)
 }
 
-/// `other.name` for `empty_like`: a missing attribute is a wrong argument
+/// `obj.name` for `empty_like`: a missing attribute is a wrong argument
 /// type, so the seed's `TypeError`, naming what was missing.
 fn array_attr<'py>(
-    other: &Bound<'py, PyAny>,
+    obj: &Bound<'py, PyAny>,
     name: &Bound<'py, PyString>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    other.getattr(name).map_err(|err| {
-        if !err.is_instance_of::<PyAttributeError>(other.py()) {
+    obj.getattr(name).map_err(|err| {
+        if !err.is_instance_of::<PyAttributeError>(obj.py()) {
             return err;
         }
-        let kind = other.get_type().name().map(|n| n.to_string());
+        let kind = obj.get_type().name().map(|n| n.to_string());
         PyTypeError::new_err(format!(
-            "empty_like(other): {} has no {name}; pass a devmm Tensor or an array with \
+            "empty_like(obj): {} has no {name}; pass a devmm Tensor or an array with \
              __dlpack_device__, shape and dtype (a NumPy array, say)",
             kind.unwrap_or_default()
         ))
     })
 }
 
-/// A new tensor with the shape, dtype and device of `other`: a devmm
+/// An array's dtype for `empty_like`: anything `DType.from_any` reads, or
+/// an Array API dtype object that only prints its name, namespaced or not
+/// (`array_api_strict.float32`), as the seed's duck typing reads them.
+fn dtype_like(dtype: &Bound<'_, PyAny>) -> PyResult<devmm::DType> {
+    let err = match dtype.extract::<DTypeArg>() {
+        Ok(dtype) => return Ok(dtype.0),
+        Err(err) => err,
+    };
+    let printed = dtype.str()?.to_string();
+    let name = printed.rsplit('.').next().unwrap_or_default();
+    name.parse().map_err(|_| err)
+}
+
+/// A new tensor with the shape, dtype and device of `obj`: a devmm
 /// `Tensor` or any object with `__dlpack_device__`, `shape` and `dtype`
-/// (a NumPy array, say), in `other`'s memory order (a Fortran-order input
+/// (a NumPy array, say), in `obj`'s memory order (a Fortran-order input
 /// gives a Fortran-order result) unless `layout` is given. `dtype` and
-/// `device` override what `other` has; the other arguments are as for
+/// `device` override what `obj` has; the other arguments are as for
 /// `empty`.
 #[pyfunction]
-#[pyo3(signature = (other, *, dtype = None, layout = None, device = None, mr = None, stream = None))]
+#[pyo3(signature = (obj, *, dtype = None, layout = None, device = None, mr = None, stream = None))]
 #[allow(clippy::too_many_arguments)] // the Python signature: one per keyword
 pub(crate) fn empty_like(
     py: Python<'_>,
-    other: &Bound<'_, PyAny>,
+    obj: &Bound<'_, PyAny>,
     dtype: Option<DTypeArg>,
     layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let (shape, other_dtype, other_device, order) = match other.cast::<PyTensor>() {
+    let dtype = dtype.map(|d| d.0);
+    let (shape, dtype, obj_device, order) = match obj.cast::<PyTensor>() {
         Ok(tensor) => {
             let t = &tensor.get().tensor;
             let shape = devmm::Dims::from(t.shape());
-            (shape, t.dtype(), t.device(), t.memory_order())
+            (
+                shape,
+                dtype.unwrap_or(t.dtype()),
+                t.device(),
+                t.memory_order(),
+            )
         }
         Err(_) => {
-            let (ty, id): (i32, i32) = array_attr(other, intern!(py, "__dlpack_device__"))?
-                .call0()?
-                .extract()?;
-            let shape: ShapeArg = array_attr(other, intern!(py, "shape"))?.extract()?;
-            let dtype: DTypeArg = array_attr(other, intern!(py, "dtype"))?.extract()?;
+            let shape: ShapeArg = array_attr(obj, intern!(py, "shape"))?.extract()?;
+            let dtype = match dtype {
+                Some(dtype) => dtype,
+                None => dtype_like(&array_attr(obj, intern!(py, "dtype"))?)?,
+            };
             // NumPy-like producers report strides (in bytes, either sign).
-            let strides: Option<Vec<isize>> = match other.getattr(intern!(py, "strides")) {
+            let strides: Option<Vec<isize>> = match obj.getattr(intern!(py, "strides")) {
                 Ok(strides) if !strides.is_none() => Some(strides.extract()?),
                 _ => None,
             };
             let order = strides.and_then(|s| devmm::Permuted::of_strides(&shape.0, &s));
-            let device = devmm::Device::from_dlpack(ty, id).py()?;
-            (shape.0, dtype.0, device, order)
+            // Read only when needed, as the seed does: `device=` makes an
+            // object without `__dlpack_device__` do.
+            let obj_device = match &device {
+                Some(device) => device.0,
+                None => {
+                    let dlpack_device = array_attr(obj, intern!(py, "__dlpack_device__"))?;
+                    let (ty, id): (i32, i32) = dlpack_device.call0()?.extract()?;
+                    devmm::Device::from_dlpack(ty, id).py()?
+                }
+            };
+            (shape.0, dtype, obj_device, order)
         }
     };
-    let dtype = dtype.map_or(other_dtype, |d| d.0);
     Request::new(py, layout, device, mr)?
-        .imitating(py, other_device, order)?
+        .imitating(py, obj_device, order)?
         .allocate(py, &shape, dtype, stream)
 }
 

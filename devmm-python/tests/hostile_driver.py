@@ -204,7 +204,7 @@ def check_outcome(
             seen.append(f"{label}: {error!r}")
         return
     # Installers change NumPy's global allocator: undo at once.
-    if isinstance(result, devmm.integrations.numpy.NumpyInstaller):
+    if isinstance(result, devmm.integrations.Installer):
         result.uninstall()
 
 

@@ -214,5 +214,5 @@ def test_device_type_is_an_int_enum() -> None:
     assert (T.__module__, T.__name__) == ("devmm", "DeviceType")
     # Everything that hands out a device type hands out the members.
     assert devmm.Device.from_string("cuda_managed:0").type is T.CUDA_MANAGED
-    assert devmm.runtime_for("cpu").device_types == [T.CPU]
+    assert devmm.runtime_for("cpu").device_types == frozenset({T.CPU})
     assert devmm.Device(T.ROCM) == devmm.Device(10) == devmm.Device("rocm")

@@ -81,12 +81,36 @@ def test_refusals_are_buffer_errors() -> None:
 
 
 def test_stream_values_for_the_cpu() -> None:
-    # The protocol: devices without streams accept only stream=None.
+    # None, or -1 ("do not synchronize", on every device); any other value
+    # names a stream, which the cpu does not have.
     t = devmm.empty((2,), "float32")
     t.__dlpack__(stream=None)
-    for refused in (-1, 0, 5):
+    assert capsule_name(t.__dlpack__(stream=-1, max_version=(1, 0))) == b"dltensor_versioned"
+    for refused in (0, 1, 2, 5):
         with pytest.raises(BufferError, match="has no streams"):
             t.__dlpack__(stream=refused)
+    with pytest.raises(BufferError, match="stream"):
+        t.__dlpack__(stream=True)
+
+
+def stamped_version(capsule: object) -> tuple[int, int]:
+    managed = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+    return (ctypes.c_uint32.from_address(managed).value, ctypes.c_uint32.from_address(managed + 4).value)
+
+
+def test_versioned_exports_are_stamped_no_newer_than_a_1_x_consumer_asks() -> None:
+    t = devmm.empty((2,), "float32")
+    assert stamped_version(t.__dlpack__(max_version=(1, 0))) == (1, 0)
+    assert stamped_version(t.__dlpack__(max_version=(1, 1))) == (1, 1)
+    assert stamped_version(t.__dlpack__(max_version=(1, 9))) == (1, 1)
+    assert stamped_version(t.__dlpack__(max_version=(2, 0))) == (1, 1)
+
+
+def test_keywords_read_as_the_protocol_spells_them() -> None:
+    t = devmm.empty((2,), "float32")
+    assert capsule_name(t.__dlpack__(dl_device=[1, 0], copy=0, max_version=(1, 1))) == b"dltensor_versioned"
+    with pytest.raises(BufferError, match="copy=True"):
+        t.__dlpack__(copy=1)
 
 
 @pytest.mark.parametrize(
@@ -96,11 +120,14 @@ def test_stream_values_for_the_cpu() -> None:
         ({"max_version": (1, 2, 3)}, "max_version"),
         ({"max_version": (-1, 0)}, "max_version"),
         ({"max_version": "1.0"}, "max_version"),
+        ({"max_version": (True, 0)}, "max_version"),
+        ({"max_version": (1, False)}, "max_version"),
         ({"stream": "x"}, "stream"),
         ({"stream": 2**70}, "stream"),
         ({"stream": -5}, "has no streams"),
         ({"dl_device": (1,)}, "dl_device"),
         ({"dl_device": "cpu"}, "dl_device"),
+        ({"dl_device": (1, 0, 0)}, "dl_device"),
         ({"copy": "yes"}, "copy"),
         ({"copy": True}, "copy=True"),
         ({"dl_device": (2, 0)}, "device"),
@@ -125,7 +152,7 @@ def test_unconsumed_capsules_release_their_export(stats: devmm.StatisticsAdaptor
 
 @pytest.mark.parametrize("freed_through", ["buffer", "tensor"])
 def test_free_while_a_consumer_holds_the_memory(stats: devmm.StatisticsAdaptor, freed_through: str) -> None:
-    t = devmm.empty((4,), "float32", mr=stats)
+    t = devmm.empty((4,), "float32", layout=devmm.RowMajor(), mr=stats)
     a = np.from_dlpack(t)
     a[...] = 7.0
     (t.buffer if freed_through == "buffer" else t).free()
@@ -137,7 +164,7 @@ def test_free_while_a_consumer_holds_the_memory(stats: devmm.StatisticsAdaptor, 
 
 
 def test_exports_outlive_every_devmm_handle(stats: devmm.StatisticsAdaptor) -> None:
-    a = np.from_dlpack(devmm.empty((16,), "uint8", mr=stats))
+    a = np.from_dlpack(devmm.empty((16,), "uint8", layout=devmm.RowMajor(), mr=stats))
     gc.collect()
     a[...] = 3
     assert stats.current_bytes == 16 and int(a.sum()) == 48

@@ -182,7 +182,7 @@ PYTHON_STREAM = textwrap.dedent(
 
     s = Wrapped(native)
     assert s.__cuda_stream__() == (0, native.handle) and not s.is_default()
-    t = devmm.empty((4,), "uint8", mr=mrs.CudaRuntimeMemoryResource(), stream=s)
+    t = devmm.empty((4,), "uint8", layout=devmm.RowMajor(), mr=mrs.CudaRuntimeMemoryResource(), stream=s)
     assert t.buffer.stream.handle == native.handle
     # Not a default stream: the copy is queued on the handle, nothing waits.
     t.buffer.copy_from_host(b"abcd", stream=s)
@@ -215,5 +215,49 @@ def test_a_python_stream_over_a_cuda_stream(fake_library: Callable[[str], str]) 
     env = dict(os.environ, DEVMM_CUDART_PATH=library)
     env.pop("DEVMM_RUNTIME", None)
     done = subprocess.run([sys.executable, "-c", PYTHON_STREAM], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+ASYNC_ALLOC = textwrap.dedent(
+    """
+    import sys
+    import devmm.mrs.{module} as mrs
+
+    Runtime = mrs.{device_mr}
+    pools = sys.argv[1] == "pools"
+    assert Runtime(async_alloc=False).stream_ordered is False
+    assert Runtime().stream_ordered is pools
+    assert Runtime(async_alloc="auto").stream_ordered is pools
+    try:
+        forced = Runtime(async_alloc=True)
+    except ValueError as e:
+        assert not pools and "async_alloc=True" in str(e), str(e)
+    else:
+        assert pools and forced.stream_ordered is True
+    for bad in ("yes", 1, None):
+        try:
+            Runtime(async_alloc=bad)
+        except ValueError as e:
+            assert "async_alloc must be 'auto', True or False" in str(e), str(e)
+        else:
+            raise AssertionError(f"async_alloc={{bad!r}} was taken")
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+@pytest.mark.parametrize("pools", ["pools", "no-pools"])
+def test_async_alloc_picks_the_allocator_as_the_seed_s(
+    platform: str, pools: str, fake_library: Callable[[str], str]
+) -> None:
+    p = PLATFORMS[platform]
+    env = dict(os.environ, **{str(p["path_var"]): fake_library(str(p["env"]))})
+    env.pop("DEVMM_RUNTIME", None)
+    if pools == "no-pools":
+        env["FAKE_DRIVER_NO_POOLS"] = "1"
+    script = ASYNC_ALLOC.format(**p)
+    done = subprocess.run([sys.executable, "-c", script, pools], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -7,9 +7,17 @@ import pytest
 
 import devmm
 
-# devmm.integrations (and its Installer base) is the framework-bridges
-# work's; its own tests pin its names.
-MODULES = ["devmm", "devmm.testing", "devmm.mrs", "devmm.mrs.cpu", "devmm.integrations.numpy"]
+# Each imports on a machine without CUDA, ROCm, CuPy, rmm or Numba.
+MODULES = [
+    "devmm",
+    "devmm.testing",
+    "devmm.mrs",
+    "devmm.mrs.cpu",
+    "devmm.mrs.cuda",
+    "devmm.mrs.rocm",
+    "devmm.integrations",
+    "devmm.integrations.numpy",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -33,3 +41,17 @@ def test_the_extension_exports_what_the_package_re_exports() -> None:
 
     package = {n for n in devmm.__all__ if not isinstance(getattr(devmm, n), types.ModuleType)}
     assert package <= set(dir(_devmm))
+
+
+def test_the_integrations_import_with_their_package_and_without_their_libraries() -> None:
+    import subprocess
+    import sys
+
+    # A fresh interpreter, so that no other test has imported a submodule.
+    script = (
+        "import sys, devmm.integrations as i; "
+        "assert all(hasattr(i, m) for m in ('cupy', 'numba', 'numpy', 'rmm')); "
+        "assert not {'cupy', 'numba', 'rmm'} & set(sys.modules); print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -40,7 +40,7 @@ def test_using_nests_and_restores(cpu: devmm.Device) -> None:
         assert a is outer and devmm.get_current_memory_resource(cpu) is outer
         with devmm.using_memory_resource(inner) as b:
             assert b is inner
-            t = devmm.empty((8,), "float32")
+            t = devmm.empty((8,), "float32", layout=devmm.RowMajor())
             assert t.buffer.mr is inner and inner.current_bytes == 32
         assert devmm.get_current_memory_resource(cpu) is outer
     assert devmm.get_current_memory_resource(cpu) is before

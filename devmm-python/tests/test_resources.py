@@ -142,7 +142,7 @@ class PyHeap(devmm.DeviceMemoryResource):
 def test_python_subclass_backs_tensors_and_adaptors() -> None:
     heap = PyHeap()
     stats = devmm.StatisticsAdaptor(heap)
-    t = devmm.empty((4, 4), "float32", mr=stats)
+    t = devmm.empty((4, 4), "float32", layout=devmm.RowMajor(), mr=stats)
     assert t.buffer.ptr in heap.blocks
     assert stats.current_bytes == 64
     t.buffer.free()

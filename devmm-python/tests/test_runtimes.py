@@ -20,7 +20,7 @@ def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
     assert rt.name == "cpu"
     assert rt.devices() == [cpu]
     assert rt.device_count() == 1
-    assert rt.device_types == [devmm.DeviceType.CPU]
+    assert rt.device_types == frozenset({devmm.DeviceType.CPU})
     free, total = rt.memory_info(cpu)
     assert 0 < free <= total
     for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
@@ -31,6 +31,60 @@ def test_cpu_runtime_streams(cpu: devmm.Device) -> None:
     s.synchronize()
     s.wait(rt.default_stream(cpu))
     s.wait_raw(0)
+
+
+def test_a_device_string_names_its_device_s_runtime(cpu: devmm.Device) -> None:
+    assert devmm.runtime_for("cpu:0") is devmm.runtime_for(cpu)
+    try:
+        rocm = devmm.runtime_for("rocm:1")
+    except devmm.RuntimeUnavailableError as e:
+        assert 'runtime "rocm" is unavailable' in str(e)  # not "no runtime named rocm:1"
+    else:
+        assert rocm is devmm.runtime_for(devmm.DeviceType.ROCM)
+
+
+def test_runtime_queries_return_tuples() -> None:
+    names, runtimes = devmm.runtime_names(), devmm.available_runtimes()
+    assert isinstance(names, tuple) and isinstance(runtimes, tuple)
+    assert names[0] == "cpu" and runtimes[0] is devmm.runtime_for("cpu")
+
+
+def test_the_seed_runtime_protocol_on_the_cpu(cpu: devmm.Device) -> None:
+    from devmm.mrs.cpu import MallocMemoryResource
+
+    rt = devmm.runtime_for(cpu)
+    assert rt.device_count(devmm.DeviceType.CPU) == 1
+    assert rt.device_count(devmm.DeviceType.CUDA) == 0
+    mr = rt.default_memory_resource(cpu)
+    assert isinstance(mr, MallocMemoryResource) and mr.device == cpu
+    assert rt.default_memory_resource(cpu) is not mr  # a new one each call
+    stream = rt.default_stream(cpu)
+    assert rt.make_stream_wait(0, stream) is None
+    with rt.activate_device(cpu) as active:
+        assert active is None
+    with pytest.raises(ValueError, match="only cpu:0"):
+        with rt.activate_device(devmm.Device.from_string("cuda:0")):
+            pass
+
+
+class _CudaStreamProtocol:
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Device) -> None:
+    rt = devmm.runtime_for(cpu)
+    stream = rt.default_stream(cpu)
+    assert rt.wrap_stream(cpu, stream) is stream
+    assert rt.wrap_stream(cpu, 0) == stream
+    assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
+    with pytest.raises(ValueError, match="one stream"):
+        rt.wrap_stream(cpu, _CudaStreamProtocol(7))
+    with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
+        rt.wrap_stream(cpu, "default")
 
 
 def test_cpu_streams_do_not_speak_the_cuda_stream_protocol(cpu: devmm.Device) -> None:
@@ -123,7 +177,7 @@ def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
     script = "import devmm; print(devmm.default_device(), devmm.runtime_names())"
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "cpu:0 ['cpu']"
+    assert done.stdout.strip() == "cpu:0 ('cpu',)"
 
 
 class RecordingStream(devmm.Stream):
@@ -307,7 +361,7 @@ def test_devmm_runtime_may_select_an_entry_point_runtime(tmp_path: pathlib.Path)
     env["DEVMM_RUNTIME"] = "hostly"
     done = run_python("import devmm; print(devmm.runtime_names(), devmm.default_device())", env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['cpu', 'hostly'] cpu:0"
+    assert done.stdout.strip() == "('cpu', 'hostly') cpu:0"
     env["DEVMM_RUNTIME"] = "nosuch"
     done = run_python("import devmm", env)
     assert done.returncode != 0

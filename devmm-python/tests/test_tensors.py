@@ -19,15 +19,36 @@ def test_empty_fields(stats: devmm.StatisticsAdaptor) -> None:
     assert t.buffer.mr is stats and stats.current_bytes == 12
     assert t.data_ptr == t.buffer.ptr and t.byte_offset == 0
     assert not t.read_only and t.to_read_only().read_only
-    assert repr(t) == "Tensor(shape=[2, 3], strides=[1, 2], dtype=int16, device=cpu:0)"
+    assert repr(t) == "Tensor(shape=(2, 3), dtype=int16, device=cpu:0, offset=0, read_only=False)"
+    assert repr(t.to_read_only()).endswith("offset=0, read_only=True)")
     t.buffer.free()
     assert stats.current_bytes == 0
 
 
-def test_default_layout_is_row_major() -> None:
-    t = devmm.empty(5, devmm.DType.from_string("float64"))
-    assert (t.shape, t.strides) == ((5,), (1,))
-    assert isinstance(t.layout.policy, devmm.RowMajor)
+def test_default_layout_is_device_optimal(cpu: devmm.Device) -> None:
+    # The seed's default, `layout=DeviceOptimal()`: cache-line rows on the host.
+    t = devmm.empty((2, 3), "float32")
+    assert t.layout.policy == devmm.DeviceOptimal()
+    assert t.layout == devmm.DeviceOptimal()((2, 3), "float32", cpu)
+    assert t.strides == (16, 1) and t.data_ptr % 64 == 0
+    assert devmm.empty(5, devmm.DType.from_string("float64")).strides == (1,)
+    # empty_like too, for a row-major source (a Fortran one keeps its order).
+    like = devmm.empty_like(np.zeros((2, 3), dtype=np.float32))
+    assert like.layout.policy == devmm.DeviceOptimal() and like.strides == (16, 1)
+    assert devmm.empty_like(t).strides == (16, 1)
+
+
+def test_reprs_show_one_dimensional_and_scalar_shapes_as_tuples() -> None:
+    assert repr(devmm.empty(4, "uint8")).startswith("Tensor(shape=(4,), dtype=uint8,")
+    assert repr(devmm.empty((), "uint8")).startswith("Tensor(shape=(), dtype=uint8,")
+
+
+def test_signatures_match_the_seed() -> None:
+    import inspect
+
+    assert str(inspect.signature(devmm.Tensor)) == "(buffer, dtype, shape, layout, offset=0, read_only=False)"
+    assert list(inspect.signature(devmm.empty_like).parameters)[0] == "obj"
+    assert devmm.empty_like(obj=np.zeros(3, dtype=np.int8)).shape == (3,)
 
 
 def test_padded_layouts_are_aligned_inside_the_buffer() -> None:
@@ -48,8 +69,45 @@ def test_empty_like_tensors_and_numpy_arrays() -> None:
 
 
 def test_empty_like_needs_a_dlpack_producer() -> None:
-    with pytest.raises(TypeError, match=r"empty_like\(other\): list has no __dlpack_device__"):
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): list has no shape"):
         devmm.empty_like([1, 2, 3])
+
+
+class _ArrayApiDType:
+    """A dtype as array-api-strict has them: no kind, no itemsize, only a name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class _ArrayApiArray:
+    def __init__(self, dtype: str) -> None:
+        self.shape = (2, 2)
+        self.dtype = _ArrayApiDType(dtype)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_empty_like_reads_the_device_only_when_none_is_given(cpu: devmm.Device) -> None:
+    class NoDevice:
+        shape = (3,)
+        dtype = np.dtype("int8")
+
+    assert devmm.empty_like(NoDevice(), device=cpu).shape == (3,)
+    with pytest.raises(TypeError, match="no __dlpack_device__"):
+        devmm.empty_like(NoDevice())
+
+
+def test_empty_like_reads_array_api_dtypes_by_their_printed_name() -> None:
+    for printed in ("array_api_strict.float32", "float32"):
+        t = devmm.empty_like(_ArrayApiArray(printed))
+        assert (t.shape, t.dtype) == ((2, 2), devmm.DType.from_string("float32"))
+    with pytest.raises(TypeError, match="as a dtype"):
+        devmm.empty_like(_ArrayApiArray("array_api_strict.quaternion"))
 
 
 def test_empty_argument_errors() -> None:
@@ -187,7 +245,7 @@ def test_empty_like_overrides_dtype_layout_and_device() -> None:
 
 
 def test_tensor_free_frees_the_buffer(stats: devmm.StatisticsAdaptor, stream: devmm.Stream) -> None:
-    t = devmm.empty((2, 3), "float32", mr=stats)
+    t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor(), mr=stats)
     assert stats.current_bytes == 24
     t.free()
     assert stats.current_bytes == 0 and stats.deallocations == 1

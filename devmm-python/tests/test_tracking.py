@@ -29,7 +29,7 @@ def test_the_report_names_the_python_file_and_line() -> None:
     kept = []
     for _ in range(3):
         kept.append(allocate_here(mr, 100))
-    big = devmm.empty((1000,), "uint8", mr=mr)  # PY OTHER SITE
+    big = devmm.empty((1000,), "uint8", layout=devmm.RowMajor(), mr=mr)  # PY OTHER SITE
     freed = allocate_here(mr, 7)
     del freed
 

@@ -81,7 +81,7 @@ own.device = devmm.Device.from_string("cpu")
 on_own = devmm.empty((2,), np.float32, stream=own)
 for dtype in ("float32", np.float32, np.dtype("int8"), devmm.DType.from_string("bfloat16")):
     devmm.empty((1,), dtype)
-names: list[str] = devmm.runtime_names()
+names: tuple[str, ...] = devmm.runtime_names()
 cpu_runtime = devmm.runtime_for("cpu")
 
 

@@ -163,7 +163,8 @@ fn read_only_exports_carry_the_flag_and_refuse_legacy_consumers() {
             .unwrap(),
         |_, seen| {
             assert!(seen.read_only);
-            assert_eq!(seen.version, Some((1, 1)));
+            // Stamped no newer than the consumer reads.
+            assert_eq!(seen.version, Some((1, 0)));
         },
     );
     let err = t.to_dlpack(&DlpackRequest::new()).unwrap_err();
@@ -631,12 +632,17 @@ fn vector_dtypes_keep_their_lanes() {
 
 /// The CPU's stream rule holds on the export's path, whether it asks the
 /// runtime (a stream named) or takes its recorded answer (none named on
-/// cpu:0): every named stream is refused, no stream exports, and memory
-/// claiming another cpu device is still refused by the runtime.
+/// cpu:0): every named stream is refused, no stream (or -1, "no
+/// synchronization") exports, and memory claiming another cpu device is
+/// still refused by the runtime.
 #[test]
 fn a_cpu_export_refuses_every_named_stream_and_exports_without_one() {
     let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new()).unwrap();
-    for value in [-1, 0, 1, 2] {
+    let unsynchronized = t
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(-1))
+        .unwrap();
+    drop(unsynchronized);
+    for value in [-2, 0, 1, 2] {
         let request = DlpackRequest::new().max_version(1, 1).stream(value);
         let err = t.to_dlpack(&request).unwrap_err();
         assert!(

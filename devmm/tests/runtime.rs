@@ -33,8 +33,10 @@ fn the_cpu_runtime_has_one_no_op_stream() {
     created.wait_raw(7).unwrap();
     assert!(rt.wrap_stream(Device::CPU, 3).is_err());
     assert!(rt.stream(Device::new(DeviceType::Cpu, 1), DEFAULT).is_err());
-    // Devices without streams accept only `stream=None` (the DLPack protocol).
+    // Devices without streams accept `stream=None`, and -1 ("no
+    // synchronization", on every device), and no stream to order on.
     assert_eq!(rt.consumer_stream(Device::CPU, None).unwrap(), None);
+    assert_eq!(rt.consumer_stream(Device::CPU, Some(-1)).unwrap(), None);
     // The answer an export takes without asking (issue #16); any other
     // cpu device is refused by the call, which it therefore still makes.
     assert_eq!(rt.streamless_device(), Some(Device::CPU));
@@ -42,7 +44,7 @@ fn the_cpu_runtime_has_one_no_op_stream() {
         rt.consumer_stream(Device::new(DeviceType::Cpu, 1), None)
             .is_err()
     );
-    for value in [-1, 0, 5] {
+    for value in [-2, 0, 1, 5] {
         assert!(
             rt.consumer_stream(Device::CPU, Some(value)).is_err(),
             "{value}"

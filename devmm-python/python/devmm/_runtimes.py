@@ -9,7 +9,8 @@ name is the runtime's name and whose value names a zero-argument factory
 
 The object implements the seed's ``DeviceRuntime`` protocol in Python: at
 least ``name`` (the entry point's name), ``device_types`` (a non-empty
-sequence of ``devmm.DeviceType``, primary first), ``device_count()``,
+collection of ``devmm.DeviceType``, a ``frozenset`` as devmm's own are),
+``device_count(device_type)``,
 ``default_memory_resource(device)`` and ``default_stream(device)``.
 
 Discovery reads only the distributions' metadata: ``runtime_names()`` lists
@@ -78,13 +79,13 @@ def _load(name: str) -> Any:
         types = list(runtime.device_types)
         if not types or not all(isinstance(t, DeviceType) for t in types):
             raise TypeError(
-                f"runtime {name!r} serves device_types={types!r}; list at least one devmm.DeviceType, primary first"
+                f"runtime {name!r} serves device_types={types!r}; give at least one devmm.DeviceType"
             )
         _loaded[name] = runtime
         return runtime
 
 
-def runtime_names() -> list[str]:
+def runtime_names() -> tuple[str, ...]:
     """The runtimes whose platform is present, found by probing only (no
     driver is loaded, no third-party runtime imported): devmm's, then the
     ``devmm.runtimes`` entry points, read again on each call (milliseconds:
@@ -113,7 +114,7 @@ def runtime_for(which: Device | DeviceType | str) -> DeviceRuntime | Any:
         raise
 
 
-def available_runtimes() -> list[DeviceRuntime | Any]:
+def available_runtimes() -> tuple[DeviceRuntime | Any, ...]:
     """Every runtime ``runtime_names()`` lists that loads and can run here,
     in that order, each the object ``runtime_for`` returns for it."""
     runtimes: list[DeviceRuntime | Any] = list(_devmm.available_runtimes())
@@ -123,4 +124,4 @@ def available_runtimes() -> list[DeviceRuntime | Any]:
                 runtimes.append(_load(name))
             except RuntimeUnavailableError:
                 continue
-    return runtimes
+    return tuple(runtimes)

@@ -412,7 +412,8 @@ impl Tensor {
     /// Exports the tensor as DLPack, zero-copy, as `__dlpack__` does.
     ///
     /// Negotiation: a `max_version` of (1, 0) or newer gets the versioned
-    /// struct stamped (1, 1), with `READ_ONLY` set for read-only tensors;
+    /// struct stamped (1, 1) (or the consumer's older 1.x, see
+    /// [`DlpackRequest::stamped_version`]), with `READ_ONLY` set for read-only tensors;
     /// otherwise the legacy struct, which read-only tensors refuse. A
     /// `dl_device` other than the tensor's, `copy = true`, and a freed
     /// buffer are refused with [`Error::Dlpack`]. The stream handoff goes
@@ -449,8 +450,14 @@ impl Tensor {
         };
         let built = match flavor {
             DlpackFlavor::Versioned => {
-                build::<DLManagedTensorVersioned>(self, device, flags, consumer.clone())
-                    .map(NonNull::cast)
+                build::<DLManagedTensorVersioned>(self, device, flags, consumer.clone()).map(
+                    |raw| {
+                        let (major, minor) = request.stamped_version();
+                        // SAFETY: the block was just built and nobody else sees it yet.
+                        unsafe { (*raw.as_ptr()).version = DLPackVersion { major, minor } };
+                        raw.cast()
+                    },
+                )
             }
             DlpackFlavor::Legacy => {
                 build::<DLManagedTensor>(self, device, flags, consumer.clone()).map(NonNull::cast)

@@ -2,6 +2,7 @@
 
 use std::ffi::CStr;
 
+use super::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -76,6 +77,24 @@ impl DlpackRequest {
         }
     }
 
+    /// The version a versioned export is stamped with: the consumer's
+    /// `max_version` where it is an older 1.x than ours, else ours (1, 1).
+    ///
+    /// ```
+    /// use devmm::dlpack::DlpackRequest;
+    /// assert_eq!(DlpackRequest::new().max_version(1, 0).stamped_version(), (1, 0));
+    /// assert_eq!(DlpackRequest::new().max_version(1, 7).stamped_version(), (1, 1));
+    /// assert_eq!(DlpackRequest::new().max_version(2, 0).stamped_version(), (1, 1));
+    /// ```
+    pub const fn stamped_version(&self) -> (u32, u32) {
+        match self.max_version {
+            Some((DLPACK_MAJOR_VERSION, minor)) if minor < DLPACK_MINOR_VERSION => {
+                (DLPACK_MAJOR_VERSION, minor)
+            }
+            _ => (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION),
+        }
+    }
+
     /// Checks everything that does not depend on the buffer's state and
     /// returns the flavour to export. Refusals are [`Error::Dlpack`].
     /// Inlined: on the export's hot path the call and its returned
@@ -122,7 +141,7 @@ impl DlpackRequest {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DlpackFlavor {
-    /// `DLManagedTensorVersioned`, stamped with version (1, 1) and flags.
+    /// `DLManagedTensorVersioned`, stamped with the negotiated version and flags.
     Versioned,
     /// `DLManagedTensor`, for consumers older than DLPack 1.0.
     Legacy,

@@ -52,6 +52,28 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// How many devices of the primary type exist.
     fn device_count(&self) -> Result<usize>;
 
+    /// How many devices of type `ty` the runtime serves: the primary type's
+    /// [`device_count`](Self::device_count); for the other types it serves
+    /// (pinned and managed memory, device 0 for DLPack) one when it has a
+    /// device at all; none of a type it does not serve.
+    ///
+    /// ```
+    /// use devmm::{runtime_for, DeviceType};
+    /// let cpu = runtime_for("cpu")?;
+    /// assert_eq!((cpu.device_count_of(DeviceType::Cpu)?, cpu.device_count_of(DeviceType::Cuda)?), (1, 0));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn device_count_of(&self, ty: DeviceType) -> Result<usize> {
+        let types = self.device_types();
+        if types.first() == Some(&ty) {
+            self.device_count()
+        } else if types.contains(&ty) {
+            Ok(self.device_count()?.min(1))
+        } else {
+            Ok(0)
+        }
+    }
+
     /// The devices of the primary type, `index` 0 upwards.
     fn devices(&self) -> Result<Vec<Device>> {
         let ty = self.device_types()[0];

@@ -245,18 +245,26 @@ pub fn check_runtime_override() -> Result<()> {
 }
 
 /// The runtime for a device, a device type or a name, loaded on first use
-/// and the same instance afterwards.
+/// and the same instance afterwards. A name with an index (`"cuda:1"`,
+/// `"cpu:0"`) is a device's, and names the runtime of that device.
 ///
 /// ```
 /// use devmm::{runtime_for, Device, DeviceType};
 /// let a = runtime_for(Device::CPU)?;
 /// let b = runtime_for(DeviceType::Cpu)?;
 /// assert!(std::sync::Arc::ptr_eq(&a, &b));
+/// assert!(std::sync::Arc::ptr_eq(&a, &runtime_for("cpu:0")?));
 /// assert!(runtime_for("tpu").is_err());
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn runtime_for<'a>(selector: impl Into<RuntimeSelector<'a>>) -> Result<Arc<dyn DeviceRuntime>> {
-    let selector = selector.into();
+    let mut selector = selector.into();
+    if let RuntimeSelector::Name(name) = selector
+        && name.contains(':')
+        && let Ok(device) = name.parse::<Device>()
+    {
+        selector = RuntimeSelector::Device(device);
+    }
     let registration = {
         let reg = registry().read().unwrap_or_else(|e| e.into_inner());
         let found = reg.registrations.iter().find(|r| match selector {

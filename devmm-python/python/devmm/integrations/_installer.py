@@ -5,34 +5,61 @@ through a library cannot be installed into that library."""
 
 from __future__ import annotations
 
-import abc
+import threading
 from types import TracebackType
 from typing import Any, Callable, Literal
 
-__all__ = ["Installer", "LibraryInstaller", "consumed_libraries", "refuse_cycle"]
+__all__ = ["Installer", "consumed_libraries", "refuse_cycle"]
 
 
-class Installer(abc.ABC):
+class Installer:
     """A library allocating through a devmm resource, from ``install(mr)``
-    until :meth:`uninstall` (or the end of its ``with`` block).
+    until :meth:`uninstall` (or the end of its ``with`` block), as the seed
+    makes it: ``Installer(library, restore)``, where ``restore()`` puts the
+    library's previous state back.
 
-    ``uninstall()`` restores the state ``install`` found and is idempotent;
-    where the library cannot go back (something installed later is still
-    current, or the library never lets go once it has allocated) it raises
-    ``RuntimeError`` and stays installed.
+    ``uninstall()`` calls ``restore`` once: later calls do nothing, and two
+    threads cannot both restore. Given ``is_current``, which tells whether
+    the library still holds what ``install`` put there, ``uninstall()``
+    raises ``RuntimeError`` while it does not (something installed later is
+    current; uninstall that first) and stays installed, as it does when
+    ``restore`` raises. ``mr`` is the resource installed, if one is.
     """
 
-    #: The library this installer points at devmm (``"numpy"``, ``"cupy"``, ...).
-    library: str = ""
+    def __init__(
+        self,
+        library: str,
+        restore: Callable[[], None],
+        *,
+        mr: Any = None,
+        is_current: Callable[[], bool] | None = None,
+    ) -> None:
+        self.library = library
+        self.mr = mr
+        self._restore: Callable[[], None] | None = restore
+        self._is_current = is_current
+        self._lock = threading.Lock()
 
     @property
-    @abc.abstractmethod
     def installed(self) -> bool:
         """Whether the library still allocates through devmm because of this installer."""
+        return self._restore is not None
 
-    @abc.abstractmethod
     def uninstall(self) -> None:
-        """Restores the library's previous allocator."""
+        """Restores the library's previous state (the first call only)."""
+        with self._lock:
+            if self._restore is None:
+                return
+            if self._is_current is not None and not self._is_current():
+                raise RuntimeError(
+                    f"uninstall {self.library} installers in reverse order of install: "
+                    f"{self.library}'s allocator was replaced after this installer made it "
+                    f"allocate through {self.mr!r}; uninstall the later one first"
+                )
+            self._restore()
+            # What the closures hold (a handler, the previous allocator) is
+            # no longer this installer's to keep alive.
+            self._restore = self._is_current = None
 
     def __enter__(self) -> Installer:
         return self
@@ -46,43 +73,9 @@ class Installer(abc.ABC):
         self.uninstall()
         return False
 
-
-class LibraryInstaller(Installer):
-    """An installer over one piece of a library's global state: ``is_current``
-    tells whether the library still holds what ``install`` put there, and
-    ``restore`` puts the previous value back."""
-
-    def __init__(
-        self,
-        library: str,
-        mr: Any,
-        is_current: Callable[[], bool],
-        restore: Callable[[], None],
-    ) -> None:
-        self.library = library
-        self.mr = mr
-        self._is_current = is_current
-        self._restore: Callable[[], None] | None = restore
-
-    @property
-    def installed(self) -> bool:
-        return self._restore is not None
-
-    def uninstall(self) -> None:
-        if self._restore is None:
-            return
-        if not self._is_current():
-            raise RuntimeError(
-                f"uninstall {self.library} installers in reverse order of install: "
-                f"{self.library}'s allocator was replaced after this installer made it "
-                f"allocate through {self.mr!r}; uninstall the later one first"
-            )
-        self._restore()
-        self._restore = None
-
     def __repr__(self) -> str:
         state = "installed" if self.installed else "uninstalled"
-        return f"<{type(self).__name__} {self.library} -> {self.mr!r} ({state})>"
+        return f"{type(self).__name__}(library={self.library!r}, {state})"
 
 
 def consumed_libraries(mr: Any) -> set[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType, runtime_for
 from ..mrs._cupy import cupy_module
-from ._installer import LibraryInstaller, refuse_cycle
+from ._installer import Installer, refuse_cycle
 
 __all__ = ["DevmmCupyAllocator", "install", "is_devmm_allocator"]
 
@@ -49,7 +49,7 @@ def is_devmm_allocator(allocator: Any) -> bool:
     return isinstance(allocator, DevmmCupyAllocator)
 
 
-def install(mr: DeviceMemoryResource) -> LibraryInstaller:
+def install(mr: DeviceMemoryResource) -> Installer:
     """Makes CuPy allocate through ``mr`` (on a CUDA device); returns the
     :class:`~devmm.integrations.Installer` that undoes it.
 
@@ -62,9 +62,9 @@ def install(mr: DeviceMemoryResource) -> LibraryInstaller:
     cuda = cupy_module().cuda
     previous = cuda.get_allocator()
     cuda.set_allocator(allocator)
-    return LibraryInstaller(
+    return Installer(
         "cupy",
-        mr,
+        lambda: cuda.set_allocator(previous),
+        mr=mr,
         is_current=lambda: cuda.get_allocator() is allocator,
-        restore=lambda: cuda.set_allocator(previous),
     )

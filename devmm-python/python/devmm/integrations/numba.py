@@ -17,7 +17,6 @@ import abc
 import ctypes
 import importlib
 import weakref
-from types import ModuleType
 from typing import Any
 
 from .._devmm import (
@@ -29,12 +28,12 @@ from .._devmm import (
     get_current_memory_resource,
     runtime_for,
 )
-from ._installer import LibraryInstaller, refuse_cycle
+from ._installer import Installer, refuse_cycle
 
 __all__ = ["DevmmEMMPlugin", "install"]
 
 
-def _driver() -> ModuleType:
+def _driver() -> Any:
     try:
         return importlib.import_module("numba.cuda.cudadrv.driver")
     except ImportError as e:
@@ -43,103 +42,125 @@ def _driver() -> ModuleType:
         ) from e
 
 
-_numba_driver: Any = _driver()
+_plugin: type | None = None
+
+#: The plugin class (Numba's classes are its bases): made on first use by
+#: the module ``__getattr__``; declared here for type checkers.
+DevmmEMMPlugin: Any
 
 
-class DevmmEMMPlugin(
-    _numba_driver.GetIpcHandleMixin,
-    _numba_driver.HostOnlyCUDAMemoryManager,
-    metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
-):
-    """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
-    set by ``install``) serves every device; when it is ``None`` each
-    allocation uses devmm's current resource for the context's device.
+def _plugin_class() -> Any:
+    """The plugin class, made on first use: its bases are Numba's, so
+    importing this module imports no Numba (``DevmmEMMPlugin`` and Numba's
+    ``_numba_memory_manager`` hook are served by the module ``__getattr__``)."""
+    global _plugin
+    if _plugin is None:
+        _plugin = _make_plugin_class(_driver())
+    return _plugin
 
-    Device frees go through Numba's pending-deallocation queue, so
-    ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
-    ``reset()`` frees everything still live. IPC handles come from the driver
-    (``GetIpcHandleMixin``)."""
 
-    resource: DeviceMemoryResource | None = None
-    #: Contexts that used this plugin class (counted per class by ``initialize``).
-    contexts_made = 0
+def __getattr__(name: str) -> Any:
+    if name in ("DevmmEMMPlugin", "_numba_memory_manager"):
+        return _plugin_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._live: dict[int, DeviceBuffer] = {}
-        self._pinned: DeviceMemoryResource | None = None
 
-    @property
-    def interface_version(self) -> int:
-        return 1
+def _make_plugin_class(driver: Any) -> type:
+    class Plugin(
+        driver.GetIpcHandleMixin,
+        driver.HostOnlyCUDAMemoryManager,
+        metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
+    ):
+        """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
+        set by ``install``) serves every device; when it is ``None`` each
+        allocation uses devmm's current resource for the context's device.
 
-    @property
-    def device(self) -> Device:
-        """The devmm device of Numba's context."""
-        return Device(DeviceType.CUDA, int(self.context.device.id))
+        Device frees go through Numba's pending-deallocation queue, so
+        ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
+        ``reset()`` frees everything still live. IPC handles come from the driver
+        (``GetIpcHandleMixin``)."""
 
-    def _resource(self) -> DeviceMemoryResource:
-        mr = type(self).resource
-        return mr if mr is not None else get_current_memory_resource(self.device)
+        resource: DeviceMemoryResource | None = None
+        #: Contexts that used this plugin class (counted per class by ``initialize``).
+        contexts_made = 0
 
-    def initialize(self) -> None:
-        type(self).contexts_made += 1
-        _free, total = self._resource().available_memory()
-        # Numba flushes pending frees past a share of the device's memory.
-        self.deallocations.memory_capacity = total
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._live: dict[int, DeviceBuffer] = {}
+            self._pinned: DeviceMemoryResource | None = None
 
-    def memalloc(self, size: int) -> Any:
-        mr = self._resource()
-        if mr.device != self.device:
-            raise ValueError(
-                f"Numba asked for {size} bytes on {self.device}, but devmm's resource {mr!r} "
-                f"allocates on {mr.device}"
+        @property
+        def interface_version(self) -> int:
+            return 1
+
+        @property
+        def device(self) -> Device:
+            """The devmm device of Numba's context."""
+            return Device(DeviceType.CUDA, int(self.context.device.id))
+
+        def _resource(self) -> DeviceMemoryResource:
+            mr = type(self).resource
+            return mr if mr is not None else get_current_memory_resource(self.device)
+
+        def initialize(self) -> None:
+            type(self).contexts_made += 1
+            _free, total = self._resource().available_memory()
+            # Numba flushes pending frees past a share of the device's memory.
+            self.deallocations.memory_capacity = total
+
+        def memalloc(self, size: int) -> Any:
+            mr = self._resource()
+            if mr.device != self.device:
+                raise ValueError(
+                    f"Numba asked for {size} bytes on {self.device}, but devmm's resource {mr!r} "
+                    f"allocates on {mr.device}"
+                )
+            buffer = DeviceBuffer(size, mr=mr)
+            key = buffer.ptr
+            if key:
+                self._live[key] = buffer
+
+            def release() -> None:
+                self.deallocations.add_item(self._free, key, size)
+
+            return driver.MemoryPointer(
+                weakref.proxy(self.context), ctypes.c_void_p(key), size, finalizer=release
             )
-        buffer = DeviceBuffer(size, mr=mr)
-        key = buffer.ptr
-        if key:
-            self._live[key] = buffer
 
-        def release() -> None:
-            self.deallocations.add_item(self._free, key, size)
+        def _free(self, key: int) -> None:
+            buffer = self._live.pop(key, None)
+            if buffer is not None:
+                buffer.free()
 
-        return _numba_driver.MemoryPointer(
-            weakref.proxy(self.context), ctypes.c_void_p(key), size, finalizer=release
-        )
+        def memhostalloc(self, size: int, mapped: bool = False, portable: bool = False, wc: bool = False) -> Any:
+            if mapped or wc:
+                # Mapped and write-combined memory need driver flags devmm's
+                # pinned resource does not take: Numba's own path serves them.
+                return super().memhostalloc(size, mapped=mapped, portable=portable, wc=wc)
+            if self._pinned is None:
+                self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
+            buffer = DeviceBuffer(size, mr=self._pinned)
+            return driver.PinnedMemory(
+                weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
+            )
 
-    def _free(self, key: int) -> None:
-        buffer = self._live.pop(key, None)
-        if buffer is not None:
-            buffer.free()
+        def get_memory_info(self) -> Any:
+            free, total = self._resource().available_memory()
+            return driver.MemoryInfo(free=free, total=total)
 
-    def memhostalloc(self, size: int, mapped: bool = False, portable: bool = False, wc: bool = False) -> Any:
-        if mapped or wc:
-            # Mapped and write-combined memory need driver flags devmm's
-            # pinned resource does not take: Numba's own path serves them.
-            return super().memhostalloc(size, mapped=mapped, portable=portable, wc=wc)
-        if self._pinned is None:
-            self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
-        buffer = DeviceBuffer(size, mr=self._pinned)
-        return _numba_driver.PinnedMemory(
-            weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
-        )
+        def reset(self) -> None:
+            super().reset()
+            live, self._live = self._live, {}
+            for buffer in live.values():
+                buffer.free()
 
-    def get_memory_info(self) -> Any:
-        free, total = self._resource().available_memory()
-        return _numba_driver.MemoryInfo(free=free, total=total)
-
-    def reset(self) -> None:
-        super().reset()
-        live, self._live = self._live, {}
-        for buffer in live.values():
-            buffer.free()
+    Plugin.__name__ = Plugin.__qualname__ = "DevmmEMMPlugin"
+    return Plugin
 
 
-#: What ``NUMBA_CUDA_MEMORY_MANAGER=devmm.integrations.numba`` selects.
-_numba_memory_manager = DevmmEMMPlugin
 
 
-def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
+def install(mr: DeviceMemoryResource | None = None) -> Installer:
     """Makes Numba's next contexts allocate through ``mr`` (devmm's current
     resource per device when ``None``); returns the
     :class:`~devmm.integrations.Installer` that restores Numba's previous
@@ -150,11 +171,10 @@ def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
             raise ValueError(f"Numba allocates on CUDA devices; {mr!r} allocates on {mr.device}")
         # The pinned side is devmm's too; it needs the CUDA runtime.
         runtime_for(mr.device)
-    plugin: type[DevmmEMMPlugin] = type(
-        "DevmmEMMPlugin", (DevmmEMMPlugin,), {"resource": mr, "contexts_made": 0}
-    )
-    previous = _numba_driver._memory_manager
-    _numba_driver.set_memory_manager(plugin)
+    driver = _driver()
+    plugin: Any = type("DevmmEMMPlugin", (_plugin_class(),), {"resource": mr, "contexts_made": 0})
+    previous = driver._memory_manager
+    driver.set_memory_manager(plugin)
 
     def restore() -> None:
         if plugin.contexts_made:
@@ -162,11 +182,11 @@ def install(mr: DeviceMemoryResource | None = None) -> LibraryInstaller:
                 f"Numba made {plugin.contexts_made} context(s) with devmm's memory manager and "
                 f"cannot swap a context's manager; it stays until the process exits"
             )
-        _numba_driver._memory_manager = previous
+        driver._memory_manager = previous
 
-    return LibraryInstaller(
+    return Installer(
         "numba",
-        mr,
-        is_current=lambda: _numba_driver._memory_manager is plugin,
-        restore=restore,
+        restore,
+        mr=mr,
+        is_current=lambda: driver._memory_manager is plugin,
     )

@@ -1,10 +1,26 @@
 """NumPy's data allocator (NEP 49) backed by a devmm resource.
 
 ``install(mr)`` makes NumPy allocate array data through ``mr`` in the
-current context and returns a :class:`NumpyInstaller`; its ``uninstall()``,
-or the end of its ``with`` block, restores the previous handler."""
+current context and returns an :class:`~devmm.integrations.Installer`; its
+``uninstall()``, or the end of its ``with`` block, restores the previous
+handler. Arrays allocated meanwhile keep using (and keep alive) ``mr``
+until they are freed."""
 
-from .._devmm import NumpyInstaller
-from .._devmm import install_numpy_handler as install
+from .. import _devmm
+from . import _installer
 
-__all__ = ["NumpyInstaller", "install"]
+__all__ = ["install"]
+
+
+def install(mr: _devmm.DeviceMemoryResource) -> _installer.Installer:
+    """Installs ``mr`` as NumPy's data allocator (NEP 49) in the current
+    context. ``mr`` must serve host memory (``ValueError`` otherwise), and
+    must not allocate through NumPy's handler itself (a cycle)."""
+    handler = _devmm._numpy_handler_over(mr)
+    previous = _devmm._set_numpy_handler(handler)
+    return _installer.Installer(
+        "numpy",
+        lambda: _devmm._set_numpy_handler(previous),
+        mr=mr,
+        is_current=lambda: _devmm._numpy_handler() is handler,
+    )

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._devmm import DeviceMemoryResource, DeviceType, runtime_for
 from ..mrs._rmm import rmm_module
-from ._installer import LibraryInstaller, refuse_cycle
+from ._installer import Installer, refuse_cycle
 
 __all__ = ["install", "is_devmm_bridge"]
 
@@ -42,7 +42,7 @@ def _stream_handle(stream: Any) -> int:
     return int(stream.__cuda_stream__()[1])
 
 
-def install(mr: DeviceMemoryResource) -> LibraryInstaller:
+def install(mr: DeviceMemoryResource) -> Installer:
     """Makes rmm's (or hipMM's) resource for ``mr.device`` allocate through
     ``mr``; returns the :class:`~devmm.integrations.Installer` that undoes it.
 
@@ -68,9 +68,9 @@ def install(mr: DeviceMemoryResource) -> LibraryInstaller:
     bridge = _bridge_type(rmm)(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)
     rmm.mr.set_per_device_resource(device.index, bridge)
-    return LibraryInstaller(
+    return Installer(
         "rmm",
-        mr,
+        lambda: rmm.mr.set_per_device_resource(device.index, previous),
+        mr=mr,
         is_current=lambda: rmm.mr.get_per_device_resource(device.index) is bridge,
-        restore=lambda: rmm.mr.set_per_device_resource(device.index, previous),
     )

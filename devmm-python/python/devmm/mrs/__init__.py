@@ -1,7 +1,7 @@
-"""Concrete memory resources by platform: ``devmm.mrs.cpu`` always;
-``devmm.mrs.cuda`` and ``devmm.mrs.rocm`` raise
-:class:`devmm.RuntimeUnavailableError` (an ``ImportError``) on import where
-their driver is absent."""
+"""Concrete memory resources by platform: ``devmm.mrs.cpu``, and
+``devmm.mrs.cuda`` and ``devmm.mrs.rocm``, which import on any machine:
+making one of their resources where the driver is absent raises
+:class:`devmm.RuntimeUnavailableError` (an ``ImportError``)."""
 
 from . import cpu
 

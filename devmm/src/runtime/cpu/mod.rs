@@ -131,13 +131,14 @@ impl DeviceRuntime for CpuRuntime {
     fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>> {
         check_device(device)?;
         match value {
-            // Host work is complete when a call returns: nothing to order.
-            None => Ok(None),
-            // The DLPack protocol: devices without streams accept only None.
+            // Host work is complete when a call returns: nothing to order,
+            // and -1 asks for no ordering on every device.
+            None | Some(-1) => Ok(None),
+            // Any other value names a stream, and the cpu has none.
             Some(other) => Err(Error::Stream {
                 device,
                 reason: format!(
-                    "stream={other} was passed for a cpu tensor, which has no streams; DLPack consumers pass stream=None for cpu tensors"
+                    "stream={other} was passed for a cpu tensor, which has no streams; DLPack consumers pass stream=None (or -1) for cpu tensors"
                 ),
             }),
         }

@@ -150,6 +150,29 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
     pub fn synchronous(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
         GpuMemory::build(rt, device, Allocator::Device)
     }
+
+    /// Device memory on `device` from the process-wide runtime through the
+    /// allocator `async_alloc` names: `Some(true)` the stream-ordered one
+    /// (an [`Error::InvalidArgument`] where the library or the device has
+    /// none), `Some(false)` the synchronous one, `None` whichever
+    /// [`new`](Self::new) picks.
+    pub fn with_async_alloc(device: Device, async_alloc: Option<bool>) -> Result<Self> {
+        let rt = GpuRuntime::<P>::load()?;
+        let memory = match async_alloc {
+            Some(false) => return Self::synchronous(&rt, device),
+            _ => Self::with_runtime(&rt, device)?,
+        };
+        if async_alloc == Some(true) && memory.allocator != Allocator::DeviceAsync {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "async_alloc=True asks for stream-ordered allocation, which {device} does not \
+                     have here (the library lacks it, or the device has no memory pools); pass \
+                     async_alloc=\"auto\" or False"
+                ),
+            });
+        }
+        Ok(memory)
+    }
 }
 
 impl<P: Platform> GpuMemory<P, PinnedKind> {
