@@ -1,107 +1,112 @@
-//! `DType`: DLPack's `(code, bits, lanes)` element types.
+//! `DType`: DLPack's `(code, bits, lanes)` element types. `DType` is a
+//! dataclass defined in Python (`devmm._core.dtypes`) over the functions
+//! here; `DTypeArg` reads every spelling of a dtype.
 
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
 use crate::count::in_range;
 use crate::error::IntoPyResult;
+use crate::value_class::ValueClass;
 
-/// An element type, spelled as DLPack's `DLDataType`.
-#[pyclass(frozen, eq, hash, name = "DType", module = "devmm")]
+/// A core dtype as Python's `devmm.DType`, a frozen dataclass defined in
+/// `devmm._core.dtypes` whose checks, names and sizes are the functions
+/// below.
+///
+/// Python class: `devmm._core.dtypes.DType`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PyDType {
-    pub(crate) inner: devmm::DType,
-}
+pub(crate) struct PyDType(pub(crate) devmm::DType);
+
+static DTYPE: ValueClass<devmm::DType> = ValueClass::new("devmm._core.dtypes", "DType");
 
 impl From<devmm::DType> for PyDType {
-    fn from(inner: devmm::DType) -> Self {
-        PyDType { inner }
+    fn from(dtype: devmm::DType) -> Self {
+        PyDType(dtype)
     }
 }
 
-#[pymethods]
 impl PyDType {
-    /// The DLPack type `(code, bits, lanes)`: any `DLDataTypeCode` up to
-    /// DLPack 1.1's float8/float6/float4 codes (17). A code devmm does not
-    /// know, zero bits or lanes, or values out of range are a `ValueError`.
-    #[new]
-    #[pyo3(signature = (code, bits, lanes = 1))]
-    fn py_new(code: i128, bits: i128, lanes: i128) -> PyResult<Self> {
-        let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
-        let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "code {code} is not a DLPack type code devmm knows (0 to 17)"
-            ))
-        })?;
-        let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
-        let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
-        Ok(devmm::DType::new(code, bits, lanes).py()?.into())
+    /// The dtype a `devmm.DType` holds, or `None` for any other object.
+    fn read(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+        if !DTYPE.holds(obj)? {
+            return Ok(None);
+        }
+        let py = obj.py();
+        let field = |name| obj.getattr(name)?.extract::<i128>();
+        checked(
+            field(intern!(py, "code"))?,
+            field(intern!(py, "bits"))?,
+            field(intern!(py, "lanes"))?,
+        )
+        .map(Some)
     }
+}
 
-    /// The dtype `obj` names: a `DType`; a name (`"float32"`,
-    /// `"float8_e4m3fn"`); a NumPy dtype, scalar type (`np.float32`) or type
-    /// code (`"f4"`, `"<i8"`); an `ml_dtypes` type; a `torch` dtype.
-    /// Anything else is a `TypeError`, a type DLPack cannot express a
-    /// `ValueError`.
-    #[staticmethod]
-    fn from_any(obj: DTypeArg) -> Self {
-        obj.0.into()
+impl<'py> IntoPyObject<'py> for PyDType {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    /// The one `devmm.DType` of this value.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let PyDType(dtype) = self;
+        DTYPE.instance(py, dtype, || fields(dtype))
     }
+}
 
-    /// Parses a standard name: `"float32"`, `"bfloat16"`, `"complex64"`, `"bool"`, ...
-    #[staticmethod]
-    fn from_string(name: &str) -> PyResult<Self> {
-        Ok(name.parse::<devmm::DType>().py()?.into())
-    }
-
-    /// The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 5 complex,
-    /// 6 bool, 7 to 17 the float8/float6/float4 types).
-    #[getter]
-    fn code(&self) -> u8 {
-        self.inner.code() as u8
-    }
-
-    /// Bits per lane.
-    #[getter]
-    fn bits(&self) -> u8 {
-        self.inner.bits()
-    }
-
-    /// Lanes per element (1 for scalars).
-    #[getter]
-    fn lanes(&self) -> u16 {
-        self.inner.lanes()
-    }
-
-    /// Bytes per element (rounded up for the sub-byte float4/float6 types).
-    #[getter]
-    fn itemsize(&self) -> usize {
-        self.inner.itemsize()
-    }
-
-    /// The standard name, or a `Float32x4`-style spelling for vector types.
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.to_string()
-    }
-
-    fn __repr__(&self) -> String {
-        format!("DType('{}')", self.inner)
-    }
-
-    fn __str__(&self) -> String {
-        self.inner.to_string()
-    }
-
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
-        Ok((
-            py.get_type::<PyDType>().getattr("from_string")?,
-            (self.inner.to_string(),),
+/// The DLPack type `(code, bits, lanes)`, checked: a code devmm does not
+/// know, zero bits or lanes, or values out of range are a `ValueError`
+/// naming the field.
+fn checked(code: i128, bits: i128, lanes: i128) -> PyResult<devmm::DType> {
+    let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
+    let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "code {code} is not a DLPack type code devmm knows (0 to 17)"
         ))
-    }
+    })?;
+    let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
+    let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
+    devmm::DType::new(code, bits, lanes).py()
+}
+
+/// `(code, bits, lanes)` as the dataclass keeps them.
+fn fields(dtype: devmm::DType) -> (u8, u8, u16) {
+    (dtype.code() as u8, dtype.bits(), dtype.lanes())
+}
+
+/// `DType.__post_init__`: the fields, checked.
+#[pyfunction]
+pub(crate) fn _check_dtype(code: i128, bits: i128, lanes: i128) -> PyResult<(u8, u8, u16)> {
+    checked(code, bits, lanes).map(fields)
+}
+
+/// `DType.from_string`: the fields of the dtype a standard name names.
+#[pyfunction]
+pub(crate) fn _parse_dtype(name: &str) -> PyResult<(u8, u8, u16)> {
+    Ok(fields(name.parse().py()?))
+}
+
+/// `DType.from_any`: the dtype any spelling of one names.
+#[pyfunction]
+pub(crate) fn _dtype_from_any(obj: DTypeArg) -> PyDType {
+    PyDType(obj.0)
+}
+
+/// `DType.itemsize`: bytes per element, rounded up for sub-byte types.
+#[pyfunction]
+pub(crate) fn _dtype_itemsize(dtype: DTypeArg) -> usize {
+    dtype.0.itemsize()
+}
+
+/// `DType.name` and `str(dtype)`: the standard name, or a `Float32x4`-style
+/// spelling for vector types.
+#[pyfunction]
+pub(crate) fn _dtype_name(dtype: DTypeArg) -> String {
+    dtype.0.to_string()
 }
 
 /// An element-type argument: whatever `DType.from_any` takes.
@@ -115,9 +120,6 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(dtype) = obj.cast::<PyDType>() {
-            return Ok(DTypeArg(dtype.get().inner));
-        }
         let obj = obj.to_owned();
         if let Ok(name) = obj.cast::<PyString>() {
             if let Some(dtype) = NAMES.get(name) {
@@ -132,6 +134,9 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
                 Err(err) => numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np)),
             };
         }
+        if let Some(dtype) = PyDType::read(&obj)? {
+            return Ok(DTypeArg(dtype));
+        }
         if is_numpy_dtype(&obj)? {
             return from_numpy(&obj);
         }
@@ -144,9 +149,13 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
                 return from_numpy(&np);
             }
         }
+        if let Some(dtype) = duck_dtype(&obj)? {
+            return Ok(DTypeArg(dtype));
+        }
         Err(PyTypeError::new_err(format!(
             "cannot interpret {} as a dtype: pass a devmm.DType, a name such as \"float32\", \
-             a NumPy dtype, scalar type or type code, or a torch/ml_dtypes dtype",
+             a NumPy dtype, scalar type or type code, an object with NumPy's kind and \
+             itemsize, or a torch/ml_dtypes dtype",
             obj.repr()?
         )))
     }
@@ -189,6 +198,23 @@ impl NameCache {
         // Released outside the lock, while attached: a plain decref.
         drop(evicted);
     }
+}
+
+/// The dtype an object duck-typed as a NumPy dtype describes by its `kind`
+/// (a one-character string) and `itemsize` (an int), as the seed reads
+/// dtypes without NumPy; `None` for an object without them.
+fn duck_dtype(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+    let py = obj.py();
+    let (Ok(kind), Ok(itemsize)) = (
+        obj.getattr(intern!(py, "kind")),
+        obj.getattr(intern!(py, "itemsize")),
+    ) else {
+        return Ok(None);
+    };
+    let (Ok(kind), Ok(itemsize)) = (kind.extract::<char>(), itemsize.extract::<usize>()) else {
+        return Ok(None);
+    };
+    Ok(Some(devmm::DType::from_kind(kind, itemsize).py()?))
 }
 
 /// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, and the

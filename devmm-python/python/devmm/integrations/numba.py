@@ -20,8 +20,8 @@ import weakref
 from types import ModuleType
 from typing import Any
 
+from .._core.device import Device
 from .._devmm import (
-    Device,
     DeviceBuffer,
     DeviceMemoryResource,
     DeviceType,
