@@ -168,13 +168,6 @@ pub(crate) fn _device_str(device: DeviceArg) -> String {
     device.0.to_string()
 }
 
-/// `Device.__dlpack_device__`: `(device_type, device_id)` as the DLPack
-/// protocol reports it.
-#[pyfunction]
-pub(crate) fn _device_dlpack(device: DeviceArg) -> (i32, i32) {
-    device.0.dlpack_device()
-}
-
 /// A device ordinal argument (`Device`'s `index`): a negative or oversized
 /// int is a `ValueError` naming `index` (the core checks the upper bound),
 /// not the `OverflowError` a bare `u32` conversion raises.

@@ -131,14 +131,16 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
                     Ok(DTypeArg(dtype))
                 }
                 // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
-                Err(err) => numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np)),
+                Err(err) => {
+                    numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np).map(DTypeArg))
+                }
             };
         }
         if let Some(dtype) = PyDType::read(&obj)? {
             return Ok(DTypeArg(dtype));
         }
-        if is_numpy_dtype(&obj)? {
-            return from_numpy(&obj);
+        if let Some(dtype) = numpy_like(&obj)? {
+            return Ok(DTypeArg(dtype));
         }
         if let Some(dtype) = torch_dtype(&obj)? {
             return Ok(DTypeArg(dtype));
@@ -146,11 +148,8 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
         // Scalar types: np.float32, ml_dtypes.bfloat16.
         if obj.is_instance_of::<PyType>() {
             if let Some(np) = numpy_dtype(&obj)? {
-                return from_numpy(&np);
+                return from_numpy(&np).map(DTypeArg);
             }
-        }
-        if let Some(dtype) = duck_dtype(&obj)? {
-            return Ok(DTypeArg(dtype));
         }
         Err(PyTypeError::new_err(format!(
             "cannot interpret {} as a dtype: pass a devmm.DType, a name such as \"float32\", \
@@ -200,32 +199,27 @@ impl NameCache {
     }
 }
 
-/// The dtype an object duck-typed as a NumPy dtype describes by its `kind`
-/// (a one-character string) and `itemsize` (an int), as the seed reads
-/// dtypes without NumPy; `None` for an object without them.
-fn duck_dtype(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+/// The dtype an object describes as a NumPy dtype does: NumPy's own by
+/// its type string and name (`from_numpy`), any other by its `kind`
+/// character and `itemsize` alone, as the seed duck-types dtypes; `None`
+/// for an object without `kind` and `itemsize`, or a class (NumPy's scalar
+/// types have them as descriptors).
+fn numpy_like(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
     let py = obj.py();
+    let (kind, itemsize) = (intern!(py, "kind"), intern!(py, "itemsize"));
+    if obj.is_instance_of::<PyType>() || !obj.hasattr(kind)? || !obj.hasattr(itemsize)? {
+        return Ok(None);
+    }
+    if obj.hasattr(intern!(py, "str"))? && obj.hasattr(intern!(py, "name"))? {
+        return from_numpy(obj).map(Some);
+    }
     let (Ok(kind), Ok(itemsize)) = (
-        obj.getattr(intern!(py, "kind")),
-        obj.getattr(intern!(py, "itemsize")),
+        obj.getattr(kind)?.extract(),
+        obj.getattr(itemsize)?.extract(),
     ) else {
         return Ok(None);
     };
-    let (Ok(kind), Ok(itemsize)) = (kind.extract::<char>(), itemsize.extract::<usize>()) else {
-        return Ok(None);
-    };
     Ok(Some(devmm::DType::from_kind(kind, itemsize).py()?))
-}
-
-/// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, and the
-/// `str` and `name` that `from_numpy` reads).
-fn is_numpy_dtype(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    for attr in ["kind", "itemsize", "str", "name"] {
-        if !obj.hasattr(attr)? {
-            return Ok(false);
-        }
-    }
-    Ok(!obj.is_instance_of::<PyType>())
 }
 
 /// `numpy.dtype(obj)`, or `None` when NumPy is not installed or does not
@@ -241,10 +235,10 @@ fn numpy_dtype<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny
 /// A NumPy dtype as DLPack's type: its type string and name, read by the
 /// core (`DType::from_typestr`, which refuses big-endian data and kinds
 /// DLPack has no code for).
-fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<DTypeArg> {
+fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<devmm::DType> {
     let typestr: String = dtype.getattr("str")?.extract()?;
     let name: String = dtype.getattr("name")?.extract()?;
-    Ok(DTypeArg(devmm::DType::from_typestr(&typestr, &name).py()?))
+    devmm::DType::from_typestr(&typestr, &name).py()
 }
 
 /// A `torch.dtype` (`torch.float32` prints as `"torch.float32"`), or `None`

@@ -60,7 +60,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(device::_check_device, m)?,
         wrap_pyfunction!(device::_parse_device, m)?,
         wrap_pyfunction!(device::_device_str, m)?,
-        wrap_pyfunction!(device::_device_dlpack, m)?,
         wrap_pyfunction!(dtype::_check_dtype, m)?,
         wrap_pyfunction!(dtype::_parse_dtype, m)?,
         wrap_pyfunction!(dtype::_dtype_from_any, m)?,

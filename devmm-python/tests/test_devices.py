@@ -336,3 +336,12 @@ def test_values_the_package_hands_out_are_the_dataclasses() -> None:
     assert type(devmm.default_device()) is devmm.Device
     assert type(devmm.runtime_for("cpu").devices()[0]) is devmm.Device
     t.free()
+
+
+def test_a_devices_dlpack_pair_is_its_type_code_and_ordinal() -> None:
+    # The seed's contract for Device (its spec: `(int(type), index)`), for
+    # every type. A tensor in pinned or managed memory still reports device
+    # id 0, as dlpack.h asks of producers (the core's Device::dlpack_device).
+    for ty in devmm.DeviceType:
+        for index in (0, 3, 2**31 - 1):
+            assert devmm.Device(ty, index).__dlpack_device__() == (int(ty), index)

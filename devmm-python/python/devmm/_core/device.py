@@ -1,7 +1,7 @@
 """``Device``: a device type and an ordinal, as a frozen, slotted dataclass.
 
-The core (``devmm::Device``) checks the fields, parses and formats device
-strings and numbers the device for DLPack; this module gives it the seed's
+The core (``devmm::Device``) checks the fields and parses and formats
+device strings; this module gives it the seed's
 shape, so ``dataclasses.replace``, ``fields``, ``asdict`` and ``match``
 work on devices. ``DeviceType`` is the ``enum.IntEnum`` the extension
 builds from the core's device types."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._devmm import DeviceType, _check_device, _device_dlpack, _device_str, _parse_device
+from .._devmm import DeviceType, _check_device, _device_str, _parse_device
 
 __all__ = ["Device", "DeviceType"]
 
@@ -45,5 +45,7 @@ class Device:
         return _device_str(self)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """``(device_type, device_id)`` as the DLPack protocol reports it."""
-        return _device_dlpack(self)
+        """``(int(type), index)``: the device in DLPack's numbering. (A
+        tensor in pinned or managed memory reports device id 0 instead, as
+        ``dlpack.h`` asks of producers.)"""
+        return (int(self.type), self.index)
