@@ -345,3 +345,17 @@ def test_a_devices_dlpack_pair_is_its_type_code_and_ordinal() -> None:
     for ty in devmm.DeviceType:
         for index in (0, 3, 2**31 - 1):
             assert devmm.Device(ty, index).__dlpack_device__() == (int(ty), index)
+
+
+def test_importing_the_dtypes_and_reading_names_imports_no_numpy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from devmm._core.dtypes import DType, float32\n"
+        "assert DType.from_any('float32') == float32 == DType(2, 32)\n"
+        "assert DType.from_any(type('Duck', (), {'kind': 'f', 'itemsize': 4})()) == float32\n"
+        "assert 'numpy' not in sys.modules, 'numpy was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
