@@ -118,9 +118,10 @@ impl PyDevice {
         if !DEVICE.holds(obj)? {
             return Ok(None);
         }
+        // The fields were checked at construction, so they fit their types.
         let py = obj.py();
         let ty = type_of_code(obj.getattr(intern!(py, "type"))?.extract()?)?;
-        let Ordinal(index) = obj.getattr(intern!(py, "index"))?.extract()?;
+        let index: u32 = obj.getattr(intern!(py, "index"))?.extract()?;
         devmm::Device::try_new(ty, index).py().map(Some)
     }
 }

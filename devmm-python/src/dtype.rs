@@ -35,14 +35,13 @@ impl PyDType {
         if !DTYPE.holds(obj)? {
             return Ok(None);
         }
+        // The fields were checked at construction, so they fit their types
+        // (and a narrow int reads faster than an `i128`).
         let py = obj.py();
-        let field = |name| obj.getattr(name)?.extract::<i128>();
-        checked(
-            field(intern!(py, "code"))?,
-            field(intern!(py, "bits"))?,
-            field(intern!(py, "lanes"))?,
-        )
-        .map(Some)
+        let code: u8 = obj.getattr(intern!(py, "code"))?.extract()?;
+        let bits: u8 = obj.getattr(intern!(py, "bits"))?.extract()?;
+        let lanes: u16 = obj.getattr(intern!(py, "lanes"))?.extract()?;
+        checked(code.into(), bits.into(), lanes.into()).map(Some)
     }
 }
 
@@ -121,13 +120,15 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let obj = obj.to_owned();
+        if let Some(dtype) = SPELLINGS.get(&obj) {
+            return Ok(DTypeArg(dtype));
+        }
         if let Ok(name) = obj.cast::<PyString>() {
-            if let Some(dtype) = NAMES.get(name) {
-                return Ok(DTypeArg(dtype));
-            }
             return match name.to_str()?.parse() {
                 Ok(dtype) => {
-                    NAMES.put(name, dtype);
+                    if name.is_exact_instance_of::<PyString>() {
+                        SPELLINGS.put(&obj, dtype);
+                    }
                     Ok(DTypeArg(dtype))
                 }
                 // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
@@ -137,6 +138,9 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
             };
         }
         if let Some(dtype) = PyDType::read(&obj)? {
+            if obj.get_type().is(DTYPE.class(obj.py())?) {
+                SPELLINGS.put(&obj, dtype);
+            }
             return Ok(DTypeArg(dtype));
         }
         if let Some(dtype) = numpy_like(&obj)? {
@@ -160,39 +164,39 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
     }
 }
 
-/// The dtype names parsed last, by string object: a program spells its
-/// dtypes with a few literals, so the same objects come back call after
-/// call and are recognised by identity instead of parsed again. The cache
-/// holds each string, so an address cannot be reused by another.
-struct NameCache(Mutex<[Option<CachedName>; NameCache::SLOTS]>);
+/// The dtype spellings read last, by object: a program spells its dtypes
+/// with a few string literals or `DType` constants, so the same objects come
+/// back call after call and are recognised by identity instead of read
+/// again. The cache holds each object, so an address cannot be reused by
+/// another; it takes plain `str`s and exact `devmm.DType`s only, whose
+/// release runs no Python code and which do not change (a frozen
+/// dataclass).
+struct SpellingCache(Mutex<[Option<CachedSpelling>; SpellingCache::SLOTS]>);
 
-/// A name's string object and the dtype it parsed as.
-type CachedName = (Py<PyString>, devmm::DType);
+/// A spelling's object and the dtype it reads as.
+type CachedSpelling = (Py<PyAny>, devmm::DType);
 
-static NAMES: NameCache = NameCache(Mutex::new([const { None }; NameCache::SLOTS]));
+static SPELLINGS: SpellingCache = SpellingCache(Mutex::new([const { None }; SpellingCache::SLOTS]));
 
-impl NameCache {
+impl SpellingCache {
     const SLOTS: usize = 4;
 
-    fn get(&self, name: &Bound<'_, PyString>) -> Option<devmm::DType> {
+    fn get(&self, obj: &Bound<'_, PyAny>) -> Option<devmm::DType> {
         let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
         slots
             .iter()
             .flatten()
-            .find(|(cached, _)| cached.is(name))
+            .find(|(cached, _)| cached.is(obj))
             .map(|(_, dtype)| *dtype)
     }
 
-    /// Remembers `name`, pushing out the oldest entry.
-    fn put(&self, name: &Bound<'_, PyString>, dtype: devmm::DType) {
-        // Plain `str` only: a subclass's `__del__` could run Python code.
-        if !name.is_exact_instance_of::<PyString>() {
-            return;
-        }
+    /// Remembers `obj` (a plain `str` or an exact `devmm.DType`, which the
+    /// caller checked), pushing out the oldest entry.
+    fn put(&self, obj: &Bound<'_, PyAny>, dtype: devmm::DType) {
         let evicted = {
             let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
             slots.rotate_right(1);
-            slots[0].replace((name.clone().unbind(), dtype))
+            slots[0].replace((obj.clone().unbind(), dtype))
         };
         // Released outside the lock, while attached: a plain decref.
         drop(evicted);

@@ -359,3 +359,15 @@ def test_importing_the_dtypes_and_reading_names_imports_no_numpy() -> None:
         "assert 'numpy' not in sys.modules, 'numpy was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_handed_out_values_are_made_once_and_stay_right_past_the_cache() -> None:
+    t = devmm.empty((2,), "float32")
+    assert t.dtype is t.dtype and t.device is t.device
+    # More distinct dtypes than the extension keeps instances of, each read
+    # back right, as arguments (by identity, twice) and as results.
+    dtypes = [devmm.DType(2, 32, lanes) for lanes in range(1, 50)]
+    for _ in range(2):
+        for dtype in dtypes:
+            made = devmm.empty((1,), dtype)
+            assert made.dtype == dtype and made.buffer.nbytes == dtype.itemsize
