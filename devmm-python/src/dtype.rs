@@ -110,7 +110,8 @@ pub(crate) fn _dtype_name(dtype: DTypeArg) -> String {
 
 /// An element-type argument: whatever `DType.from_any` takes.
 ///
-/// Python type: `DType | str | type[Any] | numpy.dtype[Any] | _TorchDType`
+/// Python type: `DType | str | type[Any] | numpy.dtype[Any] | _NumpyLikeDType | _TorchDType`
+/// Python protocol: `_NumpyLikeDType(kind: str, itemsize: int)` Any object that describes a dtype as NumPy's do, by its kind character (`"f"`) and item size in bytes.
 /// Python protocol: `_TorchDType(itemsize: int, is_floating_point: bool, is_complex: bool, is_signed: bool)` A `torch.dtype` (`torch.float32`), named by its attributes so the stubs do not depend on torch (at run time only a real `torch.dtype` is read); `ml_dtypes` types are NumPy scalar types.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DTypeArg(pub(crate) devmm::DType);

@@ -119,3 +119,14 @@ def value_dataclasses() -> None:
     name: str = wide.name
     devmm.empty((2,), dtypes.bfloat16, device=moved)
     print(kind, index, fields, name)
+
+
+class KindAndSize:
+    """Structurally a NumPy-like dtype (the stubs' `_NumpyLikeDType`)."""
+
+    kind: str = "f"
+    itemsize: int = 4
+
+
+devmm.empty((2,), KindAndSize())
+from_kind: devmm.DType = devmm.DType.from_any(KindAndSize())
