@@ -320,7 +320,7 @@ def test_standard_dtypes_are_module_constants_at_the_seed_path() -> None:
     for name, (code, bits) in expected.items():
         dtype = getattr(dtypes, name)
         assert (dtype.code, dtype.bits, dtype.lanes, dtype.itemsize) == (code, bits, 1, bits // 8), name
-    assert dtypes.DType is devmm.DType
+    assert dtypes.DType is devmm.DType and sorted(dtypes.__all__) == sorted(["DType", *expected])
     from devmm._core.device import Device, DeviceType
 
     assert (Device, DeviceType) == (devmm.Device, devmm.DeviceType)

@@ -14,7 +14,24 @@ from typing import Any
 
 from .._devmm import _check_dtype, _dtype_from_any, _dtype_itemsize, _dtype_name, _parse_dtype
 
-__all__ = ["DType"]
+__all__ = [
+    "DType",
+    "bfloat16",
+    "bool_",
+    "complex64",
+    "complex128",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, repr=False)
