@@ -160,3 +160,52 @@ fn a_python_enum_doc_line_makes_an_int_enum_class() {
         "{err}"
     );
 }
+
+#[test]
+fn a_python_class_doc_line_imports_the_class_and_names_it() {
+    let source = r#"
+        /// A core point as the Python-defined `Point`.
+        ///
+        /// Python class: `geometry._shapes.Point`
+        struct PyPoint(u8);
+        /// Python class: `geometry._shapes.Line`
+        struct PyLine(u8);
+        /// Python class: `geometry._units.Unit`
+        struct PyUnit(u8);
+        /// A point argument: a `Point` or its name.
+        ///
+        /// Python type: `Point | str`
+        struct PointArg(u8);
+        #[pyfunction]
+        fn origin(near: PointArg, unit: PyUnit) -> PyPoint { todo!() }
+        #[pyfunction]
+        fn through(a: PyPoint) -> Vec<PyLine> { todo!() }
+    "#;
+    let stub = generate(&[("lib.rs", source)], "m").unwrap();
+    assert!(
+        stub.contains(
+            "\nfrom geometry._shapes import Line, Point\nfrom geometry._units import Unit\n"
+        ),
+        "{stub}"
+    );
+    assert!(
+        stub.contains("def origin(near: Point | str, unit: Unit) -> Point: ..."),
+        "{stub}"
+    );
+    assert!(
+        stub.contains("def through(a: Point) -> list[Line]: ..."),
+        "{stub}"
+    );
+    // Imported, not defined or exported here.
+    assert!(
+        !stub.contains("class Point") && !stub.contains("\"Point\""),
+        "{stub}"
+    );
+    assert!(!stub.contains("Python class"), "{stub}");
+    let undotted = "/// Python class: `Point`\nstruct PyPoint(u8);";
+    let err = generate(&[("lib.rs", undotted)], "m").unwrap_err();
+    assert!(
+        err.message.contains("Python class: `Point`") && err.message.contains("module.Class"),
+        "{err}"
+    );
+}

@@ -1,12 +1,17 @@
 //! `Device` and `DeviceType`: DLPack's device numbering as Python values.
+//! `DeviceType` is an `enum.IntEnum` built here from the core's list;
+//! `Device` is a dataclass defined in Python (`devmm._core.device`) over
+//! the functions here.
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
 use crate::count::in_range;
 use crate::error::{expected, IntoPyResult};
+use crate::value_class::ValueClass;
 
 /// The kind of memory a device owns: `devmm.DeviceType`, an
 /// `enum.IntEnum` of the core's device types whose values are DLPack's
@@ -91,103 +96,77 @@ fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
         .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
 }
 
-/// One device: a type and an ordinal. A frozen value; equal devices hash
-/// alike, so devices key dictionaries.
-#[pyclass(frozen, eq, hash, name = "Device", module = "devmm")]
+/// A core device as Python's `devmm.Device`, a frozen dataclass defined in
+/// `devmm._core.device` whose checks, parsing and string forms are the
+/// functions below.
+///
+/// Python class: `devmm._core.device.Device`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PyDevice {
-    pub(crate) inner: devmm::Device,
-}
+pub(crate) struct PyDevice(pub(crate) devmm::Device);
+
+static DEVICE: ValueClass<devmm::Device> = ValueClass::new("devmm._core.device", "Device");
 
 impl From<devmm::Device> for PyDevice {
-    fn from(inner: devmm::Device) -> Self {
-        PyDevice { inner }
+    fn from(device: devmm::Device) -> Self {
+        PyDevice(device)
     }
 }
 
-#[pymethods]
 impl PyDevice {
-    /// A device of `type` (a `DeviceType`, its code, or its name) with
-    /// ordinal `index`; a negative or too-large ordinal is a `ValueError`.
-    #[new]
-    #[pyo3(signature = (r#type, index = Ordinal(0)))]
-    fn py_new(r#type: &Bound<'_, PyAny>, index: Ordinal) -> PyResult<Self> {
-        let Ordinal(index) = index;
-        // A `DeviceType` member is its code, an int.
-        let ty = match r#type.extract::<i32>() {
-            Ok(code) => type_of_code(code)?,
-            Err(_) => r#type.extract::<String>()?.parse().py()?,
-        };
-        Ok(devmm::Device::try_new(ty, index).py()?.into())
-    }
-
-    /// Parses `"cpu"`, `"cuda:1"`, `"rocm:0"`, `"cuda_host"` (ordinal defaults to 0).
-    #[staticmethod]
-    fn from_string(text: &str) -> PyResult<Self> {
-        Ok(text.parse::<devmm::Device>().py()?.into())
-    }
-
-    /// The device type.
-    #[getter]
-    fn r#type(&self) -> PyDeviceType {
-        self.inner.ty().into()
-    }
-
-    /// The ordinal.
-    #[getter]
-    fn index(&self) -> u32 {
-        self.inner.index()
-    }
-
-    /// `(device_type, device_id)` as the DLPack protocol reports it.
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        self.inner.dlpack_device()
-    }
-
-    fn __repr__(&self) -> String {
-        let ty = self.inner.ty();
-        format!(
-            "Device(type=<DeviceType.{}: {}>, index={})",
-            member_name(ty),
-            ty.dlpack_code(),
-            self.inner.index()
-        )
-    }
-
-    fn __str__(&self) -> String {
-        self.inner.to_string()
-    }
-
-    fn __reduce__(&self, py: Python<'_>) -> (Py<PyAny>, (i32, u32)) {
-        (
-            py.get_type::<PyDevice>().into_any().unbind(),
-            (self.inner.dlpack_device().0, self.inner.index()),
-        )
-    }
-
-    /// Devices are frozen values, as a frozen dataclass is: assigning a
-    /// field raises `dataclasses.FrozenInstanceError`.
-    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
-        Err(frozen_instance_error(py, name))
-    }
-
-    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        Err(frozen_instance_error(py, name))
+    /// The device a `devmm.Device` holds, or `None` for any other object.
+    pub(crate) fn read(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::Device>> {
+        if !DEVICE.holds(obj)? {
+            return Ok(None);
+        }
+        // The fields were checked at construction, so they fit their types.
+        let py = obj.py();
+        let ty = type_of_code(obj.getattr(intern!(py, "type"))?.extract()?)?;
+        let index: u32 = obj.getattr(intern!(py, "index"))?.extract()?;
+        devmm::Device::try_new(ty, index).py().map(Some)
     }
 }
 
-/// `dataclasses.FrozenInstanceError` for an attempt to change `field`.
-fn frozen_instance_error(py: Python<'_>, field: &str) -> PyErr {
-    let message =
-        format!("cannot assign to field '{field}': a devmm.Device is frozen; build a new one");
-    match py
-        .import("dataclasses")
-        .and_then(|m| m.getattr("FrozenInstanceError"))
-        .and_then(|class| class.call1((message,)))
-    {
-        Ok(err) => PyErr::from_value(err),
-        Err(err) => err,
+impl<'py> IntoPyObject<'py> for PyDevice {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    /// The one `devmm.Device` of this value.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let PyDevice(device) = self;
+        DEVICE.instance(py, device, || (PyDeviceType(device.ty()), device.index()))
     }
+}
+
+/// `Device.__post_init__`: `type` (a `DeviceType`, its code, or its name)
+/// and `index` as the dataclass keeps them; a negative or too-large ordinal
+/// is a `ValueError`.
+#[pyfunction]
+pub(crate) fn _check_device(
+    r#type: &Bound<'_, PyAny>,
+    index: Ordinal,
+) -> PyResult<(PyDeviceType, u32)> {
+    let Ordinal(index) = index;
+    // A `DeviceType` member is its code, an int.
+    let ty = match r#type.extract::<i32>() {
+        Ok(code) => type_of_code(code)?,
+        Err(_) => r#type.extract::<String>()?.parse().py()?,
+    };
+    let device = devmm::Device::try_new(ty, index).py()?;
+    Ok((PyDeviceType(device.ty()), device.index()))
+}
+
+/// `Device.from_string`: the fields of the device `text` names.
+#[pyfunction]
+pub(crate) fn _parse_device(text: &str) -> PyResult<(PyDeviceType, u32)> {
+    let device: devmm::Device = text.parse().py()?;
+    Ok((PyDeviceType(device.ty()), device.index()))
+}
+
+/// `str(device)`: `"cuda:1"`.
+#[pyfunction]
+pub(crate) fn _device_str(device: DeviceArg) -> String {
+    device.0.to_string()
 }
 
 /// A device ordinal argument (`Device`'s `index`): a negative or oversized
@@ -228,8 +207,8 @@ impl<'py> FromPyObject<'_, 'py> for DeviceArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(device) = obj.cast::<PyDevice>() {
-            return Ok(DeviceArg(device.get().inner));
+        if let Some(device) = PyDevice::read(&obj)? {
+            return Ok(DeviceArg(device));
         }
         if let Ok(text) = obj.cast::<PyString>() {
             return Ok(DeviceArg(text.to_str()?.parse().py()?));

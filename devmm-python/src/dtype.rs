@@ -1,112 +1,117 @@
-//! `DType`: DLPack's `(code, bits, lanes)` element types.
+//! `DType`: DLPack's `(code, bits, lanes)` element types. `DType` is a
+//! dataclass defined in Python (`devmm._core.dtypes`) over the functions
+//! here; `DTypeArg` reads every spelling of a dtype.
 
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
 use crate::count::in_range;
 use crate::error::IntoPyResult;
+use crate::value_class::ValueClass;
 
-/// An element type, spelled as DLPack's `DLDataType`.
-#[pyclass(frozen, eq, hash, name = "DType", module = "devmm")]
+/// A core dtype as Python's `devmm.DType`, a frozen dataclass defined in
+/// `devmm._core.dtypes` whose checks, names and sizes are the functions
+/// below.
+///
+/// Python class: `devmm._core.dtypes.DType`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PyDType {
-    pub(crate) inner: devmm::DType,
-}
+pub(crate) struct PyDType(pub(crate) devmm::DType);
+
+static DTYPE: ValueClass<devmm::DType> = ValueClass::new("devmm._core.dtypes", "DType");
 
 impl From<devmm::DType> for PyDType {
-    fn from(inner: devmm::DType) -> Self {
-        PyDType { inner }
+    fn from(dtype: devmm::DType) -> Self {
+        PyDType(dtype)
     }
 }
 
-#[pymethods]
 impl PyDType {
-    /// The DLPack type `(code, bits, lanes)`: any `DLDataTypeCode` up to
-    /// DLPack 1.1's float8/float6/float4 codes (17). A code devmm does not
-    /// know, zero bits or lanes, or values out of range are a `ValueError`.
-    #[new]
-    #[pyo3(signature = (code, bits, lanes = 1))]
-    fn py_new(code: i128, bits: i128, lanes: i128) -> PyResult<Self> {
-        let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
-        let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "code {code} is not a DLPack type code devmm knows (0 to 17)"
-            ))
-        })?;
-        let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
-        let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
-        Ok(devmm::DType::new(code, bits, lanes).py()?.into())
+    /// The dtype a `devmm.DType` holds, or `None` for any other object.
+    fn read(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+        if !DTYPE.holds(obj)? {
+            return Ok(None);
+        }
+        // The fields were checked at construction, so they fit their types
+        // (and a narrow int reads faster than an `i128`).
+        let py = obj.py();
+        let code: u8 = obj.getattr(intern!(py, "code"))?.extract()?;
+        let bits: u8 = obj.getattr(intern!(py, "bits"))?.extract()?;
+        let lanes: u16 = obj.getattr(intern!(py, "lanes"))?.extract()?;
+        checked(code.into(), bits.into(), lanes.into()).map(Some)
     }
+}
 
-    /// The dtype `obj` names: a `DType`; a name (`"float32"`,
-    /// `"float8_e4m3fn"`); a NumPy dtype, scalar type (`np.float32`) or type
-    /// code (`"f4"`, `"<i8"`); an `ml_dtypes` type; a `torch` dtype.
-    /// Anything else is a `TypeError`, a type DLPack cannot express a
-    /// `ValueError`.
-    #[staticmethod]
-    fn from_any(obj: DTypeArg) -> Self {
-        obj.0.into()
+impl<'py> IntoPyObject<'py> for PyDType {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    /// The one `devmm.DType` of this value.
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let PyDType(dtype) = self;
+        DTYPE.instance(py, dtype, || fields(dtype))
     }
+}
 
-    /// Parses a standard name: `"float32"`, `"bfloat16"`, `"complex64"`, `"bool"`, ...
-    #[staticmethod]
-    fn from_string(name: &str) -> PyResult<Self> {
-        Ok(name.parse::<devmm::DType>().py()?.into())
-    }
-
-    /// The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 5 complex,
-    /// 6 bool, 7 to 17 the float8/float6/float4 types).
-    #[getter]
-    fn code(&self) -> u8 {
-        self.inner.code() as u8
-    }
-
-    /// Bits per lane.
-    #[getter]
-    fn bits(&self) -> u8 {
-        self.inner.bits()
-    }
-
-    /// Lanes per element (1 for scalars).
-    #[getter]
-    fn lanes(&self) -> u16 {
-        self.inner.lanes()
-    }
-
-    /// Bytes per element (rounded up for the sub-byte float4/float6 types).
-    #[getter]
-    fn itemsize(&self) -> usize {
-        self.inner.itemsize()
-    }
-
-    /// The standard name, or a `Float32x4`-style spelling for vector types.
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.to_string()
-    }
-
-    fn __repr__(&self) -> String {
-        format!("DType('{}')", self.inner)
-    }
-
-    fn __str__(&self) -> String {
-        self.inner.to_string()
-    }
-
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
-        Ok((
-            py.get_type::<PyDType>().getattr("from_string")?,
-            (self.inner.to_string(),),
+/// The DLPack type `(code, bits, lanes)`, checked: a code devmm does not
+/// know, zero bits or lanes, or values out of range are a `ValueError`
+/// naming the field.
+fn checked(code: i128, bits: i128, lanes: i128) -> PyResult<devmm::DType> {
+    let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
+    let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "code {code} is not a DLPack type code devmm knows (0 to 17)"
         ))
-    }
+    })?;
+    let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
+    let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
+    devmm::DType::new(code, bits, lanes).py()
+}
+
+/// `(code, bits, lanes)` as the dataclass keeps them.
+fn fields(dtype: devmm::DType) -> (u8, u8, u16) {
+    (dtype.code() as u8, dtype.bits(), dtype.lanes())
+}
+
+/// `DType.__post_init__`: the fields, checked.
+#[pyfunction]
+pub(crate) fn _check_dtype(code: i128, bits: i128, lanes: i128) -> PyResult<(u8, u8, u16)> {
+    checked(code, bits, lanes).map(fields)
+}
+
+/// `DType.from_string`: the fields of the dtype a standard name names.
+#[pyfunction]
+pub(crate) fn _parse_dtype(name: &str) -> PyResult<(u8, u8, u16)> {
+    Ok(fields(name.parse().py()?))
+}
+
+/// `DType.from_any`: the dtype any spelling of one names.
+#[pyfunction]
+pub(crate) fn _dtype_from_any(obj: DTypeArg) -> PyDType {
+    PyDType(obj.0)
+}
+
+/// `DType.itemsize`: bytes per element, rounded up for sub-byte types.
+#[pyfunction]
+pub(crate) fn _dtype_itemsize(dtype: DTypeArg) -> usize {
+    dtype.0.itemsize()
+}
+
+/// `DType.name` and `str(dtype)`: the standard name, or a `Float32x4`-style
+/// spelling for vector types.
+#[pyfunction]
+pub(crate) fn _dtype_name(dtype: DTypeArg) -> String {
+    dtype.0.to_string()
 }
 
 /// An element-type argument: whatever `DType.from_any` takes.
 ///
-/// Python type: `DType | str | type[Any] | numpy.dtype[Any] | _TorchDType`
+/// Python type: `DType | str | type[Any] | numpy.dtype[Any] | _NumpyLikeDType | _TorchDType`
+/// Python protocol: `_NumpyLikeDType(kind: str, itemsize: int)` Any object that describes a dtype as NumPy's do, by its kind character (`"f"`) and item size in bytes.
 /// Python protocol: `_TorchDType(itemsize: int, is_floating_point: bool, is_complex: bool, is_signed: bool)` A `torch.dtype` (`torch.float32`), named by its attributes so the stubs do not depend on torch (at run time only a real `torch.dtype` is read); `ml_dtypes` types are NumPy scalar types.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DTypeArg(pub(crate) devmm::DType);
@@ -115,25 +120,32 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        if let Ok(dtype) = obj.cast::<PyDType>() {
-            return Ok(DTypeArg(dtype.get().inner));
-        }
         let obj = obj.to_owned();
+        if let Some(dtype) = SPELLINGS.get(&obj) {
+            return Ok(DTypeArg(dtype));
+        }
         if let Ok(name) = obj.cast::<PyString>() {
-            if let Some(dtype) = NAMES.get(name) {
-                return Ok(DTypeArg(dtype));
-            }
             return match name.to_str()?.parse() {
                 Ok(dtype) => {
-                    NAMES.put(name, dtype);
+                    if name.is_exact_instance_of::<PyString>() {
+                        SPELLINGS.put(&obj, dtype);
+                    }
                     Ok(DTypeArg(dtype))
                 }
                 // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
-                Err(err) => numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np)),
+                Err(err) => {
+                    numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np).map(DTypeArg))
+                }
             };
         }
-        if is_numpy_dtype(&obj)? {
-            return from_numpy(&obj);
+        if let Some(dtype) = PyDType::read(&obj)? {
+            if obj.get_type().is(DTYPE.class(obj.py())?) {
+                SPELLINGS.put(&obj, dtype);
+            }
+            return Ok(DTypeArg(dtype));
+        }
+        if let Some(dtype) = numpy_like(&obj)? {
+            return Ok(DTypeArg(dtype));
         }
         if let Some(dtype) = torch_dtype(&obj)? {
             return Ok(DTypeArg(dtype));
@@ -141,65 +153,78 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
         // Scalar types: np.float32, ml_dtypes.bfloat16.
         if obj.is_instance_of::<PyType>() {
             if let Some(np) = numpy_dtype(&obj)? {
-                return from_numpy(&np);
+                return from_numpy(&np).map(DTypeArg);
             }
         }
         Err(PyTypeError::new_err(format!(
             "cannot interpret {} as a dtype: pass a devmm.DType, a name such as \"float32\", \
-             a NumPy dtype, scalar type or type code, or a torch/ml_dtypes dtype",
+             a NumPy dtype, scalar type or type code, an object with NumPy's kind and \
+             itemsize, or a torch/ml_dtypes dtype",
             obj.repr()?
         )))
     }
 }
 
-/// The dtype names parsed last, by string object: a program spells its
-/// dtypes with a few literals, so the same objects come back call after
-/// call and are recognised by identity instead of parsed again. The cache
-/// holds each string, so an address cannot be reused by another.
-struct NameCache(Mutex<[Option<CachedName>; NameCache::SLOTS]>);
+/// The dtype spellings read last, by object: a program spells its dtypes
+/// with a few string literals or `DType` constants, so the same objects come
+/// back call after call and are recognised by identity instead of read
+/// again. The cache holds each object, so an address cannot be reused by
+/// another; it takes plain `str`s and exact `devmm.DType`s only, whose
+/// release runs no Python code and which do not change (a frozen
+/// dataclass).
+struct SpellingCache(Mutex<[Option<CachedSpelling>; SpellingCache::SLOTS]>);
 
-/// A name's string object and the dtype it parsed as.
-type CachedName = (Py<PyString>, devmm::DType);
+/// A spelling's object and the dtype it reads as.
+type CachedSpelling = (Py<PyAny>, devmm::DType);
 
-static NAMES: NameCache = NameCache(Mutex::new([const { None }; NameCache::SLOTS]));
+static SPELLINGS: SpellingCache = SpellingCache(Mutex::new([const { None }; SpellingCache::SLOTS]));
 
-impl NameCache {
+impl SpellingCache {
     const SLOTS: usize = 4;
 
-    fn get(&self, name: &Bound<'_, PyString>) -> Option<devmm::DType> {
+    fn get(&self, obj: &Bound<'_, PyAny>) -> Option<devmm::DType> {
         let slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
         slots
             .iter()
             .flatten()
-            .find(|(cached, _)| cached.is(name))
+            .find(|(cached, _)| cached.is(obj))
             .map(|(_, dtype)| *dtype)
     }
 
-    /// Remembers `name`, pushing out the oldest entry.
-    fn put(&self, name: &Bound<'_, PyString>, dtype: devmm::DType) {
-        // Plain `str` only: a subclass's `__del__` could run Python code.
-        if !name.is_exact_instance_of::<PyString>() {
-            return;
-        }
+    /// Remembers `obj` (a plain `str` or an exact `devmm.DType`, which the
+    /// caller checked), pushing out the oldest entry.
+    fn put(&self, obj: &Bound<'_, PyAny>, dtype: devmm::DType) {
         let evicted = {
             let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
             slots.rotate_right(1);
-            slots[0].replace((name.clone().unbind(), dtype))
+            slots[0].replace((obj.clone().unbind(), dtype))
         };
         // Released outside the lock, while attached: a plain decref.
         drop(evicted);
     }
 }
 
-/// Whether `obj` is a NumPy dtype (duck-typed: `kind`, `itemsize`, and the
-/// `str` and `name` that `from_numpy` reads).
-fn is_numpy_dtype(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    for attr in ["kind", "itemsize", "str", "name"] {
-        if !obj.hasattr(attr)? {
-            return Ok(false);
-        }
+/// The dtype an object describes as a NumPy dtype does: NumPy's own by
+/// its type string and name (`from_numpy`), any other by its `kind`
+/// character and `itemsize` alone, as the seed duck-types dtypes; `None`
+/// for an object without `kind` and `itemsize`, or a class (NumPy's scalar
+/// types have them as descriptors).
+fn numpy_like(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
+    let py = obj.py();
+    let (kind, itemsize) = (intern!(py, "kind"), intern!(py, "itemsize"));
+    if obj.is_instance_of::<PyType>() || !obj.hasattr(kind)? || !obj.hasattr(itemsize)? {
+        return Ok(None);
     }
-    Ok(!obj.is_instance_of::<PyType>())
+    if obj.hasattr(intern!(py, "str"))? && obj.hasattr(intern!(py, "name"))? {
+        return from_numpy(obj).map(Some);
+    }
+    let (Ok(kind), Ok(itemsize)) = (
+        obj.getattr(kind)?.extract(),
+        obj.getattr(itemsize)?.extract(),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(devmm::DType::from_kind(kind, itemsize).py()?))
 }
 
 /// `numpy.dtype(obj)`, or `None` when NumPy is not installed or does not
@@ -215,10 +240,10 @@ fn numpy_dtype<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny
 /// A NumPy dtype as DLPack's type: its type string and name, read by the
 /// core (`DType::from_typestr`, which refuses big-endian data and kinds
 /// DLPack has no code for).
-fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<DTypeArg> {
+fn from_numpy(dtype: &Bound<'_, PyAny>) -> PyResult<devmm::DType> {
     let typestr: String = dtype.getattr("str")?.extract()?;
     let name: String = dtype.getattr("name")?.extract()?;
-    Ok(DTypeArg(devmm::DType::from_typestr(&typestr, &name).py()?))
+    devmm::DType::from_typestr(&typestr, &name).py()
 }
 
 /// A `torch.dtype` (`torch.float32` prints as `"torch.float32"`), or `None`

@@ -35,6 +35,7 @@ mod testing;
 mod torch_allocator;
 mod trace;
 mod tracking;
+mod value_class;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -54,8 +55,20 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
 
     m.add("DeviceType", device::PyDeviceType::class(py)?)?;
-    m.add_class::<device::PyDevice>()?;
-    m.add_class::<dtype::PyDType>()?;
+    // What the dataclasses `Device` and `DType` (python/devmm/_core) call.
+    for function in [
+        wrap_pyfunction!(device::_check_device, m)?,
+        wrap_pyfunction!(device::_parse_device, m)?,
+        wrap_pyfunction!(device::_device_str, m)?,
+        wrap_pyfunction!(dtype::_check_dtype, m)?,
+        wrap_pyfunction!(dtype::_parse_dtype, m)?,
+        wrap_pyfunction!(dtype::_dtype_from_any, m)?,
+        wrap_pyfunction!(dtype::_dtype_itemsize, m)?,
+        wrap_pyfunction!(dtype::_dtype_name, m)?,
+    ] {
+        let name = function.getattr("__name__")?.cast_into::<PyString>()?;
+        m.setattr(name, &function)?;
+    }
 
     m.add_class::<stream::PyStreamSentinel>()?;
     m.add_class::<stream::PyStream>()?;

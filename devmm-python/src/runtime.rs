@@ -202,8 +202,8 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let runtime = if let Ok(device) = obj.cast::<PyDevice>() {
-            devmm::runtime_for(device.get().inner)
+        let runtime = if let Some(device) = PyDevice::read(&obj)? {
+            devmm::runtime_for(device)
         } else if let Ok(ty) = obj.extract::<PyDeviceType>() {
             devmm::runtime_for(devmm::DeviceType::from(ty))
         } else {

@@ -216,3 +216,158 @@ def test_device_type_is_an_int_enum() -> None:
     assert devmm.Device.from_string("cuda_managed:0").type is T.CUDA_MANAGED
     assert devmm.runtime_for("cpu").device_types == frozenset({T.CPU})
     assert devmm.Device(T.ROCM) == devmm.Device(10) == devmm.Device("rocm")
+
+
+def test_device_and_dtype_are_frozen_slotted_dataclasses() -> None:
+    import dataclasses
+
+    d = devmm.Device(devmm.DeviceType.CUDA, 1)
+    f32 = devmm.DType(2, 32)
+    for value, names in ((d, ["type", "index"]), (f32, ["code", "bits", "lanes"])):
+        assert dataclasses.is_dataclass(value)
+        assert [f.name for f in dataclasses.fields(value)] == names
+        assert type(value).__match_args__ == tuple(names)
+        assert type(value).__slots__ == tuple(names) and not hasattr(value, "__dict__")
+        for name in names:
+            with pytest.raises(dataclasses.FrozenInstanceError, match=f"'{name}'"):
+                setattr(value, name, 1)
+    assert dataclasses.asdict(d) == {"type": devmm.DeviceType.CUDA, "index": 1}
+    assert dataclasses.astuple(f32) == (2, 32, 1)
+    assert dataclasses.replace(d, index=3) == devmm.Device.from_string("cuda:3")
+    assert dataclasses.replace(f32, lanes=4) == devmm.DType(2, 32, 4)
+    # replace builds through the constructor, so the core's checks still run.
+    with pytest.raises(ValueError, match="ordinal"):
+        dataclasses.replace(d, index=-1)
+    with pytest.raises(ValueError, match="bits"):
+        dataclasses.replace(f32, bits=0)
+    [field] = [f for f in dataclasses.fields(devmm.Device) if f.name == "index"]
+    assert field.default == 0
+    assert [f.default for f in dataclasses.fields(devmm.DType)][2] == 1
+
+
+def test_devices_and_dtypes_match_patterns_by_field() -> None:
+    match devmm.Device.from_string("rocm:2"):
+        case devmm.Device(devmm.DeviceType.ROCM, index):
+            assert index == 2
+        case _:
+            pytest.fail("no match")
+    match devmm.DType.from_string("bfloat16"):
+        case devmm.DType(code=4, bits=bits):
+            assert bits == 16
+        case _:
+            pytest.fail("no match")
+
+
+def test_device_fields_keep_what_the_core_read() -> None:
+    for spelling in (devmm.DeviceType.ROCM, 10, "rocm"):
+        d = devmm.Device(spelling, 1)
+        assert d.type is devmm.DeviceType.ROCM and type(d.index) is int
+        assert d == devmm.Device.from_string("rocm:1") and hash(d) == hash(devmm.Device.from_string("rocm:1"))
+    with pytest.raises(ValueError, match="not a valid DeviceType"):
+        devmm.Device(4)
+    with pytest.raises(ValueError, match="cannot parse \"gpu\" as a device type"):
+        devmm.Device("gpu")
+
+
+def test_devices_and_dtypes_pickle_and_copy_by_value() -> None:
+    import copy
+    import pickle
+
+    for value in (devmm.Device.from_string("cuda:3"), devmm.DType(2, 32, 4), devmm.DType(17, 4)):
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            assert pickle.loads(pickle.dumps(value, protocol)) == value
+        assert copy.copy(value) == value and copy.deepcopy(value) == value
+
+
+def test_device_strings_always_carry_the_ordinal_and_read_back() -> None:
+    for text, expected in (("cpu", "cpu:0"), ("cuda", "cuda:0"), ("cuda_host:3", "cuda_host:3"), ("rocm:007", "rocm:7")):
+        d = devmm.Device.from_string(text)
+        assert str(d) == expected and devmm.Device.from_string(str(d)) == d
+
+
+def test_dtype_from_any_reads_objects_with_numpy_kind_and_itemsize() -> None:
+    # The seed duck-types NumPy dtypes: anything with a `kind` character and
+    # an `itemsize` in bytes, without NumPy.
+    class Duck:
+        def __init__(self, kind: str, itemsize: int) -> None:
+            self.kind, self.itemsize = kind, itemsize
+
+    assert devmm.DType.from_any(Duck("f", 2)) == devmm.DType.from_string("float16")
+    assert devmm.DType.from_any(Duck("u", 8)) == devmm.DType.from_string("uint64")
+    assert devmm.DType.from_any(Duck("b", 1)) == devmm.DType.from_string("bool")
+    assert devmm.DType.from_any(Duck("c", 16)) == devmm.DType.from_string("complex128")
+    assert devmm.empty((2,), Duck("i", 4)).dtype == devmm.DType.from_string("int32")
+    with pytest.raises(ValueError, match="kind 'V' with itemsize 4 has no DLPack type code"):
+        devmm.DType.from_any(Duck("V", 4))
+    with pytest.raises(ValueError, match="1 to 31 bytes"):
+        devmm.DType.from_any(Duck("f", 64))
+
+
+def test_dtype_from_any_hands_a_dtype_back_itself() -> None:
+    f32 = devmm.DType(2, 32)
+    assert devmm.DType.from_any(f32) is f32
+
+
+def test_standard_dtypes_are_module_constants_at_the_seed_path() -> None:
+    from devmm._core import dtypes
+
+    expected = {
+        "bool_": (6, 8), "int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
+        "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64),
+        "float16": (2, 16), "float32": (2, 32), "float64": (2, 64), "bfloat16": (4, 16),
+        "complex64": (5, 64), "complex128": (5, 128),
+    }
+    for name, (code, bits) in expected.items():
+        dtype = getattr(dtypes, name)
+        assert (dtype.code, dtype.bits, dtype.lanes, dtype.itemsize) == (code, bits, 1, bits // 8), name
+    assert dtypes.DType is devmm.DType and sorted(dtypes.__all__) == sorted(["DType", *expected])
+    from devmm._core.device import Device, DeviceType
+
+    assert (Device, DeviceType) == (devmm.Device, devmm.DeviceType)
+
+
+def test_values_the_package_hands_out_are_the_dataclasses() -> None:
+    import dataclasses
+
+    t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor())
+    assert type(t.device) is devmm.Device and type(t.dtype) is devmm.DType
+    assert dataclasses.is_dataclass(t.device) and t.device == devmm.Device.from_string("cpu")
+    assert t.dtype == devmm.DType(2, 32)
+    assert type(devmm.default_device()) is devmm.Device
+    assert type(devmm.runtime_for("cpu").devices()[0]) is devmm.Device
+    t.free()
+
+
+def test_a_devices_dlpack_pair_is_its_type_code_and_ordinal() -> None:
+    # The seed's contract for Device (its spec: `(int(type), index)`), for
+    # every type. A tensor in pinned or managed memory still reports device
+    # id 0, as dlpack.h asks of producers (the core's Device::dlpack_device).
+    for ty in devmm.DeviceType:
+        for index in (0, 3, 2**31 - 1):
+            assert devmm.Device(ty, index).__dlpack_device__() == (int(ty), index)
+
+
+def test_importing_the_dtypes_and_reading_names_imports_no_numpy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from devmm._core.dtypes import DType, float32\n"
+        "assert DType.from_any('float32') == float32 == DType(2, 32)\n"
+        "assert DType.from_any(type('Duck', (), {'kind': 'f', 'itemsize': 4})()) == float32\n"
+        "assert 'numpy' not in sys.modules, 'numpy was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_handed_out_values_are_made_once_and_stay_right_past_the_cache() -> None:
+    t = devmm.empty((2,), "float32")
+    assert t.dtype is t.dtype and t.device is t.device
+    # More distinct dtypes than the extension keeps instances of, each read
+    # back right, as arguments (by identity, twice) and as results.
+    dtypes = [devmm.DType(2, 32, lanes) for lanes in range(1, 50)]
+    for _ in range(2):
+        for dtype in dtypes:
+            made = devmm.empty((1,), dtype)
+            assert made.dtype == dtype and made.buffer.nbytes == dtype.itemsize

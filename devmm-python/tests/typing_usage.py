@@ -106,3 +106,30 @@ def torch_like_dtypes() -> None:
     # The union is not `Any`: an object with none of those attributes is
     # refused (`--strict` reports the ignore if it ever stops being needed).
     devmm.empty((2,), object())  # type: ignore[arg-type]
+
+
+def value_dataclasses() -> None:
+    # Device and DType are dataclasses to the type checker too.
+    import dataclasses
+
+    from devmm._core import dtypes
+
+    moved: devmm.Device = dataclasses.replace(devmm.Device.from_string("cuda:1"), index=0)
+    kind: devmm.DeviceType = moved.type
+    index: int = moved.index
+    wide: devmm.DType = dataclasses.replace(dtypes.float32, lanes=4)
+    fields: tuple[int, int, int, int] = (wide.code, wide.bits, wide.lanes, wide.itemsize)
+    name: str = wide.name
+    devmm.empty((2,), dtypes.bfloat16, device=moved)
+    print(kind, index, fields, name)
+
+
+class KindAndSize:
+    """Structurally a NumPy-like dtype (the stubs' `_NumpyLikeDType`)."""
+
+    kind: str = "f"
+    itemsize: int = 4
+
+
+devmm.empty((2,), KindAndSize())
+from_kind: devmm.DType = devmm.DType.from_any(KindAndSize())

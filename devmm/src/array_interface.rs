@@ -192,22 +192,48 @@ impl DType {
         if let Ok(named) = name.parse() {
             return Ok(named);
         }
-        let code = match chars.next() {
-            Some('b') => DTypeCode::Bool,
-            Some('i') => DTypeCode::Int,
-            Some('u') => DTypeCode::UInt,
-            Some('f') => DTypeCode::Float,
-            Some('c') => DTypeCode::Complex,
-            _ => return Err(refused("has no DLPack type code")),
-        };
-        let bits = chars
-            .as_str()
-            .parse::<u8>()
-            .ok()
-            .and_then(|itemsize| itemsize.checked_mul(8))
-            .ok_or_else(|| refused("is not 1 to 31 bytes wide, as DLPack's 8-bit size needs"))?;
-        DType::new(code, bits, 1)
+        let kind = chars.next().unwrap_or('?');
+        // No size (`"|O"`) reads as 0 bytes, which the size check refuses.
+        let itemsize = chars.as_str().parse().unwrap_or(0);
+        numpy_kind(kind, itemsize).map_err(refused)
     }
+
+    /// The dtype of NumPy kind `kind` (`dtype.kind`: `'b'`, `'i'`, `'u'`,
+    /// `'f'`, `'c'`) and `itemsize` bytes, as any object duck-typed like a
+    /// NumPy dtype describes itself. Other kinds, and sizes DLPack's 8-bit
+    /// width cannot carry, are refused.
+    ///
+    /// ```
+    /// use devmm::DType;
+    /// assert_eq!(DType::from_kind('f', 2)?, DType::FLOAT16);
+    /// assert_eq!(DType::from_kind('b', 1)?, DType::BOOL);
+    /// assert!(DType::from_kind('V', 2).is_err());
+    /// assert!(DType::from_kind('i', 64).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_kind(kind: char, itemsize: usize) -> Result<DType> {
+        numpy_kind(kind, itemsize).map_err(|why| Error::InvalidArgument {
+            reason: format!("dtype kind '{kind}' with itemsize {itemsize} {why}"),
+        })
+    }
+}
+
+/// The dtype of a NumPy kind and item size, or why DLPack has none.
+fn numpy_kind(kind: char, itemsize: usize) -> std::result::Result<DType, &'static str> {
+    const WIDTH: &str = "is not 1 to 31 bytes wide, as DLPack's 8-bit size needs";
+    let code = match kind {
+        'b' => DTypeCode::Bool,
+        'i' => DTypeCode::Int,
+        'u' => DTypeCode::UInt,
+        'f' => DTypeCode::Float,
+        'c' => DTypeCode::Complex,
+        _ => return Err("has no DLPack type code"),
+    };
+    let bits = u8::try_from(itemsize)
+        .ok()
+        .and_then(|itemsize| itemsize.checked_mul(8))
+        .ok_or(WIDTH)?;
+    DType::new(code, bits, 1).map_err(|_| WIDTH)
 }
 
 #[cfg(test)]
@@ -237,5 +263,10 @@ mod tests {
         assert!(text("|O", "object").contains("has no DLPack type code"));
         assert!(text("<i64", "wide").contains("1 to 31 bytes"));
         assert!(text("f4", "float32").contains("not a NumPy type string"));
+        assert!(text("|f0", "empty").contains("1 to 31 bytes"));
+        let kind = |kind, itemsize| DType::from_kind(kind, itemsize).unwrap_err().to_string();
+        assert!(kind('V', 4).contains("dtype kind 'V' with itemsize 4 has no DLPack type code"));
+        assert!(kind('f', 0).contains("1 to 31 bytes"));
+        assert!(kind('u', 1 << 40).contains("1 to 31 bytes"));
     }
 }

@@ -34,6 +34,20 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
             let _ = writeln!(out, "\nimport {module}");
         }
     }
+    // Classes defined in Python, imported from their modules.
+    let mut modules: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (module, class) in &model.python_classes {
+        match modules.last_mut() {
+            Some((last, classes)) if last == module => classes.push(class),
+            _ => modules.push((module, vec![class])),
+        }
+    }
+    if !modules.is_empty() {
+        out.push('\n');
+    }
+    for (module, classes) in modules {
+        let _ = writeln!(out, "from {module} import {}", classes.join(", "));
+    }
     out.push('\n');
     out.push_str(&body);
     out

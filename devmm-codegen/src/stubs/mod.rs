@@ -10,7 +10,10 @@
 //! its Python name). A Rust type that converts through a custom
 //! `FromPyObject` states its Python type in a doc line
 //! ``Python type: `...` `` on its definition; a function or getter may state
-//! its return type the same way. A doc line
+//! its return type the same way. A Rust type that converts to and from a
+//! class defined in Python (a dataclass of the package) says so in a doc
+//! line ``Python class: `package.module.Class` ``: annotations name it
+//! `Class` and the stub imports it from its module. A doc line
 //! ``Python protocol: `_Name(attr: type, ...)` doc`` declares a
 //! `typing.Protocol` that exists only in the stubs, so an annotation can
 //! name a third-party type structurally, without importing its package.

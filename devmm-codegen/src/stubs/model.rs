@@ -1,5 +1,7 @@
 //! What the stubs describe, read from the PyO3 attributes of a crate.
 
+use std::collections::BTreeSet;
+
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::punctuated::Punctuated;
@@ -18,6 +20,9 @@ pub(super) struct Crate {
     pub(super) constants: Vec<(String, String)>,
     pub(super) int_enums: Vec<IntEnum>,
     pub(super) protocols: Vec<Protocol>,
+    /// Classes defined in Python that Rust types convert to, as
+    /// `(module, class)`: the stub imports them.
+    pub(super) python_classes: BTreeSet<(String, String)>,
 }
 
 /// A structural type that exists only in the stubs, declared by a doc line
@@ -133,7 +138,12 @@ fn tokens(node: &impl ToTokens) -> String {
 }
 
 /// The doc lines addressed to the stub generator rather than to readers.
-const DIRECTIVES: [&str; 3] = ["Python type:", "Python enum:", "Python protocol:"];
+const DIRECTIVES: [&str; 4] = [
+    "Python type:",
+    "Python enum:",
+    "Python protocol:",
+    "Python class:",
+];
 
 /// The doc comment, without the lines addressed to the stub generator.
 pub(super) fn doc_of(attrs: &[Attribute]) -> String {
@@ -179,6 +189,29 @@ pub(super) fn declared_type(attrs: &[Attribute]) -> Option<String> {
 /// The Python name of an ``Python enum: `Name` `` doc line, if any.
 fn declared_int_enum(attrs: &[Attribute]) -> Option<String> {
     directive(attrs, "Python enum:")
+}
+
+/// The `(module, class)` of a ``Python class: `module.Class` `` doc line,
+/// if any: the Rust type converts to a class defined in Python.
+fn declared_python_class(
+    file: &str,
+    attrs: &[Attribute],
+) -> Result<Option<(String, String)>, StubError> {
+    let Some(path) = directive(attrs, "Python class:") else {
+        return Ok(None);
+    };
+    match path.rsplit_once('.') {
+        Some((module, class)) if !module.is_empty() && !class.is_empty() => {
+            Ok(Some((module.to_owned(), class.to_owned())))
+        }
+        _ => Err(err(
+            file,
+            format!(
+                "doc line \"Python class: `{path}`\": write ``Python class: `module.Class` ``, \
+                 the module the stub imports the class from"
+            ),
+        )),
+    }
 }
 
 /// The protocols the ``Python protocol: ...`` doc lines of `attrs` declare.
@@ -306,6 +339,9 @@ impl Crate {
                 self.names.insert(file, ident.to_string(), name)?;
             } else if let Some(declared) = declared_type(attrs) {
                 self.names.insert(file, ident.to_string(), declared)?;
+            } else if let Some((module, class)) = declared_python_class(file, attrs)? {
+                self.names.insert(file, ident.to_string(), class.clone())?;
+                self.python_classes.insert((module, class));
             } else if let Some(declared) = declared_int_enum(attrs) {
                 self.names.insert(file, ident.to_string(), declared)?;
             }

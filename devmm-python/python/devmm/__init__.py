@@ -3,6 +3,8 @@ CPU, CUDA and ROCm, handing every allocation out as a zero-copy DLPack
 tensor. The implementation is the Rust crate ``devmm``; this package is its
 Python face (``devmm._devmm``)."""
 
+from ._core.device import Device
+from ._core.dtypes import DType
 from ._devmm import (
     DEFAULT,
     DEVMM_RUNTIME,
@@ -11,13 +13,11 @@ from ._devmm import (
     Aligned,
     CallbackMemoryResource,
     ColMajor,
-    Device,
     DeviceBuffer,
     DeviceMemoryResource,
     DeviceOptimal,
     DeviceRuntime,
     DeviceType,
-    DType,
     Layout,
     LayoutPolicy,
     LimitingAdaptor,

@@ -29,7 +29,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from . import _devmm
-from ._devmm import Device, DeviceRuntime, DeviceType, RuntimeUnavailableError
+from ._core.device import Device
+from ._devmm import DeviceRuntime, DeviceType, RuntimeUnavailableError
 
 GROUP = "devmm.runtimes"
 

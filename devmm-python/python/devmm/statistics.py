@@ -33,8 +33,8 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
+from ._core.device import Device
 from ._devmm import (
-    Device,
     MemoryRecord,
     ProfilerRecords,
     Statistics,

@@ -19,8 +19,8 @@ import importlib
 import weakref
 from typing import Any
 
+from .._core.device import Device
 from .._devmm import (
-    Device,
     DeviceBuffer,
     DeviceMemoryResource,
     DeviceType,

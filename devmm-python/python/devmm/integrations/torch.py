@@ -29,7 +29,8 @@ from typing import Any, Mapping, Union
 import torch
 
 from .. import _devmm
-from .._devmm import Device, DeviceMemoryResource
+from .._core.device import Device
+from .._devmm import DeviceMemoryResource
 from ._installer import Installer
 
 __all__ = ["TorchInstaller", "install", "memory_stats", "reset_peak_memory_stats"]

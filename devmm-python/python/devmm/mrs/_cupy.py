@@ -6,7 +6,8 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
-from .._devmm import Device, DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, StreamSentinel
+from .._core.device import Device
+from .._devmm import DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, StreamSentinel
 from ._streams import resolve_stream
 
 __all__ = ["CupyAllocatorMemoryResource", "cupy_module"]

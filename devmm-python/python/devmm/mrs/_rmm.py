@@ -14,9 +14,9 @@ import os
 from types import ModuleType
 from typing import Any
 
+from .._core.device import Device
 from .._devmm import (
     DEVMM_RUNTIME,
-    Device,
     DeviceMemoryResource,
     DeviceType,
     RuntimeUnavailableError,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .._devmm import Device, Stream, StreamSentinel, runtime_for
+from .._core.device import Device
+from .._devmm import Stream, StreamSentinel, runtime_for
 
 __all__ = ["resolve_stream"]
 

@@ -1,0 +1,7 @@
+"""The seed's value types, ``Device`` and ``DType``, as Python dataclasses.
+
+They live at the seed's module paths (``devmm._core.device``,
+``devmm._core.dtypes``) and are re-exported from ``devmm``. Their rules
+(which ordinals and dtype triples are valid, the string forms, item sizes)
+are the Rust core's, called through ``devmm._devmm``; these modules only
+give the values their Python shape."""
