@@ -81,7 +81,7 @@ impl PyLayoutPolicy {
 
     /// The core policy of a shipped policy; for a Python subclass that left
     /// `method` to this base, the `NotImplementedError` saying so.
-    fn native<'a>(
+    pub(crate) fn native<'a>(
         slf: &'a Bound<'_, Self>,
         method: &str,
     ) -> PyResult<&'a Arc<dyn devmm::LayoutPolicy>> {
