@@ -369,5 +369,5 @@ def test_handed_out_values_are_made_once_and_stay_right_past_the_cache() -> None
     dtypes = [devmm.DType(2, 32, lanes) for lanes in range(1, 50)]
     for _ in range(2):
         for dtype in dtypes:
-            made = devmm.empty((1,), dtype)
+            made = devmm.empty((1,), dtype, layout=devmm.RowMajor())
             assert made.dtype == dtype and made.buffer.nbytes == dtype.itemsize
