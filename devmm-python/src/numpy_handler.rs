@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
@@ -218,7 +219,9 @@ pub(crate) struct PyNumpyHandlerMemoryResource;
 #[pymethods]
 impl PyNumpyHandlerMemoryResource {
     #[new]
-    fn py_new(py: Python<'_>) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (device = None))]
+    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
+        crate::host_resources::host_device("NumpyHandlerMemoryResource", device)?;
         let capsule = get_handler(py)?;
         // SAFETY: NumPy's handler objects are capsules of this name; the
         // call checks and sets an exception otherwise.

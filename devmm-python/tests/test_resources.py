@@ -35,7 +35,7 @@ def test_host_resources_hand_out_aligned_writable_memory(factory: Any, stream: d
 
 def test_resource_reprs() -> None:
     assert repr(MallocMemoryResource(alignment=128)) == "MallocMemoryResource(device=cpu:0, alignment=128)"
-    assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=64)"
+    assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=1)"
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
     limited = devmm.LimitingAdaptor(stats, limit_bytes=10)
     assert repr(limited) == (
@@ -265,7 +265,8 @@ def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(ba
     buf = devmm.DeviceBuffer(8, stream=stream)
     layout = devmm.Layout((2,), (1,), "float32")
     calls: dict[str, Any] = {
-        "size": lambda: devmm.DeviceBuffer(bad),
+        "nbytes": lambda: devmm.DeviceBuffer(bad),
+        "size": lambda: devmm.DeviceBuffer(size=bad),
         "limit_bytes": lambda: devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=bad),
         "alignment": lambda: MallocMemoryResource(alignment=bad),
         "guaranteed_alignment": lambda: devmm.testing.RecordingMemoryResource(guaranteed_alignment=bad),
@@ -283,3 +284,47 @@ def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(ba
         assert not isinstance(info.value, OverflowError), name
     with pytest.raises(ValueError, match="^handle must"):
         stream.wait_raw(bad)
+
+
+@pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource, NumpyHandlerMemoryResource])
+def test_host_resources_take_the_cpu_device_first(factory: Any, cpu: devmm.Device) -> None:
+    # The seed's constructors: (device=Device(CPU), *, alignment=...).
+    assert factory(cpu).device == cpu
+    assert factory(device=cpu).device == cpu
+    with pytest.raises(ValueError, match="cpu"):
+        factory(devmm.Device.from_string("cuda:0"))
+
+
+@pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource])
+def test_host_resource_alignment_is_keyword_only(factory: Any, cpu: devmm.Device) -> None:
+    with pytest.raises(TypeError):
+        factory(cpu, 64)
+    assert factory(cpu, alignment=128).guaranteed_alignment() == 128
+
+
+@pytest.mark.parametrize("alignment", [1, 2, 4, 8, 4096])
+def test_malloc_takes_every_power_of_two_alignment(alignment: int, stream: devmm.Stream) -> None:
+    mr = MallocMemoryResource(alignment=alignment)
+    assert mr.guaranteed_alignment() == alignment
+    assert repr(mr) == f"MallocMemoryResource(device=cpu:0, alignment={alignment})"
+    ptrs = [mr.allocate(n, stream) for n in (1, 3, 17)]
+    assert all(p % alignment == 0 for p in ptrs)
+    for p, n in zip(ptrs, (1, 3, 17)):
+        mr.deallocate(p, n, stream)
+
+
+def test_bytearray_resource_promises_no_alignment_by_default(stream: devmm.Stream) -> None:
+    mr = BytearrayMemoryResource()
+    assert repr(mr) == "BytearrayMemoryResource(device=cpu:0, alignment=1)"
+    assert mr.guaranteed_alignment() == 1
+    p = mr.allocate(3, stream)
+    assert write_read(p, b"abc") == b"abc"
+    mr.deallocate(p, 3, stream)
+
+
+def test_host_resource_signatures_show_their_defaults() -> None:
+    import inspect
+
+    assert str(inspect.signature(MallocMemoryResource)) == "(device=None, *, alignment=64)"
+    assert str(inspect.signature(BytearrayMemoryResource)) == "(device=None, *, alignment=1)"
+    assert str(inspect.signature(NumpyHandlerMemoryResource)) == "(device=None)"
