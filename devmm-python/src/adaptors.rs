@@ -150,7 +150,7 @@ impl PyLimitingAdaptor {
         let upstream = upstream_of(py, &*self.limiting)?;
         let limit = self.limiting.limit_bytes();
         Ok(format!(
-            "LimitingAdaptor({}, limit_bytes={limit})",
+            "LimitingAdaptor(limit_bytes={limit}, upstream={})",
             upstream.bind(py).repr()?
         ))
     }

@@ -212,8 +212,8 @@ impl PyMemoryResource {
         self.native.as_ref().and_then(|mr| mr.live_count())
     }
 
-    /// An adaptor shows as `Name(upstream)`, other native resources as
-    /// the core describes them.
+    /// An adaptor shows as `Name(upstream=...)` (the seed's form), other
+    /// native resources as the core describes them.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let this = slf.borrow();
         let name = slf.get_type().name()?;
@@ -221,7 +221,10 @@ impl PyMemoryResource {
             return Ok(format!("{name}(device={})", this.device));
         };
         match mr.upstream().and_then(|up| origin_object(slf.py(), up)) {
-            Some(upstream) => Ok(format!("{name}({})", upstream?.bind(slf.py()).repr()?)),
+            Some(upstream) => Ok(format!(
+                "{name}(upstream={})",
+                upstream?.bind(slf.py()).repr()?
+            )),
             None => Ok(format!("{mr:?}")),
         }
     }

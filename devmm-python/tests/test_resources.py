@@ -38,9 +38,11 @@ def test_resource_reprs() -> None:
     assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=1)"
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
     limited = devmm.LimitingAdaptor(stats, limit_bytes=10)
+    # The seed's adaptor reprs: Name(upstream=...), the limit first.
     assert repr(limited) == (
-        "LimitingAdaptor(StatisticsAdaptor(MallocMemoryResource(device=cpu:0, alignment=64)), limit_bytes=10)"
+        "LimitingAdaptor(limit_bytes=10, upstream=StatisticsAdaptor(upstream=MallocMemoryResource(device=cpu:0, alignment=64)))"
     )
+    assert repr(devmm.LoggingAdaptor(stats)).startswith("LoggingAdaptor(upstream=StatisticsAdaptor(upstream=")
     assert limited.upstream is stats
 
 
@@ -58,7 +60,7 @@ def test_bytearray_resource_detects_misuse(stream: devmm.Stream) -> None:
     with pytest.raises(ValueError, match="never allocated"):
         mr.deallocate(p + 64, 32, stream)
     mr.deallocate(p, 32, stream)
-    with pytest.raises(ValueError, match="double free"):
+    with pytest.raises(ValueError, match="double-free"):
         mr.deallocate(p, 32, stream)
     assert mr._debug_live_count() == 0
 
@@ -102,7 +104,7 @@ def test_logging_adaptor_emits_structured_records(caplog: pytest.LogCaptureFixtu
     ]
     first = records[0]
     assert (first.ptr, first.nbytes, first.stream, first.device) == (p, 16, 0, "cpu:0")  # type: ignore[attr-defined]
-    assert "double free" in records[2].error  # type: ignore[attr-defined]
+    assert "double-free" in records[2].error  # type: ignore[attr-defined]
     assert records[0].getMessage().startswith("allocate ptr=")
 
 

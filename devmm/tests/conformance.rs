@@ -123,6 +123,7 @@ fn callback_over_heap(alignment: usize) -> devmm::Result<CallbackMemoryResource>
         // and the heap resource reports violations as errors anyway.
         move |p, n, s| unsafe { upstream.deallocate(p, n, s) },
     )
+    .map(|mr| mr.with_dereferenceable_memory(true))
 }
 
 #[test]
@@ -352,6 +353,10 @@ impl MemoryResource for Misaligned {
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
         self.0.available_memory()
     }
+    /// Real host memory: the suite's default copies may reach it.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
 }
 
 #[test]
@@ -498,6 +503,10 @@ impl MemoryResource for SizeBlind {
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
         MallocMemoryResource::new().available_memory()
     }
+    /// Real host memory: the suite's default copies may reach it.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
     fn detects_misuse(&self) -> bool {
         true
     }
@@ -517,4 +526,24 @@ fn a_resource_that_frees_on_a_wrong_size_is_reported_not_double_freed() {
         why.contains("deallocating with the wrong size was accepted"),
         "{why}"
     );
+}
+
+#[test]
+fn default_copies_never_touch_pointers_that_are_not_memory() {
+    // The recording resource's addresses are fake: copying to them would crash
+    // the process, so the byte checks fail, named, and say what to pass.
+    let report = mr_conformance(
+        || Ok(RecordingMemoryResource::new()),
+        &MrConformanceOptions::new(),
+    );
+    for check in ["write_read_exact", "no_aliasing"] {
+        let CheckStatus::Failed(why) = status(&report, check) else {
+            panic!("{check} touched fake memory: {report}");
+        };
+        assert!(
+            why.contains("dereferenceable") && why.contains("data access off"),
+            "{why}"
+        );
+    }
+    assert_eq!(status(&report, "alignment_honesty"), &CheckStatus::Passed);
 }

@@ -88,6 +88,25 @@ impl MrConformanceOptions {
         self
     }
 
+    /// Whether a check may touch `mr`'s memory: `Ok(false)` with data
+    /// access off, and an error when the runtime's copies would have to
+    /// dereference pointers `mr` does not declare real memory (a fake
+    /// address would crash the process, not fail the check).
+    fn data_access(&self, mr: &impl MemoryResource) -> Result<bool, String> {
+        if self.no_data_access {
+            return Ok(false);
+        }
+        if (self.write.is_none() || self.read.is_none()) && !mr.dereferenceable() {
+            return Err(format!(
+                "{} does not declare its pointers dereferenceable, so the runtime's copies \
+                 cannot reach them; pass write and read hooks, or turn data access off \
+                 (Python: write=, read=, data_access=False)",
+                resource_chain(mr)
+            ));
+        }
+        Ok(true)
+    }
+
     fn stream(&self, device: Device) -> Result<Stream> {
         match &self.stream_factory {
             Some(factory) => factory(device),
@@ -281,7 +300,7 @@ fn write_read_exact(
     stream: &Stream,
     options: &MrConformanceOptions,
 ) -> CheckResult {
-    if options.no_data_access {
+    if !options.data_access(mr)? {
         return Ok(Some("data access is off in the options".into()));
     }
     let mut held = Held::new(mr, stream);
@@ -330,7 +349,7 @@ fn no_aliasing(
             )
         })?;
     }
-    if !options.no_data_access {
+    if options.data_access(mr)? {
         // Write every allocation first, then read them all: a write into
         // one that lands in another shows up as a changed byte.
         for (seed, &(ptr, nbytes)) in held.allocations.iter().enumerate() {
