@@ -6,13 +6,13 @@
 
 use std::sync::{Arc, Weak};
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
+use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
-use crate::error::IntoPyResult;
+use crate::error::{expected, IntoPyResult};
 use crate::resource::{
     callable_name, origin_object, python_resource, resource_of, FindCallable, PyMemoryResource,
     PythonRef,
@@ -156,8 +156,9 @@ impl PyLimitingAdaptor {
     }
 }
 
-/// Logs every call as a structured record on the `devmm.mr` logger
-/// (attributes `op`, `ptr`, `nbytes`, `stream`, `device`, and `error` on failure).
+/// Logs every call as a structured record on `logger` (the `devmm.mr`
+/// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
+/// `stream`, `device`, and `error` on failure.
 #[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
 pub(crate) struct PyLoggingAdaptor {
     logging: Arc<devmm::LoggingAdaptor<Upstream>>,
@@ -166,8 +167,17 @@ pub(crate) struct PyLoggingAdaptor {
 #[pymethods]
 impl PyLoggingAdaptor {
     #[new]
-    fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let (logging, base) = adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?;
+    #[pyo3(signature = (upstream, logger = None))]
+    fn py_new(
+        upstream: &Bound<'_, PyMemoryResource>,
+        logger: Option<LoggerArg>,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let (logging, base) = adapt(upstream, |mr| {
+            Ok(match logger {
+                Some(LoggerArg(name)) => devmm::LoggingAdaptor::with_logger(mr, name),
+                None => devmm::LoggingAdaptor::new(mr),
+            })
+        })?;
         Ok((PyLoggingAdaptor { logging }, base))
     }
 
@@ -175,6 +185,35 @@ impl PyLoggingAdaptor {
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         upstream_of(py, &*self.logging)
+    }
+}
+
+/// A `logging.Logger` the records go to, found again by its name: one
+/// that `logging.getLogger` does not return for its name is refused.
+///
+/// Python type: `logging.Logger | None`
+pub(crate) struct LoggerArg(String);
+
+impl<'py> FromPyObject<'_, 'py> for LoggerArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        let logging = py.import(intern!(py, "logging"))?;
+        if !obj.is_instance(&logging.getattr(intern!(py, "Logger"))?)? {
+            return Err(expected("a logging.Logger", &obj));
+        }
+        let name: String = obj.getattr(intern!(py, "name"))?.extract()?;
+        if !logging
+            .call_method1(intern!(py, "getLogger"), (&name,))?
+            .is(&*obj)
+        {
+            return Err(PyValueError::new_err(format!(
+                "the logger {name:?} is not the one logging.getLogger({name:?}) returns; \
+                 pass a logger from logging.getLogger"
+            )));
+        }
+        Ok(LoggerArg(name))
     }
 }
 

@@ -58,7 +58,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<stream::PyStreamSentinel>()?;
     m.add_class::<stream::PyStream>()?;
-    m.add_class::<stream::PyStreamFlags>()?;
     m.add_class::<stream::PyStreamPool>()?;
     m.add(
         "DEFAULT",

@@ -108,6 +108,23 @@ def test_logging_adaptor_emits_structured_records(caplog: pytest.LogCaptureFixtu
     assert records[0].getMessage().startswith("allocate ptr=")
 
 
+def test_logging_adaptor_writes_to_the_logger_it_is_given(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
+    # The seed's LoggingAdaptor(upstream, logger=None): records go to `logger` instead of devmm.mr.
+    mine = logging.getLogger("tests.my_allocations")
+    mr = devmm.LoggingAdaptor(MallocMemoryResource(), mine)
+    assert devmm.LoggingAdaptor(MallocMemoryResource(), logger=None).upstream is not None
+    with caplog.at_level(logging.INFO):
+        mr.deallocate(mr.allocate(16, stream), 16, stream)
+    assert [(r.name, r.op) for r in caplog.records] == [  # type: ignore[attr-defined]
+        ("tests.my_allocations", "allocate"),
+        ("tests.my_allocations", "deallocate"),
+    ]
+    with pytest.raises(TypeError, match="logging.Logger"):
+        devmm.LoggingAdaptor(MallocMemoryResource(), "tests.my_allocations")
+    with pytest.raises(ValueError, match="getLogger"):
+        devmm.LoggingAdaptor(MallocMemoryResource(), logging.Logger("unregistered"))
+
+
 def test_logging_adaptor_is_silent_when_the_logger_is_off(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
     mr = devmm.LoggingAdaptor(MallocMemoryResource())
     with caplog.at_level(logging.WARNING, logger="devmm.mr"):

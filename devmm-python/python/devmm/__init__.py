@@ -33,7 +33,6 @@ from ._devmm import (
     TraceAdaptor,
     TrackingAdaptor,
     __version__,
-    StreamFlags,
     StreamPool,
     copy_device_to_ptr,
     copy_host_to_ptr,
@@ -48,6 +47,7 @@ from ._devmm import (
     using_memory_resource,
 )
 from . import _runtimes, mrs, statistics
+from ._stream_flags import StreamFlags
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 
 # The devmm.runtimes entry points join discovery now, so that a
