@@ -236,6 +236,9 @@ pub(crate) struct PyCallbackMemoryResource {
 impl PyCallbackMemoryResource {
     #[new]
     #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
+    #[pyo3(
+        text_signature = "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
+    )]
     fn py_new(
         alloc_fn: &Bound<'_, PyAny>,
         dealloc_fn: &Bound<'_, PyAny>,

@@ -385,8 +385,10 @@ pub(crate) fn free(
 }
 
 /// The bytes of a bytes-like object (`bytes`, `bytearray`, `memoryview`, a
-/// NumPy array, ...) read through the buffer protocol, in C order; items
-/// wider than a byte are read as their raw bytes. `bytes` is used as is.
+/// NumPy array, ...) read through the buffer protocol; items wider than a
+/// byte are read as their raw bytes. `bytes` is used as is. A source that
+/// is not C-contiguous is a `ValueError`: copying it in C order would
+/// silently reorder (or gather) what the caller sees as contiguous memory.
 fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(bytes.clone());
@@ -394,7 +396,15 @@ fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     // pyo3's typed `PyBuffer<u8>` refuses items wider than a byte; a
     // memoryview reads any format as raw bytes (and raises the TypeError
     // for non-buffers).
-    Ok(PyMemoryView::from(data)?
-        .call_method0(intern!(data.py(), "tobytes"))?
+    let py = data.py();
+    let view = PyMemoryView::from(data)?;
+    if !view.getattr(intern!(py, "c_contiguous"))?.is_truthy()? {
+        return Err(PyValueError::new_err(
+            "a copy from the host needs a C-contiguous source; pass a contiguous copy \
+             (numpy.ascontiguousarray, bytes(...))",
+        ));
+    }
+    Ok(view
+        .call_method0(intern!(py, "tobytes"))?
         .cast_into::<PyBytes>()?)
 }

@@ -150,6 +150,7 @@ impl PyRecordingMemoryResource {
     /// stream-ordered allocation unless `stream_ordered=False`.
     #[new]
     #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
+    #[pyo3(text_signature = "(device=None, *, stream_ordered=True, guaranteed_alignment=256)")]
     fn py_new(
         device: Option<DeviceArg>,
         stream_ordered: bool,

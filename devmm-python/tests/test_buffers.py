@@ -157,3 +157,15 @@ def test_entering_a_freed_buffer_is_a_use_after_free() -> None:
     with pytest.raises(ValueError, match="freed"):
         with buf:
             pass
+
+
+def test_copy_from_host_refuses_a_source_that_is_not_c_contiguous() -> None:
+    import numpy as np
+
+    buf = devmm.DeviceBuffer(24)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buf.copy_from_host(np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buf.copy_from_host(memoryview(b"abcdef")[::2])
+    buf.copy_from_host(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert bytes(buf) == np.arange(6, dtype=np.int32).tobytes()

@@ -344,6 +344,14 @@ def test_bytearray_resource_promises_no_alignment_by_default(stream: devmm.Strea
 def test_host_resource_signatures_show_their_defaults() -> None:
     import inspect
 
+    import devmm.testing
+
     assert str(inspect.signature(MallocMemoryResource)) == "(device=None, *, alignment=64)"
     assert str(inspect.signature(BytearrayMemoryResource)) == "(device=None, *, alignment=1)"
     assert str(inspect.signature(NumpyHandlerMemoryResource)) == "(device=None)"
+    assert str(inspect.signature(devmm.testing.RecordingMemoryResource)) == (
+        "(device=None, *, stream_ordered=True, guaranteed_alignment=256)"
+    )
+    assert str(inspect.signature(devmm.CallbackMemoryResource)) == (
+        "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
+    )
