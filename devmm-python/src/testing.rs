@@ -6,8 +6,9 @@ use std::sync::Arc;
 use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
 use devmm::MemoryResource;
 use pyo3::exceptions::PyAssertionError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict};
 
 use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
@@ -33,6 +34,10 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// byte-exact writes and reads, no aliasing, alignment honesty, live-count
 /// bookkeeping, misuse detection, zero-byte requests. Raises
 /// `AssertionError` naming each failed check.
+///
+/// A factory that takes an `alignment` keyword (a resource class such as
+/// `MallocMemoryResource`) is also asked for every alignment from 1 to
+/// 4096, and its pointers must meet each (`requested_alignment`).
 ///
 /// The suite reads and writes memory with the device runtime's copies;
 /// for other memory pass `write(ptr, data, stream)`,
@@ -99,6 +104,19 @@ pub(crate) fn mr_conformance(
     if !data_access {
         options = options.without_data_access();
     }
+    if takes_alignment(mr_factory.bind(py)) {
+        let factory = mr_factory.clone_ref(py);
+        options = options.aligned_factory(move |alignment| {
+            Python::attach(|py| {
+                let made = || -> PyResult<Box<dyn devmm::MemoryResource>> {
+                    let kwargs = [("alignment", alignment)].into_py_dict(py)?;
+                    let made = factory.bind(py).call((), Some(&kwargs))?;
+                    Ok(Box::new(resource_of(made.cast::<PyMemoryResource>()?)?))
+                };
+                made().map_err(|e| hook_failure(py, "factory", e))
+            })
+        });
+    }
     // The suite runs checks on several threads, and Python resources need
     // the GIL on each of them: run it detached, attaching for every call.
     let factory = move || {
@@ -116,6 +134,38 @@ pub(crate) fn mr_conformance(
     };
     let report = py.detach(|| devmm::testing::mr_conformance(factory, &options));
     raise_on_failure(report)
+}
+
+/// Whether `factory` accepts an `alignment` keyword (or any keyword), as
+/// `inspect.signature` reports it; a callable without a signature does not.
+fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
+    let py = factory.py();
+    let accepts = || -> PyResult<bool> {
+        let inspect = py.import(intern!(py, "inspect"))?;
+        let parameter = inspect.getattr(intern!(py, "Parameter"))?;
+        let keyword_kinds = [
+            parameter.getattr(intern!(py, "KEYWORD_ONLY"))?,
+            parameter.getattr(intern!(py, "POSITIONAL_OR_KEYWORD"))?,
+        ];
+        let any_keyword = parameter.getattr(intern!(py, "VAR_KEYWORD"))?;
+        let signature = inspect.call_method1(intern!(py, "signature"), (factory,))?;
+        let parameters = signature
+            .getattr(intern!(py, "parameters"))?
+            .call_method0(intern!(py, "values"))?;
+        for p in parameters.try_iter()? {
+            let p = p?;
+            let kind = p.getattr(intern!(py, "kind"))?;
+            let named = p.getattr(intern!(py, "name"))?.eq("alignment")?;
+            if kind.eq(&any_keyword)?
+                || (named && keyword_kinds.iter().any(|k| kind.eq(k).unwrap_or(false)))
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    // `inspect.signature` raises for callables it cannot read: no sweep.
+    accepts().unwrap_or(false)
 }
 
 /// Runs the DLPack producer contract for tensors on `device` (both capsule

@@ -142,3 +142,22 @@ def test_mr_conformance_refuses_to_touch_memory_that_is_not_there() -> None:
     # and say how to run the rest.
     with pytest.raises(AssertionError, match="write_read_exact.*dereferenceable.*data_access=False"):
         devmm.testing.mr_conformance(devmm.testing.RecordingMemoryResource)
+
+
+def test_mr_conformance_asks_a_factory_taking_alignment_for_every_alignment() -> None:
+    # As the seed: a factory accepting `alignment=` is swept over 1..4096.
+    asked: list[int] = []
+
+    def factory(*, alignment: int = 64) -> devmm.DeviceMemoryResource:
+        asked.append(alignment)
+        return MallocMemoryResource(alignment=alignment)
+
+    devmm.testing.mr_conformance(factory)
+    assert {1, 2, 256, 4096} <= set(asked)
+
+    def deaf(*, alignment: int = 64) -> devmm.DeviceMemoryResource:
+        return MallocMemoryResource(alignment=8)
+
+    with pytest.raises(AssertionError, match="requested_alignment: alignment [0-9]+ was requested"):
+        devmm.testing.mr_conformance(deaf)
+    devmm.testing.mr_conformance(MallocMemoryResource)  # the class takes alignment= too

@@ -26,7 +26,7 @@ fn status<'a>(report: &'a ConformanceReport, name: &str) -> &'a CheckStatus {
 
 fn assert_conforms(report: ConformanceReport) -> ConformanceReport {
     assert!(report.is_ok(), "{report}");
-    assert_eq!(report.checks().len(), 9, "{report}");
+    assert_eq!(report.checks().len(), 10, "{report}");
     report
 }
 
@@ -166,7 +166,7 @@ fn custom_write_read_and_stream_factory_are_used() {
     assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
     assert!(writes.load(Ordering::Relaxed) >= 18);
     assert!(reads.load(Ordering::Relaxed) >= 18);
-    assert_eq!(streams.load(Ordering::Relaxed), 9, "one stream per check");
+    assert_eq!(streams.load(Ordering::Relaxed), 10, "one stream per check");
 }
 
 #[test]
@@ -546,4 +546,34 @@ fn default_copies_never_touch_pointers_that_are_not_memory() {
         );
     }
     assert_eq!(status(&report, "alignment_honesty"), &CheckStatus::Passed);
+}
+
+#[test]
+fn requested_alignments_are_checked_with_an_aligned_factory() {
+    let honest = MrConformanceOptions::new().aligned_factory(|alignment| {
+        let mr: Box<dyn MemoryResource> =
+            Box::new(MallocMemoryResource::with_alignment(alignment)?);
+        Ok(mr)
+    });
+    let report = assert_conforms(mr_conformance(|| Ok(MallocMemoryResource::new()), &honest));
+    assert_eq!(status(&report, "requested_alignment"), &CheckStatus::Passed);
+    // Without one the check is skipped, named.
+    let report = mr_conformance(
+        || Ok(MallocMemoryResource::new()),
+        &MrConformanceOptions::new(),
+    );
+    assert!(matches!(
+        status(&report, "requested_alignment"),
+        CheckStatus::Skipped(_)
+    ));
+    // A factory that ignores the alignment asked of it fails the check.
+    let deaf = MrConformanceOptions::new().aligned_factory(|_| {
+        let mr: Box<dyn MemoryResource> = Box::new(MallocMemoryResource::with_alignment(8)?);
+        Ok(mr)
+    });
+    let report = mr_conformance(|| Ok(MallocMemoryResource::new()), &deaf);
+    let CheckStatus::Failed(why) = status(&report, "requested_alignment") else {
+        panic!("an ignored alignment passed: {report}");
+    };
+    assert!(why.contains("was requested, but allocate("), "{why}");
 }
