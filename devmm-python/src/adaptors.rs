@@ -100,10 +100,8 @@ impl PyStatisticsAdaptor {
 
     /// All counters at once, as a `devmm.statistics.Statistics`.
     #[getter]
-    fn statistics(&self) -> crate::statistics::PyStatistics {
-        crate::statistics::PyStatistics {
-            inner: self.stats.statistics(),
-        }
+    fn statistics(&self) -> crate::statistics::StatisticsRecord {
+        crate::statistics::StatisticsRecord(self.stats.statistics())
     }
 }
 

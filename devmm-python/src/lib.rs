@@ -96,8 +96,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tracking::PyTrackingAdaptor>()?;
     m.add_class::<tracking::PyLiveAllocation>()?;
     m.add_class::<trace::PyTraceAdaptor>()?;
-    m.add_class::<statistics::PyStatistics>()?;
-    m.add_class::<statistics::PyMemoryRecord>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.
     m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;

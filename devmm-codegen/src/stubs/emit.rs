@@ -30,7 +30,7 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     // Annotations may name another module's types (`numpy.dtype` where a
     // NumPy dtype is accepted, `logging.Logger`); the stub imports each
     // module named.
-    for module in THIRD_PARTY_MODULES {
+    for module in ANNOTATION_MODULES {
         if names_module(&body, module) {
             let _ = writeln!(out, "\nimport {module}");
         }
@@ -40,8 +40,9 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     out
 }
 
-/// Modules a ``Python type:`` annotation may name (as `module.Type`).
-const THIRD_PARTY_MODULES: &[&str] = &["logging", "numpy"];
+/// Modules a ``Python type:`` annotation may name (as `module.Type`): the
+/// package's own Python modules too, for the dataclasses they define.
+const ANNOTATION_MODULES: &[&str] = &["devmm.statistics", "logging", "numpy"];
 
 /// Whether `text` names `module.Something` as a top-level module (not as
 /// the tail of a dotted path such as `devmm.integrations.numpy.install`).
