@@ -94,7 +94,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
     m.add_class::<tracking::PyTrackingAdaptor>()?;
-    m.add_class::<tracking::PyLiveAllocation>()?;
     m.add_class::<trace::PyTraceAdaptor>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.

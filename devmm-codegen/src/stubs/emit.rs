@@ -42,7 +42,7 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
 
 /// Modules a ``Python type:`` annotation may name (as `module.Type`): the
 /// package's own Python modules too, for the dataclasses they define.
-const ANNOTATION_MODULES: &[&str] = &["devmm.statistics", "logging", "numpy"];
+const ANNOTATION_MODULES: &[&str] = &["devmm._tracking", "devmm.statistics", "logging", "numpy"];
 
 /// Whether `text` names `module.Something` as a top-level module (not as
 /// the tail of a dotted path such as `devmm.integrations.numpy.install`).

@@ -21,7 +21,6 @@ from ._devmm import (
     Layout,
     LayoutPolicy,
     LimitingAdaptor,
-    LiveAllocation,
     LoggingAdaptor,
     Permuted,
     RowMajor,
@@ -48,6 +47,7 @@ from ._devmm import (
 )
 from . import _runtimes, mrs, statistics
 from ._stream_flags import StreamFlags
+from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 
 # The devmm.runtimes entry points join discovery now, so that a
