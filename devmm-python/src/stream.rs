@@ -1,5 +1,6 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
@@ -288,6 +289,19 @@ impl PyStream {
         match (&slf.get().native, other.cast::<PyStream>()) {
             (Some(a), Ok(b)) => b.get().native.as_ref() == Some(a),
             _ => slf.is(other),
+        }
+    }
+
+    /// Consistent with `==`: runtime streams hash what names them, Python
+    /// streams their identity.
+    fn __hash__(slf: &Bound<'_, Self>) -> u64 {
+        match &slf.get().native {
+            Some(native) => {
+                let mut hasher = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(native, &mut hasher);
+                hasher.finish()
+            }
+            None => slf.as_ptr() as u64,
         }
     }
 

@@ -32,3 +32,24 @@ def test_sentinels_are_singletons() -> None:
         assert not isinstance(sentinel, devmm.Stream)
     assert repr(devmm.PER_THREAD_DEFAULT) == "devmm.PER_THREAD_DEFAULT"
     assert devmm.DEFAULT is not devmm.LEGACY_DEFAULT
+
+
+def test_streams_are_hashable_consistently_with_equality(cpu: devmm.Device) -> None:
+    # As the seed's Stream (an abc.ABC): usable as dict keys and in sets.
+    runtime = devmm.runtime_for(cpu)
+    a, b = runtime.default_stream(cpu), runtime.default_stream(cpu)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+    class Mine(devmm.Stream):
+        @property
+        def handle(self) -> int:
+            return 0
+
+        def synchronize(self) -> None:
+            pass
+
+        def wait_raw(self, other_handle: int) -> None:
+            pass
+
+    mine, other = Mine(), Mine()
+    assert {mine: 1, other: 2}[mine] == 1 and mine != other
