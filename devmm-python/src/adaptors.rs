@@ -99,9 +99,11 @@ impl PyStatisticsAdaptor {
     }
 
     /// All counters at once, as a `devmm.statistics.Statistics`.
+    ///
+    /// Python type: `devmm.statistics.Statistics`
     #[getter]
-    fn statistics(&self) -> crate::statistics::StatisticsRecord {
-        crate::statistics::StatisticsRecord(self.stats.statistics())
+    fn statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::statistics::statistics_object(py, &self.stats.statistics())
     }
 }
 

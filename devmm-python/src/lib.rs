@@ -14,6 +14,7 @@ mod cli;
 mod copies;
 mod count;
 mod cxx_exception;
+mod dataclass;
 mod device;
 mod dlpack;
 mod dtype;

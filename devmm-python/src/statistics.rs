@@ -3,78 +3,57 @@
 //! conversions of the counters and records to and from the module's
 //! Python dataclasses.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyDict, PyString};
 
+use crate::dataclass;
 use crate::error::expected;
 
-/// A statistics adaptor's counters at one moment, handed to and from
-/// Python as the frozen dataclass `devmm.statistics.Statistics`.
+/// The module whose dataclasses carry the counters and the records.
+const MODULE: &str = "devmm.statistics";
+
+/// `stats` as a `devmm.statistics.Statistics`.
+pub(crate) fn statistics_object<'py>(
+    py: Python<'py>,
+    stats: &devmm::Statistics,
+) -> PyResult<Bound<'py, PyAny>> {
+    let s = stats;
+    let fields = (
+        s.current_bytes,
+        s.peak_bytes,
+        s.total_bytes,
+        s.allocations,
+        s.deallocations,
+    );
+    dataclass::make(py, MODULE, "Statistics", fields)
+}
+
+/// A `devmm.statistics.Statistics` argument, read back into the core's counters.
 ///
 /// Python type: `devmm.statistics.Statistics`
-pub(crate) struct StatisticsRecord(pub(crate) devmm::Statistics);
+pub(crate) struct StatisticsArg(devmm::Statistics);
 
-/// The class `name` of the `devmm.statistics` module (its dataclasses).
-fn record_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    py.import(intern!(py, "devmm.statistics"))?.getattr(name)
-}
-
-impl<'py> IntoPyObject<'py> for StatisticsRecord {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let s = self.0;
-        record_class(py, "Statistics")?.call1((
-            s.current_bytes,
-            s.peak_bytes,
-            s.total_bytes,
-            s.allocations,
-            s.deallocations,
-        ))
-    }
-}
-
-impl<'py> FromPyObject<'_, 'py> for StatisticsRecord {
+impl<'py> FromPyObject<'_, 'py> for StatisticsArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let py = obj.py();
-        if !obj.is_instance(&record_class(py, "Statistics")?)? {
+        if !obj.is_instance(&dataclass::class(py, MODULE, "Statistics")?)? {
             return Err(expected("a devmm.statistics.Statistics", &obj));
         }
         let field =
             |name: &Bound<'py, PyString>| -> PyResult<usize> { obj.getattr(name)?.extract() };
-        Ok(StatisticsRecord(devmm::Statistics {
+        Ok(StatisticsArg(devmm::Statistics {
             current_bytes: field(intern!(py, "current_bytes"))?,
             peak_bytes: field(intern!(py, "peak_bytes"))?,
             total_bytes: field(intern!(py, "total_bytes"))?,
             allocations: field(intern!(py, "allocations"))?,
             deallocations: field(intern!(py, "deallocations"))?,
         }))
-    }
-}
-
-/// What the profiler gathered for one name, handed to Python as the
-/// frozen dataclass `devmm.statistics.MemoryRecord`.
-///
-/// Python type: `devmm.statistics.MemoryRecord`
-pub(crate) struct MemoryRecord(devmm::statistics::MemoryRecord);
-
-impl<'py> IntoPyObject<'py> for MemoryRecord {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let r = self.0;
-        record_class(py, "MemoryRecord")?.call1((r.num_calls, r.memory_total, r.memory_peak))
     }
 }
 
@@ -95,18 +74,21 @@ impl PyProfilerRecords {
     }
 
     /// Adds one run of `name` that ended with counters `data`.
-    fn add(&self, name: &str, data: StatisticsRecord) {
+    fn add(&self, name: &str, data: StatisticsArg) {
         self.inner.add(name, &data.0);
     }
 
-    /// The records, by name.
+    /// The records, by name, as `devmm.statistics.MemoryRecord`s.
+    ///
+    /// Python type: `dict[str, devmm.statistics.MemoryRecord]`
     #[getter]
-    fn records(&self) -> BTreeMap<String, MemoryRecord> {
-        self.inner
-            .records()
-            .into_iter()
-            .map(|(name, record)| (name, MemoryRecord(record)))
-            .collect()
+    fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let records = PyDict::new(py);
+        for (name, r) in self.inner.records() {
+            let fields = (r.num_calls, r.memory_total, r.memory_peak);
+            records.set_item(name, dataclass::make(py, MODULE, "MemoryRecord", fields)?)?;
+        }
+        Ok(records)
     }
 
     /// The records as a table, largest first by `ordered_by`

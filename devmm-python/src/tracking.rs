@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::adaptors::{adapt, upstream_of};
+use crate::dataclass;
 use crate::resource::PyMemoryResource;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -22,38 +22,27 @@ pub(crate) fn _print_leak_reports() {
     devmm::print_leak_reports();
 }
 
-/// One live allocation, handed to Python as the frozen dataclass
-/// `devmm.LiveAllocation`.
-///
-/// Python type: `devmm._tracking.LiveAllocation`
-pub(crate) struct LiveAllocation(devmm::LiveAllocation);
-
-impl<'py> IntoPyObject<'py> for LiveAllocation {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let a = self.0;
-        let time = a
-            .time
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        let frames: Vec<_> = (a.site.frames().into_iter())
-            .map(|f| (f.file, f.line, f.function))
-            .collect();
-        py.import(intern!(py, "devmm._tracking"))?
-            .getattr(intern!(py, "LiveAllocation"))?
-            .call1((
-                a.ptr.addr(),
-                a.nbytes,
-                a.stream,
-                time,
-                a.thread,
-                a.thread_name.as_deref(),
-                PyTuple::new(py, frames)?,
-            ))
-    }
+/// `a` as a `devmm.LiveAllocation` (a dataclass of `devmm._tracking`).
+fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<Bound<'py, PyAny>> {
+    let time = a
+        .time
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let frames = a
+        .site
+        .frames()
+        .into_iter()
+        .map(|f| (f.file, f.line, f.function));
+    let fields = (
+        a.ptr.addr(),
+        a.nbytes,
+        a.stream,
+        time,
+        a.thread,
+        a.thread_name.as_deref(),
+        PyTuple::new(py, frames)?,
+    );
+    dataclass::make(py, "devmm._tracking", "LiveAllocation", fields)
 }
 
 /// Records every live allocation with its size, stream, time, thread and
@@ -94,12 +83,11 @@ impl PyTrackingAdaptor {
     }
 
     /// Every live allocation, oldest first.
-    fn leaks(&self) -> Vec<LiveAllocation> {
-        self.tracking
-            .leaks()
-            .into_iter()
-            .map(LiveAllocation)
-            .collect()
+    ///
+    /// Python type: `list[devmm._tracking.LiveAllocation]`
+    fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let leaks = self.tracking.leaks().into_iter();
+        leaks.map(|a| live_allocation(py, a)).collect()
     }
 
     /// The live allocations grouped by call site, most live bytes first, as text.

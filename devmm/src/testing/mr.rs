@@ -330,24 +330,37 @@ fn write_read_exact(
     let mut held = Held::new(mr, stream);
     for (seed, nbytes) in SIZES.into_iter().enumerate() {
         let ptr = held.allocate(nbytes)?;
-        let written = pattern(seed, nbytes);
-        options
-            .write_bytes(ptr, &written, stream)
-            .map_err(|e| format!("writing {nbytes} bytes at {ptr} failed: {e}"))?;
-        let mut read = vec![0u8; nbytes];
-        options
-            .read_bytes(&mut read, ptr, stream)
-            .map_err(|e| format!("reading {nbytes} bytes at {ptr} failed: {e}"))?;
-        if let Some(at) = written.iter().zip(&read).position(|(w, r)| w != r) {
-            return Err(format!(
-                "an allocation of {nbytes} bytes at {ptr} read back byte {at} as {:#04x}, \
-                 written as {:#04x}",
-                read[at], written[at]
-            ));
-        }
+        round_trip(options, ptr, nbytes, seed, stream)?;
         held.release_all()?;
     }
     Ok(None)
+}
+
+/// Writes a pattern over the `nbytes` at `ptr` and reads it back; a byte
+/// that differs is reported.
+fn round_trip(
+    options: &MrConformanceOptions,
+    ptr: DevicePtr,
+    nbytes: usize,
+    seed: usize,
+    stream: &Stream,
+) -> Result<(), String> {
+    let written = pattern(seed, nbytes);
+    options
+        .write_bytes(ptr, &written, stream)
+        .map_err(|e| format!("writing {nbytes} bytes at {ptr} failed: {e}"))?;
+    let mut read = vec![0u8; nbytes];
+    options
+        .read_bytes(&mut read, ptr, stream)
+        .map_err(|e| format!("reading {nbytes} bytes at {ptr} failed: {e}"))?;
+    match written.iter().zip(&read).position(|(w, r)| w != r) {
+        Some(at) => Err(format!(
+            "an allocation of {nbytes} bytes at {ptr} read back byte {at} as {:#04x}, \
+             written as {:#04x}",
+            read[at], written[at]
+        )),
+        None => Ok(()),
+    }
 }
 
 fn no_aliasing(
@@ -443,17 +456,7 @@ fn requested_alignment(
             if data {
                 // The whole span: an aligned pointer into too short a block
                 // shows up as bytes that do not read back.
-                let written = pattern(seed, nbytes);
-                options
-                    .write_bytes(ptr, &written, stream)
-                    .map_err(|e| format!("writing {nbytes} bytes at {ptr} failed: {e}"))?;
-                let mut read = vec![0u8; nbytes];
-                options
-                    .read_bytes(&mut read, ptr, stream)
-                    .map_err(|e| format!("reading {nbytes} bytes at {ptr} failed: {e}"))?;
-                ensure(read == written, || {
-                    format!("the {nbytes} bytes at {ptr} (alignment {alignment}) did not read back")
-                })?;
+                round_trip(options, ptr, nbytes, seed, stream)?;
             }
             held.release_all()?;
         }
