@@ -141,23 +141,17 @@ pub(crate) fn mr_conformance(
 fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
     let py = factory.py();
     let accepts = || -> PyResult<bool> {
-        let inspect = py.import(intern!(py, "inspect"))?;
-        let parameter = inspect.getattr(intern!(py, "Parameter"))?;
-        let keyword_kinds = [
-            parameter.getattr(intern!(py, "KEYWORD_ONLY"))?,
-            parameter.getattr(intern!(py, "POSITIONAL_OR_KEYWORD"))?,
-        ];
-        let any_keyword = parameter.getattr(intern!(py, "VAR_KEYWORD"))?;
-        let signature = inspect.call_method1(intern!(py, "signature"), (factory,))?;
-        let parameters = signature
-            .getattr(intern!(py, "parameters"))?
-            .call_method0(intern!(py, "values"))?;
-        for p in parameters.try_iter()? {
+        let signature = py
+            .import(intern!(py, "inspect"))?
+            .call_method1(intern!(py, "signature"), (factory,))?;
+        let parameters = signature.getattr(intern!(py, "parameters"))?;
+        for p in parameters.call_method0(intern!(py, "values"))?.try_iter()? {
             let p = p?;
-            let kind = p.getattr(intern!(py, "kind"))?;
-            let named = p.getattr(intern!(py, "name"))?.eq("alignment")?;
-            if kind.eq(&any_keyword)?
-                || (named && keyword_kinds.iter().any(|k| kind.eq(k).unwrap_or(false)))
+            // inspect.Parameter's kinds: 1 positional or keyword, 3 keyword
+            // only, 4 `**kwargs`.
+            let kind: u8 = p.getattr(intern!(py, "kind"))?.extract()?;
+            if kind == 4
+                || matches!(kind, 1 | 3) && p.getattr(intern!(py, "name"))?.eq("alignment")?
             {
                 return Ok(true);
             }
