@@ -152,14 +152,14 @@ impl PyMemoryResource {
             .map_or(1, |mr| mr.guaranteed_alignment())
     }
 
-    /// `(free, total)` bytes as this resource sees them.
-    fn available_memory(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
-        let info = match &self.native {
-            Some(mr) => maybe_detached(py, self.device, || mr.available_memory()),
-            None => devmm::runtime_for(self.device).and_then(|rt| rt.memory_info(self.device)),
-        }
-        .py()?;
-        Ok((info.free, info.total))
+    /// `(free, total)` bytes as this resource sees them; `None` for a
+    /// Python resource that does not override it (it cannot tell).
+    fn available_memory(&self, py: Python<'_>) -> PyResult<Option<(usize, usize)>> {
+        let Some(mr) = &self.native else {
+            return Ok(None);
+        };
+        let info = maybe_detached(py, self.device, || mr.available_memory()).py()?;
+        Ok(Some((info.free, info.total)))
     }
 
     /// Allocates `nbytes` ordered on `stream` (the device's default stream

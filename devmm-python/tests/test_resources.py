@@ -205,6 +205,14 @@ def test_base_class_is_abstract_until_allocate_and_deallocate_are_overridden() -
         devmm.DeviceMemoryResource()
 
 
+def test_a_python_resource_inherits_the_seeds_probe_defaults() -> None:
+    # The seed's DeviceMemoryResource: not stream-ordered, alignment 1, and
+    # available_memory() None (the resource cannot tell) until overridden.
+    heap = PyHeap()
+    assert (heap.stream_ordered, heap.available_memory()) == (False, None)
+    assert devmm.DeviceMemoryResource.guaranteed_alignment(heap) == 1
+
+
 def test_base_class_methods_raise_when_a_subclass_calls_them(stream: devmm.Stream) -> None:
     class Delegating(devmm.DeviceMemoryResource):
         def allocate(self, nbytes: int, stream: Any = None) -> int:

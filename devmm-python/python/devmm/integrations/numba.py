@@ -82,9 +82,14 @@ class DevmmEMMPlugin(
         mr = type(self).resource
         return mr if mr is not None else get_current_memory_resource(self.device)
 
+    def _memory_info(self) -> tuple[int, int]:
+        # A Python resource that cannot tell (None) gets its device's figures.
+        info = self._resource().available_memory()
+        return info if info is not None else runtime_for(self.device).memory_info(self.device)
+
     def initialize(self) -> None:
         type(self).contexts_made += 1
-        _free, total = self._resource().available_memory()
+        _free, total = self._memory_info()
         # Numba flushes pending frees past a share of the device's memory.
         self.deallocations.memory_capacity = total
 
@@ -125,7 +130,7 @@ class DevmmEMMPlugin(
         )
 
     def get_memory_info(self) -> Any:
-        free, total = self._resource().available_memory()
+        free, total = self._memory_info()
         return _numba_driver.MemoryInfo(free=free, total=total)
 
     def reset(self) -> None:
