@@ -6,13 +6,13 @@
 
 use std::sync::{Arc, Weak};
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
+use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
-use crate::error::IntoPyResult;
+use crate::error::{expected, IntoPyResult};
 use crate::resource::{
     callable_name, origin_object, python_resource, resource_of, FindCallable, PyMemoryResource,
     PythonRef,
@@ -99,11 +99,11 @@ impl PyStatisticsAdaptor {
     }
 
     /// All counters at once, as a `devmm.statistics.Statistics`.
+    ///
+    /// Python type: `devmm.statistics.Statistics`
     #[getter]
-    fn statistics(&self) -> crate::statistics::PyStatistics {
-        crate::statistics::PyStatistics {
-            inner: self.stats.statistics(),
-        }
+    fn statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::statistics::statistics_object(py, &self.stats.statistics())
     }
 }
 
@@ -150,14 +150,15 @@ impl PyLimitingAdaptor {
         let upstream = upstream_of(py, &*self.limiting)?;
         let limit = self.limiting.limit_bytes();
         Ok(format!(
-            "LimitingAdaptor({}, limit_bytes={limit})",
+            "LimitingAdaptor(limit_bytes={limit}, upstream={})",
             upstream.bind(py).repr()?
         ))
     }
 }
 
-/// Logs every call as a structured record on the `devmm.mr` logger
-/// (attributes `op`, `ptr`, `nbytes`, `stream`, `device`, and `error` on failure).
+/// Logs every call as a structured record on `logger` (the `devmm.mr`
+/// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
+/// `stream`, `device`, and `error` on failure.
 #[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
 pub(crate) struct PyLoggingAdaptor {
     logging: Arc<devmm::LoggingAdaptor<Upstream>>,
@@ -166,8 +167,17 @@ pub(crate) struct PyLoggingAdaptor {
 #[pymethods]
 impl PyLoggingAdaptor {
     #[new]
-    fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
-        let (logging, base) = adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?;
+    #[pyo3(signature = (upstream, logger = None))]
+    fn py_new(
+        upstream: &Bound<'_, PyMemoryResource>,
+        logger: Option<LoggerArg>,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        let (logging, base) = adapt(upstream, |mr| {
+            Ok(match logger {
+                Some(LoggerArg(name)) => devmm::LoggingAdaptor::with_logger(mr, name),
+                None => devmm::LoggingAdaptor::new(mr),
+            })
+        })?;
         Ok((PyLoggingAdaptor { logging }, base))
     }
 
@@ -175,6 +185,35 @@ impl PyLoggingAdaptor {
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         upstream_of(py, &*self.logging)
+    }
+}
+
+/// A `logging.Logger` the records go to, found again by its name: one
+/// that `logging.getLogger` does not return for its name is refused.
+///
+/// Python type: `logging.Logger | None`
+pub(crate) struct LoggerArg(String);
+
+impl<'py> FromPyObject<'_, 'py> for LoggerArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        let logging = py.import(intern!(py, "logging"))?;
+        if !obj.is_instance(&logging.getattr(intern!(py, "Logger"))?)? {
+            return Err(expected("a logging.Logger", &obj));
+        }
+        let name: String = obj.getattr(intern!(py, "name"))?.extract()?;
+        if !logging
+            .call_method1(intern!(py, "getLogger"), (&name,))?
+            .is(&*obj)
+        {
+            return Err(PyValueError::new_err(format!(
+                "the logger {name:?} is not the one logging.getLogger({name:?}) returns; \
+                 pass a logger from logging.getLogger"
+            )));
+        }
+        Ok(LoggerArg(name))
     }
 }
 
@@ -197,6 +236,9 @@ pub(crate) struct PyCallbackMemoryResource {
 impl PyCallbackMemoryResource {
     #[new]
     #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
+    #[pyo3(
+        text_signature = "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
+    )]
     fn py_new(
         alloc_fn: &Bound<'_, PyAny>,
         dealloc_fn: &Bound<'_, PyAny>,

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::count::{Count, Size};
+use crate::count::{Count, Nbytes, Size};
 use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
@@ -63,18 +63,29 @@ impl PyDeviceBuffer {
 
 #[pymethods]
 impl PyDeviceBuffer {
-    /// Allocates `size` bytes from `mr` (the current resource of `device`
-    /// when `None`), ordered on `stream` (the device's default when `None`).
+    /// Allocates `nbytes` bytes (rmm's keyword `size` also names them)
+    /// from `mr` (the current resource of `device` when `None`), ordered on
+    /// `stream` (the device's default when `None`).
     #[new]
-    #[pyo3(signature = (size, *, mr = None, stream = None, device = None))]
+    #[pyo3(signature = (nbytes = None, *, mr = None, stream = None, device = None, size = None))]
     fn py_new(
         py: Python<'_>,
-        size: Count<Size>,
+        nbytes: Option<Count<Nbytes>>,
         mr: Option<&Bound<'_, PyMemoryResource>>,
         stream: Option<StreamArg>,
         device: Option<DeviceArg>,
+        size: Option<Count<Size>>,
     ) -> PyResult<Self> {
-        let size = size.get();
+        let size = match (nbytes, size) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err(
+                    "DeviceBuffer takes its size once: pass nbytes or size, not both",
+                ))
+            }
+            (Some(n), None) => n.get(),
+            (None, Some(n)) => n.get(),
+            (None, None) => 0,
+        };
         let (obj, rust, bridge) = match mr {
             Some(mr) => {
                 let (rust, bridge) = bridge_of(mr)?;
@@ -187,13 +198,13 @@ impl PyDeviceBuffer {
     /// stream the copy is done when this returns; on another it is
     /// asynchronous and `data` must stay unchanged until the stream is
     /// synchronized (rmm's rule).
-    #[pyo3(signature = (data, *, offset = 0, stream = None))]
+    #[pyo3(signature = (data, stream = None, *, offset = 0))]
     fn copy_from_host(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
-        offset: usize,
         stream: Option<StreamArg>,
+        offset: usize,
     ) -> PyResult<()> {
         let stream = self.copy_stream(stream)?;
         let data = bytes_of(data)?;
@@ -274,14 +285,9 @@ impl PyDeviceBuffer {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let bytes = bytes_of(data)?;
-        let made = PyDeviceBuffer::py_new(
-            py,
-            Count::of(bytes.as_bytes().len()),
-            mr,
-            stream.clone(),
-            device,
-        )?;
-        made.copy_from_host(py, bytes.as_any(), 0, stream)?;
+        let nbytes = Count::of(bytes.as_bytes().len());
+        let made = PyDeviceBuffer::py_new(py, Some(nbytes), mr, stream.clone(), device, None)?;
+        made.copy_from_host(py, bytes.as_any(), stream, 0)?;
         Ok(made)
     }
 
@@ -335,8 +341,10 @@ impl PyDeviceBuffer {
         Err(crate::tensor::not_picklable("DeviceBuffer"))
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// The buffer itself; a freed one is a `ValueError` (use after free).
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.get().buffer.check_open().py()?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (*_exc))]
@@ -347,7 +355,7 @@ impl PyDeviceBuffer {
 
     fn __repr__(&self) -> String {
         format!(
-            "DeviceBuffer(ptr={:#x}, size={}, device={}, closed={})",
+            "DeviceBuffer(ptr={:#x}, nbytes={}, device={}, closed={})",
             self.buffer.ptr().addr(),
             self.buffer.nbytes(),
             self.buffer.device(),
@@ -377,8 +385,10 @@ pub(crate) fn free(
 }
 
 /// The bytes of a bytes-like object (`bytes`, `bytearray`, `memoryview`, a
-/// NumPy array, ...) read through the buffer protocol, in C order; items
-/// wider than a byte are read as their raw bytes. `bytes` is used as is.
+/// NumPy array, ...) read through the buffer protocol; items wider than a
+/// byte are read as their raw bytes. `bytes` is used as is. A source that
+/// is not C-contiguous is a `ValueError`: copying it in C order would
+/// silently reorder (or gather) what the caller sees as contiguous memory.
 fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(bytes) = data.cast::<PyBytes>() {
         return Ok(bytes.clone());
@@ -386,7 +396,15 @@ fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     // pyo3's typed `PyBuffer<u8>` refuses items wider than a byte; a
     // memoryview reads any format as raw bytes (and raises the TypeError
     // for non-buffers).
-    Ok(PyMemoryView::from(data)?
-        .call_method0(intern!(data.py(), "tobytes"))?
+    let py = data.py();
+    let view = PyMemoryView::from(data)?;
+    if !view.getattr(intern!(py, "c_contiguous"))?.is_truthy()? {
+        return Err(PyValueError::new_err(
+            "a copy from the host needs a C-contiguous source; pass a contiguous copy \
+             (numpy.ascontiguousarray, bytes(...))",
+        ));
+    }
+    Ok(view
+        .call_method0(intern!(py, "tobytes"))?
         .cast_into::<PyBytes>()?)
 }

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 
 use crate::count::{Alignment, Count};
+use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::PyMemoryResource;
 
@@ -18,12 +19,17 @@ pub(crate) struct PyMallocMemoryResource;
 
 #[pymethods]
 impl PyMallocMemoryResource {
-    /// Every pointer aligned to `alignment` bytes (a power of two, at least 8).
+    /// Host memory (`device` is `cpu:0` or `None`) with every pointer
+    /// aligned to `alignment` bytes (a power of two).
     #[new]
-    #[pyo3(signature = (alignment = Count::of(64)))]
-    fn py_new(alignment: Count<Alignment>) -> PyResult<(Self, PyMemoryResource)> {
-        let alignment = alignment.get();
-        let mr = devmm::MallocMemoryResource::with_alignment(alignment).py()?;
+    #[pyo3(signature = (device = None, *, alignment = Count::of(64)))]
+    #[pyo3(text_signature = "(device=None, *, alignment=64)")]
+    fn py_new(
+        device: Option<DeviceArg>,
+        alignment: Count<Alignment>,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        host_device("MallocMemoryResource", device)?;
+        let mr = devmm::MallocMemoryResource::with_alignment(alignment.get()).py()?;
         Ok((PyMallocMemoryResource, PyMemoryResource::checked(mr)))
     }
 }
@@ -126,10 +132,17 @@ pub(crate) struct PyBytearrayMemoryResource;
 
 #[pymethods]
 impl PyBytearrayMemoryResource {
-    /// Every pointer aligned to `alignment` bytes (a power of two).
+    /// Host memory (`device` is `cpu:0` or `None`) with every pointer
+    /// aligned to `alignment` bytes (a power of two; 1, the default,
+    /// promises nothing).
     #[new]
-    #[pyo3(signature = (alignment = Count::of(64)))]
-    fn py_new(alignment: Count<Alignment>) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (device = None, *, alignment = Count::of(1)))]
+    #[pyo3(text_signature = "(device=None, *, alignment=1)")]
+    fn py_new(
+        device: Option<DeviceArg>,
+        alignment: Count<Alignment>,
+    ) -> PyResult<(Self, PyMemoryResource)> {
+        host_device("BytearrayMemoryResource", device)?;
         let alignment = alignment.get();
         devmm::check_alignment("BytearrayMemoryResource", alignment).py()?;
         let mr = BytearrayResource {
@@ -138,4 +151,11 @@ impl PyBytearrayMemoryResource {
         };
         Ok((PyBytearrayMemoryResource, PyMemoryResource::checked(mr)))
     }
+}
+
+/// Refuses a `device` argument other than the host's (the core's rule).
+pub(crate) fn host_device(resource: &str, device: Option<DeviceArg>) -> PyResult<()> {
+    device.map_or(Ok(()), |DeviceArg(device)| {
+        devmm::require_host_device(resource, device).py()
+    })
 }

@@ -14,6 +14,7 @@ mod cli;
 mod copies;
 mod count;
 mod cxx_exception;
+mod dataclass;
 mod device;
 mod dlpack;
 mod dtype;
@@ -72,7 +73,6 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<stream::PyStreamSentinel>()?;
     m.add_class::<stream::PyStream>()?;
-    m.add_class::<stream::PyStreamFlags>()?;
     m.add_class::<stream::PyStreamPool>()?;
     m.add(
         "DEFAULT",
@@ -109,10 +109,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
     m.add_class::<tracking::PyTrackingAdaptor>()?;
-    m.add_class::<tracking::PyLiveAllocation>()?;
     m.add_class::<trace::PyTraceAdaptor>()?;
-    m.add_class::<statistics::PyStatistics>()?;
-    m.add_class::<statistics::PyMemoryRecord>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.
     m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;

@@ -18,6 +18,9 @@ struct PythonLogging;
 #[derive(Default)]
 struct Fields {
     message: Option<String>,
+    /// The logger the event names (a `LoggingAdaptor` given one); the
+    /// target's otherwise.
+    logger: Option<String>,
     pairs: Vec<(&'static str, FieldValue)>,
 }
 
@@ -48,6 +51,8 @@ impl Fields {
     fn record_text(&mut self, field: &Field, text: String) {
         if field.name() == "message" {
             self.message = Some(text);
+        } else if field.name() == "logger" {
+            self.logger = Some(text);
         } else {
             self.pairs.push((field.name(), FieldValue::Text(text)));
         }
@@ -85,9 +90,11 @@ fn python_level(level: &Level) -> u32 {
 }
 
 fn emit(py: Python<'_>, target: &str, level: &Level, fields: &Fields) -> PyResult<()> {
-    let logger = py
-        .import("logging")?
-        .call_method1("getLogger", (target.replace("::", "."),))?;
+    let name = match &fields.logger {
+        Some(logger) => logger.clone(),
+        None => target.replace("::", "."),
+    };
+    let logger = py.import("logging")?.call_method1("getLogger", (name,))?;
     let level = python_level(level);
     if !logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
         return Ok(());

@@ -17,6 +17,7 @@ use pyo3::exceptions::{PyImportError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
@@ -160,7 +161,9 @@ pub(crate) struct PyNumpyHandlerMemoryResource;
 #[pymethods]
 impl PyNumpyHandlerMemoryResource {
     #[new]
-    fn py_new(py: Python<'_>) -> PyResult<(Self, PyMemoryResource)> {
+    #[pyo3(signature = (device = None))]
+    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
+        crate::host_resources::host_device("NumpyHandlerMemoryResource", device)?;
         let capsule = get_handler(py)?;
         // SAFETY: NumPy's handler objects are capsules of this name; the
         // call checks and sets an exception otherwise.

@@ -152,14 +152,14 @@ impl PyMemoryResource {
             .map_or(1, |mr| mr.guaranteed_alignment())
     }
 
-    /// `(free, total)` bytes as this resource sees them.
-    fn available_memory(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
-        let info = match &self.native {
-            Some(mr) => maybe_detached(py, self.device, || mr.available_memory()),
-            None => devmm::runtime_for(self.device).and_then(|rt| rt.memory_info(self.device)),
-        }
-        .py()?;
-        Ok((info.free, info.total))
+    /// `(free, total)` bytes as this resource sees them; `None` for a
+    /// Python resource that does not override it (it cannot tell).
+    fn available_memory(&self, py: Python<'_>) -> PyResult<Option<(usize, usize)>> {
+        let Some(mr) = &self.native else {
+            return Ok(None);
+        };
+        let info = maybe_detached(py, self.device, || mr.available_memory()).py()?;
+        Ok(Some((info.free, info.total)))
     }
 
     /// Allocates `nbytes` ordered on `stream` (the device's default stream
@@ -212,8 +212,8 @@ impl PyMemoryResource {
         self.native.as_ref().and_then(|mr| mr.live_count())
     }
 
-    /// An adaptor shows as `Name(upstream)`, other native resources as
-    /// the core describes them.
+    /// An adaptor shows as `Name(upstream=...)` (the seed's form), other
+    /// native resources as the core describes them.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let this = slf.borrow();
         let name = slf.get_type().name()?;
@@ -221,7 +221,10 @@ impl PyMemoryResource {
             return Ok(format!("{name}(device={})", this.device));
         };
         match mr.upstream().and_then(|up| origin_object(slf.py(), up)) {
-            Some(upstream) => Ok(format!("{name}({})", upstream?.bind(slf.py()).repr()?)),
+            Some(upstream) => Ok(format!(
+                "{name}(upstream={})",
+                upstream?.bind(slf.py()).repr()?
+            )),
             None => Ok(format!("{mr:?}")),
         }
     }

@@ -1,112 +1,59 @@
-//! `devmm.statistics`' native part: the counters of a statistics adaptor
-//! and the profiler's records, whose arithmetic and report live in the
-//! core (`devmm::statistics`).
+//! `devmm.statistics`' native part: the profiler's records, whose
+//! arithmetic and report live in the core (`devmm::statistics`), and the
+//! conversions of the counters and records to and from the module's
+//! Python dataclasses.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
 
-/// A statistics adaptor's counters at one moment, with rmm's names
-/// (`current_bytes`, `current_count`, `peak_bytes`, `total_bytes`,
-/// `total_count`) and devmm's (`allocations`, `deallocations`).
-#[pyclass(frozen, eq, name = "Statistics", module = "devmm.statistics")]
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PyStatistics {
-    pub(crate) inner: devmm::Statistics,
+use crate::dataclass;
+use crate::error::expected;
+
+/// The module whose dataclasses carry the counters and the records.
+const MODULE: &str = "devmm.statistics";
+
+/// `stats` as a `devmm.statistics.Statistics`.
+pub(crate) fn statistics_object<'py>(
+    py: Python<'py>,
+    stats: &devmm::Statistics,
+) -> PyResult<Bound<'py, PyAny>> {
+    let s = stats;
+    let fields = (
+        s.current_bytes,
+        s.peak_bytes,
+        s.total_bytes,
+        s.allocations,
+        s.deallocations,
+    );
+    dataclass::make(py, MODULE, "Statistics", fields)
 }
 
-#[pymethods]
-impl PyStatistics {
-    /// Bytes allocated and not yet deallocated.
-    #[getter]
-    fn current_bytes(&self) -> usize {
-        self.inner.current_bytes
-    }
+/// A `devmm.statistics.Statistics` argument, read back into the core's counters.
+///
+/// Python type: `devmm.statistics.Statistics`
+pub(crate) struct StatisticsArg(devmm::Statistics);
 
-    /// Allocations not yet deallocated.
-    #[getter]
-    fn current_count(&self) -> usize {
-        self.inner
-            .allocations
-            .saturating_sub(self.inner.deallocations)
-    }
+impl<'py> FromPyObject<'_, 'py> for StatisticsArg {
+    type Error = PyErr;
 
-    /// The most bytes live at once.
-    #[getter]
-    fn peak_bytes(&self) -> usize {
-        self.inner.peak_bytes
-    }
-
-    /// Bytes ever allocated.
-    #[getter]
-    fn total_bytes(&self) -> usize {
-        self.inner.total_bytes
-    }
-
-    /// Allocations ever made (rmm's name for `allocations`).
-    #[getter]
-    fn total_count(&self) -> usize {
-        self.inner.allocations
-    }
-
-    /// Successful allocations.
-    #[getter]
-    fn allocations(&self) -> usize {
-        self.inner.allocations
-    }
-
-    /// Successful deallocations.
-    #[getter]
-    fn deallocations(&self) -> usize {
-        self.inner.deallocations
-    }
-
-    fn __repr__(&self) -> String {
-        let s = &self.inner;
-        format!(
-            "Statistics(current_bytes={}, peak_bytes={}, total_bytes={}, allocations={}, deallocations={})",
-            s.current_bytes, s.peak_bytes, s.total_bytes, s.allocations, s.deallocations
-        )
-    }
-}
-
-/// What the profiler gathered for one name: `num_calls`, `memory_total`
-/// (bytes allocated over all calls) and `memory_peak` (the most live at
-/// once during any call).
-#[pyclass(frozen, eq, name = "MemoryRecord", module = "devmm.statistics")]
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PyMemoryRecord {
-    inner: devmm::statistics::MemoryRecord,
-}
-
-#[pymethods]
-impl PyMemoryRecord {
-    /// Times the named code ran.
-    #[getter]
-    fn num_calls(&self) -> usize {
-        self.inner.num_calls
-    }
-
-    /// Bytes it allocated, over all calls.
-    #[getter]
-    fn memory_total(&self) -> usize {
-        self.inner.memory_total
-    }
-
-    /// The most bytes live at once during any one call.
-    #[getter]
-    fn memory_peak(&self) -> usize {
-        self.inner.memory_peak
-    }
-
-    fn __repr__(&self) -> String {
-        let r = &self.inner;
-        format!(
-            "MemoryRecord(num_calls={}, memory_total={}, memory_peak={})",
-            r.num_calls, r.memory_total, r.memory_peak
-        )
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        if !obj.is_instance(&dataclass::class(py, MODULE, "Statistics")?)? {
+            return Err(expected("a devmm.statistics.Statistics", &obj));
+        }
+        let field =
+            |name: &Bound<'py, PyString>| -> PyResult<usize> { obj.getattr(name)?.extract() };
+        Ok(StatisticsArg(devmm::Statistics {
+            current_bytes: field(intern!(py, "current_bytes"))?,
+            peak_bytes: field(intern!(py, "peak_bytes"))?,
+            total_bytes: field(intern!(py, "total_bytes"))?,
+            allocations: field(intern!(py, "allocations"))?,
+            deallocations: field(intern!(py, "deallocations"))?,
+        }))
     }
 }
 
@@ -127,18 +74,21 @@ impl PyProfilerRecords {
     }
 
     /// Adds one run of `name` that ended with counters `data`.
-    fn add(&self, name: &str, data: &PyStatistics) {
-        self.inner.add(name, &data.inner);
+    fn add(&self, name: &str, data: StatisticsArg) {
+        self.inner.add(name, &data.0);
     }
 
-    /// The records, by name.
+    /// The records, by name, as `devmm.statistics.MemoryRecord`s.
+    ///
+    /// Python type: `dict[str, devmm.statistics.MemoryRecord]`
     #[getter]
-    fn records(&self) -> BTreeMap<String, PyMemoryRecord> {
-        self.inner
-            .records()
-            .into_iter()
-            .map(|(name, inner)| (name, PyMemoryRecord { inner }))
-            .collect()
+    fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let records = PyDict::new(py);
+        for (name, r) in self.inner.records() {
+            let fields = (r.num_calls, r.memory_total, r.memory_peak);
+            records.set_item(name, dataclass::make(py, MODULE, "MemoryRecord", fields)?)?;
+        }
+        Ok(records)
     }
 
     /// The records as a table, largest first by `ordered_by`

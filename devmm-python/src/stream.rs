@@ -1,5 +1,6 @@
 //! Streams and the sentinels naming each runtime's built-in streams.
 
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
@@ -291,6 +292,19 @@ impl PyStream {
         }
     }
 
+    /// Consistent with `==`: runtime streams hash what names them, Python
+    /// streams their identity.
+    fn __hash__(slf: &Bound<'_, Self>) -> u64 {
+        match &slf.get().native {
+            Some(native) => {
+                let mut hasher = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(native, &mut hasher);
+                hasher.finish()
+            }
+            None => slf.as_ptr() as u64,
+        }
+    }
+
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let stream = stream_of(slf.as_any())?;
         let name = match slf.get().native {
@@ -366,47 +380,18 @@ pub(crate) fn resolve_stream(
     }
 }
 
-/// Stream creation flags, as rmm's `CudaStreamFlags`: `SYNC_DEFAULT`
-/// streams synchronize with the legacy default stream, `NON_BLOCKING` ones
-/// do not.
-#[pyclass(eq, eq_int, hash, frozen, name = "StreamFlags", module = "devmm")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum PyStreamFlags {
-    /// Synchronizes with the legacy default stream.
-    #[pyo3(name = "SYNC_DEFAULT")]
-    SyncDefault = 0,
-    /// Does not synchronize with the legacy default stream.
-    #[pyo3(name = "NON_BLOCKING")]
-    NonBlocking = 1,
-}
+/// Stream creation flags: a `devmm.StreamFlags` (rmm's `CudaStreamFlags`,
+/// an `IntEnum` defined in Python) or its int value, checked by the core.
+///
+/// Python type: `int`
+pub(crate) struct StreamFlagsArg(devmm::StreamFlags);
 
-impl From<PyStreamFlags> for devmm::StreamFlags {
-    fn from(flags: PyStreamFlags) -> Self {
-        match flags {
-            PyStreamFlags::SyncDefault => devmm::StreamFlags::SyncDefault,
-            PyStreamFlags::NonBlocking => devmm::StreamFlags::NonBlocking,
-        }
-    }
-}
+impl<'py> FromPyObject<'_, 'py> for StreamFlagsArg {
+    type Error = PyErr;
 
-#[pymethods]
-impl PyStreamFlags {
-    fn __reduce__(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, (i32,))> {
-        Ok((
-            py.get_type::<PyStreamFlags>().into_any().unbind(),
-            (*self as i32,),
-        ))
-    }
-
-    #[new]
-    fn py_new(value: i32) -> PyResult<Self> {
-        match value {
-            0 => Ok(PyStreamFlags::SyncDefault),
-            1 => Ok(PyStreamFlags::NonBlocking),
-            other => Err(PyValueError::new_err(format!(
-                "{other} is not a StreamFlags value; use 0 (SYNC_DEFAULT) or 1 (NON_BLOCKING)"
-            ))),
-        }
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let code: i64 = obj.extract()?;
+        devmm::StreamFlags::try_from(code).py().map(StreamFlagsArg)
     }
 }
 
@@ -420,18 +405,20 @@ pub(crate) struct PyStreamPool {
 
 #[pymethods]
 impl PyStreamPool {
-    /// `pool_size` streams with `flags` on `device` (the default device when `None`).
+    /// `pool_size` streams with `flags` (`StreamFlags.SYNC_DEFAULT` when
+    /// `None`) on `device` (the default device when `None`).
     #[new]
-    #[pyo3(signature = (pool_size = 16, flags = PyStreamFlags::SyncDefault, *, device = None))]
+    #[pyo3(signature = (pool_size = 16, flags = None, *, device = None))]
     fn py_new(
         py: Python<'_>,
         pool_size: usize,
-        flags: PyStreamFlags,
+        flags: Option<StreamFlagsArg>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let device = DeviceArg::or_default(device)?;
+        let flags = flags.map_or_else(devmm::StreamFlags::default, |StreamFlagsArg(f)| f);
         let inner = maybe_detached(py, device, || {
-            devmm::StreamPool::new(device, pool_size, flags.into())
+            devmm::StreamPool::new(device, pool_size, flags)
         })
         .py()?;
         Ok(PyStreamPool { inner })

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
 use devmm::MemoryResource;
 use pyo3::exceptions::PyAssertionError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict};
 
 use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
@@ -33,6 +34,10 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// byte-exact writes and reads, no aliasing, alignment honesty, live-count
 /// bookkeeping, misuse detection, zero-byte requests. Raises
 /// `AssertionError` naming each failed check.
+///
+/// A factory that takes an `alignment` keyword (a resource class such as
+/// `MallocMemoryResource`) is also asked for every alignment from 1 to
+/// 4096, and its pointers must meet each (`requested_alignment`).
 ///
 /// The suite reads and writes memory with the device runtime's copies;
 /// for other memory pass `write(ptr, data, stream)`,
@@ -99,6 +104,19 @@ pub(crate) fn mr_conformance(
     if !data_access {
         options = options.without_data_access();
     }
+    if takes_alignment(mr_factory.bind(py)) {
+        let factory = mr_factory.clone_ref(py);
+        options = options.aligned_factory(move |alignment| {
+            Python::attach(|py| {
+                let made = || -> PyResult<Box<dyn devmm::MemoryResource>> {
+                    let kwargs = [("alignment", alignment)].into_py_dict(py)?;
+                    let made = factory.bind(py).call((), Some(&kwargs))?;
+                    Ok(Box::new(resource_of(made.cast::<PyMemoryResource>()?)?))
+                };
+                made().map_err(|e| hook_failure(py, "factory", e))
+            })
+        });
+    }
     // The suite runs checks on several threads, and Python resources need
     // the GIL on each of them: run it detached, attaching for every call.
     let factory = move || {
@@ -116,6 +134,32 @@ pub(crate) fn mr_conformance(
     };
     let report = py.detach(|| devmm::testing::mr_conformance(factory, &options));
     raise_on_failure(report)
+}
+
+/// Whether `factory` accepts an `alignment` keyword (or any keyword), as
+/// `inspect.signature` reports it; a callable without a signature does not.
+fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
+    let py = factory.py();
+    let accepts = || -> PyResult<bool> {
+        let signature = py
+            .import(intern!(py, "inspect"))?
+            .call_method1(intern!(py, "signature"), (factory,))?;
+        let parameters = signature.getattr(intern!(py, "parameters"))?;
+        for p in parameters.call_method0(intern!(py, "values"))?.try_iter()? {
+            let p = p?;
+            // inspect.Parameter's kinds: 1 positional or keyword, 3 keyword
+            // only, 4 `**kwargs`.
+            let kind: u8 = p.getattr(intern!(py, "kind"))?.extract()?;
+            if kind == 4
+                || matches!(kind, 1 | 3) && p.getattr(intern!(py, "name"))?.eq("alignment")?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    // `inspect.signature` raises for callables it cannot read: no sweep.
+    accepts().unwrap_or(false)
 }
 
 /// Runs the DLPack producer contract for tensors on `device` (both capsule
@@ -150,6 +194,7 @@ impl PyRecordingMemoryResource {
     /// stream-ordered allocation unless `stream_ordered=False`.
     #[new]
     #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
+    #[pyo3(text_signature = "(device=None, *, stream_ordered=True, guaranteed_alignment=256)")]
     fn py_new(
         device: Option<DeviceArg>,
         stream_ordered: bool,

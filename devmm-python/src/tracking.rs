@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::adaptors::{adapt, upstream_of};
+use crate::dataclass;
 use crate::resource::PyMemoryResource;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -21,73 +22,27 @@ pub(crate) fn _print_leak_reports() {
     devmm::print_leak_reports();
 }
 
-/// One allocation made through a `TrackingAdaptor` and not yet freed.
-#[pyclass(frozen, name = "LiveAllocation", module = "devmm")]
-pub(crate) struct PyLiveAllocation {
-    inner: devmm::LiveAllocation,
-}
-
-#[pymethods]
-impl PyLiveAllocation {
-    /// Its address.
-    #[getter]
-    fn ptr(&self) -> usize {
-        self.inner.ptr.addr()
-    }
-
-    /// Bytes asked for.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.inner.nbytes
-    }
-
-    /// The stream's native handle.
-    #[getter]
-    fn stream(&self) -> usize {
-        self.inner.stream
-    }
-
-    /// When it was made, in seconds since the Unix epoch.
-    #[getter]
-    fn time(&self) -> f64 {
-        self.inner
-            .time
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    }
-
-    /// The allocating thread's id (the OS thread id on Linux).
-    #[getter]
-    fn thread(&self) -> u64 {
-        self.inner.thread
-    }
-
-    /// The allocating thread's name, if it had one.
-    #[getter]
-    fn thread_name(&self) -> Option<String> {
-        self.inner.thread_name.as_deref().map(str::to_owned)
-    }
-
-    /// The call site as `(file, line, function)` triples, innermost first:
-    /// the Python stack for allocations made from Python.
-    #[getter]
-    fn frames(&self) -> Vec<(Option<String>, Option<u32>, String)> {
-        self.inner
-            .site
-            .frames()
-            .into_iter()
-            .map(|f| (f.file, f.line, f.function))
-            .collect()
-    }
-
-    fn __repr__(&self) -> String {
-        let at = self
-            .inner
-            .site
-            .top()
-            .map_or_else(|| "an unknown call site".to_owned(), |f| f.to_string());
-        format!("LiveAllocation({} bytes at {at})", self.inner.nbytes)
-    }
+/// `a` as a `devmm.LiveAllocation` (a dataclass of `devmm._tracking`).
+fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<Bound<'py, PyAny>> {
+    let time = a
+        .time
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let frames = a
+        .site
+        .frames()
+        .into_iter()
+        .map(|f| (f.file, f.line, f.function));
+    let fields = (
+        a.ptr.addr(),
+        a.nbytes,
+        a.stream,
+        time,
+        a.thread,
+        a.thread_name.as_deref(),
+        PyTuple::new(py, frames)?,
+    );
+    dataclass::make(py, "devmm._tracking", "LiveAllocation", fields)
 }
 
 /// Records every live allocation with its size, stream, time, thread and
@@ -128,12 +83,11 @@ impl PyTrackingAdaptor {
     }
 
     /// Every live allocation, oldest first.
-    fn leaks(&self) -> Vec<PyLiveAllocation> {
-        self.tracking
-            .leaks()
-            .into_iter()
-            .map(|inner| PyLiveAllocation { inner })
-            .collect()
+    ///
+    /// Python type: `list[devmm._tracking.LiveAllocation]`
+    fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let leaks = self.tracking.leaks().into_iter();
+        leaks.map(|a| live_allocation(py, a)).collect()
     }
 
     /// The live allocations grouped by call site, most live bytes first, as text.

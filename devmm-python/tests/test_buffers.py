@@ -15,7 +15,7 @@ def test_buffer_fields(stats: devmm.StatisticsAdaptor, stream: devmm.Stream) -> 
     assert buf.mr is stats and buf.stream == stream
     assert buf.device == devmm.Device.from_string("cpu")
     assert stats.current_bytes == 64
-    assert repr(buf).startswith("DeviceBuffer(ptr=0x") and repr(buf).endswith("size=64, device=cpu:0, closed=False)")
+    assert repr(buf).startswith("DeviceBuffer(ptr=0x") and repr(buf).endswith("nbytes=64, device=cpu:0, closed=False)")
     buf.free()
     buf.free(stream)
     assert buf.closed and stats.current_bytes == 0
@@ -138,3 +138,34 @@ def test_device_and_stream_must_match_the_resource() -> None:
     with pytest.raises(ValueError, match="the stream is on cpu:0"):
         devmm.empty((2,), "float32", mr=gpu, stream=cpu_stream)
     assert gpu.live == {}
+
+
+def test_buffer_takes_the_seeds_nbytes_and_a_positional_copy_stream(stream: devmm.Stream) -> None:
+    buf = devmm.DeviceBuffer(nbytes=8, mr=BytearrayMemoryResource(), stream=stream)
+    assert (buf.nbytes, buf.size) == (8, 8)
+    assert devmm.DeviceBuffer(size=5).nbytes == 5  # rmm's spelling
+    with pytest.raises(TypeError, match="nbytes"):
+        devmm.DeviceBuffer(4, size=4)
+    buf.copy_from_host(b"abcdefgh", stream)
+    assert bytes(buf) == b"abcdefgh"
+    assert repr(buf) == f"DeviceBuffer(ptr={buf.ptr:#x}, nbytes=8, device=cpu:0, closed=False)"
+
+
+def test_entering_a_freed_buffer_is_a_use_after_free() -> None:
+    buf = devmm.DeviceBuffer(8)
+    buf.free()
+    with pytest.raises(ValueError, match="freed"):
+        with buf:
+            pass
+
+
+def test_copy_from_host_refuses_a_source_that_is_not_c_contiguous() -> None:
+    import numpy as np
+
+    buf = devmm.DeviceBuffer(24)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buf.copy_from_host(np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buf.copy_from_host(memoryview(b"abcdef")[::2])
+    buf.copy_from_host(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert bytes(buf) == np.arange(6, dtype=np.int32).tobytes()

@@ -35,12 +35,14 @@ def test_host_resources_hand_out_aligned_writable_memory(factory: Any, stream: d
 
 def test_resource_reprs() -> None:
     assert repr(MallocMemoryResource(alignment=128)) == "MallocMemoryResource(device=cpu:0, alignment=128)"
-    assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=64)"
+    assert repr(BytearrayMemoryResource()) == "BytearrayMemoryResource(device=cpu:0, alignment=1)"
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
     limited = devmm.LimitingAdaptor(stats, limit_bytes=10)
+    # The seed's adaptor reprs: Name(upstream=...), the limit first.
     assert repr(limited) == (
-        "LimitingAdaptor(StatisticsAdaptor(MallocMemoryResource(device=cpu:0, alignment=64)), limit_bytes=10)"
+        "LimitingAdaptor(limit_bytes=10, upstream=StatisticsAdaptor(upstream=MallocMemoryResource(device=cpu:0, alignment=64)))"
     )
+    assert repr(devmm.LoggingAdaptor(stats)).startswith("LoggingAdaptor(upstream=StatisticsAdaptor(upstream=")
     assert limited.upstream is stats
 
 
@@ -58,7 +60,7 @@ def test_bytearray_resource_detects_misuse(stream: devmm.Stream) -> None:
     with pytest.raises(ValueError, match="never allocated"):
         mr.deallocate(p + 64, 32, stream)
     mr.deallocate(p, 32, stream)
-    with pytest.raises(ValueError, match="double free"):
+    with pytest.raises(ValueError, match="double-free"):
         mr.deallocate(p, 32, stream)
     assert mr._debug_live_count() == 0
 
@@ -102,8 +104,25 @@ def test_logging_adaptor_emits_structured_records(caplog: pytest.LogCaptureFixtu
     ]
     first = records[0]
     assert (first.ptr, first.nbytes, first.stream, first.device) == (p, 16, 0, "cpu:0")  # type: ignore[attr-defined]
-    assert "double free" in records[2].error  # type: ignore[attr-defined]
+    assert "double-free" in records[2].error  # type: ignore[attr-defined]
     assert records[0].getMessage().startswith("allocate ptr=")
+
+
+def test_logging_adaptor_writes_to_the_logger_it_is_given(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
+    # The seed's LoggingAdaptor(upstream, logger=None): records go to `logger` instead of devmm.mr.
+    mine = logging.getLogger("tests.my_allocations")
+    mr = devmm.LoggingAdaptor(MallocMemoryResource(), mine)
+    assert devmm.LoggingAdaptor(MallocMemoryResource(), logger=None).upstream is not None
+    with caplog.at_level(logging.INFO):
+        mr.deallocate(mr.allocate(16, stream), 16, stream)
+    assert [(r.name, r.op) for r in caplog.records] == [  # type: ignore[attr-defined]
+        ("tests.my_allocations", "allocate"),
+        ("tests.my_allocations", "deallocate"),
+    ]
+    with pytest.raises(TypeError, match="logging.Logger"):
+        devmm.LoggingAdaptor(MallocMemoryResource(), "tests.my_allocations")
+    with pytest.raises(ValueError, match="getLogger"):
+        devmm.LoggingAdaptor(MallocMemoryResource(), logging.Logger("unregistered"))
 
 
 def test_logging_adaptor_is_silent_when_the_logger_is_off(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
@@ -186,6 +205,14 @@ def test_base_class_is_abstract_until_allocate_and_deallocate_are_overridden() -
         devmm.DeviceMemoryResource()
 
 
+def test_a_python_resource_inherits_the_seeds_probe_defaults() -> None:
+    # The seed's DeviceMemoryResource: not stream-ordered, alignment 1, and
+    # available_memory() None (the resource cannot tell) until overridden.
+    heap = PyHeap()
+    assert (heap.stream_ordered, heap.available_memory()) == (False, None)
+    assert devmm.DeviceMemoryResource.guaranteed_alignment(heap) == 1
+
+
 def test_base_class_methods_raise_when_a_subclass_calls_them(stream: devmm.Stream) -> None:
     class Delegating(devmm.DeviceMemoryResource):
         def allocate(self, nbytes: int, stream: Any = None) -> int:
@@ -265,7 +292,8 @@ def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(ba
     buf = devmm.DeviceBuffer(8, stream=stream)
     layout = devmm.Layout((2,), (1,), "float32")
     calls: dict[str, Any] = {
-        "size": lambda: devmm.DeviceBuffer(bad),
+        "nbytes": lambda: devmm.DeviceBuffer(bad),
+        "size": lambda: devmm.DeviceBuffer(size=bad),
         "limit_bytes": lambda: devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=bad),
         "alignment": lambda: MallocMemoryResource(alignment=bad),
         "guaranteed_alignment": lambda: devmm.testing.RecordingMemoryResource(guaranteed_alignment=bad),
@@ -283,3 +311,55 @@ def test_negative_or_oversized_integer_arguments_are_value_errors_naming_them(ba
         assert not isinstance(info.value, OverflowError), name
     with pytest.raises(ValueError, match="^handle must"):
         stream.wait_raw(bad)
+
+
+@pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource, NumpyHandlerMemoryResource])
+def test_host_resources_take_the_cpu_device_first(factory: Any, cpu: devmm.Device) -> None:
+    # The seed's constructors: (device=Device(CPU), *, alignment=...).
+    assert factory(cpu).device == cpu
+    assert factory(device=cpu).device == cpu
+    with pytest.raises(ValueError, match="cpu"):
+        factory(devmm.Device.from_string("cuda:0"))
+
+
+@pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource])
+def test_host_resource_alignment_is_keyword_only(factory: Any, cpu: devmm.Device) -> None:
+    with pytest.raises(TypeError):
+        factory(cpu, 64)
+    assert factory(cpu, alignment=128).guaranteed_alignment() == 128
+
+
+@pytest.mark.parametrize("alignment", [1, 2, 4, 8, 4096])
+def test_malloc_takes_every_power_of_two_alignment(alignment: int, stream: devmm.Stream) -> None:
+    mr = MallocMemoryResource(alignment=alignment)
+    assert mr.guaranteed_alignment() == alignment
+    assert repr(mr) == f"MallocMemoryResource(device=cpu:0, alignment={alignment})"
+    ptrs = [mr.allocate(n, stream) for n in (1, 3, 17)]
+    assert all(p % alignment == 0 for p in ptrs)
+    for p, n in zip(ptrs, (1, 3, 17)):
+        mr.deallocate(p, n, stream)
+
+
+def test_bytearray_resource_promises_no_alignment_by_default(stream: devmm.Stream) -> None:
+    mr = BytearrayMemoryResource()
+    assert repr(mr) == "BytearrayMemoryResource(device=cpu:0, alignment=1)"
+    assert mr.guaranteed_alignment() == 1
+    p = mr.allocate(3, stream)
+    assert write_read(p, b"abc") == b"abc"
+    mr.deallocate(p, 3, stream)
+
+
+def test_host_resource_signatures_show_their_defaults() -> None:
+    import inspect
+
+    import devmm.testing
+
+    assert str(inspect.signature(MallocMemoryResource)) == "(device=None, *, alignment=64)"
+    assert str(inspect.signature(BytearrayMemoryResource)) == "(device=None, *, alignment=1)"
+    assert str(inspect.signature(NumpyHandlerMemoryResource)) == "(device=None)"
+    assert str(inspect.signature(devmm.testing.RecordingMemoryResource)) == (
+        "(device=None, *, stream_ordered=True, guaranteed_alignment=256)"
+    )
+    assert str(inspect.signature(devmm.CallbackMemoryResource)) == (
+        "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
+    )

@@ -35,7 +35,7 @@ class PyResource(devmm.DeviceMemoryResource):
 
 
 def leaves() -> dict[str, devmm.DeviceMemoryResource]:
-    heap = BytearrayMemoryResource()
+    heap = BytearrayMemoryResource(alignment=64)  # what the callback below promises
     return {
         "malloc": MallocMemoryResource(),
         "bytearray": BytearrayMemoryResource(alignment=256),

@@ -133,3 +133,26 @@ def test_the_profiler_wraps_coroutines_and_fills_the_default_records() -> None:
 
     assert asyncio.run(step()) == 64
     assert st.default_profiler_records.records["async step"].memory_total >= 64
+
+
+def test_counters_and_records_are_frozen_dataclasses_as_rmms() -> None:
+    import dataclasses
+
+    stats = devmm.StatisticsAdaptor(devmm.get_current_memory_resource("cpu"))
+    keep = devmm.DeviceBuffer(64, mr=stats)
+    snapshot = stats.statistics
+    assert dataclasses.is_dataclass(snapshot) and isinstance(snapshot, st.Statistics)
+    assert dataclasses.asdict(snapshot) == {
+        "current_bytes": 64, "peak_bytes": 64, "total_bytes": 64, "allocations": 1, "deallocations": 0,
+    }
+    assert (snapshot.current_count, snapshot.total_count) == (1, 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.current_bytes = 0  # type: ignore[misc]
+    assert hash(snapshot) == hash(st.Statistics(64, 64, 64, 1, 0))
+    del keep
+    records = st.ProfilerRecords()
+    records.add("load", snapshot)
+    record = records.records["load"]
+    assert dataclasses.is_dataclass(record) and record == st.MemoryRecord(num_calls=1, memory_total=64, memory_peak=64)
+    with pytest.raises(TypeError):
+        records.add("load", (64, 64, 64, 1, 0))  # type: ignore[arg-type]

@@ -85,7 +85,7 @@ def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     # The seed's log format: (name, ptr, nbytes, stream), the stream object passed.
     assert rec.calls == [("allocate", 256, 64, stream), ("deallocate", 256, 64, stream)]
     assert isinstance(rec.calls[0][3], devmm.Stream)
-    with pytest.raises(devmm.testing.RecordingMisuseError, match="double free"):
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="double-free"):
         rec.deallocate(256, 64, stream)
     # Refused calls are logged too: the log is what the code asked for.
     assert rec.calls[-1] == ("deallocate", 256, 64, stream)
@@ -122,3 +122,42 @@ def test_negative_and_oversized_sizes_are_value_errors_naming_nbytes(stream: dev
                 mr.allocate(bad, stream)
             with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
                 mr.deallocate(256, bad, stream)
+
+
+def test_recording_misuse_names_the_seeds_kind(stream: devmm.Stream) -> None:
+    # The seed's words for the three misuses: double-free, foreign-free, size-mismatch.
+    rec = devmm.testing.RecordingMemoryResource()
+    ptr = rec.allocate(32, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="size-mismatch"):
+        rec.deallocate(ptr, 16, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="foreign-free"):
+        rec.deallocate(ptr + 4096, 32, stream)
+    rec.deallocate(ptr, 32, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="double-free"):
+        rec.deallocate(ptr, 32, stream)
+
+
+def test_mr_conformance_refuses_to_touch_memory_that_is_not_there() -> None:
+    # Fake pointers are never dereferenced (a crash before): the byte checks fail, named,
+    # and say how to run the rest.
+    with pytest.raises(AssertionError, match="write_read_exact.*dereferenceable.*data_access=False"):
+        devmm.testing.mr_conformance(devmm.testing.RecordingMemoryResource)
+
+
+def test_mr_conformance_asks_a_factory_taking_alignment_for_every_alignment() -> None:
+    # As the seed: a factory accepting `alignment=` is swept over 1..4096.
+    asked: list[int] = []
+
+    def factory(*, alignment: int = 64) -> devmm.DeviceMemoryResource:
+        asked.append(alignment)
+        return MallocMemoryResource(alignment=alignment)
+
+    devmm.testing.mr_conformance(factory)
+    assert {1, 2, 256, 4096} <= set(asked)
+
+    def deaf(*, alignment: int = 64) -> devmm.DeviceMemoryResource:
+        return MallocMemoryResource(alignment=8)
+
+    with pytest.raises(AssertionError, match="requested_alignment: alignment [0-9]+ was requested"):
+        devmm.testing.mr_conformance(deaf)
+    devmm.testing.mr_conformance(MallocMemoryResource)  # the class takes alignment= too

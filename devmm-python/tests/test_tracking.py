@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import devmm
 from devmm.mrs.cpu import MallocMemoryResource
 
@@ -99,3 +101,19 @@ def test_the_torch_snapshot_is_a_pickle_of_the_live_allocations() -> None:
     (block,) = segment["blocks"]
     assert block["state"] == "active_allocated"
     assert block["frames"][0] == {"filename": __file__, "line": line_of("# PY LEAK SITE"), "name": "allocate_here"}
+
+
+def test_live_allocations_are_frozen_dataclasses() -> None:
+    import dataclasses
+
+    mr = devmm.TrackingAdaptor(MallocMemoryResource())
+    kept = allocate_here(mr, 100)
+    (leak,) = mr.leaks()
+    assert isinstance(leak, devmm.LiveAllocation) and dataclasses.is_dataclass(leak)
+    fields = dataclasses.asdict(leak)
+    assert (fields["ptr"], fields["nbytes"], fields["stream"]) == (kept.ptr, 100, 0)
+    assert fields["frames"][0][2] == "allocate_here" and isinstance(fields["time"], float)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        leak.nbytes = 1  # type: ignore[misc]
+    assert leak == mr.leaks()[0]
+    assert repr(leak).startswith(f"LiveAllocation(ptr={kept.ptr}, nbytes=100, stream=0, ")

@@ -377,6 +377,24 @@ impl DeviceBuffer {
         }
     }
 
+    /// `Ok` while the buffer is open; after [`free`](Self::free), the
+    /// [`Error::BufferClosed`] every use of it gets.
+    ///
+    /// ```
+    /// use devmm::{DeviceBuffer, Error, MallocMemoryResource, Stream};
+    /// let buf = DeviceBuffer::new(8, std::sync::Arc::new(MallocMemoryResource::new()), &Stream::cpu())?;
+    /// buf.check_open()?;
+    /// buf.free(&Stream::cpu())?;
+    /// assert!(matches!(buf.check_open(), Err(Error::BufferClosed { nbytes: 8, .. })));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn check_open(&self) -> Result<()> {
+        match self.is_closed() {
+            false => Ok(()),
+            true => Err(self.closed_error()),
+        }
+    }
+
     /// What a use of the buffer after [`free`](Self::free) gets.
     pub(crate) fn closed_error(&self) -> Error {
         Error::BufferClosed {

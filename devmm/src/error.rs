@@ -333,14 +333,15 @@ impl fmt::Display for MisuseKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MisuseKind::UnknownPointer => {
-                f.write_str("deallocate of a pointer this resource never allocated")
+                f.write_str("foreign-free: deallocate of a pointer this resource never allocated")
             }
             MisuseKind::WrongSize { allocated } => write!(
                 f,
-                "deallocate with the wrong size; the pointer was allocated with {allocated} bytes"
+                "size-mismatch: deallocate with the wrong size; the pointer was allocated with \
+                 {allocated} bytes"
             ),
             MisuseKind::DoubleFree => {
-                f.write_str("double free: the pointer was already deallocated")
+                f.write_str("double-free: the pointer was already deallocated")
             }
             MisuseKind::NullAllocation => {
                 f.write_str("allocate returned a null pointer for a non-empty request")

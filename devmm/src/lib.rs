@@ -49,7 +49,7 @@ pub use layout::{
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
 pub use ledger::{Checked, Ledger};
-pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource};
+pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use ptr::DevicePtr;
 pub use registry::{

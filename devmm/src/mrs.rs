@@ -3,7 +3,7 @@
 /// Host memory: libc's allocator and the checked heap resource.
 pub mod cpu {
     pub use crate::runtime::cpu::memory::{
-        CPU_DEFAULT_ALIGNMENT, HeapMemoryResource, MallocMemoryResource,
+        CPU_DEFAULT_ALIGNMENT, HeapMemoryResource, MallocMemoryResource, require_host_device,
     };
 }
 

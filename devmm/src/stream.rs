@@ -337,6 +337,15 @@ impl PartialEq for Stream {
 
 impl Eq for Stream {}
 
+/// Consistent with `==`: the device, the handle and the thread it names.
+impl std::hash::Hash for Stream {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.device().hash(state);
+        self.handle().hash(state);
+        self.inner.thread.hash(state);
+    }
+}
+
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stream")

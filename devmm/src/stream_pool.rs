@@ -19,6 +19,32 @@ pub enum StreamFlags {
     NonBlocking = 1,
 }
 
+impl TryFrom<i64> for StreamFlags {
+    type Error = Error;
+
+    /// The flags of their code (`cudaStreamDefault` 0, `cudaStreamNonBlocking`
+    /// 1); any other value is an [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use devmm::StreamFlags;
+    /// assert_eq!(StreamFlags::try_from(1)?, StreamFlags::NonBlocking);
+    /// assert!(StreamFlags::try_from(2).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn try_from(code: i64) -> Result<StreamFlags> {
+        match code {
+            0 => Ok(StreamFlags::SyncDefault),
+            1 => Ok(StreamFlags::NonBlocking),
+            other => Err(Error::InvalidArgument {
+                reason: format!(
+                    "stream flags must be 0 (synchronize with the default stream) or 1 \
+                     (non-blocking), not {other}"
+                ),
+            }),
+        }
+    }
+}
+
 /// A fixed set of streams of one device, handed out round-robin or by id.
 /// Successive calls may return the same stream; the pool owns its streams
 /// and they live as long as any clone handed out.

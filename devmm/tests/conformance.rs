@@ -26,7 +26,7 @@ fn status<'a>(report: &'a ConformanceReport, name: &str) -> &'a CheckStatus {
 
 fn assert_conforms(report: ConformanceReport) -> ConformanceReport {
     assert!(report.is_ok(), "{report}");
-    assert_eq!(report.checks().len(), 9, "{report}");
+    assert_eq!(report.checks().len(), 10, "{report}");
     report
 }
 
@@ -123,6 +123,7 @@ fn callback_over_heap(alignment: usize) -> devmm::Result<CallbackMemoryResource>
         // and the heap resource reports violations as errors anyway.
         move |p, n, s| unsafe { upstream.deallocate(p, n, s) },
     )
+    .map(|mr| mr.with_dereferenceable_memory(true))
 }
 
 #[test]
@@ -165,7 +166,7 @@ fn custom_write_read_and_stream_factory_are_used() {
     assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
     assert!(writes.load(Ordering::Relaxed) >= 18);
     assert!(reads.load(Ordering::Relaxed) >= 18);
-    assert_eq!(streams.load(Ordering::Relaxed), 9, "one stream per check");
+    assert_eq!(streams.load(Ordering::Relaxed), 10, "one stream per check");
 }
 
 #[test]
@@ -352,6 +353,10 @@ impl MemoryResource for Misaligned {
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
         self.0.available_memory()
     }
+    /// Real host memory: the suite's default copies may reach it.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
 }
 
 #[test]
@@ -498,6 +503,10 @@ impl MemoryResource for SizeBlind {
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
         MallocMemoryResource::new().available_memory()
     }
+    /// Real host memory: the suite's default copies may reach it.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
     fn detects_misuse(&self) -> bool {
         true
     }
@@ -517,4 +526,54 @@ fn a_resource_that_frees_on_a_wrong_size_is_reported_not_double_freed() {
         why.contains("deallocating with the wrong size was accepted"),
         "{why}"
     );
+}
+
+#[test]
+fn default_copies_never_touch_pointers_that_are_not_memory() {
+    // The recording resource's addresses are fake: copying to them would crash
+    // the process, so the byte checks fail, named, and say what to pass.
+    let report = mr_conformance(
+        || Ok(RecordingMemoryResource::new()),
+        &MrConformanceOptions::new(),
+    );
+    for check in ["write_read_exact", "no_aliasing"] {
+        let CheckStatus::Failed(why) = status(&report, check) else {
+            panic!("{check} touched fake memory: {report}");
+        };
+        assert!(
+            why.contains("dereferenceable") && why.contains("data access off"),
+            "{why}"
+        );
+    }
+    assert_eq!(status(&report, "alignment_honesty"), &CheckStatus::Passed);
+}
+
+#[test]
+fn requested_alignments_are_checked_with_an_aligned_factory() {
+    let honest = MrConformanceOptions::new().aligned_factory(|alignment| {
+        let mr: Box<dyn MemoryResource> =
+            Box::new(MallocMemoryResource::with_alignment(alignment)?);
+        Ok(mr)
+    });
+    let report = assert_conforms(mr_conformance(|| Ok(MallocMemoryResource::new()), &honest));
+    assert_eq!(status(&report, "requested_alignment"), &CheckStatus::Passed);
+    // Without one the check is skipped, named.
+    let report = mr_conformance(
+        || Ok(MallocMemoryResource::new()),
+        &MrConformanceOptions::new(),
+    );
+    assert!(matches!(
+        status(&report, "requested_alignment"),
+        CheckStatus::Skipped(_)
+    ));
+    // A factory that ignores the alignment asked of it fails the check.
+    let deaf = MrConformanceOptions::new().aligned_factory(|_| {
+        let mr: Box<dyn MemoryResource> = Box::new(MallocMemoryResource::with_alignment(8)?);
+        Ok(mr)
+    });
+    let report = mr_conformance(|| Ok(MallocMemoryResource::new()), &deaf);
+    let CheckStatus::Failed(why) = status(&report, "requested_alignment") else {
+        panic!("an ignored alignment passed: {report}");
+    };
+    assert!(why.contains("was requested, but allocate("), "{why}");
 }

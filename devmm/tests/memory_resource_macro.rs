@@ -50,6 +50,12 @@ impl Blocks {
         unsafe { std::alloc::dealloc((ptr.addr() - self.offset) as *mut u8, layout) };
         Ok(())
     }
+
+    /// Real host memory from the global allocator: the testing kit's
+    /// default copies may reach it.
+    fn dereferenceable(&self) -> bool {
+        true
+    }
 }
 
 #[test]

@@ -27,9 +27,10 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     if !model.int_enums.is_empty() {
         out.push_str("\nimport enum\n");
     }
-    // Annotations may name a third-party module's types (`numpy.dtype`
-    // where a NumPy dtype is accepted); the stub imports each module named.
-    for module in THIRD_PARTY_MODULES {
+    // Annotations may name another module's types (`numpy.dtype` where a
+    // NumPy dtype is accepted, `logging.Logger`); the stub imports each
+    // module named.
+    for module in ANNOTATION_MODULES {
         if names_module(&body, module) {
             let _ = writeln!(out, "\nimport {module}");
         }
@@ -53,8 +54,9 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     out
 }
 
-/// Modules a ``Python type:`` annotation may name (as `module.Type`).
-const THIRD_PARTY_MODULES: &[&str] = &["numpy"];
+/// Modules a ``Python type:`` annotation may name (as `module.Type`): the
+/// package's own Python modules too, for the dataclasses they define.
+const ANNOTATION_MODULES: &[&str] = &["devmm._tracking", "devmm.statistics", "logging", "numpy"];
 
 /// Whether `text` names `module.Something` as a top-level module (not as
 /// the tail of a dotted path such as `devmm.integrations.numpy.install`).

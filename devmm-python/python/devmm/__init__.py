@@ -21,7 +21,6 @@ from ._devmm import (
     Layout,
     LayoutPolicy,
     LimitingAdaptor,
-    LiveAllocation,
     LoggingAdaptor,
     Permuted,
     RowMajor,
@@ -33,7 +32,6 @@ from ._devmm import (
     TraceAdaptor,
     TrackingAdaptor,
     __version__,
-    StreamFlags,
     StreamPool,
     copy_device_to_ptr,
     copy_host_to_ptr,
@@ -48,6 +46,8 @@ from ._devmm import (
     using_memory_resource,
 )
 from . import _layouts, _runtimes, mrs, statistics
+from ._stream_flags import StreamFlags
+from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 
 # The devmm.runtimes entry points join discovery now, so that a

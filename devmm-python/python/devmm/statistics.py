@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterator
@@ -35,9 +36,7 @@ from typing import Any, TypeVar, cast
 
 from ._core.device import Device
 from ._devmm import (
-    MemoryRecord,
     ProfilerRecords,
-    Statistics,
     StatisticsAdaptor,
     get_current_memory_resource,
     set_current_memory_resource,
@@ -58,6 +57,45 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistics:
+    """A statistics adaptor's counters at one moment (its ``statistics``),
+    with devmm's names and rmm's (``current_count``, ``total_count``)."""
+
+    current_bytes: int
+    """Bytes allocated and not yet deallocated."""
+    peak_bytes: int
+    """The most bytes live at once."""
+    total_bytes: int
+    """Bytes ever allocated."""
+    allocations: int
+    """Successful allocations."""
+    deallocations: int
+    """Successful deallocations."""
+
+    @property
+    def current_count(self) -> int:
+        """Allocations not yet deallocated."""
+        return self.allocations - self.deallocations
+
+    @property
+    def total_count(self) -> int:
+        """Allocations ever made (rmm's name for ``allocations``)."""
+        return self.allocations
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRecord:
+    """What a ``profiler`` gathered for one name."""
+
+    num_calls: int
+    """Times the named code ran."""
+    memory_total: int
+    """Bytes it allocated, over all calls."""
+    memory_peak: int
+    """The most bytes live at once during any one call."""
 
 default_profiler_records = ProfilerRecords()
 """The records a ``profiler`` fills when none are named."""

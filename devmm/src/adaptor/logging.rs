@@ -8,7 +8,8 @@ pub const LOG_TARGET: &str = "devmm::mr";
 
 /// Emits one structured `tracing` event per call, on target `devmm::mr`,
 /// with the fields `op`, `ptr`, `nbytes`, `stream`, `device` (and `error`
-/// when the call failed).
+/// when the call failed, and `logger` when [`with_logger`](Self::with_logger)
+/// names where the records belong).
 ///
 /// ```
 /// use devmm::{LoggingAdaptor, MallocMemoryResource, MemoryResource, Stream};
@@ -21,12 +22,37 @@ pub const LOG_TARGET: &str = "devmm::mr";
 #[derive(Debug)]
 pub struct LoggingAdaptor<U> {
     upstream: U,
+    logger: Option<Box<str>>,
 }
 
 impl<U: MemoryResource> LoggingAdaptor<U> {
     /// Wraps `upstream`.
     pub fn new(upstream: U) -> Self {
-        LoggingAdaptor { upstream }
+        LoggingAdaptor {
+            upstream,
+            logger: None,
+        }
+    }
+
+    /// Wraps `upstream`, naming in each event (field `logger`) the logger
+    /// its records go to, for a subscriber that routes them (the Python
+    /// package writes them to that `logging` logger).
+    ///
+    /// ```
+    /// use devmm::{LoggingAdaptor, MallocMemoryResource};
+    /// let mr = LoggingAdaptor::with_logger(MallocMemoryResource::new(), "myapp.memory");
+    /// assert_eq!(mr.logger(), Some("myapp.memory"));
+    /// ```
+    pub fn with_logger(upstream: U, logger: impl Into<Box<str>>) -> Self {
+        LoggingAdaptor {
+            upstream,
+            logger: Some(logger.into()),
+        }
+    }
+
+    /// The logger named in the events, if any.
+    pub fn logger(&self) -> Option<&str> {
+        self.logger.as_deref()
     }
 
     /// The wrapped resource.
@@ -49,6 +75,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
                 nbytes,
                 stream = stream.handle(),
                 device = %self.upstream.device(),
+                logger = self.logger(),
             ),
             Err(error) => tracing::warn!(
                 target: LOG_TARGET,
@@ -56,6 +83,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
                 nbytes,
                 stream = stream.handle(),
                 device = %self.upstream.device(),
+                logger = self.logger(),
                 %error,
             ),
         }
@@ -73,6 +101,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
                 nbytes,
                 stream = stream.handle(),
                 device = %self.upstream.device(),
+                logger = self.logger(),
             ),
             Err(error) => tracing::warn!(
                 target: LOG_TARGET,
@@ -81,6 +110,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
                 nbytes,
                 stream = stream.handle(),
                 device = %self.upstream.device(),
+                logger = self.logger(),
                 %error,
             ),
         }

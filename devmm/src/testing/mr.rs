@@ -13,10 +13,17 @@ use super::report::{CheckResult, ConformanceReport, ensure};
 type WriteFn = dyn Fn(DevicePtr, &[u8], &Stream) -> Result<()> + Send + Sync;
 type ReadFn = dyn Fn(&mut [u8], DevicePtr, &Stream) -> Result<()> + Send + Sync;
 type StreamFactoryFn = dyn Fn(Device) -> Result<Stream> + Send + Sync;
+type AlignedFactoryFn = dyn Fn(usize) -> Result<Box<dyn MemoryResource>> + Send + Sync;
 
 /// Sizes the data checks allocate: odd, even, around a cache line, and a
 /// few pages' worth.
 const SIZES: [usize; 9] = [1, 3, 8, 63, 64, 65, 255, 1000, 4099];
+
+/// The alignments asked of an [aligned factory](MrConformanceOptions::aligned_factory).
+const REQUESTED_ALIGNMENTS: [usize; 12] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
+
+/// The sizes allocated at each requested alignment.
+const REQUESTED_SIZES: [usize; 4] = [1, 17, 255, 4096];
 
 /// How [`mr_conformance`] reaches the memory and its streams.
 ///
@@ -44,6 +51,7 @@ pub struct MrConformanceOptions {
     write: Option<Box<WriteFn>>,
     read: Option<Box<ReadFn>>,
     stream_factory: Option<Box<StreamFactoryFn>>,
+    aligned_factory: Option<Box<AlignedFactoryFn>>,
     no_data_access: bool,
 }
 
@@ -81,11 +89,42 @@ impl MrConformanceOptions {
         self
     }
 
+    /// Makes a resource that promises a requested alignment, for the
+    /// `requested_alignment` check (skipped without one): every alignment
+    /// from 1 to 4096 is asked for, and each resource's pointers must meet
+    /// it and hold their whole span.
+    pub fn aligned_factory(
+        mut self,
+        factory: impl Fn(usize) -> Result<Box<dyn MemoryResource>> + Send + Sync + 'static,
+    ) -> MrConformanceOptions {
+        self.aligned_factory = Some(Box::new(factory));
+        self
+    }
+
     /// Never touches the memory: the byte-exact checks are skipped and the
     /// aliasing check compares address ranges only.
     pub fn without_data_access(mut self) -> MrConformanceOptions {
         self.no_data_access = true;
         self
+    }
+
+    /// Whether a check may touch `mr`'s memory: `Ok(false)` with data
+    /// access off, and an error when the runtime's copies would have to
+    /// dereference pointers `mr` does not declare real memory (a fake
+    /// address would crash the process, not fail the check).
+    fn data_access(&self, mr: &dyn MemoryResource) -> Result<bool, String> {
+        if self.no_data_access {
+            return Ok(false);
+        }
+        if (self.write.is_none() || self.read.is_none()) && !mr.dereferenceable() {
+            return Err(format!(
+                "{} does not declare its pointers dereferenceable, so the runtime's copies \
+                 cannot reach them; pass write and read hooks, or turn data access off \
+                 (Python: write=, read=, data_access=False)",
+                resource_chain(mr)
+            ));
+        }
+        Ok(true)
     }
 
     fn stream(&self, device: Device) -> Result<Stream> {
@@ -126,6 +165,7 @@ impl fmt::Debug for MrConformanceOptions {
             .field("write", &self.write.is_some())
             .field("read", &self.read.is_some())
             .field("stream_factory", &self.stream_factory.is_some())
+            .field("aligned_factory", &self.aligned_factory.is_some())
             .field("no_data_access", &self.no_data_access)
             .finish()
     }
@@ -194,7 +234,9 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 /// (one per check) and reports every check by name; nothing panics out.
 ///
 /// Checks: `alignment_promise`, `zero_byte`, `write_read_exact`,
-/// `no_aliasing`, `alignment_honesty`, `live_count`, `misuse_detection`
+/// `no_aliasing`, `alignment_honesty`, `requested_alignment` (skipped
+/// without an [aligned factory](MrConformanceOptions::aligned_factory)),
+/// `live_count`, `misuse_detection`
 /// (skipped unless the resource claims [`detects_misuse`](MemoryResource::detects_misuse)),
 /// `failures_are_errors` (an impossible request is an `Err`, not a panic
 /// and not a pointer), and `concurrent_use`.
@@ -222,12 +264,13 @@ where
         }
     };
     let mut report = ConformanceReport::new("mr_conformance", subject);
-    let checks: [(&'static str, CheckFn<M>); 9] = [
+    let checks: [(&'static str, CheckFn<M>); 10] = [
         ("alignment_promise", alignment_promise),
         ("zero_byte", zero_byte),
         ("write_read_exact", write_read_exact),
         ("no_aliasing", no_aliasing),
         ("alignment_honesty", alignment_honesty),
+        ("requested_alignment", requested_alignment),
         ("live_count", live_count),
         ("misuse_detection", misuse_detection),
         ("failures_are_errors", failures_are_errors),
@@ -281,30 +324,43 @@ fn write_read_exact(
     stream: &Stream,
     options: &MrConformanceOptions,
 ) -> CheckResult {
-    if options.no_data_access {
+    if !options.data_access(mr)? {
         return Ok(Some("data access is off in the options".into()));
     }
     let mut held = Held::new(mr, stream);
     for (seed, nbytes) in SIZES.into_iter().enumerate() {
         let ptr = held.allocate(nbytes)?;
-        let written = pattern(seed, nbytes);
-        options
-            .write_bytes(ptr, &written, stream)
-            .map_err(|e| format!("writing {nbytes} bytes at {ptr} failed: {e}"))?;
-        let mut read = vec![0u8; nbytes];
-        options
-            .read_bytes(&mut read, ptr, stream)
-            .map_err(|e| format!("reading {nbytes} bytes at {ptr} failed: {e}"))?;
-        if let Some(at) = written.iter().zip(&read).position(|(w, r)| w != r) {
-            return Err(format!(
-                "an allocation of {nbytes} bytes at {ptr} read back byte {at} as {:#04x}, \
-                 written as {:#04x}",
-                read[at], written[at]
-            ));
-        }
+        round_trip(options, ptr, nbytes, seed, stream)?;
         held.release_all()?;
     }
     Ok(None)
+}
+
+/// Writes a pattern over the `nbytes` at `ptr` and reads it back; a byte
+/// that differs is reported.
+fn round_trip(
+    options: &MrConformanceOptions,
+    ptr: DevicePtr,
+    nbytes: usize,
+    seed: usize,
+    stream: &Stream,
+) -> Result<(), String> {
+    let written = pattern(seed, nbytes);
+    options
+        .write_bytes(ptr, &written, stream)
+        .map_err(|e| format!("writing {nbytes} bytes at {ptr} failed: {e}"))?;
+    let mut read = vec![0u8; nbytes];
+    options
+        .read_bytes(&mut read, ptr, stream)
+        .map_err(|e| format!("reading {nbytes} bytes at {ptr} failed: {e}"))?;
+    match written.iter().zip(&read).position(|(w, r)| w != r) {
+        Some(at) => Err(format!(
+            "an allocation of {nbytes} bytes at {ptr} read back byte {at} as {:#04x}, \
+             written as {:#04x}",
+            read[at], written[at]
+        )),
+        None => Ok(()),
+    }
 }
 
 fn no_aliasing(
@@ -330,7 +386,7 @@ fn no_aliasing(
             )
         })?;
     }
-    if !options.no_data_access {
+    if options.data_access(mr)? {
         // Write every allocation first, then read them all: a write into
         // one that lands in another shows up as a changed byte.
         for (seed, &(ptr, nbytes)) in held.allocations.iter().enumerate() {
@@ -374,6 +430,37 @@ fn alignment_honesty(
         }
     }
     held.release_all()?;
+    Ok(None)
+}
+
+fn requested_alignment(
+    _: &impl MemoryResource,
+    stream: &Stream,
+    options: &MrConformanceOptions,
+) -> CheckResult {
+    let Some(make) = &options.aligned_factory else {
+        return Ok(Some("no factory taking an alignment".into()));
+    };
+    for alignment in REQUESTED_ALIGNMENTS {
+        let mr = make(alignment)
+            .map_err(|e| format!("the factory failed for alignment {alignment}: {e}"))?;
+        let data = options.data_access(&*mr)?;
+        let mut held = Held::new(&*mr, stream);
+        for (seed, nbytes) in REQUESTED_SIZES.into_iter().enumerate() {
+            let ptr = held.allocate(nbytes)?;
+            ensure(ptr.is_aligned(alignment), || {
+                format!(
+                    "alignment {alignment} was requested, but allocate({nbytes}) returned {ptr}"
+                )
+            })?;
+            if data {
+                // The whole span: an aligned pointer into too short a block
+                // shows up as bytes that do not read back.
+                round_trip(options, ptr, nbytes, seed, stream)?;
+            }
+            held.release_all()?;
+        }
+    }
     Ok(None)
 }
 

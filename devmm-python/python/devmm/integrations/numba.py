@@ -102,9 +102,14 @@ def _make_plugin_class(driver: Any) -> type:
             mr = type(self).resource
             return mr if mr is not None else get_current_memory_resource(self.device)
 
+        def _memory_info(self) -> tuple[int, int]:
+            # A Python resource that cannot tell (None) gets its device's figures.
+            info = self._resource().available_memory()
+            return info if info is not None else runtime_for(self.device).memory_info(self.device)
+
         def initialize(self) -> None:
             type(self).contexts_made += 1
-            _free, total = self._resource().available_memory()
+            _free, total = self._memory_info()
             # Numba flushes pending frees past a share of the device's memory.
             self.deallocations.memory_capacity = total
 
@@ -145,7 +150,7 @@ def _make_plugin_class(driver: Any) -> type:
             )
 
         def get_memory_info(self) -> Any:
-            free, total = self._resource().available_memory()
+            free, total = self._memory_info()
             return driver.MemoryInfo(free=free, total=total)
 
         def reset(self) -> None:
@@ -156,8 +161,6 @@ def _make_plugin_class(driver: Any) -> type:
 
     Plugin.__name__ = Plugin.__qualname__ = "DevmmEMMPlugin"
     return Plugin
-
-
 
 
 def install(mr: DeviceMemoryResource | None = None) -> Installer:

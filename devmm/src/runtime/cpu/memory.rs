@@ -14,17 +14,27 @@ use crate::stream::Stream;
 /// The default alignment of the CPU resources: one cache line.
 pub const CPU_DEFAULT_ALIGNMENT: usize = 64;
 
-fn check_alignment(resource: &str, alignment: usize) -> Result<()> {
-    if alignment.is_power_of_two() && alignment >= std::mem::size_of::<usize>() {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument {
-            reason: format!(
-                "{resource} alignment must be a power of two of at least {} bytes, not {alignment}",
-                std::mem::size_of::<usize>()
-            ),
-        })
+/// The one rule for where a host resource lives: `cpu:0`, the device of
+/// host memory; anything else is an [`Error::InvalidArgument`] naming
+/// `resource`, so a caller that passes a device gets told, not ignored.
+///
+/// ```
+/// use devmm::{require_host_device, Device};
+/// assert!(require_host_device("MallocMemoryResource", Device::CPU).is_ok());
+/// let err = require_host_device("MallocMemoryResource", "cuda:0".parse()?).unwrap_err();
+/// assert!(err.to_string().contains("host memory on cpu:0, not cuda:0"));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn require_host_device(resource: &str, device: Device) -> Result<()> {
+    if device == Device::CPU {
+        return Ok(());
     }
+    Err(Error::InvalidArgument {
+        reason: format!(
+            "{resource} hands out host memory on cpu:0, not {device}; pass a cpu device \
+             or use a resource of {device}"
+        ),
+    })
 }
 
 fn out_of_memory(mr: &dyn MemoryResource, nbytes: usize, detail: String) -> Error {
@@ -51,14 +61,20 @@ fn misuse(mr: &dyn MemoryResource, kind: MisuseKind, ptr: DevicePtr, nbytes: usi
 /// `posix_memalign` / `free` from the C library.
 ///
 /// ```
-/// use devmm::mrs::cpu::MallocMemoryResource;
+/// use devmm::{mrs::cpu::MallocMemoryResource, MemoryResource};
 /// let mr = MallocMemoryResource::new();
 /// assert_eq!(format!("{mr:?}"), "MallocMemoryResource(device=cpu:0, alignment=64)");
 /// assert!(MallocMemoryResource::with_alignment(48).is_err());
+/// assert_eq!(MallocMemoryResource::with_alignment(1)?.guaranteed_alignment(), 1);
+/// # Ok::<(), devmm::Error>(())
 /// ```
 #[derive(Clone, Copy)]
 pub struct MallocMemoryResource {
+    /// What the resource promises (and shows): the alignment asked for.
     alignment: usize,
+    /// What `posix_memalign` is asked for: the promise, raised to the
+    /// pointer size it requires (a stronger alignment keeps the promise).
+    native_alignment: usize,
 }
 
 impl MallocMemoryResource {
@@ -66,14 +82,18 @@ impl MallocMemoryResource {
     pub const fn new() -> MallocMemoryResource {
         MallocMemoryResource {
             alignment: CPU_DEFAULT_ALIGNMENT,
+            native_alignment: CPU_DEFAULT_ALIGNMENT,
         }
     }
 
-    /// A resource aligning every pointer to `alignment`, a power of two of at
-    /// least the pointer size (what `posix_memalign` accepts).
+    /// A resource aligning every pointer to `alignment`, a power of two
+    /// (1 promises nothing).
     pub fn with_alignment(alignment: usize) -> Result<MallocMemoryResource> {
-        check_alignment("MallocMemoryResource", alignment)?;
-        Ok(MallocMemoryResource { alignment })
+        crate::resource::check_alignment("MallocMemoryResource", alignment)?;
+        Ok(MallocMemoryResource {
+            alignment,
+            native_alignment: alignment.max(std::mem::size_of::<usize>()),
+        })
     }
 }
 
@@ -115,8 +135,8 @@ impl MemoryResource for MallocMemoryResource {
         }
         let mut out: *mut libc::c_void = std::ptr::null_mut();
         // SAFETY: `out` is a valid place for the result; the alignment is a
-        // power of two multiple of sizeof(void*) (checked at construction).
-        let status = unsafe { libc::posix_memalign(&mut out, self.alignment, nbytes) };
+        // power of two multiple of sizeof(void*) (made so at construction).
+        let status = unsafe { libc::posix_memalign(&mut out, self.native_alignment, nbytes) };
         if status != 0 || out.is_null() {
             return Err(self.posix_memalign_failed(nbytes, status));
         }
@@ -187,7 +207,7 @@ impl HeapMemoryResource {
 
     /// A resource aligning every pointer to `alignment` (a power of two).
     pub fn with_alignment(alignment: usize) -> Result<HeapMemoryResource> {
-        check_alignment("HeapMemoryResource", alignment)?;
+        crate::resource::check_alignment("HeapMemoryResource", alignment)?;
         Ok(HeapMemoryResource {
             alignment,
             ledger: Ledger::new(),

@@ -1,0 +1,55 @@
+"""Streams: the sentinels, the Python stream base, stream flags and pools."""
+
+import copy
+import enum
+import pickle
+
+import pytest
+
+import devmm
+
+
+def test_stream_flags_are_an_int_enum_as_rmms() -> None:
+    # rmm's CudaStreamFlags is an IntEnum: iterable, an int, constructible from its value.
+    flags = devmm.StreamFlags
+    assert issubclass(flags, enum.IntEnum)
+    assert list(flags) == [flags.SYNC_DEFAULT, flags.NON_BLOCKING]
+    assert flags(1) is flags.NON_BLOCKING and flags.NON_BLOCKING == 1
+    assert pickle.loads(pickle.dumps(flags.NON_BLOCKING)) is flags.NON_BLOCKING
+    with pytest.raises(ValueError):
+        flags(2)
+    # A pool takes the enum or its plain int value, and refuses any other int.
+    assert devmm.StreamPool(2, 1).get_pool_size() == 2
+    assert devmm.StreamPool(2, flags.SYNC_DEFAULT).get_pool_size() == 2
+    with pytest.raises(ValueError, match="flags"):
+        devmm.StreamPool(2, 7)
+
+
+def test_sentinels_are_singletons() -> None:
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        assert copy.copy(sentinel) is sentinel and copy.deepcopy(sentinel) is sentinel
+        assert pickle.loads(pickle.dumps(sentinel)) is sentinel
+        assert not isinstance(sentinel, devmm.Stream)
+    assert repr(devmm.PER_THREAD_DEFAULT) == "devmm.PER_THREAD_DEFAULT"
+    assert devmm.DEFAULT is not devmm.LEGACY_DEFAULT
+
+
+def test_streams_are_hashable_consistently_with_equality(cpu: devmm.Device) -> None:
+    # As the seed's Stream (an abc.ABC): usable as dict keys and in sets.
+    runtime = devmm.runtime_for(cpu)
+    a, b = runtime.default_stream(cpu), runtime.default_stream(cpu)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+    class Mine(devmm.Stream):
+        @property
+        def handle(self) -> int:
+            return 0
+
+        def synchronize(self) -> None:
+            pass
+
+        def wait_raw(self, other_handle: int) -> None:
+            pass
+
+    mine, other = Mine(), Mine()
+    assert {mine: 1, other: 2}[mine] == 1 and mine != other
