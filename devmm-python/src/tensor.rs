@@ -489,7 +489,8 @@ impl Request {
         }
         if !layout_given {
             let default = default_policy(py)?.cast::<PyLayoutPolicy>()?;
-            options = options.layout_shared(Arc::clone(PyLayoutPolicy::native(default, "__call__")?));
+            options =
+                options.layout_shared(Arc::clone(PyLayoutPolicy::native(default, "__call__")?));
             policy = Some(default.clone().into_any().unbind());
         }
         let tensor = maybe_detached(py, device, || devmm::empty(shape, dtype, &options)).py()?;
