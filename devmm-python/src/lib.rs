@@ -169,6 +169,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copies::foreign_memory, m)?)?;
 
     m.add_class::<testing::PyRecordingMemoryResource>()?;
+    m.add_class::<testing::PyRecordedCalls>()?;
     m.add(
         "RecordingMisuseError",
         py.get_type::<testing::RecordingMisuseError>(),

@@ -8,7 +8,7 @@ use devmm::MemoryResource;
 use pyo3::exceptions::PyAssertionError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList};
 
 use crate::count::{Count, GuaranteedAlignment, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
@@ -241,13 +241,30 @@ impl PyRecordingMemoryResource {
         Ok(live)
     }
 
-    /// Every call so far, in order, as the seed logs them: `("allocate",
-    /// ptr, nbytes, stream)` (`ptr` is `None` when the allocation failed)
-    /// and `("deallocate", ptr, nbytes, stream)`, refused calls included.
-    ///
-    /// Python type: `list[tuple[str, int | None, int, Stream]]`
+    /// The call log: every call so far, in order, as the seed logs them.
+    /// A live view, as the seed's list attribute is: it reads the calls
+    /// made since, and `calls.clear()` forgets them.
     #[getter]
-    fn calls(&self) -> Vec<(&'static str, Option<usize>, usize, PyStream)> {
+    fn calls(&self) -> PyRecordedCalls {
+        PyRecordedCalls {
+            recording: Arc::clone(&self.recording),
+        }
+    }
+}
+
+/// A `RecordingMemoryResource`'s call log, a live sequence of
+/// `("allocate", ptr, nbytes, stream)` (`ptr` is `None` when the
+/// allocation failed) and `("deallocate", ptr, nbytes, stream)` tuples,
+/// refused calls included. It compares equal to a list of the same tuples;
+/// `clear()` forgets the calls so far.
+#[pyclass(frozen, name = "RecordedCalls", module = "devmm.testing")]
+pub(crate) struct PyRecordedCalls {
+    recording: Arc<devmm::testing::RecordingMemoryResource>,
+}
+
+impl PyRecordedCalls {
+    /// The calls logged so far, as a list.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let row = |call| match call {
             RecordedCall::Allocate {
                 nbytes,
@@ -257,7 +274,7 @@ impl PyRecordingMemoryResource {
                 "allocate",
                 result.ok().map(|p| p.addr()),
                 nbytes,
-                stream.into(),
+                PyStream::from(stream),
             ),
             RecordedCall::Deallocate {
                 ptr,
@@ -266,6 +283,45 @@ impl PyRecordingMemoryResource {
                 ..
             } => ("deallocate", Some(ptr.addr()), nbytes, stream.into()),
         };
-        self.recording.calls().into_iter().map(row).collect()
+        PyList::new(py, self.recording.calls().into_iter().map(row))
+    }
+}
+
+#[pymethods]
+impl PyRecordedCalls {
+    fn __len__(&self) -> usize {
+        self.recording.calls().len()
+    }
+
+    /// The call at `index` (negative from the end), or a list of the calls
+    /// a slice selects.
+    ///
+    /// (Iteration and `in` go through it, as for any sequence.)
+    ///
+    /// Python type: `Any`
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.snapshot(py)?.as_any().get_item(index)
+    }
+
+    /// Equal to another log or a list holding the same calls.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = match other.cast::<PyRecordedCalls>() {
+            Ok(log) => log.get().snapshot(py)?.into_any(),
+            Err(_) => other.clone(),
+        };
+        self.snapshot(py)?.as_any().eq(other)
+    }
+
+    /// Forgets the calls logged so far (the live allocations stay).
+    fn clear(&self) {
+        self.recording.clear_calls();
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.snapshot(py)?.repr()?.to_string())
     }
 }

@@ -91,6 +91,25 @@ def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     assert rec.calls[-1] == ("deallocate", 256, 64, stream)
 
 
+
+def test_recording_call_log_is_live_and_clears(stream: devmm.Stream) -> None:
+    rec = devmm.testing.RecordingMemoryResource()
+    calls = rec.calls
+    ptr = rec.allocate(64, stream)
+    # A view, as the seed's list attribute: it sees calls made after it was read.
+    assert len(calls) == 1 and calls[0] == ("allocate", ptr, 64, stream)
+    assert list(calls) == calls[:] == [("allocate", ptr, 64, stream)]
+    assert ("allocate", ptr, 64, stream) in calls
+    calls.clear()
+    assert rec.calls == [] and len(rec.calls) == 0
+    # Clearing forgets the log, not the allocation.
+    assert rec.live == {ptr: 64}
+    rec.deallocate(ptr, 64, stream)
+    assert rec.calls == [("deallocate", ptr, 64, stream)]
+    assert repr(rec.calls) == repr([("deallocate", ptr, 64, stream)])
+    with pytest.raises(IndexError):
+        rec.calls[1]
+
 def test_recording_misuse_is_an_assertion_error(stream: devmm.Stream) -> None:
     rec = devmm.testing.RecordingMemoryResource()
     assert issubclass(devmm.testing.RecordingMisuseError, AssertionError)

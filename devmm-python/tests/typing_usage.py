@@ -59,7 +59,10 @@ bounds: tuple[int, int] = (devmm.DeviceOptimal().base_alignment, devmm.RowMajor(
 padded: devmm.LayoutPolicy = devmm.Aligned(devmm.ColMajor())
 resolved: devmm.Layout = padded((2, 3), "float32", "cpu")
 rec = devmm.testing.RecordingMemoryResource(guaranteed_alignment=512, stream_ordered=False)
-calls: list[tuple[str, int | None, int, devmm.Stream]] = rec.calls
+calls = rec.calls
+called: int = len(calls)
+same_log: bool = calls == [("allocate", 256, 64, devmm.DEFAULT)]
+calls.clear()
 
 
 class HostStream(devmm.Stream):

@@ -179,6 +179,24 @@ impl RecordingMemoryResource {
         self.state().calls.clone()
     }
 
+    /// Forgets the calls logged so far, so a test can look at the next
+    /// phase alone; the live allocations and misuse detection are kept.
+    ///
+    /// ```
+    /// use devmm::testing::RecordingMemoryResource;
+    /// use devmm::{DeviceBuffer, Stream};
+    /// let recording = std::sync::Arc::new(RecordingMemoryResource::new());
+    /// let buf = DeviceBuffer::new(64, recording.clone(), &Stream::cpu())?;
+    /// recording.clear_calls();
+    /// buf.free(&Stream::cpu())?;
+    /// assert_eq!(recording.calls().len(), 1);
+    /// assert!(recording.live().is_empty());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn clear_calls(&self) {
+        self.state().calls.clear();
+    }
+
     fn allocate_locked(&self, state: &mut RecordingState, nbytes: usize) -> Result<DevicePtr> {
         if nbytes == 0 {
             return Ok(DevicePtr::NULL);
