@@ -299,12 +299,19 @@ impl devmm::LayoutPolicy for PythonPolicy {
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
+    /// The core policy calling a Python `inner`, which holds a second
+    /// reference to it: kept here so that `__traverse__` visits that one
+    /// too and a cycle through `inner` is collectable. (Only the `Aligned`
+    /// that made it keeps it; outer wrappers share the core policy, not the
+    /// reference.)
+    python: Option<Arc<PythonPolicy>>,
 }
 
 #[pymethods]
 impl PyAligned {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.inner)
+        visit.call(&self.inner)?;
+        visit.call(self.python.as_ref().map(|python| &python.policy))
     }
 
     #[new]
@@ -314,25 +321,29 @@ impl PyAligned {
         unit_stride_alignment: Count<UnitStrideAlignment>,
         base_alignment: Count<BaseAlignment>,
     ) -> PyResult<(Self, PyLayoutPolicy)> {
-        let core: Arc<dyn devmm::LayoutPolicy> = match &inner.get().inner {
-            Some(core) => Arc::clone(core),
-            None => Arc::new(PythonPolicy {
-                base_alignment: inner
-                    .getattr("base_alignment")?
-                    .extract::<Count<BaseAlignment>>()?
-                    .get(),
-                unit_stride_alignment: inner
-                    .getattr("unit_stride_alignment")?
-                    .extract::<Count<UnitStrideAlignment>>()?
-                    .get(),
-                policy: inner.clone().unbind(),
-            }),
+        let (core, python): (Arc<dyn devmm::LayoutPolicy>, _) = match &inner.get().inner {
+            Some(core) => (Arc::clone(core), None),
+            None => {
+                let python = Arc::new(PythonPolicy {
+                    base_alignment: inner
+                        .getattr("base_alignment")?
+                        .extract::<Count<BaseAlignment>>()?
+                        .get(),
+                    unit_stride_alignment: inner
+                        .getattr("unit_stride_alignment")?
+                        .extract::<Count<UnitStrideAlignment>>()?
+                        .get(),
+                    policy: inner.clone().unbind(),
+                });
+                (Arc::clone(&python) as _, Some(python))
+            }
         };
         let aligned =
             devmm::Aligned::over(core, unit_stride_alignment.get(), base_alignment.get()).py()?;
         Ok((
             PyAligned {
                 inner: inner.unbind(),
+                python,
             },
             PyLayoutPolicy::with(aligned),
         ))

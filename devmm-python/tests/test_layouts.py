@@ -3,7 +3,9 @@
 import copy
 import ctypes
 import dataclasses
+import gc
 import pickle
+import weakref
 from typing import Any
 
 import pytest
@@ -370,6 +372,22 @@ def test_python_policies_pickle_copy_and_wrap_as_themselves(cpu: devmm.Device) -
     assert wrapped((3, 2), "uint8", cpu).strides == (1, 8)
     assert wrapped == devmm.Aligned(Tiles(), 8, 16) and wrapped.inner == Tiles()
     assert devmm.empty((3, 2), "uint8", layout=wrapped).strides == (1, 8)
+
+
+def test_a_python_policy_in_a_cycle_through_aligned_is_collected() -> None:
+    # Aligned holds its Python inner policy twice (the `inner` field and the
+    # core policy that calls it): the collector must see both references.
+    class Cyclic(Tiles):
+        wrap: Any = None
+
+    for nested in (False, True):
+        policy = Cyclic()
+        wrapped = devmm.Aligned(policy, 8, 16)
+        object.__setattr__(policy, "wrap", devmm.Aligned(wrapped) if nested else wrapped)
+        alive = weakref.ref(policy)
+        del policy, wrapped
+        gc.collect()
+        assert alive() is None
 
 
 def test_resolved_layouts_are_frozen(cpu: devmm.Device) -> None:
