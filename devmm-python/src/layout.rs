@@ -317,6 +317,7 @@ impl PyAligned {
 
     #[new]
     #[pyo3(signature = (inner, unit_stride_alignment = Count::of(128), base_alignment = Count::of(256)))]
+    #[pyo3(text_signature = "(inner, unit_stride_alignment=128, base_alignment=256)")]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,
         unit_stride_alignment: Count<UnitStrideAlignment>,
@@ -394,6 +395,7 @@ impl PyLayout {
     /// provenance and is `None` for hand-built layouts.
     #[new]
     #[pyo3(signature = (shape, strides, dtype, *, base_alignment = Count::of(1), policy = None))]
+    #[pyo3(text_signature = "(shape, strides, dtype, *, base_alignment=1, policy=None)")]
     fn py_new(
         shape: ShapeArg,
         strides: Dims<Strides>,
