@@ -69,6 +69,7 @@ impl PyCudaRuntimeMemoryResource {
     /// `cudaMalloc`.
     #[new]
     #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
+    #[pyo3(text_signature = "(device=None, *, async_alloc='auto')")]
     fn py_new(
         py: Python<'_>,
         device: Option<DeviceArg>,
@@ -121,6 +122,7 @@ impl PyHipRuntimeMemoryResource {
     /// `CudaRuntimeMemoryResource` (`False`: `hipMalloc`).
     #[new]
     #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
+    #[pyo3(text_signature = "(device=None, *, async_alloc='auto')")]
     fn py_new(
         py: Python<'_>,
         device: Option<DeviceArg>,

@@ -171,7 +171,8 @@ impl PyLayoutPolicy {
 
     /// No arguments to `__new__` when a Python subclass is unpickled or
     /// copied: it comes back with its attributes restored. (The shipped
-    /// policies pass their fields: devmm/_layouts.py.)
+    /// policies reduce to their class and fields, and protocols 0 and 1
+    /// pickle a subclass as protocol 2 does: devmm/_layouts.py.)
     fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         PyTuple::empty(py)
     }
@@ -299,40 +300,52 @@ impl devmm::LayoutPolicy for PythonPolicy {
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
+    /// The core policy calling a Python `inner`, which holds a second
+    /// reference to it: kept here so that `__traverse__` visits that one
+    /// too and a cycle through `inner` is collectable. (Only the `Aligned`
+    /// that made it keeps it; outer wrappers share the core policy, not the
+    /// reference.)
+    python: Option<Arc<PythonPolicy>>,
 }
 
 #[pymethods]
 impl PyAligned {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.inner)
+        visit.call(&self.inner)?;
+        visit.call(self.python.as_ref().map(|python| &python.policy))
     }
 
     #[new]
     #[pyo3(signature = (inner, unit_stride_alignment = Count::of(128), base_alignment = Count::of(256)))]
+    #[pyo3(text_signature = "(inner, unit_stride_alignment=128, base_alignment=256)")]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,
         unit_stride_alignment: Count<UnitStrideAlignment>,
         base_alignment: Count<BaseAlignment>,
     ) -> PyResult<(Self, PyLayoutPolicy)> {
-        let core: Arc<dyn devmm::LayoutPolicy> = match &inner.get().inner {
-            Some(core) => Arc::clone(core),
-            None => Arc::new(PythonPolicy {
-                base_alignment: inner
-                    .getattr("base_alignment")?
-                    .extract::<Count<BaseAlignment>>()?
-                    .get(),
-                unit_stride_alignment: inner
-                    .getattr("unit_stride_alignment")?
-                    .extract::<Count<UnitStrideAlignment>>()?
-                    .get(),
-                policy: inner.clone().unbind(),
-            }),
+        let (core, python): (Arc<dyn devmm::LayoutPolicy>, _) = match &inner.get().inner {
+            Some(core) => (Arc::clone(core), None),
+            None => {
+                let python = Arc::new(PythonPolicy {
+                    base_alignment: inner
+                        .getattr("base_alignment")?
+                        .extract::<Count<BaseAlignment>>()?
+                        .get(),
+                    unit_stride_alignment: inner
+                        .getattr("unit_stride_alignment")?
+                        .extract::<Count<UnitStrideAlignment>>()?
+                        .get(),
+                    policy: inner.clone().unbind(),
+                });
+                (Arc::clone(&python) as _, Some(python))
+            }
         };
         let aligned =
             devmm::Aligned::over(core, unit_stride_alignment.get(), base_alignment.get()).py()?;
         Ok((
             PyAligned {
                 inner: inner.unbind(),
+                python,
             },
             PyLayoutPolicy::with(aligned),
         ))
@@ -382,6 +395,7 @@ impl PyLayout {
     /// provenance and is `None` for hand-built layouts.
     #[new]
     #[pyo3(signature = (shape, strides, dtype, *, base_alignment = Count::of(1), policy = None))]
+    #[pyo3(text_signature = "(shape, strides, dtype, *, base_alignment=1, policy=None)")]
     fn py_new(
         shape: ShapeArg,
         strides: Dims<Strides>,

@@ -60,6 +60,7 @@ pub(crate) struct PyTrackingAdaptor {
 impl PyTrackingAdaptor {
     #[new]
     #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
+    #[pyo3(text_signature = "(upstream, depth=32)")]
     fn py_new(
         upstream: &Bound<'_, PyMemoryResource>,
         depth: usize,

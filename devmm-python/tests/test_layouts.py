@@ -3,7 +3,9 @@
 import copy
 import ctypes
 import dataclasses
+import gc
 import pickle
+import weakref
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 import devmm
 
 F32 = devmm.DType.from_string("float32")
+PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +121,25 @@ def test_layout_is_constructible_from_its_fields(cpu: devmm.Device) -> None:
     assert padded.policy is devmm.RowMajor()
 
 
+def test_layouts_pickle_and_copy_with_their_policy_in_every_protocol(cpu: devmm.Device) -> None:
+    for layout in (
+        devmm.Layout((2, 3), (4, 1), F32, base_alignment=16),
+        devmm.RowMajor()((2, 3), F32, cpu),
+        devmm.Aligned(devmm.Permuted((1, 0)), 64, 128)((3, 5), F32, cpu),
+        devmm.Aligned(Tiles(), 8, 16)((3, 2), "uint8", cpu),
+    ):
+        for again in [pickle.loads(pickle.dumps(layout, p)) for p in PROTOCOLS] + [
+            copy.copy(layout),
+            copy.deepcopy(layout),
+        ]:
+            assert type(again) is devmm.Layout and again == layout and repr(again) == repr(layout)
+            assert (again.strides, again.required_nbytes, again.base_alignment) == (
+                layout.strides,
+                layout.required_nbytes,
+                layout.base_alignment,
+            )
+
+
 @pytest.mark.parametrize(
     ("shape", "strides", "match"),
     [((2, 3), (2, 1), "overlaps"), ((2, 3), (0, 1), "positive"), ((2, 3), (1,), "one stride per dimension")],
@@ -197,7 +219,8 @@ def test_stateless_policies_spell_pickle_and_copy_as_their_one_instance(
 ) -> None:
     one = policy_class()
     assert repr(one) == spelling
-    assert pickle.loads(pickle.dumps(one)) is one
+    for protocol in PROTOCOLS:
+        assert pickle.loads(pickle.dumps(one, protocol)) is one
     assert copy.copy(one) is one and copy.deepcopy(one) is one
 
 
@@ -206,8 +229,11 @@ def test_policies_with_parameters_pickle_their_parameters() -> None:
         devmm.Permuted([2, 0, 1]),
         devmm.Aligned(devmm.ColMajor(), unit_stride_alignment=96, base_alignment=128),
     ):
-        again = pickle.loads(pickle.dumps(policy))
-        assert type(again) is type(policy) and again == policy and repr(again) == repr(policy)
+        for again in [pickle.loads(pickle.dumps(policy, p)) for p in PROTOCOLS] + [
+            copy.copy(policy),
+            copy.deepcopy(policy),
+        ]:
+            assert type(again) is type(policy) and again == policy and repr(again) == repr(policy)
     assert repr(devmm.Permuted([2, 0, 1])) == "Permuted(permutation=(2, 0, 1))"
     assert devmm.Permuted([1, 0]) != devmm.RowMajor() and devmm.Permuted([1, 0]) != (1, 0)
 
@@ -362,14 +388,31 @@ def test_permuted_entries_out_of_range_are_value_errors(bad: list[int]) -> None:
 
 def test_python_policies_pickle_copy_and_wrap_as_themselves(cpu: devmm.Device) -> None:
     tiles = Tiles((0, 1))
-    again = pickle.loads(pickle.dumps(tiles))
-    assert type(again) is Tiles and again == tiles and again.order == (0, 1)
+    for protocol in PROTOCOLS:
+        again = pickle.loads(pickle.dumps(tiles, protocol))
+        assert type(again) is Tiles and again == tiles and again.order == (0, 1)
     assert copy.deepcopy(tiles) == tiles and copy.copy(tiles) == tiles
     # Aligned takes a Python policy's order, as it takes any policy's.
     wrapped = devmm.Aligned(Tiles(), 8, 16)
     assert wrapped((3, 2), "uint8", cpu).strides == (1, 8)
     assert wrapped == devmm.Aligned(Tiles(), 8, 16) and wrapped.inner == Tiles()
     assert devmm.empty((3, 2), "uint8", layout=wrapped).strides == (1, 8)
+
+
+def test_a_python_policy_in_a_cycle_through_aligned_is_collected() -> None:
+    # Aligned holds its Python inner policy twice (the `inner` field and the
+    # core policy that calls it): the collector must see both references.
+    class Cyclic(Tiles):
+        wrap: Any = None
+
+    for nested in (False, True):
+        policy = Cyclic()
+        wrapped = devmm.Aligned(policy, 8, 16)
+        object.__setattr__(policy, "wrap", devmm.Aligned(wrapped) if nested else wrapped)
+        alive = weakref.ref(policy)
+        del policy, wrapped
+        gc.collect()
+        assert alive() is None
 
 
 def test_resolved_layouts_are_frozen(cpu: devmm.Device) -> None:

@@ -69,3 +69,35 @@ def test_the_integrations_import_with_their_package_and_without_their_libraries(
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+# The modules of public callables whose signatures users read (the extension's
+# classes spell theirs in a `text_signature`, which must name real defaults).
+SIGNED_MODULES = ["devmm", "devmm.testing", "devmm.mrs", "devmm.mrs.cpu", "devmm.mrs.cuda", "devmm.mrs.rocm"]
+
+
+def test_no_public_signature_shows_an_ellipsis_default() -> None:
+    import inspect
+
+    checked = set()
+    for name in SIGNED_MODULES:
+        module = importlib.import_module(name)
+        for exported in module.__all__:
+            value = getattr(module, exported)
+            if not (inspect.isclass(value) or inspect.isroutine(value)) or value in checked:
+                continue
+            checked.add(value)
+            try:
+                signature = inspect.signature(value)
+            except (TypeError, ValueError):
+                continue  # inspect cannot read it: nothing shown to check
+            shown = [p.name for p in signature.parameters.values() if p.default is Ellipsis]
+            assert not shown, f"{name}.{exported}{signature} shows Ellipsis for {shown}"
+    assert {devmm.Aligned, devmm.Layout, devmm.TrackingAdaptor} <= checked
+    # The defaults shown are the ones the constructors use.
+    shown = inspect.signature(devmm.Aligned).parameters
+    made = devmm.Aligned(devmm.RowMajor())
+    assert (shown["unit_stride_alignment"].default, shown["base_alignment"].default) == (128, 256)
+    assert (made.unit_stride_alignment, made.base_alignment) == (128, 256)
+    hand = devmm.Layout((2,), (1,), "float32")
+    assert inspect.signature(devmm.Layout).parameters["base_alignment"].default == hand.base_alignment == 1

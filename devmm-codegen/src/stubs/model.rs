@@ -871,7 +871,8 @@ fn sig_item(trees: &[TokenTree]) -> Option<SigItem> {
     }
 }
 
-/// A default as Python writes it, when it is a plain literal; `...` otherwise.
+/// A default as Python writes it, when it is a plain literal (or a checked
+/// count, `Count::of(64)`, which Python sees as the int); `...` otherwise.
 fn python_default(trees: &[TokenTree]) -> String {
     let text: String = trees.iter().map(|t| t.to_string()).collect();
     match text.as_str() {
@@ -880,6 +881,12 @@ fn python_default(trees: &[TokenTree]) -> String {
         "false" => "False".into(),
         t if t.parse::<i64>().is_ok() => t.into(),
         t if t.starts_with('"') && t.ends_with('"') => format!("'{}'", &t[1..t.len() - 1]),
-        _ => "...".into(),
+        t => match t
+            .strip_prefix("Count::of(")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            Some(count) if count.parse::<u64>().is_ok() => count.into(),
+            _ => "...".into(),
+        },
     }
 }

@@ -5,7 +5,7 @@ stays one native call on the allocation path. This module gives each the
 dataclass description of its constructor's parameters and what a frozen
 dataclass derives from its fields: ``dataclasses.fields``, ``replace``,
 ``asdict``, ``astuple``, ``__match_args__``, the field-wise ``repr``, equality
-and hash, pickling by the fields, and the refusal to assign
+and hash, pickling and copying by the fields (in every protocol), and the refusal to assign
 (``dataclasses.FrozenInstanceError``). ``replace`` and unpickling call the
 constructor, so the core validates the values.
 """
@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 from typing import Any, NoReturn
 
-from ._devmm import Aligned, ColMajor, DeviceOptimal, Layout, Permuted, RowMajor
+from ._devmm import Aligned, ColMajor, DeviceOptimal, Layout, LayoutPolicy, Permuted, RowMajor
 
 
 def _refuse_assignment(self: object, name: str, value: object) -> NoReturn:
@@ -25,9 +25,18 @@ def _refuse_deletion(self: object, name: str) -> NoReturn:
     raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-def _field_values(self: Any) -> tuple[Any, ...]:
-    """The constructor's arguments for an equal policy (pickle, copy)."""
-    return tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
+    """The class and the constructor's arguments for an equal policy (pickle
+    and copy, in every protocol)."""
+    return type(self), tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+
+
+def _reduce_ex(self: object, protocol: int) -> Any:
+    """A Python subclass of ``LayoutPolicy`` pickles as from protocol 2 in
+    every protocol: ``copyreg.__newobj__`` of its class, then its state (the
+    older protocols' reconstruction calls ``object.__new__``, which a native
+    base refuses)."""
+    return object.__reduce_ex__(self, max(protocol, 2))
 
 
 # What a frozen dataclass derives from its fields, taken from the record.
@@ -49,11 +58,12 @@ def _frozen_dataclass(cls: type, defaults: object = None) -> None:
     record = dataclasses.make_dataclass(cls.__name__, fields, frozen=True)
     for name in _DERIVED:
         setattr(cls, name, getattr(record, name))
-    setattr(cls, "__getnewargs__", _field_values)
+    setattr(cls, "__reduce__", _reduce)
     setattr(cls, "__setattr__", _refuse_assignment)
     setattr(cls, "__delattr__", _refuse_deletion)
 
 
+setattr(LayoutPolicy, "__reduce_ex__", _reduce_ex)
 for _policy in (RowMajor, ColMajor, DeviceOptimal, Permuted):
     _frozen_dataclass(_policy)
 _frozen_dataclass(Aligned, Aligned(RowMajor()))
