@@ -161,6 +161,23 @@ def test_logging_adaptor_writes_to_a_logger_outside_the_manager_or_an_adapter(st
         registered.removeHandler(registered_handler)
 
 
+def test_a_logging_adaptors_logger_is_let_go_with_the_adaptor(stream: devmm.Stream) -> None:
+    import gc
+    import weakref
+
+    given = logging.Logger("tests.let_go")
+    gone = weakref.ref(given)
+    mr = devmm.LoggingAdaptor(MallocMemoryResource(), given)
+    del given
+    gc.collect()
+    assert gone() is not None  # the adaptor's records still go to it
+    del mr
+    # Loggers of adaptors gone are let go when the next one is registered.
+    devmm.LoggingAdaptor(MallocMemoryResource(), logging.Logger("tests.next"))
+    gc.collect()
+    assert gone() is None
+
+
 def test_logging_adaptor_is_silent_when_the_logger_is_off(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:
     mr = devmm.LoggingAdaptor(MallocMemoryResource())
     with caplog.at_level(logging.WARNING, logger="devmm.mr"):
