@@ -6,13 +6,14 @@
 
 use std::sync::{Arc, Weak};
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::{expected, IntoPyResult};
+use crate::log_bridge;
 use crate::resource::{
     callable_name, origin_object, python_resource, resource_of, FindCallable, PyMemoryResource,
     PythonRef,
@@ -172,12 +173,18 @@ impl PyLoggingAdaptor {
         upstream: &Bound<'_, PyMemoryResource>,
         logger: Option<LoggerArg>,
     ) -> PyResult<(Self, PyMemoryResource)> {
+        let Some(LoggerArg(logger)) = logger else {
+            let (logging, base) = adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?;
+            return Ok((PyLoggingAdaptor { logging }, base));
+        };
+        // The events name the logger by a key the log bridge finds the
+        // object by, for as long as the adaptor lives.
+        let key = log_bridge::logger_key();
         let (logging, base) = adapt(upstream, |mr| {
-            Ok(match logger {
-                Some(LoggerArg(name)) => devmm::LoggingAdaptor::with_logger(mr, name),
-                None => devmm::LoggingAdaptor::new(mr),
-            })
+            Ok(devmm::LoggingAdaptor::with_logger(mr, key.as_str()))
         })?;
+        let owner: Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&logging) as _;
+        log_bridge::register_logger(key, owner, logger);
         Ok((PyLoggingAdaptor { logging }, base))
     }
 
@@ -188,32 +195,23 @@ impl PyLoggingAdaptor {
     }
 }
 
-/// A `logging.Logger` the records go to, found again by its name: one
-/// that `logging.getLogger` does not return for its name is refused.
+/// The `logging.Logger` the records go to, used as given: any object with
+/// its `isEnabledFor` and `log` methods (a `logging.LoggerAdapter` too).
 ///
 /// Python type: `logging.Logger | None`
-pub(crate) struct LoggerArg(String);
+pub(crate) struct LoggerArg(Py<PyAny>);
 
 impl<'py> FromPyObject<'_, 'py> for LoggerArg {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let py = obj.py();
-        let logging = py.import(intern!(py, "logging"))?;
-        if !obj.is_instance(&logging.getattr(intern!(py, "Logger"))?)? {
-            return Err(expected("a logging.Logger", &obj));
+        for method in [intern!(py, "isEnabledFor"), intern!(py, "log")] {
+            if !obj.getattr_opt(method)?.is_some_and(|m| m.is_callable()) {
+                return Err(expected("a logging.Logger", &obj));
+            }
         }
-        let name: String = obj.getattr(intern!(py, "name"))?.extract()?;
-        if !logging
-            .call_method1(intern!(py, "getLogger"), (&name,))?
-            .is(&*obj)
-        {
-            return Err(PyValueError::new_err(format!(
-                "the logger {name:?} is not the one logging.getLogger({name:?}) returns; \
-                 pass a logger from logging.getLogger"
-            )));
-        }
-        Ok(LoggerArg(name))
+        Ok(LoggerArg(obj.to_owned().unbind()))
     }
 }
 

@@ -14,7 +14,6 @@ mod cli;
 mod copies;
 mod count;
 mod cxx_exception;
-mod dataclass;
 mod device;
 mod dlpack;
 mod dtype;

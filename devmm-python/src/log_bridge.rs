@@ -1,9 +1,15 @@
 //! Forwards devmm's `tracing` events to Python's `logging`, so the core
 //! `LoggingAdaptor`'s structured events become records on the `devmm.mr`
 //! logger (target `devmm::mr` → logger `devmm.mr`), with each field as a
-//! record attribute.
+//! record attribute. A `LoggingAdaptor` given a Python logger names it
+//! by a key; the bridge holds the logger object under that key while the
+//! adaptor lives.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, Weak};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -89,12 +95,50 @@ fn python_level(level: &Level) -> u32 {
     }
 }
 
+/// The Python loggers `LoggingAdaptor`s were given, by the key their
+/// events name, each with the adaptor it lives as long as.
+type Loggers = HashMap<String, (Weak<dyn Any + Send + Sync>, Py<PyAny>)>;
+
+static LOGGERS: Mutex<Option<Loggers>> = Mutex::new(None);
+
+fn loggers() -> MutexGuard<'static, Option<Loggers>> {
+    // A panic while holding the lock leaves a consistent map.
+    LOGGERS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A key no other adaptor's logger has.
+pub(crate) fn logger_key() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("python-logger-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Holds `logger` under `key` while `owner` lives; loggers of adaptors
+/// gone since are let go here (called with the GIL held).
+pub(crate) fn register_logger(key: String, owner: Weak<dyn Any + Send + Sync>, logger: Py<PyAny>) {
+    let mut loggers = loggers();
+    let map = loggers.get_or_insert_with(HashMap::new);
+    map.retain(|_, (owner, _)| owner.strong_count() > 0);
+    map.insert(key, (owner, logger));
+}
+
+/// The logger registered under `key`, if its adaptor still lives.
+fn registered_logger<'py>(py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
+    let loggers = loggers();
+    let (owner, logger) = loggers.as_ref()?.get(key)?;
+    (owner.strong_count() > 0).then(|| logger.bind(py).clone())
+}
+
 fn emit(py: Python<'_>, target: &str, level: &Level, fields: &Fields) -> PyResult<()> {
     let name = match &fields.logger {
         Some(logger) => logger.clone(),
         None => target.replace("::", "."),
     };
-    let logger = py.import("logging")?.call_method1("getLogger", (name,))?;
+    let logger = match registered_logger(py, &name) {
+        Some(logger) => logger,
+        None => py.import("logging")?.call_method1("getLogger", (name,))?,
+    };
     let level = python_level(level);
     if !logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
         return Ok(());

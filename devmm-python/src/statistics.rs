@@ -10,11 +10,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::dataclass;
 use crate::error::expected;
+use crate::value_class::ValueClass;
 
-/// The module whose dataclasses carry the counters and the records.
-const MODULE: &str = "devmm.statistics";
+/// The module's dataclasses that carry the counters and the records.
+static STATISTICS: ValueClass<()> = ValueClass::new("devmm.statistics", "Statistics");
+static MEMORY_RECORD: ValueClass<()> = ValueClass::new("devmm.statistics", "MemoryRecord");
 
 /// `stats` as a `devmm.statistics.Statistics`.
 pub(crate) fn statistics_object<'py>(
@@ -29,7 +30,7 @@ pub(crate) fn statistics_object<'py>(
         s.allocations,
         s.deallocations,
     );
-    dataclass::make(py, MODULE, "Statistics", fields)
+    STATISTICS.class(py)?.call1(fields)
 }
 
 /// A `devmm.statistics.Statistics` argument, read back into the core's counters.
@@ -42,7 +43,7 @@ impl<'py> FromPyObject<'_, 'py> for StatisticsArg {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let py = obj.py();
-        if !obj.is_instance(&dataclass::class(py, MODULE, "Statistics")?)? {
+        if !STATISTICS.holds(&obj)? {
             return Err(expected("a devmm.statistics.Statistics", &obj));
         }
         let field =
@@ -86,7 +87,7 @@ impl PyProfilerRecords {
         let records = PyDict::new(py);
         for (name, r) in self.inner.records() {
             let fields = (r.num_calls, r.memory_total, r.memory_peak);
-            records.set_item(name, dataclass::make(py, MODULE, "MemoryRecord", fields)?)?;
+            records.set_item(name, MEMORY_RECORD.class(py)?.call1(fields)?)?;
         }
         Ok(records)
     }

@@ -36,13 +36,18 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// `AssertionError` naming each failed check.
 ///
 /// A factory that takes an `alignment` keyword (a resource class such as
-/// `MallocMemoryResource`) is also asked for every alignment from 1 to
-/// 4096, and its pointers must meet each (`requested_alignment`).
+/// `MallocMemoryResource`) is also asked for each power of two from 1 to
+/// 4096 except 2048 (as the seed's sweep), and its pointers must meet each
+/// (`requested_alignment`).
 ///
-/// The suite reads and writes memory with the device runtime's copies;
-/// for other memory pass `write(ptr, data, stream)`,
-/// `read(ptr, nbytes, stream) -> bytes` and `stream_factory(device)`, or
-/// `data_access=False` to skip the byte checks.
+/// The suite reads and writes memory with the device runtime's copies,
+/// which need a resource that declares its pointers dereferenceable; for
+/// any other memory pass `write(ptr, data)` and `read(ptr, nbytes) -> bytes`
+/// (the suite then uses them and needs no declaration), or
+/// `data_access=False` to skip the byte checks. `stream_factory()` makes
+/// the streams the checks run on. Each hook may also take one more
+/// argument: `write(ptr, data, stream)`, `read(ptr, nbytes, stream)`,
+/// `stream_factory(device)`.
 #[pyfunction]
 #[pyo3(signature = (mr_factory, *, write = None, read = None, stream_factory = None, data_access = true))]
 pub(crate) fn mr_conformance(
@@ -55,27 +60,32 @@ pub(crate) fn mr_conformance(
 ) -> PyResult<()> {
     let mut options = MrConformanceOptions::new();
     if let Some(write) = write {
+        // The seed's `write(ptr, data)`, or ours with the stream as well.
+        let with_stream = takes_positional(write.bind(py), 3);
         options = options.write(move |dst, src, stream| {
             Python::attach(|py| {
-                write
-                    .call1(
-                        py,
-                        (
-                            dst.addr(),
-                            PyBytes::new(py, src),
-                            PyStream::from(stream.clone()),
-                        ),
-                    )
-                    .map(drop)
-                    .map_err(|e| hook_failure(py, "write", e))
+                let (ptr, data) = (dst.addr(), PyBytes::new(py, src));
+                let written = if with_stream {
+                    write.call1(py, (ptr, data, PyStream::from(stream.clone())))
+                } else {
+                    write.call1(py, (ptr, data))
+                };
+                written.map(drop).map_err(|e| hook_failure(py, "write", e))
             })
         });
     }
     if let Some(read) = read {
+        // The seed's `read(ptr, nbytes)`, or ours with the stream as well.
+        let with_stream = takes_positional(read.bind(py), 3);
         options = options.read(move |dst, src, stream| {
             Python::attach(|py| {
-                let data: Vec<u8> = read
-                    .call1(py, (src.addr(), dst.len(), PyStream::from(stream.clone())))
+                let (ptr, nbytes) = (src.addr(), dst.len());
+                let data = if with_stream {
+                    read.call1(py, (ptr, nbytes, PyStream::from(stream.clone())))
+                } else {
+                    read.call1(py, (ptr, nbytes))
+                };
+                let data: Vec<u8> = data
                     .and_then(|b| b.extract(py))
                     .map_err(|e| hook_failure(py, "read", e))?;
                 if data.len() != dst.len() {
@@ -93,10 +103,16 @@ pub(crate) fn mr_conformance(
         });
     }
     if let Some(make) = stream_factory {
+        // The seed's `stream_factory()`, or ours given the device.
+        let with_device = takes_positional(make.bind(py), 1);
         options = options.stream_factory(move |device| {
             Python::attach(|py| {
-                make.call1(py, (PyDevice::from(device),))
-                    .and_then(|s| crate::stream::stream_of(s.bind(py)))
+                let made = if with_device {
+                    make.call1(py, (PyDevice::from(device),))
+                } else {
+                    make.call0(py)
+                };
+                made.and_then(|s| crate::stream::stream_of(s.bind(py)))
                     .map_err(|e| hook_failure(py, "stream_factory", e))
             })
         });
@@ -136,14 +152,32 @@ pub(crate) fn mr_conformance(
     raise_on_failure(report)
 }
 
+/// `inspect.signature(callable)`, or `None` for a callable it cannot read.
+fn signature<'py>(callable: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    let py = callable.py();
+    py.import(intern!(py, "inspect"))
+        .and_then(|inspect| inspect.call_method1(intern!(py, "signature"), (callable,)))
+        .ok()
+}
+
+/// Whether `callable` can be called with `n` positional arguments, as its
+/// signature reports it; a callable without a signature cannot.
+fn takes_positional(callable: &Bound<'_, PyAny>, n: usize) -> bool {
+    let py = callable.py();
+    signature(callable).is_some_and(|signature| {
+        let args = pyo3::types::PyTuple::new(py, (0..n).map(|_| py.None()));
+        args.is_ok_and(|args| signature.call_method1(intern!(py, "bind"), args).is_ok())
+    })
+}
+
 /// Whether `factory` accepts an `alignment` keyword (or any keyword), as
 /// `inspect.signature` reports it; a callable without a signature does not.
 fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
     let py = factory.py();
+    let Some(signature) = signature(factory) else {
+        return false;
+    };
     let accepts = || -> PyResult<bool> {
-        let signature = py
-            .import(intern!(py, "inspect"))?
-            .call_method1(intern!(py, "signature"), (factory,))?;
         let parameters = signature.getattr(intern!(py, "parameters"))?;
         for p in parameters.call_method0(intern!(py, "values"))?.try_iter()? {
             let p = p?;
@@ -158,7 +192,6 @@ fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
         }
         Ok(false)
     };
-    // `inspect.signature` raises for callables it cannot read: no sweep.
     accepts().unwrap_or(false)
 }
 

@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::adaptors::{adapt, upstream_of};
-use crate::dataclass;
 use crate::resource::PyMemoryResource;
+use crate::value_class::ValueClass;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -22,7 +22,10 @@ pub(crate) fn _print_leak_reports() {
     devmm::print_leak_reports();
 }
 
-/// `a` as a `devmm.LiveAllocation` (a dataclass of `devmm._tracking`).
+/// `devmm.LiveAllocation`, a dataclass of `devmm._tracking`.
+static LIVE_ALLOCATION: ValueClass<()> = ValueClass::new("devmm._tracking", "LiveAllocation");
+
+/// `a` as a `devmm.LiveAllocation`.
 fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<Bound<'py, PyAny>> {
     let time = a
         .time
@@ -42,7 +45,7 @@ fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<B
         a.thread_name.as_deref(),
         PyTuple::new(py, frames)?,
     );
-    dataclass::make(py, "devmm._tracking", "LiveAllocation", fields)
+    LIVE_ALLOCATION.class(py)?.call1(fields)
 }
 
 /// Records every live allocation with its size, stream, time, thread and

@@ -2,6 +2,7 @@
 //! (the frozen dataclasses of `devmm._core`): the class, imported once, and
 //! one instance per value, made the first time the value is handed out, so
 //! getters such as `Tensor.dtype` do not build a dataclass on every call.
+//! Records made anew each time (`ValueClass<()>`) use the class only.
 
 use std::sync::Mutex;
 

@@ -261,3 +261,39 @@ def test_async_alloc_picks_the_allocator_as_the_seed_s(
     done = subprocess.run([sys.executable, "-c", script, pools], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+STREAM_FLAGS = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+
+    fake = ctypes.CDLL(sys.argv[1])
+    fake.fake_call_log.restype = ctypes.c_size_t
+    fake.fake_call_log.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+    def creations():
+        buf = ctypes.create_string_buffer(1 << 20)
+        fake.fake_call_log(buf, len(buf))
+        # Lines read `cudaStreamCreateWithFlags flags=N device=D stream=S -> status`.
+        return [l.split()[1] for l in buf.value.decode().splitlines() if l.startswith("cudaStreamCreate")]
+
+    for flags, expected in ((devmm.StreamFlags.NON_BLOCKING, 1), (devmm.StreamFlags.SYNC_DEFAULT, 0)):
+        fake.fake_clear_calls()
+        pool = devmm.StreamPool(2, flags, device="cuda:0")
+        made = creations()
+        assert made == [f"flags={{expected}}"] * 2, made
+    print("ok")
+    """
+)
+
+
+def test_a_stream_pool_creates_its_streams_with_its_flags(fake_library: Callable[[str], str]) -> None:
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library)
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", STREAM_FLAGS.format(), library], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -34,19 +34,41 @@ def test_an_installer_is_a_context_manager_that_restores_on_error() -> None:
 
 def test_concurrent_uninstalls_restore_once() -> None:
     calls: list[int] = []
-    entered = threading.Barrier(8)
-    installer = Installer("lib", lambda: calls.append(1))
+    inside, release = threading.Event(), threading.Event()
 
-    def race() -> None:
-        entered.wait()
+    def restore() -> None:
+        calls.append(1)
+        inside.set()
+        assert release.wait(10)
+
+    installer = Installer("lib", restore)
+    first = threading.Thread(target=installer.uninstall)
+    first.start()
+    assert inside.wait(10)
+    # The first uninstall is inside restore: a second one must neither run
+    # it again nor wait for it.
+    second = threading.Thread(target=installer.uninstall)
+    second.start()
+    second.join(10)
+    assert not second.is_alive()
+    release.set()
+    first.join(10)
+    assert calls == [1] and not installer.installed
+
+
+def test_a_restore_that_uninstalls_again_does_not_deadlock() -> None:
+    calls: list[str] = []
+    installer: Installer
+
+    def restore() -> None:
+        calls.append("restore")
         installer.uninstall()
 
-    threads = [threading.Thread(target=race) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert calls == [1]
+    installer = Installer("lib", restore)
+    done = threading.Thread(target=installer.uninstall, daemon=True)
+    done.start()
+    done.join(10)
+    assert not done.is_alive() and calls == ["restore"] and not installer.installed
 
 
 def test_an_installer_stays_installed_while_it_is_not_current_or_restore_fails() -> None:

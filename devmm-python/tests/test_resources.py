@@ -121,8 +121,61 @@ def test_logging_adaptor_writes_to_the_logger_it_is_given(caplog: pytest.LogCapt
     ]
     with pytest.raises(TypeError, match="logging.Logger"):
         devmm.LoggingAdaptor(MallocMemoryResource(), "tests.my_allocations")
-    with pytest.raises(ValueError, match="getLogger"):
-        devmm.LoggingAdaptor(MallocMemoryResource(), logging.Logger("unregistered"))
+
+
+def test_logging_adaptor_writes_to_a_logger_outside_the_manager_or_an_adapter(stream: devmm.Stream) -> None:
+    # As the seed's, the logger is used as given: one logging.getLogger does
+    # not know, or a LoggerAdapter, gets the records.
+    class Collect(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    unregistered = logging.Logger("tests.unregistered", logging.INFO)
+    handler = Collect()
+    unregistered.addHandler(handler)
+    # The name's registered logger is another object and must get nothing.
+    registered = logging.getLogger("tests.unregistered")
+    registered_handler = Collect()
+    registered.addHandler(registered_handler)
+    try:
+        mr = devmm.LoggingAdaptor(MallocMemoryResource(), unregistered)
+        mr.deallocate(mr.allocate(16, stream), 16, stream)
+        assert [r.op for r in handler.records] == ["allocate", "deallocate"]  # type: ignore[attr-defined]
+        assert registered_handler.records == []
+
+        handler.records.clear()
+        adapter = logging.LoggerAdapter(unregistered, {"who": "adapter"})
+        mr = devmm.LoggingAdaptor(MallocMemoryResource(), adapter)  # type: ignore[arg-type]
+        mr.deallocate(mr.allocate(8, stream), 8, stream)
+        # A LoggerAdapter puts its own extra on the records (Python < 3.13 drops the call's).
+        assert [(r.getMessage().split()[0], r.who) for r in handler.records] == [  # type: ignore[attr-defined]
+            ("allocate", "adapter"),
+            ("deallocate", "adapter"),
+        ]
+        del mr
+    finally:
+        registered.removeHandler(registered_handler)
+
+
+def test_a_logging_adaptors_logger_is_let_go_with_the_adaptor(stream: devmm.Stream) -> None:
+    import gc
+    import weakref
+
+    given = logging.Logger("tests.let_go")
+    gone = weakref.ref(given)
+    mr = devmm.LoggingAdaptor(MallocMemoryResource(), given)
+    del given
+    gc.collect()
+    assert gone() is not None  # the adaptor's records still go to it
+    del mr
+    # Loggers of adaptors gone are let go when the next one is registered.
+    devmm.LoggingAdaptor(MallocMemoryResource(), logging.Logger("tests.next"))
+    gc.collect()
+    assert gone() is None
 
 
 def test_logging_adaptor_is_silent_when_the_logger_is_off(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:

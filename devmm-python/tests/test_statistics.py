@@ -156,3 +156,9 @@ def test_counters_and_records_are_frozen_dataclasses_as_rmms() -> None:
     assert dataclasses.is_dataclass(record) and record == st.MemoryRecord(num_calls=1, memory_total=64, memory_peak=64)
     with pytest.raises(TypeError):
         records.add("load", (64, 64, 64, 1, 0))  # type: ignore[arg-type]
+
+
+def test_current_count_never_goes_negative() -> None:
+    # Counters read back from elsewhere may show more frees than allocations.
+    assert st.Statistics(0, 0, 0, 0, 5).current_count == 0
+    assert st.Statistics(0, 0, 0, 7, 5).current_count == 2

@@ -76,6 +76,66 @@ def test_mr_conformance_takes_the_seed_signature() -> None:
     devmm.testing.mr_conformance(devmm.testing.RecordingMemoryResource, data_access=False)
 
 
+def test_mr_conformance_takes_upstream_style_hooks() -> None:
+    # The seed's hooks: write(ptr, data), read(ptr, nbytes), stream_factory().
+    seen: dict[str, int] = {"write": 0, "read": 0, "stream": 0}
+
+    def write(ptr: int, data: bytes) -> None:
+        seen["write"] += 1
+        ctypes.memmove(ptr, data, len(data))
+
+    def read(ptr: int, nbytes: int) -> bytes:
+        seen["read"] += 1
+        return ctypes.string_at(ptr, nbytes)
+
+    cpu = devmm.Device.from_string("cpu")
+
+    def stream_factory() -> devmm.Stream:
+        seen["stream"] += 1
+        return devmm.runtime_for(cpu).default_stream(cpu)
+
+    devmm.testing.mr_conformance(MallocMemoryResource, write=write, read=read, stream_factory=stream_factory)
+    assert all(seen.values()), seen
+
+
+class HostBlocks(devmm.DeviceMemoryResource):
+    """A plain Python host resource over ctypes buffers, as a seed user writes
+    one: it declares nothing about host access."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: dict[int, Any] = {}
+
+    def allocate(self, nbytes: int, stream: Any) -> int:
+        if nbytes < 0:
+            raise ValueError("nbytes must be non-negative")
+        block = ctypes.create_string_buffer(max(nbytes, 1))
+        self.blocks[ctypes.addressof(block)] = block
+        return ctypes.addressof(block)
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+        if self.blocks.pop(ptr, None) is None:
+            raise ValueError(f"{ptr:#x} is not a live allocation")
+
+    def _debug_live_count(self) -> int:
+        return len(self.blocks)
+
+
+def test_an_undeclared_python_host_resource_conforms_through_hooks() -> None:
+    writes: list[int] = []
+
+    def write(ptr: int, data: bytes) -> None:
+        writes.append(len(data))
+        ctypes.memmove(ptr, data, len(data))
+
+    def read(ptr: int, nbytes: int) -> bytes:
+        return ctypes.string_at(ptr, nbytes)
+
+    # Given hooks, the suite uses them and needs no dereferenceable declaration.
+    devmm.testing.mr_conformance(HostBlocks, write=write, read=read)
+    assert writes
+
+
 def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     rec = devmm.testing.RecordingMemoryResource()
     buf = devmm.DeviceBuffer(64, mr=rec, stream=stream)

@@ -77,8 +77,9 @@ class Statistics:
 
     @property
     def current_count(self) -> int:
-        """Allocations not yet deallocated."""
-        return self.allocations - self.deallocations
+        """Allocations not yet deallocated (never below zero, as the core's
+        counters never are)."""
+        return max(self.allocations - self.deallocations, 0)
 
     @property
     def total_count(self) -> int:

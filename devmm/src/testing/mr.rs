@@ -90,9 +90,9 @@ impl MrConformanceOptions {
     }
 
     /// Makes a resource that promises a requested alignment, for the
-    /// `requested_alignment` check (skipped without one): every alignment
-    /// from 1 to 4096 is asked for, and each resource's pointers must meet
-    /// it and hold their whole span.
+    /// `requested_alignment` check (skipped without one): each power of two
+    /// from 1 to 4096 except 2048 is asked for (the seed's sweep), and each
+    /// resource's pointers must meet it and hold their whole span.
     pub fn aligned_factory(
         mut self,
         factory: impl Fn(usize) -> Result<Box<dyn MemoryResource>> + Send + Sync + 'static,

@@ -18,12 +18,14 @@ class Installer:
     makes it: ``Installer(library, restore)``, where ``restore()`` puts the
     library's previous state back.
 
-    ``uninstall()`` calls ``restore`` once: later calls do nothing, and two
-    threads cannot both restore. Given ``is_current``, which tells whether
-    the library still holds what ``install`` put there, ``uninstall()``
-    raises ``RuntimeError`` while it does not (something installed later is
-    current; uninstall that first) and stays installed, as it does when
-    ``restore`` raises. ``mr`` is the resource installed, if one is.
+    ``uninstall()`` calls ``restore`` once: calls made while it runs (from
+    another thread, or from ``restore`` itself) and after it return at
+    once. Given ``is_current``, which tells whether the library still holds
+    what ``install`` put there, ``uninstall()`` raises ``RuntimeError``
+    while it does not (something installed later is current; uninstall
+    that first) and stays installed, as it does when ``restore`` raises
+    (the library could not go back). ``mr`` is the resource installed, if
+    one is.
     """
 
     def __init__(
@@ -47,19 +49,30 @@ class Installer:
 
     def uninstall(self) -> None:
         """Restores the library's previous state (the first call only)."""
+        # Taken under the lock, so two threads cannot both restore; restore
+        # (library code, which may call back into this installer) runs
+        # outside it.
         with self._lock:
-            if self._restore is None:
+            restore, is_current = self._restore, self._is_current
+            if restore is None:
                 return
-            if self._is_current is not None and not self._is_current():
+            if is_current is not None and not is_current():
                 raise RuntimeError(
                     f"uninstall {self.library} installers in reverse order of install: "
                     f"{self.library}'s allocator was replaced after this installer made it "
                     f"allocate through {self.mr!r}; uninstall the later one first"
                 )
-            self._restore()
             # What the closures hold (a handler, the previous allocator) is
             # no longer this installer's to keep alive.
             self._restore = self._is_current = None
+        try:
+            restore()
+        except BaseException:
+            # The library could not go back (Numba after it made a
+            # context): it still allocates through devmm.
+            with self._lock:
+                self._restore, self._is_current = restore, is_current
+            raise
 
     def __enter__(self) -> Installer:
         return self
