@@ -172,7 +172,7 @@ impl PyLayoutPolicy {
     /// No arguments to `__new__` when a Python subclass is unpickled or
     /// copied: it comes back with its attributes restored. (The shipped
     /// policies reduce to their class and fields, and protocols 0 and 1
-    /// pickle a subclass as protocol 2 does: devmm/_layouts.py.)
+    /// pickle a subclass as protocol 2 does: devmm/_core/layout.py.)
     fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         PyTuple::empty(py)
     }

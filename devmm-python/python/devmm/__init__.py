@@ -45,7 +45,8 @@ from ._devmm import (
     set_current_memory_resource,
     using_memory_resource,
 )
-from . import _layouts, _runtimes, mrs, statistics
+from . import _runtimes, mrs, statistics
+from ._core import layout as _layout_surface  # gives the native policies their dataclass surface
 from ._stream_flags import StreamFlags
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names

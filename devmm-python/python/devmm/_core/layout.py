@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 from typing import Any, NoReturn
 
-from ._devmm import Aligned, ColMajor, DeviceOptimal, Layout, LayoutPolicy, Permuted, RowMajor
+from .._devmm import Aligned, ColMajor, DeviceOptimal, Layout, LayoutPolicy, Permuted, RowMajor
 
 
 def _refuse_assignment(self: object, name: str, value: object) -> NoReturn:
