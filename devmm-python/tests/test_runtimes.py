@@ -80,9 +80,10 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     stream = rt.default_stream(cpu)
     assert rt.wrap_stream(cpu, stream) is stream
     assert rt.wrap_stream(cpu, 0) == stream
-    assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
-    with pytest.raises(ValueError, match="one stream"):
-        rt.wrap_stream(cpu, _CudaStreamProtocol(7))
+    # `__cuda_stream__` names a CUDA stream, which no cpu stream is.
+    for handle in (0, 7):
+        with pytest.raises(TypeError, match=r"__cuda_stream__ names a CUDA stream, and cpu:0 is no CUDA device"):
+            rt.wrap_stream(cpu, _CudaStreamProtocol(handle))
     with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
 
