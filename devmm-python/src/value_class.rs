@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyBool, PyType};
+
+use crate::error::expected;
 
 /// The Python class `module.name` whose instances stand for core values `K`.
 pub(crate) struct ValueClass<K> {
@@ -72,5 +74,24 @@ impl<K: Copy + Eq> ValueClass<K> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(K, Py<PyAny>)>> {
         // The list stays whole whatever panicked while it was held.
         self.instances.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An int field of a value class (`Device.index`, `DType.bits`): any int
+/// but a bool, which Python counts as one and no field means
+/// (`Device(CPU, True)` is a `TypeError`, not `cpu:1`).
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IntField(pub(crate) i128);
+
+impl<'py> FromPyObject<'_, 'py> for IntField {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_exact_instance_of::<PyBool>() {
+            return Err(expected("an int", &obj));
+        }
+        obj.extract().map(IntField)
     }
 }
