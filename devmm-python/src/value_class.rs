@@ -2,6 +2,9 @@
 //! (the frozen dataclasses of `devmm._core`): the class, imported once, and
 //! one instance per value, made the first time the value is handed out, so
 //! getters such as `Tensor.dtype` do not build a dataclass on every call.
+//! Those instances are frozen by convention only: `object.__setattr__` on
+//! one (say `t.dtype`) changes every later getter's result and the
+//! spelling cache, so nothing may do that.
 
 use std::sync::Mutex;
 
