@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::count::in_range;
 use crate::error::{expected, IntoPyResult};
-use crate::value_class::ValueClass;
+use crate::value_class::{IntField, ValueClass};
 
 /// The kind of memory a device owns: `devmm.DeviceType`, an
 /// `enum.IntEnum` of the core's device types whose values are DLPack's
@@ -147,10 +147,13 @@ pub(crate) fn _check_device(
     index: Ordinal,
 ) -> PyResult<(PyDeviceType, u32)> {
     let Ordinal(index) = index;
-    // A `DeviceType` member is its code, an int.
-    let ty = match r#type.extract::<i32>() {
-        Ok(code) => type_of_code(code)?,
-        Err(_) => r#type.extract::<String>()?.parse().py()?,
+    let ty = match r#type.cast::<PyString>() {
+        Ok(name) => name.to_str()?.parse().py()?,
+        // A `DeviceType` member is its code, an int.
+        Err(_) => {
+            let IntField(code) = r#type.extract()?;
+            type_of_code(in_range("type", code, "a DeviceType code")?)?
+        }
     };
     let device = devmm::Device::try_new(ty, index).py()?;
     Ok((PyDeviceType(device.ty()), device.index()))
@@ -182,7 +185,8 @@ impl<'py> FromPyObject<'_, 'py> for Ordinal {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let range = "a device ordinal from 0 to 2147483647";
-        in_range("index", obj.extract()?, range).map(Ordinal)
+        let IntField(index) = obj.extract()?;
+        in_range("index", index, range).map(Ordinal)
     }
 }
 

@@ -57,7 +57,12 @@ impl<'py> FromPyObject<'_, 'py> for DlpackStream {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        dlpack_arg(obj, "stream", "an int stream handle (or -1)").map(DlpackStream)
+        let expected = "an int stream handle (or -1)";
+        // `True` is an int to Python, but no stream handle.
+        if obj.is_exact_instance_of::<PyBool>() {
+            return Err(refused(obj, "stream", expected));
+        }
+        dlpack_arg(obj, "stream", expected).map(DlpackStream)
     }
 }
 
@@ -71,22 +76,35 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let expected = "a (major, minor) tuple of non-negative ints";
-        let version = obj
-            .cast::<PyTuple>()
-            .ok()
-            .filter(|t| t.len() == 2)
-            .ok_or_else(|| refused(obj, "max_version", expected))?;
+        let expected = "a (major, minor) pair of non-negative ints";
         // `True` is an int to Python, but no version number.
-        let number = |i| {
-            let part = version.get_borrowed_item(i)?;
+        let number = |part: Borrowed<'_, 'py, PyAny>| {
             if part.is_exact_instance_of::<PyBool>() {
                 return Err(refused(obj, "max_version", expected));
             }
             part.extract::<u32>()
                 .map_err(|_| refused(obj, "max_version", expected))
         };
-        Ok(DlpackVersion((number(0)?, number(1)?)))
+        // A tuple, as consumers pass it, read in place (the hot path).
+        if let Ok(tuple) = obj.cast::<PyTuple>() {
+            if tuple.len() != 2 {
+                return Err(refused(obj, "max_version", expected));
+            }
+            let major = number(tuple.get_borrowed_item(0)?)?;
+            return Ok(DlpackVersion((major, number(tuple.get_borrowed_item(1)?)?)));
+        }
+        // Any other pair, as `major, minor = max_version` unpacks it (a list, say).
+        let parts = obj
+            .try_iter()
+            .and_then(|items| items.take(3).collect::<PyResult<Vec<_>>>())
+            .map_err(|_| refused(obj, "max_version", expected))?;
+        match &parts[..] {
+            [major, minor] => Ok(DlpackVersion((
+                number(major.as_borrowed())?,
+                number(minor.as_borrowed())?,
+            ))),
+            _ => Err(refused(obj, "max_version", expected)),
+        }
     }
 }
 

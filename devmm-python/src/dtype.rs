@@ -11,7 +11,7 @@ use pyo3::types::{PyString, PyType};
 
 use crate::count::in_range;
 use crate::error::IntoPyResult;
-use crate::value_class::ValueClass;
+use crate::value_class::{IntField, ValueClass};
 
 /// A core dtype as Python's `devmm.DType`, a frozen dataclass defined in
 /// `devmm._core.dtypes` whose checks, names and sizes are the functions
@@ -79,8 +79,12 @@ fn fields(dtype: devmm::DType) -> (u8, u8, u16) {
 
 /// `DType.__post_init__`: the fields, checked.
 #[pyfunction]
-pub(crate) fn _check_dtype(code: i128, bits: i128, lanes: i128) -> PyResult<(u8, u8, u16)> {
-    checked(code, bits, lanes).map(fields)
+pub(crate) fn _check_dtype(
+    code: IntField,
+    bits: IntField,
+    lanes: IntField,
+) -> PyResult<(u8, u8, u16)> {
+    checked(code.0, bits.0, lanes.0).map(fields)
 }
 
 /// `DType.from_string`: the fields of the dtype a standard name names.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
@@ -124,7 +124,8 @@ impl PyDeviceRuntime {
 
     /// A stream of `device` for `obj`: a native handle (an int) the caller
     /// keeps alive, an object with `__cuda_stream__` (cuda.core, CuPy,
-    /// rmm), or a `Stream` of `device`, returned as it is.
+    /// rmm; a `TypeError` on a ROCm device, where a CUDA handle names
+    /// nothing), or a `Stream` of `device`, returned as it is.
     ///
     /// Python type: `Stream`
     fn wrap_stream<'py>(
@@ -144,7 +145,19 @@ impl PyDeviceRuntime {
             return Ok(obj.clone());
         }
         let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
-            Some(protocol) => protocol.call0()?.extract::<(u32, Count<Handle>)>()?.1,
+            // The protocol's handle is a CUDA stream: on a ROCm device it
+            // names nothing HIP could wait on. The CPU reads it as the seed's
+            // does (its one stream is handle 0; the runtime refuses others).
+            Some(protocol) if device.0.ty().runtime_name() != "rocm" => {
+                protocol.call0()?.extract::<(u32, Count<Handle>)>()?.1
+            }
+            Some(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "__cuda_stream__ names a CUDA stream, and {} is a ROCm device; \
+                     pass a HIP stream handle or a devmm.Stream",
+                    device.0
+                )))
+            }
             None if obj.is_instance_of::<PyInt>() => obj.extract()?,
             None => {
                 let what =

@@ -2,6 +2,9 @@
 //! (the frozen dataclasses of `devmm._core`): the class, imported once, and
 //! one instance per value, made the first time the value is handed out, so
 //! getters such as `Tensor.dtype` do not build a dataclass on every call.
+//! Those instances are frozen by convention only: `object.__setattr__` on
+//! one (say `t.dtype`) changes every later getter's result and the
+//! spelling cache, so nothing may do that.
 //! Records made anew each time (`ValueClass<()>`) use the class only.
 
 use std::sync::Mutex;
@@ -9,7 +12,9 @@ use std::sync::Mutex;
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyBool, PyType};
+
+use crate::error::expected;
 
 /// The Python class `module.name` whose instances stand for core values `K`.
 pub(crate) struct ValueClass<K> {
@@ -73,5 +78,24 @@ impl<K: Copy + Eq> ValueClass<K> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(K, Py<PyAny>)>> {
         // The list stays whole whatever panicked while it was held.
         self.instances.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An int field of a value class (`Device.index`, `DType.bits`): any int
+/// but a bool, which Python counts as one and no field means
+/// (`Device(CPU, True)` is a `TypeError`, not `cpu:1`).
+///
+/// Python type: `int`
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IntField(pub(crate) i128);
+
+impl<'py> FromPyObject<'_, 'py> for IntField {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_exact_instance_of::<PyBool>() {
+            return Err(expected("an int", &obj));
+        }
+        obj.extract().map(IntField)
     }
 }

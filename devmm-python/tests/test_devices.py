@@ -1,5 +1,7 @@
 """Device, DeviceType and DType."""
 
+from collections.abc import Callable
+
 import pytest
 
 import devmm
@@ -371,3 +373,20 @@ def test_handed_out_values_are_made_once_and_stay_right_past_the_cache() -> None
         for dtype in dtypes:
             made = devmm.empty((1,), dtype, layout=devmm.RowMajor())
             assert made.dtype == dtype and made.buffer.nbytes == dtype.itemsize
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: devmm.Device(True),
+        lambda: devmm.Device(devmm.DeviceType.CPU, True),
+        lambda: devmm.Device(devmm.DeviceType.CPU, False),
+        lambda: devmm.DType(True, 8),
+        lambda: devmm.DType(1, True),
+        lambda: devmm.DType(2, 32, True),
+    ],
+)
+def test_a_bool_is_no_int_field(make: Callable[[], object]) -> None:
+    # Python counts `True` as the int 1, but no device or dtype field means it.
+    with pytest.raises(TypeError, match="expected an int, got bool"):
+        make()

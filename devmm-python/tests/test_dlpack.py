@@ -93,6 +93,27 @@ def test_stream_values_for_the_cpu() -> None:
         t.__dlpack__(stream=True)
 
 
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_stream_is_refused_as_no_stream_handle(flag: bool) -> None:
+    # `True` is an int to Python, but names no stream: refused before any
+    # device reads it as stream 1 (or False as 0).
+    for exporter in (devmm.empty((2,), "float32"), devmm.empty((2,), "float32").buffer):
+        with pytest.raises(BufferError, match=rf"stream={flag}\): expected an int"):
+            exporter.__dlpack__(stream=flag)
+
+
+def test_max_version_is_any_pair_of_ints() -> None:
+    # As `major, minor = max_version` reads it: a list or any other pair.
+    t = devmm.empty((2,), "float32")
+    for exporter in (t, t.buffer):
+        assert capsule_name(exporter.__dlpack__(max_version=[1, 0])) == b"dltensor_versioned"
+        assert capsule_name(exporter.__dlpack__(max_version=iter((1, 1)))) == b"dltensor_versioned"
+        assert capsule_name(exporter.__dlpack__(max_version=[0, 8])) == b"dltensor"
+        for refused in ([True, 0], [1], [1, 2, 3], {"a": 1}, 10):
+            with pytest.raises(BufferError, match="max_version"):
+                exporter.__dlpack__(max_version=refused)
+
+
 def stamped_version(capsule: object) -> tuple[int, int]:
     managed = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
     return (ctypes.c_uint32.from_address(managed).value, ctypes.c_uint32.from_address(managed + 4).value)

@@ -219,6 +219,39 @@ def test_a_python_stream_over_a_cuda_stream(fake_library: Callable[[str], str]) 
     assert done.stdout.strip() == "ok"
 
 
+HIP_WRAP_STREAM = textwrap.dedent(
+    """
+    import devmm
+
+    gpu = devmm.Device.from_string("rocm:0")
+    rt = devmm.runtime_for(gpu)
+    native = rt.create_stream(gpu)
+
+    class CudaStream:
+        # An object of the CUDA stream protocol, as cuda.core's or CuPy's.
+        def __cuda_stream__(self):
+            return (0, native.handle)
+
+    try:
+        rt.wrap_stream(gpu, CudaStream())
+    except TypeError as err:
+        assert "__cuda_stream__ names a CUDA stream, and rocm:0 is a ROCm device" in str(err), str(err)
+    else:
+        raise AssertionError("a CUDA stream was adopted as a HIP stream")
+    assert rt.wrap_stream(gpu, native.handle).handle == native.handle
+    print("ok")
+    """
+)
+
+
+def test_a_hip_runtime_refuses_a_cuda_stream_protocol_object(fake_library: Callable[[str], str]) -> None:
+    env = dict(os.environ, DEVMM_HIP_PATH=fake_library("DEVMM_TEST_FAKE_HIP"))
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run([sys.executable, "-c", HIP_WRAP_STREAM], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 ASYNC_ALLOC = textwrap.dedent(
     """
     import sys

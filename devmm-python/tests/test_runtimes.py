@@ -80,6 +80,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     stream = rt.default_stream(cpu)
     assert rt.wrap_stream(cpu, stream) is stream
     assert rt.wrap_stream(cpu, 0) == stream
+    # The cpu reads the protocol as the seed's does: its one stream is handle 0.
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
     with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import ctypes
 import importlib
+import threading
 import weakref
 from typing import Any
 
@@ -43,6 +44,8 @@ def _driver() -> Any:
 
 
 _plugin: type | None = None
+# Held while the class is made: threads asking at once all get the one class.
+_plugin_lock = threading.Lock()
 
 #: The plugin class (Numba's classes are its bases): made on first use by
 #: the module ``__getattr__``; declared here for type checkers.
@@ -54,9 +57,10 @@ def _plugin_class() -> Any:
     importing this module imports no Numba (``DevmmEMMPlugin`` and Numba's
     ``_numba_memory_manager`` hook are served by the module ``__getattr__``)."""
     global _plugin
-    if _plugin is None:
-        _plugin = _make_plugin_class(_driver())
-    return _plugin
+    with _plugin_lock:
+        if _plugin is None:
+            _plugin = _make_plugin_class(_driver())
+        return _plugin
 
 
 def __getattr__(name: str) -> Any:
