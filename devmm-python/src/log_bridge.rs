@@ -117,10 +117,18 @@ pub(crate) fn logger_key() -> String {
 /// Holds `logger` under `key` while `owner` lives; loggers of adaptors
 /// gone since are let go here (called with the GIL held).
 pub(crate) fn register_logger(key: String, owner: Weak<dyn Any + Send + Sync>, logger: Py<PyAny>) {
-    let mut loggers = loggers();
-    let map = loggers.get_or_insert_with(HashMap::new);
-    map.retain(|_, (owner, _)| owner.strong_count() > 0);
-    map.insert(key, (owner, logger));
+    let stale: Vec<_> = {
+        let mut loggers = loggers();
+        let map = loggers.get_or_insert_with(HashMap::new);
+        let stale = map
+            .extract_if(|_, (owner, _)| owner.strong_count() == 0)
+            .collect();
+        map.insert(key, (owner, logger));
+        stale
+    };
+    // Let go outside the lock: releasing a logger can run Python code,
+    // which may make another `LoggingAdaptor`.
+    drop(stale);
 }
 
 /// The logger registered under `key`, if its adaptor still lives.
