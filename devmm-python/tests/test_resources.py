@@ -416,3 +416,28 @@ def test_host_resource_signatures_show_their_defaults() -> None:
     assert str(inspect.signature(devmm.CallbackMemoryResource)) == (
         "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
     )
+
+
+def test_a_logger_let_go_may_make_another_logging_adaptor() -> None:
+    import subprocess
+    import sys
+
+    # A fresh interpreter with a deadline: the registry once released old
+    # loggers under its lock, so one whose release made a LoggingAdaptor hung.
+    script = """
+import gc, logging, devmm
+from devmm.mrs.cpu import MallocMemoryResource
+made = []
+class Releasing(logging.Logger):
+    def __del__(self):
+        made.append(devmm.LoggingAdaptor(MallocMemoryResource(), logger=logging.Logger("inner")))
+first = devmm.LoggingAdaptor(MallocMemoryResource(), logger=Releasing("outer"))
+del first
+gc.collect()
+# Registering the next logger lets the first adaptor's go.
+devmm.LoggingAdaptor(MallocMemoryResource(), logger=logging.Logger("next"))
+assert len(made) == 1, made
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
