@@ -177,9 +177,9 @@ fn a_python_class_doc_line_imports_the_class_and_names_it() {
         /// Python type: `Point | str`
         struct PointArg(u8);
         #[pyfunction]
-        fn origin(near: PointArg, unit: PyUnit) -> PyPoint { todo!() }
+        fn origin(near: PointArg, unit: PyUnit) -> PyPoint { PyPoint(near.0 + unit.0) }
         #[pyfunction]
-        fn through(a: PyPoint) -> Vec<PyLine> { todo!() }
+        fn through(a: PyPoint) -> Vec<PyLine> { vec![PyLine(a.0)] }
     "#;
     let stub = generate(&[("lib.rs", source)], "m").unwrap();
     assert!(
