@@ -89,7 +89,8 @@ def check_numba() -> None:
     from devmm.mrs.cuda import CudaRuntimeMemoryResource
 
     counted = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource())
-    bridge.install(counted)  # before Numba makes its context
+    devmm.set_current_memory_resource(counted)
+    bridge.install()  # before Numba makes its context
     import numpy as np
     from numba import cuda
 

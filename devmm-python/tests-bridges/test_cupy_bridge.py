@@ -76,8 +76,8 @@ class FakePool:
 def test_cupy_allocates_through_devmm(cupy_state: SimpleNamespace, cuda_stats: devmm.StatisticsAdaptor, restore_allocator: None) -> None:
     previous = cupy.cuda.get_allocator()
     installer = bridge.install(cuda_stats)
-    assert isinstance(installer, Installer) and installer.installed
-    assert bridge.is_devmm_allocator(cupy.cuda.get_allocator())
+    assert isinstance(installer, Installer) and repr(installer) == "Installer(library='CuPy', installed)"
+    assert bridge._is_devmm_allocator(cupy.cuda.get_allocator())
     pointer = cupy.cuda.alloc(1000)  # CuPy's own entry point
     assert (cuda_stats.current_bytes, cuda_stats.allocations) == (1000, 1)
     assert pointer.mem.size == 1000 and pointer.device_id == 0

@@ -103,9 +103,9 @@ def counted_cuda() -> devmm.StatisticsAdaptor:
 def cupy_allocates_through_devmm() -> bool:
     import cupy
 
-    from devmm.integrations.cupy import is_devmm_allocator
+    from devmm.integrations.cupy import _is_devmm_allocator
 
-    return is_devmm_allocator(cupy.cuda.get_allocator())
+    return _is_devmm_allocator(cupy.cuda.get_allocator())
 
 
 def test_the_cupy_arrow_is_installed_and_removed_on_every_worker(client: Client) -> None:

@@ -95,43 +95,37 @@ def test_memory_info_and_pinned_memory_come_from_devmm(plugin: DevmmEMMPlugin, c
     assert pinned.size == 256
 
 
-def test_a_resource_for_another_device_is_refused(cuda_stats: devmm.StatisticsAdaptor) -> None:
-    bound = type("Bound", (DevmmEMMPlugin,), {"resource": cuda_stats})
-    with pytest.raises(ValueError, match="cuda:1, but devmm's resource"):
-        bound(context=Context(1)).memalloc(8)
-    assert cuda_stats.allocations == 0
-
-
 def test_install_selects_the_plugin_until_uninstalled(cuda_stats: devmm.StatisticsAdaptor) -> None:
     before = driver._memory_manager
-    installer = bridge.install(cuda_stats)
-    assert isinstance(installer, Installer)
-    chosen = driver._memory_manager
-    assert issubclass(chosen, DevmmEMMPlugin) and chosen.resource is cuda_stats
-    made = chosen(context=Context())
-    made.memalloc(10)
-    assert cuda_stats.allocations == 1  # the installed resource, not the current one
-    second = bridge.install(None)
+    installer = bridge.install()
+    assert isinstance(installer, Installer) and repr(installer) == "Installer(library='Numba', installed)"
+    assert driver._memory_manager is DevmmEMMPlugin
+    made = driver._memory_manager(context=Context())
+    with devmm.using_memory_resource(cuda_stats):
+        made.memalloc(10)
+    assert cuda_stats.allocations == 1  # devmm's current resource when Numba allocates
+    second = bridge.install()
     with pytest.raises(RuntimeError, match="reverse order of install"):
         installer.uninstall()
+    assert installer.installed
     second.uninstall()
+    assert driver._memory_manager is DevmmEMMPlugin  # the first install's, still current
     installer.uninstall()
-    assert driver._memory_manager is before
+    assert driver._memory_manager is before and not installer.installed
 
 
-def test_uninstall_after_numba_made_a_context_is_refused(cuda_stats: devmm.StatisticsAdaptor) -> None:
+def test_uninstall_after_numba_made_a_context_is_refused() -> None:
     before = driver._memory_manager
-    installer = bridge.install(cuda_stats)
+    installer = bridge.install()
     driver._memory_manager(context=Context()).initialize()  # what Numba does for a new context
     with pytest.raises(RuntimeError, match="cannot swap a context's manager"):
         installer.uninstall()
     assert installer.installed
     driver._memory_manager = before  # this test's own clean-up: Numba has no context here
-
-
-def test_install_refuses_what_numba_cannot_use() -> None:
-    with pytest.raises(ValueError, match="CUDA devices"):
-        bridge.install(devmm.mrs.cpu.MallocMemoryResource())
+    # A later install that no context used restores.
+    later = bridge.install()
+    later.uninstall()
+    assert driver._memory_manager is before
 
 
 def test_the_environment_variable_selects_the_plugin() -> None:

@@ -93,9 +93,9 @@ def test_the_default_inner_is_rmms_resource_for_the_device() -> None:
 def test_rmm_allocates_through_devmm_until_uninstalled(cuda_stats: devmm.StatisticsAdaptor) -> None:
     before = rmm.mr.get_per_device_resource(0)
     installer = bridge.install(cuda_stats)
-    assert isinstance(installer, Installer) and installer.installed
+    assert isinstance(installer, Installer) and repr(installer) == "Installer(library='rmm', installed)"
     current = rmm.mr.get_per_device_resource(0)
-    assert current is not before and bridge.is_devmm_bridge(current)
+    assert current is not before and bridge._is_devmm_bridge(current)
     buffer = rmm.DeviceBuffer(size=1000, mr=current)
     assert buffer.size == 1000 and buffer.ptr != 0
     assert (cuda_stats.current_bytes, cuda_stats.allocations) == (1000, 1)

@@ -94,6 +94,22 @@ def test_the_numpy_arrow_returns_an_installer() -> None:
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
     with devmm.integrations.numpy.install(stats) as installer:
         assert isinstance(installer, Installer) and installer.mr is stats
-        assert repr(installer) == "Installer(library='numpy', installed)"
+        assert repr(installer) == "Installer(library='NumPy', installed)"
         np.ones(10)
     assert stats.total_bytes >= 80 and not installer.installed
+
+
+def test_each_integration_module_exports_the_seeds_names_and_signatures() -> None:
+    import inspect
+
+    from devmm.integrations import cupy, numba, numpy, rmm
+
+    assert devmm.integrations.__all__ == ["Installer", "cupy", "numba", "numpy", "rmm"]
+    for module in (cupy, numpy, rmm):
+        assert module.__all__ == ["install"], module.__name__
+        assert str(inspect.signature(module.install)) == "(mr: 'DeviceMemoryResource') -> 'Installer'"
+    assert numba.__all__ == ["DevmmEMMPlugin", "install"]
+    # The plugin serves devmm's current resource per device, as the seed's does.
+    assert str(inspect.signature(numba.install)) == "() -> 'Installer'"
+    assert str(inspect.signature(Installer)).startswith("(library: 'str', restore: 'Callable[[], None]'")
+

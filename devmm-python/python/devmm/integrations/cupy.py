@@ -14,9 +14,10 @@ from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType, runtime_for
 from ..mrs._cupy import cupy_module
 from ._installer import Installer, refuse_cycle
 
-__all__ = ["DevmmCupyAllocator", "install", "is_devmm_allocator"]
+__all__ = ["install"]
 
-class DevmmCupyAllocator:
+
+class _DevmmCupyAllocator:
     """A CuPy allocator over a devmm resource: ``allocator(nbytes)`` returns
     a ``cupy.cuda.MemoryPointer`` owning a devmm buffer on CuPy's current
     device and stream, which must be the resource's device."""
@@ -44,9 +45,9 @@ class DevmmCupyAllocator:
         return f"DevmmCupyAllocator({self.mr!r})"
 
 
-def is_devmm_allocator(allocator: Any) -> bool:
+def _is_devmm_allocator(allocator: Any) -> bool:
     """Whether ``allocator`` is devmm's (so CuPy would allocate through devmm)."""
-    return isinstance(allocator, DevmmCupyAllocator)
+    return isinstance(allocator, _DevmmCupyAllocator)
 
 
 def install(mr: DeviceMemoryResource) -> Installer:
@@ -58,12 +59,12 @@ def install(mr: DeviceMemoryResource) -> Installer:
     refuse_cycle("cupy", mr)
     if mr.device.type is not DeviceType.CUDA:
         raise ValueError(f"CuPy's arrays live on CUDA devices; {mr!r} allocates on {mr.device}")
-    allocator = DevmmCupyAllocator(mr)
+    allocator = _DevmmCupyAllocator(mr)
     cuda = cupy_module().cuda
     previous = cuda.get_allocator()
     cuda.set_allocator(allocator)
     return Installer(
-        "cupy",
+        "CuPy",
         lambda: cuda.set_allocator(previous),
         mr=mr,
         is_current=lambda: cuda.get_allocator() is allocator,

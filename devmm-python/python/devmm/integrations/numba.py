@@ -2,11 +2,13 @@
 
 :class:`DevmmEMMPlugin` is a Numba external memory manager (EMM plugin,
 interface version 1): ``memalloc`` allocates a :class:`devmm.DeviceBuffer`
-from devmm's current resource for the context's device (or the resource
-``install`` gave), and pinned host memory comes from devmm's pinned
-resource. Select it before Numba makes a context, either with
-``NUMBA_CUDA_MEMORY_MANAGER=devmm.integrations.numba`` (Numba imports this
-module and uses ``_numba_memory_manager``) or with ``install(mr)``.
+from devmm's current resource for the context's device at each
+allocation (``devmm.set_current_memory_resource`` or a
+``using_memory_resource`` block choose it), and pinned host memory comes
+from devmm's pinned resource. Select it before Numba makes a context,
+either with ``NUMBA_CUDA_MEMORY_MANAGER=devmm.integrations.numba`` (Numba
+imports this module and uses ``_numba_memory_manager``) or with
+``install()``.
 
 Numba cannot swap the memory manager of a context it has made, so
 ``uninstall()`` raises ``RuntimeError`` once a context used the plugin."""
@@ -29,7 +31,7 @@ from .._devmm import (
     get_current_memory_resource,
     runtime_for,
 )
-from ._installer import Installer, refuse_cycle
+from ._installer import Installer
 
 __all__ = ["DevmmEMMPlugin", "install"]
 
@@ -44,6 +46,8 @@ def _driver() -> Any:
 
 
 _plugin: type | None = None
+#: One token per install not yet undone, the latest last.
+_installs: list[object] = []
 # Held while the class is made: threads asking at once all get the one class.
 _plugin_lock = threading.Lock()
 
@@ -75,17 +79,15 @@ def _make_plugin_class(driver: Any) -> type:
         driver.HostOnlyCUDAMemoryManager,
         metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
     ):
-        """A Numba EMM plugin over devmm. ``resource`` (a class attribute,
-        set by ``install``) serves every device; when it is ``None`` each
-        allocation uses devmm's current resource for the context's device.
+        """A Numba EMM plugin over devmm: each allocation uses devmm's
+        current resource for the context's device.
 
         Device frees go through Numba's pending-deallocation queue, so
         ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
         ``reset()`` frees everything still live. IPC handles come from the driver
         (``GetIpcHandleMixin``)."""
 
-        resource: DeviceMemoryResource | None = None
-        #: Contexts that used this plugin class (counted per class by ``initialize``).
+        #: Contexts that used this plugin (counted by ``initialize``).
         contexts_made = 0
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -103,8 +105,7 @@ def _make_plugin_class(driver: Any) -> type:
             return Device(DeviceType.CUDA, int(self.context.device.id))
 
         def _resource(self) -> DeviceMemoryResource:
-            mr = type(self).resource
-            return mr if mr is not None else get_current_memory_resource(self.device)
+            return get_current_memory_resource(self.device)
 
         def _memory_info(self) -> tuple[int, int]:
             # A Python resource that cannot tell (None) gets its device's figures.
@@ -112,19 +113,13 @@ def _make_plugin_class(driver: Any) -> type:
             return info if info is not None else runtime_for(self.device).memory_info(self.device)
 
         def initialize(self) -> None:
-            type(self).contexts_made += 1
+            Plugin.contexts_made += 1
             _free, total = self._memory_info()
             # Numba flushes pending frees past a share of the device's memory.
             self.deallocations.memory_capacity = total
 
         def memalloc(self, size: int) -> Any:
-            mr = self._resource()
-            if mr.device != self.device:
-                raise ValueError(
-                    f"Numba asked for {size} bytes on {self.device}, but devmm's resource {mr!r} "
-                    f"allocates on {mr.device}"
-                )
-            buffer = DeviceBuffer(size, mr=mr)
+            buffer = DeviceBuffer(size, mr=self._resource())
             key = buffer.ptr
             if key:
                 self._live[key] = buffer
@@ -167,33 +162,33 @@ def _make_plugin_class(driver: Any) -> type:
     return Plugin
 
 
-def install(mr: DeviceMemoryResource | None = None) -> Installer:
-    """Makes Numba's next contexts allocate through ``mr`` (devmm's current
-    resource per device when ``None``); returns the
+def install() -> Installer:
+    """Makes Numba's next contexts allocate through devmm's current resource
+    for their device (:class:`DevmmEMMPlugin`); returns the
     :class:`~devmm.integrations.Installer` that restores Numba's previous
-    memory manager. Must run before Numba makes a context."""
-    if mr is not None:
-        refuse_cycle("numba", mr)
-        if mr.device.type is not DeviceType.CUDA:
-            raise ValueError(f"Numba allocates on CUDA devices; {mr!r} allocates on {mr.device}")
-        # The pinned side is devmm's too; it needs the CUDA runtime.
-        runtime_for(mr.device)
+    memory manager. Must run before Numba makes a context: once one used
+    the plugin, ``uninstall()`` raises ``RuntimeError``."""
     driver = _driver()
-    plugin: Any = type("DevmmEMMPlugin", (_plugin_class(),), {"resource": mr, "contexts_made": 0})
+    plugin = _plugin_class()
     previous = driver._memory_manager
+    contexts_before = plugin.contexts_made
     driver.set_memory_manager(plugin)
+    # Installs of the one plugin class nest: only the latest is current.
+    token = object()
+    _installs.append(token)
 
     def restore() -> None:
-        if plugin.contexts_made:
+        made = plugin.contexts_made - contexts_before
+        if made:
             raise RuntimeError(
-                f"Numba made {plugin.contexts_made} context(s) with devmm's memory manager and "
-                f"cannot swap a context's manager; it stays until the process exits"
+                f"Numba made {made} context(s) with devmm's memory manager and cannot swap a "
+                f"context's manager; it stays until the process exits"
             )
         driver._memory_manager = previous
+        _installs.remove(token)
 
     return Installer(
-        "numba",
+        "Numba",
         restore,
-        mr=mr,
-        is_current=lambda: driver._memory_manager is plugin,
+        is_current=lambda: driver._memory_manager is plugin and _installs[-1] is token,
     )

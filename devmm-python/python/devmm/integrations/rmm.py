@@ -15,7 +15,7 @@ from .._devmm import DeviceMemoryResource, DeviceType, runtime_for
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
 
-__all__ = ["install", "is_devmm_bridge"]
+__all__ = ["install"]
 
 _PLATFORM = {DeviceType.CUDA: "cuda", DeviceType.ROCM: "rocm"}
 
@@ -33,7 +33,7 @@ def _bridge_type(rmm: ModuleType) -> type:
     return _bridge_types[rmm]
 
 
-def is_devmm_bridge(resource: Any) -> bool:
+def _is_devmm_bridge(resource: Any) -> bool:
     """Whether ``resource`` is an rmm resource that ``install`` made."""
     return getattr(type(resource), "devmm_bridge", False) is True
 

@@ -59,7 +59,7 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
         from ..integrations import cupy as bridge
 
-        if bridge.is_devmm_allocator(allocator):
+        if bridge._is_devmm_allocator(allocator):
             raise ValueError(
                 "CuPy's allocator is devmm's own (devmm.integrations.cupy.install is active); "
                 "allocating through it from devmm is a cycle (consume and provide for one "

@@ -111,7 +111,7 @@ class _RmmFamilyResource(DeviceMemoryResource):
         # The bridge devmm.integrations.rmm installed calls back into devmm.
         from ..integrations import rmm as bridge
 
-        if bridge.is_devmm_bridge(inner):
+        if bridge._is_devmm_bridge(inner):
             raise ValueError(
                 f"{_LIBRARY[self._platform]}'s resource for {device} is devmm's own "
                 f"(devmm.integrations.rmm.install is active); wrapping it is a cycle "
