@@ -72,6 +72,14 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
     }
 }
 
+/// `nbytes` checked as `allocate` and `deallocate` check it, for the
+/// resources written in Python (`devmm.mrs.cuda`'s rmm and CuPy ones),
+/// which are called before any conversion of devmm's runs.
+#[pyfunction]
+pub(crate) fn _check_nbytes(nbytes: Count<Nbytes>) -> usize {
+    nbytes.get()
+}
+
 /// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to
 /// usize::MAX`.
 fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {

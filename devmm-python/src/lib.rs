@@ -132,6 +132,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.setattr(nep49.getattr("__name__")?.cast_into::<PyString>()?, &nep49)?;
     }
+    // The size check of the resources written in Python (devmm.mrs.cuda's).
+    m.setattr("_check_nbytes", wrap_pyfunction!(count::_check_nbytes, m)?)?;
 
     m.add(
         "TORCH_MALLOC_SYMBOL",

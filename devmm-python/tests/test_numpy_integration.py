@@ -1,6 +1,7 @@
 """NEP 49: NumPy allocating through devmm, and NumPy's allocator as a resource."""
 
 import gc
+import logging
 
 import numpy as np
 import pytest
@@ -58,6 +59,34 @@ def test_limits_become_numpy_memory_errors() -> None:
         with pytest.raises(MemoryError):
             np.ones(10_000)
     del small
+
+
+def test_a_resource_error_inside_numpys_allocator_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    # NumPy's allocator can only return NULL (NumPy raises MemoryError), so
+    # the resource's own error is logged on devmm's ``devmm.mr`` logger, as
+    # the seed's handler logs it; a refusal for want of memory is not.
+    class Corrupt(devmm.DeviceMemoryResource):
+        dereferenceable = True
+
+        def allocate(self, nbytes: int, stream: object = None) -> int:
+            raise KeyError("the arena's index is corrupt")
+
+        def deallocate(self, ptr: int, nbytes: int, stream: object = None) -> None:
+            raise AssertionError("nothing was allocated")
+
+    with caplog.at_level(logging.ERROR, logger="devmm.mr"):
+        with devmm_numpy.install(Corrupt()):
+            with pytest.raises(MemoryError):
+                np.ones(1000)
+        logged = [r for r in caplog.records if r.name == "devmm.mr"]
+        assert len(logged) == 1 and logged[0].levelno == logging.ERROR
+        assert "the arena's index is corrupt" in logged[0].getMessage()
+        assert "8000" in logged[0].getMessage()
+        caplog.clear()
+        with devmm_numpy.install(devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)):
+            with pytest.raises(MemoryError):
+                np.ones(1000)
+        assert not [r for r in caplog.records if r.name == "devmm.mr"]
 
 
 def test_install_refuses_device_memory_and_cycles() -> None:

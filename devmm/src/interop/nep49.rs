@@ -180,13 +180,20 @@ impl Context {
     fn allocate(&self, nbytes: usize) -> *mut c_void {
         // NumPy treats NULL as failure, so even empty arrays get a byte.
         let nbytes = nbytes.max(1);
-        // NumPy gets NULL and raises its own MemoryError; the cause is lost.
+        // NumPy gets NULL and raises its own MemoryError, so any other
+        // cause (a resource's bug) is logged: the caller never sees it.
         match self.contained(|| self.mr.allocate(nbytes, &self.stream)) {
             Ok(ptr) if !ptr.is_null() => {
                 self.sizes().insert(ptr.addr(), nbytes);
                 ptr.as_host_ptr()
             }
-            _ => std::ptr::null_mut(),
+            Ok(_) | Err(Error::OutOfMemory { .. } | Error::LimitExceeded { .. }) => {
+                std::ptr::null_mut()
+            }
+            Err(error) => {
+                tracing::error!(target: "devmm::mr", nbytes, %error, "NumPy's allocator (NEP 49) failed");
+                std::ptr::null_mut()
+            }
         }
     }
 
@@ -208,7 +215,7 @@ impl Context {
                 }
             });
             if let Err(error) = result {
-                tracing::error!(target: "devmm::numpy", %error, "NumPy handler free failed");
+                tracing::error!(target: "devmm::mr", %error, "NumPy's allocator (NEP 49) could not free");
             }
         }
     }

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import Any, Callable
 
 from .._core.device import Device
-from .._devmm import DeviceMemoryResource, DeviceType, RuntimeUnavailableError, Stream, StreamSentinel
+from .._devmm import (
+    DeviceMemoryResource,
+    DeviceType,
+    RuntimeUnavailableError,
+    Stream,
+    StreamSentinel,
+    _check_nbytes,
+)
 from ._streams import resolve_stream
 
 __all__ = ["CupyAllocatorMemoryResource", "cupy_module"]
@@ -41,7 +49,6 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         allocator: Callable[[int], Any] | None = None,
         device: Device | str | None = None,
     ) -> None:
-        self._cupy = cupy_module()
         if device is None:
             device = Device(DeviceType.CUDA, 0)
         elif isinstance(device, str):
@@ -50,11 +57,23 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
             raise ValueError(f"CuPy allocates on CUDA devices, not {device}")
         self.device = device
         self._allocator = allocator
-        self._check_not_devmm(self._current_allocator())
+        # CuPy is imported at the first allocation, as the seed's resource
+        # does; devmm's allocator can be CuPy's current one only once CuPy
+        # is imported, so a cycle is found here if there is one now.
+        self._cupy: ModuleType | None = sys.modules.get("cupy")
+        if allocator is not None or self._cupy is not None:
+            self._check_not_devmm(self._current_allocator())
         self._live: dict[int, Any] = {}
 
+    def _cupy_module(self) -> ModuleType:
+        if self._cupy is None:
+            self._cupy = cupy_module()
+        return self._cupy
+
     def _current_allocator(self) -> Callable[[int], Any]:
-        return self._allocator if self._allocator is not None else self._cupy.cuda.get_allocator()
+        if self._allocator is not None:
+            return self._allocator
+        return self._cupy_module().cuda.get_allocator()
 
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
         from ..integrations import cupy as bridge
@@ -79,18 +98,19 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         return _ALIGNMENT
 
     def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
-        if nbytes == 0:
+        if _check_nbytes(nbytes) == 0:
             return 0
+        cuda = self._cupy_module().cuda
         stream = resolve_stream(self.device, stream)
         allocator = self._current_allocator()
         self._check_not_devmm(allocator)
-        cuda = self._cupy.cuda
         with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle, self.device.index):
             pointer = allocator(nbytes)
         self._live[int(pointer.ptr)] = (pointer, nbytes)
         return int(pointer.ptr)
 
     def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
+        _check_nbytes(nbytes)
         if ptr == 0:
             return
         held = self._live.get(ptr)

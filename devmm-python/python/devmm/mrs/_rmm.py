@@ -22,6 +22,7 @@ from .._devmm import (
     RuntimeUnavailableError,
     Stream,
     StreamSentinel,
+    _check_nbytes,
 )
 from ._streams import resolve_stream
 
@@ -94,7 +95,6 @@ class _RmmFamilyResource(DeviceMemoryResource):
     dereferenceable = True
 
     def __init__(self, inner: Any = None, device: Device | str | None = None) -> None:
-        rmm = rmm_module(self._platform)
         ty = _PLATFORM_DEVICE[self._platform]
         if device is None:
             device = Device(ty, 0)
@@ -106,8 +106,11 @@ class _RmmFamilyResource(DeviceMemoryResource):
                 f"{'RmmMemoryResource' if ty is DeviceType.ROCM else 'HipmmMemoryResource'} "
                 f"is the one for that platform"
             )
+        # The module is imported when it is first needed (as the seed's
+        # resource does): here only to read its resource for the device.
+        self._rmm: ModuleType | None = None
         if inner is None:
-            inner = rmm.mr.get_per_device_resource(device.index)
+            inner = self._module().mr.get_per_device_resource(device.index)
         # The bridge devmm.integrations.rmm installed calls back into devmm.
         from ..integrations import rmm as bridge
 
@@ -118,9 +121,13 @@ class _RmmFamilyResource(DeviceMemoryResource):
                 f"(consume and provide for one library at once)"
             )
         self.device = device
-        self._rmm = rmm
         self._inner = inner
         self._live: dict[int, int] = {}
+
+    def _module(self) -> ModuleType:
+        if self._rmm is None:
+            self._rmm = rmm_module(self._platform)
+        return self._rmm
 
     @property
     def consumes(self) -> str:
@@ -140,15 +147,19 @@ class _RmmFamilyResource(DeviceMemoryResource):
         return _ALIGNMENT
 
     def _stream(self, stream: Stream | StreamSentinel | None) -> Any:
-        return rmm_stream(self._rmm, resolve_stream(self.device, stream).handle)
+        rmm = self._module()  # first: a missing rmm is what to fix first
+        return rmm_stream(rmm, resolve_stream(self.device, stream).handle)
 
     def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
+        if _check_nbytes(nbytes) == 0:
+            return 0
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
         if ptr:
             self._live[ptr] = nbytes
         return ptr
 
     def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
+        _check_nbytes(nbytes)
         if ptr == 0:
             return
         if self._live.get(ptr) != nbytes:
