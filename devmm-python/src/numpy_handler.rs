@@ -86,8 +86,10 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
     if !block.is_null() {
         // Attached, so that the Python resource the handler holds is let go
         // now rather than at PyO3's next call: the last reference to a
-        // resource in a cycle must be gone when the collector looks.
-        Python::attach(|_py| {
+        // resource in a cycle must be gone when the collector looks. While
+        // the interpreter finalises (NumPy's last arrays freed at exit)
+        // there is no attaching, and the handler is left to the process's end.
+        Python::try_attach(|_py| {
             // SAFETY: the pointer is the handler made in `handler_capsule`,
             // released only here, when no array uses it any more.
             unsafe { Nep49Handler::release(block.cast()) }

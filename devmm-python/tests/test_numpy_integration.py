@@ -1,5 +1,6 @@
 """NEP 49: NumPy allocating through devmm, and NumPy's allocator as a resource."""
 
+import ctypes
 import gc
 import logging
 
@@ -87,6 +88,38 @@ def test_a_resource_error_inside_numpys_allocator_is_logged(caplog: pytest.LogCa
             with pytest.raises(MemoryError):
                 np.ones(1000)
         assert not [r for r in caplog.records if r.name == "devmm.mr"]
+
+
+class _Allocator(ctypes.Structure):
+    """NumPy's ``PyDataMemAllocator``, after the handler's 128-byte name and version."""
+
+    _fields_ = [
+        ("ctx", ctypes.c_void_p),
+        ("malloc", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)),
+        ("calloc", ctypes.c_void_p),
+        ("realloc", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)),
+        ("free", ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)),
+    ]
+
+
+def test_a_block_the_handler_never_allocated_is_logged_not_touched(caplog: pytest.LogCaptureFixture) -> None:
+    # As the seed's handler does: NumPy's free and realloc of a pointer the
+    # handler does not know are errors on ``devmm.mr``; nothing is freed.
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    capsule = devmm._devmm._numpy_handler_over(stats)
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    allocator = _Allocator.from_address(get_pointer(capsule, b"mem_handler") + 128)
+    stranger = ctypes.create_string_buffer(64)
+    with caplog.at_level(logging.ERROR, logger="devmm.mr"):
+        allocator.free(allocator.ctx, ctypes.addressof(stranger), 64)
+        assert allocator.realloc(allocator.ctx, ctypes.addressof(stranger), 128) is None
+        block = allocator.malloc(allocator.ctx, 32)
+        allocator.free(allocator.ctx, block, 32)
+    logged = [r.getMessage() for r in caplog.records if r.name == "devmm.mr"]
+    assert len(logged) == 2 and all(f"{ctypes.addressof(stranger):#x}" in m for m in logged), logged
+    assert "free" in logged[0] and "realloc" in logged[1]
+    assert (stats.allocations, stats.deallocations, stats.current_bytes) == (1, 1, 0)
 
 
 def test_install_refuses_device_memory_and_cycles() -> None:

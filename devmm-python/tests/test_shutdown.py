@@ -42,3 +42,26 @@ def test_live_exports_at_interpreter_exit_are_safe() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert done.stderr == "", done.stderr  # no panic, no "Exception ignored", no leak report
+
+
+def test_numpy_arrays_on_devmms_allocator_at_interpreter_exit_are_safe() -> None:
+    # NumPy's last arrays, and so devmm's handler, are freed while the
+    # interpreter finalises (it aborted the process here once).
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import devmm
+        import devmm.integrations.numpy as devmm_numpy
+        from devmm.mrs.cpu import MallocMemoryResource
+
+        installer = devmm_numpy.install(devmm.StatisticsAdaptor(MallocMemoryResource()))
+        kept = np.ones(1000)
+        sys.modules["__keep__"] = [np.arange(10), devmm.integrations.numpy.install(MallocMemoryResource())]
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert done.stderr == "", done.stderr

@@ -204,19 +204,25 @@ impl Context {
         // Bound first so the table's lock is released before `deallocate`,
         // which may call back into NumPy (and so into this handler).
         let removed = self.sizes().remove(&(ptr as usize));
-        if let Some(nbytes) = removed {
-            // NumPy's free cannot fail: an error is logged, not raised.
-            let result = self.contained(|| {
-                // SAFETY: `ptr` is live in our table, so it came from
-                // `mr.allocate(nbytes)` and has not been freed.
-                unsafe {
-                    self.mr
-                        .deallocate(DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
-                }
-            });
-            if let Err(error) = result {
-                tracing::error!(target: "devmm::mr", %error, "NumPy's allocator (NEP 49) could not free");
+        let Some(nbytes) = removed else {
+            tracing::error!(
+                target: "devmm::mr",
+                ptr = ptr.addr() as u64,
+                "NumPy's allocator (NEP 49) was asked to free a block it did not allocate; nothing was freed"
+            );
+            return;
+        };
+        // NumPy's free cannot fail: an error is logged, not raised.
+        let result = self.contained(|| {
+            // SAFETY: `ptr` is live in our table, so it came from
+            // `mr.allocate(nbytes)` and has not been freed.
+            unsafe {
+                self.mr
+                    .deallocate(DevicePtr::from_host_ptr(ptr), nbytes, &self.stream)
             }
+        });
+        if let Err(error) = result {
+            tracing::error!(target: "devmm::mr", %error, "NumPy's allocator (NEP 49) could not free");
         }
     }
 }
@@ -259,9 +265,17 @@ unsafe extern "C" fn handler_realloc(
     let old = if ptr.is_null() {
         0
     } else {
-        match ctx.sizes().get(&(ptr as usize)) {
-            Some(&n) => n,
-            None => return std::ptr::null_mut(),
+        let known = ctx.sizes().get(&(ptr as usize)).copied();
+        match known {
+            Some(n) => n,
+            None => {
+                tracing::error!(
+                    target: "devmm::mr",
+                    ptr = ptr.addr() as u64,
+                    "NumPy's allocator (NEP 49) was asked to realloc a block it did not allocate"
+                );
+                return std::ptr::null_mut();
+            }
         }
     };
     let new = ctx.allocate(size);
