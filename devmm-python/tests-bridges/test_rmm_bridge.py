@@ -107,6 +107,27 @@ def test_rmm_allocates_through_devmm_until_uninstalled(cuda_stats: devmm.Statist
     assert rmm.mr.get_per_device_resource(0) is before
 
 
+def test_the_bridge_takes_the_stream_conventions_of_rmm_callers(monkeypatch: pytest.MonkeyPatch, cuda_stats: devmm.StatisticsAdaptor) -> None:
+    # As the seed's bridge: a callback called without a stream (rmm's older
+    # convention), with None, or with a raw handle allocates on that stream,
+    # the default one for the first two.
+    seen: dict[str, Any] = {}
+
+    class Capturing(rmm.mr.CallbackMemoryResource):  # type: ignore[misc]
+        def __init__(self, allocate: Any, deallocate: Any) -> None:
+            super().__init__(allocate, deallocate)
+            seen.update(allocate=allocate, deallocate=deallocate)
+
+    monkeypatch.setitem(bridge._bridge_types, rmm, Capturing)
+    with bridge.install(cuda_stats):
+        allocate, deallocate = seen["allocate"], seen["deallocate"]
+        for stream in ((), (None,), (0,), (rmm.pylibrmm.stream.DEFAULT_STREAM,)):
+            ptr = allocate(256, *stream)
+            assert ptr != 0 and cuda_stats.current_bytes == 256
+            deallocate(ptr, 256, *stream)
+    assert (cuda_stats.allocations, cuda_stats.current_bytes) == (4, 0)
+
+
 def test_both_arrows_for_rmm_are_a_cycle(rmm_stack: RecordingRmmStack, cuda_stats: devmm.StatisticsAdaptor) -> None:
     consumer = devmm.StatisticsAdaptor(RmmMemoryResource(rmm_stack.mr))
     with pytest.raises(ValueError, match="is a cycle"):

@@ -39,6 +39,15 @@ def _is_devmm_bridge(resource: Any) -> bool:
 
 
 def _stream_handle(stream: Any) -> int:
+    """The native handle of the stream rmm passes a callback: its ``Stream``
+    speaks the CUDA stream protocol, hipMM's too (so the handle is read
+    here, not by the ROCm runtime, which refuses that protocol); a raw
+    handle is itself, and none (an older rmm's callbacks take none) is the
+    default stream."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
     return int(stream.__cuda_stream__()[1])
 
 
@@ -59,10 +68,10 @@ def install(mr: DeviceMemoryResource) -> Installer:
     rmm = rmm_module(platform)
     runtime = runtime_for(device)
 
-    def allocate(nbytes: int, stream: Any) -> int:
+    def allocate(nbytes: int, stream: Any = None) -> int:
         return mr.allocate(nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
 
-    def deallocate(ptr: int, nbytes: int, stream: Any) -> None:
+    def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
         mr.deallocate(ptr, nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
 
     bridge = _bridge_type(rmm)(allocate, deallocate)
