@@ -69,3 +69,9 @@ def test_bad_sizes_are_value_errors_naming_nbytes(no_libraries: None, make: Any)
     assert mr.allocate(0) == 0
     mr.deallocate(0, 0)
     assert mr._debug_live_count() == 0
+
+
+def test_reprs_are_the_seeds(no_libraries: None) -> None:
+    assert repr(CupyAllocatorMemoryResource()) == "CupyAllocatorMemoryResource(allocator=None, device=cuda:0)"
+    inner = InnerRmmResource()
+    assert repr(RmmMemoryResource(inner, CUDA0)) == f"RmmMemoryResource(inner={inner!r}, device=cuda:0)"

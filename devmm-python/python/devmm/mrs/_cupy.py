@@ -127,5 +127,4 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         return len(self._live)
 
     def __repr__(self) -> str:
-        source = "current" if self._allocator is None else repr(self._allocator)
-        return f"CupyAllocatorMemoryResource(device={self.device}, allocator={source})"
+        return f"CupyAllocatorMemoryResource(allocator={self._allocator!r}, device={self.device})"

@@ -174,7 +174,7 @@ class _RmmFamilyResource(DeviceMemoryResource):
         return len(self._live)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(device={self.device}, inner={type(self._inner).__name__})"
+        return f"{type(self).__name__}(inner={self._inner!r}, device={self.device})"
 
 
 class RmmMemoryResource(_RmmFamilyResource):
