@@ -73,7 +73,8 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
     def _current_allocator(self) -> Callable[[int], Any]:
         if self._allocator is not None:
             return self._allocator
-        return self._cupy_module().cuda.get_allocator()
+        current: Callable[[int], Any] = self._cupy_module().cuda.get_allocator()
+        return current
 
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
         from ..integrations import cupy as bridge
