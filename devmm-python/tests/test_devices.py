@@ -74,6 +74,14 @@ def test_unknown_dtype_lists_the_accepted_names() -> None:
         devmm.DType.from_string("float8")
 
 
+@pytest.mark.parametrize("name", [5, None, b"float32", devmm.DType(2, 32)])
+def test_a_dtype_name_that_is_no_string_is_a_value_error(name: object) -> None:
+    # As the seed's lookup of an unknown name: even a DType, whose str() is a
+    # name, is not one (DType.from_any reads every spelling).
+    with pytest.raises(ValueError, match="DType.from_string takes a dtype name .*DType.from_any"):
+        devmm.DType.from_string(name)  # type: ignore[arg-type]
+
+
 def test_assigning_a_device_field_raises_frozen_instance_error() -> None:
     import dataclasses
 
