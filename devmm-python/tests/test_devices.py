@@ -99,6 +99,20 @@ def test_device_index_out_of_range_is_a_value_error(index: int) -> None:
         devmm.Device(devmm.DeviceType.CUDA, index)
 
 
+def test_a_device_index_is_an_int_and_is_kept_as_one() -> None:
+    import numpy as np
+
+    # Anything with __index__ is read as the int it is (the seed keeps the object).
+    d = devmm.Device(devmm.DeviceType.CUDA, np.int64(1))
+    assert type(d.index) is int and d == devmm.Device.from_string("cuda:1") and str(d) == "cuda:1"
+    # A float, even a whole one, is no ordinal (ADR 0016): the seed would keep
+    # 0.0, print it as "cpu:0.0" and hand DLPack a float device id. A string
+    # is a TypeError there too.
+    for index in (0.0, 1.5, -1.0, "0", None):
+        with pytest.raises(TypeError, match="index"):
+            devmm.Device(devmm.DeviceType.CPU, index)  # type: ignore[arg-type]
+
+
 def test_device_index_defaults_to_zero_and_accepts_the_maximum() -> None:
     assert devmm.Device(devmm.DeviceType.CPU).index == 0
     assert devmm.Device(devmm.DeviceType.CUDA, 2**31 - 1).index == 2**31 - 1
