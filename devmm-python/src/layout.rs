@@ -179,6 +179,8 @@ impl PyLayoutPolicy {
 }
 
 /// C order: the last dimension is contiguous.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "RowMajor", module = "devmm")]
 pub(crate) struct PyRowMajor;
 
@@ -193,6 +195,8 @@ impl PyRowMajor {
 }
 
 /// Fortran order: the first dimension is contiguous.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "ColMajor", module = "devmm")]
 pub(crate) struct PyColMajor;
 
@@ -225,6 +229,8 @@ impl<'py> FromPyObject<'_, 'py> for PermutationArg {
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
 /// Policies with equal permutations are equal.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
@@ -297,6 +303,8 @@ impl devmm::LayoutPolicy for PythonPolicy {
 /// comes from `inner`; the alignments are this wrapper's own (with nested
 /// `Aligned` policies the outermost wins). Equal parameters make equal
 /// policies.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
@@ -361,6 +369,8 @@ impl PyAligned {
 /// Row-major with the padding each device prefers: 128-byte rows and a
 /// 256-byte base on GPUs (its declared bounds), cache-line rows and base on
 /// the host.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "DeviceOptimal", module = "devmm")]
 pub(crate) struct PyDeviceOptimal;
 

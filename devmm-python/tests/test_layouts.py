@@ -380,6 +380,28 @@ def test_policies_are_frozen_dataclasses(cpu: devmm.Device) -> None:
     assert dataclasses.astuple(aligned) == ((), 64, 128)
 
 
+def test_the_stubs_declare_the_dataclasses_the_package_makes() -> None:
+    # The stub generator declares the classes whose Rust source says
+    # "Python dataclass"; devmm/_core/layout.py makes them dataclasses. Each
+    # class the stubs call a dataclass is one, with the fields in that order,
+    # and every dataclass of the extension is declared.
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(devmm._devmm.__file__).with_name("_devmm.pyi")
+    declared: dict[str, tuple[str, ...]] = {}
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.Assign) and ast.unparse(item.targets[0]) == "__match_args__":
+                    declared[node.name] = ast.literal_eval(item.value)
+    made = {name: cls.__match_args__ for name, cls in vars(devmm._devmm).items() if dataclasses.is_dataclass(cls)}
+    assert declared == made
+    assert set(declared) == {"RowMajor", "ColMajor", "Permuted", "Aligned", "DeviceOptimal"}
+    for name, fields in declared.items():
+        assert tuple(f.name for f in dataclasses.fields(getattr(devmm, name))) == fields
+
+
 @pytest.mark.parametrize("bad", [[-1, 0], [0, 2**64]])
 def test_permuted_entries_out_of_range_are_value_errors(bad: list[int]) -> None:
     with pytest.raises(ValueError, match="permutation must list integers from 0"):
