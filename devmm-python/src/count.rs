@@ -5,7 +5,7 @@
 
 use std::marker::PhantomData;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
@@ -42,7 +42,8 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
 }
 
 /// A per-dimension argument named `N::NAME` (a shape, strides): a
-/// sequence of non-negative ints, or one int for 1-D.
+/// sequence of non-negative ints, or one int for 1-D. An entry that is no
+/// int is a `ValueError` too, as the seed's shape check raises it.
 ///
 /// Python type: `Sequence[int] | int`
 #[derive(Clone, Debug)]
@@ -52,7 +53,7 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let entry = |item: &Bound<'_, PyAny>| count(item, "must list integers", N::NAME);
+        let entry = |item: &Bound<'_, PyAny>| dim(item, N::NAME);
         // A tuple (what shapes nearly always are) is read in place: no
         // iterator object, no reference counting per item.
         let dims = if let Ok(tuple) = obj.cast::<PyTuple>() {
@@ -70,6 +71,22 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
         };
         Ok(Dims(dims, PhantomData))
     }
+}
+
+/// One entry of the per-dimension argument `name`: `count`, with an entry
+/// that is no int a `ValueError` as well.
+fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    const RULE: &str = "must list integers";
+    count(item, RULE, name).map_err(|err| {
+        if !err.is_instance_of::<PyTypeError>(item.py()) {
+            return err;
+        }
+        let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
+        PyValueError::new_err(format!(
+            "{name} {RULE} from 0 to {}, not {shown}",
+            usize::MAX
+        ))
+    })
 }
 
 /// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to

@@ -94,6 +94,27 @@ def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
         devmm.Layout((2,), (-1,), F32)
 
 
+
+def test_entries_that_are_no_integers_are_value_errors(cpu: devmm.Device) -> None:
+    # As the seed checks extents, strides and permutations: a value error
+    # naming the argument, whichever way the layout is made or checked.
+    layout = devmm.RowMajor()((2, 3), F32, cpu)
+    for make, named in (
+        (lambda: devmm.RowMajor()((2.0, 3), F32, cpu), "shape"),
+        (lambda: devmm.DeviceOptimal()(("2", 3), F32, cpu), "shape"),
+        (lambda: layout.validate((2, 3.0), 4), "shape"),
+        (lambda: devmm.Layout((2, None), (3, 1), F32), "shape"),
+        (lambda: devmm.Layout((2, 3), (3, 1.0), F32), "strides"),
+        (lambda: devmm.Permuted("ab"), "permutation"),
+        (lambda: devmm.Permuted((1, 0.5)), "permutation"),
+    ):
+        with pytest.raises(ValueError, match=f"^{named} must list integers from 0"):
+            make()
+    # A shape that is not a sequence at all stays a TypeError (the seed's tuple(shape)).
+    with pytest.raises(TypeError):
+        devmm.RowMajor()(2.5, F32, cpu)  # type: ignore[arg-type]
+
+
 def test_stateless_policies_are_singletons() -> None:
     assert devmm.RowMajor() is devmm.RowMajor()
     assert devmm.ColMajor() is devmm.ColMajor()
