@@ -401,6 +401,22 @@ def test_policies_are_frozen_dataclasses(cpu: devmm.Device) -> None:
     assert dataclasses.astuple(aligned) == ((), 64, 128)
 
 
+def test_policies_have_what_a_frozen_dataclass_derives_on_this_python() -> None:
+    # Whatever this Python's dataclasses derive for a frozen class (from 3.13
+    # also __replace__, copy.replace's hook), the policies have it too. Not
+    # derived here: the constructor (the policies' is __new__) and the
+    # instance dictionary, weak references and annotations.
+    record = dataclasses.make_dataclass("Record", [("a", int)], frozen=True)
+    derived = set(vars(record)) - {"__init__", "__dict__", "__weakref__", "__annotations__", "__module__", "__doc__"}
+    assert {"__dataclass_fields__", "__eq__", "__hash__", "__repr__", "__setattr__"} <= derived
+    for policy in (devmm.RowMajor, devmm.ColMajor, devmm.DeviceOptimal, devmm.Permuted, devmm.Aligned):
+        missing = {name for name in derived if getattr(policy, name, None) in (None, getattr(object, name, None))}
+        assert not missing, (policy, missing)
+    if hasattr(copy, "replace"):  # Python 3.13
+        aligned = devmm.Aligned(devmm.RowMajor())
+        assert copy.replace(aligned, base_alignment=512) == devmm.Aligned(devmm.RowMajor(), 128, 512)  # type: ignore[attr-defined]
+
+
 def test_the_stubs_declare_the_dataclasses_the_package_makes() -> None:
     # The stub generator declares the classes whose Rust source says
     # "Python dataclass"; devmm/_core/layout.py makes them dataclasses. Each
