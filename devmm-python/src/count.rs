@@ -73,17 +73,43 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
     }
 }
 
-/// One entry of the per-dimension argument `name`: `count`, with an entry
-/// that is no int a `ValueError` as well.
+/// A non-negative integer argument named `N::NAME` that the seed checks by
+/// value (`Layout.validate`'s `itemsize`): a value that is no int is a
+/// `ValueError` too, as with [`Dims`]' entries.
+///
+/// Python type: `int`
+#[derive(Debug)]
+pub(crate) struct ValueCount<N>(usize, PhantomData<N>);
+
+impl<N> ValueCount<N> {
+    /// The count.
+    pub(crate) const fn get(&self) -> usize {
+        self.0
+    }
+}
+
+impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        value_count(&obj, "must be an integer", N::NAME).map(|n| ValueCount(n, PhantomData))
+    }
+}
+
+/// One entry of the per-dimension argument `name`.
 fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
-    const RULE: &str = "must list integers";
-    count(item, RULE, name).map_err(|err| {
-        if !err.is_instance_of::<PyTypeError>(item.py()) {
+    value_count(item, "must list integers", name)
+}
+
+/// `count`, with a value that is no int a `ValueError` as well.
+fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
+    count(obj, rule, name).map_err(|err| {
+        if !err.is_instance_of::<PyTypeError>(obj.py()) {
             return err;
         }
-        let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
+        let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
         PyValueError::new_err(format!(
-            "{name} {RULE} from 0 to {}, not {shown}",
+            "{name} {rule} from 0 to {}, not {shown}",
             usize::MAX
         ))
     })

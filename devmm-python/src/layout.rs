@@ -17,6 +17,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::abstract_base::AbstractBase;
 use crate::count::{
     BaseAlignment, Count, Dims, Itemsize, Permutation, Shape, Strides, UnitStrideAlignment,
+    ValueCount,
 };
 use crate::device::{DeviceArg, PyDevice};
 use crate::dtype::{DTypeArg, PyDType};
@@ -427,7 +428,11 @@ impl PyLayout {
     /// itemsize)` takes them, also checks the layout is for that shape and
     /// element size.
     #[pyo3(signature = (shape = None, itemsize = None))]
-    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<Count<Itemsize>>) -> PyResult<()> {
+    fn validate(
+        &self,
+        shape: Option<ShapeArg>,
+        itemsize: Option<ValueCount<Itemsize>>,
+    ) -> PyResult<()> {
         self.layout
             .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize.map(|i| i.get()))
             .py()

@@ -110,6 +110,12 @@ def test_entries_that_are_no_integers_are_value_errors(cpu: devmm.Device) -> Non
     ):
         with pytest.raises(ValueError, match=f"^{named} must list integers from 0"):
             make()
+    # validate's item size is checked as the seed checks it: a positive int.
+    for itemsize in (4.0, "4", -4):
+        with pytest.raises(ValueError, match="^itemsize must be an integer from 0"):
+            layout.validate((2, 3), itemsize)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not 0-byte ones"):
+        layout.validate((2, 3), 0)
     # A shape that is not a sequence at all stays a TypeError (the seed's tuple(shape)).
     with pytest.raises(TypeError):
         devmm.RowMajor()(2.5, F32, cpu)  # type: ignore[arg-type]
