@@ -66,6 +66,25 @@ fn malformed_or_public_protocols_are_errors() {
 }
 
 #[test]
+fn malformed_or_unfit_dataclass_declarations_are_errors() {
+    let kind = error_of("/// Python dataclass: `mutable`\n#[pyclass(name = \"A\")]\nstruct A;");
+    insta::assert_snapshot!(kind, @r#"bad.rs: class A: doc line "Python dataclass: `mutable`": write ``Python dataclass: `frozen` ``, for a class whose Python code declares its constructor's parameters as frozen dataclass fields"#);
+    let no_constructor =
+        error_of("/// Python dataclass: `frozen`\n#[pyclass(name = \"A\")]\nstruct A;");
+    insta::assert_snapshot!(no_constructor, @"bad.rs: class A is declared a dataclass, but it has no #[new]: its fields are its constructor's parameters");
+    let variadic = error_of(
+        "/// Python dataclass: `frozen`\n#[pyclass(name = \"A\")]\nstruct A;\n\
+         #[pymethods]\nimpl A {\n#[new]\n#[pyo3(signature = (*args))]\nfn new(args: &Bound<'_, PyTuple>) -> Self { A }\n}",
+    );
+    insta::assert_snapshot!(variadic, @"bad.rs: class A is declared a dataclass, but its constructor takes `/`, `*`, `*args` or `**kwargs`: each of its parameters is a field, given by position or by name");
+    let unreadable = error_of(
+        "/// Python dataclass: `frozen`\n#[pyclass(name = \"A\")]\nstruct A;\n\
+         #[pymethods]\nimpl A {\n#[new]\nfn new(size: usize) -> Self { A }\n}",
+    );
+    insta::assert_snapshot!(unreadable, @"bad.rs: class A is declared a dataclass, but its field size (a constructor parameter) has no #[getter] on it or its bases: a dataclass reads each field back by name");
+}
+
+#[test]
 fn a_base_that_is_not_a_pyclass_is_an_error() {
     let message = error_of("#[pyclass(extends = Missing)]\nstruct A;");
     insta::assert_snapshot!(message, @"bad.rs: class A extends Missing, which is not a #[pyclass] here");

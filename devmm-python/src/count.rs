@@ -5,7 +5,7 @@
 
 use std::marker::PhantomData;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
@@ -42,7 +42,8 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
 }
 
 /// A per-dimension argument named `N::NAME` (a shape, strides): a
-/// sequence of non-negative ints, or one int for 1-D.
+/// sequence of non-negative ints, or one int for 1-D. An entry that is no
+/// int is a `ValueError` too, as the seed's shape check raises it.
 ///
 /// Python type: `Sequence[int] | int`
 #[derive(Clone, Debug)]
@@ -52,7 +53,7 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let entry = |item: &Bound<'_, PyAny>| count(item, "must list integers", N::NAME);
+        let entry = |item: &Bound<'_, PyAny>| dim(item, N::NAME);
         // A tuple (what shapes nearly always are) is read in place: no
         // iterator object, no reference counting per item.
         let dims = if let Ok(tuple) = obj.cast::<PyTuple>() {
@@ -78,6 +79,48 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Dims<N> {
 #[pyfunction]
 pub(crate) fn _check_nbytes(nbytes: Count<Nbytes>) -> usize {
     nbytes.get()
+}
+
+/// A non-negative integer argument named `N::NAME` that the seed checks by
+/// value (`Layout.validate`'s `itemsize`): a value that is no int is a
+/// `ValueError` too, as with [`Dims`]' entries.
+///
+/// Python type: `int`
+#[derive(Debug)]
+pub(crate) struct ValueCount<N>(usize, PhantomData<N>);
+
+impl<N> ValueCount<N> {
+    /// The count.
+    pub(crate) const fn get(&self) -> usize {
+        self.0
+    }
+}
+
+impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        value_count(&obj, "must be an integer", N::NAME).map(|n| ValueCount(n, PhantomData))
+    }
+}
+
+/// One entry of the per-dimension argument `name`.
+fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    value_count(item, "must list integers", name)
+}
+
+/// `count`, with a value that is no int a `ValueError` as well.
+fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
+    count(obj, rule, name).map_err(|err| {
+        if !err.is_instance_of::<PyTypeError>(obj.py()) {
+            return err;
+        }
+        let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
+        PyValueError::new_err(format!(
+            "{name} {rule} from 0 to {}, not {shown}",
+            usize::MAX
+        ))
+    })
 }
 
 /// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to

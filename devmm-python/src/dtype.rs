@@ -87,10 +87,19 @@ pub(crate) fn _check_dtype(
     checked(code.0, bits.0, lanes.0).map(fields)
 }
 
-/// `DType.from_string`: the fields of the dtype a standard name names.
+/// `DType.from_string`: the fields of the dtype a standard name names. A
+/// name that is no `str` is a `ValueError`, as an unknown name is (the
+/// seed looks any object up among the names).
 #[pyfunction]
-pub(crate) fn _parse_dtype(name: &str) -> PyResult<(u8, u8, u16)> {
-    Ok(fields(name.parse().py()?))
+pub(crate) fn _parse_dtype(name: &Bound<'_, PyAny>) -> PyResult<(u8, u8, u16)> {
+    let text = name.cast::<PyString>().map_err(|_| {
+        let got = name.repr().map(|r| r.to_string()).unwrap_or_default();
+        PyValueError::new_err(format!(
+            "DType.from_string takes a dtype name (a str such as \"float32\"), got {got}; \
+             DType.from_any reads the other spellings of a dtype"
+        ))
+    })?;
+    Ok(fields(text.to_str()?.parse().py()?))
 }
 
 /// `DType.from_any`: the dtype any spelling of one names.

@@ -17,6 +17,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use crate::abstract_base::AbstractBase;
 use crate::count::{
     BaseAlignment, Count, Dims, Itemsize, Permutation, Shape, Strides, UnitStrideAlignment,
+    ValueCount,
 };
 use crate::device::{DeviceArg, PyDevice};
 use crate::dtype::{DTypeArg, PyDType};
@@ -179,6 +180,8 @@ impl PyLayoutPolicy {
 }
 
 /// C order: the last dimension is contiguous.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "RowMajor", module = "devmm")]
 pub(crate) struct PyRowMajor;
 
@@ -193,6 +196,8 @@ impl PyRowMajor {
 }
 
 /// Fortran order: the first dimension is contiguous.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "ColMajor", module = "devmm")]
 pub(crate) struct PyColMajor;
 
@@ -225,6 +230,8 @@ impl<'py> FromPyObject<'_, 'py> for PermutationArg {
 /// A dense layout in any dimension order, outermost first
 /// (`Permuted((0, 2, 3, 1))` stores an NCHW shape channels-last).
 /// Policies with equal permutations are equal.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
@@ -297,6 +304,8 @@ impl devmm::LayoutPolicy for PythonPolicy {
 /// comes from `inner`; the alignments are this wrapper's own (with nested
 /// `Aligned` policies the outermost wins). Equal parameters make equal
 /// policies.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
@@ -361,6 +370,8 @@ impl PyAligned {
 /// Row-major with the padding each device prefers: 128-byte rows and a
 /// 256-byte base on GPUs (its declared bounds), cache-line rows and base on
 /// the host.
+///
+/// Python dataclass: `frozen` (devmm/_core/layout.py)
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "DeviceOptimal", module = "devmm")]
 pub(crate) struct PyDeviceOptimal;
 
@@ -417,7 +428,11 @@ impl PyLayout {
     /// itemsize)` takes them, also checks the layout is for that shape and
     /// element size.
     #[pyo3(signature = (shape = None, itemsize = None))]
-    fn validate(&self, shape: Option<ShapeArg>, itemsize: Option<Count<Itemsize>>) -> PyResult<()> {
+    fn validate(
+        &self,
+        shape: Option<ShapeArg>,
+        itemsize: Option<ValueCount<Itemsize>>,
+    ) -> PyResult<()> {
         self.layout
             .validate_for(shape.as_ref().map(|s| &s.0[..]), itemsize.map(|i| i.get()))
             .py()

@@ -74,6 +74,14 @@ def test_unknown_dtype_lists_the_accepted_names() -> None:
         devmm.DType.from_string("float8")
 
 
+@pytest.mark.parametrize("name", [5, None, b"float32", devmm.DType(2, 32)])
+def test_a_dtype_name_that_is_no_string_is_a_value_error(name: object) -> None:
+    # As the seed's lookup of an unknown name: even a DType, whose str() is a
+    # name, is not one (DType.from_any reads every spelling).
+    with pytest.raises(ValueError, match="DType.from_string takes a dtype name .*DType.from_any"):
+        devmm.DType.from_string(name)  # type: ignore[arg-type]
+
+
 def test_assigning_a_device_field_raises_frozen_instance_error() -> None:
     import dataclasses
 
@@ -89,6 +97,20 @@ def test_assigning_a_device_field_raises_frozen_instance_error() -> None:
 def test_device_index_out_of_range_is_a_value_error(index: int) -> None:
     with pytest.raises(ValueError, match="ordinal"):
         devmm.Device(devmm.DeviceType.CUDA, index)
+
+
+def test_a_device_index_is_an_int_and_is_kept_as_one() -> None:
+    import numpy as np
+
+    # Anything with __index__ is read as the int it is (the seed keeps the object).
+    d = devmm.Device(devmm.DeviceType.CUDA, np.int64(1))
+    assert type(d.index) is int and d == devmm.Device.from_string("cuda:1") and str(d) == "cuda:1"
+    # A float, even a whole one, is no ordinal (ADR 0016): the seed would keep
+    # 0.0, print it as "cpu:0.0" and hand DLPack a float device id. A string
+    # is a TypeError there too.
+    for index in (0.0, 1.5, -1.0, "0", None):
+        with pytest.raises(TypeError, match="index"):
+            devmm.Device(devmm.DeviceType.CPU, index)  # type: ignore[arg-type]
 
 
 def test_device_index_defaults_to_zero_and_accepts_the_maximum() -> None:

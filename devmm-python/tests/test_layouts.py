@@ -94,6 +94,33 @@ def test_bad_layouts_raise_value_error(cpu: devmm.Device) -> None:
         devmm.Layout((2,), (-1,), F32)
 
 
+
+def test_entries_that_are_no_integers_are_value_errors(cpu: devmm.Device) -> None:
+    # As the seed checks extents, strides and permutations: a value error
+    # naming the argument, whichever way the layout is made or checked.
+    layout = devmm.RowMajor()((2, 3), F32, cpu)
+    for make, named in (
+        (lambda: devmm.RowMajor()((2.0, 3), F32, cpu), "shape"),
+        (lambda: devmm.DeviceOptimal()(("2", 3), F32, cpu), "shape"),
+        (lambda: layout.validate((2, 3.0), 4), "shape"),
+        (lambda: devmm.Layout((2, None), (3, 1), F32), "shape"),
+        (lambda: devmm.Layout((2, 3), (3, 1.0), F32), "strides"),
+        (lambda: devmm.Permuted("ab"), "permutation"),
+        (lambda: devmm.Permuted((1, 0.5)), "permutation"),
+    ):
+        with pytest.raises(ValueError, match=f"^{named} must list integers from 0"):
+            make()
+    # validate's item size is checked as the seed checks it: a positive int.
+    for itemsize in (4.0, "4", -4):
+        with pytest.raises(ValueError, match="^itemsize must be an integer from 0"):
+            layout.validate((2, 3), itemsize)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not 0-byte ones"):
+        layout.validate((2, 3), 0)
+    # A shape that is not a sequence at all stays a TypeError (the seed's tuple(shape)).
+    with pytest.raises(TypeError):
+        devmm.RowMajor()(2.5, F32, cpu)  # type: ignore[arg-type]
+
+
 def test_stateless_policies_are_singletons() -> None:
     assert devmm.RowMajor() is devmm.RowMajor()
     assert devmm.ColMajor() is devmm.ColMajor()
@@ -378,6 +405,44 @@ def test_policies_are_frozen_dataclasses(cpu: devmm.Device) -> None:
         dataclasses.replace(devmm.Permuted((1, 0)), permutation=(1, 1))
     assert dataclasses.asdict(devmm.Permuted((1, 0))) == {"permutation": (1, 0)}
     assert dataclasses.astuple(aligned) == ((), 64, 128)
+
+
+def test_policies_have_what_a_frozen_dataclass_derives_on_this_python() -> None:
+    # Whatever this Python's dataclasses derive for a frozen class (from 3.13
+    # also __replace__, copy.replace's hook), the policies have it too. Not
+    # derived here: the constructor (the policies' is __new__) and the
+    # instance dictionary, weak references and annotations.
+    record = dataclasses.make_dataclass("Record", [("a", int)], frozen=True)
+    derived = set(vars(record)) - {"__init__", "__dict__", "__weakref__", "__annotations__", "__module__", "__doc__"}
+    assert {"__dataclass_fields__", "__eq__", "__hash__", "__repr__", "__setattr__"} <= derived
+    for policy in (devmm.RowMajor, devmm.ColMajor, devmm.DeviceOptimal, devmm.Permuted, devmm.Aligned):
+        missing = {name for name in derived if getattr(policy, name, None) in (None, getattr(object, name, None))}
+        assert not missing, (policy, missing)
+    if hasattr(copy, "replace"):  # Python 3.13
+        aligned = devmm.Aligned(devmm.RowMajor())
+        assert copy.replace(aligned, base_alignment=512) == devmm.Aligned(devmm.RowMajor(), 128, 512)  # type: ignore[attr-defined]
+
+
+def test_the_stubs_declare_the_dataclasses_the_package_makes() -> None:
+    # The stub generator declares the classes whose Rust source says
+    # "Python dataclass"; devmm/_core/layout.py makes them dataclasses. Each
+    # class the stubs call a dataclass is one, with the fields in that order,
+    # and every dataclass of the extension is declared.
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(devmm._devmm.__file__).with_name("_devmm.pyi")
+    declared: dict[str, tuple[str, ...]] = {}
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.Assign) and ast.unparse(item.targets[0]) == "__match_args__":
+                    declared[node.name] = ast.literal_eval(item.value)
+    made = {name: cls.__match_args__ for name, cls in vars(devmm._devmm).items() if dataclasses.is_dataclass(cls)}
+    assert declared == made
+    assert set(declared) == {"RowMajor", "ColMajor", "Permuted", "Aligned", "DeviceOptimal"}
+    for name, fields in declared.items():
+        assert tuple(f.name for f in dataclasses.fields(getattr(devmm, name))) == fields
 
 
 @pytest.mark.parametrize("bad", [[-1, 0], [0, 2**64]])

@@ -127,6 +127,29 @@ def value_dataclasses() -> None:
     print(kind, index, fields, name)
 
 
+def policy_dataclasses() -> None:
+    # The native layout policies are dataclasses to the type checker too:
+    # replace, fields, asdict, astuple and positional match patterns.
+    import dataclasses
+
+    padded = devmm.Aligned(devmm.RowMajor())
+    wider: devmm.Aligned = dataclasses.replace(padded, unit_stride_alignment=64)
+    names: list[str] = [field.name for field in dataclasses.fields(padded)]
+    parameters: dict[str, object] = dataclasses.asdict(devmm.Permuted((1, 0)))
+    stateless: tuple[object, ...] = dataclasses.astuple(devmm.RowMajor())
+    policy: devmm.LayoutPolicy = wider
+    match policy:
+        case devmm.Aligned(inner, unit, base):
+            pitch: int = unit + base
+            print(inner, pitch)
+        case devmm.Permuted(order):
+            first: int = order[0]
+            print(first)
+        case devmm.RowMajor() | devmm.ColMajor() | devmm.DeviceOptimal():
+            pass
+    print(names, parameters, stateless)
+
+
 class KindAndSize:
     """Structurally a NumPy-like dtype (the stubs' `_NumpyLikeDType`)."""
 

@@ -18,9 +18,14 @@ pub(super) fn render(model: &Crate, module: &str) -> String {
     } else {
         " Protocol,"
     };
+    let dataclasses = if model.classes.iter().any(|c| c.dataclass) {
+        "from dataclasses import Field\n"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "from collections.abc import Sequence\nfrom typing import Any, ClassVar,{protocol} final\n\n\
+        "from collections.abc import Sequence\n{dataclasses}from typing import Any, ClassVar,{protocol} final\n\n\
          from typing_extensions import disjoint_base"
     );
     let body = render_body(model);
@@ -161,6 +166,10 @@ fn render_class(out: &mut String, class: &Class) {
     }
     write_doc(out, &class.doc, INDENT);
     let mut empty = true;
+    if class.dataclass {
+        render_dataclass_surface(out, class);
+        empty = false;
+    }
     for variant in &class.variants {
         let _ = writeln!(out, "{INDENT}{variant}: ClassVar[{}]", class.name);
         empty = false;
@@ -199,6 +208,29 @@ fn render_class(out: &mut String, class: &Class) {
     if empty && class.doc.is_empty() {
         let _ = writeln!(out, "{INDENT}...");
     }
+}
+
+/// What a type checker reads to take a class for a dataclass: the fields'
+/// record (typeshed's `DataclassInstance`) and their order for positional
+/// `match` patterns. The fields are the constructor's parameters
+/// (`Crate::check_dataclasses` made sure of it).
+fn render_dataclass_surface(out: &mut String, class: &Class) {
+    let fields: Vec<String> = class
+        .constructor()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|param| match param {
+            Param::Plain { name, .. } => Some(format!("\"{name}\"")),
+            _ => None,
+        })
+        .collect();
+    let comma = if fields.len() == 1 { "," } else { "" };
+    let _ = writeln!(
+        out,
+        "{INDENT}__dataclass_fields__: ClassVar[dict[str, Field[Any]]]\n\
+         {INDENT}__match_args__ = ({}{comma})",
+        fields.join(", ")
+    );
 }
 
 /// `: ...` on one line without a doc; the docstring in the body otherwise.

@@ -17,6 +17,11 @@
 //! ``Python protocol: `_Name(attr: type, ...)` doc`` declares a
 //! `typing.Protocol` that exists only in the stubs, so an annotation can
 //! name a third-party type structurally, without importing its package.
+//! A class whose Python code declares its constructor's parameters as its
+//! frozen dataclass fields says so in a doc line
+//! ``Python dataclass: `frozen` ``: its stub declares `__dataclass_fields__`
+//! and `__match_args__`, so a type checker takes it for a dataclass
+//! (`dataclasses.replace`, `fields`, positional `match` patterns).
 //!
 //! ```
 //! let source = r#"
@@ -94,5 +99,6 @@ pub fn generate(sources: &[(&str, &str)], module: &str) -> Result<String, StubEr
     for (name, file) in &files {
         crate_model.collect_items(name, file)?;
     }
+    crate_model.check_dataclasses()?;
     Ok(emit::render(&crate_model, module))
 }

@@ -52,6 +52,8 @@ pub(super) struct IntEnum {
 /// A `#[pyclass]` with the members its `#[pymethods]` define.
 pub(super) struct Class {
     rust: String,
+    /// The source file that defines it, for errors found once every file is read.
+    file: String,
     pub(super) name: String,
     pub(super) base: Option<String>,
     pub(super) doc: String,
@@ -64,6 +66,12 @@ pub(super) struct Class {
     /// Whether its instances have a layout of their own (a root class, or
     /// one with fields): Python cannot mix it with another such base.
     pub(super) disjoint: bool,
+    /// Whether the package's Python code declares its constructor's
+    /// parameters as its frozen dataclass fields (a doc line
+    /// ``Python dataclass: `frozen` ``): the stub gives it the dataclass
+    /// surface a type checker reads (`__dataclass_fields__`,
+    /// `__match_args__`).
+    pub(super) dataclass: bool,
     pub(super) members: Vec<Member>,
 }
 
@@ -138,11 +146,12 @@ fn tokens(node: &impl ToTokens) -> String {
 }
 
 /// The doc lines addressed to the stub generator rather than to readers.
-const DIRECTIVES: [&str; 4] = [
+const DIRECTIVES: [&str; 5] = [
     "Python type:",
     "Python enum:",
     "Python protocol:",
     "Python class:",
+    "Python dataclass:",
 ];
 
 /// The doc comment, without the lines addressed to the stub generator.
@@ -209,6 +218,29 @@ fn declared_python_class(
             format!(
                 "doc line \"Python class: `{path}`\": write ``Python class: `module.Class` ``, \
                  the module the stub imports the class from"
+            ),
+        )),
+    }
+}
+
+/// Whether a ``Python dataclass: `frozen` `` doc line (perhaps followed by
+/// a note saying where) marks the class `name` as a frozen dataclass (the
+/// only kind the package's Python code declares).
+fn declared_dataclass(file: &str, name: &str, attrs: &[Attribute]) -> Result<bool, StubError> {
+    let Some(line) = doc_lines(attrs).find_map(|line| {
+        let rest = line.trim().strip_prefix("Python dataclass:")?;
+        Some(rest.trim().to_owned())
+    }) else {
+        return Ok(false);
+    };
+    let kind = line.strip_prefix('`').and_then(|rest| rest.split_once('`'));
+    match kind {
+        Some(("frozen", _)) => Ok(true),
+        _ => Err(err(
+            file,
+            format!(
+                "class {name}: doc line \"Python dataclass: {line}\": write ``Python dataclass: `frozen` ``, \
+                 for a class whose Python code declares its constructor's parameters as frozen dataclass fields"
             ),
         )),
     }
@@ -474,8 +506,10 @@ impl Crate {
             generated.push("__int__");
         }
         let disjoint = base.is_none() || has_fields;
+        let dataclass = declared_dataclass(file, &name, attrs)?;
         self.classes.push(Class {
             rust: ident.to_string(),
+            file: file.to_owned(),
             name,
             base,
             doc: doc_of(attrs),
@@ -483,6 +517,7 @@ impl Crate {
             variants,
             subclassable: option_flag(&opts, "subclass"),
             disjoint,
+            dataclass,
             members: Vec::new(),
         });
         Ok(())
@@ -762,6 +797,56 @@ impl Crate {
 }
 
 impl Crate {
+    /// Third pass, once every class has its members: each dataclass's
+    /// fields, checked to be its constructor's plain parameters, each read
+    /// back by a getter of the class or one of its bases.
+    pub(super) fn check_dataclasses(&self) -> Result<(), StubError> {
+        for class in self.classes.iter().filter(|c| c.dataclass) {
+            let fail = |what: String| {
+                err(
+                    &class.file,
+                    format!("class {} is declared a dataclass, but {what}", class.name),
+                )
+            };
+            let Some(params) = class.constructor() else {
+                return Err(fail(
+                    "it has no #[new]: its fields are its constructor's parameters".into(),
+                ));
+            };
+            for param in params {
+                let Param::Plain { name, .. } = param else {
+                    return Err(fail(
+                        "its constructor takes `/`, `*`, `*args` or `**kwargs`: each of its \
+                         parameters is a field, given by position or by name"
+                            .into(),
+                    ));
+                };
+                if !self.has_property(class, name) {
+                    return Err(fail(format!(
+                        "its field {name} (a constructor parameter) has no #[getter] on it or \
+                         its bases: a dataclass reads each field back by name"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `class` or one of its bases has the property `name`.
+    fn has_property(&self, class: &Class, name: &str) -> bool {
+        let mut next = Some(class);
+        while let Some(class) = next {
+            if class.property(name) {
+                return true;
+            }
+            next = class
+                .base
+                .as_ref()
+                .and_then(|base| self.classes.iter().find(|c| c.name == *base));
+        }
+        false
+    }
+
     /// Whether `expr` is `Owner::class(..)` for an IntEnum `Owner`.
     fn is_int_enum_class(&self, expr: &Expr) -> bool {
         let Expr::Call(call) = expr else {
@@ -783,6 +868,23 @@ impl Crate {
                 .is_some_and(|python| self.int_enums.iter().any(|e| e.name == python)),
             _ => false,
         }
+    }
+}
+
+impl Class {
+    /// The parameters of its `#[new]`, if it has one.
+    pub(super) fn constructor(&self) -> Option<&[Param]> {
+        self.members.iter().find_map(|member| match member {
+            Member::Method(f) if f.kind == Kind::Constructor => Some(&f.params[..]),
+            _ => None,
+        })
+    }
+
+    /// Whether it defines the property `name` itself.
+    fn property(&self, name: &str) -> bool {
+        self.members
+            .iter()
+            .any(|member| matches!(member, Member::Property { name: n, .. } if n == name))
     }
 }
 

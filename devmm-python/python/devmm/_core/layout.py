@@ -3,7 +3,8 @@
 The policies are native classes (``devmm._devmm``), so that ``devmm.RowMajor()``
 stays one native call on the allocation path. This module gives each the
 dataclass description of its constructor's parameters and what a frozen
-dataclass derives from its fields: ``dataclasses.fields``, ``replace``,
+dataclass derives from its fields: ``dataclasses.fields``, ``replace``
+(and ``copy.replace`` from Python 3.13),
 ``asdict``, ``astuple``, ``__match_args__``, the field-wise ``repr``, equality
 and hash, pickling and copying by the fields (in every protocol), and the refusal to assign
 (``dataclasses.FrozenInstanceError``). ``replace`` and unpickling call the
@@ -39,8 +40,10 @@ def _reduce_ex(self: object, protocol: int) -> Any:
     return object.__reduce_ex__(self, max(protocol, 2))
 
 
-# What a frozen dataclass derives from its fields, taken from the record.
+# What a frozen dataclass derives from its fields, taken from the record
+# (from Python 3.13 also ``__replace__``, ``copy.replace``'s hook).
 _DERIVED = ("__dataclass_fields__", "__dataclass_params__", "__match_args__", "__repr__", "__eq__", "__hash__")
+_DERIVED_IF_ANY = ("__replace__",)
 
 
 def _frozen_dataclass(cls: type, defaults: object = None) -> None:
@@ -58,6 +61,9 @@ def _frozen_dataclass(cls: type, defaults: object = None) -> None:
     record = dataclasses.make_dataclass(cls.__name__, fields, frozen=True)
     for name in _DERIVED:
         setattr(cls, name, getattr(record, name))
+    for name in _DERIVED_IF_ANY:
+        if hasattr(record, name):
+            setattr(cls, name, getattr(record, name))
     setattr(cls, "__reduce__", _reduce)
     setattr(cls, "__setattr__", _refuse_assignment)
     setattr(cls, "__delattr__", _refuse_deletion)
