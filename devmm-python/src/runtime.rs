@@ -8,7 +8,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
 
-use crate::count::{Count, Handle};
+use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
 use crate::device::{DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
 use crate::resource::{object_of, PyMemoryResource};
@@ -70,21 +70,49 @@ impl PyDeviceRuntime {
     }
 
     /// Makes the native stream `consumer_handle` of the producer's device
-    /// wait for the work queued so far on `producer` (an event on GPUs; the
-    /// CPU's one stream has nothing to wait for): the `__dlpack__(stream=)`
-    /// hand-off.
+    /// wait for the work queued so far on `producer` (an event on GPUs; on
+    /// the CPU, host work is done when a call returns, so any handle has
+    /// nothing to wait for): the `__dlpack__(stream=)` hand-off.
     fn make_stream_wait(
         &self,
         py: Python<'_>,
-        consumer_handle: Count<Handle>,
+        consumer_handle: Count<ConsumerHandle>,
         producer: &Bound<'_, PyStream>,
     ) -> PyResult<()> {
         let producer = stream_of(producer.as_any())?;
-        let consumer = self
-            .inner
-            .wrap_stream(producer.device(), consumer_handle.get())
-            .py()?;
-        maybe_detached(py, producer.device(), || consumer.wait(&producer)).py()
+        maybe_detached(py, producer.device(), || {
+            self.inner
+                .make_stream_wait(consumer_handle.get(), &producer)
+        })
+        .py()
+    }
+
+    /// Copies `nbytes` from address `src` to address `dst` in the direction
+    /// `kind` (a `CopyKind`) names, on `stream`, one of this runtime's. A
+    /// copy touching host memory is done when this returns; one between
+    /// device addresses is ordered on `stream`. The CPU copies host to host
+    /// only; `CopyKind.DEFAULT` lets a GPU driver tell the memory apart. Like
+    /// ctypes, it trusts the addresses it is given.
+    fn memcpy(
+        &self,
+        py: Python<'_>,
+        dst: Count<Dst>,
+        src: Count<Src>,
+        nbytes: Count<Nbytes>,
+        kind: CopyKindArg,
+        stream: &Bound<'_, PyStream>,
+    ) -> PyResult<()> {
+        let stream = stream_of(stream.as_any())?;
+        let (dst, src) = (
+            devmm::DevicePtr::from_addr(dst.get()),
+            devmm::DevicePtr::from_addr(src.get()),
+        );
+        maybe_detached(py, stream.device(), || {
+            // SAFETY: the caller vouches for both addresses, as ctypes'
+            // `memmove` callers do (the seed's CPU runtime is that call).
+            unsafe { self.inner.memcpy(dst, src, nbytes.get(), kind.0, &stream) }
+        })
+        .py()
     }
 
     /// A context manager that makes `device` the thread's active device
@@ -203,6 +231,20 @@ impl PyActivation {
     ) -> bool {
         self.guards.pop();
         false
+    }
+}
+
+/// A copy's direction: a `devmm.CopyKind` or its `cudaMemcpyKind` code.
+///
+/// Python type: `int`
+pub(crate) struct CopyKindArg(devmm::CopyKind);
+
+impl<'py> FromPyObject<'_, 'py> for CopyKindArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let code: i64 = obj.extract()?;
+        devmm::CopyKind::try_from(code).py().map(CopyKindArg)
     }
 }
 

@@ -330,3 +330,90 @@ def test_a_stream_pool_creates_its_streams_with_its_flags(fake_library: Callable
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+MEMCPY = textwrap.dedent(
+    """
+    import ctypes, sys
+    import pytest
+    import devmm
+    from devmm import CopyKind
+
+    fake = ctypes.CDLL(sys.argv[1])
+    gpu = devmm.Device.from_string("{device}:1")
+    rt = devmm.runtime_for(gpu)
+    stream = rt.create_stream(gpu)
+    mr = devmm.get_current_memory_resource(gpu)
+    a, b = mr.allocate(64, stream), mr.allocate(64, stream)
+    src = ctypes.create_string_buffer(bytes(range(64)), 64)
+    back, again = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+    address = ctypes.addressof
+    rt.memcpy(a, address(src), 64, CopyKind.HOST_TO_DEVICE, stream)
+    rt.memcpy(b, a, 64, CopyKind.DEVICE_TO_DEVICE, stream)
+    rt.memcpy(address(back), b, 64, CopyKind.DEVICE_TO_HOST, stream)
+    rt.memcpy(address(again), a, 64, CopyKind.DEFAULT, stream)
+    assert back.raw == again.raw == src.raw
+    # A kind that does not match the memory is the driver's error.
+    with pytest.raises(RuntimeError, match="MemcpyAsync failed on {device}:1 with .*InvalidValue"):
+        rt.memcpy(address(back), address(src), 64, CopyKind.HOST_TO_DEVICE, stream)
+    with pytest.raises(ValueError, match="does not serve cpu:0"):
+        rt.memcpy(a, address(src), 64, CopyKind.HOST_TO_DEVICE, devmm.runtime_for("cpu").default_stream("cpu"))
+    with pytest.raises(ValueError, match="dst null"):
+        rt.memcpy(0, a, 64, CopyKind.DEVICE_TO_DEVICE, stream)
+    mr.deallocate(a, 64, stream)
+    mr.deallocate(b, 64, stream)
+    # The hand-off: any stream of the device may wait on another.
+    other = rt.create_stream(gpu)
+    assert rt.make_stream_wait(other.handle, stream) is None
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_the_seed_s_memcpy_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
+    p = PLATFORMS[platform]
+    library = fake_library(str(p["env"]))
+    env = dict(os.environ, **{str(p["path_var"]): library})
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", MEMCPY.format(**p), library], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+NO_UNIFIED_ADDRESSING = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+
+    fake = ctypes.CDLL(sys.argv[1])
+    assert fake.fake_set_unified_addressing(0, 0) == 0
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    stream = rt.default_stream(gpu)
+    host = ctypes.create_string_buffer(8)
+    try:
+        rt.memcpy(ctypes.addressof(host), ctypes.addressof(host), 8, devmm.CopyKind.DEFAULT, stream)
+    except ValueError as e:
+        assert "has no unified addressing" in str(e), str(e)
+    else:
+        raise AssertionError("CopyKind.DEFAULT needs unified addressing")
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_copy_kind_default_needs_unified_addressing(platform: str, fake_library: Callable[[str], str]) -> None:
+    p = PLATFORMS[platform]
+    library = fake_library(str(p["env"]))
+    env = dict(os.environ, **{str(p["path_var"]): library})
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_UNIFIED_ADDRESSING.format(**p), library],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

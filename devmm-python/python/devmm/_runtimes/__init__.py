@@ -28,9 +28,9 @@ import warnings
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from . import _devmm
-from ._core.device import Device
-from ._devmm import DeviceRuntime, DeviceType, RuntimeUnavailableError
+from .. import _devmm
+from .._core.device import Device
+from .._devmm import DeviceRuntime, DeviceType, RuntimeUnavailableError
 
 GROUP = "devmm.runtimes"
 
