@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
+use pyo3::types::{PyFrozenSet, PyInt, PyString, PyTuple};
 
 use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
-use crate::device::{DeviceArg, PyDevice, PyDeviceType};
+use crate::device::{type_of_code, DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
 use crate::resource::{object_of, PyMemoryResource};
 use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
@@ -151,9 +151,10 @@ impl PyDeviceRuntime {
     }
 
     /// A stream of `device` for `obj`: a native handle (an int) the caller
-    /// keeps alive, an object with `__cuda_stream__` (cuda.core, CuPy,
-    /// rmm; a `TypeError` on a ROCm device, where a CUDA handle names
-    /// nothing), or a `Stream` of `device`, returned as it is.
+    /// keeps alive, a sentinel (`DEFAULT`, ...: the platform's own
+    /// handle), an object with `__cuda_stream__` (cuda.core, CuPy, rmm; a
+    /// `TypeError` on a ROCm device, where a CUDA handle names nothing), or
+    /// a `Stream` of `device`, returned as it is.
     ///
     /// Python type: `Stream`
     fn wrap_stream<'py>(
@@ -172,6 +173,14 @@ impl PyDeviceRuntime {
             }
             return Ok(obj.clone());
         }
+        if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
+            let stream: PyStream = self
+                .inner
+                .stream(device.0, sentinel.get().inner)
+                .py()?
+                .into();
+            return Ok(Bound::new(py, stream)?.into_any());
+        }
         let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
             // The protocol's handle is a CUDA stream: on a ROCm device it
             // names nothing HIP could wait on. The CPU reads it as the seed's
@@ -188,8 +197,8 @@ impl PyDeviceRuntime {
             }
             None if obj.is_instance_of::<PyInt>() => obj.extract()?,
             None => {
-                let what =
-                    "an int stream handle, an object with __cuda_stream__, or a devmm.Stream";
+                let what = "an int stream handle, a sentinel, an object with __cuda_stream__, \
+                            or a devmm.Stream";
                 return Err(crate::error::expected(what, obj));
             }
         };
@@ -248,9 +257,11 @@ impl<'py> FromPyObject<'_, 'py> for CopyKindArg {
     }
 }
 
-/// What `runtime_for` accepts, looked up as it is read.
+/// What `runtime_for` accepts, looked up as it is read: a device, a device
+/// type or its DLPack code (the seed compares the value with each
+/// runtime's types), or a device string or runtime name.
 ///
-/// Python type: `Device | DeviceType | str`
+/// Python type: `Device | DeviceType | int | str`
 pub(crate) struct RuntimeArg(Arc<dyn devmm::DeviceRuntime>);
 
 impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
@@ -261,8 +272,13 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
             devmm::runtime_for(device)
         } else if let Ok(ty) = obj.extract::<PyDeviceType>() {
             devmm::runtime_for(devmm::DeviceType::from(ty))
+        } else if obj.is_exact_instance_of::<PyInt>() {
+            devmm::runtime_for(type_of_code(obj.extract()?)?)
+        } else if let Ok(name) = obj.cast::<PyString>() {
+            devmm::runtime_for(&*name.to_cow()?)
         } else {
-            devmm::runtime_for(obj.extract::<String>()?.as_str())
+            let what = "a devmm.Device, a devmm.DeviceType, its DLPack code or a name";
+            return Err(crate::error::expected(what, &obj));
         };
         Ok(RuntimeArg(runtime.py()?))
     }

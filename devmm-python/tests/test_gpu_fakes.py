@@ -70,14 +70,14 @@ SCRIPT = textwrap.dedent(
 PLATFORMS = {
     "cuda": dict(
         env="DEVMM_TEST_FAKE_CUDART", path_var="DEVMM_CUDART_PATH", module="cuda", runtime="cuda",
-        device="cuda", code=2, consumer_stream=1, device_mr="CudaRuntimeMemoryResource",
+        device="cuda", code=2, consumer_stream=1, legacy_handle=1, device_mr="CudaRuntimeMemoryResource",
         pinned_mr="CudaPinnedMemoryResource", host_type="CUDA_HOST",
         # The CUDA stream protocol as cuda.core and CuPy read it: (version 0, handle).
         cuda_protocol="assert stream.__cuda_stream__() == (0, stream.handle) and stream.handle != 0",
     ),
     "rocm": dict(
         env="DEVMM_TEST_FAKE_HIP", path_var="DEVMM_HIP_PATH", module="rocm", runtime="rocm",
-        device="rocm", code=10, consumer_stream=0, device_mr="HipRuntimeMemoryResource",
+        device="rocm", code=10, consumer_stream=0, legacy_handle=0, device_mr="HipRuntimeMemoryResource",
         pinned_mr="HipPinnedMemoryResource", host_type="ROCM_HOST",
         cuda_protocol=(
             "try:\n    stream.__cuda_stream__()\nexcept AttributeError:\n    pass\n"
@@ -362,6 +362,10 @@ MEMCPY = textwrap.dedent(
         rt.memcpy(0, a, 64, CopyKind.DEVICE_TO_DEVICE, stream)
     mr.deallocate(a, 64, stream)
     mr.deallocate(b, 64, stream)
+    # A sentinel names the platform's own handle.
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        assert rt.wrap_stream(gpu, sentinel).handle == rt.stream(gpu, sentinel).handle
+    assert rt.wrap_stream(gpu, devmm.LEGACY_DEFAULT).handle == {legacy_handle}
     # The hand-off: any stream of the device may wait on another.
     other = rt.create_stream(gpu)
     assert rt.make_stream_wait(other.handle, stream) is None

@@ -165,7 +165,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
     with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))
-    with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
+    with pytest.raises(TypeError, match="expected an int stream handle, a sentinel, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
 
 
@@ -194,6 +194,25 @@ def test_runtime_lookup_is_by_device_type_or_name(cpu: devmm.Device) -> None:
     assert devmm.runtime_for(devmm.DeviceType.CPU) is rt
     assert "cpu" in devmm.runtime_names()
     assert devmm.DEVMM_RUNTIME == "DEVMM_RUNTIME"
+
+
+def test_runtime_for_takes_a_device_type_s_dlpack_code(cpu: devmm.Device) -> None:
+    # As the seed's lookup, which compares the value with each runtime's
+    # device types (IntEnum members equal their codes).
+    assert devmm.runtime_for(1) is devmm.runtime_for(cpu)
+    with pytest.raises(ValueError, match="99 is not a valid DeviceType"):
+        devmm.runtime_for(99)
+    for wrong in (True, 1.5, None):
+        with pytest.raises(TypeError, match="a devmm.Device, a devmm.DeviceType, its DLPack code or a name"):
+            devmm.runtime_for(wrong)  # type: ignore[arg-type]
+
+
+def test_wrap_stream_takes_a_sentinel(cpu: devmm.Device) -> None:
+    # The seed's GPU runtimes map a sentinel to their own handle; every
+    # runtime here does.
+    rt = devmm.runtime_for(cpu)
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        assert rt.wrap_stream(cpu, sentinel) == rt.stream(cpu, sentinel)
 
 
 def test_missing_runtimes_raise_an_import_error() -> None:

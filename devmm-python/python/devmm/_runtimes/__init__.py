@@ -96,10 +96,10 @@ def runtime_names() -> tuple[str, ...]:
     return _devmm.runtime_names()
 
 
-def runtime_for(which: Device | DeviceType | str) -> DeviceRuntime | Any:
-    """The runtime for a device, a device type or a name; loaded on first
-    use and the same object afterwards. A name may be a third-party
-    runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
+def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
+    """The runtime for a device, a device type (or its DLPack code) or a
+    name; loaded on first use and the same object afterwards. A name may be
+    a third-party runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
     none serves it."""
     if not isinstance(which, str):
         return _devmm.runtime_for(which)
