@@ -329,7 +329,7 @@ fn wrapper(
 
 /// The runtimes whose platform is present, found by probing only (no
 /// driver is loaded). `DEVMM_RUNTIME` restricts the list to `cpu` and the
-/// runtime it names.
+/// runtime it names, listed without probing (forced, as the seed's).
 ///
 /// Python type: `tuple[str, ...]`
 #[pyfunction]

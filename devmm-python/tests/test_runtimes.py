@@ -281,6 +281,25 @@ def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
     assert done.stdout.strip() == "cpu:0 ('cpu',)"
 
 
+def test_devmm_runtime_forces_its_runtime_without_probing() -> None:
+    import os
+    import subprocess
+    import sys
+
+    # As the seed's: the runtime DEVMM_RUNTIME names is listed even where its
+    # library is missing (the probe is skipped), and loading it then says why.
+    env = dict(os.environ, DEVMM_RUNTIME="rocm", DEVMM_HIP_PATH="/nonexistent/libamdhip64.so")
+    script = (
+        "import devmm\n"
+        "print(devmm.runtime_names(), [rt.name for rt in devmm.available_runtimes()])\n"
+        "try:\n    devmm.runtime_for('rocm')\n"
+        "except devmm.RuntimeUnavailableError as e:\n    print('nonexistent' in str(e))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["('cpu', 'rocm') ['cpu']", "True"]
+
+
 class RecordingStream(devmm.Stream):
     """A stream written in Python, as the seed's `Stream(abc.ABC)` allows."""
 

@@ -91,7 +91,8 @@ def runtime_names() -> tuple[str, ...]:
     driver is loaded, no third-party runtime imported): devmm's, then the
     ``devmm.runtimes`` entry points, read again on each call (milliseconds:
     it lists the installed distributions). ``DEVMM_RUNTIME`` restricts the
-    list to ``cpu`` and the runtime it names."""
+    list to ``cpu`` and the runtime it names, listed without probing
+    (forced, as the seed's: ``runtime_for`` then says why it cannot run)."""
     discover()
     return _devmm.runtime_names()
 
