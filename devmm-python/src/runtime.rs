@@ -116,13 +116,17 @@ impl PyDeviceRuntime {
     }
 
     /// A context manager that makes `device` the thread's active device
-    /// inside its `with` block and restores the previous one after.
-    fn activate_device(&self, device: DeviceArg) -> PyActivation {
-        PyActivation {
+    /// inside its `with` block and restores the previous one after. A
+    /// device the runtime does not serve is refused now, as the seed's.
+    fn activate_device(&self, device: DeviceArg) -> PyResult<PyActivation> {
+        // The runtime's own device check, without a driver call: its
+        // default stream is a handle it names.
+        self.inner.default_stream(device.0).py()?;
+        Ok(PyActivation {
             runtime: Arc::clone(&self.inner),
             device: device.0,
             guards: Vec::new(),
-        }
+        })
     }
 
     /// `(free, total)` bytes of `device`.

@@ -207,6 +207,14 @@ def test_runtime_for_takes_a_device_type_s_dlpack_code(cpu: devmm.Device) -> Non
             devmm.runtime_for(wrong)  # type: ignore[arg-type]
 
 
+def test_activate_device_refuses_a_device_of_another_runtime_when_called(cpu: devmm.Device) -> None:
+    # The seed checks the device when activate_device is called, before any
+    # `with` block is entered.
+    rt = devmm.runtime_for(cpu)
+    with pytest.raises(ValueError, match="only cpu:0"):
+        rt.activate_device(devmm.Device.from_string("cuda:0"))
+
+
 def test_wrap_stream_takes_a_sentinel(cpu: devmm.Device) -> None:
     # The seed's GPU runtimes map a sentinel to their own handle; every
     # runtime here does.
