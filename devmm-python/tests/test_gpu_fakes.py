@@ -374,17 +374,24 @@ MEMCPY = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("platform", sorted(PLATFORMS))
-def test_the_seed_s_memcpy_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
+def run_over_the_fake(script: str, platform: str, fake_library: Callable[[str], str]) -> None:
+    """Runs `script`, formatted for `platform`, in a fresh interpreter over
+    the platform's fake library (its path is `sys.argv[1]` there); the script
+    prints `ok`."""
     p = PLATFORMS[platform]
     library = fake_library(str(p["env"]))
     env = dict(os.environ, **{str(p["path_var"]): library})
     env.pop("DEVMM_RUNTIME", None)
     done = subprocess.run(
-        [sys.executable, "-c", MEMCPY.format(**p), library], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script.format(**p), library], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_the_seed_s_memcpy_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
+    run_over_the_fake(MEMCPY, platform, fake_library)
 
 
 NO_UNIFIED_ADDRESSING = textwrap.dedent(
@@ -411,13 +418,4 @@ NO_UNIFIED_ADDRESSING = textwrap.dedent(
 
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
 def test_copy_kind_default_needs_unified_addressing(platform: str, fake_library: Callable[[str], str]) -> None:
-    p = PLATFORMS[platform]
-    library = fake_library(str(p["env"]))
-    env = dict(os.environ, **{str(p["path_var"]): library})
-    env.pop("DEVMM_RUNTIME", None)
-    done = subprocess.run(
-        [sys.executable, "-c", NO_UNIFIED_ADDRESSING.format(**p), library],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    run_over_the_fake(NO_UNIFIED_ADDRESSING, platform, fake_library)

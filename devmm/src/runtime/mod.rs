@@ -224,21 +224,26 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
         if nbytes == 0 {
             return Ok(());
         }
-        // SAFETY (every arm): the caller vouches for both ranges, and that
-        // they are disjoint where a slice is made of one of them.
         match kind {
             CopyKind::HostToHost => {
+                // SAFETY: the caller vouches for both host ranges.
                 unsafe { crate::copy::host_to_host(dst, src, nbytes) };
                 Ok(())
             }
+            // SAFETY: `src` is `nbytes` of host memory (the caller vouches,
+            // and `check_addresses` bounds `nbytes` by `isize::MAX`), not
+            // written while the copy reads it (the ranges are disjoint).
             CopyKind::HostToDevice => unsafe {
                 let src = std::slice::from_raw_parts(src.as_host_ptr::<u8>(), nbytes);
                 self.copy_host_to_device(dst, src, stream)
             },
+            // SAFETY: `dst` is `nbytes` of host memory no other reference
+            // reaches during the copy (as above).
             CopyKind::DeviceToHost => unsafe {
                 let dst = std::slice::from_raw_parts_mut(dst.as_host_ptr::<u8>(), nbytes);
                 self.copy_device_to_host(dst, src, stream)
             },
+            // SAFETY: the caller vouches for both device ranges.
             CopyKind::DeviceToDevice => unsafe {
                 self.copy_device_to_device(dst, src, nbytes, stream)
             },
