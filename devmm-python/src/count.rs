@@ -182,12 +182,18 @@ arg_names! {
     Offset = "offset";
     /// A native stream handle.
     Handle = "handle";
+    /// `make_stream_wait`'s native consumer stream.
+    ConsumerHandle = "consumer_handle";
     /// A raw copy's device address (`copy_host_to_ptr`, `copy_ptr_to_host`).
     Db = "db";
     /// `copy_device_to_ptr`'s source address.
     DSrc = "d_src";
     /// `copy_device_to_ptr`'s destination address.
     DDst = "d_dst";
+    /// `DeviceRuntime.memcpy`'s destination address.
+    Dst = "dst";
+    /// `DeviceRuntime.memcpy`'s source address.
+    Src = "src";
     /// `copy_device_to_ptr`'s byte count.
     CopyCount = "count";
     /// A shape's extents.

@@ -91,7 +91,7 @@ impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
 }
 
 /// The device type of DLPack code `code`; one devmm does not know is a `ValueError`.
-fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
+pub(crate) fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
     devmm::DeviceType::from_dlpack(code)
         .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
 }

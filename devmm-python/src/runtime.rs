@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyFrozenSet, PyInt, PyTuple};
+use pyo3::types::{PyFrozenSet, PyInt, PyString, PyTuple};
 
-use crate::count::{Count, Handle};
-use crate::device::{DeviceArg, PyDevice, PyDeviceType};
+use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
+use crate::device::{type_of_code, DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
 use crate::resource::{object_of, PyMemoryResource};
 use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
@@ -70,31 +70,63 @@ impl PyDeviceRuntime {
     }
 
     /// Makes the native stream `consumer_handle` of the producer's device
-    /// wait for the work queued so far on `producer` (an event on GPUs; the
-    /// CPU's one stream has nothing to wait for): the `__dlpack__(stream=)`
-    /// hand-off.
+    /// wait for the work queued so far on `producer` (an event on GPUs; on
+    /// the CPU, host work is done when a call returns, so any handle has
+    /// nothing to wait for): the `__dlpack__(stream=)` hand-off.
     fn make_stream_wait(
         &self,
         py: Python<'_>,
-        consumer_handle: Count<Handle>,
+        consumer_handle: Count<ConsumerHandle>,
         producer: &Bound<'_, PyStream>,
     ) -> PyResult<()> {
         let producer = stream_of(producer.as_any())?;
-        let consumer = self
-            .inner
-            .wrap_stream(producer.device(), consumer_handle.get())
-            .py()?;
-        maybe_detached(py, producer.device(), || consumer.wait(&producer)).py()
+        maybe_detached(py, producer.device(), || {
+            self.inner
+                .make_stream_wait(consumer_handle.get(), &producer)
+        })
+        .py()
+    }
+
+    /// Copies `nbytes` from address `src` to address `dst` in the direction
+    /// `kind` (a `CopyKind`) names, on `stream`, one of this runtime's. A
+    /// copy touching host memory is done when this returns; one between
+    /// device addresses is ordered on `stream`. The CPU copies host to host
+    /// only; `CopyKind.DEFAULT` lets a GPU driver tell the memory apart. Like
+    /// ctypes, it trusts the addresses it is given.
+    fn memcpy(
+        &self,
+        py: Python<'_>,
+        dst: Count<Dst>,
+        src: Count<Src>,
+        nbytes: Count<Nbytes>,
+        kind: CopyKindArg,
+        stream: &Bound<'_, PyStream>,
+    ) -> PyResult<()> {
+        let stream = stream_of(stream.as_any())?;
+        let (dst, src) = (
+            devmm::DevicePtr::from_addr(dst.get()),
+            devmm::DevicePtr::from_addr(src.get()),
+        );
+        maybe_detached(py, stream.device(), || {
+            // SAFETY: the caller vouches for both addresses, as ctypes'
+            // `memmove` callers do (the seed's CPU runtime is that call).
+            unsafe { self.inner.memcpy(dst, src, nbytes.get(), kind.0, &stream) }
+        })
+        .py()
     }
 
     /// A context manager that makes `device` the thread's active device
-    /// inside its `with` block and restores the previous one after.
-    fn activate_device(&self, device: DeviceArg) -> PyActivation {
-        PyActivation {
+    /// inside its `with` block and restores the previous one after. A
+    /// device the runtime does not serve is refused now, as the seed's.
+    fn activate_device(&self, device: DeviceArg) -> PyResult<PyActivation> {
+        // The runtime's own device check, without a driver call: its
+        // default stream is a handle it names.
+        self.inner.default_stream(device.0).py()?;
+        Ok(PyActivation {
             runtime: Arc::clone(&self.inner),
             device: device.0,
             guards: Vec::new(),
-        }
+        })
     }
 
     /// `(free, total)` bytes of `device`.
@@ -123,9 +155,10 @@ impl PyDeviceRuntime {
     }
 
     /// A stream of `device` for `obj`: a native handle (an int) the caller
-    /// keeps alive, an object with `__cuda_stream__` (cuda.core, CuPy,
-    /// rmm; a `TypeError` on a ROCm device, where a CUDA handle names
-    /// nothing), or a `Stream` of `device`, returned as it is.
+    /// keeps alive, a sentinel (`DEFAULT`, ...: the platform's own
+    /// handle), an object with `__cuda_stream__` (cuda.core, CuPy, rmm; a
+    /// `TypeError` on a ROCm device, where a CUDA handle names nothing), or
+    /// a `Stream` of `device`, returned as it is.
     ///
     /// Python type: `Stream`
     fn wrap_stream<'py>(
@@ -144,6 +177,14 @@ impl PyDeviceRuntime {
             }
             return Ok(obj.clone());
         }
+        if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
+            let stream: PyStream = self
+                .inner
+                .stream(device.0, sentinel.get().inner)
+                .py()?
+                .into();
+            return Ok(Bound::new(py, stream)?.into_any());
+        }
         let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
             // The protocol's handle is a CUDA stream: on a ROCm device it
             // names nothing HIP could wait on. The CPU reads it as the seed's
@@ -160,8 +201,8 @@ impl PyDeviceRuntime {
             }
             None if obj.is_instance_of::<PyInt>() => obj.extract()?,
             None => {
-                let what =
-                    "an int stream handle, an object with __cuda_stream__, or a devmm.Stream";
+                let what = "an int stream handle, a sentinel, an object with __cuda_stream__, \
+                            or a devmm.Stream";
                 return Err(crate::error::expected(what, obj));
             }
         };
@@ -206,9 +247,25 @@ impl PyActivation {
     }
 }
 
-/// What `runtime_for` accepts, looked up as it is read.
+/// A copy's direction: a `devmm.CopyKind` or its `cudaMemcpyKind` code.
 ///
-/// Python type: `Device | DeviceType | str`
+/// Python type: `int`
+pub(crate) struct CopyKindArg(devmm::CopyKind);
+
+impl<'py> FromPyObject<'_, 'py> for CopyKindArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let code: i64 = obj.extract()?;
+        devmm::CopyKind::try_from(code).py().map(CopyKindArg)
+    }
+}
+
+/// What `runtime_for` accepts, looked up as it is read: a device, a device
+/// type or its DLPack code (the seed compares the value with each
+/// runtime's types), or a device string or runtime name.
+///
+/// Python type: `Device | DeviceType | int | str`
 pub(crate) struct RuntimeArg(Arc<dyn devmm::DeviceRuntime>);
 
 impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
@@ -219,8 +276,13 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
             devmm::runtime_for(device)
         } else if let Ok(ty) = obj.extract::<PyDeviceType>() {
             devmm::runtime_for(devmm::DeviceType::from(ty))
+        } else if obj.is_exact_instance_of::<PyInt>() {
+            devmm::runtime_for(type_of_code(obj.extract()?)?)
+        } else if let Ok(name) = obj.cast::<PyString>() {
+            devmm::runtime_for(&*name.to_cow()?)
         } else {
-            devmm::runtime_for(obj.extract::<String>()?.as_str())
+            let what = "a devmm.Device, a devmm.DeviceType, its DLPack code or a name";
+            return Err(crate::error::expected(what, &obj));
         };
         Ok(RuntimeArg(runtime.py()?))
     }
@@ -271,7 +333,7 @@ fn wrapper(
 
 /// The runtimes whose platform is present, found by probing only (no
 /// driver is loaded). `DEVMM_RUNTIME` restricts the list to `cpu` and the
-/// runtime it names.
+/// runtime it names, listed without probing (forced, as the seed's).
 ///
 /// Python type: `tuple[str, ...]`
 #[pyfunction]

@@ -70,14 +70,14 @@ SCRIPT = textwrap.dedent(
 PLATFORMS = {
     "cuda": dict(
         env="DEVMM_TEST_FAKE_CUDART", path_var="DEVMM_CUDART_PATH", module="cuda", runtime="cuda",
-        device="cuda", code=2, consumer_stream=1, device_mr="CudaRuntimeMemoryResource",
+        device="cuda", code=2, consumer_stream=1, legacy_handle=1, device_mr="CudaRuntimeMemoryResource",
         pinned_mr="CudaPinnedMemoryResource", host_type="CUDA_HOST",
         # The CUDA stream protocol as cuda.core and CuPy read it: (version 0, handle).
         cuda_protocol="assert stream.__cuda_stream__() == (0, stream.handle) and stream.handle != 0",
     ),
     "rocm": dict(
         env="DEVMM_TEST_FAKE_HIP", path_var="DEVMM_HIP_PATH", module="rocm", runtime="rocm",
-        device="rocm", code=10, consumer_stream=0, device_mr="HipRuntimeMemoryResource",
+        device="rocm", code=10, consumer_stream=0, legacy_handle=0, device_mr="HipRuntimeMemoryResource",
         pinned_mr="HipPinnedMemoryResource", host_type="ROCM_HOST",
         cuda_protocol=(
             "try:\n    stream.__cuda_stream__()\nexcept AttributeError:\n    pass\n"
@@ -330,3 +330,92 @@ def test_a_stream_pool_creates_its_streams_with_its_flags(fake_library: Callable
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+MEMCPY = textwrap.dedent(
+    """
+    import ctypes, sys
+    import pytest
+    import devmm
+    from devmm import CopyKind
+
+    fake = ctypes.CDLL(sys.argv[1])
+    gpu = devmm.Device.from_string("{device}:1")
+    rt = devmm.runtime_for(gpu)
+    stream = rt.create_stream(gpu)
+    mr = devmm.get_current_memory_resource(gpu)
+    a, b = mr.allocate(64, stream), mr.allocate(64, stream)
+    src = ctypes.create_string_buffer(bytes(range(64)), 64)
+    back, again = ctypes.create_string_buffer(64), ctypes.create_string_buffer(64)
+    address = ctypes.addressof
+    rt.memcpy(a, address(src), 64, CopyKind.HOST_TO_DEVICE, stream)
+    rt.memcpy(b, a, 64, CopyKind.DEVICE_TO_DEVICE, stream)
+    rt.memcpy(address(back), b, 64, CopyKind.DEVICE_TO_HOST, stream)
+    rt.memcpy(address(again), a, 64, CopyKind.DEFAULT, stream)
+    assert back.raw == again.raw == src.raw
+    # A kind that does not match the memory is the driver's error.
+    with pytest.raises(RuntimeError, match="MemcpyAsync failed on {device}:1 with .*InvalidValue"):
+        rt.memcpy(address(back), address(src), 64, CopyKind.HOST_TO_DEVICE, stream)
+    with pytest.raises(ValueError, match="does not serve cpu:0"):
+        rt.memcpy(a, address(src), 64, CopyKind.HOST_TO_DEVICE, devmm.runtime_for("cpu").default_stream("cpu"))
+    with pytest.raises(ValueError, match="dst null"):
+        rt.memcpy(0, a, 64, CopyKind.DEVICE_TO_DEVICE, stream)
+    mr.deallocate(a, 64, stream)
+    mr.deallocate(b, 64, stream)
+    # A sentinel names the platform's own handle.
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        assert rt.wrap_stream(gpu, sentinel).handle == rt.stream(gpu, sentinel).handle
+    assert rt.wrap_stream(gpu, devmm.LEGACY_DEFAULT).handle == {legacy_handle}
+    # The hand-off: any stream of the device may wait on another.
+    other = rt.create_stream(gpu)
+    assert rt.make_stream_wait(other.handle, stream) is None
+    print("ok")
+    """
+)
+
+
+def run_over_the_fake(script: str, platform: str, fake_library: Callable[[str], str]) -> None:
+    """Runs `script`, formatted for `platform`, in a fresh interpreter over
+    the platform's fake library (its path is `sys.argv[1]` there); the script
+    prints `ok`."""
+    p = PLATFORMS[platform]
+    library = fake_library(str(p["env"]))
+    env = dict(os.environ, **{str(p["path_var"]): library})
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script.format(**p), library], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_the_seed_s_memcpy_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
+    run_over_the_fake(MEMCPY, platform, fake_library)
+
+
+NO_UNIFIED_ADDRESSING = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+
+    fake = ctypes.CDLL(sys.argv[1])
+    assert fake.fake_set_unified_addressing(0, 0) == 0
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    stream = rt.default_stream(gpu)
+    host = ctypes.create_string_buffer(8)
+    try:
+        rt.memcpy(ctypes.addressof(host), ctypes.addressof(host), 8, devmm.CopyKind.DEFAULT, stream)
+    except ValueError as e:
+        assert "has no unified addressing" in str(e), str(e)
+    else:
+        raise AssertionError("CopyKind.DEFAULT needs unified addressing")
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_copy_kind_default_needs_unified_addressing(platform: str, fake_library: Callable[[str], str]) -> None:
+    run_over_the_fake(NO_UNIFIED_ADDRESSING, platform, fake_library)

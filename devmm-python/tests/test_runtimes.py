@@ -1,5 +1,6 @@
 """Runtimes, streams and their sentinels."""
 
+import ctypes
 import pathlib
 import subprocess
 
@@ -67,6 +68,86 @@ def test_the_seed_runtime_protocol_on_the_cpu(cpu: devmm.Device) -> None:
             pass
 
 
+def test_cpu_make_stream_wait_ignores_the_consumer_handle(cpu: devmm.Device) -> None:
+    # As the seed's CPU runtime: host work is done when a call returns, so
+    # no consumer stream has anything to wait for, whatever its handle.
+    rt = devmm.runtime_for(cpu)
+    producer = rt.default_stream(cpu)
+    for handle in (0, 1, 2, 7, 2**63):
+        assert rt.make_stream_wait(handle, producer) is None
+    with pytest.raises(ValueError, match="consumer_handle"):
+        rt.make_stream_wait(-1, producer)
+    with pytest.raises(TypeError, match="producer"):
+        rt.make_stream_wait(0, "stream")
+
+
+def test_copy_kind_is_the_seed_s_int_enum_where_the_seed_keeps_it() -> None:
+    import enum
+
+    from devmm._runtimes.base import CopyKind, DeviceRuntime, RuntimeUnavailableError
+
+    assert devmm.CopyKind is CopyKind and issubclass(CopyKind, enum.IntEnum)
+    assert DeviceRuntime is devmm.DeviceRuntime and RuntimeUnavailableError is devmm.RuntimeUnavailableError
+    # The cudaMemcpyKind / hipMemcpyKind codes.
+    assert [(k.name, int(k)) for k in CopyKind] == [
+        ("HOST_TO_HOST", 0), ("HOST_TO_DEVICE", 1), ("DEVICE_TO_HOST", 2), ("DEVICE_TO_DEVICE", 3), ("DEFAULT", 4),
+    ]
+
+
+def _host_bytes(data: bytes) -> tuple[ctypes.Array[ctypes.c_char], int]:
+    buf = ctypes.create_string_buffer(data, len(data))
+    return buf, ctypes.addressof(buf)
+
+
+def test_cpu_memcpy_copies_host_to_host_as_memmove(cpu: devmm.Device, stream: devmm.Stream) -> None:
+    rt = devmm.runtime_for(cpu)
+    (src, src_ptr), (dst, dst_ptr) = _host_bytes(b"devmm!"), _host_bytes(bytes(6))
+    assert rt.memcpy(dst_ptr, src_ptr, 6, devmm.CopyKind.HOST_TO_HOST, stream) is None
+    assert dst.raw == b"devmm!"
+    # Overlapping ranges copy as memmove does; the kind may be its int code.
+    rt.memcpy(dst_ptr + 1, dst_ptr, 5, 0, stream)
+    assert dst.raw == b"ddevmm"
+    # Zero bytes touch nothing, null addresses included.
+    rt.memcpy(0, 0, 0, devmm.CopyKind.HOST_TO_HOST, stream)
+    # A buffer's memory is host memory on the cpu.
+    with devmm.DeviceBuffer(6, stream=stream) as buf:
+        rt.memcpy(buf.ptr, src_ptr, 6, devmm.CopyKind.HOST_TO_HOST, stream)
+        assert buf.copy_to_host(nbytes=6).tobytes() == b"devmm!"
+
+
+@pytest.mark.parametrize("kind", [k for k in devmm.CopyKind if k is not devmm.CopyKind.HOST_TO_HOST])
+def test_cpu_memcpy_copies_host_to_host_only(cpu: devmm.Device, stream: devmm.Stream, kind: devmm.CopyKind) -> None:
+    rt = devmm.runtime_for(cpu)
+    (src, src_ptr), (dst, dst_ptr) = _host_bytes(b"devmm!"), _host_bytes(bytes(6))
+    # The seed's CPU runtime refuses every other kind, DEFAULT included.
+    with pytest.raises(ValueError, match=f"host to host only, not {kind.name}"):
+        rt.memcpy(dst_ptr, src_ptr, 6, kind, stream)
+    assert dst.raw == bytes(6)
+
+
+def test_memcpy_refuses_bad_arguments_before_touching_memory(cpu: devmm.Device, stream: devmm.Stream) -> None:
+    rt = devmm.runtime_for(cpu)
+    (src, src_ptr), (dst, dst_ptr) = _host_bytes(b"devmm!"), _host_bytes(bytes(6))
+    h2h = devmm.CopyKind.HOST_TO_HOST
+    with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+        rt.memcpy(dst_ptr, src_ptr, -1, h2h, stream)
+    with pytest.raises(ValueError, match="dst must be an integer from 0"):
+        rt.memcpy(-8, src_ptr, 6, h2h, stream)
+    with pytest.raises(ValueError, match=r"kind must be a copy kind, 0 \(HOST_TO_HOST\) to 4 \(DEFAULT\), not 5"):
+        rt.memcpy(dst_ptr, src_ptr, 6, 5, stream)
+    with pytest.raises(TypeError):
+        rt.memcpy(dst_ptr, src_ptr, 6, "HOST_TO_HOST", stream)
+    with pytest.raises(TypeError, match="stream"):
+        rt.memcpy(dst_ptr, src_ptr, 6, h2h, None)
+    with pytest.raises(ValueError, match="src null"):
+        rt.memcpy(dst_ptr, 0, 6, h2h, stream)
+    with pytest.raises(ValueError, match="past the end of the address space"):
+        rt.memcpy(2**64 - 4, src_ptr, 6, h2h, stream)
+    with pytest.raises(ValueError, match="no allocation is larger than"):
+        rt.memcpy(dst_ptr, src_ptr, 2**63, h2h, stream)
+    assert dst.raw == bytes(6)
+
+
 class _CudaStreamProtocol:
     def __init__(self, handle: int) -> None:
         self.handle = handle
@@ -84,7 +165,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
     with pytest.raises(ValueError, match="one stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))
-    with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
+    with pytest.raises(TypeError, match="expected an int stream handle, a sentinel, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
 
 
@@ -113,6 +194,33 @@ def test_runtime_lookup_is_by_device_type_or_name(cpu: devmm.Device) -> None:
     assert devmm.runtime_for(devmm.DeviceType.CPU) is rt
     assert "cpu" in devmm.runtime_names()
     assert devmm.DEVMM_RUNTIME == "DEVMM_RUNTIME"
+
+
+def test_runtime_for_takes_a_device_type_s_dlpack_code(cpu: devmm.Device) -> None:
+    # As the seed's lookup, which compares the value with each runtime's
+    # device types (IntEnum members equal their codes).
+    assert devmm.runtime_for(1) is devmm.runtime_for(cpu)
+    with pytest.raises(ValueError, match="99 is not a valid DeviceType"):
+        devmm.runtime_for(99)
+    for wrong in (True, 1.5, None):
+        with pytest.raises(TypeError, match="a devmm.Device, a devmm.DeviceType, its DLPack code or a name"):
+            devmm.runtime_for(wrong)  # type: ignore[arg-type]
+
+
+def test_activate_device_refuses_a_device_of_another_runtime_when_called(cpu: devmm.Device) -> None:
+    # The seed checks the device when activate_device is called, before any
+    # `with` block is entered.
+    rt = devmm.runtime_for(cpu)
+    with pytest.raises(ValueError, match="only cpu:0"):
+        rt.activate_device(devmm.Device.from_string("cuda:0"))
+
+
+def test_wrap_stream_takes_a_sentinel(cpu: devmm.Device) -> None:
+    # The seed's GPU runtimes map a sentinel to their own handle; every
+    # runtime here does.
+    rt = devmm.runtime_for(cpu)
+    for sentinel in (devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT):
+        assert rt.wrap_stream(cpu, sentinel) == rt.stream(cpu, sentinel)
 
 
 def test_missing_runtimes_raise_an_import_error() -> None:
@@ -179,6 +287,25 @@ def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cpu:0 ('cpu',)"
+
+
+def test_devmm_runtime_forces_its_runtime_without_probing() -> None:
+    import os
+    import subprocess
+    import sys
+
+    # As the seed's: the runtime DEVMM_RUNTIME names is listed even where its
+    # library is missing (the probe is skipped), and loading it then says why.
+    env = dict(os.environ, DEVMM_RUNTIME="rocm", DEVMM_HIP_PATH="/nonexistent/libamdhip64.so")
+    script = (
+        "import devmm\n"
+        "print(devmm.runtime_names(), [rt.name for rt in devmm.available_runtimes()])\n"
+        "try:\n    devmm.runtime_for('rocm')\n"
+        "except devmm.RuntimeUnavailableError as e:\n    print('nonexistent' in str(e))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["('cpu', 'rocm') ['cpu']", "True"]
 
 
 class RecordingStream(devmm.Stream):

@@ -86,6 +86,7 @@ for dtype in ("float32", np.float32, np.dtype("int8"), devmm.DType.from_string("
     devmm.empty((1,), dtype)
 names: tuple[str, ...] = devmm.runtime_names()
 cpu_runtime = devmm.runtime_for("cpu")
+copy_kind: int = devmm.CopyKind.HOST_TO_HOST  # an IntEnum, as the seed's
 
 
 class TorchLikeDType:

@@ -27,8 +27,10 @@ type Record = extern "C" fn(Handle, Handle) -> c_int;
 type ErrorText = extern "C" fn(c_int) -> *const c_char;
 
 /// `cudaMemcpyKind` / `hipMemcpyKind`.
+const HOST_TO_HOST: c_int = 0;
 const HOST_TO_DEVICE: c_int = 1;
 const DEVICE_TO_HOST: c_int = 2;
+const DEFAULT: c_int = 4;
 
 /// The platform functions under test, resolved from one fake library.
 struct Api {
@@ -212,6 +214,39 @@ fn devices_memory_limits_and_copies() {
         );
     }
     assert_eq!(input, output);
+    // The kind must match the memory: a host side is never device memory and a device side
+    // always is; the default kind reads each side's memory itself, with unified addressing.
+    let mut host = vec![0u8; 16];
+    // SAFETY: `host` and `input` hold at least 16 bytes; `block` is a 1000-byte device block.
+    unsafe {
+        let to_host = host.as_mut_ptr().cast();
+        let wrong = [
+            (
+                (to_host, input.as_ptr().cast()),
+                HOST_TO_DEVICE,
+                "a host dst",
+            ),
+            ((block, input.as_ptr().cast()), HOST_TO_HOST, "a device dst"),
+            ((to_host, block.cast_const()), HOST_TO_HOST, "a device src"),
+            (
+                (to_host, input.as_ptr().cast()),
+                DEVICE_TO_HOST,
+                "a host src",
+            ),
+        ];
+        for ((dst, src), kind, what) in wrong {
+            assert_eq!((cuda.memcpy)(dst, src, 16, kind), 1, "{what}, kind {kind}");
+        }
+        assert_eq!((cuda.memcpy)(to_host, block, 16, DEFAULT), 0);
+        assert_eq!(host, input[..16]);
+        assert_eq!(fake.set_unified_addressing(1, false), 0);
+        assert_eq!(
+            (cuda.memcpy)(to_host, block, 16, DEFAULT),
+            21,
+            "the default kind needs unified addressing"
+        );
+        assert_eq!(fake.set_unified_addressing(1, true), 0);
+    }
 
     assert_eq!(
         (cuda.free)(block),

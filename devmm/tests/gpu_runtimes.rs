@@ -512,6 +512,158 @@ fn memcpy_of_every_kind(p: &'static Platform) {
     u.assert_no_leaks();
 }
 
+/// A host address for the runtime's raw copy.
+fn host(bytes: &mut [u8]) -> devmm::DevicePtr {
+    devmm::DevicePtr::from_host_ptr(bytes.as_mut_ptr())
+}
+
+/// The seed's `memcpy`: each kind reaches the driver as it is, and every
+/// copy touching host memory is synchronized before it returns.
+fn raw_memcpy_of_every_kind(p: &'static Platform) {
+    use devmm::CopyKind::{Default, DeviceToDevice, DeviceToHost, HostToDevice, HostToHost};
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = u.second();
+    let stream = rt.create_stream(dev).unwrap();
+    let mr = rt.default_resource(dev).unwrap();
+    let (a, b) = (
+        mr.allocate(256, &stream).unwrap(),
+        mr.allocate(256, &stream).unwrap(),
+    );
+    let mut data: Vec<u8> = (0..=255).collect();
+    let (mut back, mut again, mut copy) = (vec![0u8; 256], vec![0u8; 256], vec![0u8; 256]);
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    // SAFETY: `a` and `b` are live 256-byte allocations of `dev`; the host
+    // vectors hold 256 bytes each.
+    unsafe {
+        rt.memcpy(a, host(&mut data), 256, HostToDevice, &stream)
+            .unwrap();
+        rt.memcpy(b, a, 256, DeviceToDevice, &stream).unwrap();
+        rt.memcpy(host(&mut back), b, 256, DeviceToHost, &stream)
+            .unwrap();
+        rt.memcpy(host(&mut copy), host(&mut back), 256, HostToHost, &stream)
+            .unwrap();
+        rt.memcpy(host(&mut again), a, 256, Default, &stream)
+            .unwrap();
+        // Zero bytes touch nothing: no call, null addresses included.
+        rt.memcpy(
+            devmm::DevicePtr::NULL,
+            devmm::DevicePtr::NULL,
+            0,
+            Default,
+            &stream,
+        )
+        .unwrap();
+    }
+    assert_eq!((&back, &copy, &again), (&data, &data, &data));
+    if let Some(fake) = u.fake() {
+        let log: Vec<String> = fake
+            .call_log()
+            .into_iter()
+            .filter(|l| {
+                l.starts_with(&p.call("MemcpyAsync")) || l.starts_with(&p.call("StreamSynchronize"))
+            })
+            .map(|l| match l.split(' ').next() {
+                Some(name) if name.ends_with("MemcpyAsync") => {
+                    format!("copy {}", field(&l, "kind"))
+                }
+                _ => "sync".to_owned(),
+            })
+            .collect();
+        assert_eq!(
+            log,
+            [
+                "copy 1", "sync", "copy 3", "copy 2", "sync", "copy 0", "sync", "copy 4", "sync"
+            ],
+            "device to device stays ordered on the stream; the rest is synchronized"
+        );
+    }
+    // SAFETY: allocated above, freed once.
+    unsafe {
+        mr.deallocate(a, 256, &stream).unwrap();
+        mr.deallocate(b, 256, &stream).unwrap();
+    }
+    u.assert_no_leaks();
+}
+
+/// Bad addresses and kinds are refused: by the core before any driver call
+/// (null, past the address space, a stream of another runtime, the inferred
+/// direction without unified addressing), and by the driver when a kind
+/// does not match the memory.
+fn raw_memcpy_refusals(p: &'static Platform) {
+    use devmm::CopyKind::{Default, HostToDevice, HostToHost};
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("needs the fake's unified-addressing switch");
+    };
+    let rt = &u.rt;
+    let dev = p.dev(1);
+    let stream = rt.create_stream(dev).unwrap();
+    let mr = rt.default_resource(dev).unwrap();
+    let a = mr.allocate(64, &stream).unwrap();
+    let mut bytes = vec![7u8; 64];
+    let mut other = vec![0u8; 64];
+    fake.clear_calls();
+    let invalid = |err: Error, what: &str| match err {
+        Error::InvalidArgument { reason } => assert!(reason.contains(what), "{reason}"),
+        other => panic!("expected an invalid argument ({what}), got {other:?}"),
+    };
+    // SAFETY: every call below is refused before memory is touched, or the
+    // driver checks the addresses against its allocations.
+    unsafe {
+        let top = devmm::DevicePtr::from_addr(usize::MAX - 8);
+        invalid(
+            rt.memcpy(a, devmm::DevicePtr::NULL, 8, HostToDevice, &stream)
+                .unwrap_err(),
+            "src null",
+        );
+        invalid(
+            rt.memcpy(top, host(&mut bytes), 64, HostToHost, &stream)
+                .unwrap_err(),
+            "past the end",
+        );
+        invalid(
+            rt.memcpy(a, host(&mut bytes), 64, HostToDevice, &devmm::Stream::cpu())
+                .unwrap_err(),
+            "does not serve cpu:0",
+        );
+        assert_eq!(fake.call_count(&p.call("MemcpyAsync")), 0);
+        // A host address named as device memory, device memory named as host.
+        for (dst, src, kind) in [
+            (host(&mut other), host(&mut bytes), HostToDevice),
+            (a, host(&mut bytes), HostToHost),
+        ] {
+            match rt.memcpy(dst, src, 64, kind, &stream).unwrap_err() {
+                Error::Driver { source, device } => {
+                    assert_eq!(
+                        (source.call, source.code, device),
+                        (p.call("MemcpyAsync").as_str(), 1, Some(dev))
+                    );
+                }
+                other => panic!("expected a driver error for {kind:?}, got {other:?}"),
+            }
+        }
+    }
+    assert_eq!(other, vec![0u8; 64]);
+    // SAFETY: allocated above, freed once.
+    unsafe { mr.deallocate(a, 64, &stream).unwrap() };
+
+    // Without unified addressing the driver cannot infer a direction: a
+    // fresh runtime (the answer is asked once per device) refuses it.
+    assert_eq!(fake.set_unified_addressing(1, false), 0);
+    let fresh = (p.load)(u.fake_path()).unwrap();
+    let stream = fresh.create_stream(dev).unwrap();
+    fake.clear_calls();
+    // SAFETY: refused before memory is touched.
+    let err = unsafe { fresh.memcpy(host(&mut other), host(&mut bytes), 64, Default, &stream) }
+        .unwrap_err();
+    invalid(err, "has no unified addressing");
+    assert_eq!(fake.call_count(&p.call("MemcpyAsync")), 0);
+    u.assert_no_leaks();
+}
+
 fn resource_contract(p: &'static Platform) {
     let u = Under::new(p);
     let rt = &u.rt;
@@ -912,6 +1064,8 @@ macro_rules! suite {
             streams_created_wrapped_and_builtin,
             stream_flags_reach_the_driver,
             memcpy_of_every_kind,
+            raw_memcpy_of_every_kind,
+            raw_memcpy_refusals,
             resource_contract,
             conformance_suite,
             out_of_memory_names_device_size_and_chain,

@@ -119,6 +119,21 @@ fn devmm_runtime_restricts_discovery_and_picks_the_default_device() {
                 assert_eq!(names, vec!["cpu".to_string()]);
                 assert_eq!(devmm::default_device().unwrap(), Device::CPU);
             }
+            // Forced: listed without its probe, though its library is missing;
+            // available_runtimes leaves it out and runtime_for says why.
+            "rocm" => {
+                assert_eq!(names, vec!["cpu".to_string(), "rocm".to_string()]);
+                let available = devmm::available_runtimes().unwrap();
+                assert_eq!(
+                    available.iter().map(|rt| rt.name()).collect::<Vec<_>>(),
+                    ["cpu"]
+                );
+                let err = devmm::runtime_for("rocm").unwrap_err();
+                assert!(
+                    err.to_string().contains("/nonexistent/libamdhip64.so"),
+                    "{err}"
+                );
+            }
             _ => {
                 let err = devmm::default_device().unwrap_err();
                 assert!(matches!(err, Error::RuntimeUnavailable { .. }), "{err:?}");
@@ -126,12 +141,13 @@ fn devmm_runtime_restricts_discovery_and_picks_the_default_device() {
         }
         return;
     }
-    for value in ["cpu", "nonexistent"] {
+    for value in ["cpu", "rocm", "nonexistent"] {
         let child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "devmm_runtime_restricts_discovery_and_picks_the_default_device",
             ])
+            .env("DEVMM_HIP_PATH", "/nonexistent/libamdhip64.so")
             .env("DEVMM_RUNTIME", value)
             .env("DEVMM_RUNTIME_CHILD", value)
             .output()

@@ -50,6 +50,7 @@ from ._core import layout as _layout_surface  # gives the native policies their 
 from ._stream_flags import StreamFlags
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
+from ._runtimes.base import CopyKind
 
 # The devmm.runtimes entry points join discovery now, so that a
 # DEVMM_RUNTIME naming no runtime fails the import, not the first allocation.
@@ -63,6 +64,7 @@ __all__ = [
     "Aligned",
     "CallbackMemoryResource",
     "ColMajor",
+    "CopyKind",
     "Device",
     "DeviceBuffer",
     "DeviceMemoryResource",

@@ -17,8 +17,9 @@ pub mod rocm;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::copy::CopyKind;
 use crate::device::{Device, DeviceType};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::{Stream, StreamSentinel};
@@ -180,6 +181,96 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
         nbytes: usize,
         stream: &Stream,
     ) -> Result<()>;
+
+    /// Copies `nbytes` from `src` to `dst` in the direction `kind` names,
+    /// on `stream` (one of this runtime's): the seed's `memcpy`. A copy
+    /// touching host memory is done when this returns; one between device
+    /// addresses is ordered on `stream`. Null addresses and ranges past the
+    /// end of the address space are refused; zero bytes touch nothing.
+    ///
+    /// The default serves the four named directions through the typed
+    /// copies (a host-to-host copy may overlap, as `memmove`) and refuses
+    /// [`CopyKind::Default`], which needs a driver that tells memory apart.
+    ///
+    /// ```
+    /// use devmm::{CopyKind, Device, DevicePtr, DeviceRuntime, Stream};
+    /// let cpu = devmm::runtime_for(Device::CPU)?;
+    /// let (src, mut dst) = (*b"devmm", [0u8; 5]);
+    /// let (to, from) = (DevicePtr::from_host_ptr(dst.as_mut_ptr()), DevicePtr::from_host_ptr(src.as_ptr().cast_mut()));
+    /// // SAFETY: both are 5 bytes of live host memory.
+    /// unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToHost, &Stream::cpu())? };
+    /// assert_eq!(&dst, b"devmm");
+    /// // The host has no device memory to copy to.
+    /// // SAFETY: refused before any byte is touched.
+    /// assert!(unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToDevice, &Stream::cpu()) }.is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `src` is valid for `nbytes` bytes of reads and `dst` for as many
+    /// writes, each in the memory `kind` says (host or device of `stream`'s
+    /// device), until the copy completes; unless `kind` is
+    /// [`CopyKind::HostToHost`], the ranges do not overlap.
+    unsafe fn memcpy(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: &Stream,
+    ) -> Result<()> {
+        crate::copy::check_addresses(dst, src, nbytes)?;
+        if nbytes == 0 {
+            return Ok(());
+        }
+        match kind {
+            CopyKind::HostToHost => {
+                // SAFETY: the caller vouches for both host ranges.
+                unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+                Ok(())
+            }
+            // SAFETY: `src` is `nbytes` of host memory (the caller vouches,
+            // and `check_addresses` bounds `nbytes` by `isize::MAX`), not
+            // written while the copy reads it (the ranges are disjoint).
+            CopyKind::HostToDevice => unsafe {
+                let src = std::slice::from_raw_parts(src.as_host_ptr::<u8>(), nbytes);
+                self.copy_host_to_device(dst, src, stream)
+            },
+            // SAFETY: `dst` is `nbytes` of host memory no other reference
+            // reaches during the copy (as above).
+            CopyKind::DeviceToHost => unsafe {
+                let dst = std::slice::from_raw_parts_mut(dst.as_host_ptr::<u8>(), nbytes);
+                self.copy_device_to_host(dst, src, stream)
+            },
+            // SAFETY: the caller vouches for both device ranges.
+            CopyKind::DeviceToDevice => unsafe {
+                self.copy_device_to_device(dst, src, nbytes, stream)
+            },
+            CopyKind::Default => Err(Error::InvalidArgument {
+                reason: format!(
+                    "the {} runtime cannot tell host from device memory; name the copy's direction instead of DEFAULT",
+                    self.name()
+                ),
+            }),
+        }
+    }
+
+    /// Makes the native stream `consumer` of `producer`'s device wait for
+    /// the work queued so far on `producer` (an event on GPUs): the seed's
+    /// `make_stream_wait`, the DLPack `stream=` hand-off.
+    ///
+    /// ```
+    /// use devmm::{Device, DeviceRuntime, Stream};
+    /// // Host work is done when a call returns: any consumer handle has
+    /// // nothing to wait for.
+    /// devmm::runtime_for(Device::CPU)?.make_stream_wait(7, &Stream::cpu())?;
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn make_stream_wait(&self, consumer: usize, producer: &Stream) -> Result<()> {
+        self.wrap_stream(producer.device(), consumer)?
+            .wait(producer)
+    }
 
     /// Makes `device` the active one for this thread until the guard drops.
     fn activate(&self, device: Device) -> Result<ActivationGuard>;

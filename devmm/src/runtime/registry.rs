@@ -165,7 +165,7 @@ pub fn register_external_runtime(name: &str) -> Result<()> {
 
 /// The runtimes whose platform is present, by probing only: no driver table
 /// is resolved; then the [external](register_external_runtime) ones. With
-/// `DEVMM_RUNTIME` set, only that runtime and `cpu`.
+/// `DEVMM_RUNTIME` set, only that runtime (not probed: forced) and `cpu`.
 ///
 /// ```
 /// assert!(devmm::runtime_names().contains(&"cpu".to_string()));
@@ -181,9 +181,11 @@ pub fn runtime_names() -> Vec<String> {
         let external = reg.external.iter().filter(|n| selected(n));
         (candidates.copied().collect(), external.cloned().collect())
     };
+    // The runtime DEVMM_RUNTIME names is forced, as the seed's: listed
+    // without its probe, so loading it says why it cannot run.
     let probed = candidates
         .into_iter()
-        .filter(|r| (r.probe)())
+        .filter(|r| only == Some(r.name) || (r.probe)())
         .map(|r| r.name.to_owned());
     probed.chain(external).collect()
 }

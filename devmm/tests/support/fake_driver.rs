@@ -292,6 +292,15 @@ impl FakeControl {
         unsafe { self.function::<extern "C" fn(c_int)>("fake_set_no_driver")(c_int::from(on)) }
     }
 
+    /// `fake_set_unified_addressing(int device, int on) -> int`.
+    pub(crate) fn set_unified_addressing(&self, device: c_int, on: bool) -> c_int {
+        // SAFETY: `int fake_set_unified_addressing(int, int)`.
+        let set = unsafe {
+            self.function::<extern "C" fn(c_int, c_int) -> c_int>("fake_set_unified_addressing")
+        };
+        set(device, c_int::from(on))
+    }
+
     /// `fake_set_pools(int device, int supported) -> int`.
     pub(crate) fn set_pools(&self, device: c_int, supported: bool) -> c_int {
         // SAFETY: `int fake_set_pools(int, int)`.

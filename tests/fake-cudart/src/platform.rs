@@ -73,6 +73,7 @@ pub(crate) static CUDA: Platform = Platform {
     default_versions: (12040, 12040),
     attributes: Attributes {
         memory_pools_supported: 115,
+        unified_addressing: 41,
         compute_capability: Some((75, 76)),
         capability: (9, 0),
     },

@@ -184,6 +184,20 @@ pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
     })
 }
 
+/// Whether `device` has unified addressing (`cudaDevAttrUnifiedAddressing`, on by default);
+/// without it, a copy of the default kind (`cudaMemcpyDefault`) is an invalid direction.
+#[no_mangle]
+pub extern "C" fn fake_set_unified_addressing(device: c_int, on: c_int) -> c_int {
+    guarded(REFUSED, || {
+        status(
+            state::lock()
+                .devices
+                .set_unified_addressing(device, on != 0)
+                .is_ok(),
+        )
+    })
+}
+
 /// Microseconds each item of stream work waits before it runs (0 by default).
 #[no_mangle]
 pub extern "C" fn fake_set_stream_delay(micros: u64) {

@@ -29,6 +29,8 @@ struct DeviceMemory {
     used: u64,
     /// `cudaDevAttrMemoryPoolsSupported`: without pools, `*MallocAsync` is not supported.
     pools: bool,
+    /// `cudaDevAttrUnifiedAddressing`: without it, `*MemcpyDefault` is an invalid direction.
+    unified: bool,
     /// Whether a context (the primary one) was created on the device.
     context: bool,
     /// The default pool's release threshold (`cudaMemPoolAttrReleaseThreshold`).
@@ -41,6 +43,8 @@ impl Default for DeviceMemory {
             limit: DEFAULT_MEMORY_LIMIT,
             used: 0,
             pools: std::env::var_os("FAKE_DRIVER_NO_POOLS").is_none_or(|v| v != "1"),
+            // Every 64-bit CUDA and ROCm system has it.
+            unified: true,
             context: false,
             release_threshold: 0,
         }
@@ -142,6 +146,16 @@ impl Devices {
     pub(crate) fn set_pools_supported(&mut self, device: c_int, pools: bool) -> Result<(), Fault> {
         let index = self.index(device)?;
         self.memory[index].pools = pools;
+        Ok(())
+    }
+
+    pub(crate) fn unified_addressing(&self, device: c_int) -> Result<bool, Fault> {
+        Ok(self.memory[self.index(device)?].unified)
+    }
+
+    pub(crate) fn set_unified_addressing(&mut self, device: c_int, on: bool) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        self.memory[index].unified = on;
         Ok(())
     }
 

@@ -125,6 +125,8 @@ pub struct Platform {
 pub struct Attributes {
     /// `cudaDevAttrMemoryPoolsSupported` (115) / `hipDeviceAttributeMemoryPoolsSupported` (88).
     pub memory_pools_supported: c_int,
+    /// `cudaDevAttrUnifiedAddressing` (41) / `hipDeviceAttributeUnifiedAddressing` (85).
+    pub unified_addressing: c_int,
     /// `cudaDevAttrComputeCapabilityMajor` and `...Minor` (75, 76), where the platform has them.
     pub compute_capability: Option<(c_int, c_int)>,
     /// The compute capability the fake's devices report.
@@ -165,6 +167,7 @@ impl Platform {
         default_versions: (12040, 12040),
         attributes: Attributes {
             memory_pools_supported: 115,
+            unified_addressing: 41,
             compute_capability: Some((75, 76)),
             capability: (9, 0),
         },

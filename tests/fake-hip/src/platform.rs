@@ -70,6 +70,7 @@ pub(crate) static HIP: Platform = Platform {
     default_versions: (60_241_133, 60_241_133),
     attributes: Attributes {
         memory_pools_supported: 88,
+        unified_addressing: 85,
         compute_capability: None,
         capability: (9, 0),
     },

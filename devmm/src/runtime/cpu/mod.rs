@@ -9,6 +9,7 @@ mod stream;
 
 use std::sync::{Arc, OnceLock};
 
+use crate::copy::CopyKind;
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
@@ -183,6 +184,37 @@ impl DeviceRuntime for CpuRuntime {
             std::ptr::copy_nonoverlapping(src.as_host_ptr::<u8>(), dst.as_host_ptr(), nbytes)
         };
         Ok(())
+    }
+
+    /// Host to host only, as `memmove` (the ranges may overlap).
+    unsafe fn memcpy(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_device(stream.device())?;
+        if kind != CopyKind::HostToHost {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "the cpu runtime copies host to host only, not {}; pass HOST_TO_HOST",
+                    kind.name()
+                ),
+            });
+        }
+        crate::copy::check_addresses(dst, src, nbytes)?;
+        // SAFETY: the caller vouches for both ranges.
+        unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+        Ok(())
+    }
+
+    /// Host work is done when a call returns, so no consumer stream has
+    /// anything to wait for, whatever its handle (the seed's CPU runtime
+    /// ignores it too).
+    fn make_stream_wait(&self, _consumer: usize, producer: &Stream) -> Result<()> {
+        check_device(producer.device())
     }
 
     fn activate(&self, device: Device) -> Result<ActivationGuard> {

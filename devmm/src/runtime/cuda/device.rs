@@ -30,6 +30,10 @@ pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
 /// `cudaDevAttrMemoryPoolsSupported`.
 pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 115;
 
+/// `cudaDevAttrUnifiedAddressing`: one address space for host and device,
+/// which `cudaMemcpyDefault` needs.
+pub(super) const ATTR_UNIFIED_ADDRESSING: c_int = 41;
+
 /// `cudaDevAttrComputeCapabilityMajor` and `cudaDevAttrComputeCapabilityMinor`.
 pub(super) const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = Some((75, 76));
 

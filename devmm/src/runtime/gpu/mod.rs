@@ -26,8 +26,8 @@ use crate::stream::{Stream, StreamSentinel};
 
 use super::driver::{Driver, DriverTable};
 use super::{ActivationGuard, DeviceRuntime};
+use crate::copy::CopyKind;
 pub(crate) use calls::Calls;
-use result::memory::CopyKind;
 
 /// A driver status code (`cudaError_t`, `hipError_t`); 0 is success.
 pub(crate) type Status = c_int;
@@ -64,6 +64,9 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const ERRORS_NO_DRIVER: &'static [Status];
     /// The device attribute saying whether memory pools (`*MallocAsync`) work.
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int;
+    /// The device attribute saying whether host and device share one
+    /// address space, which the inferred copy direction needs.
+    const ATTR_UNIFIED_ADDRESSING: c_int;
     /// The compute capability attributes (major, minor), where the platform has them.
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)>;
     /// Resource names.
@@ -124,6 +127,8 @@ pub struct GpuRuntime<P: Platform> {
     defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
     /// One event per device, recorded again for every hand-off.
     events: Mutex<HashMap<Device, usize>>,
+    /// Which ordinals have unified addressing, once asked.
+    unified: Mutex<HashMap<c_int, bool>>,
     /// What devices' default pools keep on synchronization
     /// ([`POOL_RELEASE_THRESHOLD_ENV`]), and the devices already set.
     pool_release_threshold: u64,
@@ -154,6 +159,7 @@ fn pool_release_threshold(runtime: &str) -> Result<u64> {
 
 impl<P: Platform> GpuRuntime<P> {
     /// Queues one memcpy of `kind` on `stream`, with its device active.
+    /// [`CopyKind::Default`] needs unified addressing on the device.
     ///
     /// # Safety
     ///
@@ -170,7 +176,14 @@ impl<P: Platform> GpuRuntime<P> {
         let device = stream.device();
         self.check(device)?;
         let _active = device::activate(&self.driver, device)?;
-        let kind = CopyKind::for_device::<P>(device, kind);
+        if kind == CopyKind::Default && nbytes > 0 && !self.unified_addressing(device)? {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "{device} has no unified addressing, so the driver cannot tell host from \
+                     device memory; name the copy's direction instead of DEFAULT"
+                ),
+            });
+        }
         // SAFETY: forwarded from the caller's guarantee.
         unsafe {
             result::memory::copy_async(
@@ -236,6 +249,7 @@ impl<P: Platform> GpuRuntime<P> {
             device_count,
             defaults: Mutex::default(),
             events: Mutex::default(),
+            unified: Mutex::default(),
             pool_release_threshold,
             pools_configured: Mutex::default(),
         }))
@@ -312,6 +326,20 @@ impl<P: Platform> GpuRuntime<P> {
         } else {
             Ok(Stream::borrowed(device, handle, ops))
         }
+    }
+
+    /// Whether `device`'s ordinal shares one address space with the host,
+    /// asked of the driver once per ordinal.
+    fn unified_addressing(&self, device: Device) -> Result<bool> {
+        let ordinal = device::ordinal(device);
+        let mut known = self.unified.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&unified) = known.get(&ordinal) {
+            return Ok(unified);
+        }
+        let attribute = P::ATTR_UNIFIED_ADDRESSING;
+        let unified = result::device::attribute(&self.driver, attribute, device)? != 0;
+        known.insert(ordinal, unified);
+        Ok(unified)
     }
 
     /// Whether `device` supports memory pools, which `*MallocAsync` needs.
@@ -445,8 +473,9 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         stream: &Stream,
     ) -> Result<()> {
         let (to, from) = (dst.as_host_ptr(), src.as_ptr().cast());
+        let kind = result::memory::kind_for_device::<P>(stream.device(), CopyKind::HostToDevice);
         // SAFETY: the caller guarantees `dst` is valid for `src.len()` bytes.
-        unsafe { self.copy(to, from, src.len(), CopyKind::HostToDevice, stream) }?;
+        unsafe { self.copy(to, from, src.len(), kind, stream) }?;
         // `src` is only borrowed for this call: wait until the copy has read it.
         crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
     }
@@ -461,9 +490,10 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             dst.as_mut_ptr().cast(),
             src.as_host_ptr::<c_void>().cast_const(),
         );
+        let kind = result::memory::kind_for_device::<P>(stream.device(), CopyKind::DeviceToHost);
         // SAFETY: the caller guarantees `src` is valid for `dst.len()` bytes;
         // `dst` is an exclusive borrow.
-        unsafe { self.copy(to, from, dst.len(), CopyKind::DeviceToHost, stream) }?;
+        unsafe { self.copy(to, from, dst.len(), kind, stream) }?;
         // The caller reads `dst` as soon as this returns.
         crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
     }
@@ -476,8 +506,37 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         stream: &Stream,
     ) -> Result<()> {
         let (to, from) = (dst.as_host_ptr(), src.as_host_ptr::<c_void>().cast_const());
+        let kind = result::memory::kind_for_device::<P>(stream.device(), CopyKind::DeviceToDevice);
         // SAFETY: the caller guarantees both ranges are valid and disjoint.
-        unsafe { self.copy(to, from, nbytes, CopyKind::DeviceToDevice, stream) }
+        unsafe { self.copy(to, from, nbytes, kind, stream) }
+    }
+
+    /// The kind goes to the driver as it is (`Default` where the device has
+    /// unified addressing); a copy touching host memory is synchronized
+    /// before this returns, one between device addresses stays ordered on
+    /// `stream`.
+    unsafe fn memcpy(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: &Stream,
+    ) -> Result<()> {
+        crate::copy::check_addresses(dst, src, nbytes)?;
+        self.check(stream.device())?;
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let (to, from) = (dst.as_host_ptr(), src.as_host_ptr::<c_void>().cast_const());
+        // SAFETY: the caller guarantees both ranges for `kind`.
+        unsafe { self.copy(to, from, nbytes, kind, stream) }?;
+        if kind == CopyKind::DeviceToDevice {
+            Ok(())
+        } else {
+            // The host side is only vouched for during this call.
+            crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
+        }
     }
 
     fn activate(&self, device: Device) -> Result<ActivationGuard> {

@@ -342,26 +342,16 @@ pub(crate) mod memory {
     /// stream may use.
     const MEM_ATTACH_GLOBAL: u32 = 0x1;
 
-    /// `cudaMemcpyKind` / `hipMemcpyKind`: the two APIs share the values.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) enum CopyKind {
-        HostToDevice = 1,
-        DeviceToHost = 2,
-        DeviceToDevice = 3,
-        /// The driver infers the direction from the addresses (unified
-        /// addressing); used for host-accessible device types.
-        Default = 4,
-    }
+    use crate::copy::CopyKind;
 
-    impl CopyKind {
-        /// `natural` for device memory; `Default` for pinned and managed
-        /// memory, whose addresses the driver recognizes itself.
-        pub(crate) fn for_device<P: Platform>(device: Device, natural: CopyKind) -> CopyKind {
-            if device.ty() == P::DEVICE {
-                natural
-            } else {
-                CopyKind::Default
-            }
+    /// The kind a typed copy on `device`'s stream passes: `natural` for
+    /// device memory; `Default` for pinned and managed memory, whose
+    /// addresses the driver recognizes itself.
+    pub(crate) fn kind_for_device<P: Platform>(device: Device, natural: CopyKind) -> CopyKind {
+        if device.ty() == P::DEVICE {
+            natural
+        } else {
+            CopyKind::Default
         }
     }
 

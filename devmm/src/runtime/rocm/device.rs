@@ -22,6 +22,10 @@ pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
 /// `hipDeviceAttributeMemoryPoolsSupported`.
 pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 88;
 
+/// `hipDeviceAttributeUnifiedAddressing`: one address space for host and
+/// device, which `hipMemcpyDefault` needs.
+pub(super) const ATTR_UNIFIED_ADDRESSING: c_int = 85;
+
 /// AMD GPUs name their architecture (`gfx942`) instead of a compute
 /// capability; devmm reports none.
 pub(super) const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = None;

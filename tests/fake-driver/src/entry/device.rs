@@ -95,7 +95,8 @@ pub unsafe fn mem_get_info(
 }
 
 /// `cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device)`: memory-pool support
-/// (per device, see `fake_set_pools`) and the compute capability; other attributes are invalid
+/// (per device, see `fake_set_pools`), unified addressing (per device, see
+/// `fake_set_unified_addressing`) and the compute capability; other attributes are invalid
 /// values.
 ///
 /// # Safety
@@ -116,6 +117,8 @@ pub unsafe fn device_get_attribute(
             let attributes = platform.attributes;
             let answer = if attr == attributes.memory_pools_supported {
                 c_int::from(state.devices.pools_supported(device)?)
+            } else if attr == attributes.unified_addressing {
+                c_int::from(state.devices.unified_addressing(device)?)
             } else {
                 state.devices.pools_supported(device)?; // the device must exist
                 match attributes.compute_capability {

@@ -189,8 +189,10 @@ pub fn free_host(platform: &'static Platform, name: &'static str, ptr: *mut c_vo
 }
 
 /// `cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind)`. Every side
-/// the kind calls "device" must lie inside one live device or managed block; the default
-/// kind infers each side from the allocation table.
+/// the kind calls "device" must lie inside one live device or managed block, and every side
+/// it calls "host" outside device blocks (managed and pinned memory are host memory too); the
+/// default kind infers each side from the allocation table, on a device with unified
+/// addressing only (`fake_set_unified_addressing`), as the real runtime.
 ///
 /// # Safety
 /// Host-side pointers are valid for `count` bytes (read for `src`, write for `dst`).
@@ -332,7 +334,12 @@ unsafe fn copy(
         1 => (true, false),
         2 => (false, true),
         3 => (true, true),
-        MEMCPY_DEFAULT => (on_device(dst), on_device(src)),
+        MEMCPY_DEFAULT => {
+            if !state.devices.unified_addressing(state.devices.current()?)? {
+                return Err(Fault::InvalidMemcpyDirection);
+            }
+            (on_device(dst), on_device(src))
+        }
         _ => return Err(Fault::InvalidMemcpyDirection),
     };
     if count == 0 {
@@ -346,7 +353,13 @@ unsafe fn copy(
             .memory
             .find(side, count)
             .is_some_and(|a| a.kind.on_device());
-        if is_device && !inside {
+        // A host side in device memory is a wrong kind: hardware reads it as host memory
+        // (or fails), never as the device memory it is.
+        let in_device_memory = state
+            .memory
+            .find(side, 1)
+            .is_some_and(|a| a.kind == Kind::Device);
+        if (is_device && !inside) || (!is_device && in_device_memory) {
             return Err(Fault::InvalidValue);
         }
     }

@@ -28,9 +28,9 @@ import warnings
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from . import _devmm
-from ._core.device import Device
-from ._devmm import DeviceRuntime, DeviceType, RuntimeUnavailableError
+from .. import _devmm
+from .._core.device import Device
+from .._devmm import DeviceRuntime, DeviceType, RuntimeUnavailableError
 
 GROUP = "devmm.runtimes"
 
@@ -91,15 +91,16 @@ def runtime_names() -> tuple[str, ...]:
     driver is loaded, no third-party runtime imported): devmm's, then the
     ``devmm.runtimes`` entry points, read again on each call (milliseconds:
     it lists the installed distributions). ``DEVMM_RUNTIME`` restricts the
-    list to ``cpu`` and the runtime it names."""
+    list to ``cpu`` and the runtime it names, listed without probing
+    (forced, as the seed's: ``runtime_for`` then says why it cannot run)."""
     discover()
     return _devmm.runtime_names()
 
 
-def runtime_for(which: Device | DeviceType | str) -> DeviceRuntime | Any:
-    """The runtime for a device, a device type or a name; loaded on first
-    use and the same object afterwards. A name may be a third-party
-    runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
+def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
+    """The runtime for a device, a device type (or its DLPack code) or a
+    name; loaded on first use and the same object afterwards. A name may be
+    a third-party runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
     none serves it."""
     if not isinstance(which, str):
         return _devmm.runtime_for(which)
