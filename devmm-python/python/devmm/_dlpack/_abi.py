@@ -7,6 +7,11 @@ field order and types."""
 from __future__ import annotations
 
 import ctypes
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # What a function-pointer field reads as; typeshed has it in `_ctypes` only.
+    from _ctypes import CFuncPtr
 
 __all__ = [
     "DLPACK_FLAG_BITMASK_IS_COPIED",
@@ -35,11 +40,18 @@ DLPACK_FLAG_BITMASK_IS_COPIED = 1 << 1
 class DLPackVersion(ctypes.Structure):
     """``DLPackVersion``: the version a versioned capsule is stamped with."""
 
+    # What the fields read as on an instance; the layout is ``_fields_``.
+    major: int
+    minor: int
+
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class DLDevice(ctypes.Structure):
     """``DLDevice``: the ``DLDeviceType`` code (a C enum, 32 bits) and ordinal."""
+
+    device_type: int
+    device_id: int
 
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
@@ -47,11 +59,23 @@ class DLDevice(ctypes.Structure):
 class DLDataType(ctypes.Structure):
     """``DLDataType``: ``(code, bits, lanes)``, four bytes."""
 
+    code: int
+    bits: int
+    lanes: int
+
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class DLTensor(ctypes.Structure):
     """``DLTensor``: the non-owning description (strides in elements)."""
+
+    data: int | None
+    device: DLDevice
+    ndim: int
+    dtype: DLDataType
+    shape: ctypes._Pointer[ctypes.c_int64]
+    strides: ctypes._Pointer[ctypes.c_int64]
+    byte_offset: int
 
     _fields_ = [
         ("data", ctypes.c_void_p),
@@ -67,10 +91,20 @@ class DLTensor(ctypes.Structure):
 class DLManagedTensor(ctypes.Structure):
     """The legacy (pre-1.0) managed tensor, in a ``"dltensor"`` capsule."""
 
+    dl_tensor: DLTensor
+    manager_ctx: int | None
+    deleter: CFuncPtr
+
 
 class DLManagedTensorVersioned(ctypes.Structure):
     """The DLPack 1.x managed tensor, in a ``"dltensor_versioned"`` capsule;
     ``flags`` comes before ``dl_tensor``, as the header orders them."""
+
+    version: DLPackVersion
+    manager_ctx: int | None
+    deleter: CFuncPtr
+    flags: int
+    dl_tensor: DLTensor
 
 
 # Each deleter takes a pointer to its own struct, so the fields can only be
