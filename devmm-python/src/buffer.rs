@@ -316,15 +316,14 @@ impl PyDeviceBuffer {
     /// exports); the arguments are those of `Tensor.__dlpack__`.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         stream: Option<DlpackStream>,
         max_version: Option<DlpackVersion>,
         dl_device: Option<DlpackDevice>,
         copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let bytes = devmm::Tensor::bytes_of(Arc::clone(&self.buffer)).py()?;
-        crate::dlpack::export_capsule(py, &bytes, stream, max_version, dl_device, copy)
+        let bytes = devmm::Tensor::bytes_of(Arc::clone(&slf.get().buffer)).py()?;
+        crate::dlpack::export_capsule(slf.as_any(), &bytes, stream, max_version, dl_device, copy)
     }
 
     /// `(device_type, device_id)` as the DLPack protocol reports it.

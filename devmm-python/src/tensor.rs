@@ -288,14 +288,14 @@ impl PyTensor {
     /// `BufferError`, as does a tensor whose buffer was freed.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         stream: Option<DlpackStream>,
         max_version: Option<DlpackVersion>,
         dl_device: Option<DlpackDevice>,
         copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        crate::dlpack::export_capsule(py, &self.tensor, stream, max_version, dl_device, copy)
+        let tensor = &slf.get().tensor;
+        crate::dlpack::export_capsule(slf.as_any(), tensor, stream, max_version, dl_device, copy)
     }
 
     /// `(device_type, device_id)` as the DLPack protocol reports it.

@@ -281,3 +281,39 @@ def test_conformance_suite_passes_on_the_cpu(cpu: devmm.Device) -> None:
 
 
 import devmm.testing  # noqa: E402  (imported last: the module under test above is devmm)
+
+
+@pytest.mark.parametrize("make", ["tensor", "buffer"])
+def test_an_export_keeps_its_producer_object_until_the_consumer_lets_go(make: str) -> None:
+    # As the seed's holder keeps its Tensor: a weak reference to the
+    # producer lives as long as a capsule or a consumer's array does.
+    import weakref
+
+    t = devmm.empty((2, 2), "float32", layout=devmm.RowMajor())
+    producer = t if make == "tensor" else devmm.DeviceBuffer(16)
+    ref = weakref.ref(producer)
+    capsule = producer.__dlpack__(max_version=(1, 1))
+    held = np.from_dlpack(producer)
+    del t, producer
+    gc.collect()
+    assert ref() is not None
+    del capsule  # an unconsumed capsule lets go when it dies
+    gc.collect()
+    assert ref() is not None
+    del held
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_consumer_on_another_thread_lets_the_producer_go() -> None:
+    import weakref
+
+    t = devmm.empty((4,), "uint8")
+    ref = weakref.ref(t)
+    held = [np.from_dlpack(t)]
+    del t
+    worker = threading.Thread(target=held.clear)
+    worker.start()
+    worker.join()
+    gc.collect()
+    assert ref() is None
