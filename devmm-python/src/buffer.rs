@@ -1,6 +1,6 @@
 //! `DeviceBuffer`: one owning, stream-ordered allocation.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -15,7 +15,7 @@ use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
-use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
+use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, PyStream, StreamArg};
 
 /// An allocation that owns its memory and keeps its resource alive.
 ///
@@ -23,20 +23,30 @@ use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 /// and is idempotent; a `with` block frees it on exit, and dropping the last
 /// reference frees it too. While DLPack exports of it are alive, `free()`
 /// closes it and the memory goes back when the last consumer lets go.
-#[pyclass(frozen, name = "DeviceBuffer", module = "devmm")]
+#[pyclass(frozen, weakref, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
     pub(crate) mr: Py<PyMemoryResource>,
+    /// The `stream` object: the one the buffer was allocated on when one
+    /// was passed, else made on first access; the same object every time.
+    stream: OnceLock<Py<PyAny>>,
     /// How the buffer's resource holds a Python-defined `mr`, when it
     /// bridges one (see [`bridge_of`]).
     pub(crate) bridge: Option<Arc<PythonRef>>,
 }
 
 impl PyDeviceBuffer {
-    pub(crate) fn wrap(buffer: Arc<devmm::DeviceBuffer>, mr: Py<PyMemoryResource>) -> Self {
+    /// `buffer` from `mr`, allocated on the stream object `stream` when
+    /// one was passed.
+    pub(crate) fn wrap(
+        buffer: Arc<devmm::DeviceBuffer>,
+        mr: Py<PyMemoryResource>,
+        stream: Option<Py<PyAny>>,
+    ) -> Self {
         PyDeviceBuffer {
             buffer,
             mr,
+            stream: stream.map_or_else(OnceLock::new, OnceLock::from),
             bridge: None,
         }
     }
@@ -72,10 +82,11 @@ impl PyDeviceBuffer {
         py: Python<'_>,
         nbytes: Option<Count<Nbytes>>,
         mr: Option<&Bound<'_, PyMemoryResource>>,
-        stream: Option<StreamArg>,
+        stream: Option<KeptStreamArg>,
         device: Option<DeviceArg>,
         size: Option<Count<Size>>,
     ) -> PyResult<Self> {
+        let (stream, stream_obj) = KeptStreamArg::split(stream);
         let size = match (nbytes, size) {
             (Some(_), Some(_)) => {
                 return Err(PyTypeError::new_err(
@@ -115,12 +126,13 @@ impl PyDeviceBuffer {
             maybe_detached(py, device, || devmm::DeviceBuffer::new(size, rust, &stream)).py()?;
         Ok(PyDeviceBuffer {
             bridge,
-            ..PyDeviceBuffer::wrap(Arc::new(buffer), obj)
+            ..PyDeviceBuffer::wrap(Arc::new(buffer), obj, stream_obj)
         })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.mr)?;
+        visit.call(self.stream.get())?;
         match self.owned_bridge() {
             Some(bridge) => bridge.traverse(&visit),
             None => Ok(()),
@@ -162,10 +174,18 @@ impl PyDeviceBuffer {
         self.buffer.device().into()
     }
 
-    /// The stream the buffer was allocated on.
+    /// The stream the buffer was allocated on: the object passed as
+    /// `stream`, when one was (the same object on every access).
+    ///
+    /// Python type: `Stream`
     #[getter]
-    fn stream(&self) -> PyStream {
-        self.buffer.stream().clone().into()
+    fn stream(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if let Some(stream) = self.stream.get() {
+            return Ok(stream.clone_ref(py));
+        }
+        let made = Py::new(py, PyStream::from(self.buffer.stream().clone()))?.into_any();
+        // Should another thread have won the race, its object is kept.
+        Ok(self.stream.get_or_init(|| made).clone_ref(py))
     }
 
     /// The resource that owns the memory.
@@ -280,14 +300,15 @@ impl PyDeviceBuffer {
     fn to_device(
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
-        stream: Option<StreamArg>,
+        stream: Option<KeptStreamArg>,
         mr: Option<&Bound<'_, PyMemoryResource>>,
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let bytes = bytes_of(data)?;
         let nbytes = Count::of(bytes.as_bytes().len());
-        let made = PyDeviceBuffer::py_new(py, Some(nbytes), mr, stream.clone(), device, None)?;
-        made.copy_from_host(py, bytes.as_any(), stream, 0)?;
+        let copy_stream = stream.as_ref().map(|kept| kept.arg.clone());
+        let made = PyDeviceBuffer::py_new(py, Some(nbytes), mr, stream, device, None)?;
+        made.copy_from_host(py, bytes.as_any(), copy_stream, 0)?;
         Ok(made)
     }
 
@@ -295,15 +316,14 @@ impl PyDeviceBuffer {
     /// exports); the arguments are those of `Tensor.__dlpack__`.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         stream: Option<DlpackStream>,
         max_version: Option<DlpackVersion>,
         dl_device: Option<DlpackDevice>,
         copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let bytes = devmm::Tensor::bytes_of(Arc::clone(&self.buffer)).py()?;
-        crate::dlpack::export_capsule(py, &bytes, stream, max_version, dl_device, copy)
+        let bytes = devmm::Tensor::bytes_of(Arc::clone(&slf.get().buffer)).py()?;
+        crate::dlpack::export_capsule(slf.as_any(), &bytes, stream, max_version, dl_device, copy)
     }
 
     /// `(device_type, device_id)` as the DLPack protocol reports it.

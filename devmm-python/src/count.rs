@@ -13,6 +13,10 @@ use pyo3::types::{PyInt, PyTuple};
 pub(crate) trait ArgName {
     /// As the Python signature spells it.
     const NAME: &'static str;
+    /// Whether a value that is no int is a `ValueError` too, where the
+    /// seed's rule for the argument says so, rather than the conversion's
+    /// `TypeError`.
+    const ONLY_VALUE_ERRORS: bool = false;
 }
 
 /// A non-negative integer argument named `N::NAME` in its errors.
@@ -37,7 +41,19 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        count(&obj, "must be an integer", N::NAME).map(Count::of)
+        let rule = "must be an integer";
+        match count(&obj, rule, N::NAME) {
+            Ok(value) => Ok(Count::of(value)),
+            Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => {
+                Err(PyValueError::new_err(format!(
+                    "{} {rule} from 0 to {}, not {}",
+                    N::NAME,
+                    usize::MAX,
+                    obj.repr()?
+                )))
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 
@@ -148,6 +164,16 @@ pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -
         .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
 }
 
+/// A tensor's offset, in elements: anything but a non-negative int is the
+/// seed's `ValueError`.
+#[derive(Debug)]
+pub(crate) struct Offset;
+
+impl ArgName for Offset {
+    const NAME: &'static str = "offset";
+    const ONLY_VALUE_ERRORS: bool = true;
+}
+
 /// Declares argument names for [`Count`].
 macro_rules! arg_names {
     ($($(#[$doc:meta])* $ty:ident = $name:literal;)*) => {$(
@@ -178,8 +204,6 @@ arg_names! {
     BaseAlignment = "base_alignment";
     /// An element size.
     Itemsize = "itemsize";
-    /// A tensor's offset, in elements.
-    Offset = "offset";
     /// A native stream handle.
     Handle = "handle";
     /// `make_stream_wait`'s native consumer stream.

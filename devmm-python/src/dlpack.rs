@@ -6,8 +6,9 @@
 //! released by its destructor, which runs the export's deleter.
 
 use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
 
-use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
+use devmm::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest, ExportOwner};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -145,9 +146,12 @@ impl<'py> FromPyObject<'_, 'py> for DlpackCopy {
     }
 }
 
-/// Exports `tensor` for a `__dlpack__(stream=, max_version=, dl_device=, copy=)` call.
+/// Exports `tensor` for a `__dlpack__(stream=, max_version=, dl_device=, copy=)`
+/// call on `producer`, which the export keeps alive until a consumer lets
+/// go (as the seed's holder keeps its `Tensor`: a weak reference to it
+/// stays alive while the memory is shared).
 pub(crate) fn export_capsule<'py>(
-    py: Python<'py>,
+    producer: &Bound<'py, PyAny>,
     tensor: &devmm::Tensor,
     stream: Option<DlpackStream>,
     max_version: Option<DlpackVersion>,
@@ -168,8 +172,13 @@ pub(crate) fn export_capsule<'py>(
         request = request.copy(copy);
     }
     // The stream hand-off may wait on a driver: without the GIL.
-    let export =
+    let py = producer.py();
+    let mut export =
         maybe_detached(py, tensor.device(), || tensor.to_dlpack(&request)).map_err(export_error)?;
+    let held = producer.clone().into_ptr();
+    // SAFETY: `held` is a strong reference of our own (never null), and
+    // `release_held` gives it back from any thread.
+    export.hold(unsafe { ExportOwner::new(NonNull::new_unchecked(held.cast()), release_held) });
     let flavor = export.flavor();
     let destructor: unsafe extern "C" fn(*mut ffi::PyObject) = match flavor {
         DlpackFlavor::Versioned => destroy_versioned,
@@ -186,6 +195,20 @@ pub(crate) fn export_capsule<'py>(
     }
     // SAFETY: a new reference, or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
+}
+
+/// Gives back the reference an export held, on the thread running its
+/// deleter (a consumer's, with or without the GIL).
+///
+/// # Safety
+///
+/// `held` is a strong reference to a Python object, given back once.
+unsafe fn release_held(held: NonNull<c_void>) {
+    // After the interpreter is gone there is nothing to give it back to.
+    Python::try_attach(|_py| {
+        // SAFETY: the GIL is held; the reference is ours (the contract).
+        unsafe { ffi::Py_DECREF(held.as_ptr().cast()) }
+    });
 }
 
 unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {

@@ -67,7 +67,7 @@ impl PyStreamSentinel {
 /// stream is accepted wherever a stream is; devmm reads its `device` and
 /// `handle` when it is passed and calls its `synchronize` and `wait_raw`
 /// when work ordered on it must be.
-#[pyclass(subclass, frozen, name = "Stream", module = "devmm")]
+#[pyclass(subclass, frozen, weakref, name = "Stream", module = "devmm")]
 #[derive(Debug)]
 pub(crate) struct PyStream {
     /// A runtime's stream; `None` for a Python subclass, bridged on use.
@@ -357,6 +357,38 @@ impl<'py> FromPyObject<'_, 'py> for StreamArg {
             "a devmm.Stream, a stream sentinel (devmm.DEFAULT, ...) or None",
             &obj,
         ))
+    }
+}
+
+/// A stream argument that keeps its `Stream` object: a buffer allocated on
+/// it hands back that very object as its `stream`, as the seed's attribute
+/// does (a sentinel is resolved on the device and not kept).
+///
+/// Python type: `Stream | StreamSentinel | None`
+pub(crate) struct KeptStreamArg {
+    /// The stream named, as every stream argument reads it.
+    pub(crate) arg: StreamArg,
+    /// The `Stream` object passed, if it was one.
+    pub(crate) obj: Option<Py<PyAny>>,
+}
+
+impl KeptStreamArg {
+    /// The stream argument and the object to keep, of an optional argument.
+    pub(crate) fn split(kept: Option<KeptStreamArg>) -> (Option<StreamArg>, Option<Py<PyAny>>) {
+        match kept {
+            Some(KeptStreamArg { arg, obj }) => (Some(arg), obj),
+            None => (None, None),
+        }
+    }
+}
+
+impl<'py> FromPyObject<'_, 'py> for KeptStreamArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let arg = obj.extract::<StreamArg>()?;
+        let kept = matches!(arg, StreamArg::Stream(_)).then(|| obj.to_owned().unbind());
+        Ok(KeptStreamArg { arg, obj: kept })
     }
 }
 

@@ -17,17 +17,19 @@ use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
 use crate::layout::{PyDeviceOptimal, PyLayout, PyLayoutPolicy, ShapeArg};
 use crate::resource::{bridge_of, object_of, PyMemoryResource, PythonRef};
-use crate::stream::{maybe_detached, resolve_stream, StreamArg};
+use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
 /// and what DLPack consumers take. Not an array: no arithmetic, no indexing.
-#[pyclass(frozen, name = "Tensor", module = "devmm")]
+#[pyclass(frozen, weakref, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     /// The layout's provenance (`None` for a hand-built layout).
     policy: Option<Py<PyAny>>,
     mr: Py<PyMemoryResource>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
+    /// The `Stream` object `empty` was given, for the buffer's `stream`.
+    stream: Option<Py<PyAny>>,
     /// How the buffer's resource holds a Python-defined `mr`, when it
     /// bridges one.
     bridge: Option<Arc<PythonRef>>,
@@ -58,6 +60,7 @@ impl PyTensor {
             policy: None,
             mr,
             buffer: OnceLock::new(),
+            stream: None,
             bridge: None,
         })
     }
@@ -157,6 +160,7 @@ impl PyTensor {
             policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: owner.mr.clone_ref(py),
             buffer: OnceLock::from(buffer.clone().unbind()),
+            stream: None,
             bridge: owner.bridge.clone(),
         })
     }
@@ -203,7 +207,11 @@ impl PyTensor {
         }
         let made = Py::new(
             py,
-            PyDeviceBuffer::wrap(Arc::clone(self.tensor.buffer()), self.mr.clone_ref(py)),
+            PyDeviceBuffer::wrap(
+                Arc::clone(self.tensor.buffer()),
+                self.mr.clone_ref(py),
+                self.stream.as_ref().map(|s| s.clone_ref(py)),
+            ),
         )?;
         // Should another thread have won the race, its object is kept.
         Ok(self.buffer.get_or_init(|| made).clone_ref(py))
@@ -268,6 +276,7 @@ impl PyTensor {
             policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: self.mr.clone_ref(py),
             buffer: OnceLock::new(),
+            stream: self.stream.as_ref().map(|s| s.clone_ref(py)),
             bridge: self.bridge.clone(),
         }
     }
@@ -279,14 +288,14 @@ impl PyTensor {
     /// `BufferError`, as does a tensor whose buffer was freed.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         stream: Option<DlpackStream>,
         max_version: Option<DlpackVersion>,
         dl_device: Option<DlpackDevice>,
         copy: Option<DlpackCopy>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        crate::dlpack::export_capsule(py, &self.tensor, stream, max_version, dl_device, copy)
+        let tensor = &slf.get().tensor;
+        crate::dlpack::export_capsule(slf.as_any(), tensor, stream, max_version, dl_device, copy)
     }
 
     /// `(device_type, device_id)` as the DLPack protocol reports it.
@@ -298,6 +307,7 @@ impl PyTensor {
         visit.call(&self.policy)?;
         visit.call(&self.mr)?;
         visit.call(self.buffer.get())?;
+        visit.call(&self.stream)?;
         match self.owned_bridge() {
             Some(bridge) => bridge.traverse(&visit),
             None => Ok(()),
@@ -468,8 +478,9 @@ impl Request {
         py: Python<'_>,
         shape: &[usize],
         dtype: devmm::DType,
-        stream: Option<StreamArg>,
+        stream: Option<KeptStreamArg>,
     ) -> PyResult<PyTensor> {
+        let (stream, stream_obj) = KeptStreamArg::split(stream);
         let Request {
             mut options,
             mut policy,
@@ -505,6 +516,7 @@ impl Request {
             policy,
             mr,
             buffer: OnceLock::new(),
+            stream: stream_obj,
             bridge,
         })
     }
@@ -523,23 +535,25 @@ pub(crate) fn empty(
     layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
-    stream: Option<StreamArg>,
+    stream: Option<KeptStreamArg>,
 ) -> PyResult<PyTensor> {
     Request::new(py, layout, device, mr)?.allocate(py, &shape.0, dtype.0, stream)
 }
 
-/// `obj.name` for `empty_like`: a missing attribute is a wrong argument
-/// type, so the seed's `TypeError`, naming what was missing.
+/// `obj.name` for `empty_like`, naming what was missing when it is. As in
+/// the seed, a missing `shape` or `dtype` stays an `AttributeError` and a
+/// missing `__dlpack_device__` is a `TypeError` (`missing`).
 fn array_attr<'py>(
     obj: &Bound<'py, PyAny>,
     name: &Bound<'py, PyString>,
+    missing: fn(String) -> PyErr,
 ) -> PyResult<Bound<'py, PyAny>> {
     obj.getattr(name).map_err(|err| {
         if !err.is_instance_of::<PyAttributeError>(obj.py()) {
             return err;
         }
         let kind = obj.get_type().name().map(|n| n.to_string());
-        PyTypeError::new_err(format!(
+        missing(format!(
             "empty_like(obj): {} has no {name}; pass a devmm Tensor or an array with \
              __dlpack_device__, shape and dtype (a NumPy array, say)",
             kind.unwrap_or_default()
@@ -576,7 +590,7 @@ pub(crate) fn empty_like(
     layout: Option<LayoutArg<'_>>,
     device: Option<DeviceArg>,
     mr: Option<&Bound<'_, PyMemoryResource>>,
-    stream: Option<StreamArg>,
+    stream: Option<KeptStreamArg>,
 ) -> PyResult<PyTensor> {
     let dtype = dtype.map(|d| d.0);
     let (shape, dtype, obj_device, order) = match obj.cast::<PyTensor>() {
@@ -591,10 +605,15 @@ pub(crate) fn empty_like(
             )
         }
         Err(_) => {
-            let shape: ShapeArg = array_attr(obj, intern!(py, "shape"))?.extract()?;
+            let shape: ShapeArg =
+                array_attr(obj, intern!(py, "shape"), PyAttributeError::new_err)?.extract()?;
             let dtype = match dtype {
                 Some(dtype) => dtype,
-                None => dtype_like(&array_attr(obj, intern!(py, "dtype"))?)?,
+                None => dtype_like(&array_attr(
+                    obj,
+                    intern!(py, "dtype"),
+                    PyAttributeError::new_err,
+                )?)?,
             };
             // NumPy-like producers report strides (in bytes, either sign).
             let strides: Option<Vec<isize>> = match obj.getattr(intern!(py, "strides")) {
@@ -607,7 +626,8 @@ pub(crate) fn empty_like(
             let obj_device = match &device {
                 Some(device) => device.0,
                 None => {
-                    let dlpack_device = array_attr(obj, intern!(py, "__dlpack_device__"))?;
+                    let dlpack_device =
+                        array_attr(obj, intern!(py, "__dlpack_device__"), PyTypeError::new_err)?;
                     let (ty, id): (i32, i32) = dlpack_device.call0()?.extract()?;
                     devmm::Device::from_dlpack(ty, id).py()?
                 }

@@ -169,3 +169,21 @@ def test_copy_from_host_refuses_a_source_that_is_not_c_contiguous() -> None:
         buf.copy_from_host(memoryview(b"abcdef")[::2])
     buf.copy_from_host(np.arange(6, dtype=np.int32).reshape(2, 3))
     assert bytes(buf) == np.arange(6, dtype=np.int32).tobytes()
+
+
+def test_a_buffer_s_stream_is_the_stream_object_it_was_given(stream: devmm.Stream) -> None:
+    # The seed's buffer keeps the stream it is given as an attribute.
+    from devmm._core.stream import CpuStream
+
+    assert devmm.DeviceBuffer(16, stream=stream).stream is stream
+    t = devmm.empty((2,), "float32", stream=stream)
+    assert t.buffer.stream is stream and t.to_read_only().buffer.stream is stream
+    assert devmm.empty_like(t, stream=stream).buffer.stream is stream
+    assert devmm.DeviceBuffer.to_device(b"ab", stream=stream).stream is stream
+    mine = CpuStream()
+    assert devmm.DeviceBuffer(16, stream=mine).stream is mine
+    # A stream made for the buffer is made once; a sentinel is resolved.
+    plain = devmm.DeviceBuffer(16)
+    assert plain.stream is plain.stream and plain.stream == stream
+    named = devmm.DeviceBuffer(16, stream=devmm.DEFAULT)
+    assert isinstance(named.stream, devmm.Stream) and named.stream == stream

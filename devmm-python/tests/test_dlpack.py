@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import devmm
+from devmm._dlpack import _abi
 
 PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
 PyCapsule_GetName.restype = ctypes.c_char_p
@@ -23,15 +24,48 @@ def capsule_name(capsule: object) -> bytes:
     return PyCapsule_GetName(capsule)
 
 
-def capsule_data_pointer(capsule: object) -> int | None:
-    """`dl_tensor.data` of an unconsumed capsule, read through the C ABI."""
+def managed_tensor(capsule: object) -> _abi.DLManagedTensorVersioned | _abi.DLManagedTensor:
+    """The managed struct of an unconsumed capsule, read through the C ABI
+    (a view into the export: keep the capsule alive while reading it)."""
     name = capsule_name(capsule)
     managed = PyCapsule_GetPointer(capsule, name)
     assert managed
-    # DLManagedTensorVersioned: version (8 bytes), manager_ctx, deleter,
-    # flags (8 bytes each), then the DLTensor; DLManagedTensor starts with it.
-    offset = 32 if name == b"dltensor_versioned" else 0
-    return ctypes.c_void_p.from_address(managed + offset).value
+    if name == b"dltensor_versioned":
+        return _abi.DLManagedTensorVersioned.from_address(managed)
+    return _abi.DLManagedTensor.from_address(managed)
+
+
+def capsule_data_pointer(capsule: object) -> int | None:
+    """`dl_tensor.data` of an unconsumed capsule."""
+    return managed_tensor(capsule).dl_tensor.data
+
+
+def test_the_abi_mirrors_have_the_header_s_sizes() -> None:
+    # dlpack.h 1.1 on a 64-bit ABI.
+    sizes = [ctypes.sizeof(c) for c in (_abi.DLDevice, _abi.DLDataType, _abi.DLTensor)]
+    assert sizes == [8, 4, 48]
+    assert ctypes.sizeof(_abi.DLManagedTensor) == 64
+    assert ctypes.sizeof(_abi.DLManagedTensorVersioned) == 80
+    assert _abi.DLManagedTensorVersioned.dl_tensor.offset == 32
+    assert _abi.DLPACK_VERSION == (1, 1)
+    assert (_abi.DLPACK_FLAG_BITMASK_READ_ONLY, _abi.DLPACK_FLAG_BITMASK_IS_COPIED) == (1, 2)
+
+
+def test_capsules_read_through_the_abi_mirrors() -> None:
+    t = devmm.empty((2, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), unit_stride_alignment=16))
+    for max_version, stamped in (((1, 0), (1, 0)), ((1, 1), (1, 1)), ((2, 5), (1, 1))):
+        capsule = t.to_read_only().__dlpack__(max_version=max_version)
+        managed = managed_tensor(capsule)
+        assert isinstance(managed, _abi.DLManagedTensorVersioned)
+        assert (managed.version.major, managed.version.minor) == stamped
+        assert managed.flags == _abi.DLPACK_FLAG_BITMASK_READ_ONLY
+    capsule = t.__dlpack__()
+    dl = managed_tensor(capsule).dl_tensor
+    assert (dl.device.device_type, dl.device.device_id) == t.__dlpack_device__()
+    assert (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes) == (2, 32, 1)
+    assert dl.ndim == 2 and (dl.shape[0], dl.shape[1]) == t.shape
+    assert (dl.strides[0], dl.strides[1]) == t.strides == (4, 1)
+    assert dl.data == t.data_ptr and dl.byte_offset == 0
 
 
 def test_version_negotiation_picks_the_capsule_flavour() -> None:
@@ -247,3 +281,39 @@ def test_conformance_suite_passes_on_the_cpu(cpu: devmm.Device) -> None:
 
 
 import devmm.testing  # noqa: E402  (imported last: the module under test above is devmm)
+
+
+@pytest.mark.parametrize("make", ["tensor", "buffer"])
+def test_an_export_keeps_its_producer_object_until_the_consumer_lets_go(make: str) -> None:
+    # As the seed's holder keeps its Tensor: a weak reference to the
+    # producer lives as long as a capsule or a consumer's array does.
+    import weakref
+
+    t = devmm.empty((2, 2), "float32", layout=devmm.RowMajor())
+    producer = t if make == "tensor" else devmm.DeviceBuffer(16)
+    ref = weakref.ref(producer)
+    capsule = producer.__dlpack__(max_version=(1, 1))
+    held = np.from_dlpack(producer)
+    del t, producer
+    gc.collect()
+    assert ref() is not None
+    del capsule  # an unconsumed capsule lets go when it dies
+    gc.collect()
+    assert ref() is not None
+    del held
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_consumer_on_another_thread_lets_the_producer_go() -> None:
+    import weakref
+
+    t = devmm.empty((4,), "uint8")
+    ref = weakref.ref(t)
+    held = [np.from_dlpack(t)]
+    del t
+    worker = threading.Thread(target=held.clear)
+    worker.start()
+    worker.join()
+    gc.collect()
+    assert ref() is None

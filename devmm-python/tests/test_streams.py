@@ -53,3 +53,36 @@ def test_streams_are_hashable_consistently_with_equality(cpu: devmm.Device) -> N
 
     mine, other = Mine(), Mine()
     assert {mine: 1, other: 2}[mine] == 1 and mine != other
+
+
+def test_the_seed_s_core_module_paths_name_the_package_s_classes() -> None:
+    from devmm._core import buffer, stream, tensor
+
+    assert (tensor.Tensor, tensor.empty, tensor.empty_like) == (devmm.Tensor, devmm.empty, devmm.empty_like)
+    assert buffer.DeviceBuffer is devmm.DeviceBuffer
+    assert (stream.Stream, stream.StreamSentinel) == (devmm.Stream, devmm.StreamSentinel)
+    assert (stream.DEFAULT, stream.LEGACY_DEFAULT, stream.PER_THREAD_DEFAULT) == (
+        devmm.DEFAULT, devmm.LEGACY_DEFAULT, devmm.PER_THREAD_DEFAULT)
+
+
+def test_cpu_stream_is_the_seed_s_constructible_cpu_stream() -> None:
+    from devmm._core.stream import CpuStream
+    from devmm.mrs.cpu import MallocMemoryResource
+
+    s = CpuStream()
+    assert isinstance(s, devmm.Stream) and s.device == devmm.Device("cpu") and s.handle == 0
+    assert s.synchronize() is None and s.wait_raw(0) is None
+    assert CpuStream(devmm.Device("cpu", 0)).device == devmm.Device("cpu")
+    with pytest.raises(ValueError, match="cuda:0"):
+        CpuStream(devmm.Device("cuda"))
+    back = pickle.loads(pickle.dumps(s))
+    assert type(back) is CpuStream and back.device == s.device
+    # Accepted wherever a stream is.
+    mr = MallocMemoryResource()
+    mr.deallocate(mr.allocate(64, s), 64, s)
+    buf = devmm.DeviceBuffer(64, mr=mr, stream=s)
+    assert buf.stream.handle == 0 and buf.stream.device == s.device
+    buf.free(s)
+    assert buf.closed
+    t = devmm.empty((2,), "float32", stream=s)
+    assert memoryview(t).shape == (2,)

@@ -68,9 +68,21 @@ def test_empty_like_tensors_and_numpy_arrays() -> None:
         assert t.shape == (2, 5) and t.dtype == devmm.DType.from_string(dtype)
 
 
-def test_empty_like_needs_a_dlpack_producer() -> None:
-    with pytest.raises(TypeError, match=r"empty_like\(obj\): list has no shape"):
+def test_empty_like_reads_shape_and_dtype_as_attributes() -> None:
+    # The seed reads `obj.shape` and `obj.dtype`, so a missing one is their
+    # AttributeError; only a missing __dlpack_device__ is a TypeError.
+    with pytest.raises(AttributeError, match=r"empty_like\(obj\): list has no shape"):
         devmm.empty_like([1, 2, 3])
+
+    class NoDType:
+        shape = (2,)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)
+
+    with pytest.raises(AttributeError, match=r"empty_like\(obj\): NoDType has no dtype"):
+        devmm.empty_like(NoDType())
+    assert devmm.empty_like(NoDType(), dtype="int8").shape == (2,)
 
 
 class _ArrayApiDType:
@@ -203,6 +215,30 @@ def test_tensor_public_constructor_views_a_buffer(stream: devmm.Stream) -> None:
     assert np.from_dlpack(t).shape == (2, 3)
     ro = devmm.Tensor(buf, devmm.DType.from_string("float32"), (2, 3), layout, read_only=True)
     assert ro.read_only and ro.offset == 0
+
+
+@pytest.mark.parametrize("offset", [1.5, "1", None, -1])
+def test_tensor_offset_is_an_element_count(stream: devmm.Stream, offset: object) -> None:
+    # The seed's rule: anything but a non-negative int is a ValueError.
+    buf = devmm.DeviceBuffer(64, stream=stream)
+    layout = devmm.Layout((2, 3), (3, 1), "float32")
+    with pytest.raises(ValueError, match="offset"):
+        devmm.Tensor(buf, "float32", (2, 3), layout, offset=offset)  # type: ignore[arg-type]
+
+
+def test_tensors_buffers_and_streams_take_weak_references(stream: devmm.Stream) -> None:
+    # As the seed's plain classes do: what a caller watches to see a
+    # tensor (and its memory) go.
+    import weakref
+
+    t = devmm.empty((2, 2), "float32")
+    refs = [weakref.ref(t), weakref.ref(t.buffer), weakref.ref(devmm.DeviceBuffer(8))]
+    watched = devmm.runtime_for(stream.device).default_stream(stream.device)
+    refs.append(weakref.ref(watched))
+    assert refs[0]() is t and refs[3]() is watched
+    del t, watched
+    gc.collect()
+    assert [r() for r in refs] == [None] * 4
 
 
 def test_tensor_constructor_refusals(stream: devmm.Stream) -> None:

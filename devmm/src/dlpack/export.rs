@@ -96,6 +96,9 @@ struct Block<M> {
     /// The consumer's stream named at export time: the release is ordered
     /// after the work the consumer queued there.
     consumer: ManuallyDrop<Option<Stream>>,
+    /// What the producer asked the export to keep alive too
+    /// ([`DlpackExport::hold`]).
+    held: ManuallyDrop<Option<ExportOwner>>,
     /// The block's allocation layout, for the deleter.
     layout: AllocLayout,
 }
@@ -205,6 +208,7 @@ fn build<M: ManagedStruct>(
         (&raw mut (*head).managed).write(M::new(dl_tensor, raw.cast(), flags));
         (&raw mut (*head).owner).write(ManuallyDrop::new(tensor.clone()));
         (&raw mut (*head).consumer).write(ManuallyDrop::new(consumer));
+        (&raw mut (*head).held).write(ManuallyDrop::new(None));
         (&raw mut (*head).layout).write(layout);
     }
     Ok(block.cast())
@@ -224,10 +228,11 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     let block = managed.cast::<Block<M>>();
     // SAFETY: `managed` is the first field of a live `Block<M>` (see `build`),
     // so `block` is that block; we take its owner exactly once, here.
-    let (owner, consumer, layout) = unsafe {
+    let (owner, consumer, held, layout) = unsafe {
         (
             ManuallyDrop::take(&mut (*block).owner),
             ManuallyDrop::take(&mut (*block).consumer),
+            ManuallyDrop::take(&mut (*block).held),
             (*block).layout,
         )
     };
@@ -242,9 +247,73 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
             None => owner.buffer().release_export(),
         }
         drop(owner);
+        drop(held);
     }));
     if released.is_err() {
         tracing::error!(target: "devmm::dlpack", "releasing an exported buffer panicked");
+    }
+}
+
+/// Something an export keeps alive until its deleter runs that the core
+/// does not know: a Python object, say, which a Python producer's export
+/// holds as the seed's holds its `Tensor`. It is a pointer and the
+/// function that releases it; the release runs once, when the deleter
+/// runs, on whichever thread runs it (or when the owner is dropped
+/// unused).
+///
+/// ```
+/// use std::ffi::c_void;
+/// use std::ptr::NonNull;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use devmm::dlpack::{DlpackRequest, ExportOwner};
+///
+/// static RELEASED: AtomicUsize = AtomicUsize::new(0);
+/// unsafe fn release(_: NonNull<c_void>) {
+///     RELEASED.fetch_add(1, Ordering::SeqCst);
+/// }
+/// let t = devmm::empty(&[4], devmm::DType::UINT8, &devmm::EmptyOptions::new())?;
+/// let mut export = t.to_dlpack(&DlpackRequest::new())?;
+/// // SAFETY: `release` may run on any thread and touches nothing.
+/// export.hold(unsafe { ExportOwner::new(NonNull::dangling(), release) });
+/// assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
+/// drop(export); // the deleter runs, and releases what the export held
+/// assert_eq!(RELEASED.load(Ordering::SeqCst), 1);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub struct ExportOwner {
+    ptr: NonNull<c_void>,
+    release: unsafe fn(NonNull<c_void>),
+}
+
+// SAFETY: `ExportOwner::new`'s contract: the release may run on any thread.
+unsafe impl Send for ExportOwner {}
+// SAFETY: shared access reads nothing; only the drop calls the release.
+unsafe impl Sync for ExportOwner {}
+
+impl ExportOwner {
+    /// An owner released by `release(ptr)`.
+    ///
+    /// # Safety
+    ///
+    /// Calling `release(ptr)` once, from any thread, at any time until the
+    /// process exits, must be sound.
+    pub unsafe fn new(ptr: NonNull<c_void>, release: unsafe fn(NonNull<c_void>)) -> ExportOwner {
+        ExportOwner { ptr, release }
+    }
+}
+
+impl Drop for ExportOwner {
+    fn drop(&mut self) {
+        // SAFETY: `new`'s contract; an owner is dropped once.
+        unsafe { (self.release)(self.ptr) }
+    }
+}
+
+impl fmt::Debug for ExportOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExportOwner")
+            .field("ptr", &self.ptr)
+            .finish()
     }
 }
 
@@ -335,6 +404,23 @@ impl DlpackExport {
         // `DLManagedTensorVersioned` owned by `self`.
         (self.flavor == DlpackFlavor::Versioned)
             .then(|| unsafe { self.raw.cast::<DLManagedTensorVersioned>().as_ref() })
+    }
+
+    /// Keeps `owner` alive until the export's deleter runs (an owner held
+    /// before is released now).
+    pub fn hold(&mut self, owner: ExportOwner) {
+        let slot = match self.flavor {
+            // SAFETY: `raw` is the head of a live block of the flavour's
+            // struct (see `build`), owned by `self`.
+            DlpackFlavor::Versioned => unsafe {
+                &mut (*self.raw.cast::<Block<DLManagedTensorVersioned>>().as_ptr()).held
+            },
+            // SAFETY: as above.
+            DlpackFlavor::Legacy => unsafe {
+                &mut (*self.raw.cast::<Block<DLManagedTensor>>().as_ptr()).held
+            },
+        };
+        **slot = Some(owner);
     }
 
     /// The managed struct's address, still owned by `self`.

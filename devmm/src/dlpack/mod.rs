@@ -29,6 +29,6 @@ pub mod ffi;
 mod import;
 mod request;
 
-pub use export::DlpackExport;
+pub use export::{DlpackExport, ExportOwner};
 pub use import::consumer_stream_value;
 pub use request::{DlpackFlavor, DlpackRequest};
