@@ -125,8 +125,11 @@ impl devmm::MemoryResource for BytearrayResource {
         devmm::Device::CPU
     }
 
+    /// 1, the seed's: its pointers meet `alignment` by offsetting into
+    /// the storage, which the seed does not count as a promise of the
+    /// allocator, so `empty` aligns what needs more itself.
     fn guaranteed_alignment(&self) -> usize {
-        self.alignment
+        1
     }
 
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
@@ -140,6 +143,9 @@ impl devmm::MemoryResource for BytearrayResource {
 
 /// Host memory held by Python `bytearray` objects, with misuse detection
 /// (unknown pointers, wrong sizes and double frees raise `ValueError`).
+/// Pointers meet the `alignment` asked for, but `guaranteed_alignment()`
+/// is 1, as the seed's: the alignment comes from offsetting into the
+/// storage, not from the allocator.
 #[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource;
@@ -158,8 +164,7 @@ impl PyBytearrayMemoryResource {
     }
 
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
-    /// aligned to `alignment` bytes (a power of two; 1, the default,
-    /// promises nothing).
+    /// aligned to `alignment` bytes (a power of two; 1 by default).
     #[pyo3(signature = (device = None, *, alignment = Count::of(1)))]
     #[pyo3(text_signature = "($self, device=None, *, alignment=1)")]
     fn __init__(
