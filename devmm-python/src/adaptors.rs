@@ -286,11 +286,13 @@ impl<'py> FromPyObject<'_, 'py> for LoggerArg {
 )]
 #[derive(Default)]
 pub(crate) struct PyCallbackMemoryResource {
-    /// The two callables, as the native resource's closures hold them, and
-    /// the native resource (the base class owns it), to tell whether
-    /// anything else shares it.
-    callables: OnceLock<([Arc<PythonRef>; 2], Weak<dyn devmm::MemoryResource>)>,
+    callables: OnceLock<Callables>,
 }
+
+/// The two callables, as the native resource's closures hold them, and the
+/// native resource (the base class owns it), to tell whether anything else
+/// shares it.
+type Callables = ([Arc<PythonRef>; 2], Weak<dyn devmm::MemoryResource>);
 
 #[pymethods]
 impl PyCallbackMemoryResource {
