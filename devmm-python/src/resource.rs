@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{intern, PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 
 use crate::abstract_base::AbstractBase;
@@ -51,8 +51,8 @@ pub(crate) struct PyMemoryResource {
     shipped: bool,
     /// An instance of a Python subclass of a shipped class.
     subclassed: bool,
-    /// A shipped class's subclass that overrides `allocate` or
-    /// `deallocate`: devmm allocates through the bridge to them.
+    /// A shipped class's subclass that overrides `allocate`, `deallocate`
+    /// or `guaranteed_alignment`: devmm allocates through the bridge to them.
     python_methods: bool,
 }
 
@@ -120,8 +120,8 @@ impl PyMemoryResource {
 /// `T`'s or a subclass's arguments. `T` itself is made at once, by its
 /// `__init__`; a Python subclass gets an instance its own `__init__`
 /// completes through `super().__init__(...)`, as with the seed's plain
-/// classes, and allocates through its `allocate` and `deallocate` where it
-/// overrides them.
+/// classes, and allocates through its `allocate` and `deallocate` (trusting
+/// its `guaranteed_alignment()`) where it overrides any of them.
 pub(crate) fn new_shipped<T>(
     cls: &Bound<'_, PyType>,
     args: &Bound<'_, PyTuple>,
@@ -135,8 +135,10 @@ where
     let exact = cls.is(&native);
     let mut python_methods = false;
     if !exact {
-        for method in [intern!(py, "allocate"), intern!(py, "deallocate")] {
-            python_methods |= !cls.getattr(method)?.is(native.getattr(method)?);
+        // The methods the core calls on the resource it allocates through.
+        let methods = ["allocate", "deallocate", "guaranteed_alignment"];
+        for method in methods.map(|m| PyString::intern(py, m)) {
+            python_methods |= !cls.getattr(&method)?.is(native.getattr(&method)?);
         }
     }
     let base = PyMemoryResource {

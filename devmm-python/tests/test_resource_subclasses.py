@@ -207,3 +207,19 @@ def test_gpu_resource_subclasses_over_the_fake_drivers(platform: str, fake_libra
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_an_overridden_alignment_promise_is_what_empty_trusts() -> None:
+    # The seed's empty over-allocates when mr.guaranteed_alignment() is less
+    # than the layout's base alignment; a subclass's promise is its own.
+    class Modest(MallocMemoryResource):
+        def guaranteed_alignment(self) -> int:
+            return 1
+
+    layout = devmm.Aligned(devmm.RowMajor(), 1, 64)
+    trusted = devmm.empty((16,), "uint8", layout=layout, mr=MallocMemoryResource())
+    modest = devmm.empty((16,), "uint8", layout=layout, mr=Modest())
+    assert modest.data_ptr % 64 == 0
+    assert modest.buffer.nbytes > trusted.buffer.nbytes
+    trusted.free()
+    modest.free()
