@@ -10,6 +10,7 @@ use devmm::mrs::rocm::{
     HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
 };
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType};
 use pyo3::PyClassInitializer;
@@ -33,6 +34,18 @@ fn driver_resource<R: devmm::MemoryResource + 'static>(
         None => default.parse().py()?,
     };
     Ok(PyMemoryResource::checked(py.detach(|| make(device)).py()?))
+}
+
+/// The seed's repr of a runtime resource: its class's name, its device and
+/// whether it allocates stream-ordered (`async_alloc`).
+fn runtime_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = obj.py();
+    Ok(format!(
+        "{}(device={}, async_alloc={})",
+        obj.get_type().name()?,
+        obj.getattr(intern!(py, "device"))?.str()?,
+        obj.getattr(intern!(py, "stream_ordered"))?.repr()?
+    ))
 }
 
 /// The seed's `async_alloc=` of the runtime resources: `"auto"`, `True` or
@@ -91,6 +104,10 @@ impl PyCudaRuntimeMemoryResource {
             CudaRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
         })?;
         PyMemoryResource::install(slf.as_super(), base)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        runtime_repr(slf.as_any())
     }
 }
 
@@ -187,6 +204,10 @@ impl PyHipRuntimeMemoryResource {
             HipRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
         })?;
         PyMemoryResource::install(slf.as_super(), base)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        runtime_repr(slf.as_any())
     }
 }
 

@@ -267,6 +267,12 @@ impl PyRecordingMemoryResource {
         Ok(())
     }
 
+    /// The seed's repr: the class's name and the device.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let device = slf.getattr(intern!(slf.py(), "device"))?;
+        Ok(format!("{}(device={device})", slf.get_type().name()?))
+    }
+
     /// The live allocations, address to size.
     #[getter]
     fn live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

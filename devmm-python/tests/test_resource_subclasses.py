@@ -183,6 +183,9 @@ GPU_SUBCLASSES = textwrap.dedent(
 
     mr = Counting(async_alloc=False)
     assert mr.stream_ordered is False and mr.guaranteed_alignment() == 256
+    # The seed's repr: the class's name, the device and the allocator.
+    assert repr(mr) == "Counting(device={module}:0, async_alloc=False)", repr(mr)
+    assert repr(mrs.{device_mr}(async_alloc=True)) == "{device_mr}(device={module}:0, async_alloc=True)"
     t = devmm.empty((64,), "uint8", layout=devmm.RowMajor(), mr=mr)
     assert t.device == devmm.Device.from_string("{module}:0")
     t.free()

@@ -266,3 +266,12 @@ def test_mr_conformance_asks_a_factory_taking_alignment_for_every_alignment() ->
     with pytest.raises(AssertionError, match="requested_alignment: alignment [0-9]+ was requested"):
         devmm.testing.mr_conformance(deaf)
     devmm.testing.mr_conformance(MallocMemoryResource)  # the class takes alignment= too
+
+
+def test_recording_resource_repr_is_the_seeds() -> None:
+    assert repr(devmm.testing.RecordingMemoryResource("cuda:1")) == "RecordingMemoryResource(device=cuda:1)"
+
+    class Mine(devmm.testing.RecordingMemoryResource):
+        pass
+
+    assert repr(Mine()) == "Mine(device=cpu:0)"
