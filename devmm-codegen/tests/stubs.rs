@@ -228,3 +228,19 @@ fn a_python_class_doc_line_imports_the_class_and_names_it() {
         "{err}"
     );
 }
+
+#[test]
+fn init_takes_keywords_where_slot_methods_take_positions() {
+    // PyO3 makes `__init__` an ordinary method (a Python subclass's
+    // `super().__init__(n=...)` reaches it), but `__call__` a slot.
+    let source = "#[pyclass]\nstruct A;\n#[pymethods]\nimpl A {\n    fn __init__(&self, n: usize) {}\n    fn __call__(&self, n: usize) {}\n}\n";
+    let stub = generate(&[("a.rs", source)], "a").unwrap();
+    assert!(
+        stub.contains("def __init__(self, n: int) -> None"),
+        "{stub}"
+    );
+    assert!(
+        stub.contains("def __call__(self, n: int, /) -> None"),
+        "{stub}"
+    );
+}

@@ -4,19 +4,20 @@
 //! as its origin: the whole chain lives as long as the adaptor, and
 //! `upstream` is read back from the core.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::{intern, PyTraverseError, PyVisit};
+use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::{intern, PyClassInitializer, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::{expected, IntoPyResult};
 use crate::log_bridge;
 use crate::resource::{
-    callable_name, origin_object, python_resource, resource_of, FindCallable, PyMemoryResource,
-    PythonRef,
+    built, callable_name, new_shipped, origin_object, python_resource, resource_of, FindCallable,
+    PyMemoryResource, PythonRef,
 };
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -50,53 +51,72 @@ pub(crate) fn upstream_of(
 
 /// Counts bytes and calls through its upstream: `current_bytes`,
 /// `peak_bytes`, `total_bytes`, `allocations`, `deallocations`.
-#[pyclass(extends = PyMemoryResource, name = "StatisticsAdaptor", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "StatisticsAdaptor", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyStatisticsAdaptor {
-    stats: Arc<devmm::StatisticsAdaptor<Upstream>>,
+    stats: OnceLock<Arc<devmm::StatisticsAdaptor<Upstream>>>,
+}
+
+impl PyStatisticsAdaptor {
+    fn stats(&self) -> PyResult<&devmm::StatisticsAdaptor<Upstream>> {
+        built(&self.stats).map(|stats| &**stats)
+    }
 }
 
 #[pymethods]
 impl PyStatisticsAdaptor {
     #[new]
-    fn py_new(upstream: &Bound<'_, PyMemoryResource>) -> PyResult<(Self, PyMemoryResource)> {
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    fn __init__(slf: &Bound<'_, Self>, upstream: &Bound<'_, PyMemoryResource>) -> PyResult<()> {
         let (stats, base) = adapt(upstream, |mr| Ok(devmm::StatisticsAdaptor::new(mr)))?;
-        Ok((PyStatisticsAdaptor { stats }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().stats.set(stats);
+        Ok(())
     }
 
     /// The wrapped resource.
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        upstream_of(py, &*self.stats)
+        upstream_of(py, self.stats()?)
     }
 
     /// Bytes allocated and not yet deallocated.
     #[getter]
-    fn current_bytes(&self) -> usize {
-        self.stats.current_bytes()
+    fn current_bytes(&self) -> PyResult<usize> {
+        Ok(self.stats()?.current_bytes())
     }
 
     /// The most bytes live at once.
     #[getter]
-    fn peak_bytes(&self) -> usize {
-        self.stats.peak_bytes()
+    fn peak_bytes(&self) -> PyResult<usize> {
+        Ok(self.stats()?.peak_bytes())
     }
 
     /// Bytes ever allocated.
     #[getter]
-    fn total_bytes(&self) -> usize {
-        self.stats.total_bytes()
+    fn total_bytes(&self) -> PyResult<usize> {
+        Ok(self.stats()?.total_bytes())
     }
 
     /// Successful allocations.
     #[getter]
-    fn allocations(&self) -> usize {
-        self.stats.statistics().allocations
+    fn allocations(&self) -> PyResult<usize> {
+        Ok(self.stats()?.statistics().allocations)
     }
 
     /// Successful deallocations.
     #[getter]
-    fn deallocations(&self) -> usize {
-        self.stats.statistics().deallocations
+    fn deallocations(&self) -> PyResult<usize> {
+        Ok(self.stats()?.statistics().deallocations)
     }
 
     /// All counters at once, as a `devmm.statistics.Statistics`.
@@ -104,52 +124,72 @@ impl PyStatisticsAdaptor {
     /// Python type: `devmm.statistics.Statistics`
     #[getter]
     fn statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::statistics::statistics_object(py, &self.stats.statistics())
+        crate::statistics::statistics_object(py, &self.stats()?.statistics())
     }
 }
 
 /// Refuses (with `MemoryError`) any allocation that would take its usage
 /// past `limit_bytes`, without asking its upstream.
-#[pyclass(extends = PyMemoryResource, name = "LimitingAdaptor", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "LimitingAdaptor", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyLimitingAdaptor {
-    limiting: Arc<devmm::LimitingAdaptor<Upstream>>,
+    limiting: OnceLock<Arc<devmm::LimitingAdaptor<Upstream>>>,
+}
+
+impl PyLimitingAdaptor {
+    fn limiting(&self) -> PyResult<&devmm::LimitingAdaptor<Upstream>> {
+        built(&self.limiting).map(|limiting| &**limiting)
+    }
 }
 
 #[pymethods]
 impl PyLimitingAdaptor {
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    fn __init__(
+        slf: &Bound<'_, Self>,
         upstream: &Bound<'_, PyMemoryResource>,
         limit_bytes: Count<LimitBytes>,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         let limit_bytes = limit_bytes.get();
         let (limiting, base) = adapt(upstream, |mr| {
             Ok(devmm::LimitingAdaptor::new(mr, limit_bytes))
         })?;
-        Ok((PyLimitingAdaptor { limiting }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().limiting.set(limiting);
+        Ok(())
     }
 
     /// The wrapped resource.
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        upstream_of(py, &*self.limiting)
+        upstream_of(py, self.limiting()?)
     }
 
     /// The budget, in bytes.
     #[getter]
-    fn limit_bytes(&self) -> usize {
-        self.limiting.limit_bytes()
+    fn limit_bytes(&self) -> PyResult<usize> {
+        Ok(self.limiting()?.limit_bytes())
     }
 
     /// Bytes allocated through the adaptor and not yet deallocated.
     #[getter]
-    fn used_bytes(&self) -> usize {
-        self.limiting.used_bytes()
+    fn used_bytes(&self) -> PyResult<usize> {
+        Ok(self.limiting()?.used_bytes())
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let upstream = upstream_of(py, &*self.limiting)?;
-        let limit = self.limiting.limit_bytes();
+        let upstream = upstream_of(py, self.limiting()?)?;
+        let limit = self.limiting()?.limit_bytes();
         Ok(format!(
             "LimitingAdaptor(limit_bytes={limit}, upstream={})",
             upstream.bind(py).repr()?
@@ -160,38 +200,54 @@ impl PyLimitingAdaptor {
 /// Logs every call as a structured record on `logger` (the `devmm.mr`
 /// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
 /// `stream`, `device`, and `error` on failure.
-#[pyclass(extends = PyMemoryResource, name = "LoggingAdaptor", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "LoggingAdaptor", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyLoggingAdaptor {
-    logging: Arc<devmm::LoggingAdaptor<Upstream>>,
+    logging: OnceLock<Arc<devmm::LoggingAdaptor<Upstream>>>,
 }
 
 #[pymethods]
 impl PyLoggingAdaptor {
     #[new]
-    #[pyo3(signature = (upstream, logger = None))]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    #[pyo3(signature = (upstream, logger = None))]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         upstream: &Bound<'_, PyMemoryResource>,
         logger: Option<LoggerArg>,
-    ) -> PyResult<(Self, PyMemoryResource)> {
-        let Some(LoggerArg(logger)) = logger else {
-            let (logging, base) = adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?;
-            return Ok((PyLoggingAdaptor { logging }, base));
+    ) -> PyResult<()> {
+        let (logging, base) = match logger {
+            None => adapt(upstream, |mr| Ok(devmm::LoggingAdaptor::new(mr)))?,
+            Some(LoggerArg(logger)) => {
+                // The events name the logger by a key the log bridge finds
+                // the object by, for as long as the adaptor lives.
+                let key = log_bridge::logger_key();
+                let (logging, base) = adapt(upstream, |mr| {
+                    Ok(devmm::LoggingAdaptor::with_logger(mr, key.as_str()))
+                })?;
+                let owner: Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&logging) as _;
+                log_bridge::register_logger(key, owner, logger);
+                (logging, base)
+            }
         };
-        // The events name the logger by a key the log bridge finds the
-        // object by, for as long as the adaptor lives.
-        let key = log_bridge::logger_key();
-        let (logging, base) = adapt(upstream, |mr| {
-            Ok(devmm::LoggingAdaptor::with_logger(mr, key.as_str()))
-        })?;
-        let owner: Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&logging) as _;
-        log_bridge::register_logger(key, owner, logger);
-        Ok((PyLoggingAdaptor { logging }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().logging.set(logging);
+        Ok(())
     }
 
     /// The wrapped resource.
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        upstream_of(py, &*self.logging)
+        upstream_of(py, &**built(&self.logging)?)
     }
 }
 
@@ -221,29 +277,48 @@ impl<'py> FromPyObject<'_, 'py> for LoggerArg {
 /// `alignment` is a `ValueError` and a NULL pointer for a non-empty request a
 /// `MemoryError`. Pass `dereferenceable=True` when the pointers are real
 /// memory of `device`; otherwise host copies and NumPy refuse them.
-#[pyclass(extends = PyMemoryResource, weakref, name = "CallbackMemoryResource", module = "devmm")]
+#[pyclass(
+    extends = PyMemoryResource,
+    subclass,
+    weakref,
+    name = "CallbackMemoryResource",
+    module = "devmm"
+)]
+#[derive(Default)]
 pub(crate) struct PyCallbackMemoryResource {
-    /// The two callables, as the native resource's closures hold them.
-    callables: [Arc<PythonRef>; 2],
-    /// The native resource (the base class owns it), to tell whether
-    /// anything else shares it.
-    native: Weak<dyn devmm::MemoryResource>,
+    callables: OnceLock<Callables>,
 }
+
+/// The two callables, as the native resource's closures hold them, and the
+/// native resource (the base class owns it), to tell whether anything else
+/// shares it.
+type Callables = ([Arc<PythonRef>; 2], Weak<dyn devmm::MemoryResource>);
 
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
     #[pyo3(
-        text_signature = "(alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
+        text_signature = "($self, alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
     )]
-    fn py_new(
+    fn __init__(
+        slf: &Bound<'_, Self>,
         alloc_fn: &Bound<'_, PyAny>,
         dealloc_fn: &Bound<'_, PyAny>,
         device: Option<DeviceArg>,
         alignment: Count<Alignment>,
         dereferenceable: bool,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         let alignment = alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let slots = [alloc_fn, dealloc_fn].map(|f| Arc::new(PythonRef::new(f.clone().unbind())));
@@ -255,13 +330,9 @@ impl PyCallbackMemoryResource {
         let name = "CallbackMemoryResource".to_owned();
         let mr = python_resource(device, alignment, dereferenceable, name, callables).py()?;
         let native = Arc::downgrade(&mr);
-        Ok((
-            PyCallbackMemoryResource {
-                callables: slots,
-                native,
-            },
-            PyMemoryResource::native(mr),
-        ))
+        PyMemoryResource::install(slf.as_super(), PyMemoryResource::native(mr))?;
+        let _ = slf.borrow().callables.set((slots, native));
+        Ok(())
     }
 
     /// The callables belong to the native resource; while this object is
@@ -269,17 +340,21 @@ impl PyCallbackMemoryResource {
     /// object's to report, so a closure that refers back to the resource
     /// is a cycle the collector can free.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if self.native.strong_count() == 1 {
-            for callable in &self.callables {
-                callable.traverse(&visit)?;
+        if let Some((callables, native)) = self.callables.get() {
+            if native.strong_count() == 1 {
+                for callable in callables {
+                    callable.traverse(&visit)?;
+                }
             }
         }
         Ok(())
     }
 
     fn __clear__(&self) {
-        if self.native.strong_count() == 1 {
-            self.callables.iter().for_each(|callable| callable.clear());
+        if let Some((callables, native)) = self.callables.get() {
+            if native.strong_count() == 1 {
+                callables.iter().for_each(|callable| callable.clear());
+            }
         }
     }
 }

@@ -102,7 +102,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 
 /// Converts a devmm error to the Python exception users expect:
 /// a Python callback's exception → itself; out-of-memory, limits and NULL
-/// allocations → `MemoryError`, bad values → `ValueError`, missing runtimes
+/// allocations → `MemoryError`, a test double's misuse reports →
+/// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
 /// `BufferError`, driver failures → `RuntimeError`. A stream error is a
 /// stream (or stream value) that does not fit the call, so a bad argument:
@@ -131,6 +132,10 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
             });
             cause
         }
+        // The testing double's reports fail a test, whoever made the call.
+        devmm::Error::Misuse {
+            test_double: true, ..
+        } => crate::testing::RecordingMisuseError::new_err(message),
         // A resource that returned NULL for a non-empty request: the
         // C convention for "no memory", so the Python one for it too.
         devmm::Error::OutOfMemory { .. }

@@ -10,12 +10,14 @@ use devmm::mrs::rocm::{
     HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
 };
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
+use pyo3::types::{PyBool, PyDict, PyTuple, PyType};
+use pyo3::PyClassInitializer;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::PyMemoryResource;
+use crate::resource::{new_shipped, PyMemoryResource};
 
 /// The base part of a driver resource class's instance: the resource `make`
 /// builds on `device` (or the platform's first device of the kind,
@@ -32,6 +34,18 @@ fn driver_resource<R: devmm::MemoryResource + 'static>(
         None => default.parse().py()?,
     };
     Ok(PyMemoryResource::checked(py.detach(|| make(device)).py()?))
+}
+
+/// The seed's repr of a runtime resource: its class's name, its device and
+/// whether it allocates stream-ordered (`async_alloc`).
+fn runtime_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = obj.py();
+    Ok(format!(
+        "{}(device={}, async_alloc={})",
+        obj.get_type().name()?,
+        obj.getattr(intern!(py, "device"))?.str()?,
+        obj.getattr(intern!(py, "stream_ordered"))?.repr()?
+    ))
 }
 
 /// The seed's `async_alloc=` of the runtime resources: `"auto"`, `True` or
@@ -58,109 +72,198 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
 }
 
 /// CUDA device memory: `cudaMallocAsync` (stream-ordered) where the runtime has it, `cudaMalloc` otherwise.
-#[pyclass(extends = PyMemoryResource, name = "CudaRuntimeMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaRuntimeMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyCudaRuntimeMemoryResource;
 
 #[pymethods]
 impl PyCudaRuntimeMemoryResource {
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     /// A resource on `device` (`cuda:0` when `None`); `async_alloc` picks
     /// the allocator: `"auto"` the stream-ordered one where the driver has
     /// it, `True` that one (a `ValueError` where it is missing), `False`
     /// `cudaMalloc`.
-    #[new]
     #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
-    #[pyo3(text_signature = "(device=None, *, async_alloc='auto')")]
-    fn py_new(
-        py: Python<'_>,
+    #[pyo3(text_signature = "($self, device=None, *, async_alloc='auto')")]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         device: Option<DeviceArg>,
         async_alloc: AsyncAlloc,
-    ) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "cuda:0", |device| {
+    ) -> PyResult<()> {
+        let base = driver_resource(slf.py(), device, "cuda:0", |device| {
             CudaRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
-        })
-        .map(|base| (Self, base))
+        })?;
+        PyMemoryResource::install(slf.as_super(), base)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        runtime_repr(slf.as_any())
     }
 }
 
 /// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
-#[pyclass(extends = PyMemoryResource, name = "CudaPinnedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource;
 
 #[pymethods]
 impl PyCudaPinnedMemoryResource {
-    /// A resource on `device` (`cuda_host:0` when `None`).
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    /// A resource on `device` (`cuda_host:0` when `None`).
     #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "cuda_host:0", CudaPinnedMemoryResource::new)
-            .map(|base| (Self, base))
+    fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
+        let base = driver_resource(
+            slf.py(),
+            device,
+            "cuda_host:0",
+            CudaPinnedMemoryResource::new,
+        )?;
+        PyMemoryResource::install(slf.as_super(), base)
     }
 }
 
 /// CUDA managed (unified) memory from `cudaMallocManaged`, on a `cuda_managed` device.
-#[pyclass(extends = PyMemoryResource, name = "CudaManagedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyCudaManagedMemoryResource;
 
 #[pymethods]
 impl PyCudaManagedMemoryResource {
-    /// A resource on `device` (`cuda_managed:0` when `None`).
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    /// A resource on `device` (`cuda_managed:0` when `None`).
     #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "cuda_managed:0", CudaManagedMemoryResource::new)
-            .map(|base| (Self, base))
+    fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
+        let base = driver_resource(
+            slf.py(),
+            device,
+            "cuda_managed:0",
+            CudaManagedMemoryResource::new,
+        )?;
+        PyMemoryResource::install(slf.as_super(), base)
     }
 }
 
 /// ROCm device memory: `hipMallocAsync` (stream-ordered) where HIP has it, `hipMalloc` otherwise.
-#[pyclass(extends = PyMemoryResource, name = "HipRuntimeMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyHipRuntimeMemoryResource;
 
 #[pymethods]
 impl PyHipRuntimeMemoryResource {
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     /// A resource on `device` (`rocm:0` when `None`); `async_alloc` as for
     /// `CudaRuntimeMemoryResource` (`False`: `hipMalloc`).
-    #[new]
     #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
-    #[pyo3(text_signature = "(device=None, *, async_alloc='auto')")]
-    fn py_new(
-        py: Python<'_>,
+    #[pyo3(text_signature = "($self, device=None, *, async_alloc='auto')")]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         device: Option<DeviceArg>,
         async_alloc: AsyncAlloc,
-    ) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "rocm:0", |device| {
+    ) -> PyResult<()> {
+        let base = driver_resource(slf.py(), device, "rocm:0", |device| {
             HipRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
-        })
-        .map(|base| (Self, base))
+        })?;
+        PyMemoryResource::install(slf.as_super(), base)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        runtime_repr(slf.as_any())
     }
 }
 
 /// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
-#[pyclass(extends = PyMemoryResource, name = "HipPinnedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyHipPinnedMemoryResource;
 
 #[pymethods]
 impl PyHipPinnedMemoryResource {
-    /// A resource on `device` (`rocm_host:0` when `None`).
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    /// A resource on `device` (`rocm_host:0` when `None`).
     #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "rocm_host:0", HipPinnedMemoryResource::new)
-            .map(|base| (Self, base))
+    fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
+        let base = driver_resource(
+            slf.py(),
+            device,
+            "rocm_host:0",
+            HipPinnedMemoryResource::new,
+        )?;
+        PyMemoryResource::install(slf.as_super(), base)
     }
 }
 
 /// HIP managed memory from `hipMallocManaged`.
-#[pyclass(extends = PyMemoryResource, name = "HipManagedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyHipManagedMemoryResource;
 
 #[pymethods]
 impl PyHipManagedMemoryResource {
-    /// A resource on `device` (`rocm:0` when `None`).
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    /// A resource on `device` (`rocm:0` when `None`).
     #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
-        driver_resource(py, device, "rocm:0", HipManagedMemoryResource::new)
-            .map(|base| (Self, base))
+    fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
+        let base = driver_resource(slf.py(), device, "rocm:0", HipManagedMemoryResource::new)?;
+        PyMemoryResource::install(slf.as_super(), base)
     }
 }

@@ -6,31 +6,44 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
-use pyo3::types::PyByteArray;
+use pyo3::types::{PyByteArray, PyDict, PyTuple, PyType};
+use pyo3::PyClassInitializer;
 
 use crate::count::{Alignment, Count};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::PyMemoryResource;
+use crate::resource::{new_shipped, PyMemoryResource};
 
 /// `posix_memalign` / `free` from the C library: the CPU's default resource.
-#[pyclass(extends = PyMemoryResource, name = "MallocMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyMallocMemoryResource;
 
 #[pymethods]
 impl PyMallocMemoryResource {
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two).
-    #[new]
     #[pyo3(signature = (device = None, *, alignment = Count::of(64)))]
-    #[pyo3(text_signature = "(device=None, *, alignment=64)")]
-    fn py_new(
+    #[pyo3(text_signature = "($self, device=None, *, alignment=64)")]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         device: Option<DeviceArg>,
         alignment: Count<Alignment>,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         host_device("MallocMemoryResource", device)?;
         let mr = devmm::MallocMemoryResource::with_alignment(alignment.get()).py()?;
-        Ok((PyMallocMemoryResource, PyMemoryResource::checked(mr)))
+        PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
 }
 
@@ -112,8 +125,11 @@ impl devmm::MemoryResource for BytearrayResource {
         devmm::Device::CPU
     }
 
+    /// 1, the seed's: its pointers meet `alignment` by offsetting into
+    /// the storage, which the seed does not count as a promise of the
+    /// allocator, so `empty` aligns what needs more itself.
     fn guaranteed_alignment(&self) -> usize {
-        self.alignment
+        1
     }
 
     fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
@@ -127,21 +143,35 @@ impl devmm::MemoryResource for BytearrayResource {
 
 /// Host memory held by Python `bytearray` objects, with misuse detection
 /// (unknown pointers, wrong sizes and double frees raise `ValueError`).
-#[pyclass(extends = PyMemoryResource, name = "BytearrayMemoryResource", module = "devmm")]
+/// Pointers meet the `alignment` asked for, but `guaranteed_alignment()`
+/// is 1, as the seed's: the alignment comes from offsetting into the
+/// storage, not from the allocator.
+#[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource;
 
 #[pymethods]
 impl PyBytearrayMemoryResource {
-    /// Host memory (`device` is `cpu:0` or `None`) with every pointer
-    /// aligned to `alignment` bytes (a power of two; 1, the default,
-    /// promises nothing).
     #[new]
-    #[pyo3(signature = (device = None, *, alignment = Count::of(1)))]
-    #[pyo3(text_signature = "(device=None, *, alignment=1)")]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    /// Host memory (`device` is `cpu:0` or `None`) with every pointer
+    /// aligned to `alignment` bytes (a power of two; 1 by default).
+    #[pyo3(signature = (device = None, *, alignment = Count::of(1)))]
+    #[pyo3(text_signature = "($self, device=None, *, alignment=1)")]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         device: Option<DeviceArg>,
         alignment: Count<Alignment>,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         host_device("BytearrayMemoryResource", device)?;
         let alignment = alignment.get();
         devmm::check_alignment("BytearrayMemoryResource", alignment).py()?;
@@ -149,7 +179,7 @@ impl PyBytearrayMemoryResource {
             alignment,
             blocks: Mutex::default(),
         };
-        Ok((PyBytearrayMemoryResource, PyMemoryResource::checked(mr)))
+        PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
 }
 

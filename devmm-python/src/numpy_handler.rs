@@ -16,10 +16,12 @@ use devmm::interop::{DataMemHandler, Nep49Handler, Nep49Resource};
 use pyo3::exceptions::{PyImportError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::PyClassInitializer;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{resource_of, PyMemoryResource};
+use crate::resource::{new_shipped, resource_of, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
 const SET_HANDLER: usize = 304;
@@ -157,14 +159,26 @@ pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 
 /// NumPy's current data allocator (NEP 49) as a devmm resource:
 /// experimental. It uses the handler current when it is made.
-#[pyclass(extends = PyMemoryResource, name = "NumpyHandlerMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "NumpyHandlerMemoryResource", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyNumpyHandlerMemoryResource;
 
 #[pymethods]
 impl PyNumpyHandlerMemoryResource {
     #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     #[pyo3(signature = (device = None))]
-    fn py_new(py: Python<'_>, device: Option<DeviceArg>) -> PyResult<(Self, PyMemoryResource)> {
+    fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
+        let py = slf.py();
         crate::host_resources::host_device("NumpyHandlerMemoryResource", device)?;
         let capsule = get_handler(py)?;
         // SAFETY: NumPy's handler objects are capsules of this name; the
@@ -189,6 +203,6 @@ impl PyNumpyHandlerMemoryResource {
                 Python::try_attach(|_py| call());
             })
         };
-        Ok((PyNumpyHandlerMemoryResource, PyMemoryResource::checked(mr)))
+        PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
 }

@@ -8,19 +8,25 @@
 //! for its life. Either is handed to the core as a [`devmm::WithOrigin`]
 //! whose origin is the Python object, so the object comes back from the
 //! core's registry and buffers ([`object_of`]) with no map of our own.
+//!
+//! The shipped classes are subclassable, as the seed's plain Python classes
+//! are ([`new_shipped`]): a subclass that overrides `allocate` or
+//! `deallocate` is bridged like a Python-defined resource, so its methods
+//! are what devmm allocates through; one that does not is the native
+//! resource.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError};
+use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
-use pyo3::{intern, PyClassInitializer, PyTraverseError, PyVisit};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::{intern, PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 
 use crate::abstract_base::AbstractBase;
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{take_deferred_interrupt, to_py_err, IntoPyResult, PythonException};
+use crate::error::{take_deferred_interrupt, to_py_err, type_name, IntoPyResult, PythonException};
 use crate::host_resources::PyMallocMemoryResource;
 use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
 
@@ -40,6 +46,14 @@ pub(crate) struct PyMemoryResource {
     device: devmm::Device,
     /// A Python-defined resource's bridge to its methods, made on first use.
     bridge: OnceLock<Arc<dyn devmm::MemoryResource>>,
+    /// An instance of a shipped class (or a subclass), whose `__init__`
+    /// makes `native`.
+    shipped: bool,
+    /// An instance of a Python subclass of a shipped class.
+    subclassed: bool,
+    /// A shipped class's subclass that overrides `allocate`, `deallocate`
+    /// or `guaranteed_alignment`: devmm allocates through the bridge to them.
+    python_methods: bool,
 }
 
 impl PyMemoryResource {
@@ -50,6 +64,9 @@ impl PyMemoryResource {
             device: mr.device(),
             native: Some(mr),
             bridge: OnceLock::new(),
+            shipped: true,
+            subclassed: false,
+            python_methods: false,
         }
     }
 
@@ -68,19 +85,98 @@ impl PyMemoryResource {
         what: &str,
         stream: Option<StreamArg>,
     ) -> PyResult<(Arc<dyn devmm::MemoryResource>, devmm::Stream)> {
-        let Some(mr) = slf.borrow().native.clone() else {
-            let name = slf
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "DeviceMemoryResource".into());
+        let this = slf.borrow();
+        let Some(mr) = this.native.clone() else {
+            if this.shipped {
+                return Err(unbuilt(slf.as_any()));
+            }
+            let name = type_name(slf.as_any());
             return Err(PyNotImplementedError::new_err(format!(
                 "{name} must override {what}: Python resources define allocate and deallocate"
             )));
         };
+        drop(this);
         let stream = resolve_stream(stream, mr.device())?;
         Ok((mr, stream))
     }
+
+    /// Completes `slf`, made by [`new_shipped`], with the base part its
+    /// class's `__init__` built; `__init__` runs once.
+    pub(crate) fn install(slf: &Bound<'_, Self>, built: PyMemoryResource) -> PyResult<()> {
+        let mut this = slf.borrow_mut();
+        if this.native.is_some() {
+            return Err(PyTypeError::new_err(format!(
+                "{} is already initialised: its __init__ runs once",
+                type_name(slf.as_any())
+            )));
+        }
+        this.device = built.device;
+        this.native = built.native;
+        Ok(())
+    }
+}
+
+/// `__new__` of the shipped resource class `T`, called for `cls` with
+/// `T`'s or a subclass's arguments. `T` itself is made at once, by its
+/// `__init__`; a Python subclass gets an instance its own `__init__`
+/// completes through `super().__init__(...)`, as with the seed's plain
+/// classes, and allocates through its `allocate` and `deallocate` (trusting
+/// its `guaranteed_alignment()`) where it overrides any of them.
+pub(crate) fn new_shipped<T>(
+    cls: &Bound<'_, PyType>,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyClassInitializer<T>>
+where
+    T: PyClass<BaseType = PyMemoryResource> + Default,
+{
+    let py = cls.py();
+    let native = py.get_type::<T>();
+    let exact = cls.is(&native);
+    let mut python_methods = false;
+    if !exact {
+        // The methods the core calls on the resource it allocates through.
+        let methods = ["allocate", "deallocate", "guaranteed_alignment"];
+        for method in methods.map(|m| PyString::intern(py, m)) {
+            python_methods |= !cls.getattr(&method)?.is(native.getattr(&method)?);
+        }
+    }
+    let base = PyMemoryResource {
+        native: None,
+        device: devmm::Device::CPU,
+        bridge: OnceLock::new(),
+        shipped: true,
+        subclassed: !exact,
+        python_methods,
+    };
+    let init = PyClassInitializer::from(base).add_subclass(T::default());
+    if !exact {
+        return Ok(init);
+    }
+    let obj = Bound::new(py, init)?;
+    obj.as_any()
+        .call_method(intern!(py, "__init__"), args, kwargs)?;
+    Ok(obj.unbind().into())
+}
+
+/// The state a shipped class's `__init__` made, or the error for a
+/// subclass whose `__init__` did not call the base's.
+pub(crate) fn built<T>(state: &OnceLock<T>) -> PyResult<&T> {
+    state.get().ok_or_else(|| {
+        PyTypeError::new_err(
+            "the resource is not initialised: a subclass's __init__ must call \
+             super().__init__(...) before the resource is used",
+        )
+    })
+}
+
+/// The error for a shipped class's subclass whose `__init__` did not call
+/// the base's.
+pub(crate) fn unbuilt(obj: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{}.__init__ must call super().__init__(...) before the resource is used",
+        type_name(obj)
+    ))
 }
 
 impl AbstractBase for PyMemoryResource {
@@ -93,6 +189,9 @@ impl AbstractBase for PyMemoryResource {
             native: None,
             device: devmm::Device::CPU,
             bridge: OnceLock::new(),
+            shipped: false,
+            subclassed: false,
+            python_methods: false,
         }
     }
 }
@@ -225,7 +324,15 @@ impl PyMemoryResource {
                 "{name}(upstream={})",
                 upstream?.bind(slf.py()).repr()?
             )),
-            None => Ok(format!("{mr:?}")),
+            // A subclass shows its own name, as the seed's
+            // `type(self).__name__` reprs do.
+            None => {
+                let native = format!("{mr:?}");
+                Ok(match native.split_once('(') {
+                    Some((_, fields)) if this.subclassed => format!("{name}({fields}"),
+                    _ => native,
+                })
+            }
         }
     }
 }
@@ -245,8 +352,10 @@ pub(crate) fn resource_of(
 pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> {
     let this = obj.borrow();
     let inner = match (&this.native, this.bridge.get()) {
-        (Some(mr), _) | (None, Some(mr)) => Arc::clone(mr),
-        (None, None) => {
+        (_, Some(mr)) => Arc::clone(mr),
+        (Some(mr), None) if !this.python_methods => Arc::clone(mr),
+        (None, None) if this.shipped => return Err(unbuilt(obj.as_any())),
+        _ => {
             drop(this);
             let bridge = python_bridge(obj)?;
             Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))

@@ -1,20 +1,19 @@
 //! `devmm.testing`: the core's conformance suites and recording resource
 //! for Python authors of resources and runtimes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
-use devmm::MemoryResource;
 use pyo3::exceptions::PyAssertionError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple, PyType};
+use pyo3::{intern, PyClassInitializer};
 
-use crate::count::{Count, GuaranteedAlignment, Nbytes};
+use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{to_py_err, IntoPyResult, PythonException};
-use crate::resource::{resource_of, PyMemoryResource};
-use crate::stream::{resolve_stream, PyStream, StreamArg};
+use crate::error::{IntoPyResult, PythonException};
+use crate::resource::{built, new_shipped, resource_of, PyMemoryResource};
+use crate::stream::PyStream;
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
 fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
@@ -213,26 +212,48 @@ pyo3::create_exception!(
 );
 
 /// An allocator double: deterministic fake pointers (the first is 256),
-/// a verbatim call log and misuse detection. It never touches memory, so
+/// a verbatim call log and misuse detection: a double free, an unknown
+/// pointer or a wrong size is a `RecordingMisuseError`, from `deallocate`
+/// or through a buffer or adaptor (the call is logged either way). It
+/// never touches memory, so
 /// it stands in for any device.
-#[pyclass(extends = PyMemoryResource, name = "RecordingMemoryResource", module = "devmm.testing")]
+#[pyclass(
+    extends = PyMemoryResource,
+    subclass,
+    name = "RecordingMemoryResource",
+    module = "devmm.testing"
+)]
+#[derive(Default)]
 pub(crate) struct PyRecordingMemoryResource {
-    recording: Arc<devmm::testing::RecordingMemoryResource>,
+    recording: OnceLock<Arc<devmm::testing::RecordingMemoryResource>>,
 }
 
 #[pymethods]
 impl PyRecordingMemoryResource {
+    #[new]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
     /// A recording resource on `device` (cpu when `None`) whose pointers
     /// meet `guaranteed_alignment` (a power of two), claiming
     /// stream-ordered allocation unless `stream_ordered=False`.
-    #[new]
     #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
-    #[pyo3(text_signature = "(device=None, *, stream_ordered=True, guaranteed_alignment=256)")]
-    fn py_new(
+    #[pyo3(
+        text_signature = "($self, device=None, *, stream_ordered=True, guaranteed_alignment=256)"
+    )]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         device: Option<DeviceArg>,
         stream_ordered: bool,
         guaranteed_alignment: Count<GuaranteedAlignment>,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         let guaranteed_alignment = guaranteed_alignment.get();
         let device = device.map_or(devmm::Device::CPU, |d| d.0);
         let recording = Arc::new(
@@ -241,34 +262,22 @@ impl PyRecordingMemoryResource {
                 .with_stream_ordered(stream_ordered),
         );
         let base = PyMemoryResource::native(recording.clone());
-        Ok((PyRecordingMemoryResource { recording }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().recording.set(recording);
+        Ok(())
     }
 
-    /// Checks `ptr` and `nbytes` against the live allocations and forgets
-    /// the allocation; a double free, an unknown pointer or a wrong size is
-    /// a `RecordingMisuseError` (the call is logged either way).
-    #[pyo3(signature = (ptr, nbytes, stream = None))]
-    fn deallocate(
-        &self,
-        ptr: usize,
-        nbytes: Count<Nbytes>,
-        stream: Option<StreamArg>,
-    ) -> PyResult<()> {
-        let stream = resolve_stream(stream, self.recording.device())?;
-        let ptr = devmm::DevicePtr::from_addr(ptr);
-        // SAFETY: a recording resource never touches memory; it checks the
-        // call against its own table and reports violations as errors.
-        unsafe { self.recording.deallocate(ptr, nbytes.get(), &stream) }.map_err(|err| match err {
-            devmm::Error::Misuse { .. } => RecordingMisuseError::new_err(err.to_string()),
-            other => to_py_err(other),
-        })
+    /// The seed's repr: the class's name and the device.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let device = slf.getattr(intern!(slf.py(), "device"))?;
+        Ok(format!("{}(device={device})", slf.get_type().name()?))
     }
 
     /// The live allocations, address to size.
     #[getter]
     fn live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let live = PyDict::new(py);
-        for (ptr, nbytes) in self.recording.live() {
+        for (ptr, nbytes) in built(&self.recording)?.live() {
             live.set_item(ptr, nbytes)?;
         }
         Ok(live)
@@ -278,10 +287,10 @@ impl PyRecordingMemoryResource {
     /// A live view, as the seed's list attribute is: it reads the calls
     /// made since, and `calls.clear()` forgets them.
     #[getter]
-    fn calls(&self) -> PyRecordedCalls {
-        PyRecordedCalls {
-            recording: Arc::clone(&self.recording),
-        }
+    fn calls(&self) -> PyResult<PyRecordedCalls> {
+        Ok(PyRecordedCalls {
+            recording: Arc::clone(built(&self.recording)?),
+        })
     }
 }
 

@@ -1,14 +1,16 @@
 //! `TraceAdaptor` for Python: every allocate, allocate failure and free
 //! written to a file as it happens.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::PyClassInitializer;
 
 use crate::adaptors::{adapt, upstream_of};
 use crate::error::IntoPyResult;
-use crate::resource::PyMemoryResource;
+use crate::resource::{built, new_shipped, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -18,22 +20,40 @@ type Upstream = Arc<dyn devmm::MemoryResource>;
 /// object a line with the device and, when `call_sites` > 0, the call site
 /// (that many native frames deep; the Python stack for calls from Python).
 /// An unknown format is a `ValueError`, a file that cannot be created an `OSError`.
-#[pyclass(extends = PyMemoryResource, name = "TraceAdaptor", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "TraceAdaptor", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyTraceAdaptor {
-    trace: Arc<devmm::TraceAdaptor<Upstream>>,
-    path: String,
+    /// The adaptor and its file's path.
+    trace: OnceLock<(Arc<devmm::TraceAdaptor<Upstream>>, String)>,
+}
+
+impl PyTraceAdaptor {
+    fn trace(&self) -> PyResult<(&devmm::TraceAdaptor<Upstream>, &str)> {
+        built(&self.trace).map(|(trace, path)| (&**trace, path.as_str()))
+    }
 }
 
 #[pymethods]
 impl PyTraceAdaptor {
     #[new]
-    #[pyo3(signature = (upstream, path, format = "csv", call_sites = 0))]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    #[pyo3(signature = (upstream, path, format = "csv", call_sites = 0))]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         upstream: &Bound<'_, PyMemoryResource>,
         path: String,
         format: &str,
         call_sites: usize,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         let format = match format {
             "csv" => devmm::trace::TraceFormat::Csv,
             "jsonl" => devmm::trace::TraceFormat::JsonLines,
@@ -51,34 +71,37 @@ impl PyTraceAdaptor {
                 .py()?
                 .with_call_sites(call_sites))
         })?;
-        Ok((PyTraceAdaptor { trace, path }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().trace.set((trace, path));
+        Ok(())
     }
 
     /// The wrapped resource.
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        upstream_of(py, &*self.trace)
+        upstream_of(py, self.trace()?.0)
     }
 
     /// The trace file.
     #[getter]
-    fn path(&self) -> String {
-        self.path.clone()
+    fn path(&self) -> PyResult<String> {
+        Ok(self.trace()?.1.to_owned())
     }
 
     /// Flushes the file (`OSError` when writing failed).
     fn flush(&self) -> PyResult<()> {
-        self.trace
+        let (trace, path) = self.trace()?;
+        trace
             .flush()
-            .map_err(|e| PyOSError::new_err(format!("cannot write the trace {}: {e}", self.path)))
+            .map_err(|e| PyOSError::new_err(format!("cannot write the trace {path}: {e}")))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let upstream = upstream_of(py, &*self.trace)?;
+        let (trace, path) = self.trace()?;
+        let upstream = upstream_of(py, trace)?;
         Ok(format!(
-            "TraceAdaptor({}, path={:?})",
-            upstream.bind(py).repr()?,
-            self.path
+            "TraceAdaptor({}, path={path:?})",
+            upstream.bind(py).repr()?
         ))
     }
 }

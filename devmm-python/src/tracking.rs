@@ -2,14 +2,15 @@
 //! (the Python stack for calls from Python), leak reports, PyTorch
 //! snapshots.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
+use pyo3::PyClassInitializer;
 
 use crate::adaptors::{adapt, upstream_of};
-use crate::resource::PyMemoryResource;
+use crate::resource::{built, new_shipped, PyMemoryResource};
 use crate::value_class::ValueClass;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -54,54 +55,77 @@ fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<B
 /// `report()` groups them by call site, most live bytes first. With
 /// `DEVMM_LEAK_REPORT=1`, one still holding allocations when it is freed or
 /// when the process exits prints its report to stderr.
-#[pyclass(extends = PyMemoryResource, name = "TrackingAdaptor", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "TrackingAdaptor", module = "devmm")]
+#[derive(Default)]
 pub(crate) struct PyTrackingAdaptor {
-    tracking: Arc<devmm::TrackingAdaptor<Upstream>>,
+    tracking: OnceLock<Arc<devmm::TrackingAdaptor<Upstream>>>,
+}
+
+impl PyTrackingAdaptor {
+    fn tracking(&self) -> PyResult<&devmm::TrackingAdaptor<Upstream>> {
+        built(&self.tracking).map(|tracking| &**tracking)
+    }
 }
 
 #[pymethods]
 impl PyTrackingAdaptor {
     #[new]
-    #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
-    #[pyo3(text_signature = "(upstream, depth=32)")]
+    #[classmethod]
+    #[pyo3(signature = (*args, **kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        new_shipped(cls, args, kwargs)
+    }
+
+    #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
+    #[pyo3(text_signature = "($self, upstream, depth=32)")]
+    fn __init__(
+        slf: &Bound<'_, Self>,
         upstream: &Bound<'_, PyMemoryResource>,
         depth: usize,
-    ) -> PyResult<(Self, PyMemoryResource)> {
+    ) -> PyResult<()> {
         let (tracking, base) = adapt(upstream, |mr| {
             Ok(devmm::TrackingAdaptor::with_depth(mr, depth))
         })?;
-        Ok((PyTrackingAdaptor { tracking }, base))
+        PyMemoryResource::install(slf.as_super(), base)?;
+        let _ = slf.borrow().tracking.set(tracking);
+        Ok(())
     }
 
     /// The wrapped resource.
     #[getter]
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        upstream_of(py, &*self.tracking)
+        upstream_of(py, self.tracking()?)
     }
 
     /// Bytes allocated through the adaptor and not yet freed.
     #[getter]
-    fn live_bytes(&self) -> usize {
-        self.tracking.live_bytes()
+    fn live_bytes(&self) -> PyResult<usize> {
+        Ok(self.tracking()?.live_bytes())
     }
 
     /// Every live allocation, oldest first.
     ///
     /// Python type: `list[devmm._tracking.LiveAllocation]`
     fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let leaks = self.tracking.leaks().into_iter();
+        let leaks = self.tracking()?.leaks().into_iter();
         leaks.map(|a| live_allocation(py, a)).collect()
     }
 
     /// The live allocations grouped by call site, most live bytes first, as text.
-    fn report(&self) -> String {
-        self.tracking.report().to_string()
+    fn report(&self) -> PyResult<String> {
+        Ok(self.tracking()?.report().to_string())
     }
 
     /// The live allocations as a PyTorch memory snapshot (the pickle
     /// `torch.cuda.memory._snapshot()` makes, read by `torch.cuda._memory_viz`).
-    fn torch_snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.tracking.torch_snapshot().to_pickle())
+    fn torch_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        Ok(PyBytes::new(
+            py,
+            &self.tracking()?.torch_snapshot().to_pickle(),
+        ))
     }
 }

@@ -376,10 +376,16 @@ def test_host_resources_take_the_cpu_device_first(factory: Any, cpu: devmm.Devic
 
 
 @pytest.mark.parametrize("factory", [MallocMemoryResource, BytearrayMemoryResource])
-def test_host_resource_alignment_is_keyword_only(factory: Any, cpu: devmm.Device) -> None:
+def test_host_resource_alignment_is_keyword_only(factory: Any, cpu: devmm.Device, stream: devmm.Stream) -> None:
     with pytest.raises(TypeError):
         factory(cpu, 64)
-    assert factory(cpu, alignment=128).guaranteed_alignment() == 128
+    mr = factory(cpu, alignment=128)
+    # Malloc promises what it delivers; the bytearray resource, as the
+    # seed's, delivers it and promises 1.
+    assert mr.guaranteed_alignment() == (128 if factory is MallocMemoryResource else 1)
+    ptr = mr.allocate(8, stream)
+    assert ptr % 128 == 0
+    mr.deallocate(ptr, 8, stream)
 
 
 @pytest.mark.parametrize("alignment", [1, 2, 4, 8, 4096])
@@ -441,3 +447,18 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_bytearray_resource_aligns_pointers_but_promises_nothing(stream: devmm.Stream) -> None:
+    # The seed's BytearrayMemoryResource reaches its alignment by offsetting
+    # into unaligned storage and keeps the base class's promise of 1.
+    mr = BytearrayMemoryResource(alignment=128)
+    assert mr.guaranteed_alignment() == 1
+    ptrs = [mr.allocate(n, stream) for n in (1, 100, 4096)]
+    assert all(p % 128 == 0 for p in ptrs)
+    for p, n in zip(ptrs, (1, 100, 4096)):
+        mr.deallocate(p, n, stream)
+    t = devmm.empty((4,), "float64", layout=devmm.Aligned(devmm.RowMajor(), 8, 256), mr=mr)
+    assert t.data_ptr % 256 == 0
+    t.free()
+    assert mr._debug_live_count() == 0

@@ -182,6 +182,32 @@ def test_recording_misuse_is_an_assertion_error(stream: devmm.Stream) -> None:
     assert rec.live == {}
 
 
+def test_recording_misuse_through_a_buffer_or_an_adaptor_is_a_recording_misuse_error(
+    stream: devmm.Stream,
+) -> None:
+    # The seed's buffer frees through the resource's deallocate, so the
+    # recording double's own error reaches the caller, whoever called it.
+    rec = devmm.testing.RecordingMemoryResource()
+    buf = devmm.DeviceBuffer(64, mr=rec, stream=stream)
+    rec.deallocate(buf.ptr, 64, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="double-free"):
+        buf.free()
+    t = devmm.empty((8,), "uint8", layout=devmm.RowMajor(), mr=rec)
+    rec.deallocate(t.buffer.ptr, 8, stream)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="double-free"):
+        t.buffer.free(stream)
+    stats = devmm.StatisticsAdaptor(rec)
+    with pytest.raises(devmm.testing.RecordingMisuseError, match="foreign-free"):
+        stats.deallocate(0x10, 8, stream)
+    # Other resources' misuse stays a ValueError.
+    malloc = MallocMemoryResource()
+    buf = devmm.DeviceBuffer(64, mr=malloc, stream=stream)
+    malloc.deallocate(buf.ptr, 64, stream)
+    with pytest.raises(ValueError, match="double-free") as raised:
+        buf.free()
+    assert not isinstance(raised.value, devmm.testing.RecordingMisuseError)
+
+
 def test_recording_resource_alignment_stream_ordering_and_device() -> None:
     rec = devmm.testing.RecordingMemoryResource("cuda:0", guaranteed_alignment=1024)
     assert rec.device == devmm.Device.from_string("cuda:0")
@@ -240,3 +266,12 @@ def test_mr_conformance_asks_a_factory_taking_alignment_for_every_alignment() ->
     with pytest.raises(AssertionError, match="requested_alignment: alignment [0-9]+ was requested"):
         devmm.testing.mr_conformance(deaf)
     devmm.testing.mr_conformance(MallocMemoryResource)  # the class takes alignment= too
+
+
+def test_recording_resource_repr_is_the_seeds() -> None:
+    assert repr(devmm.testing.RecordingMemoryResource("cuda:1")) == "RecordingMemoryResource(device=cuda:1)"
+
+    class Mine(devmm.testing.RecordingMemoryResource):
+        pass
+
+    assert repr(Mine()) == "Mine(device=cpu:0)"

@@ -160,3 +160,18 @@ class KindAndSize:
 
 devmm.empty((2,), KindAndSize())
 from_kind: devmm.DType = devmm.DType.from_any(KindAndSize())
+
+
+class CountingMalloc(MallocMemoryResource):
+    """A shipped resource class, subclassed as the seed's plain classes are."""
+
+    def __init__(self, *, alignment: int = 64) -> None:
+        super().__init__(alignment=alignment)
+        self.sizes: list[int] = []
+
+    def allocate(self, nbytes: int, stream: devmm.Stream | devmm.StreamSentinel | None = None) -> int:
+        self.sizes.append(nbytes)
+        return super().allocate(nbytes, stream)
+
+
+subclassed: devmm.Tensor = devmm.empty((2,), "uint8", mr=CountingMalloc(alignment=128))

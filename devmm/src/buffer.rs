@@ -93,6 +93,7 @@ impl DeviceBuffer {
                 nbytes,
                 device: resource.device(),
                 resource: crate::resource::resource_chain(&*resource),
+                test_double: false,
             });
         }
         Ok(DeviceBuffer {
@@ -127,6 +128,7 @@ impl DeviceBuffer {
                 nbytes,
                 device: resource.device(),
                 resource: format!("{resource:?}"),
+                test_double: false,
             });
         }
         resource.adopt(ptr, nbytes)?;

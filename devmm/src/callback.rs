@@ -105,6 +105,7 @@ impl CallbackMemoryResource {
             nbytes,
             device: self.device,
             resource: format!("{self:?}"),
+            test_double: false,
         }
     }
 }

@@ -81,6 +81,11 @@ pub enum Error {
         device: Device,
         /// The resource that noticed.
         resource: String,
+        /// Whether the resource that noticed is a test double
+        /// ([`testing::RecordingMemoryResource`](crate::testing::RecordingMemoryResource)),
+        /// whose reports are test failures rather than refused frees
+        /// (Python raises its `RecordingMisuseError`, wherever the call came from).
+        test_double: bool,
     },
 
     /// A buffer was used after [`DeviceBuffer::free`](crate::DeviceBuffer::free).

@@ -177,6 +177,7 @@ impl MemoryResource for ForeignMemoryResource {
                     nbytes,
                     device: self.device,
                     resource: format!("{self:?}"),
+                    test_double: false,
                 });
             }
         }

@@ -376,6 +376,7 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
                 nbytes,
                 device: self.inner.device(),
                 resource: crate::resource::resource_chain(self),
+                test_double: false,
             })?;
         if ptr.is_null() {
             return Ok(());

@@ -59,6 +59,7 @@ fn misuse<R: MemoryResource + ?Sized>(
         nbytes,
         device: mr.device(),
         resource: format!("{mr:?}"),
+        test_double: false,
     }
 }
 

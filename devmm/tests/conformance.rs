@@ -489,6 +489,7 @@ impl MemoryResource for SizeBlind {
                 nbytes,
                 device: Device::CPU,
                 resource: "SizeBlind".into(),
+                test_double: false,
             });
         }
         // SAFETY: `ptr` was live in our table, so malloc handed it out.

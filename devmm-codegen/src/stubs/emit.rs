@@ -269,8 +269,12 @@ fn render_function(out: &mut String, f: &Function, indent: &str, class: Option<&
             Param::Kwargs(name) => format!("**{name}: Any"),
         });
     }
-    // Slot methods (`__eq__`, `__call__`, ...) take their arguments by position.
-    let slot = f.name.starts_with("__") && f.name.ends_with("__") && f.kind == Kind::Instance;
+    // Slot methods (`__eq__`, `__call__`, ...) take their arguments by
+    // position; PyO3 makes `__init__` an ordinary method, which takes keywords.
+    let slot = f.name.starts_with("__")
+        && f.name.ends_with("__")
+        && f.name != "__init__"
+        && f.kind == Kind::Instance;
     let positional = f.params.iter().all(|p| matches!(p, Param::Plain { .. }));
     if slot && positional && !f.params.is_empty() {
         params.push("/".into());

@@ -108,6 +108,7 @@ fn refused_deallocation(
         nbytes,
         device: mr.device(),
         resource: crate::resource_chain(mr),
+        test_double: false,
     }
 }
 

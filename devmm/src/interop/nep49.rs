@@ -379,6 +379,7 @@ impl MemoryResource for Nep49Resource {
                 nbytes,
                 device: Device::CPU,
                 resource: format!("{self:?}"),
+                test_double: false,
             });
         }
         Ok(ptr)

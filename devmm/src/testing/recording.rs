@@ -247,6 +247,7 @@ impl RecordingMemoryResource {
             nbytes,
             device: self.device,
             resource: format!("{self:?}"),
+            test_double: true,
         })
     }
 }

@@ -55,6 +55,7 @@ fn misuse(mr: &dyn MemoryResource, kind: MisuseKind, ptr: DevicePtr, nbytes: usi
         nbytes,
         device: Device::CPU,
         resource: format!("{mr:?}"),
+        test_double: false,
     }
 }
 

@@ -246,6 +246,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             nbytes,
             device: self.device,
             resource: format!("{self:?}"),
+            test_double: false,
         })?;
         if null {
             return Ok(());
