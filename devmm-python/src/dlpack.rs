@@ -205,7 +205,7 @@ pub(crate) fn export_capsule<'py>(
 /// `held` is a strong reference to a Python object, given back once.
 unsafe fn release_held(held: NonNull<c_void>) {
     // After the interpreter is gone there is nothing to give it back to.
-    Python::try_attach(|_py| {
+    crate::gil::attach(|_py| {
         // SAFETY: the GIL is held; the reference is ours (the contract).
         unsafe { ffi::Py_DECREF(held.as_ptr().cast()) }
     });

@@ -32,7 +32,7 @@ impl Drop for PythonException {
     /// otherwise wait, with its traceback's frames, for pyo3's next call.
     fn drop(&mut self) {
         let err = self.err.take();
-        let _ = Python::try_attach(move |_| drop(err));
+        let _ = crate::gil::attach(move |_| drop(err));
     }
 }
 

@@ -94,7 +94,7 @@ impl devmm::MemoryResource for BytearrayResource {
             .ok_or_else(|| {
                 out_of_memory("a bytearray holds at most isize::MAX bytes once aligned".into())
             })?;
-        let (array, base) = Python::try_attach(|py| {
+        let (array, base) = crate::gil::attach(|py| {
             PyByteArray::new_with(py, total, |_| Ok(()))
                 .map(|array| {
                     let base = array.data() as usize;

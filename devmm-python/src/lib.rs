@@ -18,6 +18,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod error;
+mod gil;
 mod gpu_resources;
 mod host_resources;
 mod interchange;

@@ -182,7 +182,7 @@ impl Subscriber for PythonLogging {
         event.record(&mut fields);
         let metadata = event.metadata();
         // During interpreter shutdown there is no logging to write to.
-        Python::try_attach(|py| {
+        crate::gil::attach(|py| {
             if let Err(err) = emit(py, metadata.target(), metadata.level(), &fields) {
                 // A broken handler must not turn an allocation into a
                 // failure; an interrupt (Ctrl-C in a handler) must still

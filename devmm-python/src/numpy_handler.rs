@@ -91,7 +91,7 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
         // resource in a cycle must be gone when the collector looks. While
         // the interpreter finalises (NumPy's last arrays freed at exit)
         // there is no attaching, and the handler is left to the process's end.
-        Python::try_attach(|_py| {
+        crate::gil::attach(|_py| {
             // SAFETY: the pointer is the handler made in `handler_capsule`,
             // released only here, when no array uses it any more.
             unsafe { Nep49Handler::release(block.cast()) }
@@ -200,7 +200,7 @@ impl PyNumpyHandlerMemoryResource {
         // which the scope takes (after shutdown began: no call, no memory).
         let mr = unsafe {
             Nep49Resource::new(handler, Box::new(capsule.unbind()), |call| {
-                Python::try_attach(|_py| call());
+                crate::gil::attach(|_py| call());
             })
         };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))

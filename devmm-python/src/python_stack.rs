@@ -5,12 +5,6 @@ use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 
-// Public C API of every CPython the package supports, though not in the
-// limited API pyo3's abi3 build binds; the interpreter exports it.
-extern "C" {
-    fn PyGILState_Check() -> std::os::raw::c_int;
-}
-
 /// Frames deeper than this are left out of a captured Python stack.
 const MAX_FRAMES: usize = 32;
 
@@ -45,9 +39,7 @@ fn package_dir(py: Python<'_>) -> &'static str {
 /// The calling thread's Python stack, innermost first, or `None` when the
 /// thread is not running Python (a Rust thread of its own).
 fn capture() -> Option<Vec<devmm::callsite::Frame>> {
-    // SAFETY: PyGILState_Check takes no arguments and only reads the
-    // calling thread's state; it is safe to call from any thread.
-    if unsafe { PyGILState_Check() } == 0 {
+    if !crate::gil::holds_gil() {
         return None;
     }
     Python::attach(|py| frames(py).ok())

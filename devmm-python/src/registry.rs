@@ -72,13 +72,13 @@ impl devmm::OverrideScope for ContextScope {
             return None;
         }
         // During interpreter shutdown no context holds an override.
-        Python::try_attach(|py| innermost(py, device).ok().flatten()).flatten()
+        crate::gil::attach(|py| innermost(py, device).ok().flatten()).flatten()
     }
 
     /// A failure to set the variable (or an interpreter shutting down) is
     /// reported as unraisable and leaves nothing to restore.
     fn enter(&self, mr: SharedResource) -> Box<dyn Any> {
-        let token = Python::try_attach(|py| match enter(py, mr) {
+        let token = crate::gil::attach(|py| match enter(py, mr) {
             Ok(frame) => frame.get().token.get().map(|t| t.clone_ref(py)),
             Err(err) => {
                 err.write_unraisable(py, None);
@@ -92,7 +92,7 @@ impl devmm::OverrideScope for ContextScope {
     /// lookup returns that object. Allocations keep going straight to the
     /// default; only the object's own raw calls go through its ledger.
     fn adopt_default(&self, default: SharedResource) -> SharedResource {
-        let adopted = Python::try_attach(|py| {
+        let adopted = crate::gil::attach(|py| {
             let obj = object_of(py, &default).ok()?;
             let origin: Arc<dyn Any + Send + Sync> = Arc::new(PythonRef::new(obj.into_any()));
             let tagged: SharedResource =
@@ -110,7 +110,7 @@ struct ContextEntry(Option<Py<PyAny>>);
 impl Drop for ContextEntry {
     fn drop(&mut self) {
         let Some(token) = self.0.take() else { return };
-        Python::try_attach(|py| {
+        crate::gil::attach(|py| {
             let reset =
                 context_var(py).and_then(|var| var.call_method1(intern!(py, "reset"), (token,)));
             if let Err(err) = reset {

@@ -488,7 +488,7 @@ pub(crate) fn python_resource(
         device,
         alignment,
         move |nbytes, stream| {
-            Python::try_attach(|py| {
+            crate::gil::attach(|py| {
                 let result = allocate(py)
                     .and_then(|f| f.call1((nbytes, PyStream::from(stream.clone()))))
                     .and_then(|ptr| ptr.extract::<usize>());
@@ -502,7 +502,7 @@ pub(crate) fn python_resource(
         move |ptr, nbytes, stream| {
             // After interpreter shutdown began nothing Python-side can free
             // the memory; the process is ending, so the block is left to it.
-            Python::try_attach(|py| {
+            crate::gil::attach(|py| {
                 deallocate(py)
                     .and_then(|f| f.call1((ptr.addr(), nbytes, PyStream::from(stream.clone()))))
                     .map(drop)

@@ -149,7 +149,7 @@ impl PythonStreamOps {
         method: &str,
         producer: Option<usize>,
     ) -> devmm::Result<()> {
-        Python::try_attach(|py| {
+        crate::gil::attach(|py| {
             let obj = self.obj.bind(py);
             let called = match producer {
                 Some(handle) => obj.call_method1(method, (handle,)),

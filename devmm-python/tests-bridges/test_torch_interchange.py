@@ -5,6 +5,7 @@ foreign-memory accounting checked."""
 from __future__ import annotations
 
 import gc
+import logging
 
 import numpy as np
 import torch
@@ -64,3 +65,43 @@ def test_a_torch_round_trip_is_the_same_memory() -> None:
     assert back.data_ptr == t.data_ptr
     torch.from_dlpack(back).copy_(torch.arange(5, dtype=torch.float64))
     assert np.asarray(t).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_round_trip_drops_through_torch_without_the_gil() -> None:
+    # torch runs a DLPack deleter with the GIL released, here inside the
+    # deallocation of a devmm tensor (its foreign import of torch's view):
+    # the export's release, the logger and the Python callbacks below must
+    # take the GIL back themselves.
+    calls: list[str] = []
+    inner = devmm.mrs.cpu.MallocMemoryResource()
+
+    def alloc(nbytes: int, stream: object) -> int:
+        calls.append("alloc")
+        return inner.allocate(nbytes)
+
+    def dealloc(ptr: int, nbytes: int, stream: object) -> None:
+        calls.append("dealloc")
+        inner.deallocate(ptr, nbytes)
+
+    records: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.op)  # type: ignore[attr-defined]
+
+    logger = logging.getLogger("devmm.test.torch_round_trip")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Handler())
+    callbacks = devmm.CallbackMemoryResource(alloc, dealloc, alignment=64, dereferenceable=True)
+    mr = devmm.LoggingAdaptor(callbacks, logger=logger)
+
+    def round_trip() -> None:
+        t = devmm.empty((5,), "float64", mr=mr, layout=devmm.RowMajor())
+        back = devmm.from_dlpack(torch.from_dlpack(t))
+        torch.from_dlpack(back).fill_(1.0)
+        del t, back
+
+    round_trip()
+    gc.collect()
+    assert calls == ["alloc", "dealloc"]
+    assert records == ["allocate", "deallocate"]
