@@ -106,7 +106,13 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
 
 /// One entry of the per-dimension argument `name`.
 fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
-    value_count(item, "must list integers", name)
+    // The seed's words: a shape's entries are its extents.
+    let rule = if name == "shape" {
+        "extents must be non-negative ints"
+    } else {
+        "must list non-negative ints"
+    };
+    value_count(item, rule, name)
 }
 
 /// `count`, with a value that is no int a `ValueError` as well.
@@ -142,10 +148,14 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
 }
 
 /// `value` as a `T`, or a `ValueError` naming the argument `name` and the
-/// `range` it must be in (`"bits must be a bit width from 1 to 255, not 256"`).
+/// `range` it must be in (`"bits 256 out of range: bits must be a bit width
+/// from 1 to 255"`, "out of range" as the seed says it of a device index).
 pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
-    T::try_from(value)
-        .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
+    T::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} {value} out of range: {name} must be {range}"
+        ))
+    })
 }
 
 /// Declares argument names for [`Count`].

@@ -142,12 +142,12 @@ def test_shape_errors_are_the_same_through_the_tuple_fast_path() -> None:
     limit = (1 << 64) - 1
     for bad, shown in ((-1, "-1"), (1 << 70, str(1 << 70))):
         for shape in ((2, bad), [2, bad]):
-            with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+            with pytest.raises(ValueError, match=rf"^shape extents must be non-negative ints from 0 to {limit}, not {shown}$"):
                 devmm.empty(shape, "uint8")
     # An extent that is no integer is a ValueError too, as the seed's shape
     # check raises it.
     for shape, shown in (((2, 1.5), "1.5"), ([2, 1.5], "1.5"), ((2, "3"), "'3'")):
-        with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+        with pytest.raises(ValueError, match=rf"^shape extents must be non-negative ints from 0 to {limit}, not {shown}$"):
             devmm.empty(shape, "uint8")  # type: ignore[arg-type]
 
 

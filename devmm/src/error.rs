@@ -84,7 +84,10 @@ pub enum Error {
     },
 
     /// A buffer was used after [`DeviceBuffer::free`](crate::DeviceBuffer::free).
-    #[error("buffer of {nbytes} bytes on {device} is closed: it was freed; allocate a new buffer")]
+    #[error(
+        "buffer of {nbytes} bytes on {device} is closed: it was freed (use-after-free); allocate a \
+         new buffer"
+    )]
     BufferClosed {
         /// The device of the buffer.
         device: Device,
@@ -93,9 +96,10 @@ pub enum Error {
     },
 
     /// A value did not parse.
-    #[error("cannot parse {input:?} as a {what}: expected {expected}")]
+    #[error("{what} {input:?}: expected {expected}")]
     Parse {
-        /// What was being parsed ("device", "dtype", ...).
+        /// What is wrong with the text, naming what was parsed
+        /// ("unknown dtype string", "malformed device string", ...).
         what: &'static str,
         /// The text given.
         input: String,

@@ -29,7 +29,9 @@ def cupy_module() -> ModuleType:
     try:
         return importlib.import_module("cupy")
     except ImportError as e:
-        raise RuntimeUnavailableError(f"devmm's CuPy bridge needs cupy, which does not import: {e}") from e
+        raise RuntimeUnavailableError(
+            f"cupy is not importable ({e}); devmm's CuPy bridge needs it: install cupy"
+        ) from e
 
 
 class CupyAllocatorMemoryResource(DeviceMemoryResource):

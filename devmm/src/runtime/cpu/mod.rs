@@ -138,7 +138,7 @@ impl DeviceRuntime for CpuRuntime {
             Some(other) => Err(Error::Stream {
                 device,
                 reason: format!(
-                    "stream={other} was passed for a cpu tensor, which has no streams; DLPack consumers pass stream=None (or -1) for cpu tensors"
+                    "stream={other} was passed for a cpu tensor, which has no streams; CPU consumers must pass stream=None or -1"
                 ),
             }),
         }
