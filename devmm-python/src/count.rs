@@ -37,7 +37,7 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        count(&obj, "must be an integer", N::NAME).map(Count::of)
+        count(&obj, "must be a non-negative integer", N::NAME).map(Count::of)
     }
 }
 
@@ -100,7 +100,8 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        value_count(&obj, "must be an integer", N::NAME).map(|n| ValueCount(n, PhantomData))
+        value_count(&obj, "must be a non-negative integer", N::NAME)
+            .map(|n| ValueCount(n, PhantomData))
     }
 }
 
@@ -148,13 +149,11 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
 }
 
 /// `value` as a `T`, or a `ValueError` naming the argument `name` and the
-/// `range` it must be in (`"bits 256 out of range: bits must be a bit width
-/// from 1 to 255"`, "out of range" as the seed says it of a device index).
+/// `range` it must be in (`"bits must be a bit width from 1 to 255; 256 is out
+/// of range"`, "out of range" as the seed says it of a device index).
 pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
     T::try_from(value).map_err(|_| {
-        PyValueError::new_err(format!(
-            "{name} {value} out of range: {name} must be {range}"
-        ))
+        PyValueError::new_err(format!("{name} must be {range}; {value} is out of range"))
     })
 }
 

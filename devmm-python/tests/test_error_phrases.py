@@ -203,3 +203,56 @@ def test_cpu_consumer_stream() -> None:
 def test_malformed_dlpack_arguments(argument: dict[str, object], phrase: str) -> None:
     with pytest.raises(BufferError, match=phrase):
         devmm.empty((2, 3), "float32").__dlpack__(**argument)
+
+
+# Resources
+
+
+def _cpu_stream() -> devmm.Stream:
+    return devmm.runtime_for("cpu").default_stream("cpu")
+
+
+def test_host_resource_requires_a_cpu_device() -> None:
+    with pytest.raises(ValueError, match="requires a cpu device") as raised:
+        MallocMemoryResource(devmm.Device.from_string("cuda:0"))
+    assert "cuda:0" in str(raised.value)
+
+
+def test_out_of_memory_failed_to_allocate() -> None:
+    with pytest.raises(MemoryError, match="failed to allocate 4611686018427387904 bytes on cpu:0"):
+        MallocMemoryResource().allocate(2**62, _cpu_stream())
+
+
+def test_size_mismatch() -> None:
+    mr, stream = MallocMemoryResource(), _cpu_stream()
+    ptr = mr.allocate(16, stream)
+    with pytest.raises(ValueError, match="size mismatch freeing") as raised:
+        mr.deallocate(ptr, 8, stream)
+    assert "allocated with 16 bytes" in str(raised.value)
+    mr.deallocate(ptr, 16, stream)
+
+
+def test_double_and_foreign_frees_are_not_live_allocations() -> None:
+    mr, stream = MallocMemoryResource(), _cpu_stream()
+    ptr = mr.allocate(16, stream)
+    mr.deallocate(ptr, 16, stream)
+    with pytest.raises(ValueError, match="double-free: the pointer is not a live allocation"):
+        mr.deallocate(ptr, 16, stream)
+    with pytest.raises(ValueError, match="foreign-free: the pointer is not a live allocation"):
+        mr.deallocate(0x1000, 16, stream)
+
+
+def test_negative_nbytes_is_named_negative() -> None:
+    with pytest.raises(ValueError, match="nbytes must be a non-negative integer") as raised:
+        MallocMemoryResource().allocate(-1, _cpu_stream())
+    assert "not -1" in str(raised.value)
+
+
+def test_unknown_runtime_override() -> None:
+    import os
+    import subprocess
+
+    env = dict(os.environ, DEVMM_RUNTIME="bogus")
+    done = subprocess.run([sys.executable, "-c", "import devmm"], env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert 'RuntimeUnavailableError: runtime "bogus" is unavailable: DEVMM_RUNTIME="bogus" names no registered device runtime' in done.stderr, done.stderr

@@ -112,7 +112,7 @@ def test_entries_that_are_no_integers_are_value_errors(cpu: devmm.Device) -> Non
             make()
     # validate's item size is checked as the seed checks it: a positive int.
     for itemsize in (4.0, "4", -4):
-        with pytest.raises(ValueError, match="^itemsize must be an integer from 0"):
+        with pytest.raises(ValueError, match="^itemsize must be a non-negative integer from 0"):
             layout.validate((2, 3), itemsize)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not 0-byte ones"):
         layout.validate((2, 3), 0)

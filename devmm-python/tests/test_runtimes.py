@@ -366,7 +366,7 @@ def test_devmm_runtime_may_select_an_entry_point_runtime(tmp_path: pathlib.Path)
     env["DEVMM_RUNTIME"] = "nosuch"
     done = run_python("import devmm", env)
     assert done.returncode != 0
-    assert 'DEVMM_RUNTIME="nosuch" names no runtime (registered: cpu, cuda, rocm, hostly)' in done.stderr
+    assert 'DEVMM_RUNTIME="nosuch" names no registered device runtime (registered: cpu, cuda, rocm, hostly)' in done.stderr
 
 
 def test_a_broken_entry_point_runtime_is_a_clear_error(tmp_path: pathlib.Path) -> None:
