@@ -2,7 +2,10 @@
 the same condition has, so code that matches on it keeps working, and the
 exception type is the seed's."""
 
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -249,10 +252,54 @@ def test_negative_nbytes_is_named_negative() -> None:
 
 
 def test_unknown_runtime_override() -> None:
-    import os
-    import subprocess
-
     env = dict(os.environ, DEVMM_RUNTIME="bogus")
     done = subprocess.run([sys.executable, "-c", "import devmm"], env=env, capture_output=True, text=True)
     assert done.returncode != 0
     assert 'RuntimeUnavailableError: runtime "bogus" is unavailable: DEVMM_RUNTIME="bogus" names no registered device runtime' in done.stderr, done.stderr
+
+
+def test_copy_that_does_not_fit() -> None:
+    buffer = devmm.DeviceBuffer(16, mr=MallocMemoryResource(), stream=_cpu_stream())
+    with pytest.raises(ValueError, match="cannot copy 32 bytes") as raised:
+        buffer.copy_from_host(b"x" * 32)
+    assert "16-byte buffer on cpu:0" in str(raised.value)
+
+
+def test_empty_with_a_resource_of_another_device() -> None:
+    with pytest.raises(ValueError, match="mr lives on cpu:0") as raised:
+        devmm.empty((2,), "float32", device="cuda:0", mr=MallocMemoryResource())
+    assert "cuda:0" in str(raised.value)
+
+
+def test_stream_of_another_device(fake_library: Callable[[str], str]) -> None:
+    # In a fresh interpreter: a loaded CUDA runtime stays for the process.
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    script = """
+import devmm
+from devmm.mrs.cpu import MallocMemoryResource
+cuda = devmm.Device.from_string("cuda:0")
+stream = devmm.runtime_for(cuda).default_stream(cuda)
+try:
+    devmm.DeviceBuffer(16, mr=MallocMemoryResource(), stream=stream)
+except ValueError as e:
+    print(e)
+"""
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stream device cuda:0 does not match"), done.stdout
+    assert "pass a stream of cpu:0" in done.stdout
+
+
+# The cpu runtime
+
+
+def test_cpu_runtime_has_a_single_stream() -> None:
+    cpu = devmm.Device.from_string("cpu")
+    with pytest.raises(ValueError, match="the CPU has a single stream with handle 0, got handle 5"):
+        devmm.runtime_for(cpu).wrap_stream(cpu, 5)
+
+
+def test_cpu_runtime_serves_cpu_devices() -> None:
+    with pytest.raises(ValueError, match="serves cpu devices") as raised:
+        devmm.runtime_for("cpu").default_stream(devmm.Device.from_string("cuda:0"))
+    assert "cuda:0" in str(raised.value)

@@ -82,7 +82,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     assert rt.wrap_stream(cpu, 0) == stream
     # The cpu reads the protocol as the seed's does: its one stream is handle 0.
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
-    with pytest.raises(ValueError, match="one stream"):
+    with pytest.raises(ValueError, match="single stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))
     with pytest.raises(TypeError, match="expected an int stream handle, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
@@ -101,7 +101,7 @@ def test_cpu_wait_raw_is_a_no_op_for_any_handle(cpu: devmm.Device) -> None:
 
 def test_cpu_streams_refuse_foreign_handles(cpu: devmm.Device) -> None:
     rt = devmm.runtime_for(cpu)
-    with pytest.raises(ValueError, match="one stream"):
+    with pytest.raises(ValueError, match="single stream"):
         rt.wrap_stream(cpu, 5)
     with pytest.raises(ValueError, match="only cpu:0"):
         rt.default_stream(devmm.Device.from_string("cuda:0"))

@@ -117,7 +117,7 @@ def test_empty_argument_errors() -> None:
         devmm.empty((1 << 40, 1 << 40), "float64")
     with pytest.raises(MemoryError):
         devmm.empty((1 << 60,), "uint8")
-    with pytest.raises(ValueError, match="allocates on cpu:0"):
+    with pytest.raises(ValueError, match="mr lives on cpu:0"):
         devmm.empty((2,), "uint8", device="cuda:0", mr=devmm.get_current_memory_resource())
     with pytest.raises(TypeError):
         devmm.empty((2,), "uint8", layout="row")  # type: ignore[arg-type]

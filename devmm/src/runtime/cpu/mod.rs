@@ -52,7 +52,9 @@ pub(crate) fn check_device(device: Device) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidArgument {
-            reason: format!("the cpu runtime has only cpu:0, not {device}; pass cpu:0"),
+            reason: format!(
+                "the cpu runtime serves cpu devices and has only cpu:0, not {device}; pass cpu:0"
+            ),
         })
     }
 }
