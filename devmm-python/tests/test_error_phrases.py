@@ -303,3 +303,22 @@ def test_cpu_runtime_serves_cpu_devices() -> None:
     with pytest.raises(ValueError, match="serves cpu devices") as raised:
         devmm.runtime_for("cpu").default_stream(devmm.Device.from_string("cuda:0"))
     assert "cuda:0" in str(raised.value)
+
+
+# Bridge resources
+
+
+def test_cupy_resource_requires_a_cuda_device() -> None:
+    from devmm.mrs.cuda import CupyAllocatorMemoryResource
+
+    with pytest.raises(ValueError, match="requires a cuda device") as raised:
+        CupyAllocatorMemoryResource(device=devmm.Device.from_string("cpu"))
+    assert "cpu:0" in str(raised.value)
+
+
+def test_rmm_resource_without_rmm(monkeypatch: pytest.MonkeyPatch) -> None:
+    from devmm.mrs.cuda import RmmMemoryResource
+
+    monkeypatch.setitem(sys.modules, "rmm", None)
+    with pytest.raises(devmm.RuntimeUnavailableError, match="rmm is not importable"):
+        RmmMemoryResource()

@@ -59,8 +59,8 @@ def rmm_module(platform: str) -> ModuleType:
         rmm = importlib.import_module("rmm")
     except ImportError as e:
         raise RuntimeUnavailableError(
-            f"no rmm module targeting {platform} is importable ({e}); devmm's {wanted} bridge "
-            f"needs the {wanted} Python package: install it"
+            f"rmm is not importable ({e}), so no rmm module targeting {platform} is importable; "
+            f"devmm's {wanted} bridge needs the {wanted} Python package: install it"
         ) from e
     distributions = importlib.metadata.packages_distributions().get("rmm", [])
     found = rmm_platform(distributions, os.environ.get(DEVMM_RUNTIME))
