@@ -107,6 +107,10 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
 
 /// One entry of the per-dimension argument `name`.
 fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    // The common case first, so the wording below costs only refusals.
+    if let Ok(value) = item.extract::<usize>() {
+        return Ok(value);
+    }
     // The seed's words: a shape's entries are its extents.
     let rule = if name == "shape" {
         "extents must be non-negative ints"
