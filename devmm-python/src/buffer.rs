@@ -257,7 +257,8 @@ impl PyDeviceBuffer {
         // ValueError, not an allocation failure that aborts the process.
         if offset > self.buffer.nbytes() || nbytes > available {
             return Err(PyValueError::new_err(format!(
-                "copy of {nbytes} bytes at offset {offset} does not fit a buffer of {} bytes on {}",
+                "cannot copy {nbytes} bytes at offset {offset} of a {}-byte buffer on {}: the copy \
+                 does not fit; copy fewer bytes or use a larger buffer",
                 self.buffer.nbytes(),
                 self.buffer.device()
             )));

@@ -41,7 +41,7 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let rule = "must be an integer";
+        let rule = "must be a non-negative integer";
         match count(&obj, rule, N::NAME) {
             Ok(value) => Ok(Count::of(value)),
             Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => {
@@ -116,13 +116,24 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        value_count(&obj, "must be an integer", N::NAME).map(|n| ValueCount(n, PhantomData))
+        value_count(&obj, "must be a non-negative integer", N::NAME)
+            .map(|n| ValueCount(n, PhantomData))
     }
 }
 
 /// One entry of the per-dimension argument `name`.
 fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
-    value_count(item, "must list integers", name)
+    // The common case first, so the wording below costs only refusals.
+    if let Ok(value) = item.extract::<usize>() {
+        return Ok(value);
+    }
+    // The seed's words: a shape's entries are its extents.
+    let rule = if name == "shape" {
+        "extents must be non-negative ints"
+    } else {
+        "must list non-negative ints"
+    };
+    value_count(item, rule, name)
 }
 
 /// `count`, with a value that is no int a `ValueError` as well.
@@ -158,10 +169,12 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
 }
 
 /// `value` as a `T`, or a `ValueError` naming the argument `name` and the
-/// `range` it must be in (`"bits must be a bit width from 1 to 255, not 256"`).
+/// `range` it must be in (`"bits must be a bit width from 1 to 255; 256 is out
+/// of range"`, "out of range" as the seed says it of a device index).
 pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
-    T::try_from(value)
-        .map_err(|_| PyValueError::new_err(format!("{name} must be {range}, not {value}")))
+    T::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!("{name} must be {range}; {value} is out of range"))
+    })
 }
 
 /// A tensor's offset, in elements: anything but a non-negative int is the

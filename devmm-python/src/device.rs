@@ -184,7 +184,7 @@ impl<'py> FromPyObject<'_, 'py> for Ordinal {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let range = "a device ordinal from 0 to 2147483647";
+        let range = "a device index from 0 to 2147483647";
         let IntField(index) = obj.extract()?;
         in_range("index", index, range).map(Ordinal)
     }

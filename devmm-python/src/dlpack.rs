@@ -45,7 +45,9 @@ fn refused(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyErr {
     let shown = obj
         .repr()
         .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
-    PyBufferError::new_err(format!("__dlpack__({name}={shown}): expected {expected}"))
+    PyBufferError::new_err(format!(
+        "__dlpack__({name}={shown}): {name} must be {expected}"
+    ))
 }
 
 /// The consumer's `stream=` of `__dlpack__`.
@@ -58,7 +60,7 @@ impl<'py> FromPyObject<'_, 'py> for DlpackStream {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let expected = "an int stream handle (or -1)";
+        let expected = "None or an int stream handle (or -1)";
         // `True` is an int to Python, but no stream handle.
         if obj.is_exact_instance_of::<PyBool>() {
             return Err(refused(obj, "stream", expected));
@@ -77,7 +79,7 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let expected = "a (major, minor) pair of non-negative ints";
+        let expected = "None or a (major, minor) pair of non-negative ints";
         // `True` is an int to Python, but no version number.
         let number = |part: Borrowed<'_, 'py, PyAny>| {
             if part.is_exact_instance_of::<PyBool>() {
@@ -120,7 +122,7 @@ impl<'py> FromPyObject<'_, 'py> for DlpackDevice {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         // Any pair will do, as `tuple(dl_device)` reads it (a list, say).
-        let expected = "a (device_type, device_id) pair of ints";
+        let expected = "None or a (device_type, device_id) pair of ints";
         match dlpack_arg::<Vec<i32>>(obj, "dl_device", expected)?[..] {
             [device_type, device_id] => Ok(DlpackDevice((device_type, device_id))),
             _ => Err(refused(obj, "dl_device", expected)),

@@ -130,7 +130,8 @@ pub(crate) fn _numpy_handler_over(
     let rust = resource_of(mr)?;
     if !rust.device().ty().is_host_accessible() {
         return Err(PyValueError::new_err(format!(
-            "NumPy dereferences its data on the host; a resource on {} cannot back NumPy arrays",
+            "NumPy dereferences its data on the host, so the installed resource must live on the \
+             cpu device (or pinned host memory); a resource on {} cannot back NumPy arrays",
             rust.device()
         )));
     }
@@ -138,7 +139,7 @@ pub(crate) fn _numpy_handler_over(
     if devmm::resource_chain(rust.as_ref()).contains(Nep49Resource::NAME) {
         return Err(PyValueError::new_err(
             "installing a resource that allocates through NumPy's own handler as NumPy's handler \
-             is a cycle; wrap another resource",
+             would create an allocation cycle; wrap another resource",
         ));
     }
     Ok(handler_capsule(py, rust)?.unbind())

@@ -402,7 +402,7 @@ pub(crate) fn resolve_stream(
     match arg {
         Some(StreamArg::Stream(stream)) if stream.device() != device => {
             Err(PyValueError::new_err(format!(
-                "the stream is on {}, but the memory is on {device}; pass a stream of {device}",
+                "stream device {} does not match the memory's device {device}; pass a stream of {device}",
                 stream.device()
             )))
         }

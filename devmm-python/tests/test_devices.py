@@ -95,7 +95,7 @@ def test_assigning_a_device_field_raises_frozen_instance_error() -> None:
 
 @pytest.mark.parametrize("index", [-1, -(2**40), 2**31, 2**64])
 def test_device_index_out_of_range_is_a_value_error(index: int) -> None:
-    with pytest.raises(ValueError, match="ordinal"):
+    with pytest.raises(ValueError, match="out of range"):
         devmm.Device(devmm.DeviceType.CUDA, index)
 
 
@@ -194,7 +194,7 @@ def test_dtype_from_any_refusals() -> None:
 
     with pytest.raises(ValueError, match="big-endian"):
         devmm.DType.from_any(">i8")
-    with pytest.raises(ValueError, match="no DLPack type code"):
+    with pytest.raises(ValueError, match="no DLPack DLDataType encoding"):
         devmm.DType.from_any(np.dtype("datetime64[s]"))
     with pytest.raises(ValueError, match="float32"):
         devmm.DType.from_any("not-a-dtype")
@@ -260,7 +260,7 @@ def test_device_and_dtype_are_frozen_slotted_dataclasses() -> None:
     assert dataclasses.replace(d, index=3) == devmm.Device.from_string("cuda:3")
     assert dataclasses.replace(f32, lanes=4) == devmm.DType(2, 32, 4)
     # replace builds through the constructor, so the core's checks still run.
-    with pytest.raises(ValueError, match="ordinal"):
+    with pytest.raises(ValueError, match="out of range"):
         dataclasses.replace(d, index=-1)
     with pytest.raises(ValueError, match="bits"):
         dataclasses.replace(f32, bits=0)
@@ -289,7 +289,7 @@ def test_device_fields_keep_what_the_core_read() -> None:
         assert d == devmm.Device.from_string("rocm:1") and hash(d) == hash(devmm.Device.from_string("rocm:1"))
     with pytest.raises(ValueError, match="not a valid DeviceType"):
         devmm.Device(4)
-    with pytest.raises(ValueError, match="cannot parse \"gpu\" as a device type"):
+    with pytest.raises(ValueError, match="unknown device type \"gpu\""):
         devmm.Device("gpu")
 
 
@@ -321,7 +321,7 @@ def test_dtype_from_any_reads_objects_with_numpy_kind_and_itemsize() -> None:
     assert devmm.DType.from_any(Duck("b", 1)) == devmm.DType.from_string("bool")
     assert devmm.DType.from_any(Duck("c", 16)) == devmm.DType.from_string("complex128")
     assert devmm.empty((2,), Duck("i", 4)).dtype == devmm.DType.from_string("int32")
-    with pytest.raises(ValueError, match="kind 'V' with itemsize 4 has no DLPack type code"):
+    with pytest.raises(ValueError, match="kind 'V' with itemsize 4 has no DLPack DLDataType encoding"):
         devmm.DType.from_any(Duck("V", 4))
     with pytest.raises(ValueError, match="1 to 31 bytes"):
         devmm.DType.from_any(Duck("f", 64))

@@ -295,11 +295,11 @@ def test_empty_like_refuses_what_has_no_shape_with_the_seed_s_attribute_error() 
 
 def test_raw_copies_refuse_negative_addresses_and_counts_with_a_value_error() -> None:
     db = devmm.DeviceBuffer.to_device(b"abc")
-    with pytest.raises(ValueError, match="d_dst must be an integer from 0"):
+    with pytest.raises(ValueError, match="d_dst must be a non-negative integer from 0"):
         devmm.copy_device_to_ptr(db.ptr, -1, 3)
-    with pytest.raises(ValueError, match="count must be an integer from 0"):
+    with pytest.raises(ValueError, match="count must be a non-negative integer from 0"):
         devmm.copy_device_to_ptr(db.ptr, db.ptr, -3)
-    with pytest.raises(ValueError, match="db must be an integer from 0"):
+    with pytest.raises(ValueError, match="db must be a non-negative integer from 0"):
         devmm.copy_host_to_ptr(b"x", -1)
-    with pytest.raises(ValueError, match="db must be an integer from 0"):
+    with pytest.raises(ValueError, match="db must be a non-negative integer from 0"):
         devmm.copy_ptr_to_host(-1, bytearray(1))

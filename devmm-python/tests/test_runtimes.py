@@ -163,7 +163,7 @@ def test_wrap_stream_takes_handles_protocol_objects_and_streams(cpu: devmm.Devic
     assert rt.wrap_stream(cpu, 0) == stream
     # The cpu reads the protocol as the seed's does: its one stream is handle 0.
     assert rt.wrap_stream(cpu, _CudaStreamProtocol(0)) == stream
-    with pytest.raises(ValueError, match="one stream"):
+    with pytest.raises(ValueError, match="single stream"):
         rt.wrap_stream(cpu, _CudaStreamProtocol(7))
     with pytest.raises(TypeError, match="expected an int stream handle, a sentinel, an object with __cuda_stream__, or a devmm.Stream, got str"):
         rt.wrap_stream(cpu, "default")
@@ -182,7 +182,7 @@ def test_cpu_wait_raw_is_a_no_op_for_any_handle(cpu: devmm.Device) -> None:
 
 def test_cpu_streams_refuse_foreign_handles(cpu: devmm.Device) -> None:
     rt = devmm.runtime_for(cpu)
-    with pytest.raises(ValueError, match="one stream"):
+    with pytest.raises(ValueError, match="single stream"):
         rt.wrap_stream(cpu, 5)
     with pytest.raises(ValueError, match="only cpu:0"):
         rt.default_stream(devmm.Device.from_string("cuda:0"))
@@ -493,7 +493,7 @@ def test_devmm_runtime_may_select_an_entry_point_runtime(tmp_path: pathlib.Path)
     env["DEVMM_RUNTIME"] = "nosuch"
     done = run_python("import devmm", env)
     assert done.returncode != 0
-    assert 'DEVMM_RUNTIME="nosuch" names no runtime (registered: cpu, cuda, rocm, hostly)' in done.stderr
+    assert 'DEVMM_RUNTIME="nosuch" names no registered device runtime (registered: cpu, cuda, rocm, hostly)' in done.stderr
 
 
 def test_a_broken_entry_point_runtime_is_a_clear_error(tmp_path: pathlib.Path) -> None:

@@ -129,7 +129,7 @@ def test_empty_argument_errors() -> None:
         devmm.empty((1 << 40, 1 << 40), "float64")
     with pytest.raises(MemoryError):
         devmm.empty((1 << 60,), "uint8")
-    with pytest.raises(ValueError, match="allocates on cpu:0"):
+    with pytest.raises(ValueError, match="mr lives on cpu:0"):
         devmm.empty((2,), "uint8", device="cuda:0", mr=devmm.get_current_memory_resource())
     with pytest.raises(TypeError):
         devmm.empty((2,), "uint8", layout="row")  # type: ignore[arg-type]
@@ -154,12 +154,12 @@ def test_shape_errors_are_the_same_through_the_tuple_fast_path() -> None:
     limit = (1 << 64) - 1
     for bad, shown in ((-1, "-1"), (1 << 70, str(1 << 70))):
         for shape in ((2, bad), [2, bad]):
-            with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+            with pytest.raises(ValueError, match=rf"^shape extents must be non-negative ints from 0 to {limit}, not {shown}$"):
                 devmm.empty(shape, "uint8")
     # An extent that is no integer is a ValueError too, as the seed's shape
     # check raises it.
     for shape, shown in (((2, 1.5), "1.5"), ([2, 1.5], "1.5"), ((2, "3"), "'3'")):
-        with pytest.raises(ValueError, match=rf"^shape must list integers from 0 to {limit}, not {shown}$"):
+        with pytest.raises(ValueError, match=rf"^shape extents must be non-negative ints from 0 to {limit}, not {shown}$"):
             devmm.empty(shape, "uint8")  # type: ignore[arg-type]
 
 

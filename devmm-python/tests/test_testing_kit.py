@@ -223,9 +223,9 @@ def test_negative_and_oversized_sizes_are_value_errors_naming_nbytes(stream: dev
 
     for mr in (devmm.testing.RecordingMemoryResource(), MallocMemoryResource()):
         for bad in (-1, 2**64):
-            with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+            with pytest.raises(ValueError, match="nbytes must be a non-negative integer from 0"):
                 mr.allocate(bad, stream)
-            with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+            with pytest.raises(ValueError, match="nbytes must be a non-negative integer from 0"):
                 mr.deallocate(256, bad, stream)
 
 

@@ -227,7 +227,7 @@ fn numpy_kind(kind: char, itemsize: usize) -> std::result::Result<DType, &'stati
         'u' => DTypeCode::UInt,
         'f' => DTypeCode::Float,
         'c' => DTypeCode::Complex,
-        _ => return Err("has no DLPack type code"),
+        _ => return Err("has no DLPack DLDataType encoding"),
     };
     let bits = u8::try_from(itemsize)
         .ok()
@@ -260,12 +260,15 @@ mod tests {
     fn refusals_say_which_dtype_and_why() {
         let text = |typestr, name| DType::from_typestr(typestr, name).unwrap_err().to_string();
         assert!(text(">f4", "float32").contains("NumPy dtype float32 (>f4) is big-endian"));
-        assert!(text("|O", "object").contains("has no DLPack type code"));
+        assert!(text("|O", "object").contains("has no DLPack DLDataType encoding"));
         assert!(text("<i64", "wide").contains("1 to 31 bytes"));
         assert!(text("f4", "float32").contains("not a NumPy type string"));
         assert!(text("|f0", "empty").contains("1 to 31 bytes"));
         let kind = |kind, itemsize| DType::from_kind(kind, itemsize).unwrap_err().to_string();
-        assert!(kind('V', 4).contains("dtype kind 'V' with itemsize 4 has no DLPack type code"));
+        assert!(
+            kind('V', 4)
+                .contains("dtype kind 'V' with itemsize 4 has no DLPack DLDataType encoding")
+        );
         assert!(kind('f', 0).contains("1 to 31 bytes"));
         assert!(kind('u', 1 << 40).contains("1 to 31 bytes"));
     }

@@ -413,7 +413,8 @@ impl DeviceBuffer {
         if end > self.nbytes {
             return Err(Error::InvalidArgument {
                 reason: format!(
-                    "copy of {len} bytes at offset {offset} does not fit a buffer of {} bytes on {}",
+                    "cannot copy {len} bytes at offset {offset} of a {}-byte buffer on {}: the copy \
+                     does not fit; copy fewer bytes or use a larger buffer",
                     self.nbytes,
                     self.device()
                 ),

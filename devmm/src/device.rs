@@ -128,13 +128,13 @@ impl FromStr for DeviceType {
         DeviceType::ALL
             .into_iter()
             .find(|ty| ty.name() == s)
-            .ok_or_else(|| Error::parse("device type", s, device_type_names()))
+            .ok_or_else(|| Error::parse("unknown device type", s, device_type_names()))
     }
 }
 
 fn device_type_names() -> String {
     let names: Vec<&str> = DeviceType::ALL.iter().map(|ty| ty.name()).collect();
-    names.join(", ")
+    format!("one of {}", names.join(", "))
 }
 
 /// One device: a [`DeviceType`] and its ordinal.
@@ -192,11 +192,12 @@ impl Device {
     /// ```
     pub fn try_new(ty: DeviceType, index: u32) -> Result<Device, Error> {
         if index > Device::MAX_INDEX {
-            return Err(Error::parse(
-                "device ordinal",
-                &index.to_string(),
-                "an ordinal from 0 to 2147483647",
-            ));
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "device index {index} of {ty} out of range; DLPack device ids are int32, so \
+                     give an index from 0 to 2147483647"
+                ),
+            });
         }
         Ok(Device { ty, index })
     }
@@ -261,14 +262,14 @@ impl Device {
     pub fn from_dlpack(device_type: i32, device_id: i32) -> Result<Device, Error> {
         let ty = DeviceType::from_dlpack(device_type).ok_or_else(|| {
             Error::parse(
-                "DLPack device type",
+                "unknown DLPack device type",
                 &device_type.to_string(),
                 "one of 1 (cpu), 2 (cuda), 3 (cuda_host), 10 (rocm), 11 (rocm_host), 13 (cuda_managed)",
             )
         })?;
         let index = u32::try_from(device_id).map_err(|_| {
             Error::parse(
-                "DLPack device id",
+                "negative DLPack device id",
                 &device_id.to_string(),
                 "a non-negative ordinal",
             )
@@ -290,23 +291,30 @@ impl FromStr for Device {
     /// defaults to 0.
     fn from_str(s: &str) -> Result<Self, Error> {
         const EXPECTED: &str = "TYPE or TYPE:ORDINAL, TYPE one of cpu, cuda, cuda_host, rocm, rocm_host, cuda_managed (e.g. \"cuda:1\")";
+        let malformed = || Error::parse("malformed device string", s, EXPECTED);
         let (ty, index) = match s.split_once(':') {
             Some((ty, index)) => (ty, Some(index)),
             None => (s, None),
         };
+        if ty.is_empty() || !ty.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(malformed());
+        }
+        let index = match index {
+            None => None,
+            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(digits)
+            }
+            Some(_) => return Err(malformed()),
+        };
         let ty = ty
             .parse::<DeviceType>()
-            .map_err(|_| Error::parse("device", s, EXPECTED))?;
+            .map_err(|_| Error::parse("unknown device type", s, EXPECTED))?;
         let index = match index {
             None => 0,
-            Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                digits
-                    .parse::<u32>()
-                    .map_err(|_| Error::parse("device", s, EXPECTED))?
-            }
-            Some(_) => return Err(Error::parse("device", s, EXPECTED)),
+            // All digits: too many for a `u32` is out of range too.
+            Some(digits) => digits.parse::<u32>().unwrap_or(u32::MAX),
         };
-        Device::try_new(ty, index).map_err(|_| Error::parse("device", s, EXPECTED))
+        Device::try_new(ty, index)
     }
 }
 
@@ -328,22 +336,37 @@ mod tests {
 
     #[test]
     fn rejects_malformed_strings_with_the_expected_form() {
-        for bad in [
-            "",
-            "gpu",
-            "cuda:",
-            "cuda:-1",
-            "cuda:x",
-            "cuda:1:2",
-            "CUDA:0",
-            "cuda:+1",
-            "cuda:4294967296",
-            "cuda:2147483648",
-        ] {
+        let refusals = [
+            ("", "malformed device string"),
+            ("gpu", "unknown device type"),
+            ("gpu:0", "unknown device type"),
+            ("cuda:", "malformed device string"),
+            ("cuda:-1", "malformed device string"),
+            ("cuda:x", "malformed device string"),
+            ("cuda:1:2", "malformed device string"),
+            ("CUDA:0", "malformed device string"),
+            ("cuda:+1", "malformed device string"),
+        ];
+        for (bad, problem) in refusals {
             let err = bad.parse::<Device>().unwrap_err();
             let msg = err.to_string();
+            assert!(msg.starts_with(problem), "{bad:?}: {msg}");
             assert!(msg.contains("TYPE:ORDINAL"), "{bad:?}: {msg}");
             assert!(msg.contains(&format!("{bad:?}")), "{bad:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn an_index_past_int32_is_out_of_range() {
+        for bad in [
+            "cuda:2147483648",
+            "cuda:4294967296",
+            "cuda:99999999999999999999",
+        ] {
+            let msg = bad.parse::<Device>().unwrap_err().to_string();
+            assert!(msg.contains("device index"), "{bad:?}: {msg}");
+            assert!(msg.contains("out of range"), "{bad:?}: {msg}");
+            assert!(msg.contains("from 0 to 2147483647"), "{bad:?}: {msg}");
         }
     }
 

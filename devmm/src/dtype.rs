@@ -275,7 +275,11 @@ impl FromStr for DType {
                 .filter_map(|dt| dt.name())
                 .chain(LOW_PRECISION.iter().map(|&(_, _, name)| name))
                 .collect();
-            Error::parse("dtype", s, format!("one of {}", names.join(", ")))
+            Error::parse(
+                "unknown dtype string",
+                s,
+                format!("one of {}", names.join(", ")),
+            )
         })
     }
 }

@@ -27,7 +27,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The resource could not find `nbytes` on `device`.
     #[error(
-        "out of memory: allocating {nbytes} bytes on {device} through {chain} failed{}; \
+        "out of memory: failed to allocate {nbytes} bytes on {device} through {chain}{}; \
          free buffers you no longer need, or allocate less",
         detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
     )]
@@ -89,7 +89,10 @@ pub enum Error {
     },
 
     /// A buffer was used after [`DeviceBuffer::free`](crate::DeviceBuffer::free).
-    #[error("buffer of {nbytes} bytes on {device} is closed: it was freed; allocate a new buffer")]
+    #[error(
+        "buffer of {nbytes} bytes on {device} is closed: it was freed (use-after-free); allocate a \
+         new buffer"
+    )]
     BufferClosed {
         /// The device of the buffer.
         device: Device,
@@ -98,9 +101,10 @@ pub enum Error {
     },
 
     /// A value did not parse.
-    #[error("cannot parse {input:?} as a {what}: expected {expected}")]
+    #[error("{what} {input:?}: expected {expected}")]
     Parse {
-        /// What was being parsed ("device", "dtype", ...).
+        /// What is wrong with the text, naming what was parsed
+        /// ("unknown dtype string", "malformed device string", ...).
         what: &'static str,
         /// The text given.
         input: String,
@@ -337,17 +341,18 @@ pub enum MisuseKind {
 impl fmt::Display for MisuseKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MisuseKind::UnknownPointer => {
-                f.write_str("foreign-free: deallocate of a pointer this resource never allocated")
-            }
+            MisuseKind::UnknownPointer => f.write_str(
+                "foreign-free: the pointer is not a live allocation; this resource never \
+                     allocated it",
+            ),
             MisuseKind::WrongSize { allocated } => write!(
                 f,
-                "size-mismatch: deallocate with the wrong size; the pointer was allocated with \
-                 {allocated} bytes"
+                "size-mismatch: size mismatch freeing the pointer: deallocate with the wrong size; \
+                 the pointer was allocated with {allocated} bytes"
             ),
-            MisuseKind::DoubleFree => {
-                f.write_str("double-free: the pointer was already deallocated")
-            }
+            MisuseKind::DoubleFree => f.write_str(
+                "double-free: the pointer is not a live allocation; it was already deallocated",
+            ),
             MisuseKind::NullAllocation => {
                 f.write_str("allocate returned a null pointer for a non-empty request")
             }

@@ -190,7 +190,7 @@ impl std::str::FromStr for OrderBy {
             "memory_total" => Ok(OrderBy::MemoryTotal),
             _ => Err(crate::Error::Parse {
                 input: text.to_owned(),
-                what: "report order",
+                what: "unknown report order",
                 expected: "num_calls, memory_peak or memory_total".into(),
             }),
         }

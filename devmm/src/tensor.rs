@@ -331,8 +331,8 @@ impl EmptyOptions {
         match (self.device, &self.resource) {
             (Some(device), Some(mr)) if mr.device() != device => Err(Error::InvalidArgument {
                 reason: format!(
-                    "device {device} was asked for, but the resource {mr:?} allocates on {}; \
-                     pass a resource of {device} or drop the device option",
+                    "device {device} was asked for, but mr lives on {} ({mr:?}); pass a resource \
+                     of {device} or drop the device option",
                     mr.device()
                 ),
             }),

@@ -61,7 +61,7 @@ fn copies_round_trip_and_are_bounds_checked() {
     assert!(
         too_long
             .to_string()
-            .contains("does not fit a buffer of 5 bytes"),
+            .contains("of a 5-byte buffer on cpu:0: the copy does not fit"),
         "{too_long}"
     );
     buf.free(buf.stream()).unwrap();

@@ -780,7 +780,7 @@ fn out_of_memory_names_device_size_and_chain(p: &'static Platform) {
     let malloc = p.call(if ordered { "MallocAsync" } else { "Malloc" });
     let text = err.to_string();
     let head = format!(
-        "out of memory: allocating {too_much} bytes on {dev} through {chain} failed ({malloc} failed on {dev} with {} (2): ",
+        "out of memory: failed to allocate {too_much} bytes on {dev} through {chain} ({malloc} failed on {dev} with {} (2): ",
         p.oom_name
     );
     assert!(text.starts_with(&head), "{text}");

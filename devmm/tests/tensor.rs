@@ -138,7 +138,7 @@ fn bad_requests_are_typed_errors() {
     )
     .unwrap_err();
     assert!(
-        mismatch.to_string().contains("allocates on cpu:0"),
+        mismatch.to_string().contains("mr lives on cpu:0"),
         "{mismatch}"
     );
     let limited = Arc::new(devmm::LimitingAdaptor::new(MallocMemoryResource::new(), 16));

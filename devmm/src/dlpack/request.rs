@@ -112,8 +112,9 @@ impl DlpackRequest {
         {
             let own = tensor.device().dlpack_device();
             return Err(refusal(format!(
-                "dl_device={asked:?} was asked, but the tensor lives on {} {own:?} and devmm \
-                 never copies across devices; omit dl_device, or copy the data with the \
+                "cross-device export is not supported: dl_device={asked:?} was asked, but the \
+                 tensor lives on {} {own:?} and devmm never copies across devices; omit \
+                 dl_device, or copy the data with the \
                  consumer's library after importing it on {}",
                 tensor.device(),
                 tensor.device()
@@ -121,11 +122,15 @@ impl DlpackRequest {
         }
         let flavor = self.flavor();
         if flavor == DlpackFlavor::Legacy && tensor.is_read_only() {
+            let asked = match self.max_version {
+                Some((major, minor)) => format!("({major}, {minor})"),
+                None => "None".to_owned(),
+            };
             return Err(refusal(format!(
                 "the tensor is read-only, but the consumer reads only the legacy DLPack struct \
-                 (max_version={:?}), which cannot carry a read-only flag; use a consumer that \
-                 passes max_version=(1, 0) or newer, or export a writable tensor",
-                self.max_version
+                 (max_version={asked}), and the legacy DLManagedTensor cannot express the \
+                 read-only flag; use a consumer that passes max_version=(1, 0) or newer, or \
+                 export a writable tensor"
             )));
         }
         Ok(flavor)
@@ -174,8 +179,8 @@ fn refusal(reason: impl Into<String>) -> Error {
 /// The refusal for a buffer that was freed before the export.
 pub(crate) fn freed_refusal(tensor: &Tensor) -> Error {
     refusal(format!(
-        "cannot export: the tensor's buffer of {} bytes on {} was freed; export before calling \
-         free(), or allocate a new tensor",
+        "cannot export a freed DeviceBuffer (use-after-free): the tensor's buffer of {} bytes \
+         on {} was freed; export before calling free(), or allocate a new tensor",
         tensor.buffer().nbytes(),
         tensor.device()
     ))

@@ -163,7 +163,7 @@ impl Layout {
     ) -> Result<Layout> {
         if shape.len() != strides.len() {
             return Err(Error::layout(format!(
-                "shape has {} dimensions but strides has {}; give one stride per dimension",
+                "rank mismatch: shape has {} dimensions but strides has {}; give one stride per dimension",
                 shape.len(),
                 strides.len()
             )));

@@ -215,10 +215,10 @@ impl LayoutPolicy for Permuted {
     fn plan(&self, shape: &[usize], _dtype: DType, _device: Device) -> Result<LayoutPlan> {
         if self.order.len() != shape.len() {
             return Err(Error::layout(format!(
-                "permutation {:?} has {} entries but the shape has {} dimensions; give one entry per dimension",
+                "permutation {:?} does not match the {}-d shape {shape:?}: it has {} entries; give one entry per dimension",
                 self.order.as_slice(),
-                self.order.len(),
-                shape.len()
+                shape.len(),
+                self.order.len()
             )));
         }
         Ok(dense(self.order.clone()))
@@ -291,12 +291,18 @@ impl Aligned {
     ) -> Result<Aligned> {
         if unit_stride_alignment == 0 {
             return Err(Error::layout(
-                "unit_stride_alignment must be a positive byte count (1 for no padding), not 0",
+                "alignments must be positive: unit_stride_alignment must be a positive byte count (1 for no padding), not 0",
             ));
         }
         if !base_alignment.is_power_of_two() {
+            // The seed's words for 0, which it refuses as not positive.
+            let zero = if base_alignment == 0 {
+                "alignments must be positive: "
+            } else {
+                ""
+            };
             return Err(Error::layout(format!(
-                "base_alignment must be a power of two (1, 2, 4, ...), not {base_alignment}"
+                "{zero}base_alignment must be a power of two (1, 2, 4, ...), not {base_alignment}"
             )));
         }
         Ok(Aligned {

@@ -240,7 +240,7 @@ pub fn check_runtime_override() -> Result<()> {
     Err(Error::RuntimeUnavailable {
         name: name.to_owned(),
         reason: format!(
-            "{RUNTIME_ENV}={name:?} names no runtime (registered: {}); set it to one of those or unset it",
+            "{RUNTIME_ENV}={name:?} names no registered device runtime (registered: {}); set it to one of those or unset it",
             known.join(", ")
         ),
     })

@@ -110,6 +110,7 @@ def refuse_cycle(library: str, mr: Any) -> None:
     installing it into ``library`` would make the library call itself."""
     if library in consumed_libraries(mr):
         raise ValueError(
-            f"{mr!r} allocates through {library}; installing it as {library}'s allocator "
-            f"is a cycle (consume and provide for one library at once); wrap another resource"
+            f"installing {mr!r} into {library} would create an allocation cycle: it allocates "
+            f"through {library} already (consume and provide for one library at once); wrap "
+            f"another resource"
         )

@@ -58,7 +58,10 @@ def install(mr: DeviceMemoryResource) -> Installer:
     (a cycle) or that is not on a CUDA device."""
     refuse_cycle("cupy", mr)
     if mr.device.type is not DeviceType.CUDA:
-        raise ValueError(f"CuPy's arrays live on CUDA devices; {mr!r} allocates on {mr.device}")
+        raise ValueError(
+            f"CuPy allocates CUDA memory, so the installed resource must live on a cuda device; "
+            f"{mr!r} allocates on {mr.device}"
+        )
     allocator = _DevmmCupyAllocator(mr)
     cuda = cupy_module().cuda
     previous = cuda.get_allocator()

@@ -41,7 +41,7 @@ def _driver() -> Any:
         return importlib.import_module("numba.cuda.cudadrv.driver")
     except ImportError as e:
         raise RuntimeUnavailableError(
-            f"devmm's Numba plugin needs numba-cuda, which does not import: {e}"
+            f"numba is not importable ({e}); devmm's Numba plugin needs numba-cuda: install it"
         ) from e
 
 

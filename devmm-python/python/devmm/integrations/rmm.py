@@ -63,7 +63,7 @@ def install(mr: DeviceMemoryResource) -> Installer:
     platform = _PLATFORM.get(device.type)
     if platform is None:
         raise ValueError(
-            f"rmm serves CUDA devices and hipMM ROCm ones; {mr!r} allocates on {device}"
+            f"rmm serves cuda/rocm devices (rmm CUDA ones, hipMM ROCm ones); {mr!r} allocates on {device}"
         )
     rmm = rmm_module(platform)
     runtime = runtime_for(device)

@@ -29,7 +29,9 @@ def cupy_module() -> ModuleType:
     try:
         return importlib.import_module("cupy")
     except ImportError as e:
-        raise RuntimeUnavailableError(f"devmm's CuPy bridge needs cupy, which does not import: {e}") from e
+        raise RuntimeUnavailableError(
+            f"cupy is not importable ({e}); devmm's CuPy bridge needs it: install cupy"
+        ) from e
 
 
 class CupyAllocatorMemoryResource(DeviceMemoryResource):
@@ -54,7 +56,10 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         elif isinstance(device, str):
             device = Device.from_string(device)
         if device.type is not DeviceType.CUDA:
-            raise ValueError(f"CuPy allocates on CUDA devices, not {device}")
+            raise ValueError(
+                f"CupyAllocatorMemoryResource requires a cuda device: CuPy allocates on CUDA "
+                f"devices, not {device}; pass a cuda device"
+            )
         self.device = device
         self._allocator = allocator
         # CuPy is imported at the first allocation, as the seed's resource

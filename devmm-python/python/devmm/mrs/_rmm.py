@@ -59,14 +59,16 @@ def rmm_module(platform: str) -> ModuleType:
         rmm = importlib.import_module("rmm")
     except ImportError as e:
         raise RuntimeUnavailableError(
-            f"devmm's {wanted} bridge needs the {wanted} Python package, which does not import: {e}"
+            f"rmm is not importable ({e}), so no rmm module targeting {platform} is importable; "
+            f"devmm's {wanted} bridge needs the {wanted} Python package: install it"
         ) from e
     distributions = importlib.metadata.packages_distributions().get("rmm", [])
     found = rmm_platform(distributions, os.environ.get(DEVMM_RUNTIME))
     if found != platform:
         raise RuntimeUnavailableError(
-            f"the rmm module at {rmm.__file__} (installed by {distributions or 'no known distribution'}) "
-            f"serves {found or 'an unknown platform'}, not {platform}, so it is not {wanted}; install "
+            f"no rmm module targeting {platform} is importable: the rmm module at {rmm.__file__} "
+            f"(installed by {distributions or 'no known distribution'}) serves "
+            f"{found or 'an unknown platform'}, not {platform}, so it is not {wanted}; install "
             f"{wanted}, or set {DEVMM_RUNTIME}={platform} if its distribution is misnamed"
         )
     return rmm

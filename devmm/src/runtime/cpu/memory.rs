@@ -31,8 +31,8 @@ pub fn require_host_device(resource: &str, device: Device) -> Result<()> {
     }
     Err(Error::InvalidArgument {
         reason: format!(
-            "{resource} hands out host memory on cpu:0, not {device}; pass a cpu device \
-             or use a resource of {device}"
+            "{resource} requires a cpu device: it hands out host memory on cpu:0, not \
+             {device}; pass a cpu device or use a resource of {device}"
         ),
     })
 }

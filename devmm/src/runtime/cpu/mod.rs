@@ -53,7 +53,9 @@ pub(crate) fn check_device(device: Device) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidArgument {
-            reason: format!("the cpu runtime has only cpu:0, not {device}; pass cpu:0"),
+            reason: format!(
+                "the cpu runtime serves cpu devices and has only cpu:0, not {device}; pass cpu:0"
+            ),
         })
     }
 }
@@ -139,7 +141,7 @@ impl DeviceRuntime for CpuRuntime {
             Some(other) => Err(Error::Stream {
                 device,
                 reason: format!(
-                    "stream={other} was passed for a cpu tensor, which has no streams; DLPack consumers pass stream=None (or -1) for cpu tensors"
+                    "stream={other} was passed for a cpu tensor, which has no streams; CPU consumers must pass stream=None or -1"
                 ),
             }),
         }

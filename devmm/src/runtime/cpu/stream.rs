@@ -37,7 +37,7 @@ pub(super) fn check_handle(handle: usize) -> Result<()> {
         Err(Error::Stream {
             device: Device::CPU,
             reason: format!(
-                "the cpu runtime has one stream, handle 0; {handle:#x} is not a cpu stream"
+                "the CPU has a single stream with handle 0, got handle {handle}; pass 0 or a cpu stream"
             ),
         })
     }
