@@ -89,23 +89,23 @@ def check_numba() -> None:
     from devmm.mrs.cuda import CudaRuntimeMemoryResource
 
     counted = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource())
-    devmm.set_current_memory_resource(counted)
-    bridge.install()  # before Numba makes its context
-    import numpy as np
-    from numba import cuda
+    with devmm.using_memory_resource(counted):
+        bridge.install()  # before Numba makes its context
+        import numpy as np
+        from numba import cuda
 
-    @cuda.jit
-    def fill(out, value):  # type: ignore[no-untyped-def]
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = value
+        @cuda.jit
+        def fill(out, value):  # type: ignore[no-untyped-def]
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = value
 
-    out = cuda.device_array(1024, dtype=np.float32)
-    assert counted.allocations >= 1 and counted.current_bytes >= 4096, counted
-    fill[4, 256](out, 5.0)
-    assert (out.copy_to_host() == 5.0).all()
-    info = cuda.current_context().get_memory_info()
-    assert 0 < info.free <= info.total
+        out = cuda.device_array(1024, dtype=np.float32)
+        assert counted.allocations >= 1 and counted.current_bytes >= 4096, counted
+        fill[4, 256](out, 5.0)
+        assert (out.copy_to_host() == 5.0).all()
+        info = cuda.current_context().get_memory_info()
+        assert 0 < info.free <= info.total
 
 
 def check_rmm() -> None:

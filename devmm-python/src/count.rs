@@ -97,9 +97,9 @@ pub(crate) fn _check_nbytes(nbytes: Count<Nbytes>) -> usize {
     nbytes.get()
 }
 
-/// A non-negative integer argument named `N::NAME` that the seed checks by
-/// value (`Layout.validate`'s `itemsize`): a value that is no int is a
-/// `ValueError` too, as with [`Dims`]' entries.
+/// A positive integer argument named `N::NAME` that the seed checks by
+/// value (`Layout.validate`'s `itemsize`): 0, or a value that is no int,
+/// is a `ValueError` too, as with [`Dims`]' entries.
 ///
 /// Python type: `int`
 #[derive(Debug)]
@@ -116,7 +116,7 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        value_count(&obj, "must be a non-negative integer", N::NAME)
+        value_count(&obj, "must be a positive integer", N::NAME, 1)
             .map(|n| ValueCount(n, PhantomData))
     }
 }
@@ -133,21 +133,28 @@ fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
     } else {
         "must list non-negative ints"
     };
-    value_count(item, rule, name)
+    value_count(item, rule, name, 0)
 }
 
-/// `count`, with a value that is no int a `ValueError` as well.
-fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
-    count(obj, rule, name).map_err(|err| {
-        if !err.is_instance_of::<PyTypeError>(obj.py()) {
-            return err;
-        }
-        let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
-        PyValueError::new_err(format!(
-            "{name} {rule} from 0 to {}, not {shown}",
-            usize::MAX
-        ))
-    })
+/// `count`, from `min` (0 or 1), with a value that is no int a
+/// `ValueError` as well, caused by the conversion's `TypeError`.
+fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str, min: usize) -> PyResult<usize> {
+    let py = obj.py();
+    let cause = match count(obj, rule, name) {
+        Ok(value) if value >= min => return Ok(value),
+        Ok(_) => None,
+        Err(err) if err.is_instance_of::<PyTypeError>(py) => Some(err),
+        // Negative or huge: `count`'s own error says so, from 0.
+        Err(err) if min == 0 => return Err(err),
+        Err(_) => None,
+    };
+    let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
+    let err = PyValueError::new_err(format!(
+        "{name} {rule} from {min} to {}, not {shown}",
+        usize::MAX
+    ));
+    err.set_cause(py, cause);
+    Err(err)
 }
 
 /// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to

@@ -38,7 +38,8 @@ impl Drop for PythonException {
 
 impl PythonException {
     /// The [`devmm::Error::Callback`] for `err`, raised by `callback`
-    /// called for `device`.
+    /// called for `device`; a `MemoryError` is the callback's refusal for
+    /// want of memory ([`devmm::CallbackError::out_of_memory`]).
     pub(crate) fn raised(
         py: Python<'_>,
         err: PyErr,
@@ -49,14 +50,17 @@ impl PythonException {
             .value(py)
             .repr()
             .map_or_else(|_| "an exception".into(), |r| r.to_string());
-        devmm::Error::callback(
-            callback,
-            device,
-            PythonException {
-                err: Some(err),
-                repr,
-            },
-        )
+        let out_of_memory = err.is_instance_of::<PyMemoryError>(py);
+        let exception = PythonException {
+            err: Some(err),
+            repr,
+        };
+        let source = if out_of_memory {
+            devmm::CallbackError::out_of_memory(exception)
+        } else {
+            devmm::CallbackError::new(exception)
+        };
+        devmm::Error::callback(callback, device, source)
     }
 }
 

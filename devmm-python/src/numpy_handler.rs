@@ -89,8 +89,12 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
         // Attached, so that the Python resource the handler holds is let go
         // now rather than at PyO3's next call: the last reference to a
         // resource in a cycle must be gone when the collector looks. While
-        // the interpreter finalises (NumPy's last arrays freed at exit)
-        // there is no attaching, and the handler is left to the process's end.
+        // the interpreter finalises (NumPy's last arrays freed at exit),
+        // `Py_IsInitialized()` is already 0, so `gil::attach` refuses (the
+        // crate is abi3-py311: PyO3's `Py_IsFinalizing` check is compiled
+        // out), and `Python::attach` would panic, across this `extern "C"`
+        // function, which aborts. The handler is then leaked on purpose:
+        // only the handlers still alive at exit, for the process's end.
         crate::gil::attach(|_py| {
             // SAFETY: the pointer is the handler made in `handler_capsule`,
             // released only here, when no array uses it any more.
@@ -100,7 +104,9 @@ unsafe extern "C" fn destroy_capsule(capsule: *mut ffi::PyObject) {
 }
 
 /// The capsule NumPy takes: a core handler over `mr`. A Python resource's
-/// exception inside it has no binding to convert it, so it is dropped.
+/// exception inside it cannot reach NumPy's caller (NumPy sees NULL and
+/// raises its own `MemoryError`): the core logs it on `devmm.mr`, unless it
+/// is a `MemoryError` (a refusal for want of memory), and it is dropped.
 fn handler_capsule(
     py: Python<'_>,
     mr: Arc<dyn devmm::MemoryResource>,

@@ -78,6 +78,8 @@ def test_cupy_allocates_through_devmm(cupy_state: SimpleNamespace, cuda_stats: d
     installer = bridge.install(cuda_stats)
     assert isinstance(installer, Installer) and repr(installer) == "Installer(library='CuPy', installed)"
     assert bridge._is_devmm_allocator(cupy.cuda.get_allocator())
+    # Its repr names what made it, which a user can find.
+    assert repr(cupy.cuda.get_allocator()) == f"<CuPy allocator from devmm.integrations.cupy.install({cuda_stats!r})>"
     pointer = cupy.cuda.alloc(1000)  # CuPy's own entry point
     assert (cuda_stats.current_bytes, cuda_stats.allocations) == (1000, 1)
     assert pointer.mem.size == 1000 and pointer.device_id == 0

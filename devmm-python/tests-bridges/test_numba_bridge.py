@@ -62,6 +62,30 @@ def test_memalloc_allocates_through_the_current_resource(plugin: DevmmEMMPlugin,
     assert cuda_stats.current_bytes == 0
 
 
+def test_memalloc_uses_the_current_resource_of_its_contexts_device(cuda_stats: devmm.StatisticsAdaptor) -> None:
+    # Per device, as the seed's plugin: a context on cuda:1 allocates through
+    # cuda:1's current resource, never through cuda:0's, whichever is made current.
+    cuda1 = devmm.Device.from_string("cuda:1")
+    cuda1_stats = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource(cuda1))
+    on_cuda1 = DevmmEMMPlugin(context=Context(1))
+    on_cuda1.initialize()
+    assert on_cuda1.device == cuda1
+    with devmm.using_memory_resource(cuda_stats), devmm.using_memory_resource(cuda1_stats):
+        memory = on_cuda1.memalloc(512)
+    assert cuda_stats.allocations == 0
+    assert (cuda1_stats.current_bytes, cuda1_stats.allocations) == (512, 1)
+    del memory
+    gc.collect()
+    on_cuda1.deallocations.clear()
+    assert cuda1_stats.current_bytes == 0
+    # With only cuda:0's resource made current, cuda:1's own default serves it.
+    with devmm.using_memory_resource(cuda_stats):
+        kept = on_cuda1.memalloc(64)
+    assert cuda_stats.allocations == 0 and cuda1_stats.allocations == 1
+    assert kept.size == 64 and device_pointer(kept) != 0
+    on_cuda1.reset()
+
+
 def test_defer_cleanup_defers_device_frees(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor) -> None:
     with devmm.using_memory_resource(cuda_stats):
         memory = plugin.memalloc(64)

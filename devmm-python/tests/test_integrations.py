@@ -1,7 +1,10 @@
 """The install handle every provide arrow returns, as the seed's
 ``Installer(library, restore)``; the NumPy arrow is one."""
 
+import inspect
 import threading
+import types
+import typing
 
 import numpy as np
 import pytest
@@ -74,9 +77,14 @@ def test_a_restore_that_uninstalls_again_does_not_deadlock() -> None:
 def test_an_installer_stays_installed_while_it_is_not_current_or_restore_fails() -> None:
     current = [False]
     installer = Installer("lib", lambda: None, mr="the mr", is_current=lambda: current[0])
-    with pytest.raises(RuntimeError, match="reverse order of install"):
+    with pytest.raises(RuntimeError, match="reverse order of install") as refused:
         installer.uninstall()
+    assert "made it allocate through 'the mr'; uninstall" in str(refused.value)
     assert installer.installed
+    # Without a resource (Numba's installer), the message names none.
+    unnamed = Installer("lib", lambda: None, is_current=lambda: False)
+    with pytest.raises(RuntimeError, match="made it allocate; uninstall the later one first"):
+        unnamed.uninstall()
     current[0] = True
     installer.uninstall()
     assert not installer.installed
@@ -100,8 +108,6 @@ def test_the_numpy_arrow_returns_an_installer() -> None:
 
 
 def test_each_integration_module_exports_the_seeds_names_and_signatures() -> None:
-    import inspect
-
     from devmm.integrations import cupy, numba, numpy, rmm
 
     assert devmm.integrations.__all__ == ["Installer", "cupy", "numba", "numpy", "rmm"]
@@ -113,3 +119,43 @@ def test_each_integration_module_exports_the_seeds_names_and_signatures() -> Non
     assert str(inspect.signature(numba.install)) == "() -> 'Installer'"
     assert str(inspect.signature(Installer)).startswith("(library: 'str', restore: 'Callable[[], None]'")
 
+
+
+def test_each_integration_install_has_resolvable_type_hints() -> None:
+    from devmm.integrations import cupy, numba, numpy, rmm
+
+    for module in (cupy, numpy, rmm):
+        hints = typing.get_type_hints(module.install)
+        assert hints == {"mr": devmm.DeviceMemoryResource, "return": Installer}, module.__name__
+    assert typing.get_type_hints(numba.install) == {"return": Installer}
+
+
+def _python_defined(module: types.ModuleType) -> list[object]:
+    """The functions and classes ``module`` exports that Python code
+    defines (compiled ones carry no annotations to resolve), with the
+    methods of those classes."""
+    found: list[object] = []
+    for name in getattr(module, "__all__", []):
+        value = getattr(module, name)
+        if inspect.isfunction(value):
+            found.append(value)
+        elif inspect.isclass(value) and value.__module__.startswith("devmm.") and not value.__module__.endswith("_devmm"):
+            found.append(value)
+            found.extend(v for v in vars(value).values() if inspect.isfunction(v))
+    return found
+
+
+def test_the_packages_python_functions_have_resolvable_type_hints() -> None:
+    import devmm.mrs.cpu
+    import devmm.mrs.cuda
+    import devmm.mrs.rocm
+    import devmm.statistics
+    import devmm.testing
+    from devmm.integrations import cupy, numba, numpy, rmm
+
+    modules = [devmm, devmm.mrs.cpu, devmm.mrs.cuda, devmm.mrs.rocm, devmm.statistics, devmm.testing]
+    modules += [devmm.integrations, cupy, numba, numpy, rmm]
+    checked = [obj for module in modules for obj in _python_defined(module)]
+    assert devmm.integrations.numpy.install in checked and Installer.uninstall in checked
+    for obj in checked:
+        typing.get_type_hints(obj)  # raises NameError for a name only type checkers see

@@ -111,11 +111,16 @@ def test_entries_that_are_no_integers_are_value_errors(cpu: devmm.Device) -> Non
         with pytest.raises(ValueError, match=f"^{named} (extents must be|must list) non-negative ints from 0"):
             make()
     # validate's item size is checked as the seed checks it: a positive int.
-    for itemsize in (4.0, "4", -4):
-        with pytest.raises(ValueError, match="^itemsize must be a non-negative integer from 0"):
+    for itemsize in (4.0, "4", -4, 0):
+        with pytest.raises(ValueError, match=f"^itemsize must be a positive integer from 1 to .*, not {itemsize!r}$") as e:
             layout.validate((2, 3), itemsize)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="not 0-byte ones"):
-        layout.validate((2, 3), 0)
+        # The conversion's TypeError, for a value that is no int, is kept as the cause.
+        assert isinstance(e.value.__cause__, TypeError) == isinstance(itemsize, (float, str))
+    with pytest.raises(ValueError, match="^strides must list non-negative ints from 0") as e:
+        devmm.Layout((2, 3), (3, 1.0), F32)
+    assert isinstance(e.value.__cause__, TypeError)
+    with pytest.raises(ValueError, match="not 8-byte ones"):
+        layout.validate((2, 3), 8)
     # A shape that is not a sequence at all stays a TypeError (the seed's tuple(shape)).
     with pytest.raises(TypeError):
         devmm.RowMajor()(2.5, F32, cpu)  # type: ignore[arg-type]

@@ -89,6 +89,20 @@ def test_a_resource_error_inside_numpys_allocator_is_logged(caplog: pytest.LogCa
                 np.ones(1000)
         assert not [r for r in caplog.records if r.name == "devmm.mr"]
 
+        class Exhausted(devmm.DeviceMemoryResource):
+            dereferenceable = True
+
+            def allocate(self, nbytes: int, stream: object = None) -> int:
+                raise MemoryError("the arena is full")
+
+            def deallocate(self, ptr: int, nbytes: int, stream: object = None) -> None:
+                raise AssertionError("nothing was allocated")
+
+        with devmm_numpy.install(Exhausted()):
+            with pytest.raises(MemoryError):
+                np.ones(1000)
+        assert not [r for r in caplog.records if r.name == "devmm.mr"]
+
 
 class _Allocator(ctypes.Structure):
     """NumPy's ``PyDataMemAllocator``, after the handler's 128-byte name and version."""
@@ -120,6 +134,32 @@ def test_a_block_the_handler_never_allocated_is_logged_not_touched(caplog: pytes
     assert len(logged) == 2 and all(f"{ctypes.addressof(stranger):#x}" in m for m in logged), logged
     assert "free" in logged[0] and "realloc" in logged[1]
     assert (stats.allocations, stats.deallocations, stats.current_bytes) == (1, 1, 0)
+
+
+def test_a_free_the_resource_refuses_is_logged_with_its_pointer(caplog: pytest.LogCaptureFixture) -> None:
+    # NumPy's free cannot fail: the resource's error is logged, naming the block.
+    backing = MallocMemoryResource()
+
+    class Stuck(devmm.DeviceMemoryResource):
+        dereferenceable = True
+
+        def allocate(self, nbytes: int, stream: object = None) -> int:
+            return backing.allocate(nbytes)
+
+        def deallocate(self, ptr: int, nbytes: int, stream: object = None) -> None:
+            raise KeyError("the arena lost its index")
+
+    capsule = devmm._devmm._numpy_handler_over(Stuck())
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    allocator = _Allocator.from_address(get_pointer(capsule, b"mem_handler") + 128)
+    with caplog.at_level(logging.ERROR, logger="devmm.mr"):
+        block = allocator.malloc(allocator.ctx, 48)
+        allocator.free(allocator.ctx, block, 48)
+    logged = [r.getMessage() for r in caplog.records if r.name == "devmm.mr"]
+    assert len(logged) == 1 and "could not free" in logged[0], logged
+    assert f"{block:#x}" in logged[0] and "the arena lost its index" in logged[0], logged
+    backing.deallocate(block, 48)
 
 
 def test_install_refuses_device_memory_and_cycles() -> None:

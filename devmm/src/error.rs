@@ -262,55 +262,82 @@ pub struct DriverError {
 }
 
 /// The error of a failed callback, the source of [`Error::Callback`]:
-/// shared (so [`Error`] stays `Clone`), compared by identity.
+/// shared (so [`Error`] stays `Clone`), compared by identity. A callback
+/// that refused for want of memory (a Python `MemoryError`) says so with
+/// [`CallbackError::out_of_memory`], and the error then counts as
+/// [`Error::is_out_of_memory`] like the core's own.
 ///
 /// ```
 /// use devmm::{CallbackError, Device, Error};
 /// #[derive(Debug, thiserror::Error)]
 /// #[error("arena exhausted")]
 /// struct Exhausted;
-/// let err = Error::callback("Arena.allocate", Some(Device::CPU), Exhausted);
+/// let err = Error::callback("Arena.allocate", Some(Device::CPU), CallbackError::new(Exhausted));
 /// assert_eq!(err.to_string(), "Arena.allocate failed on cpu:0: arena exhausted");
 /// let Error::Callback { source, .. } = &err else { unreachable!() };
 /// assert!(source.downcast_ref::<Exhausted>().is_some());
 /// assert_eq!(err.clone(), err);
+/// assert!(!err.is_out_of_memory());
+/// let full = CallbackError::out_of_memory(Exhausted);
+/// assert!(Error::callback("Arena.allocate", None, full).is_out_of_memory());
 /// ```
 #[derive(Clone)]
-pub struct CallbackError(Arc<dyn std::error::Error + Send + Sync>);
+pub struct CallbackError {
+    error: Arc<dyn std::error::Error + Send + Sync>,
+    out_of_memory: bool,
+}
 
 impl CallbackError {
-    /// Wraps `err`.
+    /// Wraps `err`, a failure of the callback's own.
     pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        CallbackError(Arc::new(err))
+        CallbackError {
+            error: Arc::new(err),
+            out_of_memory: false,
+        }
+    }
+
+    /// Wraps `err`, the callback's refusal for want of memory: not a bug,
+    /// the condition a caller may recover from as from the core's own
+    /// [`Error::OutOfMemory`].
+    pub fn out_of_memory(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CallbackError {
+            out_of_memory: true,
+            ..CallbackError::new(err)
+        }
+    }
+
+    /// Whether the callback refused for want of memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        self.out_of_memory
     }
 
     /// The callback's error, if it is a `T`.
     pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
-        self.0.downcast_ref()
+        self.error.downcast_ref()
     }
 }
 
 impl fmt::Debug for CallbackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.error.fmt(f)
     }
 }
 
 impl fmt::Display for CallbackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.error.fmt(f)
     }
 }
 
 impl std::error::Error for CallbackError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        self.error.source()
     }
 }
 
 impl PartialEq for CallbackError {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.error, &other.error)
     }
 }
 
@@ -384,12 +411,12 @@ impl Error {
     pub fn callback(
         callback: impl Into<String>,
         device: Option<Device>,
-        source: impl std::error::Error + Send + Sync + 'static,
+        source: CallbackError,
     ) -> Error {
         Error::Callback {
             callback: callback.into(),
             device,
-            source: CallbackError::new(source),
+            source,
         }
     }
 
@@ -402,8 +429,9 @@ impl Error {
         self
     }
 
-    /// Whether this error means "not enough memory" (OOM or a limit), the
-    /// condition Python maps to `MemoryError`.
+    /// Whether this error means "not enough memory" (OOM, a limit, or a
+    /// callback's [`CallbackError::out_of_memory`]), the condition Python
+    /// sees as `MemoryError`.
     ///
     /// ```
     /// # use devmm::{Device, Error};
@@ -411,9 +439,10 @@ impl Error {
     /// assert!(e.is_out_of_memory());
     /// ```
     pub fn is_out_of_memory(&self) -> bool {
-        matches!(
-            self,
-            Error::OutOfMemory { .. } | Error::LimitExceeded { .. }
-        )
+        match self {
+            Error::OutOfMemory { .. } | Error::LimitExceeded { .. } => true,
+            Error::Callback { source, .. } => source.is_out_of_memory(),
+            _ => false,
+        }
     }
 }

@@ -187,9 +187,8 @@ impl Context {
                 self.sizes().insert(ptr.addr(), nbytes);
                 ptr.as_host_ptr()
             }
-            Ok(_) | Err(Error::OutOfMemory { .. } | Error::LimitExceeded { .. }) => {
-                std::ptr::null_mut()
-            }
+            Ok(_) => std::ptr::null_mut(),
+            Err(error) if error.is_out_of_memory() => std::ptr::null_mut(),
             Err(error) => {
                 tracing::error!(target: "devmm::mr", nbytes, %error, "NumPy's allocator (NEP 49) failed");
                 std::ptr::null_mut()
@@ -222,7 +221,13 @@ impl Context {
             }
         });
         if let Err(error) = result {
-            tracing::error!(target: "devmm::mr", %error, "NumPy's allocator (NEP 49) could not free");
+            tracing::error!(
+                target: "devmm::mr",
+                ptr = ptr.addr() as u64,
+                nbytes,
+                %error,
+                "NumPy's allocator (NEP 49) could not free"
+            );
         }
     }
 }

@@ -57,10 +57,11 @@ class Installer:
             if restore is None:
                 return
             if is_current is not None and not is_current():
+                through = "" if self.mr is None else f" through {self.mr!r}"
                 raise RuntimeError(
                     f"uninstall {self.library} installers in reverse order of install: "
                     f"{self.library}'s allocator was replaced after this installer made it "
-                    f"allocate through {self.mr!r}; uninstall the later one first"
+                    f"allocate{through}; uninstall the later one first"
                 )
             # What the closures hold (a handler, the previous allocator) is
             # no longer this installer's to keep alive.

@@ -42,7 +42,8 @@ class _DevmmCupyAllocator:
         return cuda.MemoryPointer(memory, 0)
 
     def __repr__(self) -> str:
-        return f"DevmmCupyAllocator({self.mr!r})"
+        # The class is private: the repr names the public call that made it.
+        return f"<CuPy allocator from devmm.integrations.cupy.install({self.mr!r})>"
 
 
 def _is_devmm_allocator(allocator: Any) -> bool:

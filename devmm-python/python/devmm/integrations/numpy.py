@@ -6,27 +6,22 @@ current context and returns an :class:`~devmm.integrations.Installer`; its
 handler. Arrays allocated meanwhile keep using (and keep alive) ``mr``
 until they are freed."""
 
-import typing as _typing
+from __future__ import annotations
 
 from .. import _devmm
-from . import _installer
-
-if _typing.TYPE_CHECKING:
-    # Under these names for the signature readers see (the module's only
-    # public name is ``install``).
-    from .._devmm import DeviceMemoryResource
-    from ._installer import Installer
+from .._devmm import DeviceMemoryResource
+from ._installer import Installer
 
 __all__ = ["install"]
 
 
-def install(mr: "DeviceMemoryResource") -> "Installer":
+def install(mr: DeviceMemoryResource) -> Installer:
     """Installs ``mr`` as NumPy's data allocator (NEP 49) in the current
     context. ``mr`` must serve host memory (``ValueError`` otherwise), and
     must not allocate through NumPy's handler itself (a cycle)."""
     handler = _devmm._numpy_handler_over(mr)
     previous = _devmm._set_numpy_handler(handler)
-    return _installer.Installer(
+    return Installer(
         "NumPy",
         lambda: _devmm._set_numpy_handler(previous),
         mr=mr,

@@ -9,13 +9,12 @@ from typing import Any, Callable
 
 from .._core.device import Device
 from .._devmm import (
-    DeviceMemoryResource,
     DeviceType,
     RuntimeUnavailableError,
     Stream,
     StreamSentinel,
-    _check_nbytes,
 )
+from ._checked import CheckedResource
 from ._streams import resolve_stream
 
 __all__ = ["CupyAllocatorMemoryResource", "cupy_module"]
@@ -34,7 +33,7 @@ def cupy_module() -> ModuleType:
         ) from e
 
 
-class CupyAllocatorMemoryResource(DeviceMemoryResource):
+class CupyAllocatorMemoryResource(CheckedResource):
     """Allocates through a CuPy allocator, a callable ``f(nbytes) ->
     cupy.cuda.MemoryPointer``: ``allocator``, or CuPy's current allocator
     (its memory pool unless set otherwise) at each allocation. It runs with
@@ -103,9 +102,7 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
     def guaranteed_alignment(self) -> int:
         return _ALIGNMENT
 
-    def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
-        if _check_nbytes(nbytes) == 0:
-            return 0
+    def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         cuda = self._cupy_module().cuda
         stream = resolve_stream(self.device, stream)
         allocator = self._current_allocator()
@@ -115,10 +112,7 @@ class CupyAllocatorMemoryResource(DeviceMemoryResource):
         self._live[int(pointer.ptr)] = (pointer, nbytes)
         return int(pointer.ptr)
 
-    def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
-        _check_nbytes(nbytes)
-        if ptr == 0:
-            return
+    def _deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None) -> None:
         held = self._live.get(ptr)
         if held is None or held[1] != nbytes:
             raise ValueError(

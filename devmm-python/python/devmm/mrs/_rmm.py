@@ -17,13 +17,12 @@ from typing import Any
 from .._core.device import Device
 from .._devmm import (
     DEVMM_RUNTIME,
-    DeviceMemoryResource,
     DeviceType,
     RuntimeUnavailableError,
     Stream,
     StreamSentinel,
-    _check_nbytes,
 )
+from ._checked import CheckedResource
 from ._streams import resolve_stream
 
 __all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream"]
@@ -89,7 +88,7 @@ def rmm_stream(rmm: ModuleType, handle: int) -> Any:
     return rmm.pylibrmm.stream.Stream(_StreamProtocol(handle))
 
 
-class _RmmFamilyResource(DeviceMemoryResource):
+class _RmmFamilyResource(CheckedResource):
     """A devmm resource over an rmm-style ``DeviceMemoryResource`` (rmm or hipMM)."""
 
     _platform = "cuda"
@@ -152,18 +151,13 @@ class _RmmFamilyResource(DeviceMemoryResource):
         rmm = self._module()  # first: a missing rmm is what to fix first
         return rmm_stream(rmm, resolve_stream(self.device, stream).handle)
 
-    def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
-        if _check_nbytes(nbytes) == 0:
-            return 0
+    def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
         if ptr:
             self._live[ptr] = nbytes
         return ptr
 
-    def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
-        _check_nbytes(nbytes)
-        if ptr == 0:
-            return
+    def _deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None) -> None:
         if self._live.get(ptr) != nbytes:
             raise ValueError(
                 f"{type(self).__name__} on {self.device} did not hand out {nbytes} bytes at "
