@@ -57,13 +57,7 @@ pub(crate) fn mr_conformance(
     stream_factory: Option<Py<PyAny>>,
     data_access: bool,
 ) -> PyResult<()> {
-    let hooks = Hooks {
-        write,
-        read,
-        stream_factory,
-        data_access,
-    };
-    let options = hooks.options(py, &mr_factory);
+    let options = hook_options(py, &mr_factory, write, read, stream_factory, data_access);
     raise_on_failure(run_mr_conformance(py, mr_factory, options))
 }
 
@@ -82,13 +76,8 @@ pub(crate) fn _mr_checks(
     stream_factory: Option<Py<PyAny>>,
     data_access: bool,
 ) -> PyResult<Vec<String>> {
-    let hooks = Hooks {
-        write,
-        read,
-        stream_factory,
-        data_access,
-    };
-    let options = hooks.options(py, &mr_factory).only(checks);
+    let options =
+        hook_options(py, &mr_factory, write, read, stream_factory, data_access).only(checks);
     let report = run_mr_conformance(py, mr_factory, options);
     let skipped = report
         .checks()
@@ -102,101 +91,92 @@ pub(crate) fn _mr_checks(
     Ok(skipped)
 }
 
-/// The Python hooks of `mr_conformance`, before they become the core's options.
-struct Hooks {
+/// The core's options calling the Python hooks of `mr_conformance`, with
+/// an aligned factory when `mr_factory` takes an `alignment` keyword.
+fn hook_options(
+    py: Python<'_>,
+    mr_factory: &Py<PyAny>,
     write: Option<Py<PyAny>>,
     read: Option<Py<PyAny>>,
     stream_factory: Option<Py<PyAny>>,
     data_access: bool,
-}
-
-impl Hooks {
-    /// The core's options calling these hooks, with an aligned factory when
-    /// `mr_factory` takes an `alignment` keyword.
-    fn options(self, py: Python<'_>, mr_factory: &Py<PyAny>) -> MrConformanceOptions {
-        let Hooks {
-            write,
-            read,
-            stream_factory,
-            data_access,
-        } = self;
-        let mut options = MrConformanceOptions::new();
-        if let Some(write) = write {
-            // The seed's `write(ptr, data)`, or ours with the stream as well.
-            let with_stream = takes_positional(write.bind(py), 3);
-            options = options.write(move |dst, src, stream| {
-                Python::attach(|py| {
-                    let (ptr, data) = (dst.addr(), PyBytes::new(py, src));
-                    let written = if with_stream {
-                        write.call1(py, (ptr, data, PyStream::from(stream.clone())))
-                    } else {
-                        write.call1(py, (ptr, data))
-                    };
-                    written.map(drop).map_err(|e| hook_failure(py, "write", e))
-                })
-            });
-        }
-        if let Some(read) = read {
-            // The seed's `read(ptr, nbytes)`, or ours with the stream as well.
-            let with_stream = takes_positional(read.bind(py), 3);
-            options = options.read(move |dst, src, stream| {
-                Python::attach(|py| {
-                    let (ptr, nbytes) = (src.addr(), dst.len());
-                    let data = if with_stream {
-                        read.call1(py, (ptr, nbytes, PyStream::from(stream.clone())))
-                    } else {
-                        read.call1(py, (ptr, nbytes))
-                    };
-                    let data: Vec<u8> = data
-                        .and_then(|b| b.extract(py))
-                        .map_err(|e| hook_failure(py, "read", e))?;
-                    if data.len() != dst.len() {
-                        return Err(devmm::Error::InvalidArgument {
-                            reason: format!(
-                                "the read hook returned {} bytes, not {}",
-                                data.len(),
-                                dst.len()
-                            ),
-                        });
-                    }
-                    dst.copy_from_slice(&data);
-                    Ok(())
-                })
-            });
-        }
-        if let Some(make) = stream_factory {
-            // The seed's `stream_factory()`, or ours given the device.
-            let with_device = takes_positional(make.bind(py), 1);
-            options = options.stream_factory(move |device| {
-                Python::attach(|py| {
-                    let made = if with_device {
-                        make.call1(py, (PyDevice::from(device),))
-                    } else {
-                        make.call0(py)
-                    };
-                    made.and_then(|s| crate::stream::stream_of(s.bind(py)))
-                        .map_err(|e| hook_failure(py, "stream_factory", e))
-                })
-            });
-        }
-        if !data_access {
-            options = options.without_data_access();
-        }
-        if takes_alignment(mr_factory.bind(py)) {
-            let factory = mr_factory.clone_ref(py);
-            options = options.aligned_factory(move |alignment| {
-                Python::attach(|py| {
-                    let made = || -> PyResult<Box<dyn devmm::MemoryResource>> {
-                        let kwargs = [("alignment", alignment)].into_py_dict(py)?;
-                        let made = factory.bind(py).call((), Some(&kwargs))?;
-                        Ok(Box::new(resource_of(made.cast::<PyMemoryResource>()?)?))
-                    };
-                    made().map_err(|e| hook_failure(py, "factory", e))
-                })
-            });
-        }
-        options
+) -> MrConformanceOptions {
+    let mut options = MrConformanceOptions::new();
+    if let Some(write) = write {
+        // The seed's `write(ptr, data)`, or ours with the stream as well.
+        let with_stream = takes_positional(write.bind(py), 3);
+        options = options.write(move |dst, src, stream| {
+            Python::attach(|py| {
+                let (ptr, data) = (dst.addr(), PyBytes::new(py, src));
+                let written = if with_stream {
+                    write.call1(py, (ptr, data, PyStream::from(stream.clone())))
+                } else {
+                    write.call1(py, (ptr, data))
+                };
+                written.map(drop).map_err(|e| hook_failure(py, "write", e))
+            })
+        });
     }
+    if let Some(read) = read {
+        // The seed's `read(ptr, nbytes)`, or ours with the stream as well.
+        let with_stream = takes_positional(read.bind(py), 3);
+        options = options.read(move |dst, src, stream| {
+            Python::attach(|py| {
+                let (ptr, nbytes) = (src.addr(), dst.len());
+                let data = if with_stream {
+                    read.call1(py, (ptr, nbytes, PyStream::from(stream.clone())))
+                } else {
+                    read.call1(py, (ptr, nbytes))
+                };
+                let data: Vec<u8> = data
+                    .and_then(|b| b.extract(py))
+                    .map_err(|e| hook_failure(py, "read", e))?;
+                if data.len() != dst.len() {
+                    return Err(devmm::Error::InvalidArgument {
+                        reason: format!(
+                            "the read hook returned {} bytes, not {}",
+                            data.len(),
+                            dst.len()
+                        ),
+                    });
+                }
+                dst.copy_from_slice(&data);
+                Ok(())
+            })
+        });
+    }
+    if let Some(make) = stream_factory {
+        // The seed's `stream_factory()`, or ours given the device.
+        let with_device = takes_positional(make.bind(py), 1);
+        options = options.stream_factory(move |device| {
+            Python::attach(|py| {
+                let made = if with_device {
+                    make.call1(py, (PyDevice::from(device),))
+                } else {
+                    make.call0(py)
+                };
+                made.and_then(|s| crate::stream::stream_of(s.bind(py)))
+                    .map_err(|e| hook_failure(py, "stream_factory", e))
+            })
+        });
+    }
+    if !data_access {
+        options = options.without_data_access();
+    }
+    if takes_alignment(mr_factory.bind(py)) {
+        let factory = mr_factory.clone_ref(py);
+        options = options.aligned_factory(move |alignment| {
+            Python::attach(|py| {
+                let made = || -> PyResult<Box<dyn devmm::MemoryResource>> {
+                    let kwargs = [("alignment", alignment)].into_py_dict(py)?;
+                    let made = factory.bind(py).call((), Some(&kwargs))?;
+                    Ok(Box::new(resource_of(made.cast::<PyMemoryResource>()?)?))
+                };
+                made().map_err(|e| hook_failure(py, "factory", e))
+            })
+        });
+    }
+    options
 }
 
 /// The core's suite over resources from the Python `mr_factory`.
