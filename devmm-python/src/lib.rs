@@ -177,6 +177,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<testing::RecordingMisuseError>(),
     )?;
     m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;
+    // For the pytest mixin devmm.testing._mr_conformance: a private attribute.
+    m.setattr("_mr_checks", wrap_pyfunction!(testing::_mr_checks, m)?)?;
     m.add_function(wrap_pyfunction!(testing::dlpack_conformance, m)?)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use devmm::testing::{ConformanceReport, MrConformanceOptions, RecordedCall};
+use devmm::testing::{CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall};
 use pyo3::exceptions::PyAssertionError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple, PyType};
@@ -57,6 +57,50 @@ pub(crate) fn mr_conformance(
     stream_factory: Option<Py<PyAny>>,
     data_access: bool,
 ) -> PyResult<()> {
+    let options = hook_options(py, &mr_factory, write, read, stream_factory, data_access);
+    raise_on_failure(run_mr_conformance(py, mr_factory, options))
+}
+
+/// Runs only the named checks of `mr_conformance` (the pytest mixin
+/// `devmm.testing._mr_conformance` runs one per test) with the same
+/// hooks. Raises `AssertionError` naming each failed check (a name that is
+/// no check fails too); returns `"name: reason"` for each check skipped.
+#[pyfunction]
+#[pyo3(signature = (mr_factory, checks, *, write = None, read = None, stream_factory = None, data_access = true))]
+pub(crate) fn _mr_checks(
+    py: Python<'_>,
+    mr_factory: Py<PyAny>,
+    checks: Vec<String>,
+    write: Option<Py<PyAny>>,
+    read: Option<Py<PyAny>>,
+    stream_factory: Option<Py<PyAny>>,
+    data_access: bool,
+) -> PyResult<Vec<String>> {
+    let options =
+        hook_options(py, &mr_factory, write, read, stream_factory, data_access).only(checks);
+    let report = run_mr_conformance(py, mr_factory, options);
+    let skipped = report
+        .checks()
+        .iter()
+        .filter_map(|check| match &check.status {
+            CheckStatus::Skipped(reason) => Some(format!("{}: {reason}", check.name)),
+            _ => None,
+        })
+        .collect();
+    raise_on_failure(report)?;
+    Ok(skipped)
+}
+
+/// The core's options calling the Python hooks of `mr_conformance`, with
+/// an aligned factory when `mr_factory` takes an `alignment` keyword.
+fn hook_options(
+    py: Python<'_>,
+    mr_factory: &Py<PyAny>,
+    write: Option<Py<PyAny>>,
+    read: Option<Py<PyAny>>,
+    stream_factory: Option<Py<PyAny>>,
+    data_access: bool,
+) -> MrConformanceOptions {
     let mut options = MrConformanceOptions::new();
     if let Some(write) = write {
         // The seed's `write(ptr, data)`, or ours with the stream as well.
@@ -132,6 +176,15 @@ pub(crate) fn mr_conformance(
             })
         });
     }
+    options
+}
+
+/// The core's suite over resources from the Python `mr_factory`.
+fn run_mr_conformance(
+    py: Python<'_>,
+    mr_factory: Py<PyAny>,
+    options: MrConformanceOptions,
+) -> ConformanceReport {
     // The suite runs checks on several threads, and Python resources need
     // the GIL on each of them: run it detached, attaching for every call.
     let factory = move || {
@@ -147,8 +200,7 @@ pub(crate) fn mr_conformance(
             resource_of(mr).map_err(|e| hook_failure(py, "factory", e))
         })
     };
-    let report = py.detach(|| devmm::testing::mr_conformance(factory, &options));
-    raise_on_failure(report)
+    py.detach(|| devmm::testing::mr_conformance(factory, &options))
 }
 
 /// `inspect.signature(callable)`, or `None` for a callable it cannot read.

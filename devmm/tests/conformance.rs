@@ -578,3 +578,23 @@ fn requested_alignments_are_checked_with_an_aligned_factory() {
     };
     assert!(why.contains("was requested, but allocate("), "{why}");
 }
+
+#[test]
+fn only_runs_the_named_checks_and_reports_unknown_names() {
+    let options = MrConformanceOptions::new().only(["zero_byte", "misuse_detection"]);
+    let report = mr_conformance(|| Ok(HeapMemoryResource::new()), &options);
+    let names: Vec<&str> = report.checks().iter().map(|c| c.name).collect();
+    assert_eq!(names, ["zero_byte", "misuse_detection"], "{report}");
+    assert!(report.is_ok(), "{report}");
+
+    let options = MrConformanceOptions::new().only(["zero_byte", "no_such_check"]);
+    let report = mr_conformance(|| Ok(HeapMemoryResource::new()), &options);
+    let CheckStatus::Failed(reason) = status(&report, "only") else {
+        panic!("an unknown check name passed: {report}");
+    };
+    assert!(
+        reason.contains("no_such_check") && reason.contains("live_count"),
+        "{reason}"
+    );
+    assert_eq!(status(&report, "zero_byte"), &CheckStatus::Passed);
+}

@@ -53,6 +53,7 @@ pub struct MrConformanceOptions {
     stream_factory: Option<Box<StreamFactoryFn>>,
     aligned_factory: Option<Box<AlignedFactoryFn>>,
     no_data_access: bool,
+    only: Option<Vec<String>>,
 }
 
 impl MrConformanceOptions {
@@ -106,6 +107,25 @@ impl MrConformanceOptions {
     pub fn without_data_access(mut self) -> MrConformanceOptions {
         self.no_data_access = true;
         self
+    }
+
+    /// Runs only the named checks (see [`mr_conformance`] for the names),
+    /// so each can be reported, or tested, on its own. A name that is no
+    /// check is reported as a failed `only` check rather than ignored, so a
+    /// misspelt selection cannot pass by running nothing.
+    pub fn only<S: Into<String>>(
+        mut self,
+        checks: impl IntoIterator<Item = S>,
+    ) -> MrConformanceOptions {
+        self.only = Some(checks.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Whether the check `name` is selected.
+    fn selects(&self, name: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|n| n == name))
     }
 
     /// Whether a check may touch `mr`'s memory: `Ok(false)` with data
@@ -167,6 +187,7 @@ impl fmt::Debug for MrConformanceOptions {
             .field("stream_factory", &self.stream_factory.is_some())
             .field("aligned_factory", &self.aligned_factory.is_some())
             .field("no_data_access", &self.no_data_access)
+            .field("only", &self.only)
             .finish()
     }
 }
@@ -239,7 +260,8 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 /// `live_count`, `misuse_detection`
 /// (skipped unless the resource claims [`detects_misuse`](MemoryResource::detects_misuse)),
 /// `failures_are_errors` (an impossible request is an `Err`, not a panic
-/// and not a pointer), and `concurrent_use`.
+/// and not a pointer), and `concurrent_use`;
+/// [`only`](MrConformanceOptions::only) selects some of them.
 ///
 /// ```
 /// use devmm::testing::{mr_conformance, MrConformanceOptions};
@@ -276,7 +298,27 @@ where
         ("failures_are_errors", failures_are_errors),
         ("concurrent_use", concurrent_use),
     ];
+    if let Some(only) = &options.only {
+        let unknown: Vec<&str> = only
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !checks.iter().any(|(name, _)| name == n))
+            .collect();
+        if !unknown.is_empty() {
+            let known: Vec<&str> = checks.iter().map(|(name, _)| *name).collect();
+            report.run("only", || {
+                Err(format!(
+                    "no check is named {}; the checks are {}",
+                    unknown.join(", "),
+                    known.join(", ")
+                ))
+            });
+        }
+    }
     for (name, check) in checks {
+        if !options.selects(name) {
+            continue;
+        }
         report.run(name, || {
             let mr = factory().map_err(|e| format!("the factory failed: {e}"))?;
             let stream = options

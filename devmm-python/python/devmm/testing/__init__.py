@@ -10,6 +10,6 @@ with, for authors of third-party resources and runtimes.
   fake pointers, a verbatim call log and misuse detection
   (``RecordingMisuseError``, an ``AssertionError``)."""
 
-from ._devmm import RecordingMemoryResource, RecordingMisuseError, dlpack_conformance, mr_conformance
+from .._devmm import RecordingMemoryResource, RecordingMisuseError, dlpack_conformance, mr_conformance
 
 __all__ = ["RecordingMemoryResource", "RecordingMisuseError", "dlpack_conformance", "mr_conformance"]
