@@ -129,9 +129,9 @@ def test_memcpy_refuses_bad_arguments_before_touching_memory(cpu: devmm.Device, 
     rt = devmm.runtime_for(cpu)
     (src, src_ptr), (dst, dst_ptr) = _host_bytes(b"devmm!"), _host_bytes(bytes(6))
     h2h = devmm.CopyKind.HOST_TO_HOST
-    with pytest.raises(ValueError, match="nbytes must be an integer from 0"):
+    with pytest.raises(ValueError, match="nbytes must be a non-negative integer from 0"):
         rt.memcpy(dst_ptr, src_ptr, -1, h2h, stream)
-    with pytest.raises(ValueError, match="dst must be an integer from 0"):
+    with pytest.raises(ValueError, match="dst must be a non-negative integer from 0"):
         rt.memcpy(-8, src_ptr, 6, h2h, stream)
     with pytest.raises(ValueError, match=r"kind must be a copy kind, 0 \(HOST_TO_HOST\) to 4 \(DEFAULT\), not 5"):
         rt.memcpy(dst_ptr, src_ptr, 6, 5, stream)
