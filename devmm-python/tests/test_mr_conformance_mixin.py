@@ -79,6 +79,12 @@ def test_a_broken_resource_fails_the_check_it_breaks_only() -> None:
     suite.test_double_free_raises()
 
 
+def test_a_resource_that_takes_a_negative_size_fails() -> None:
+    # Overlapping.allocate hands out a pointer for any size, -1 included.
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        OverlappingConformance().test_negative_allocation_size_is_rejected()
+
+
 class TestRecordingConforms(MemoryResourceConformance):
     # Fake pointers: the byte checks are skips, the rest run on addresses.
     data_access = False

@@ -580,6 +580,14 @@ fn raw_memcpy_of_every_kind(p: &'static Platform) {
             "device to device stays ordered on the stream; the rest is synchronized"
         );
     }
+    // Overlapping host ranges move as memmove does (the driver's copies
+    // may not overlap): on the host, after the stream's work.
+    let mut line: Vec<u8> = (0..16).collect();
+    let start = host(&mut line);
+    let later = devmm::DevicePtr::from_addr(start.addr() + 4);
+    // SAFETY: both ranges lie in `line`, 16 bytes of host memory.
+    unsafe { rt.memcpy(later, start, 8, HostToHost, &stream) }.unwrap();
+    assert_eq!(line[4..12], [0, 1, 2, 3, 4, 5, 6, 7]);
     // SAFETY: allocated above, freed once.
     unsafe {
         mr.deallocate(a, 256, &stream).unwrap();

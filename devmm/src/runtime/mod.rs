@@ -210,8 +210,9 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     ///
     /// `src` is valid for `nbytes` bytes of reads and `dst` for as many
     /// writes, each in the memory `kind` says (host or device of `stream`'s
-    /// device), until the copy completes; unless `kind` is
-    /// [`CopyKind::HostToHost`], the ranges do not overlap.
+    /// device), until the copy completes, and host memory in either range
+    /// is initialised (the typed copies take it as a byte slice); unless
+    /// `kind` is [`CopyKind::HostToHost`], the ranges do not overlap.
     unsafe fn memcpy(
         &self,
         dst: DevicePtr,

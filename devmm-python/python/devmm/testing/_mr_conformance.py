@@ -80,8 +80,11 @@ class MemoryResourceConformance:
 
     def test_negative_allocation_size_is_rejected(self) -> None:
         # A negative size never reaches a resource through the core (sizes
-        # are unsigned); the core's check is that an impossible size is an
-        # error, not a pointer.
+        # are unsigned), so it is refused where Python passes one: the
+        # resource's own allocate. The core's check is that an impossible
+        # size is an error, not a pointer.
+        with pytest.raises(ValueError):
+            self.make_mr().allocate(-1, self.make_stream())
         self._run("failures_are_errors")
 
     def test_concurrent_use_is_safe(self) -> None:

@@ -528,6 +528,18 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         if nbytes == 0 {
             return Ok(());
         }
+        let overlap = dst.addr() < src.addr().saturating_add(nbytes)
+            && src.addr() < dst.addr().saturating_add(nbytes);
+        if kind == CopyKind::HostToHost && overlap {
+            // The driver's copies may not overlap and the trait's
+            // host-to-host copy may (memmove): after the stream's queued
+            // work, on the host. Disjoint ranges go to the driver, which
+            // refuses device memory named as host memory.
+            crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())?;
+            // SAFETY: the caller guarantees both host ranges.
+            unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+            return Ok(());
+        }
         let (to, from) = (dst.as_host_ptr(), src.as_host_ptr::<c_void>().cast_const());
         // SAFETY: the caller guarantees both ranges for `kind`.
         unsafe { self.copy(to, from, nbytes, kind, stream) }?;
