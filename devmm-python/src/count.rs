@@ -5,9 +5,11 @@
 
 use std::marker::PhantomData;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
+
+use crate::error::to_py_err;
 
 /// The Python name of the argument a [`Count`] stands for.
 pub(crate) trait ArgName {
@@ -44,14 +46,9 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
         let rule = "must be a non-negative integer";
         match count(&obj, rule, N::NAME) {
             Ok(value) => Ok(Count::of(value)),
-            Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => {
-                Err(PyValueError::new_err(format!(
-                    "{} {rule} from 0 to {}, not {}",
-                    N::NAME,
-                    usize::MAX,
-                    obj.repr()?
-                )))
-            }
+            Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => Err(
+                to_py_err(devmm::Error::not_a_count(N::NAME, rule, 0, &obj.repr()?)),
+            ),
             Err(err) => Err(err),
         }
     }
@@ -123,10 +120,6 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for ValueCount<N> {
 
 /// One entry of the per-dimension argument `name`.
 fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
-    // The common case first, so the wording below costs only refusals.
-    if let Ok(value) = item.extract::<usize>() {
-        return Ok(value);
-    }
     // The seed's words: a shape's entries are its extents.
     let rule = if name == "shape" {
         "extents must be non-negative ints"
@@ -149,16 +142,13 @@ fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str, min: usize) -> Py
         Err(_) => None,
     };
     let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
-    let err = PyValueError::new_err(format!(
-        "{name} {rule} from {min} to {}, not {shown}",
-        usize::MAX
-    ));
+    let err = to_py_err(devmm::Error::not_a_count(name, rule, min, &shown));
     err.set_cause(py, cause);
     Err(err)
 }
 
-/// `obj` as a `usize`, or a `ValueError` saying `name {rule} from 0 to
-/// usize::MAX`.
+/// `obj` as a `usize`, or the core's error saying `name {rule} from 0 to
+/// usize::MAX` (a `ValueError`).
 fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
     // The common case, an int that fits, in one C call; anything else
     // (a negative or huge int, a non-int) goes the exact way below, which
@@ -167,21 +157,7 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
         return Ok(value);
     }
     let value: i128 = obj.extract()?;
-    usize::try_from(value).map_err(|_| {
-        PyValueError::new_err(format!(
-            "{name} {rule} from 0 to {}, not {value}",
-            usize::MAX
-        ))
-    })
-}
-
-/// `value` as a `T`, or a `ValueError` naming the argument `name` and the
-/// `range` it must be in (`"bits must be a bit width from 1 to 255; 256 is out
-/// of range"`, "out of range" as the seed says it of a device index).
-pub(crate) fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> PyResult<T> {
-    T::try_from(value).map_err(|_| {
-        PyValueError::new_err(format!("{name} must be {range}; {value} is out of range"))
-    })
+    usize::try_from(value).map_err(|_| to_py_err(devmm::Error::not_a_count(name, rule, 0, &value)))
 }
 
 /// A tensor's offset, in elements: anything but a non-negative int is the

@@ -119,6 +119,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A number outside the values an argument takes: the message names
+    /// the argument, the range it must be in and the value given (see
+    /// [`Error::in_range`] and [`Error::not_a_count`]).
+    #[error("{reason}")]
+    OutOfRange {
+        /// The argument, its range and the value.
+        reason: String,
+    },
+
     /// No runtime serves the device or name asked for.
     #[error("runtime {name:?} is unavailable: {reason}")]
     RuntimeUnavailable {
@@ -400,6 +409,38 @@ impl Error {
         }
     }
 
+    /// `value` as a `T`, or an [`Error::OutOfRange`] naming the argument
+    /// `name` and the `range` it must be in.
+    ///
+    /// ```
+    /// use devmm::Error;
+    /// assert_eq!(Error::in_range::<u8>("bits", 8, "a bit width from 1 to 255"), Ok(8));
+    /// let err = Error::in_range::<u8>("bits", 256, "a bit width from 1 to 255").unwrap_err();
+    /// assert_eq!(err.to_string(), "bits must be a bit width from 1 to 255; 256 is out of range");
+    /// ```
+    pub fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> Result<T> {
+        T::try_from(value).map_err(|_| Error::OutOfRange {
+            reason: format!("{name} must be {range}; {value} is out of range"),
+        })
+    }
+
+    /// The [`Error::OutOfRange`] for a count argument `name` (a size, an
+    /// extent) that is not a `usize` from `min`: `rule` says what it must
+    /// be, `shown` is the value given, as the caller spells it.
+    ///
+    /// ```
+    /// let err = devmm::Error::not_a_count("nbytes", "must be a non-negative integer", 0, &-1);
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     format!("nbytes must be a non-negative integer from 0 to {}, not -1", usize::MAX),
+    /// );
+    /// ```
+    pub fn not_a_count(name: &str, rule: &str, min: usize, shown: &dyn fmt::Display) -> Error {
+        Error::OutOfRange {
+            reason: format!("{name} {rule} from {min} to {}, not {shown}", usize::MAX),
+        }
+    }
+
     pub(crate) fn layout(reason: impl Into<String>) -> Error {
         Error::InvalidLayout {
             reason: reason.into(),
@@ -444,5 +485,33 @@ impl Error {
             Error::Callback { source, .. } => source.is_out_of_memory(),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_range_names_the_argument_range_and_value() {
+        assert_eq!(Error::in_range::<u16>("lanes", 4, "a lane count"), Ok(4));
+        let err = Error::in_range::<u32>("index", -1, "a device index").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "index must be a device index; -1 is out of range"
+        );
+        assert!(matches!(err, Error::OutOfRange { .. }));
+    }
+
+    #[test]
+    fn not_a_count_says_the_whole_range() {
+        let err = Error::not_a_count("itemsize", "must be a positive integer", 1, &"'x'");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "itemsize must be a positive integer from 1 to {}, not 'x'",
+                usize::MAX
+            )
+        );
     }
 }
