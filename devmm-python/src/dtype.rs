@@ -9,7 +9,6 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
-use crate::count::in_range;
 use crate::error::IntoPyResult;
 use crate::value_class::{IntField, ValueClass};
 
@@ -41,7 +40,9 @@ impl PyDType {
         let code: u8 = obj.getattr(intern!(py, "code"))?.extract()?;
         let bits: u8 = obj.getattr(intern!(py, "bits"))?.extract()?;
         let lanes: u16 = obj.getattr(intern!(py, "lanes"))?.extract()?;
-        checked(code.into(), bits.into(), lanes.into()).map(Some)
+        devmm::DType::from_fields(code.into(), bits.into(), lanes.into())
+            .py()
+            .map(Some)
     }
 }
 
@@ -53,28 +54,8 @@ impl<'py> IntoPyObject<'py> for PyDType {
     /// The one `devmm.DType` of this value.
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let PyDType(dtype) = self;
-        DTYPE.instance(py, dtype, || fields(dtype))
+        DTYPE.instance(py, dtype, || dtype.fields())
     }
-}
-
-/// The DLPack type `(code, bits, lanes)`, checked: a code devmm does not
-/// know, zero bits or lanes, or values out of range are a `ValueError`
-/// naming the field.
-fn checked(code: i128, bits: i128, lanes: i128) -> PyResult<devmm::DType> {
-    let code: u8 = in_range("code", code, "a DLPack type code from 0 to 17")?;
-    let code = devmm::DTypeCode::from_dlpack(code).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "code {code} is not a DLPack type code devmm knows (0 to 17)"
-        ))
-    })?;
-    let bits: u8 = in_range("bits", bits, "a bit width from 1 to 255")?;
-    let lanes: u16 = in_range("lanes", lanes, "a lane count from 1 to 65535")?;
-    devmm::DType::new(code, bits, lanes).py()
-}
-
-/// `(code, bits, lanes)` as the dataclass keeps them.
-fn fields(dtype: devmm::DType) -> (u8, u8, u16) {
-    (dtype.code() as u8, dtype.bits(), dtype.lanes())
 }
 
 /// `DType.__post_init__`: the fields, checked.
@@ -84,7 +65,9 @@ pub(crate) fn _check_dtype(
     bits: IntField,
     lanes: IntField,
 ) -> PyResult<(u8, u8, u16)> {
-    checked(code.0, bits.0, lanes.0).map(fields)
+    devmm::DType::from_fields(code.0, bits.0, lanes.0)
+        .py()
+        .map(devmm::DType::fields)
 }
 
 /// `DType.from_string`: the fields of the dtype a standard name names. A
@@ -99,7 +82,7 @@ pub(crate) fn _parse_dtype(name: &Bound<'_, PyAny>) -> PyResult<(u8, u8, u16)> {
              DType.from_any reads the other spellings of a dtype"
         ))
     })?;
-    Ok(fields(text.to_str()?.parse().py()?))
+    Ok(text.to_str()?.parse::<devmm::DType>().py()?.fields())
 }
 
 /// `DType.from_any`: the dtype any spelling of one names.
@@ -145,10 +128,15 @@ impl<'py> FromPyObject<'_, 'py> for DTypeArg {
                     }
                     Ok(DTypeArg(dtype))
                 }
-                // NumPy type codes ("f4", "<i8") when NumPy is there to read them.
-                Err(err) => {
-                    numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np).map(DTypeArg))
-                }
+                // NumPy type codes: those of the standard dtypes ("f4",
+                // "<i8") read by the core, any other when NumPy is there
+                // to read it.
+                Err(err) => match devmm::DType::from_type_code(name.to_str()?) {
+                    Some(dtype) => Ok(DTypeArg(dtype)),
+                    None => {
+                        numpy_dtype(&obj)?.map_or(Err(err).py(), |np| from_numpy(&np).map(DTypeArg))
+                    }
+                },
             };
         }
         if let Some(dtype) = PyDType::read(&obj)? {
@@ -266,7 +254,7 @@ fn torch_dtype(obj: &Bound<'_, PyAny>) -> PyResult<Option<devmm::DType>> {
     if ty.module()?.to_str()? != "torch" || ty.name()?.to_str()? != "dtype" {
         return Ok(None);
     }
-    let text = obj.str()?;
-    let name = text.to_str()?.trim_start_matches("torch.");
-    Ok(Some(name.parse().py()?))
+    Ok(Some(
+        devmm::DType::from_torch_name(obj.str()?.to_str()?).py()?,
+    ))
 }

@@ -198,6 +198,33 @@ impl DType {
         numpy_kind(kind, itemsize).map_err(refused)
     }
 
+    /// The standard dtype a NumPy type code names (`"f4"`, `"<i8"`,
+    /// `"=u2"`, `"|b1"`: an optional native byte order, a kind and a size in
+    /// bytes), read without NumPy; `None` for any other text, which only
+    /// NumPy reads (`"d"`, `">i8"`, `"f16"`) or nobody does.
+    ///
+    /// ```
+    /// use devmm::DType;
+    /// assert_eq!(DType::from_type_code("<i8"), Some(DType::INT64));
+    /// assert_eq!(DType::from_type_code("f4"), Some(DType::FLOAT32));
+    /// assert_eq!(DType::from_type_code(">i8"), None);
+    /// assert_eq!(DType::from_type_code("i3"), None);
+    /// ```
+    pub fn from_type_code(code: &str) -> Option<DType> {
+        let code = code.strip_prefix(['<', '|', '=']).unwrap_or(code);
+        let mut chars = code.chars();
+        let kind = chars.next()?;
+        let size = chars.as_str();
+        // Digits only: `usize::from_str` would take a sign (`"f+4"`).
+        if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        // Only sizes with a standard name: NumPy reads `"f16"` as its long
+        // double, which is no `float128` of DLPack's.
+        let dtype = numpy_kind(kind, size.parse().ok()?).ok()?;
+        dtype.name().is_some().then_some(dtype)
+    }
+
     /// The dtype of NumPy kind `kind` (`dtype.kind`: `'b'`, `'i'`, `'u'`,
     /// `'f'`, `'c'`) and `itemsize` bytes, as any object duck-typed like a
     /// NumPy dtype describes itself. Other kinds, and sizes DLPack's 8-bit
@@ -253,6 +280,28 @@ mod tests {
         ] {
             let written = typestr(dtype).unwrap();
             assert_eq!(DType::from_typestr(&written, "unnamed").unwrap(), dtype);
+        }
+    }
+
+    #[test]
+    fn type_codes_of_standard_dtypes_read_without_numpy() {
+        for (code, dtype) in [
+            ("b1", DType::BOOL),
+            ("|b1", DType::BOOL),
+            ("i1", DType::INT8),
+            ("<i8", DType::INT64),
+            ("=u2", DType::UINT16),
+            ("f2", DType::FLOAT16),
+            ("<f8", DType::FLOAT64),
+            ("c8", DType::COMPLEX64),
+            ("c16", DType::COMPLEX128),
+        ] {
+            assert_eq!(DType::from_type_code(code), Some(dtype), "{code}");
+        }
+        for other in [
+            "", "<", "f", "d", ">i8", "i3", "f16", "V2", "f+4", "<<f4", "float32",
+        ] {
+            assert_eq!(DType::from_type_code(other), None, "{other}");
         }
     }
 

@@ -186,6 +186,70 @@ impl DType {
         Ok(DType { code, bits, lanes })
     }
 
+    /// The type whose DLPack fields are `(code, bits, lanes)`, each checked
+    /// against its range, as a caller that reads them from untyped numbers
+    /// (Python's `DType(code, bits, lanes)`) gives them: a value out of its
+    /// field's range or a code devmm does not know is an
+    /// [`Error::OutOfRange`] naming the field, zero bits or lanes the
+    /// error of [`DType::new`].
+    ///
+    /// ```
+    /// use devmm::DType;
+    /// assert_eq!(DType::from_fields(2, 32, 1)?, DType::FLOAT32);
+    /// let err = DType::from_fields(2, 256, 1).unwrap_err();
+    /// assert_eq!(err.to_string(), "bits must be a bit width from 1 to 255; 256 is out of range");
+    /// assert!(DType::from_fields(18, 8, 1).unwrap_err().to_string().contains("code 18"));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_fields(code: i128, bits: i128, lanes: i128) -> Result<DType, Error> {
+        let code: u8 = Error::in_range("code", code, "a DLPack type code from 0 to 17")?;
+        let code = DTypeCode::from_dlpack(code).ok_or_else(|| Error::OutOfRange {
+            reason: format!("code {code} is not a DLPack type code devmm knows (0 to 17)"),
+        })?;
+        let bits = Error::in_range("bits", bits, "a bit width from 1 to 255")?;
+        let lanes = Error::in_range("lanes", lanes, "a lane count from 1 to 65535")?;
+        DType::new(code, bits, lanes)
+    }
+
+    /// The DLPack fields `(code, bits, lanes)`, the inverse of
+    /// [`DType::from_fields`].
+    ///
+    /// ```
+    /// assert_eq!(devmm::DType::FLOAT32.fields(), (2, 32, 1));
+    /// ```
+    pub const fn fields(self) -> (u8, u8, u16) {
+        (self.code as u8, self.bits, self.lanes)
+    }
+
+    /// A type of `itemsize` opaque bytes (`uint8` lanes), for a layout that
+    /// knows only its element size (a pickled `Layout`); more bytes than a
+    /// DLPack type's 65535 lanes carry are an [`Error::OutOfRange`].
+    ///
+    /// ```
+    /// assert_eq!(devmm::DType::bytes(12)?.itemsize(), 12);
+    /// assert!(devmm::DType::bytes(1 << 16).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn bytes(itemsize: usize) -> Result<DType, Error> {
+        let lanes = u16::try_from(itemsize).map_err(|_| Error::OutOfRange {
+            reason: format!("item size {itemsize} is too large"),
+        })?;
+        DType::new(DTypeCode::UInt, 8, lanes)
+    }
+
+    /// The type a `torch.dtype` prints as (`"torch.float32"`, or the bare
+    /// name), read as the standard name after PyTorch's prefix.
+    ///
+    /// ```
+    /// use devmm::DType;
+    /// assert_eq!(DType::from_torch_name("torch.bfloat16")?, DType::BFLOAT16);
+    /// assert!(DType::from_torch_name("torch.qint8").is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_torch_name(text: &str) -> Result<DType, Error> {
+        text.trim_start_matches("torch.").parse()
+    }
+
     /// Whether an element is a whole number of bytes, so elements can be
     /// addressed (and strided) one by one. DLPack 1.1's packed float4 and
     /// float6 scalars are not.
@@ -323,6 +387,51 @@ primitive_elements! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_are_checked_one_by_one_and_round_trip() {
+        for dtype in DType::STANDARD {
+            let (code, bits, lanes) = dtype.fields();
+            let back = DType::from_fields(code.into(), bits.into(), lanes.into());
+            assert_eq!(back.unwrap(), *dtype);
+        }
+        let text = |code, bits, lanes| {
+            DType::from_fields(code, bits, lanes)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            text(-1, 8, 1),
+            "code must be a DLPack type code from 0 to 17; -1 is out of range"
+        );
+        assert_eq!(
+            text(18, 8, 1),
+            "code 18 is not a DLPack type code devmm knows (0 to 17)"
+        );
+        assert_eq!(
+            text(2, 32, 65536),
+            "lanes must be a lane count from 1 to 65535; 65536 is out of range"
+        );
+        assert!(text(2, 0, 1).contains("bits and lanes must be non-zero"));
+    }
+
+    #[test]
+    fn opaque_bytes_carry_the_item_size() {
+        let bytes = DType::bytes(65535).unwrap();
+        assert_eq!((bytes.itemsize(), bytes.code()), (65535, DTypeCode::UInt));
+        assert_eq!(
+            DType::bytes(65536).unwrap_err().to_string(),
+            "item size 65536 is too large"
+        );
+    }
+
+    #[test]
+    fn torch_names_drop_their_prefix() {
+        assert_eq!(DType::from_torch_name("torch.bool").unwrap(), DType::BOOL);
+        assert_eq!(DType::from_torch_name("float16").unwrap(), DType::FLOAT16);
+        let err = DType::from_torch_name("torch.quint8").unwrap_err();
+        assert!(err.to_string().contains("unknown dtype string \"quint8\""));
+    }
 
     #[test]
     fn every_standard_name_round_trips() {
