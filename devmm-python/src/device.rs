@@ -3,13 +3,11 @@
 //! `Device` is a dataclass defined in Python (`devmm._core.device`) over
 //! the functions here.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
-use crate::count::in_range;
 use crate::error::{expected, IntoPyResult};
 use crate::value_class::{IntField, ValueClass};
 
@@ -92,8 +90,7 @@ impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
 
 /// The device type of DLPack code `code`; one devmm does not know is a `ValueError`.
 pub(crate) fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
-    devmm::DeviceType::from_dlpack(code)
-        .ok_or_else(|| PyValueError::new_err(format!("{code} is not a valid DeviceType")))
+    devmm::DeviceType::from_code(code.into()).py()
 }
 
 /// A core device as Python's `devmm.Device`, a frozen dataclass defined in
@@ -134,7 +131,7 @@ impl<'py> IntoPyObject<'py> for PyDevice {
     /// The one `devmm.Device` of this value.
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let PyDevice(device) = self;
-        DEVICE.instance(py, device, || (PyDeviceType(device.ty()), device.index()))
+        DEVICE.instance(py, device, || fields(device))
     }
 }
 
@@ -144,50 +141,32 @@ impl<'py> IntoPyObject<'py> for PyDevice {
 #[pyfunction]
 pub(crate) fn _check_device(
     r#type: &Bound<'_, PyAny>,
-    index: Ordinal,
+    index: IntField,
 ) -> PyResult<(PyDeviceType, u32)> {
-    let Ordinal(index) = index;
+    let index = devmm::Device::checked_index(index.0).py()?;
     let ty = match r#type.cast::<PyString>() {
         Ok(name) => name.to_str()?.parse().py()?,
         // A `DeviceType` member is its code, an int.
-        Err(_) => {
-            let IntField(code) = r#type.extract()?;
-            type_of_code(in_range("type", code, "a DeviceType code")?)?
-        }
+        Err(_) => devmm::DeviceType::from_code(r#type.extract::<IntField>()?.0).py()?,
     };
-    let device = devmm::Device::try_new(ty, index).py()?;
-    Ok((PyDeviceType(device.ty()), device.index()))
+    devmm::Device::try_new(ty, index).py().map(fields)
 }
 
 /// `Device.from_string`: the fields of the device `text` names.
 #[pyfunction]
 pub(crate) fn _parse_device(text: &str) -> PyResult<(PyDeviceType, u32)> {
-    let device: devmm::Device = text.parse().py()?;
-    Ok((PyDeviceType(device.ty()), device.index()))
+    text.parse().py().map(fields)
+}
+
+/// `(type, index)` as the dataclass keeps them.
+fn fields(device: devmm::Device) -> (PyDeviceType, u32) {
+    (PyDeviceType(device.ty()), device.index())
 }
 
 /// `str(device)`: `"cuda:1"`.
 #[pyfunction]
 pub(crate) fn _device_str(device: DeviceArg) -> String {
     device.0.to_string()
-}
-
-/// A device ordinal argument (`Device`'s `index`): a negative or oversized
-/// int is a `ValueError` naming `index` (the core checks the upper bound),
-/// not the `OverflowError` a bare `u32` conversion raises.
-///
-/// Python type: `int`
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ordinal(u32);
-
-impl<'py> FromPyObject<'_, 'py> for Ordinal {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let range = "a device index from 0 to 2147483647";
-        let IntField(index) = obj.extract()?;
-        in_range("index", index, range).map(Ordinal)
-    }
 }
 
 /// A device argument: a `Device` or its string form.

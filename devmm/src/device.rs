@@ -72,6 +72,26 @@ impl DeviceType {
         })
     }
 
+    /// The device type of any integer `code`, as a caller reading untyped
+    /// numbers (Python's `Device(2, 0)`) gives it: one outside `i32` is an
+    /// [`Error::OutOfRange`] naming the argument `type`, one devmm does not
+    /// know is `"{code} is not a valid DeviceType"`, the words of Python's
+    /// `enum` that `devmm.DeviceType` is.
+    ///
+    /// ```
+    /// use devmm::DeviceType;
+    /// assert_eq!(DeviceType::from_code(2)?, DeviceType::Cuda);
+    /// assert_eq!(DeviceType::from_code(99).unwrap_err().to_string(), "99 is not a valid DeviceType");
+    /// assert!(DeviceType::from_code(1 << 40).unwrap_err().to_string().contains("out of range"));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn from_code(code: i128) -> Result<DeviceType, Error> {
+        let code: i32 = Error::in_range("type", code, "a DeviceType code")?;
+        DeviceType::from_dlpack(code).ok_or_else(|| Error::OutOfRange {
+            reason: format!("{code} is not a valid DeviceType"),
+        })
+    }
+
     /// The lower-case name used in device strings (`"cuda_host"`).
     ///
     /// ```
@@ -202,6 +222,21 @@ impl Device {
         Ok(Device { ty, index })
     }
 
+    /// A device ordinal given as any integer: one that is no `u32` is an
+    /// [`Error::OutOfRange`] naming the argument `index` (the upper bound,
+    /// [`Device::MAX_INDEX`], is [`Device::try_new`]'s to check).
+    ///
+    /// ```
+    /// use devmm::Device;
+    /// assert_eq!(Device::checked_index(3)?, 3);
+    /// let err = Device::checked_index(-1).unwrap_err();
+    /// assert_eq!(err.to_string(), "index must be a device index from 0 to 2147483647; -1 is out of range");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn checked_index(index: i128) -> Result<u32, Error> {
+        Error::in_range("index", index, "a device index from 0 to 2147483647")
+    }
+
     /// `cuda:index`.
     ///
     /// ```
@@ -321,6 +356,29 @@ impl FromStr for Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_and_indices_from_untyped_numbers() {
+        for ty in DeviceType::ALL {
+            assert_eq!(DeviceType::from_code(ty.dlpack_code().into()), Ok(ty));
+        }
+        assert_eq!(
+            DeviceType::from_code(4).unwrap_err().to_string(),
+            "4 is not a valid DeviceType"
+        );
+        assert_eq!(
+            DeviceType::from_code(-(1 << 40)).unwrap_err().to_string(),
+            format!(
+                "type must be a DeviceType code; {} is out of range",
+                -(1i128 << 40)
+            )
+        );
+        assert_eq!(Device::checked_index(u32::MAX.into()), Ok(u32::MAX));
+        assert!(matches!(
+            Device::checked_index(1 << 32),
+            Err(Error::OutOfRange { .. })
+        ));
+    }
 
     #[test]
     fn parses_the_seed_spellings() {
