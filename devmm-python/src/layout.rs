@@ -280,12 +280,7 @@ impl devmm::LayoutPolicy for PythonPolicy {
                 .map_err(|err| {
                     PythonException::raised(py, err, "LayoutPolicy.__call__", Some(device))
                 })?;
-            let layout = &layout.get().layout;
-            Ok(devmm::LayoutPlan {
-                permutation: layout.permutation().into(),
-                unit_stride_alignment: 1,
-                base_alignment: layout.base_alignment(),
-            })
+            Ok(layout.get().layout.plan())
         })
     }
 
@@ -536,11 +531,8 @@ impl PyLayout {
         base_alignment: usize,
         policy: Option<Py<PyAny>>,
     ) -> PyResult<PyLayout> {
-        // Only the item size matters to a layout: bytes in lanes carry it.
-        let lanes = u16::try_from(itemsize).map_err(|_| {
-            pyo3::exceptions::PyValueError::new_err(format!("item size {itemsize} is too large"))
-        })?;
-        let bytes = devmm::DType::new(devmm::DTypeCode::UInt, 8, lanes).py()?;
+        // Only the item size matters to a layout.
+        let bytes = devmm::DType::bytes(itemsize).py()?;
         let layout = devmm::Layout::new(&shape, &strides, bytes, base_alignment).py()?;
         Ok(PyLayout { layout, policy })
     }

@@ -5,12 +5,11 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::error::expected;
+use crate::error::{expected, IntoPyResult};
 use crate::value_class::ValueClass;
 
 /// The module's dataclasses that carry the counters and the records.
@@ -96,10 +95,7 @@ impl PyProfilerRecords {
     /// (`"num_calls"`, `"memory_peak"` or `"memory_total"`; else `ValueError`).
     #[pyo3(signature = (ordered_by = "memory_peak"))]
     fn report(&self, ordered_by: &str) -> PyResult<String> {
-        let order = ordered_by
-            .parse()
-            .map_err(|e: devmm::Error| PyValueError::new_err(e.to_string()))?;
-        Ok(self.inner.report(order))
+        Ok(self.inner.report(ordered_by.parse().py()?))
     }
 
     fn __repr__(&self) -> String {

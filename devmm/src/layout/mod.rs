@@ -293,6 +293,28 @@ impl Layout {
         self.base_alignment
     }
 
+    /// The plan that lays a shape out in this layout's dimension order on
+    /// its base alignment, unpadded: all that [`Aligned`] takes of the
+    /// layout an inner policy resolved (the padding is its own).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use devmm::{ColMajor, DType, Device, Layout, LayoutPolicy};
+    /// let col_major: Arc<dyn LayoutPolicy> = Arc::new(ColMajor);
+    /// let layout = Layout::resolve(&col_major, &[2, 3], DType::FLOAT32, Device::CPU)?;
+    /// let plan = layout.plan();
+    /// assert_eq!((&plan.permutation[..], plan.unit_stride_alignment), (&[1, 0][..], 1));
+    /// assert_eq!(plan.base_alignment, layout.base_alignment());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn plan(&self) -> LayoutPlan {
+        LayoutPlan {
+            permutation: self.permutation.clone(),
+            unit_stride_alignment: 1,
+            base_alignment: self.base_alignment,
+        }
+    }
+
     /// The policy that produced this layout, `None` for hand-built ones.
     pub fn policy(&self) -> Option<&Arc<dyn LayoutPolicy>> {
         self.policy.as_ref()
@@ -414,4 +436,22 @@ fn order_by_stride(shape: &[usize], strides: &[usize]) -> Dims {
     let mut order: Dims = (0..shape.len()).collect();
     order.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    #[test]
+    fn a_layouts_plan_resolves_the_same_order() {
+        let permuted: Arc<dyn LayoutPolicy> = Arc::new(Permuted::try_new([0, 2, 1]).unwrap());
+        let first = Layout::resolve(&permuted, &[2, 3, 4], DType::INT16, Device::CPU).unwrap();
+        let plan = first.plan();
+        assert_eq!(&plan.permutation[..], first.permutation());
+        assert_eq!(plan.base_alignment, first.base_alignment());
+        let again: Arc<dyn LayoutPolicy> = Arc::new(Permuted::try_new(plan.permutation).unwrap());
+        let second = Layout::resolve(&again, &[2, 3, 4], DType::INT16, Device::CPU).unwrap();
+        assert_eq!(first.strides(), second.strides());
+    }
 }
