@@ -7,83 +7,18 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Weak};
 
+use devmm::{LogRecord, LogValue};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
 /// The subscriber: only devmm's own targets are enabled, so other crates'
 /// events cost nothing.
 struct PythonLogging;
-
-#[derive(Default)]
-struct Fields {
-    message: Option<String>,
-    /// The logger the event names (a `LoggingAdaptor` given one); the
-    /// target's otherwise.
-    logger: Option<String>,
-    pairs: Vec<(&'static str, FieldValue)>,
-}
-
-enum FieldValue {
-    Int(u64),
-    Text(String),
-}
-
-impl Visit for Fields {
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.pairs.push((field.name(), FieldValue::Int(value)));
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_text(field, value.to_owned());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.record_text(field, format!("{value:?}"));
-    }
-
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.record_text(field, value.to_string());
-    }
-}
-
-impl Fields {
-    fn record_text(&mut self, field: &Field, text: String) {
-        if field.name() == "message" {
-            self.message = Some(text);
-        } else if field.name() == "logger" {
-            self.logger = Some(text);
-        } else {
-            self.pairs.push((field.name(), FieldValue::Text(text)));
-        }
-    }
-
-    /// `allocate ptr=0x... nbytes=64 stream=0 device=cpu:0`.
-    fn summary(&self) -> String {
-        let mut out = self.message.clone().unwrap_or_default();
-        for (name, value) in &self.pairs {
-            if *name == "op" {
-                if let FieldValue::Text(op) = value {
-                    out.insert_str(0, op);
-                }
-                continue;
-            }
-            let shown = match (name, value) {
-                (&"ptr", FieldValue::Int(addr)) => format!("{addr:#x}"),
-                (_, FieldValue::Int(n)) => n.to_string(),
-                (_, FieldValue::Text(t)) => t.clone(),
-            };
-            out.push_str(&format!(" {name}={shown}"));
-        }
-        out
-    }
-}
 
 fn python_level(level: &Level) -> u32 {
     match *level {
@@ -138,11 +73,8 @@ fn registered_logger<'py>(py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny
     (owner.strong_count() > 0).then(|| logger.bind(py).clone())
 }
 
-fn emit(py: Python<'_>, target: &str, level: &Level, fields: &Fields) -> PyResult<()> {
-    let name = match &fields.logger {
-        Some(logger) => logger.clone(),
-        None => target.replace("::", "."),
-    };
+fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyResult<()> {
+    let name = record.logger_name(target);
     let logger = match registered_logger(py, &name) {
         Some(logger) => logger,
         None => py.import("logging")?.call_method1("getLogger", (name,))?,
@@ -152,15 +84,15 @@ fn emit(py: Python<'_>, target: &str, level: &Level, fields: &Fields) -> PyResul
         return Ok(());
     }
     let extra = PyDict::new(py);
-    for (name, value) in &fields.pairs {
+    for (name, value) in &record.fields {
         match value {
-            FieldValue::Int(n) => extra.set_item(name, n)?,
-            FieldValue::Text(t) => extra.set_item(name, t)?,
+            LogValue::Int(n) => extra.set_item(name, n)?,
+            LogValue::Text(t) => extra.set_item(name, t)?,
         }
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("extra", extra)?;
-    logger.call_method("log", (level, fields.summary()), Some(&kwargs))?;
+    logger.call_method("log", (level, record.summary()), Some(&kwargs))?;
     Ok(())
 }
 
@@ -178,12 +110,11 @@ impl Subscriber for PythonLogging {
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
+        let record = LogRecord::of(event);
         let metadata = event.metadata();
         // During interpreter shutdown there is no logging to write to.
         crate::gil::attach(|py| {
-            if let Err(err) = emit(py, metadata.target(), metadata.level(), &fields) {
+            if let Err(err) = emit(py, metadata.target(), metadata.level(), &record) {
                 // A broken handler must not turn an allocation into a
                 // failure; an interrupt (Ctrl-C in a handler) must still
                 // reach the program, so the calling binding raises it.

@@ -32,8 +32,8 @@ pub mod trace;
 
 pub use adaptor::{
     DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LOG_TARGET, LeakReport, LimitingAdaptor,
-    LiveAllocation, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor,
-    TrackingAdaptor, print_leak_reports,
+    LiveAllocation, LogRecord, LogValue, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor,
+    TraceAdaptor, TrackingAdaptor, print_leak_reports,
 };
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;

@@ -1,3 +1,7 @@
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+
 use crate::error::Result;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
@@ -122,4 +126,158 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
     }
 
     forward_probes!(upstream);
+}
+
+/// One [`LoggingAdaptor`] event read back from its fields, for a
+/// subscriber that forwards the events to another logging system (the
+/// Python package's bridge to `logging`): the message, the logger the
+/// event names, and every other field as an integer or text.
+///
+/// ```
+/// use devmm::{LogRecord, LogValue};
+/// let record = LogRecord {
+///     fields: vec![
+///         ("op", LogValue::Text("allocate".into())),
+///         ("ptr", LogValue::Int(4096)),
+///         ("nbytes", LogValue::Int(64)),
+///     ],
+///     ..LogRecord::default()
+/// };
+/// assert_eq!(record.summary(), "allocate ptr=0x1000 nbytes=64");
+/// assert_eq!(record.logger_name("devmm::mr"), "devmm.mr");
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// The event's message, if it has one.
+    pub message: Option<String>,
+    /// The logger the event names ([`LoggingAdaptor::with_logger`]'s).
+    pub logger: Option<String>,
+    /// The other fields, in the order the event recorded them.
+    pub fields: Vec<(&'static str, LogValue)>,
+}
+
+/// The value of one field of a [`LogRecord`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogValue {
+    /// An integer field (`ptr`, `nbytes`, `stream`).
+    Int(u64),
+    /// Any other field, as text (`device`, `error`).
+    Text(String),
+}
+
+impl LogRecord {
+    /// The record of `event`.
+    pub fn of(event: &tracing::Event<'_>) -> LogRecord {
+        let mut record = LogRecord::default();
+        event.record(&mut record);
+        record
+    }
+
+    /// The dotted name of the logger the record belongs to: the one the
+    /// event names, else the event's `target` with `::` as `.`
+    /// (`devmm::mr` → `devmm.mr`).
+    pub fn logger_name(&self, target: &str) -> String {
+        match &self.logger {
+            Some(logger) => logger.clone(),
+            None => target.replace("::", "."),
+        }
+    }
+
+    /// The record as one line: the `op`, the message, then each other
+    /// field as `name=value`, an address in hex
+    /// (`allocate ptr=0x1000 nbytes=64 stream=0 device=cpu:0`).
+    pub fn summary(&self) -> String {
+        let mut out = self.message.clone().unwrap_or_default();
+        for (name, value) in &self.fields {
+            match (*name, value) {
+                ("op", LogValue::Text(op)) => out.insert_str(0, op),
+                ("op", LogValue::Int(_)) => {}
+                ("ptr", LogValue::Int(addr)) => out.push_str(&format!(" ptr={addr:#x}")),
+                (_, LogValue::Int(n)) => out.push_str(&format!(" {name}={n}")),
+                (_, LogValue::Text(t)) => out.push_str(&format!(" {name}={t}")),
+            }
+        }
+        out
+    }
+
+    fn record_text(&mut self, field: &Field, text: String) {
+        match field.name() {
+            "message" => self.message = Some(text),
+            "logger" => self.logger = Some(text),
+            name => self.fields.push((name, LogValue::Text(text))),
+        }
+    }
+}
+
+impl Visit for LogRecord {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.fields.push((field.name(), LogValue::Int(value)));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_text(field, value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.record_text(field, format!("{value:?}"));
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_text(field, value.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    use super::*;
+    use crate::{MallocMemoryResource, MemoryResource};
+
+    /// Keeps the record of every event.
+    #[derive(Default)]
+    struct Records(Mutex<Vec<(String, LogRecord)>>);
+
+    impl Subscriber for &'static Records {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let target = event.metadata().target().to_owned();
+            self.0.lock().unwrap().push((target, LogRecord::of(event)));
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn an_adaptors_events_read_back_as_one_line_each() {
+        let records: &'static Records = Box::leak(Box::default());
+        let mr = LoggingAdaptor::with_logger(MallocMemoryResource::new(), "app.memory");
+        let stream = Stream::cpu();
+        tracing::subscriber::with_default(records, || {
+            let ptr = mr.allocate(64, &stream).unwrap();
+            // SAFETY: allocated just above with this size and stream.
+            unsafe { mr.deallocate(ptr, 64, &stream).unwrap() };
+        });
+        let records = records.0.lock().unwrap();
+        let [(target, allocate), (_, deallocate)] = &records[..] else {
+            panic!("two events, got {records:?}");
+        };
+        assert_eq!(allocate.logger_name(target), "app.memory");
+        let line = allocate.summary();
+        assert!(line.starts_with("allocate ptr=0x"), "{line}");
+        assert!(line.ends_with(" nbytes=64 stream=0 device=cpu:0"), "{line}");
+        assert!(deallocate.summary().starts_with("deallocate ptr=0x"));
+        let unnamed = LogRecord::default();
+        assert_eq!(unnamed.logger_name(LOG_TARGET), "devmm.mr");
+    }
 }

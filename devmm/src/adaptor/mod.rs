@@ -136,7 +136,7 @@ mod trace;
 mod tracking;
 
 pub use limiting::LimitingAdaptor;
-pub use logging::{LOG_TARGET, LoggingAdaptor};
+pub use logging::{LOG_TARGET, LogRecord, LogValue, LoggingAdaptor};
 pub use statistics::{Statistics, StatisticsAdaptor};
 pub use trace::TraceAdaptor;
 pub use tracking::{
