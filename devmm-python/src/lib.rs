@@ -13,7 +13,6 @@ mod buffer;
 mod cli;
 mod copies;
 mod count;
-mod cxx_exception;
 mod device;
 mod dlpack;
 mod dtype;

@@ -46,7 +46,7 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
     }
     // SAFETY: this function is `extern "C-unwind"`, called by PyTorch's
     // C++ hook, and outside the `catch_unwind` above.
-    unsafe { crate::cxx_exception::throw_bad_alloc() };
+    unsafe { devmm::interop::throw_bad_alloc() };
     std::ptr::null_mut()
 }
 

@@ -1,16 +1,18 @@
 //! Throwing C++'s `std::bad_alloc` into a C++ caller.
 //!
-//! PyTorch's pluggable allocator hook does not check the pointer our
-//! allocation entry point returns: a NULL would become a tensor over address
-//! 0 and the next kernel would fault. The one failure it stops on is a C++
-//! exception, which its Python binding turns into a `RuntimeError` (the
-//! reason, and why it cannot be `torch.OutOfMemoryError`, is ADR 0015).
+//! PyTorch's pluggable allocator hook does not check the pointer a
+//! binding's allocation entry point (over [`super::TorchRoutes`]) returns:
+//! a NULL would become a tensor over address 0 and the next kernel would
+//! fault. The one failure it stops on is a C++ exception, which its Python
+//! binding turns into a `RuntimeError` (the reason, and why it cannot be
+//! `torch.OutOfMemoryError`, is ADR 0015).
 //!
 //! The C++ runtime is reached at run time (the process that calls the hook
-//! has PyTorch, and so libstdc++, loaded), so the extension module never
-//! links a C++ runtime. The exception is built by the Itanium C++ ABI that
-//! GCC and Clang follow on Linux: `__cxa_allocate_exception`, the object's
-//! vtable pointer, `__cxa_throw` with its `type_info`.
+//! has PyTorch, and so libstdc++, loaded), so neither devmm nor the
+//! extension module links a C++ runtime. The exception is built by the
+//! Itanium C++ ABI that GCC and Clang follow on Linux:
+//! `__cxa_allocate_exception`, the object's vtable pointer, `__cxa_throw`
+//! with its `type_info`.
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -85,7 +87,18 @@ fn cxx_runtime() -> Option<&'static CxxRuntime> {
 /// The caller must be an `extern "C-unwind"` function called directly by
 /// C++ code that can take an exception here (PyTorch's allocator hook);
 /// no Rust frame between it and this call may be inside `catch_unwind`.
-pub(crate) unsafe fn throw_bad_alloc() {
+///
+/// ```no_run
+/// use std::ffi::c_void;
+/// /// An allocation hook C++ calls, which fails the C++ way.
+/// extern "C-unwind" fn hook(_size: usize) -> *mut c_void {
+///     // SAFETY: called by C++ code only, outside any `catch_unwind`.
+///     unsafe { devmm::interop::throw_bad_alloc() };
+///     std::ptr::null_mut()
+/// }
+/// # let _ = hook;
+/// ```
+pub unsafe fn throw_bad_alloc() {
     let Some(rt) = cxx_runtime() else {
         return;
     };
