@@ -55,10 +55,16 @@ impl PyDeviceBuffer {
     /// alone owns the buffer and the buffer alone owns the bridge: then it
     /// is this object's to report to the collector and to clear.
     fn owned_bridge(&self) -> Option<&PythonRef> {
-        let exclusive =
-            Arc::strong_count(&self.buffer) == 1 && Arc::strong_count(self.buffer.resource()) == 1;
-        self.bridge.as_deref().filter(|_| exclusive)
+        self.bridge
+            .as_deref()
+            .filter(|_| held_only_by(&self.buffer, 1))
     }
+}
+
+/// Whether `holders` references are all there are to `buffer`, and the
+/// buffer is all there is to its resource (so its bridge too).
+pub(crate) fn held_only_by(buffer: &Arc<devmm::DeviceBuffer>, holders: usize) -> bool {
+    Arc::strong_count(buffer) == holders && Arc::strong_count(buffer.resource()) == 1
 }
 
 #[pymethods]

@@ -148,7 +148,12 @@ pub(crate) fn import(
     let value = devmm::dlpack::consumer_stream_value(&ours);
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "stream"), value)?;
-    kwargs.set_item(intern!(py, "max_version"), (1, 1))?;
+    // The newest DLPack the core reads.
+    let newest = (
+        devmm::dlpack::ffi::DLPACK_MAJOR_VERSION,
+        devmm::dlpack::ffi::DLPACK_MINOR_VERSION,
+    );
+    kwargs.set_item(intern!(py, "max_version"), newest)?;
     let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.

@@ -431,7 +431,7 @@ impl PyStreamPool {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let device = DeviceArg::or_default(device)?;
-        let flags = flags.map_or_else(devmm::StreamFlags::default, |StreamFlagsArg(f)| f);
+        let flags = flags.map(|StreamFlagsArg(f)| f).unwrap_or_default();
         let inner = maybe_detached(py, device, || {
             devmm::StreamPool::new(device, pool_size, flags)
         })

@@ -40,11 +40,9 @@ impl PyTensor {
     /// alone owns the tensor, the tensor and its `buffer` object alone own
     /// the buffer, and the buffer alone owns the bridge.
     fn owned_bridge(&self) -> Option<&PythonRef> {
-        let buffer = self.tensor.buffer();
         let holders = 1 + usize::from(self.buffer.get().is_some());
-        let exclusive = !self.tensor.is_shared()
-            && Arc::strong_count(buffer) == holders
-            && Arc::strong_count(buffer.resource()) == 1;
+        let exclusive =
+            !self.tensor.is_shared() && crate::buffer::held_only_by(self.tensor.buffer(), holders);
         self.bridge.as_deref().filter(|_| exclusive)
     }
 
@@ -242,13 +240,7 @@ impl PyTensor {
     /// a whole number of elements (read `byte_offset` then).
     #[getter]
     fn offset(&self) -> PyResult<usize> {
-        self.tensor.offset().ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "the first element is {} bytes in, not a whole number of {}-byte elements; read byte_offset",
-                self.tensor.byte_offset(),
-                self.tensor.dtype().itemsize()
-            ))
-        })
+        (self.tensor.checked_offset()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Whether consumers must not write.

@@ -69,7 +69,7 @@ pub use stream::{
     StreamOps, StreamSentinel,
 };
 pub use stream_pool::{StreamFlags, StreamPool};
-pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
+pub use tensor::{EmptyOptions, PartialElementOffset, Tensor, empty, empty_like};
 
 /// The README's examples, run as doctests so the front page cannot drift.
 #[doc = include_str!("../../README.md")]

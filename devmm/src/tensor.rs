@@ -260,6 +260,51 @@ impl Tensor {
         let bytes = self.inner.byte_offset;
         bytes.is_multiple_of(itemsize).then(|| bytes / itemsize)
     }
+
+    /// [`offset`](Tensor::offset), or why there is none: what a caller
+    /// that must report an offset in elements refuses with.
+    ///
+    /// ```
+    /// use devmm::{empty, DType, EmptyOptions};
+    /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::new())?;
+    /// assert_eq!(t.checked_offset(), Ok(0));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn checked_offset(&self) -> std::result::Result<usize, PartialElementOffset> {
+        self.offset().ok_or(PartialElementOffset {
+            byte_offset: self.inner.byte_offset,
+            itemsize: self.inner.layout.itemsize(),
+        })
+    }
+}
+
+/// A first element that is not a whole number of elements from the buffer's
+/// start ([`Tensor::checked_offset`]); its text is the whole message.
+/// Converts to [`Error::InvalidArgument`].
+///
+/// ```
+/// let refused = devmm::PartialElementOffset { byte_offset: 8, itemsize: 12 };
+/// assert!(refused.to_string().starts_with("the first element is 8 bytes in"));
+/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the first element is {byte_offset} bytes in, not a whole number of {itemsize}-byte elements; \
+     read byte_offset"
+)]
+pub struct PartialElementOffset {
+    /// Bytes from the buffer's start to the first element.
+    pub byte_offset: usize,
+    /// The element size.
+    pub itemsize: usize,
+}
+
+impl From<PartialElementOffset> for Error {
+    fn from(refused: PartialElementOffset) -> Error {
+        Error::InvalidArgument {
+            reason: refused.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Tensor {
