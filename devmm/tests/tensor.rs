@@ -251,6 +251,15 @@ fn view_of_checks_layout_offset_and_fit() {
         (t.byte_offset(), t.offset(), t.shape()),
         (12, Some(3), &[2, 2][..])
     );
+    assert_eq!(t.checked_offset(), Ok(3));
+    let partial = devmm::PartialElementOffset {
+        byte_offset: 16,
+        itemsize: 12,
+    };
+    assert_eq!(
+        partial.to_string(),
+        "the first element is 16 bytes in, not a whole number of 12-byte elements; read byte_offset"
+    );
     assert!(matches!(
         Tensor::view_of(buf.clone(), DType::FLOAT32, &[4], layout.clone(), 0),
         Err(Error::InvalidLayout { .. })
