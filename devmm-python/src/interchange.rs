@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, CStr};
 
+use devmm::dlpack::ffi::{DLPACK_MAJOR_VERSION as MAJOR, DLPACK_MINOR_VERSION as MINOR};
 use devmm::dlpack::DlpackFlavor;
 use devmm::interop::BufferView;
 use devmm::ArrayInterfaceKind;
@@ -149,11 +150,7 @@ pub(crate) fn import(
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "stream"), value)?;
     // The newest DLPack the core reads.
-    let newest = (
-        devmm::dlpack::ffi::DLPACK_MAJOR_VERSION,
-        devmm::dlpack::ffi::DLPACK_MINOR_VERSION,
-    );
-    kwargs.set_item(intern!(py, "max_version"), newest)?;
+    kwargs.set_item(intern!(py, "max_version"), (MAJOR, MINOR))?;
     let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.
