@@ -55,20 +55,16 @@ impl PyDeviceBuffer {
     /// alone owns the buffer and the buffer alone owns the bridge: then it
     /// is this object's to report to the collector and to clear.
     fn owned_bridge(&self) -> Option<&PythonRef> {
-        let exclusive =
-            Arc::strong_count(&self.buffer) == 1 && Arc::strong_count(self.buffer.resource()) == 1;
-        self.bridge.as_deref().filter(|_| exclusive)
+        self.bridge
+            .as_deref()
+            .filter(|_| held_only_by(&self.buffer, 1))
     }
 }
 
-impl PyDeviceBuffer {
-    /// The stream a copy runs on: the named one, or the buffer's own.
-    fn copy_stream(&self, stream: Option<StreamArg>) -> PyResult<devmm::Stream> {
-        match stream {
-            None => Ok(self.buffer.stream().clone()),
-            some => resolve_stream(some, self.buffer.device()),
-        }
-    }
+/// Whether `holders` references are all there are to `buffer`, and the
+/// buffer is all there is to its resource (so its bridge too).
+pub(crate) fn held_only_by(buffer: &Arc<devmm::DeviceBuffer>, holders: usize) -> bool {
+    Arc::strong_count(buffer) == holders && Arc::strong_count(buffer.resource()) == 1
 }
 
 #[pymethods]
@@ -100,15 +96,8 @@ impl PyDeviceBuffer {
         let (obj, rust, bridge) = match mr {
             Some(mr) => {
                 let (rust, bridge) = bridge_of(mr)?;
-                if let Some(DeviceArg(device)) = device {
-                    if device != rust.device() {
-                        return Err(PyValueError::new_err(format!(
-                            "device {device} was asked for, but the resource {rust:?} allocates \
-                             on {}; pass a resource of {device} or drop the device argument",
-                            rust.device()
-                        )));
-                    }
-                }
+                devmm::DeviceBuffer::device_for(&*rust, device.map(|d| d.0))
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
                 (mr.clone().unbind(), rust, bridge)
             }
             None => {
@@ -143,9 +132,7 @@ impl PyDeviceBuffer {
     /// through it first, while it is still whole.
     fn __clear__(&self) {
         if let Some(bridge) = self.owned_bridge() {
-            if let Err(error) = self.buffer.free(self.buffer.stream()) {
-                tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
-            }
+            self.buffer.free_or_log();
             bridge.clear();
         }
     }
@@ -226,7 +213,7 @@ impl PyDeviceBuffer {
         stream: Option<StreamArg>,
         offset: usize,
     ) -> PyResult<()> {
-        let stream = self.copy_stream(stream)?;
+        let stream = own_or_named(&self.buffer, stream)?;
         let data = bytes_of(data)?;
         let data = data.as_bytes();
         maybe_detached(py, self.buffer.device(), || {
@@ -251,19 +238,11 @@ impl PyDeviceBuffer {
         nbytes: Option<usize>,
         stream: Option<StreamArg>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let available = self.buffer.nbytes().saturating_sub(offset);
-        let nbytes = nbytes.unwrap_or(available);
         // Checked before any host memory is made: an absurd size must be a
         // ValueError, not an allocation failure that aborts the process.
-        if offset > self.buffer.nbytes() || nbytes > available {
-            return Err(PyValueError::new_err(format!(
-                "cannot copy {nbytes} bytes at offset {offset} of a {}-byte buffer on {}: the copy \
-                 does not fit; copy fewer bytes or use a larger buffer",
-                self.buffer.nbytes(),
-                self.buffer.device()
-            )));
-        }
-        let stream = self.copy_stream(stream)?;
+        let nbytes = (self.buffer.copy_len(offset, nbytes))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let stream = own_or_named(&self.buffer, stream)?;
         let out = match out {
             Some(out) => out,
             None => py
@@ -375,17 +354,7 @@ impl PyDeviceBuffer {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "DeviceBuffer(ptr={:#x}, nbytes={}, device={}, closed={})",
-            self.buffer.ptr().addr(),
-            self.buffer.nbytes(),
-            self.buffer.device(),
-            if self.buffer.is_closed() {
-                "True"
-            } else {
-                "False"
-            }
-        )
+        self.buffer.to_string()
     }
 }
 
@@ -397,12 +366,20 @@ pub(crate) fn free(
     buffer: &devmm::DeviceBuffer,
     stream: Option<StreamArg>,
 ) -> PyResult<()> {
-    let device = buffer.device();
-    let stream = match stream {
-        None => buffer.stream().clone(),
-        some => resolve_stream(some, device)?,
-    };
-    maybe_detached(py, device, || buffer.free(&stream)).py()
+    let stream = own_or_named(buffer, stream)?;
+    maybe_detached(py, buffer.device(), || buffer.free(&stream)).py()
+}
+
+/// The stream an operation on `buffer` runs on: the named one (checked
+/// against its device), or the buffer's own.
+fn own_or_named(
+    buffer: &devmm::DeviceBuffer,
+    stream: Option<StreamArg>,
+) -> PyResult<devmm::Stream> {
+    match stream {
+        None => Ok(buffer.stream().clone()),
+        some => resolve_stream(some, buffer.device()),
+    }
 }
 
 /// The bytes of a bytes-like object (`bytes`, `bytearray`, `memoryview`, a

@@ -160,19 +160,12 @@ pub(crate) fn export_capsule<'py>(
     dl_device: Option<DlpackDevice>,
     copy: Option<DlpackCopy>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut request = DlpackRequest::new();
-    if let Some(DlpackVersion((major, minor))) = max_version {
-        request = request.max_version(major, minor);
-    }
-    if let Some(DlpackStream(stream)) = stream {
-        request = request.stream(stream);
-    }
-    if let Some(DlpackDevice((device_type, device_id))) = dl_device {
-        request = request.dl_device(device_type, device_id);
-    }
-    if let Some(DlpackCopy(copy)) = copy {
-        request = request.copy(copy);
-    }
+    let request = DlpackRequest {
+        max_version: max_version.map(|v| v.0),
+        stream: stream.map(|s| s.0),
+        dl_device: dl_device.map(|d| d.0),
+        copy: copy.map(|c| c.0),
+    };
     // The stream hand-off may wait on a driver: without the GIL.
     let py = producer.py();
     let mut export =

@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, CStr};
 
+use devmm::dlpack::ffi::{DLPACK_MAJOR_VERSION as MAJOR, DLPACK_MINOR_VERSION as MINOR};
 use devmm::dlpack::DlpackFlavor;
 use devmm::interop::BufferView;
 use devmm::ArrayInterfaceKind;
@@ -148,7 +149,8 @@ pub(crate) fn import(
     let value = devmm::dlpack::consumer_stream_value(&ours);
     let kwargs = PyDict::new(py);
     kwargs.set_item(intern!(py, "stream"), value)?;
-    kwargs.set_item(intern!(py, "max_version"), (1, 1))?;
+    // The newest DLPack the core reads.
+    kwargs.set_item(intern!(py, "max_version"), (MAJOR, MINOR))?;
     let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.

@@ -21,27 +21,16 @@ pub(crate) struct PyStreamSentinel {
     pub(crate) inner: devmm::StreamSentinel,
 }
 
-impl PyStreamSentinel {
-    /// The sentinel's name in the `devmm` module.
-    fn name(&self) -> &'static str {
-        match self.inner {
-            devmm::StreamSentinel::Default => "DEFAULT",
-            devmm::StreamSentinel::LegacyDefault => "LEGACY_DEFAULT",
-            devmm::StreamSentinel::PerThreadDefault => "PER_THREAD_DEFAULT",
-        }
-    }
-}
-
 #[pymethods]
 impl PyStreamSentinel {
     fn __repr__(&self) -> String {
-        format!("devmm.{}", self.name())
+        format!("devmm.{}", self.inner.name())
     }
 
     /// Pickles as a reference to the module attribute, so unpickling
     /// yields the very sentinel object (identity, as the seed compares it).
     fn __reduce__(&self) -> &'static str {
-        self.name()
+        self.inner.name()
     }
 
     /// A sentinel is a singleton: copying returns it.
@@ -273,14 +262,8 @@ impl PyStream {
     /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
     /// streams speak it; on any other device it is an `AttributeError`.
     fn __cuda_stream__(slf: &Bound<'_, Self>) -> PyResult<(u32, usize)> {
-        let stream = stream_of(slf.as_any())?;
-        match stream.device().ty() {
-            devmm::DeviceType::Cuda | devmm::DeviceType::CudaManaged => Ok((0, stream.handle())),
-            _ => Err(PyAttributeError::new_err(format!(
-                "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
-                stream.device()
-            ))),
-        }
+        (stream_of(slf.as_any())?.cuda_stream())
+            .map_err(|e| PyAttributeError::new_err(e.to_string()))
     }
 
     /// Runtime streams are equal when they name the same native stream;
@@ -399,17 +382,17 @@ pub(crate) fn resolve_stream(
     arg: Option<StreamArg>,
     device: devmm::Device,
 ) -> PyResult<devmm::Stream> {
-    match arg {
-        Some(StreamArg::Stream(stream)) if stream.device() != device => {
-            Err(PyValueError::new_err(format!(
-                "stream device {} does not match the memory's device {device}; pass a stream of {device}",
-                stream.device()
-            )))
+    let which = match arg {
+        Some(StreamArg::Stream(stream)) => {
+            let checked = stream.check_device(device);
+            return checked
+                .map(|()| stream)
+                .map_err(|e| PyValueError::new_err(e.to_string()));
         }
-        Some(StreamArg::Stream(stream)) => Ok(stream),
-        Some(StreamArg::Sentinel(which)) => devmm::runtime::stream_for(device, Some(which)).py(),
-        None => devmm::runtime::stream_for(device, None).py(),
-    }
+        Some(StreamArg::Sentinel(which)) => Some(which),
+        None => None,
+    };
+    devmm::runtime::stream_for(device, which).py()
 }
 
 /// Stream creation flags: a `devmm.StreamFlags` (rmm's `CudaStreamFlags`,
@@ -448,7 +431,7 @@ impl PyStreamPool {
         device: Option<DeviceArg>,
     ) -> PyResult<Self> {
         let device = DeviceArg::or_default(device)?;
-        let flags = flags.map_or_else(devmm::StreamFlags::default, |StreamFlagsArg(f)| f);
+        let flags = flags.map(|StreamFlagsArg(f)| f).unwrap_or_default();
         let inner = maybe_detached(py, device, || {
             devmm::StreamPool::new(device, pool_size, flags)
         })

@@ -40,11 +40,9 @@ impl PyTensor {
     /// alone owns the tensor, the tensor and its `buffer` object alone own
     /// the buffer, and the buffer alone owns the bridge.
     fn owned_bridge(&self) -> Option<&PythonRef> {
-        let buffer = self.tensor.buffer();
         let holders = 1 + usize::from(self.buffer.get().is_some());
-        let exclusive = !self.tensor.is_shared()
-            && Arc::strong_count(buffer) == holders
-            && Arc::strong_count(buffer.resource()) == 1;
+        let exclusive =
+            !self.tensor.is_shared() && crate::buffer::held_only_by(self.tensor.buffer(), holders);
         self.bridge.as_deref().filter(|_| exclusive)
     }
 
@@ -134,23 +132,11 @@ impl PyTensor {
         offset: Count<Offset>,
         read_only: bool,
     ) -> PyResult<Self> {
-        let offset = offset.get();
-        let py = buffer.py();
-        layout
-            .layout
-            .validate_for(Some(&shape.0), Some(dtype.0.itemsize()))
-            .py()?;
-        let byte_offset = offset.checked_mul(dtype.0.itemsize()).ok_or_else(|| {
-            PyValueError::new_err(format!("offset {offset} elements of {} overflows", dtype.0))
-        })?;
-        let owner = buffer.get();
-        let tensor = devmm::Tensor::from_buffer(
-            Arc::clone(&owner.buffer),
-            dtype.0,
-            layout.layout.clone(),
-            byte_offset,
-        )
-        .py()?;
+        let (py, owner) = (buffer.py(), buffer.get());
+        let buf = Arc::clone(&owner.buffer);
+        let tensor =
+            devmm::Tensor::view_of(buf, dtype.0, &shape.0, layout.layout.clone(), offset.get())
+                .py()?;
         Ok(PyTensor {
             tensor: if read_only {
                 tensor.to_read_only()
@@ -254,13 +240,7 @@ impl PyTensor {
     /// a whole number of elements (read `byte_offset` then).
     #[getter]
     fn offset(&self) -> PyResult<usize> {
-        self.tensor.offset().ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "the first element is {} bytes in, not a whole number of {}-byte elements; read byte_offset",
-                self.tensor.byte_offset(),
-                self.tensor.dtype().itemsize()
-            ))
-        })
+        (self.tensor.checked_offset()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Whether consumers must not write.
@@ -318,10 +298,7 @@ impl PyTensor {
     /// through it first, while it is still whole.
     fn __clear__(&self) {
         if let Some(bridge) = self.owned_bridge() {
-            let buffer = self.tensor.buffer();
-            if let Err(error) = buffer.free(buffer.stream()) {
-                tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
-            }
+            self.tensor.buffer().free_or_log();
             bridge.clear();
         }
     }
@@ -329,22 +306,8 @@ impl PyTensor {
     /// The seed's form: `Tensor(shape=(2, 3), dtype=float32, device=cpu:0,
     /// offset=0, read_only=False)`, the offset in elements (in bytes, as
     /// `byte_offset=`, when it is not a whole number of them).
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let offset = match self.tensor.offset() {
-            Some(elements) => format!("offset={elements}"),
-            None => format!("byte_offset={}", self.tensor.byte_offset()),
-        };
-        let read_only = if self.tensor.is_read_only() {
-            "True"
-        } else {
-            "False"
-        };
-        Ok(format!(
-            "Tensor(shape={}, dtype={}, device={}, {offset}, read_only={read_only})",
-            self.shape(py)?.repr()?,
-            self.tensor.dtype(),
-            self.tensor.device()
-        ))
+    fn __repr__(&self) -> String {
+        self.tensor.to_string()
     }
 }
 

@@ -405,22 +405,84 @@ impl DeviceBuffer {
         }
     }
 
+    /// The length of a host copy of `len` bytes from byte `offset` (all
+    /// that follows `offset` when `None`), checked to fit the buffer: the
+    /// one rule every copy path applies, so a binding can refuse an absurd
+    /// size before it makes host memory for it.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
+    /// assert_eq!(buf.copy_len(3, None), Ok(5));
+    /// assert_eq!(buf.copy_len(8, Some(0)), Ok(0));
+    /// let refused = buf.copy_len(6, Some(4)).unwrap_err();
+    /// assert!(refused.to_string().contains("cannot copy 4 bytes at offset 6 of a 8-byte buffer"));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn copy_len(
+        &self,
+        offset: usize,
+        len: Option<usize>,
+    ) -> std::result::Result<usize, CopyOutOfRange> {
+        let available = self.nbytes.checked_sub(offset);
+        let len = len.unwrap_or(available.unwrap_or(0));
+        match available {
+            // Compared, not added: no extent can overflow.
+            Some(available) if len <= available => Ok(len),
+            _ => Err(CopyOutOfRange {
+                offset,
+                len,
+                nbytes: self.nbytes,
+                device: self.device(),
+            }),
+        }
+    }
+
     /// Checks a copy of `len` bytes at `offset` and holds the buffer open
     /// until the returned guard drops, so a concurrent `free` waits for the copy.
     fn hold_for_copy(&self, offset: usize, len: usize) -> Result<BufferHold<'_>> {
         crate::resource::check_dereferenceable(&*self.resource, "a host copy")?;
-        let end = crate::size::checked_add(offset, len, "copy extent")?;
-        if end > self.nbytes {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "cannot copy {len} bytes at offset {offset} of a {}-byte buffer on {}: the copy \
-                     does not fit; copy fewer bytes or use a larger buffer",
-                    self.nbytes,
-                    self.device()
-                ),
-            });
-        }
+        self.copy_len(offset, Some(len))?;
         BufferHold::new(self)
+    }
+
+    /// Frees the buffer on its allocation stream, logging a failure instead
+    /// of returning it: for a garbage collector breaking a cycle, which has
+    /// no caller to report to (as a drop has none).
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
+    /// buf.free_or_log();
+    /// assert!(buf.is_closed());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn free_or_log(&self) {
+        if let Err(error) = self.free(&self.stream) {
+            tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
+        }
+    }
+
+    /// The device a buffer from `resource` lives on, checked against the
+    /// `device` asked for alongside it, if any.
+    ///
+    /// ```
+    /// use devmm::{DeviceBuffer, Device, MallocMemoryResource};
+    /// let malloc = MallocMemoryResource::new();
+    /// assert_eq!(DeviceBuffer::device_for(&malloc, None), Ok(Device::CPU));
+    /// let refused = DeviceBuffer::device_for(&malloc, Some(Device::cuda(0))).unwrap_err();
+    /// assert!(refused.to_string().contains("allocates on cpu:0"));
+    /// ```
+    pub fn device_for(
+        resource: &dyn MemoryResource,
+        device: Option<Device>,
+    ) -> std::result::Result<Device, ResourceDeviceMismatch> {
+        match device {
+            Some(asked) if asked != resource.device() => Err(ResourceDeviceMismatch {
+                asked,
+                resource: format!("{resource:?}"),
+                device: resource.device(),
+            }),
+            _ => Ok(resource.device()),
+        }
     }
 
     /// Copies `src` to the start of the buffer through the runtime's
@@ -589,5 +651,93 @@ impl fmt::Debug for DeviceBuffer {
             .field("closed", &self.is_closed())
             .field("exports", &self.live_exports())
             .finish()
+    }
+}
+
+impl fmt::Display for DeviceBuffer {
+    /// The Python binding's form: `DeviceBuffer(ptr=0x..., nbytes=8,
+    /// device=cpu:0, closed=False)`.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(0, devmm::Device::CPU)?;
+    /// assert_eq!(buf.to_string(), "DeviceBuffer(ptr=0x0, nbytes=0, device=cpu:0, closed=False)");
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer(ptr={:#x}, nbytes={}, device={}, closed={})",
+            self.ptr.addr(),
+            self.nbytes,
+            self.device(),
+            if self.is_closed() { "True" } else { "False" }
+        )
+    }
+}
+
+/// A host copy that does not fit its buffer ([`DeviceBuffer::copy_len`]);
+/// its text is the whole message. Converts to [`Error::InvalidArgument`].
+///
+/// ```
+/// let buf = devmm::DeviceBuffer::on_device(4, devmm::Device::CPU)?;
+/// let refused = buf.copy_len(5, None).unwrap_err();
+/// assert_eq!((refused.offset, refused.len, refused.nbytes), (5, 0, 4));
+/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cannot copy {len} bytes at offset {offset} of a {nbytes}-byte buffer on {device}: the copy \
+     does not fit; copy fewer bytes or use a larger buffer"
+)]
+pub struct CopyOutOfRange {
+    /// The byte the copy starts at.
+    pub offset: usize,
+    /// The bytes asked for.
+    pub len: usize,
+    /// The buffer's size.
+    pub nbytes: usize,
+    /// The buffer's device.
+    pub device: Device,
+}
+
+impl From<CopyOutOfRange> for Error {
+    fn from(refused: CopyOutOfRange) -> Error {
+        Error::InvalidArgument {
+            reason: refused.to_string(),
+        }
+    }
+}
+
+/// A device asked for alongside a resource of another device
+/// ([`DeviceBuffer::device_for`]); its text is the whole message. Converts
+/// to [`Error::InvalidArgument`].
+///
+/// ```
+/// use devmm::{DeviceBuffer, Device, MallocMemoryResource};
+/// let refused = DeviceBuffer::device_for(&MallocMemoryResource::new(), Some(Device::cuda(1)))
+///     .unwrap_err();
+/// assert_eq!((refused.asked, refused.device), (Device::cuda(1), Device::CPU));
+/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "device {asked} was asked for, but the resource {resource} allocates on {device}; pass a \
+     resource of {asked} or drop the device argument"
+)]
+pub struct ResourceDeviceMismatch {
+    /// The device asked for.
+    pub asked: Device,
+    /// The resource, as its `Debug` shows it.
+    pub resource: String,
+    /// The resource's device.
+    pub device: Device,
+}
+
+impl From<ResourceDeviceMismatch> for Error {
+    fn from(refused: ResourceDeviceMismatch) -> Error {
+        Error::InvalidArgument {
+            reason: refused.to_string(),
+        }
     }
 }

@@ -86,6 +86,39 @@ impl Tensor {
         })
     }
 
+    /// A tensor over `buffer` as `shape` of `dtype` laid out as `layout`,
+    /// its first element `offset` elements (of `dtype`) into the buffer:
+    /// the layout must be for that shape and dtype, and the rest is checked
+    /// as [`from_buffer`](Tensor::from_buffer) checks it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use devmm::{DType, Device, DeviceBuffer, Layout, Tensor};
+    /// let buf = Arc::new(DeviceBuffer::on_device(16, Device::CPU)?);
+    /// let layout = Layout::new(&[2], &[1], DType::FLOAT32, 4)?;
+    /// let t = Tensor::view_of(buf.clone(), DType::FLOAT32, &[2], layout.clone(), 2)?;
+    /// assert_eq!((t.byte_offset(), t.offset()), (8, Some(2)));
+    /// assert!(Tensor::view_of(buf.clone(), DType::FLOAT32, &[3], layout.clone(), 0).is_err());
+    /// assert!(Tensor::view_of(buf, DType::FLOAT32, &[2], layout, usize::MAX).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn view_of(
+        buffer: Arc<DeviceBuffer>,
+        dtype: DType,
+        shape: &[usize],
+        layout: Layout,
+        offset: usize,
+    ) -> Result<Tensor> {
+        layout.validate_for(Some(shape), Some(dtype.itemsize()))?;
+        let byte_offset =
+            offset
+                .checked_mul(dtype.itemsize())
+                .ok_or_else(|| Error::InvalidArgument {
+                    reason: format!("offset {offset} elements of {dtype} overflows"),
+                })?;
+        Tensor::from_buffer(buffer, dtype, layout, byte_offset)
+    }
+
     /// The whole buffer as a 1-D `uint8` tensor, the way `DeviceBuffer`
     /// exports itself (DLPack, the array interfaces).
     ///
@@ -226,6 +259,87 @@ impl Tensor {
         let itemsize = self.inner.layout.itemsize();
         let bytes = self.inner.byte_offset;
         bytes.is_multiple_of(itemsize).then(|| bytes / itemsize)
+    }
+
+    /// [`offset`](Tensor::offset), or why there is none: what a caller
+    /// that must report an offset in elements refuses with.
+    ///
+    /// ```
+    /// use devmm::{empty, DType, EmptyOptions};
+    /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::new())?;
+    /// assert_eq!(t.checked_offset(), Ok(0));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn checked_offset(&self) -> std::result::Result<usize, PartialElementOffset> {
+        self.offset().ok_or(PartialElementOffset {
+            byte_offset: self.inner.byte_offset,
+            itemsize: self.inner.layout.itemsize(),
+        })
+    }
+}
+
+/// A first element that is not a whole number of elements from the buffer's
+/// start ([`Tensor::checked_offset`]); its text is the whole message.
+/// Converts to [`Error::InvalidArgument`].
+///
+/// ```
+/// let refused = devmm::PartialElementOffset { byte_offset: 8, itemsize: 12 };
+/// assert!(refused.to_string().starts_with("the first element is 8 bytes in"));
+/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the first element is {byte_offset} bytes in, not a whole number of {itemsize}-byte elements; \
+     read byte_offset"
+)]
+pub struct PartialElementOffset {
+    /// Bytes from the buffer's start to the first element.
+    pub byte_offset: usize,
+    /// The element size.
+    pub itemsize: usize,
+}
+
+impl From<PartialElementOffset> for Error {
+    fn from(refused: PartialElementOffset) -> Error {
+        Error::InvalidArgument {
+            reason: refused.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Tensor {
+    /// The seed's form: `Tensor(shape=(2, 3), dtype=float32, device=cpu:0,
+    /// offset=0, read_only=False)`, the shape as a Python tuple and the
+    /// offset in elements (in bytes, as `byte_offset=`, when it is not a
+    /// whole number of them).
+    ///
+    /// ```
+    /// use devmm::{empty, DType, EmptyOptions};
+    /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::new())?;
+    /// assert_eq!(
+    ///     t.to_string(),
+    ///     "Tensor(shape=(4,), dtype=float32, device=cpu:0, offset=0, read_only=False)"
+    /// );
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tensor(shape=(")?;
+        for (i, extent) in self.shape().iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{extent}")?;
+        }
+        if self.shape().len() == 1 {
+            f.write_str(",")?;
+        }
+        write!(f, "), dtype={}, device={}, ", self.dtype(), self.device())?;
+        match self.offset() {
+            Some(elements) => write!(f, "offset={elements}")?,
+            None => write!(f, "byte_offset={}", self.byte_offset())?,
+        }
+        let read_only = if self.is_read_only() { "True" } else { "False" };
+        write!(f, ", read_only={read_only})")
     }
 }
 

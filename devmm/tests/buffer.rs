@@ -71,6 +71,124 @@ fn copies_round_trip_and_are_bounds_checked() {
     assert_eq!(buf.live_exports(), 0, "a refused copy holds nothing");
 }
 
+/// `copy_len` is the rule the copies apply (and a binding applies before
+/// it makes host memory): the default is all that follows the offset, and
+/// nothing past the end fits, however large the numbers.
+#[test]
+fn copy_len_defaults_to_the_rest_and_refuses_what_does_not_fit() {
+    let buf = DeviceBuffer::new(5, heap(), &Stream::cpu()).unwrap();
+    assert_eq!(buf.copy_len(0, None), Ok(5));
+    assert_eq!(buf.copy_len(2, None), Ok(3));
+    assert_eq!(buf.copy_len(5, None), Ok(0));
+    assert_eq!(buf.copy_len(1, Some(4)), Ok(4));
+    for (offset, len) in [
+        (6, None),
+        (1, Some(5)),
+        (usize::MAX, Some(usize::MAX)),
+        (0, Some(usize::MAX)),
+    ] {
+        let refused = buf.copy_len(offset, len).unwrap_err();
+        assert_eq!((refused.offset, refused.nbytes), (offset, 5));
+        assert!(
+            refused
+                .to_string()
+                .ends_with("the copy does not fit; copy fewer bytes or use a larger buffer")
+        );
+    }
+    assert_eq!(buf.copy_len(7, None).unwrap_err().len, 0);
+    // The copies refuse with the same text, as an `InvalidArgument`.
+    let mut back = [0u8; 4];
+    // SAFETY: the heap resource hands out real host memory.
+    let refused =
+        unsafe { buf.copy_to_host_at(usize::MAX, &mut back, &Stream::cpu()) }.unwrap_err();
+    let Error::InvalidArgument { reason } = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(
+        reason,
+        buf.copy_len(usize::MAX, Some(4)).unwrap_err().to_string()
+    );
+}
+
+/// A collector's release frees once and reports nothing; a second one is
+/// the idempotent `free`.
+#[test]
+fn free_or_log_frees_on_the_allocation_stream() {
+    let mr = heap();
+    let buf = DeviceBuffer::new(16, mr.clone(), &Stream::cpu()).unwrap();
+    buf.free_or_log();
+    buf.free_or_log();
+    assert!(buf.is_closed());
+    assert_eq!(mr.statistics().deallocations, 1);
+}
+
+/// A device named with a resource must be the resource's.
+#[test]
+fn device_for_checks_the_device_asked_against_the_resource() {
+    let mr = heap();
+    assert_eq!(DeviceBuffer::device_for(&*mr, None), Ok(devmm::Device::CPU));
+    assert_eq!(
+        DeviceBuffer::device_for(&*mr, Some(devmm::Device::CPU)),
+        Ok(devmm::Device::CPU)
+    );
+    let refused = DeviceBuffer::device_for(&*mr, Some(devmm::Device::cuda(0))).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("device cuda:0 was asked for, but the resource ")
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("allocates on cpu:0; pass a resource of cuda:0")
+    );
+}
+
+/// A stream of another device is refused for the memory's work, with the
+/// whole message as its text; the CUDA stream protocol is CUDA's alone.
+#[test]
+fn streams_check_their_device_and_speak_cuda_only_on_cuda() {
+    let cpu = Stream::cpu();
+    assert_eq!(cpu.check_device(devmm::Device::CPU), Ok(()));
+    let refused = cpu.check_device(devmm::Device::cuda(1)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "stream device cpu:0 does not match the memory's device cuda:1; pass a stream of cuda:1"
+    );
+    assert!(matches!(
+        Error::from(refused),
+        Error::Stream {
+            device: devmm::Device::CPU,
+            ..
+        }
+    ));
+    let not_cuda = cpu.cuda_stream().unwrap_err();
+    assert_eq!(
+        not_cuda.to_string(),
+        "a stream of cpu:0 is not a CUDA stream: __cuda_stream__ is for CUDA streams only"
+    );
+    let names = [
+        devmm::DEFAULT,
+        devmm::LEGACY_DEFAULT,
+        devmm::PER_THREAD_DEFAULT,
+    ]
+    .map(|s| s.name());
+    assert_eq!(names, ["DEFAULT", "LEGACY_DEFAULT", "PER_THREAD_DEFAULT"]);
+}
+
+/// The binding's `repr` is the buffer's `Display`.
+#[test]
+fn a_buffer_displays_as_the_binding_repr() {
+    let buf = DeviceBuffer::new(8, heap(), &Stream::cpu()).unwrap();
+    let open = format!(
+        "DeviceBuffer(ptr={:#x}, nbytes=8, device=cpu:0, closed=False)",
+        buf.ptr().addr()
+    );
+    assert_eq!(buf.to_string(), open);
+    buf.free(buf.stream()).unwrap();
+    assert!(buf.to_string().ends_with("closed=True)"));
+}
+
 /// A free that lands while a copy runs waits for the copy: the memory goes
 /// back when the copy's hold ends, not under it.
 #[test]

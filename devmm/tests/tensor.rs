@@ -237,3 +237,74 @@ fn empty_like_keeps_the_device_unless_a_device_or_resource_is_named() {
     let row = empty(&[2, 3], DType::INT8, &EmptyOptions::new()).unwrap();
     assert_eq!(row.memory_order(), None);
 }
+
+/// `view_of` checks the layout against the shape and dtype, the offset in
+/// elements for overflow, and the rest as `from_buffer` does.
+#[test]
+fn view_of_checks_layout_offset_and_fit() {
+    let buf = Arc::new(
+        DeviceBuffer::new(64, Arc::new(HeapMemoryResource::new()), &Stream::cpu()).unwrap(),
+    );
+    let layout = Layout::new(&[2, 2], &[2, 1], DType::FLOAT32, 4).unwrap();
+    let t = Tensor::view_of(buf.clone(), DType::FLOAT32, &[2, 2], layout.clone(), 3).unwrap();
+    assert_eq!(
+        (t.byte_offset(), t.offset(), t.shape()),
+        (12, Some(3), &[2, 2][..])
+    );
+    assert_eq!(t.checked_offset(), Ok(3));
+    let partial = devmm::PartialElementOffset {
+        byte_offset: 16,
+        itemsize: 12,
+    };
+    assert_eq!(
+        partial.to_string(),
+        "the first element is 16 bytes in, not a whole number of 12-byte elements; read byte_offset"
+    );
+    assert!(matches!(
+        Tensor::view_of(buf.clone(), DType::FLOAT32, &[4], layout.clone(), 0),
+        Err(Error::InvalidLayout { .. })
+    ));
+    assert!(Tensor::view_of(buf.clone(), DType::FLOAT64, &[2, 2], layout.clone(), 0).is_err());
+    let Err(Error::InvalidArgument { reason }) = Tensor::view_of(
+        buf.clone(),
+        DType::FLOAT32,
+        &[2, 2],
+        layout.clone(),
+        usize::MAX,
+    ) else {
+        panic!("an offset that overflows is an invalid argument")
+    };
+    assert_eq!(
+        reason,
+        format!("offset {} elements of float32 overflows", usize::MAX)
+    );
+    // Past the end: `from_buffer`'s refusal.
+    assert!(Tensor::view_of(buf, DType::FLOAT32, &[2, 2], layout, 13).is_err());
+}
+
+/// The binding's `repr` is the tensor's `Display`: the shape as a Python
+/// tuple (a 1-tuple has its comma), read-only and the offset as set.
+#[test]
+fn a_tensor_displays_as_the_seed_repr() {
+    let t = empty(&[2, 3], DType::FLOAT32, &EmptyOptions::new()).unwrap();
+    assert_eq!(
+        t.to_string(),
+        "Tensor(shape=(2, 3), dtype=float32, device=cpu:0, offset=0, read_only=False)"
+    );
+    let scalar = empty(&[], DType::UINT8, &EmptyOptions::new())
+        .unwrap()
+        .to_read_only();
+    assert_eq!(
+        scalar.to_string(),
+        "Tensor(shape=(), dtype=uint8, device=cpu:0, offset=0, read_only=True)"
+    );
+    let buf = Arc::new(
+        DeviceBuffer::new(64, Arc::new(HeapMemoryResource::new()), &Stream::cpu()).unwrap(),
+    );
+    let layout = Layout::new(&[4], &[1], DType::UINT16, 2).unwrap();
+    let t = Tensor::view_of(buf, DType::UINT16, &[4], layout, 5).unwrap();
+    assert_eq!(
+        t.to_string(),
+        "Tensor(shape=(4,), dtype=uint16, device=cpu:0, offset=5, read_only=False)"
+    );
+}
