@@ -349,12 +349,13 @@ pub(crate) fn default_device() -> PyResult<PyDevice> {
 }
 
 /// Names the third-party runtimes the package found (its `devmm.runtimes`
-/// entry points) to the core's discovery and returns why any was refused
-/// (a built-in runtime's name), then checks `DEVMM_RUNTIME` against every
-/// runtime known: a value naming none fails the import with
-/// `RuntimeUnavailableError`, not the first allocation.
+/// entry points) to the core's discovery, in place of those named before,
+/// and returns why any was refused (a built-in runtime's name), then checks
+/// `DEVMM_RUNTIME` against every runtime known: a value naming none fails
+/// the import with `RuntimeUnavailableError`, not the first allocation.
 #[pyfunction]
 pub(crate) fn _register_external_runtimes(names: Vec<String>) -> PyResult<Vec<(String, String)>> {
+    devmm::runtime::clear_external_runtimes();
     let refused = names
         .into_iter()
         .filter_map(|name| {

@@ -163,6 +163,22 @@ pub fn register_external_runtime(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Forgets every [external](register_external_runtime) runtime, so that
+/// the binding's next discovery names exactly those it finds then: the
+/// Python package scans its `devmm.runtimes` entry points once and again
+/// only when that scan is cleared, and a scan replaces the one before.
+///
+/// ```
+/// devmm::runtime::register_external_runtime("gone")?;
+/// devmm::runtime::clear_external_runtimes();
+/// assert!(!devmm::runtime_names().contains(&"gone".to_string()));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn clear_external_runtimes() {
+    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    reg.external.clear();
+}
+
 /// The runtimes whose platform is present, by probing only: no driver table
 /// is resolved; then the [external](register_external_runtime) ones. With
 /// `DEVMM_RUNTIME` set, only that runtime (not probed: forced) and `cpu`.

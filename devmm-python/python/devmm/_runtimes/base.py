@@ -1,10 +1,14 @@
 """The runtime protocol's names where the seed keeps them
 (``devmm._runtimes.base``): ``CopyKind``, ``DeviceRuntime`` and
-``RuntimeUnavailableError``."""
+``RuntimeUnavailableError``; and the type of the seed's platform classes
+(``cpu.CpuRuntime`` and the others)."""
+
+from __future__ import annotations
 
 import enum
+from typing import Any
 
-from .._devmm import DeviceRuntime, RuntimeUnavailableError
+from .._devmm import DeviceRuntime, RuntimeUnavailableError, runtime_for
 
 __all__ = ["CopyKind", "DeviceRuntime", "RuntimeUnavailableError"]
 
@@ -20,3 +24,27 @@ class CopyKind(enum.IntEnum):
     DEVICE_TO_HOST = 2
     DEVICE_TO_DEVICE = 3
     DEFAULT = 4
+
+
+class _PlatformRuntimeType(type):
+    """The type of the seed's per-platform runtime classes. devmm's runtimes
+    are all ``DeviceRuntime`` objects, one per platform, made by the core;
+    such a class names one of them: calling it returns that runtime
+    (``runtime_for(name)``: the same object each time, or
+    ``RuntimeUnavailableError`` where its platform cannot run), and
+    ``isinstance`` is true of it alone."""
+
+    name: str
+
+    def __call__(cls, api: Any = None) -> DeviceRuntime:
+        if api is not None:
+            # The seed's GPU runtimes take a scripted driver table; devmm's
+            # core calls the driver itself (its fake drivers are libraries).
+            raise TypeError(
+                f"{cls.__name__} takes no api: devmm's runtimes call the platform's "
+                "driver library themselves (docs/adr/0016)"
+            )
+        return runtime_for(cls.name)
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, DeviceRuntime) and obj.name == cls.name

@@ -1,7 +1,115 @@
-"""The conformance suites' entry points at the seed's module path
-(``devmm.testing._conformance``); the same functions as
-``devmm.testing.mr_conformance`` and ``dlpack_conformance``."""
+"""The conformance suites at the seed's module path
+(``devmm.testing._conformance``): ``mr_conformance`` and
+``dlpack_conformance`` (the same functions as ``devmm.testing``'s), and the
+seed's per-check functions, each running the core's check of that part of
+the contract (``devmm::testing::mr_conformance``) against one resource on
+one stream. A check function returns when the check passes and raises
+``AssertionError`` saying why otherwise, also when the check cannot run on
+the resource (one that tracks no live allocations, say).
 
-from .._devmm import dlpack_conformance, mr_conformance
+``host_write`` and ``host_read`` are the seed's default ``write`` and
+``read``: copies on the host, by the CPU runtime."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+from .._devmm import DeviceMemoryResource, Stream, _mr_checks, dlpack_conformance, mr_conformance, runtime_for
+from .._runtimes.base import CopyKind
 
 __all__ = ["dlpack_conformance", "mr_conformance"]
+
+WriteFn = Callable[[int, bytes], None]
+ReadFn = Callable[[int, int], bytes]
+
+
+def host_write(ptr: int, data: bytes) -> None:
+    """Writes ``data`` at the host address ``ptr``."""
+    source = ctypes.create_string_buffer(bytes(data), len(data))
+    _host_copy(ptr, ctypes.addressof(source), len(data))
+
+
+def host_read(ptr: int, nbytes: int) -> bytes:
+    """The ``nbytes`` bytes at the host address ``ptr``."""
+    target = ctypes.create_string_buffer(nbytes)
+    _host_copy(ctypes.addressof(target), ptr, nbytes)
+    return target.raw
+
+
+def _host_copy(dst: int, src: int, nbytes: int) -> None:
+    cpu = runtime_for("cpu")
+    cpu.memcpy(dst, src, nbytes, CopyKind.HOST_TO_HOST, cpu.default_stream("cpu"))
+
+
+def live_count(mr: DeviceMemoryResource) -> int:
+    """The allocations ``mr`` holds (its ``_debug_live_count()``);
+    ``AssertionError`` for a resource that does not count them."""
+    count = mr._debug_live_count()
+    if count is None:
+        raise AssertionError(f"{mr!r} does not track its live allocations (_debug_live_count() is None)")
+    return count
+
+
+def _check(
+    mr: DeviceMemoryResource,
+    stream: Stream,
+    *checks: str,
+    write: WriteFn | None = None,
+    read: ReadFn | None = None,
+) -> None:
+    """Runs the core's ``checks`` on ``mr`` and ``stream``; a check that
+    cannot run is a failure here (the seed's checks have no skip)."""
+    skipped = _mr_checks(lambda: mr, list(checks), write=write, read=read, stream_factory=lambda: stream)
+    if skipped:
+        raise AssertionError("could not check " + "; ".join(skipped))
+
+
+def check_write_then_read(mr: DeviceMemoryResource, stream: Stream, write: WriteFn, read: ReadFn) -> None:
+    """Bytes written to allocations read back exactly."""
+    _check(mr, stream, "write_read_exact", write=write, read=read)
+
+
+def check_no_aliasing(mr: DeviceMemoryResource, stream: Stream, write: WriteFn, read: ReadFn) -> None:
+    """Live allocations do not overlap, and freeing one leaves the others."""
+    _check(mr, stream, "no_aliasing", write=write, read=read)
+
+
+def check_guaranteed_alignment(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """``guaranteed_alignment()`` is a power of two that every pointer meets."""
+    _check(mr, stream, "alignment_promise", "alignment_honesty")
+
+
+def check_bookkeeping(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """``_debug_live_count()`` counts each allocation and is back where it
+    started once they are freed."""
+    _check(mr, stream, "live_count")
+
+
+def check_double_free(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """Misuse is refused with ``ValueError``: the core checks a double free
+    together with an unknown pointer and a wrong size."""
+    _check(mr, stream, "misuse_detection")
+
+
+def check_foreign_free(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """Freeing a pointer the resource never returned is refused with
+    ``ValueError`` and leaves its allocations intact: the core's misuse
+    check, as ``check_double_free``."""
+    _check(mr, stream, "misuse_detection")
+
+
+def check_zero_byte(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """Zero-byte requests give distinct pointers that free cleanly."""
+    _check(mr, stream, "zero_byte")
+
+
+def check_negative_size(mr: DeviceMemoryResource, stream: Stream) -> None:
+    """A negative size is refused with ``ValueError``. Sizes are unsigned in
+    the core, so this is the binding's argument conversion, checked on the
+    resource's ``allocate``."""
+    try:
+        mr.allocate(-1, stream)
+    except ValueError:
+        return
+    raise AssertionError("a negative allocation size must raise ValueError, but nothing was raised")
