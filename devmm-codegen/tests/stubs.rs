@@ -244,3 +244,60 @@ fn init_takes_keywords_where_slot_methods_take_positions() {
         "{stub}"
     );
 }
+
+/// A class `A` and a wrapper `m` whose transcriber is `transcriber`.
+fn wrapper(matcher: &str, transcriber: &str, invocation: &str) -> String {
+    error_of(&format!(
+        "#[pyclass(name = \"A\")]\nstruct A;\n\
+         macro_rules! m {{ ({matcher}) => {{ #[pymethods] impl $ty {{ {transcriber} }} }}; }}\n\
+         {invocation}"
+    ))
+}
+
+const MATCHER: &str = "$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }";
+
+#[test]
+fn pymethods_wrappers_of_another_shape_are_errors() {
+    let rules = error_of("macro_rules! m { (a) => { #[pymethods] impl A {} }; (b) => {}; }");
+    insta::assert_snapshot!(rules, @"bad.rs: macro_rules! m writes #[pymethods] in one of 2 rules: the stub generator reads a wrapper of one rule");
+    let matcher = wrapper("impl $ty:ty { $($body:tt)* }", "$($body)*", "");
+    insta::assert_snapshot!(matcher, @"bad.rs: macro_rules! m writes #[pymethods], but its matcher is not `$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }` (doc lines optional), the one shape the stub generator expands");
+    let twice = error_of(&format!(
+        "macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}\n\
+         macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}"
+    ));
+    insta::assert_snapshot!(twice, @"bad.rs: macro_rules! m is defined twice: the stub generator could not tell which one an invocation expands");
+}
+
+#[test]
+fn pymethods_wrappers_that_cannot_be_expanded_are_errors() {
+    let misread = wrapper(MATCHER, "$($body)*", "m! { fn f() {} }");
+    insta::assert_snapshot!(misread, @"bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads");
+    let attribute = wrapper(MATCHER, "$($body)*", "m! { #[cfg(test)] impl A {} }");
+    insta::assert_snapshot!(attribute, @"bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads");
+    let unknown = wrapper(MATCHER, "$($body)* $other", "m! { impl A {} }");
+    insta::assert_snapshot!(unknown, @"bad.rs: macro_rules! m: the stub generator cannot expand `$other`");
+    let separator = wrapper(MATCHER, "$($body),*", "m! { impl A {} }");
+    insta::assert_snapshot!(separator, @"bad.rs: macro_rules! m: write repetitions `$(...)*`, without a separator");
+    let loose = wrapper(MATCHER, "#[doc = $doc] fn f() {}", "m! { impl A {} }");
+    insta::assert_snapshot!(loose, @"bad.rs: macro_rules! m: `$doc` outside its repetition");
+    let unparsed = wrapper(MATCHER, "fn $($body)*", "m! { impl A {} }");
+    insta::assert_snapshot!(unparsed, @"bad.rs: m! { impl A ... } expands to code that does not parse: unexpected end of input, expected identifier");
+}
+
+#[test]
+fn pymethods_wrappers_expand_to_the_block_they_write() {
+    let source = format!(
+        "#[pyclass(name = \"A\")]\nstruct A;\n\
+         macro_rules! m {{ ({MATCHER}) => {{ #[pyo3::pymethods] impl $ty {{\n\
+           $(#[doc = $doc])* #[new] fn new() -> Self {{ A }} $($body)* }} }}; }}\n\
+         m! {{ /// Made.\n/// Twice documented.\nimpl A {{ fn f(&self) -> usize {{ 0 }} }} }}\n\
+         // Not a wrapper: ignored, as any other macro.\n\
+         macro_rules! n {{ () => {{}}; }}\nn! {{}}"
+    );
+    let stub = generate(&[("ok.rs", &source)], "ok").unwrap();
+    assert!(
+        stub.contains("    def __new__(cls) -> A:\n        \"\"\"Made.\n        Twice documented.\n        \"\"\"\n    def f(self) -> int: ...\n"),
+        "{stub}"
+    );
+}
