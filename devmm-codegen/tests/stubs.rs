@@ -271,18 +271,22 @@ fn pymethods_wrappers_of_another_shape_are_errors() {
 
 #[test]
 fn pymethods_wrappers_that_cannot_be_expanded_are_errors() {
-    let misread = wrapper(MATCHER, "$($body)*", "m! { fn f() {} }");
-    insta::assert_snapshot!(misread, @"bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads");
-    let attribute = wrapper(MATCHER, "$($body)*", "m! { #[cfg(test)] impl A {} }");
-    insta::assert_snapshot!(attribute, @"bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads");
-    let unknown = wrapper(MATCHER, "$($body)* $other", "m! { impl A {} }");
-    insta::assert_snapshot!(unknown, @"bad.rs: macro_rules! m: the stub generator cannot expand `$other`");
-    let separator = wrapper(MATCHER, "$($body),*", "m! { impl A {} }");
-    insta::assert_snapshot!(separator, @"bad.rs: macro_rules! m: write repetitions `$(...)*`, without a separator");
-    let loose = wrapper(MATCHER, "#[doc = $doc] fn f() {}", "m! { impl A {} }");
-    insta::assert_snapshot!(loose, @"bad.rs: macro_rules! m: `$doc` outside its repetition");
-    let unparsed = wrapper(MATCHER, "fn $($body)*", "m! { impl A {} }");
-    insta::assert_snapshot!(unparsed, @"bad.rs: m! { impl A ... } expands to code that does not parse: unexpected end of input, expected identifier");
+    let misread = "bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads";
+    let cases = [
+        ("$($body)*", "m! { fn f() {} }", misread),
+        ("$($body)*", "m! { #[cfg(test)] impl A {} }", misread),
+        ("$($body)* $other", "m! { impl A {} }", "bad.rs: macro_rules! m: the stub generator cannot expand `$other`"),
+        ("$($body),*", "m! { impl A {} }", "bad.rs: macro_rules! m: write repetitions `$(...)*`, without a separator"),
+        ("#[doc = $doc] fn f() {}", "m! { impl A {} }", "bad.rs: macro_rules! m: `$doc` outside its repetition"),
+        ("fn $($body)*", "m! { impl A {} }", "bad.rs: m! { impl A ... } expands to code that does not parse: unexpected end of input, expected identifier"),
+    ];
+    for (transcriber, invocation, message) in cases {
+        assert_eq!(
+            wrapper(MATCHER, transcriber, invocation),
+            message,
+            "{transcriber} / {invocation}"
+        );
+    }
 }
 
 #[test]
