@@ -244,3 +244,64 @@ fn init_takes_keywords_where_slot_methods_take_positions() {
         "{stub}"
     );
 }
+
+/// A class `A` and a wrapper `m` whose transcriber is `transcriber`.
+fn wrapper(matcher: &str, transcriber: &str, invocation: &str) -> String {
+    error_of(&format!(
+        "#[pyclass(name = \"A\")]\nstruct A;\n\
+         macro_rules! m {{ ({matcher}) => {{ #[pymethods] impl $ty {{ {transcriber} }} }}; }}\n\
+         {invocation}"
+    ))
+}
+
+const MATCHER: &str = "$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }";
+
+#[test]
+fn pymethods_wrappers_of_another_shape_are_errors() {
+    let rules = error_of("macro_rules! m { (a) => { #[pymethods] impl A {} }; (b) => {}; }");
+    insta::assert_snapshot!(rules, @"bad.rs: macro_rules! m writes #[pymethods] in one of 2 rules: the stub generator reads a wrapper of one rule");
+    let matcher = wrapper("impl $ty:ty { $($body:tt)* }", "$($body)*", "");
+    insta::assert_snapshot!(matcher, @"bad.rs: macro_rules! m writes #[pymethods], but its matcher is not `$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }` (doc lines optional), the one shape the stub generator expands");
+    let twice = error_of(&format!(
+        "macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}\n\
+         macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}"
+    ));
+    insta::assert_snapshot!(twice, @"bad.rs: macro_rules! m is defined twice: the stub generator could not tell which one an invocation expands");
+}
+
+#[test]
+fn pymethods_wrappers_that_cannot_be_expanded_are_errors() {
+    let misread = "bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads";
+    let cases = [
+        ("$($body)*", "m! { fn f() {} }", misread),
+        ("$($body)*", "m! { #[cfg(test)] impl A {} }", misread),
+        ("$($body)* $other", "m! { impl A {} }", "bad.rs: macro_rules! m: the stub generator cannot expand `$other`"),
+        ("$($body),*", "m! { impl A {} }", "bad.rs: macro_rules! m: write repetitions `$(...)*`, without a separator"),
+        ("#[doc = $doc] fn f() {}", "m! { impl A {} }", "bad.rs: macro_rules! m: `$doc` outside its repetition"),
+        ("fn $($body)*", "m! { impl A {} }", "bad.rs: m! { impl A ... } expands to code that does not parse: unexpected end of input, expected identifier"),
+    ];
+    for (transcriber, invocation, message) in cases {
+        assert_eq!(
+            wrapper(MATCHER, transcriber, invocation),
+            message,
+            "{transcriber} / {invocation}"
+        );
+    }
+}
+
+#[test]
+fn pymethods_wrappers_expand_to_the_block_they_write() {
+    let source = format!(
+        "#[pyclass(name = \"A\")]\nstruct A;\n\
+         macro_rules! m {{ ({MATCHER}) => {{ #[pyo3::pymethods] impl $ty {{\n\
+           $(#[doc = $doc])* #[new] fn new() -> Self {{ A }} $($body)* }} }}; }}\n\
+         m! {{ /// Made.\n/// Twice documented.\nimpl A {{ fn f(&self) -> usize {{ 0 }} }} }}\n\
+         // Not a wrapper: ignored, as any other macro.\n\
+         macro_rules! n {{ () => {{}}; }}\nn! {{}}"
+    );
+    let stub = generate(&[("ok.rs", &source)], "ok").unwrap();
+    assert!(
+        stub.contains("    def __new__(cls) -> A:\n        \"\"\"Made.\n        Twice documented.\n        \"\"\"\n    def f(self) -> int: ...\n"),
+        "{stub}"
+    );
+}

@@ -9,7 +9,8 @@ use pyo3::PyTypeInfo;
 
 /// A `#[pyclass(subclass)]` that Python code completes by overriding
 /// [`ABSTRACT`](AbstractBase::ABSTRACT). Its `#[new]` takes any arguments
-/// (they belong to the subclass) and returns [`AbstractBase::new_subclass`].
+/// (they belong to the subclass) and returns [`AbstractBase::new_subclass`]:
+/// [`abstract_base_methods`] writes it.
 pub(crate) trait AbstractBase: PyTypeInfo + Sized {
     /// The methods and properties a subclass must override.
     const ABSTRACT: &'static [&'static str];
@@ -42,3 +43,30 @@ pub(crate) trait AbstractBase: PyTypeInfo + Sized {
         Ok(Self::unbound())
     }
 }
+
+/// Writes the `#[pymethods]` block of an [`AbstractBase`] class from
+/// `impl PyFoo { ... }` (the class's own methods, unindented) and adds its
+/// `__new__`: any arguments, [`AbstractBase::new_subclass`]. The doc lines
+/// before `impl` are `__new__`'s. The stub generator expands an invocation
+/// as it reads the block.
+macro_rules! abstract_base_methods {
+    ($(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }) => {
+        #[::pyo3::pymethods]
+        impl $ty {
+            $(#[doc = $doc])*
+            #[new]
+            #[classmethod]
+            #[pyo3(signature = (*_args, **_kwargs))]
+            fn py_new(
+                cls: &::pyo3::Bound<'_, ::pyo3::types::PyType>,
+                _args: &::pyo3::Bound<'_, ::pyo3::types::PyTuple>,
+                _kwargs: Option<&::pyo3::Bound<'_, ::pyo3::PyAny>>,
+            ) -> ::pyo3::PyResult<Self> {
+                <Self as $crate::abstract_base::AbstractBase>::new_subclass(cls)
+            }
+
+            $($body)*
+        }
+    };
+}
+pub(crate) use abstract_base_methods;

@@ -8,16 +8,15 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
-use pyo3::{intern, PyClassInitializer, PyTraverseError, PyVisit};
+use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
 use crate::error::{expected, IntoPyResult};
 use crate::log_bridge;
 use crate::resource::{
-    built, callable_name, new_shipped, origin_object, python_resource, resource_of, FindCallable,
-    PyMemoryResource, PythonRef,
+    built, callable_name, origin_object, python_resource, resource_of, shipped_methods,
+    FindCallable, PyMemoryResource, PythonRef,
 };
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -63,19 +62,8 @@ impl PyStatisticsAdaptor {
     }
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyStatisticsAdaptor {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     fn __init__(slf: &Bound<'_, Self>, upstream: &Bound<'_, PyMemoryResource>) -> PyResult<()> {
         let (stats, base) = adapt(upstream, |mr| Ok(devmm::StatisticsAdaptor::new(mr)))?;
         PyMemoryResource::install(slf.as_super(), base)?;
@@ -127,6 +115,7 @@ impl PyStatisticsAdaptor {
         crate::statistics::statistics_object(py, &self.stats()?.statistics())
     }
 }
+}
 
 /// Refuses (with `MemoryError`) any allocation that would take its usage
 /// past `limit_bytes`, without asking its upstream.
@@ -142,19 +131,8 @@ impl PyLimitingAdaptor {
     }
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyLimitingAdaptor {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     fn __init__(
         slf: &Bound<'_, Self>,
         upstream: &Bound<'_, PyMemoryResource>,
@@ -196,6 +174,7 @@ impl PyLimitingAdaptor {
         ))
     }
 }
+}
 
 /// Logs every call as a structured record on `logger` (the `devmm.mr`
 /// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
@@ -206,19 +185,8 @@ pub(crate) struct PyLoggingAdaptor {
     logging: OnceLock<Arc<devmm::LoggingAdaptor<Upstream>>>,
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyLoggingAdaptor {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     #[pyo3(signature = (upstream, logger = None))]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -249,6 +217,7 @@ impl PyLoggingAdaptor {
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         upstream_of(py, &**built(&self.logging)?)
     }
+}
 }
 
 /// The `logging.Logger` the records go to, used as given: any object with
@@ -294,19 +263,8 @@ pub(crate) struct PyCallbackMemoryResource {
 /// shares it.
 type Callables = ([Arc<PythonRef>; 2], Weak<dyn devmm::MemoryResource>);
 
-#[pymethods]
+shipped_methods! {
 impl PyCallbackMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
     #[pyo3(
         text_signature = "($self, alloc_fn, dealloc_fn, device=None, alignment=1, dereferenceable=False)"
@@ -357,4 +315,5 @@ impl PyCallbackMemoryResource {
             }
         }
     }
+}
 }

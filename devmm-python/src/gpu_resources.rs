@@ -12,12 +12,11 @@ use devmm::mrs::rocm::{
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyTuple, PyType};
-use pyo3::PyClassInitializer;
+use pyo3::types::PyBool;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{new_shipped, PyMemoryResource};
+use crate::resource::{shipped_methods, PyMemoryResource};
 
 /// The base part of a driver resource class's instance: the resource `make`
 /// builds on `device` (or the platform's first device of the kind,
@@ -76,19 +75,8 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
 #[derive(Default)]
 pub(crate) struct PyCudaRuntimeMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyCudaRuntimeMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`cuda:0` when `None`); `async_alloc` picks
     /// the allocator: `"auto"` the stream-ordered one where the driver has
     /// it, `True` that one (a `ValueError` where it is missing), `False`
@@ -110,25 +98,15 @@ impl PyCudaRuntimeMemoryResource {
         runtime_repr(slf.as_any())
     }
 }
+}
 
 /// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyCudaPinnedMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`cuda_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
@@ -141,25 +119,15 @@ impl PyCudaPinnedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
+}
 
 /// CUDA managed (unified) memory from `cudaMallocManaged`, on a `cuda_managed` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaManagedMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyCudaManagedMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`cuda_managed:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
@@ -172,25 +140,15 @@ impl PyCudaManagedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
+}
 
 /// ROCm device memory: `hipMallocAsync` (stream-ordered) where HIP has it, `hipMalloc` otherwise.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipRuntimeMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyHipRuntimeMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`rocm:0` when `None`); `async_alloc` as for
     /// `CudaRuntimeMemoryResource` (`False`: `hipMalloc`).
     #[pyo3(signature = (device = None, *, async_alloc = AsyncAlloc(None)))]
@@ -210,25 +168,15 @@ impl PyHipRuntimeMemoryResource {
         runtime_repr(slf.as_any())
     }
 }
+}
 
 /// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipPinnedMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyHipPinnedMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`rocm_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
@@ -241,29 +189,20 @@ impl PyHipPinnedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
+}
 
 /// HIP managed memory from `hipMallocManaged`.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipManagedMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyHipManagedMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A resource on `device` (`rocm:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
         let base = driver_resource(slf.py(), device, "rocm:0", HipManagedMemoryResource::new)?;
         PyMemoryResource::install(slf.as_super(), base)
     }
+}
 }

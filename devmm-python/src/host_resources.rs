@@ -6,32 +6,20 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyDict, PyTuple, PyType};
-use pyo3::PyClassInitializer;
+use pyo3::types::PyByteArray;
 
 use crate::count::{Alignment, Count};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{new_shipped, PyMemoryResource};
+use crate::resource::{shipped_methods, PyMemoryResource};
 
 /// `posix_memalign` / `free` from the C library: the CPU's default resource.
 #[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyMallocMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyMallocMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two).
     #[pyo3(signature = (device = None, *, alignment = Count::of(64)))]
@@ -45,6 +33,7 @@ impl PyMallocMemoryResource {
         let mr = devmm::MallocMemoryResource::with_alignment(alignment.get()).py()?;
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
+}
 }
 
 /// Host memory owned by Python `bytearray` objects, so Python's own memory
@@ -150,19 +139,8 @@ impl devmm::MemoryResource for BytearrayResource {
 #[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyBytearrayMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two; 1 by default).
     #[pyo3(signature = (device = None, *, alignment = Count::of(1)))]
@@ -181,6 +159,7 @@ impl PyBytearrayMemoryResource {
         };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
+}
 }
 
 /// Refuses a `device` argument other than the host's (the core's rule).

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyInt, PyTuple, PyType};
+use pyo3::types::{PyInt, PyTuple};
 use pyo3::{PyClass, PyClassInitializer};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::abstract_base::AbstractBase;
+use crate::abstract_base::{abstract_base_methods, AbstractBase};
 use crate::count::{
     BaseAlignment, Count, Dims, Itemsize, Permutation, Shape, Strides, UnitStrideAlignment,
     ValueCount,
@@ -125,23 +125,12 @@ impl PyLayoutPolicy {
     }
 }
 
-#[pymethods]
+abstract_base_methods! {
+/// The base of a Python policy. Arguments belong to the subclass and
+/// are ignored here. A class that does not override `base_alignment`,
+/// `unit_stride_alignment` and `__call__` is abstract: instantiating it
+/// is a `TypeError`, as with `abc.ABC`.
 impl PyLayoutPolicy {
-    /// The base of a Python policy. Arguments belong to the subclass and
-    /// are ignored here. A class that does not override `base_alignment`,
-    /// `unit_stride_alignment` and `__call__` is abstract: instantiating it
-    /// is a `TypeError`, as with `abc.ABC`.
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        _args: &Bound<'_, PyTuple>,
-        _kwargs: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Self::new_subclass(cls)
-    }
-
     /// Resolves `shape` of `dtype` on `device` into a `Layout` that remembers this policy.
     fn __call__(
         slf: &Bound<'_, Self>,
@@ -177,6 +166,7 @@ impl PyLayoutPolicy {
     fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         PyTuple::empty(py)
     }
+}
 }
 
 /// C order: the last dimension is contiguous.

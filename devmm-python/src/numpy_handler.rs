@@ -16,12 +16,10 @@ use devmm::interop::{DataMemHandler, Nep49Handler, Nep49Resource};
 use pyo3::exceptions::{PyImportError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
-use pyo3::PyClassInitializer;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{new_shipped, resource_of, PyMemoryResource};
+use crate::resource::{resource_of, shipped_methods, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
 const SET_HANDLER: usize = 304;
@@ -170,19 +168,8 @@ pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 #[derive(Default)]
 pub(crate) struct PyNumpyHandlerMemoryResource;
 
-#[pymethods]
+shipped_methods! {
 impl PyNumpyHandlerMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
         let py = slf.py();
@@ -212,4 +199,5 @@ impl PyNumpyHandlerMemoryResource {
         };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
+}
 }

@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{intern, PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 
-use crate::abstract_base::AbstractBase;
+use crate::abstract_base::{abstract_base_methods, AbstractBase};
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{take_deferred_interrupt, to_py_err, type_name, IntoPyResult, PythonException};
@@ -159,6 +159,31 @@ where
     Ok(obj.unbind().into())
 }
 
+/// Writes the `#[pymethods]` block of a shipped resource class from
+/// `impl PyFoo { ... }` (the class's own methods, unindented) and adds its
+/// `__new__`, [`new_shipped`], so that rule is written once. The stub
+/// generator expands an invocation as it reads the block.
+macro_rules! shipped_methods {
+    (impl $ty:ident { $($body:tt)* }) => {
+        #[::pyo3::pymethods]
+        impl $ty {
+            #[new]
+            #[classmethod]
+            #[pyo3(signature = (*args, **kwargs))]
+            fn py_new(
+                cls: &::pyo3::Bound<'_, ::pyo3::types::PyType>,
+                args: &::pyo3::Bound<'_, ::pyo3::types::PyTuple>,
+                kwargs: Option<&::pyo3::Bound<'_, ::pyo3::types::PyDict>>,
+            ) -> ::pyo3::PyResult<::pyo3::PyClassInitializer<Self>> {
+                $crate::resource::new_shipped(cls, args, kwargs)
+            }
+
+            $($body)*
+        }
+    };
+}
+pub(crate) use shipped_methods;
+
 /// The state a shipped class's `__init__` made, or the error for a
 /// subclass whose `__init__` did not call the base's.
 pub(crate) fn built<T>(state: &OnceLock<T>) -> PyResult<&T> {
@@ -196,23 +221,12 @@ impl AbstractBase for PyMemoryResource {
     }
 }
 
-#[pymethods]
+abstract_base_methods! {
+/// A resource for Python subclasses to complete (on `cpu:0` until
+/// `self.device` is set). Arguments belong to the subclass and are ignored here.
+/// A class that does not override `allocate` and `deallocate` is
+/// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
 impl PyMemoryResource {
-    /// A resource for Python subclasses to complete (on `cpu:0` until
-    /// `self.device` is set). Arguments belong to the subclass and are ignored here.
-    /// A class that does not override `allocate` and `deallocate` is
-    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        _args: &Bound<'_, PyTuple>,
-        _kwargs: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Self::new_subclass(cls)
-    }
-
     /// The device the memory lives on.
     #[getter]
     fn device(&self) -> PyDevice {
@@ -335,6 +349,7 @@ impl PyMemoryResource {
             }
         }
     }
+}
 }
 
 /// The core resource that stands for `obj`: its native resource, or the

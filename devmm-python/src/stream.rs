@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType};
 
-use crate::abstract_base::AbstractBase;
+use crate::abstract_base::{abstract_base_methods, AbstractBase};
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{expected, IntoPyResult, PythonException};
@@ -184,23 +183,12 @@ impl devmm::StreamOps for PythonStreamOps {
     }
 }
 
-#[pymethods]
+abstract_base_methods! {
+/// The base of a Python stream (on `cpu:0` until `self.device` is
+/// set). Arguments belong to the subclass and are ignored here. A class
+/// that does not override `handle`, `synchronize` and `wait_raw` is
+/// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
 impl PyStream {
-    /// The base of a Python stream (on `cpu:0` until `self.device` is
-    /// set). Arguments belong to the subclass and are ignored here. A class
-    /// that does not override `handle`, `synchronize` and `wait_raw` is
-    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        _args: &Bound<'_, PyTuple>,
-        _kwargs: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        Self::new_subclass(cls)
-    }
-
     /// The native handle (`cudaStream_t`, `hipStream_t`; 0 on the CPU).
     #[getter]
     fn handle(&self) -> PyResult<usize> {
@@ -300,6 +288,7 @@ impl PyStream {
             stream.handle()
         ))
     }
+}
 }
 
 impl PyStream {

@@ -5,14 +5,14 @@ use std::sync::{Arc, OnceLock};
 
 use devmm::testing::{CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall};
 use pyo3::exceptions::PyAssertionError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PyTuple, PyType};
-use pyo3::{intern, PyClassInitializer};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList};
 
 use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{IntoPyResult, PythonException};
-use crate::resource::{built, new_shipped, resource_of, PyMemoryResource};
+use crate::resource::{built, resource_of, shipped_methods, PyMemoryResource};
 use crate::stream::PyStream;
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
@@ -280,19 +280,8 @@ pub(crate) struct PyRecordingMemoryResource {
     recording: OnceLock<Arc<devmm::testing::RecordingMemoryResource>>,
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyRecordingMemoryResource {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     /// A recording resource on `device` (cpu when `None`) whose pointers
     /// meet `guaranteed_alignment` (a power of two), claiming
     /// stream-ordered allocation unless `stream_ordered=False`.
@@ -344,6 +333,7 @@ impl PyRecordingMemoryResource {
             recording: Arc::clone(built(&self.recording)?),
         })
     }
+}
 }
 
 /// A `RecordingMemoryResource`'s call log, a live sequence of

@@ -5,12 +5,10 @@ use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
-use pyo3::PyClassInitializer;
 
 use crate::adaptors::{adapt, upstream_of};
 use crate::error::IntoPyResult;
-use crate::resource::{built, new_shipped, PyMemoryResource};
+use crate::resource::{built, shipped_methods, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -33,19 +31,8 @@ impl PyTraceAdaptor {
     }
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyTraceAdaptor {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     #[pyo3(signature = (upstream, path, format = "csv", call_sites = 0))]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -104,4 +91,5 @@ impl PyTraceAdaptor {
             upstream.bind(py).repr()?
         ))
     }
+}
 }

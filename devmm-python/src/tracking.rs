@@ -6,11 +6,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
-use pyo3::PyClassInitializer;
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::adaptors::{adapt, upstream_of};
-use crate::resource::{built, new_shipped, PyMemoryResource};
+use crate::resource::{built, shipped_methods, PyMemoryResource};
 use crate::value_class::ValueClass;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -67,19 +66,8 @@ impl PyTrackingAdaptor {
     }
 }
 
-#[pymethods]
+shipped_methods! {
 impl PyTrackingAdaptor {
-    #[new]
-    #[classmethod]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        cls: &Bound<'_, PyType>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        new_shipped(cls, args, kwargs)
-    }
-
     #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
     #[pyo3(text_signature = "($self, upstream, depth=32)")]
     fn __init__(
@@ -128,4 +116,5 @@ impl PyTrackingAdaptor {
             &self.tracking()?.torch_snapshot().to_pickle(),
         ))
     }
+}
 }

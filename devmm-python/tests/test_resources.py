@@ -320,7 +320,12 @@ def test_callback_resource_refuses_misaligned_pointers(stream: devmm.Stream) -> 
 
 def test_numpy_handler_resource_wraps_numpys_allocator(stream: devmm.Stream) -> None:
     mr = NumpyHandlerMemoryResource()
-    assert repr(mr) == 'NumpyHandlerMemoryResource(handler="default_allocator")'
+    assert repr(mr) == "NumpyHandlerMemoryResource(device=cpu:0, handler='default_allocator')"
+
+    class Named(NumpyHandlerMemoryResource):
+        pass
+
+    assert repr(Named()) == "Named(device=cpu:0, handler='default_allocator')"
     t = devmm.empty((3, 3), "float64", mr=mr)
     assert t.buffer.mr is mr
     t.buffer.free()

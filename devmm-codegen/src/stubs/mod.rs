@@ -50,6 +50,7 @@
 mod emit;
 mod model;
 mod types;
+mod wrappers;
 
 use std::fmt;
 

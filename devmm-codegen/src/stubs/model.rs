@@ -8,6 +8,7 @@ use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, FnArg, ImplItem, Item, Lit, Meta, Pat, ReturnType, Stmt, Token};
 
 use super::types::{Names, Position};
+use super::wrappers::Wrappers;
 use super::StubError;
 
 /// A whole extension module.
@@ -23,6 +24,8 @@ pub(super) struct Crate {
     /// Classes defined in Python that Rust types convert to, as
     /// `(module, class)`: the stub imports them.
     pub(super) python_classes: BTreeSet<(String, String)>,
+    /// The `macro_rules!` that wrap a `#[pymethods]` block.
+    wrappers: Wrappers,
 }
 
 /// A structural type that exists only in the stubs, declared by a doc line
@@ -304,8 +307,12 @@ fn screaming_snake(ident: &syn::Ident) -> String {
     out
 }
 
+/// Whether an attribute `#[name]` or `#[path::name]` (`#[pyo3::pymethods]`,
+/// as a macro writes it) is there.
 fn has_attr(attrs: &[Attribute], name: &str) -> bool {
-    attrs.iter().any(|a| a.path().is_ident(name))
+    attrs
+        .iter()
+        .any(|a| a.path().segments.last().is_some_and(|s| s.ident == name))
 }
 
 fn find_attr<'a>(attrs: &'a [Attribute], name: &str) -> Option<&'a Attribute> {
@@ -361,6 +368,10 @@ impl Crate {
     pub(super) fn collect_types(&mut self, file: &str, ast: &syn::File) -> Result<(), StubError> {
         for item in &ast.items {
             let (ident, attrs) = match item {
+                Item::Macro(m) => {
+                    self.wrappers.define(file, m)?;
+                    continue;
+                }
                 Item::Struct(s) => (&s.ident, &s.attrs),
                 Item::Enum(e) => (&e.ident, &e.attrs),
                 Item::Type(t) => (&t.ident, &t.attrs),
@@ -443,6 +454,11 @@ impl Crate {
                         .is_some_and(|s| s.ident == "create_exception") =>
                 {
                     self.exception(file, &m.mac.tokens)?;
+                }
+                Item::Macro(m) => {
+                    if let Some(expanded) = self.wrappers.expand(file, m)? {
+                        self.collect_items(file, &expanded)?;
+                    }
                 }
                 _ => {}
             }

@@ -352,7 +352,15 @@ impl Nep49Resource {
 
 impl fmt::Debug for Nep49Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}(handler={:?})", Self::NAME, self.name)
+        // As the seed's repr: its (host) device, and the handler's name as
+        // Python's `repr` of a str quotes it.
+        let name = self.name.escape_debug();
+        write!(
+            f,
+            "{}(device={}, handler='{name}')",
+            Self::NAME,
+            Device::CPU
+        )
     }
 }
 
@@ -472,7 +480,7 @@ mod tests {
         };
         assert_eq!(
             format!("{mr:?}"),
-            "NumpyHandlerMemoryResource(handler=\"devmm\")"
+            "NumpyHandlerMemoryResource(device=cpu:0, handler='devmm')"
         );
         let ptr = mr.allocate(24, &Stream::cpu()).unwrap();
         assert!(!ptr.is_null() && ptr.is_aligned(Nep49Resource::ALIGNMENT));
