@@ -5,6 +5,8 @@ plumbing and the conformance suite's per-check functions."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import subprocess
 import sys
@@ -38,6 +40,16 @@ def test_cpu_runtime_is_the_cpu_runtime_and_isinstance_names_it_alone() -> None:
     assert (CpuRuntime.name, CudaRuntime.name, HipRuntime.name) == ("cpu", "cuda", "rocm")
     cpu = devmm.Device.from_string("cpu")
     assert type(rt.default_memory_resource(cpu)).__name__ == "MallocMemoryResource"
+
+
+def test_a_platform_class_cannot_be_subclassed() -> None:
+    # Calling a subclass would return the core's runtime, so its overrides
+    # would silently never run.
+    with pytest.raises(TypeError, match="CpuRuntime cannot be subclassed"):
+
+        class Mine(CpuRuntime):
+            def default_memory_resource(self, device: devmm.Device) -> devmm.DeviceMemoryResource:
+                raise AssertionError("never reached")
 
 
 def test_a_platform_class_takes_no_driver_table() -> None:
@@ -88,10 +100,10 @@ class FakeRuntime:
         return devmm.runtime_for(device).default_stream(device)
 
 
-@pytest.fixture
-def fake_entry_point(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """A ``devmm.runtimes`` entry point listed through the seed's seam; the
-    list counts the scans."""
+@contextlib.contextmanager
+def fake_seam() -> Iterator[list[int]]:
+    """A ``devmm.runtimes`` entry point listed through the seed's seam, undone
+    on exit; the list counts the scans."""
     scans: list[int] = []
     point = EntryPoint(name="fakeplatform", value=f"{__name__}:FakeRuntime", group="devmm.runtimes")
 
@@ -99,12 +111,21 @@ def fake_entry_point(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         scans.append(1)
         return [point]
 
-    monkeypatch.setattr(_discovery, "_entry_points", entry_points)
-    monkeypatch.setattr(_discovery, "_loaded", {})
-    _discovery._clear_spec_cache()
-    yield scans
-    monkeypatch.undo()
-    _discovery._clear_spec_cache()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_discovery, "_entry_points", entry_points)
+        patch.setattr(_discovery, "_loaded", {})
+        _discovery._clear_spec_cache()
+        try:
+            yield scans
+        finally:
+            patch.undo()
+            _discovery._clear_spec_cache()
+
+
+@pytest.fixture
+def fake_entry_point() -> Iterator[list[int]]:
+    with fake_seam() as scans:
+        yield scans
 
 
 def test_discovery_finds_entry_points_through_its_seam_and_looks_up_by_the_last_scan(
@@ -136,13 +157,13 @@ def test_clearing_the_scan_forgets_entry_points_gone_since(
         devmm.runtime_for("fakeplatform")
 
 
-def test_the_real_scan_comes_back_after_the_seam(fake_entry_point: list[int]) -> None:
-    assert "fakeplatform" in devmm.runtime_names()
-
-
-def test_after_the_fixture_the_fake_is_gone() -> None:
-    # Runs after the tests above: the fixture's teardown cleared the scan.
+def test_undoing_the_seam_forgets_the_fake_runtime() -> None:
+    with fake_seam():
+        assert "fakeplatform" in devmm.runtime_names()
+        assert type(devmm.runtime_for("fakeplatform")) is FakeRuntime
     assert "fakeplatform" not in devmm.runtime_names()
+    with pytest.raises(devmm.RuntimeUnavailableError):
+        devmm.runtime_for("fakeplatform")
 
 
 def test_an_entry_point_taking_a_builtin_name_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,16 +190,29 @@ def test_nep49_api_reads_and_sets_numpys_handler() -> None:
     from devmm import _nep49
     from devmm.integrations import numpy as devmm_numpy
 
+    try:
+        multiarray = importlib.import_module("numpy._core.multiarray")
+    except ImportError:  # NumPy 1.x
+        multiarray = importlib.import_module("numpy.core.multiarray")
     api = _nep49.load_api()
     assert api.module is np
     before = api.get_handler()
     with devmm_numpy.install(MallocMemoryResource()):
         ours = api.get_handler()
-        assert ours is not before and np._core.multiarray.get_handler_name() == "devmm"
+        assert ours is not before and multiarray.get_handler_name() == "devmm"
         assert api.set_handler(before) is ours
-        assert np._core.multiarray.get_handler_name() == "default_allocator"
+        assert multiarray.get_handler_name() == "default_allocator"
         api.set_handler(ours)  # back, so that the installer's uninstall is in order
     assert api.get_handler() is before
+
+
+def test_nep49_api_calls_the_entry_points_it_is_given() -> None:
+    from devmm import _nep49
+
+    calls: list[object] = []
+    api = _nep49.Nep49Api(sys, lambda: "current", lambda capsule: calls.append(capsule) or "previous")
+    assert (api.module, api.get_handler(), api.set_handler("new")) == (sys, "current", "previous")
+    assert calls == ["new"]
 
 
 def test_nep49_load_api_without_numpy_is_runtime_unavailable() -> None:
@@ -217,7 +251,30 @@ def test_ensure_no_cycle_refuses_a_chain_that_allocates_through_the_library() ->
     with pytest.raises(ValueError, match="would create an allocation cycle"):
         _support.ensure_no_cycle(devmm.StatisticsAdaptor(inner), ConsumesCupy, "cupy")
     _support.ensure_no_cycle(MallocMemoryResource(), ConsumesCupy, "cupy")
-    _support.ensure_no_cycle(inner, ConsumesCupy, "rmm")
+
+
+class Forbidden(MallocMemoryResource):
+    """A resource class a caller knows to allocate through a library, though
+    it says nothing (no ``consumes``)."""
+
+
+def test_ensure_no_cycle_refuses_a_forbidden_instance_anywhere_in_the_chain() -> None:
+    with pytest.raises(ValueError, match="Forbidden in its chain allocates through cupy"):
+        _support.ensure_no_cycle(Forbidden(), Forbidden, "cupy")
+    with pytest.raises(ValueError, match="Forbidden in its chain allocates through cupy"):
+        _support.ensure_no_cycle(devmm.StatisticsAdaptor(Forbidden()), Forbidden, "cupy")
+    _support.ensure_no_cycle(devmm.StatisticsAdaptor(MallocMemoryResource()), Forbidden, "cupy")
+    _support.ensure_no_cycle(ConsumesCupy(), Forbidden, "rmm")
+
+
+class ConsumesHipmm(MallocMemoryResource):
+    consumes = "hipmm"
+
+
+def test_ensure_no_cycle_for_rmm_covers_hipmm() -> None:
+    with pytest.raises(ValueError, match="would create an allocation cycle"):
+        _support.ensure_no_cycle(devmm.StatisticsAdaptor(ConsumesHipmm()), ConsumesCupy, "rmm")
+    _support.ensure_no_cycle(ConsumesHipmm(), ConsumesCupy, "cupy")
 
 
 def test_foreign_handle_stream_carries_a_handle_into_resource_calls() -> None:
@@ -231,6 +288,25 @@ def test_foreign_handle_stream_carries_a_handle_into_resource_calls() -> None:
     stream.wait_raw(0)
     with pytest.raises(ValueError):
         _support.ForeignHandleStream(cpu, 7).synchronize()  # the CPU has one stream, handle 0
+
+
+@pytest.mark.parametrize("handle", ["0", 1.0, True, None])
+def test_foreign_handle_stream_refuses_a_handle_that_is_no_int(handle: object) -> None:
+    with pytest.raises(TypeError, match="a stream handle is an int"):
+        _support.ForeignHandleStream(devmm.Device.from_string("cpu"), handle)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("handle", [-1, 2**64])
+def test_foreign_handle_stream_refuses_a_handle_out_of_range(handle: int) -> None:
+    with pytest.raises(ValueError, match=r"stream handles are ints in \[0, 2\*\*64\)"):
+        _support.ForeignHandleStream(devmm.Device.from_string("cpu"), handle)
+
+
+def test_foreign_handle_stream_repr_names_its_handle_even_where_no_runtime_serves() -> None:
+    gpu = devmm.Device.from_string("cuda:3")
+    assert repr(_support.ForeignHandleStream(gpu, 2**64 - 1)) == (
+        f"ForeignHandleStream(device={gpu!r}, handle=0xffffffffffffffff)"
+    )
 
 
 def test_stream_handle_of_reads_the_ecosystems_spellings() -> None:
@@ -253,6 +329,31 @@ def test_stream_handle_of_reads_the_ecosystems_spellings() -> None:
         of(object())
 
 
+def test_stream_handle_of_reads_a_devmm_stream_by_its_handle() -> None:
+    # devmm's Stream has __cuda_stream__, which serves CUDA streams only.
+    cpu_stream = devmm.runtime_for("cpu").default_stream("cpu")
+    assert _support.stream_handle_of(cpu_stream) == 0
+    foreign = _support.ForeignHandleStream(devmm.Device.from_string("cpu"), 0)
+    assert _support.stream_handle_of(foreign) == 0
+
+
+def test_stream_handle_of_refuses_a_protocol_handle_that_is_no_int() -> None:
+    class Odd:
+        def __cuda_stream__(self) -> tuple[int, str]:
+            return (0, "11")
+
+    with pytest.raises(TypeError, match="__cuda_stream__ must give an int stream handle, got '11'"):
+        _support.stream_handle_of(Odd())
+
+
+def test_stream_handle_of_falls_through_a_none_protocol() -> None:
+    class NoProtocol:
+        __cuda_stream__ = None
+        handle = 9
+
+    assert _support.stream_handle_of(NoProtocol()) == 9
+
+
 # --- devmm.testing._conformance ---------------------------------------------
 
 
@@ -269,6 +370,46 @@ def test_host_write_and_host_read_copy_host_memory() -> None:
     assert _conformance.live_count(mr) == 1
     mr.deallocate(ptr, 5, stream)
     assert _conformance.live_count(mr) == 0
+
+
+class NoHook:
+    pass
+
+
+class UncallableHook:
+    _debug_live_count = 3
+
+
+class StrCount:
+    def _debug_live_count(self) -> str:
+        return "3"
+
+
+@pytest.mark.parametrize(
+    ("mr", "says"),
+    [
+        (NoHook(), "does not expose the _debug_live_count"),
+        (UncallableHook(), "does not expose the _debug_live_count"),
+        (StrCount(), "must return an int, got '3'"),
+    ],
+    ids=["missing", "not-callable", "not-int"],
+)
+def test_live_count_refuses_a_resource_without_an_int_count(mr: object, says: str) -> None:
+    with pytest.raises(AssertionError, match=says):
+        _conformance.live_count(mr)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "check", [_conformance.check_bookkeeping, _conformance.check_foreign_free, _conformance.check_zero_byte]
+)
+def test_the_counting_checks_count_absolutely(check: Callable[..., None]) -> None:
+    mr, stream = MallocMemoryResource(), devmm.runtime_for("cpu").default_stream("cpu")
+    held = mr.allocate(8, stream)  # held before the check: the seed's checks want none
+    try:
+        with pytest.raises(AssertionError, match="_debug_live_count\\(\\) is 1 after the check, not 0"):
+            check(mr, stream)
+    finally:
+        mr.deallocate(held, 8, stream)
 
 
 WITH_DATA = [_conformance.check_write_then_read, _conformance.check_no_aliasing]
@@ -323,6 +464,7 @@ class Lax(devmm.DeviceMemoryResource):
         (_conformance.check_double_free, "misuse_detection"),
         (_conformance.check_foreign_free, "misuse_detection"),
         (_conformance.check_bookkeeping, "FAILED live_count"),
+        (_conformance.check_zero_byte, "FAILED zero_byte"),
         (_conformance.check_negative_size, "negative allocation size"),
     ],
     ids=lambda v: getattr(v, "__name__", "says"),
@@ -330,6 +472,30 @@ class Lax(devmm.DeviceMemoryResource):
 def test_each_check_fails_with_an_assertion_saying_why(check: Callable[..., None], says: str) -> None:
     with pytest.raises(AssertionError, match=says):
         check(Lax(), devmm.runtime_for("cpu").default_stream("cpu"))
+
+
+class OnePointer(devmm.DeviceMemoryResource):
+    """Host memory that hands out one block to every request."""
+
+    dereferenceable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = MallocMemoryResource()
+        self.block = self.inner.allocate(4096, devmm.runtime_for("cpu").default_stream("cpu"))
+
+    def allocate(self, nbytes: int, stream: devmm.Stream) -> int:
+        return self.block
+
+    def deallocate(self, ptr: int, nbytes: int, stream: devmm.Stream) -> None:
+        pass
+
+
+def test_the_aliasing_check_fails_for_one_pointer_twice() -> None:
+    mr, stream = OnePointer(), devmm.runtime_for("cpu").default_stream("cpu")
+    with pytest.raises(AssertionError, match="FAILED no_aliasing"):
+        _conformance.check_no_aliasing(mr, stream, _conformance.host_write, _conformance.host_read)
+    mr.inner.deallocate(mr.block, 4096, stream)
 
 
 def test_a_data_check_runs_the_hooks_it_is_given() -> None:

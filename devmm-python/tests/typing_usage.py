@@ -175,3 +175,8 @@ class CountingMalloc(MallocMemoryResource):
 
 
 subclassed: devmm.Tensor = devmm.empty((2,), "uint8", mr=CountingMalloc(alignment=128))
+
+from devmm._runtimes.cpu import CpuRuntime
+
+# Calling a platform class returns the core's runtime, a DeviceRuntime.
+host_mr: devmm.DeviceMemoryResource = CpuRuntime().default_memory_resource(devmm.Device.from_string("cpu"))

@@ -32,9 +32,20 @@ class _PlatformRuntimeType(type):
     such a class names one of them: calling it returns that runtime
     (``runtime_for(name)``: the same object each time, or
     ``RuntimeUnavailableError`` where its platform cannot run), and
-    ``isinstance`` is true of it alone."""
+    ``isinstance`` is true of it alone. Such a class cannot be subclassed
+    (``TypeError``): what a subclass overrode would never run, since calling
+    it returns the core's runtime all the same."""
 
     name: str
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> _PlatformRuntimeType:
+        for base in bases:
+            if isinstance(base, _PlatformRuntimeType):
+                raise TypeError(
+                    f"{base.__name__} cannot be subclassed: it names the core's one "
+                    f"{base.name} runtime, which a subclass's overrides would not reach"
+                )
+        return super().__new__(mcs, name, bases, namespace)
 
     def __call__(cls, api: Any = None) -> DeviceRuntime:
         if api is not None:

@@ -6,10 +6,11 @@ through a library cannot be installed into that library."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Callable, Literal
 
-__all__ = ["Installer", "consumed_libraries", "refuse_cycle"]
+__all__ = ["Installer", "consumed_libraries", "refuse_cycle", "resource_chain"]
 
 
 class Installer:
@@ -92,26 +93,38 @@ class Installer:
         return f"{type(self).__name__}(library={self.library!r}, {state})"
 
 
-def consumed_libraries(mr: Any) -> set[str]:
-    """The libraries ``mr`` allocates through: those of every resource in its
-    adaptor chain (followed through ``upstream``) that consumes one."""
-    found: set[str] = set()
+#: The libraries one arrow installs into: rmm's arrow serves hipMM too
+#: (rmm on CUDA, hipMM on ROCm; one ``rmm.mr`` API).
+_SERVED: dict[str, tuple[str, ...]] = {"rmm": ("rmm", "hipmm")}
+
+
+def resource_chain(mr: Any) -> Iterator[Any]:
+    """``mr`` and every resource below it, followed through ``upstream``
+    (each once, so a looped chain ends)."""
     seen: set[int] = set()
     while mr is not None and id(mr) not in seen:
         seen.add(id(mr))
-        library = getattr(mr, "consumes", None)
-        if isinstance(library, str):
-            found.add(library)
+        yield mr
         mr = getattr(mr, "upstream", None)
-    return found
 
 
-def refuse_cycle(library: str, mr: Any) -> None:
+def consumed_libraries(mr: Any) -> set[str]:
+    """The libraries ``mr`` allocates through: those of every resource in its
+    adaptor chain (followed through ``upstream``) that consumes one."""
+    return {library for r in resource_chain(mr) if isinstance(library := getattr(r, "consumes", None), str)}
+
+
+def refuse_cycle(library: str, mr: Any, forbidden: type | tuple[type, ...] = ()) -> None:
     """Raises ``ValueError`` when ``mr`` allocates through ``library``:
-    installing it into ``library`` would make the library call itself."""
-    if library in consumed_libraries(mr):
-        raise ValueError(
-            f"installing {mr!r} into {library} would create an allocation cycle: it allocates "
-            f"through {library} already (consume and provide for one library at once); wrap "
-            f"another resource"
-        )
+    installing it into ``library`` would make the library call itself. A
+    resource in the chain allocates through it when it says so
+    (``consumes``; for ``"rmm"`` hipMM counts too) or is an instance of
+    ``forbidden`` (the classes a caller knows to allocate through it)."""
+    served = _SERVED.get(library, (library,))
+    for current in resource_chain(mr):
+        if getattr(current, "consumes", None) in served or isinstance(current, forbidden):
+            raise ValueError(
+                f"installing {mr!r} into {library} would create an allocation cycle: "
+                f"{type(current).__name__} in its chain allocates through {library} already "
+                f"(consume and provide for one library at once); wrap another resource"
+            )

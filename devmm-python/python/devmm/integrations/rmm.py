@@ -14,6 +14,7 @@ from typing import Any
 from .._devmm import DeviceMemoryResource, DeviceType, runtime_for
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
+from ._support import stream_handle_of
 
 __all__ = ["install"]
 
@@ -38,27 +39,13 @@ def _is_devmm_bridge(resource: Any) -> bool:
     return getattr(type(resource), "devmm_bridge", False) is True
 
 
-def _stream_handle(stream: Any) -> int:
-    """The native handle of the stream rmm passes a callback: its ``Stream``
-    speaks the CUDA stream protocol, hipMM's too (so the handle is read
-    here, not by the ROCm runtime, which refuses that protocol); a raw
-    handle is itself, and none (an older rmm's callbacks take none) is the
-    default stream."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int):
-        return stream
-    return int(stream.__cuda_stream__()[1])
-
-
 def install(mr: DeviceMemoryResource) -> Installer:
     """Makes rmm's (or hipMM's) resource for ``mr.device`` allocate through
     ``mr``; returns the :class:`~devmm.integrations.Installer` that undoes it.
 
     Raises ``ValueError`` for a resource that allocates through rmm itself
     (a cycle) or that is not on a CUDA or ROCm device."""
-    refuse_cycle("rmm", mr)
-    refuse_cycle("hipmm", mr)
+    refuse_cycle("rmm", mr)  # hipMM too
     device = mr.device
     platform = _PLATFORM.get(device.type)
     if platform is None:
@@ -68,11 +55,14 @@ def install(mr: DeviceMemoryResource) -> Installer:
     rmm = rmm_module(platform)
     runtime = runtime_for(device)
 
+    # rmm's Stream speaks the CUDA stream protocol, hipMM's too, so the
+    # handle is read here, not by the ROCm runtime, which refuses that
+    # protocol; an older rmm's callbacks take no stream (the default one).
     def allocate(nbytes: int, stream: Any = None) -> int:
-        return mr.allocate(nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
+        return mr.allocate(nbytes, runtime.wrap_stream(device, stream_handle_of(stream)))
 
     def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
-        mr.deallocate(ptr, nbytes, runtime.wrap_stream(device, _stream_handle(stream)))
+        mr.deallocate(ptr, nbytes, runtime.wrap_stream(device, stream_handle_of(stream)))
 
     bridge = _bridge_type(rmm)(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)

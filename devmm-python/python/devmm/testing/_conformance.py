@@ -44,11 +44,25 @@ def _host_copy(dst: int, src: int, nbytes: int) -> None:
 
 def live_count(mr: DeviceMemoryResource) -> int:
     """The allocations ``mr`` holds (its ``_debug_live_count()``);
-    ``AssertionError`` for a resource that does not count them."""
-    count = mr._debug_live_count()
+    ``AssertionError`` for a resource without that hook or one that does not
+    count them (``None``), and for a count that is not an int."""
+    hook = getattr(mr, "_debug_live_count", None)
+    if not callable(hook):
+        raise AssertionError(f"{mr!r} does not expose the _debug_live_count() testing hook")
+    count = hook()
     if count is None:
         raise AssertionError(f"{mr!r} does not track its live allocations (_debug_live_count() is None)")
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise AssertionError(f"_debug_live_count() must return an int, got {count!r}")
     return count
+
+
+def _ends_empty(mr: DeviceMemoryResource, what: str) -> None:
+    """The seed's checks count absolutely: after them the resource holds
+    nothing (the core's count from where it started)."""
+    count = live_count(mr)
+    if count != 0:
+        raise AssertionError(f"{what}: _debug_live_count() is {count} after the check, not 0")
 
 
 def _check(
@@ -81,9 +95,10 @@ def check_guaranteed_alignment(mr: DeviceMemoryResource, stream: Stream) -> None
 
 
 def check_bookkeeping(mr: DeviceMemoryResource, stream: Stream) -> None:
-    """``_debug_live_count()`` counts each allocation and is back where it
-    started once they are freed."""
+    """``_debug_live_count()`` counts each allocation and is 0 once they are
+    freed (the resource must hold nothing before, as the seed's check)."""
     _check(mr, stream, "live_count")
+    _ends_empty(mr, "bookkeeping must be empty after paired alloc/free")
 
 
 def check_double_free(mr: DeviceMemoryResource, stream: Stream) -> None:
@@ -95,13 +110,17 @@ def check_double_free(mr: DeviceMemoryResource, stream: Stream) -> None:
 def check_foreign_free(mr: DeviceMemoryResource, stream: Stream) -> None:
     """Freeing a pointer the resource never returned is refused with
     ``ValueError`` and leaves its allocations intact: the core's misuse
-    check, as ``check_double_free``."""
+    check, as ``check_double_free``; the resource holds nothing after."""
     _check(mr, stream, "misuse_detection")
+    _ends_empty(mr, "a refused foreign free must leave the allocation freeable")
 
 
 def check_zero_byte(mr: DeviceMemoryResource, stream: Stream) -> None:
-    """Zero-byte requests give distinct pointers that free cleanly."""
+    """A zero-byte request gives a pointer meeting the alignment promise
+    that frees cleanly, leaving the resource holding nothing (the core's
+    check; docs/adr/0016 item 35)."""
     _check(mr, stream, "zero_byte")
+    _ends_empty(mr, "zero-byte allocations must free cleanly")
 
 
 def check_negative_size(mr: DeviceMemoryResource, stream: Stream) -> None:
