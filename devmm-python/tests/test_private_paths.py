@@ -27,6 +27,9 @@ from devmm.integrations import _support
 from devmm.mrs.cpu import MallocMemoryResource
 from devmm.testing import _conformance
 
+#: What a resource's allocate and deallocate take as their stream.
+AnyStream = devmm.Stream | devmm.StreamSentinel | None
+
 
 # --- devmm._runtimes.{cpu,cuda,rocm} ---------------------------------------
 
@@ -47,14 +50,14 @@ def test_a_platform_class_cannot_be_subclassed() -> None:
     # would silently never run.
     with pytest.raises(TypeError, match="CpuRuntime cannot be subclassed"):
 
-        class Mine(CpuRuntime):
+        class Mine(CpuRuntime):  # type: ignore[misc]  # final: the point of the test
             def default_memory_resource(self, device: devmm.Device) -> devmm.DeviceMemoryResource:
                 raise AssertionError("never reached")
 
 
 def test_a_platform_class_takes_no_driver_table() -> None:
     with pytest.raises(TypeError, match="CudaRuntime takes no api"):
-        CudaRuntime(api=object())
+        CudaRuntime(api=object())  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(
@@ -62,7 +65,7 @@ def test_a_platform_class_takes_no_driver_table() -> None:
     [(CudaRuntime, "DEVMM_TEST_FAKE_CUDART", "DEVMM_CUDART_PATH"), (HipRuntime, "DEVMM_TEST_FAKE_HIP", "DEVMM_HIP_PATH")],
 )
 def test_a_gpu_platform_class_is_that_runtime_where_it_runs_and_unavailable_where_not(
-    cls: type, env: str, path_var: str, fake_library: Callable[[str], str]
+    cls: type[CudaRuntime] | type[HipRuntime], env: str, path_var: str, fake_library: Callable[[str], str]
 ) -> None:
     module, name = cls.__module__, cls.__name__
     script = (
@@ -210,7 +213,12 @@ def test_nep49_api_calls_the_entry_points_it_is_given() -> None:
     from devmm import _nep49
 
     calls: list[object] = []
-    api = _nep49.Nep49Api(sys, lambda: "current", lambda capsule: calls.append(capsule) or "previous")
+
+    def set_handler(capsule: object) -> str:
+        calls.append(capsule)
+        return "previous"
+
+    api = _nep49.Nep49Api(sys, lambda: "current", set_handler)
     assert (api.module, api.get_handler(), api.set_handler("new")) == (sys, "current", "previous")
     assert calls == ["new"]
 
@@ -237,10 +245,10 @@ class ConsumesCupy(devmm.DeviceMemoryResource):
 
     consumes = "cupy"
 
-    def allocate(self, nbytes: int, stream: devmm.Stream) -> int:
+    def allocate(self, nbytes: int, stream: AnyStream = None) -> int:
         raise MemoryError("never allocated")
 
-    def deallocate(self, ptr: int, nbytes: int, stream: devmm.Stream) -> None:
+    def deallocate(self, ptr: int, nbytes: int, stream: AnyStream = None) -> None:
         pass
 
 
@@ -412,8 +420,8 @@ def test_the_counting_checks_count_absolutely(check: Callable[..., None]) -> Non
         mr.deallocate(held, 8, stream)
 
 
-WITH_DATA = [_conformance.check_write_then_read, _conformance.check_no_aliasing]
-WITHOUT_DATA = [
+WITH_DATA: list[Callable[..., None]] = [_conformance.check_write_then_read, _conformance.check_no_aliasing]
+WITHOUT_DATA: list[Callable[..., None]] = [
     _conformance.check_guaranteed_alignment,
     _conformance.check_bookkeeping,
     _conformance.check_double_free,
@@ -443,10 +451,10 @@ class Lax(devmm.DeviceMemoryResource):
         super().__init__()
         self.inner = MallocMemoryResource()
 
-    def allocate(self, nbytes: int, stream: devmm.Stream) -> int:
+    def allocate(self, nbytes: int, stream: AnyStream = None) -> int:
         return self.inner.allocate(max(nbytes, 0), stream) + 1
 
-    def deallocate(self, ptr: int, nbytes: int, stream: devmm.Stream) -> None:
+    def deallocate(self, ptr: int, nbytes: int, stream: AnyStream = None) -> None:
         pass
 
     def guaranteed_alignment(self) -> int:
@@ -484,10 +492,10 @@ class OnePointer(devmm.DeviceMemoryResource):
         self.inner = MallocMemoryResource()
         self.block = self.inner.allocate(4096, devmm.runtime_for("cpu").default_stream("cpu"))
 
-    def allocate(self, nbytes: int, stream: devmm.Stream) -> int:
+    def allocate(self, nbytes: int, stream: AnyStream = None) -> int:
         return self.block
 
-    def deallocate(self, ptr: int, nbytes: int, stream: devmm.Stream) -> None:
+    def deallocate(self, ptr: int, nbytes: int, stream: AnyStream = None) -> None:
         pass
 
 
