@@ -245,8 +245,9 @@ fn init_takes_keywords_where_slot_methods_take_positions() {
     );
 }
 
-/// A class `A` and a wrapper `m` whose transcriber is `transcriber`.
-fn wrapper(matcher: &str, transcriber: &str, invocation: &str) -> String {
+/// A class `A` and a macro `m` whose rule `(matcher) => { ... }` writes a
+/// `#[pymethods]` block of `transcriber`, then `invocation`.
+fn block_macro(matcher: &str, transcriber: &str, invocation: &str) -> String {
     error_of(&format!(
         "#[pyclass(name = \"A\")]\nstruct A;\n\
          macro_rules! m {{ ({matcher}) => {{ #[pymethods] impl $ty {{ {transcriber} }} }}; }}\n\
@@ -254,14 +255,14 @@ fn wrapper(matcher: &str, transcriber: &str, invocation: &str) -> String {
     ))
 }
 
-const MATCHER: &str = "$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }";
+const MATCHER: &str = "$(#[doc = $doc:literal])* $ty:ident";
 
 #[test]
-fn pymethods_wrappers_of_another_shape_are_errors() {
+fn pymethods_macros_of_another_shape_are_errors() {
     let rules = error_of("macro_rules! m { (a) => { #[pymethods] impl A {} }; (b) => {}; }");
-    insta::assert_snapshot!(rules, @"bad.rs: macro_rules! m writes #[pymethods] in one of 2 rules: the stub generator reads a wrapper of one rule");
-    let matcher = wrapper("impl $ty:ty { $($body:tt)* }", "$($body)*", "");
-    insta::assert_snapshot!(matcher, @"bad.rs: macro_rules! m writes #[pymethods], but its matcher is not `$(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }` (doc lines optional), the one shape the stub generator expands");
+    insta::assert_snapshot!(rules, @"bad.rs: macro_rules! m writes #[pymethods] in one of 2 rules: the stub generator reads a macro of one rule");
+    let matcher = block_macro("$ty:ty", "", "");
+    insta::assert_snapshot!(matcher, @"bad.rs: macro_rules! m writes #[pymethods], but its matcher is not `$ty:ident` or `$(#[doc = $doc:literal])* $ty:ident`, the shapes the stub generator expands");
     let twice = error_of(&format!(
         "macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}\n\
          macro_rules! m {{ ({MATCHER}) => {{ #[pymethods] impl $ty {{}} }}; }}"
@@ -270,33 +271,33 @@ fn pymethods_wrappers_of_another_shape_are_errors() {
 }
 
 #[test]
-fn pymethods_wrappers_that_cannot_be_expanded_are_errors() {
-    let misread = "bad.rs: m! takes `///` doc lines and `impl Type { ... }`, as its matcher reads";
+fn pymethods_macros_that_cannot_be_expanded_are_errors() {
+    let misread = "bad.rs: m! takes `///` doc lines and a type's name, as its matcher reads";
     let cases = [
-        ("$($body)*", "m! { fn f() {} }", misread),
-        ("$($body)*", "m! { #[cfg(test)] impl A {} }", misread),
-        ("$($body)* $other", "m! { impl A {} }", "bad.rs: macro_rules! m: the stub generator cannot expand `$other`"),
-        ("$($body),*", "m! { impl A {} }", "bad.rs: macro_rules! m: write repetitions `$(...)*`, without a separator"),
-        ("#[doc = $doc] fn f() {}", "m! { impl A {} }", "bad.rs: macro_rules! m: `$doc` outside its repetition"),
-        ("fn $($body)*", "m! { impl A {} }", "bad.rs: m! { impl A ... } expands to code that does not parse: unexpected end of input, expected identifier"),
+        (MATCHER, "", "m! { impl A {} }", misread),
+        (MATCHER, "", "m!(#[cfg(test)] A);", misread),
+        ("$ty:ident", "", "m!(/// Doc.\nA);", "bad.rs: m! takes a type's name, as its matcher reads"),
+        (MATCHER, "fn f() -> $other {}", "m!(A);", "bad.rs: macro_rules! m: the stub generator expands `$ty`, `$crate` and `$(#[doc = $doc])*`, not `$other`"),
+        (MATCHER, "fn", "m!(A);", "bad.rs: m!(A) expands to code that does not parse: unexpected end of input, expected identifier"),
     ];
-    for (transcriber, invocation, message) in cases {
+    for (matcher, transcriber, invocation, message) in cases {
         assert_eq!(
-            wrapper(MATCHER, transcriber, invocation),
+            block_macro(matcher, transcriber, invocation),
             message,
-            "{transcriber} / {invocation}"
+            "{matcher} / {transcriber} / {invocation}"
         );
     }
 }
 
 #[test]
-fn pymethods_wrappers_expand_to_the_block_they_write() {
+fn pymethods_macros_expand_to_the_block_they_write() {
     let source = format!(
         "#[pyclass(name = \"A\")]\nstruct A;\n\
          macro_rules! m {{ ({MATCHER}) => {{ #[pyo3::pymethods] impl $ty {{\n\
-           $(#[doc = $doc])* #[new] fn new() -> Self {{ A }} $($body)* }} }}; }}\n\
-         m! {{ /// Made.\n/// Twice documented.\nimpl A {{ fn f(&self) -> usize {{ 0 }} }} }}\n\
-         // Not a wrapper: ignored, as any other macro.\n\
+           $(#[doc = $doc])* #[new] fn new() -> Self {{ $crate::A }} }} }}; }}\n\
+         m!(/// Made.\n/// Twice documented.\nA);\n\
+         #[pymethods]\nimpl A {{ fn f(&self) -> usize {{ 0 }} }}\n\
+         // Not one that writes #[pymethods]: ignored, as any other macro.\n\
          macro_rules! n {{ () => {{}}; }}\nn! {{}}"
     );
     let stub = generate(&[("ok.rs", &source)], "ok").unwrap();

@@ -10,7 +10,7 @@ use pyo3::PyTypeInfo;
 /// A `#[pyclass(subclass)]` that Python code completes by overriding
 /// [`ABSTRACT`](AbstractBase::ABSTRACT). Its `#[new]` takes any arguments
 /// (they belong to the subclass) and returns [`AbstractBase::new_subclass`]:
-/// [`abstract_base_methods`] writes it.
+/// [`abstract_base_new`] writes it.
 pub(crate) trait AbstractBase: PyTypeInfo + Sized {
     /// The methods and properties a subclass must override.
     const ABSTRACT: &'static [&'static str];
@@ -44,13 +44,13 @@ pub(crate) trait AbstractBase: PyTypeInfo + Sized {
     }
 }
 
-/// Writes the `#[pymethods]` block of an [`AbstractBase`] class from
-/// `impl PyFoo { ... }` (the class's own methods, unindented) and adds its
-/// `__new__`: any arguments, [`AbstractBase::new_subclass`]. The doc lines
-/// before `impl` are `__new__`'s. The stub generator expands an invocation
-/// as it reads the block.
-macro_rules! abstract_base_methods {
-    ($(#[doc = $doc:literal])* impl $ty:ident { $($body:tt)* }) => {
+/// Writes the `__new__` of an [`AbstractBase`] class in a `#[pymethods]`
+/// block of its own (PyO3's `multiple-pymethods`): any arguments,
+/// [`AbstractBase::new_subclass`]. The `///` lines before the type in an
+/// invocation are `__new__`'s. The stub generator expands an invocation as
+/// it reads the block.
+macro_rules! abstract_base_new {
+    ($(#[doc = $doc:literal])* $ty:ident) => {
         #[::pyo3::pymethods]
         impl $ty {
             $(#[doc = $doc])*
@@ -64,9 +64,7 @@ macro_rules! abstract_base_methods {
             ) -> ::pyo3::PyResult<Self> {
                 <Self as $crate::abstract_base::AbstractBase>::new_subclass(cls)
             }
-
-            $($body)*
         }
     };
 }
-pub(crate) use abstract_base_methods;
+pub(crate) use abstract_base_new;

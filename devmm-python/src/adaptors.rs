@@ -15,8 +15,8 @@ use crate::device::DeviceArg;
 use crate::error::{expected, IntoPyResult};
 use crate::log_bridge;
 use crate::resource::{
-    built, callable_name, origin_object, python_resource, resource_of, shipped_methods,
-    FindCallable, PyMemoryResource, PythonRef,
+    built, callable_name, origin_object, python_resource, resource_of, shipped_new, FindCallable,
+    PyMemoryResource, PythonRef,
 };
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -62,7 +62,9 @@ impl PyStatisticsAdaptor {
     }
 }
 
-shipped_methods! {
+shipped_new!(PyStatisticsAdaptor);
+
+#[pymethods]
 impl PyStatisticsAdaptor {
     fn __init__(slf: &Bound<'_, Self>, upstream: &Bound<'_, PyMemoryResource>) -> PyResult<()> {
         let (stats, base) = adapt(upstream, |mr| Ok(devmm::StatisticsAdaptor::new(mr)))?;
@@ -115,7 +117,6 @@ impl PyStatisticsAdaptor {
         crate::statistics::statistics_object(py, &self.stats()?.statistics())
     }
 }
-}
 
 /// Refuses (with `MemoryError`) any allocation that would take its usage
 /// past `limit_bytes`, without asking its upstream.
@@ -131,7 +132,9 @@ impl PyLimitingAdaptor {
     }
 }
 
-shipped_methods! {
+shipped_new!(PyLimitingAdaptor);
+
+#[pymethods]
 impl PyLimitingAdaptor {
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -174,7 +177,6 @@ impl PyLimitingAdaptor {
         ))
     }
 }
-}
 
 /// Logs every call as a structured record on `logger` (the `devmm.mr`
 /// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
@@ -185,7 +187,9 @@ pub(crate) struct PyLoggingAdaptor {
     logging: OnceLock<Arc<devmm::LoggingAdaptor<Upstream>>>,
 }
 
-shipped_methods! {
+shipped_new!(PyLoggingAdaptor);
+
+#[pymethods]
 impl PyLoggingAdaptor {
     #[pyo3(signature = (upstream, logger = None))]
     fn __init__(
@@ -217,7 +221,6 @@ impl PyLoggingAdaptor {
     fn upstream(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
         upstream_of(py, &**built(&self.logging)?)
     }
-}
 }
 
 /// The `logging.Logger` the records go to, used as given: any object with
@@ -263,7 +266,9 @@ pub(crate) struct PyCallbackMemoryResource {
 /// shares it.
 type Callables = ([Arc<PythonRef>; 2], Weak<dyn devmm::MemoryResource>);
 
-shipped_methods! {
+shipped_new!(PyCallbackMemoryResource);
+
+#[pymethods]
 impl PyCallbackMemoryResource {
     #[pyo3(signature = (alloc_fn, dealloc_fn, device = None, alignment = Count::of(1), dereferenceable = false))]
     #[pyo3(
@@ -315,5 +320,4 @@ impl PyCallbackMemoryResource {
             }
         }
     }
-}
 }

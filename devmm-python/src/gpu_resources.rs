@@ -16,7 +16,7 @@ use pyo3::types::PyBool;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{shipped_methods, PyMemoryResource};
+use crate::resource::{shipped_new, PyMemoryResource};
 
 /// The base part of a driver resource class's instance: the resource `make`
 /// builds on `device` (or the platform's first device of the kind,
@@ -75,7 +75,9 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
 #[derive(Default)]
 pub(crate) struct PyCudaRuntimeMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyCudaRuntimeMemoryResource);
+
+#[pymethods]
 impl PyCudaRuntimeMemoryResource {
     /// A resource on `device` (`cuda:0` when `None`); `async_alloc` picks
     /// the allocator: `"auto"` the stream-ordered one where the driver has
@@ -98,14 +100,15 @@ impl PyCudaRuntimeMemoryResource {
         runtime_repr(slf.as_any())
     }
 }
-}
 
 /// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyCudaPinnedMemoryResource);
+
+#[pymethods]
 impl PyCudaPinnedMemoryResource {
     /// A resource on `device` (`cuda_host:0` when `None`).
     #[pyo3(signature = (device = None))]
@@ -119,14 +122,15 @@ impl PyCudaPinnedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
-}
 
 /// CUDA managed (unified) memory from `cudaMallocManaged`, on a `cuda_managed` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaManagedMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyCudaManagedMemoryResource);
+
+#[pymethods]
 impl PyCudaManagedMemoryResource {
     /// A resource on `device` (`cuda_managed:0` when `None`).
     #[pyo3(signature = (device = None))]
@@ -140,14 +144,15 @@ impl PyCudaManagedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
-}
 
 /// ROCm device memory: `hipMallocAsync` (stream-ordered) where HIP has it, `hipMalloc` otherwise.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipRuntimeMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyHipRuntimeMemoryResource);
+
+#[pymethods]
 impl PyHipRuntimeMemoryResource {
     /// A resource on `device` (`rocm:0` when `None`); `async_alloc` as for
     /// `CudaRuntimeMemoryResource` (`False`: `hipMalloc`).
@@ -168,14 +173,15 @@ impl PyHipRuntimeMemoryResource {
         runtime_repr(slf.as_any())
     }
 }
-}
 
 /// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipPinnedMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyHipPinnedMemoryResource);
+
+#[pymethods]
 impl PyHipPinnedMemoryResource {
     /// A resource on `device` (`rocm_host:0` when `None`).
     #[pyo3(signature = (device = None))]
@@ -189,14 +195,15 @@ impl PyHipPinnedMemoryResource {
         PyMemoryResource::install(slf.as_super(), base)
     }
 }
-}
 
 /// HIP managed memory from `hipMallocManaged`.
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipManagedMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyHipManagedMemoryResource);
+
+#[pymethods]
 impl PyHipManagedMemoryResource {
     /// A resource on `device` (`rocm:0` when `None`).
     #[pyo3(signature = (device = None))]
@@ -204,5 +211,4 @@ impl PyHipManagedMemoryResource {
         let base = driver_resource(slf.py(), device, "rocm:0", HipManagedMemoryResource::new)?;
         PyMemoryResource::install(slf.as_super(), base)
     }
-}
 }

@@ -11,14 +11,16 @@ use pyo3::types::PyByteArray;
 use crate::count::{Alignment, Count};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{shipped_methods, PyMemoryResource};
+use crate::resource::{shipped_new, PyMemoryResource};
 
 /// `posix_memalign` / `free` from the C library: the CPU's default resource.
 #[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyMallocMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyMallocMemoryResource);
+
+#[pymethods]
 impl PyMallocMemoryResource {
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two).
@@ -33,7 +35,6 @@ impl PyMallocMemoryResource {
         let mr = devmm::MallocMemoryResource::with_alignment(alignment.get()).py()?;
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
-}
 }
 
 /// Host memory owned by Python `bytearray` objects, so Python's own memory
@@ -139,7 +140,9 @@ impl devmm::MemoryResource for BytearrayResource {
 #[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyBytearrayMemoryResource);
+
+#[pymethods]
 impl PyBytearrayMemoryResource {
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two; 1 by default).
@@ -159,7 +162,6 @@ impl PyBytearrayMemoryResource {
         };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
-}
 }
 
 /// Refuses a `device` argument other than the host's (the core's rule).

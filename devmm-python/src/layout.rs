@@ -14,7 +14,7 @@ use pyo3::types::{PyInt, PyTuple};
 use pyo3::{PyClass, PyClassInitializer};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::abstract_base::{abstract_base_methods, AbstractBase};
+use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{
     BaseAlignment, Count, Dims, Itemsize, Permutation, Shape, Strides, UnitStrideAlignment,
     ValueCount,
@@ -125,11 +125,15 @@ impl PyLayoutPolicy {
     }
 }
 
-abstract_base_methods! {
-/// The base of a Python policy. Arguments belong to the subclass and
-/// are ignored here. A class that does not override `base_alignment`,
-/// `unit_stride_alignment` and `__call__` is abstract: instantiating it
-/// is a `TypeError`, as with `abc.ABC`.
+abstract_base_new!(
+    /// The base of a Python policy. Arguments belong to the subclass and
+    /// are ignored here. A class that does not override `base_alignment`,
+    /// `unit_stride_alignment` and `__call__` is abstract: instantiating it
+    /// is a `TypeError`, as with `abc.ABC`.
+    PyLayoutPolicy
+);
+
+#[pymethods]
 impl PyLayoutPolicy {
     /// Resolves `shape` of `dtype` on `device` into a `Layout` that remembers this policy.
     fn __call__(
@@ -166,7 +170,6 @@ impl PyLayoutPolicy {
     fn __getnewargs__<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
         PyTuple::empty(py)
     }
-}
 }
 
 /// C order: the last dimension is contiguous.

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{resource_of, shipped_methods, PyMemoryResource};
+use crate::resource::{resource_of, shipped_new, PyMemoryResource};
 
 const CAPSULE_NAME: &CStr = c"mem_handler";
 const SET_HANDLER: usize = 304;
@@ -168,7 +168,9 @@ pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 #[derive(Default)]
 pub(crate) struct PyNumpyHandlerMemoryResource;
 
-shipped_methods! {
+shipped_new!(PyNumpyHandlerMemoryResource);
+
+#[pymethods]
 impl PyNumpyHandlerMemoryResource {
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
@@ -199,5 +201,4 @@ impl PyNumpyHandlerMemoryResource {
         };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
     }
-}
 }

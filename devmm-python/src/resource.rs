@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType, PyWeakrefMethods, PyWeakrefReference};
 use pyo3::{intern, PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 
-use crate::abstract_base::{abstract_base_methods, AbstractBase};
+use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{take_deferred_interrupt, to_py_err, type_name, IntoPyResult, PythonException};
@@ -159,12 +159,12 @@ where
     Ok(obj.unbind().into())
 }
 
-/// Writes the `#[pymethods]` block of a shipped resource class from
-/// `impl PyFoo { ... }` (the class's own methods, unindented) and adds its
-/// `__new__`, [`new_shipped`], so that rule is written once. The stub
-/// generator expands an invocation as it reads the block.
-macro_rules! shipped_methods {
-    (impl $ty:ident { $($body:tt)* }) => {
+/// Writes the `__new__` of a shipped resource class, [`new_shipped`], in a
+/// `#[pymethods]` block of its own (PyO3's `multiple-pymethods`), so that
+/// rule is written once: `shipped_new!(PyFoo);`. The stub generator
+/// expands an invocation as it reads the block.
+macro_rules! shipped_new {
+    ($ty:ident) => {
         #[::pyo3::pymethods]
         impl $ty {
             #[new]
@@ -177,12 +177,10 @@ macro_rules! shipped_methods {
             ) -> ::pyo3::PyResult<::pyo3::PyClassInitializer<Self>> {
                 $crate::resource::new_shipped(cls, args, kwargs)
             }
-
-            $($body)*
         }
     };
 }
-pub(crate) use shipped_methods;
+pub(crate) use shipped_new;
 
 /// The state a shipped class's `__init__` made, or the error for a
 /// subclass whose `__init__` did not call the base's.
@@ -221,11 +219,15 @@ impl AbstractBase for PyMemoryResource {
     }
 }
 
-abstract_base_methods! {
-/// A resource for Python subclasses to complete (on `cpu:0` until
-/// `self.device` is set). Arguments belong to the subclass and are ignored here.
-/// A class that does not override `allocate` and `deallocate` is
-/// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
+abstract_base_new!(
+    /// A resource for Python subclasses to complete (on `cpu:0` until
+    /// `self.device` is set). Arguments belong to the subclass and are ignored here.
+    /// A class that does not override `allocate` and `deallocate` is
+    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
+    PyMemoryResource
+);
+
+#[pymethods]
 impl PyMemoryResource {
     /// The device the memory lives on.
     #[getter]
@@ -349,7 +351,6 @@ impl PyMemoryResource {
             }
         }
     }
-}
 }
 
 /// The core resource that stands for `obj`: its native resource, or the

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::abstract_base::{abstract_base_methods, AbstractBase};
+use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{expected, IntoPyResult, PythonException};
@@ -183,11 +183,15 @@ impl devmm::StreamOps for PythonStreamOps {
     }
 }
 
-abstract_base_methods! {
-/// The base of a Python stream (on `cpu:0` until `self.device` is
-/// set). Arguments belong to the subclass and are ignored here. A class
-/// that does not override `handle`, `synchronize` and `wait_raw` is
-/// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
+abstract_base_new!(
+    /// The base of a Python stream (on `cpu:0` until `self.device` is
+    /// set). Arguments belong to the subclass and are ignored here. A class
+    /// that does not override `handle`, `synchronize` and `wait_raw` is
+    /// abstract: instantiating it is a `TypeError`, as with `abc.ABC`.
+    PyStream
+);
+
+#[pymethods]
 impl PyStream {
     /// The native handle (`cudaStream_t`, `hipStream_t`; 0 on the CPU).
     #[getter]
@@ -288,7 +292,6 @@ impl PyStream {
             stream.handle()
         ))
     }
-}
 }
 
 impl PyStream {

@@ -12,7 +12,7 @@ use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList};
 use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{IntoPyResult, PythonException};
-use crate::resource::{built, resource_of, shipped_methods, PyMemoryResource};
+use crate::resource::{built, resource_of, shipped_new, PyMemoryResource};
 use crate::stream::PyStream;
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
@@ -280,7 +280,9 @@ pub(crate) struct PyRecordingMemoryResource {
     recording: OnceLock<Arc<devmm::testing::RecordingMemoryResource>>,
 }
 
-shipped_methods! {
+shipped_new!(PyRecordingMemoryResource);
+
+#[pymethods]
 impl PyRecordingMemoryResource {
     /// A recording resource on `device` (cpu when `None`) whose pointers
     /// meet `guaranteed_alignment` (a power of two), claiming
@@ -333,7 +335,6 @@ impl PyRecordingMemoryResource {
             recording: Arc::clone(built(&self.recording)?),
         })
     }
-}
 }
 
 /// A `RecordingMemoryResource`'s call log, a live sequence of

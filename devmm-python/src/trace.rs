@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::adaptors::{adapt, upstream_of};
 use crate::error::IntoPyResult;
-use crate::resource::{built, shipped_methods, PyMemoryResource};
+use crate::resource::{built, shipped_new, PyMemoryResource};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -31,7 +31,9 @@ impl PyTraceAdaptor {
     }
 }
 
-shipped_methods! {
+shipped_new!(PyTraceAdaptor);
+
+#[pymethods]
 impl PyTraceAdaptor {
     #[pyo3(signature = (upstream, path, format = "csv", call_sites = 0))]
     fn __init__(
@@ -91,5 +93,4 @@ impl PyTraceAdaptor {
             upstream.bind(py).repr()?
         ))
     }
-}
 }

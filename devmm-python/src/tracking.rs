@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::adaptors::{adapt, upstream_of};
-use crate::resource::{built, shipped_methods, PyMemoryResource};
+use crate::resource::{built, shipped_new, PyMemoryResource};
 use crate::value_class::ValueClass;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
@@ -66,7 +66,9 @@ impl PyTrackingAdaptor {
     }
 }
 
-shipped_methods! {
+shipped_new!(PyTrackingAdaptor);
+
+#[pymethods]
 impl PyTrackingAdaptor {
     #[pyo3(signature = (upstream, depth = devmm::DEFAULT_TRACKING_DEPTH))]
     #[pyo3(text_signature = "($self, upstream, depth=32)")]
@@ -116,5 +118,4 @@ impl PyTrackingAdaptor {
             &self.tracking()?.torch_snapshot().to_pickle(),
         ))
     }
-}
 }

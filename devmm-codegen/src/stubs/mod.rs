@@ -47,10 +47,10 @@
 //! # Ok::<(), devmm_codegen::stubs::StubError>(())
 //! ```
 
+mod block_macros;
 mod emit;
 mod model;
 mod types;
-mod wrappers;
 
 use std::fmt;
 

@@ -7,8 +7,8 @@ use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, FnArg, ImplItem, Item, Lit, Meta, Pat, ReturnType, Stmt, Token};
 
+use super::block_macros::BlockMacros;
 use super::types::{Names, Position};
-use super::wrappers::Wrappers;
 use super::StubError;
 
 /// A whole extension module.
@@ -24,8 +24,8 @@ pub(super) struct Crate {
     /// Classes defined in Python that Rust types convert to, as
     /// `(module, class)`: the stub imports them.
     pub(super) python_classes: BTreeSet<(String, String)>,
-    /// The `macro_rules!` that wrap a `#[pymethods]` block.
-    wrappers: Wrappers,
+    /// The `macro_rules!` that write a `#[pymethods]` block.
+    block_macros: BlockMacros,
 }
 
 /// A structural type that exists only in the stubs, declared by a doc line
@@ -307,16 +307,16 @@ fn screaming_snake(ident: &syn::Ident) -> String {
     out
 }
 
-/// Whether an attribute `#[name]` or `#[path::name]` (`#[pyo3::pymethods]`,
-/// as a macro writes it) is there.
-fn has_attr(attrs: &[Attribute], name: &str) -> bool {
+/// The attribute `#[name]` or `#[path::name]` (`#[pyo3::pymethods]`, as a
+/// macro writes it), if it is there.
+fn find_attr<'a>(attrs: &'a [Attribute], name: &str) -> Option<&'a Attribute> {
     attrs
         .iter()
-        .any(|a| a.path().segments.last().is_some_and(|s| s.ident == name))
+        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == name))
 }
 
-fn find_attr<'a>(attrs: &'a [Attribute], name: &str) -> Option<&'a Attribute> {
-    attrs.iter().find(|a| a.path().is_ident(name))
+fn has_attr(attrs: &[Attribute], name: &str) -> bool {
+    find_attr(attrs, name).is_some()
 }
 
 /// The options of `#[pyclass(...)]` / `#[pyo3(...)]`, as meta items.
@@ -369,7 +369,7 @@ impl Crate {
         for item in &ast.items {
             let (ident, attrs) = match item {
                 Item::Macro(m) => {
-                    self.wrappers.define(file, m)?;
+                    self.block_macros.define(file, m)?;
                     continue;
                 }
                 Item::Struct(s) => (&s.ident, &s.attrs),
@@ -456,7 +456,7 @@ impl Crate {
                     self.exception(file, &m.mac.tokens)?;
                 }
                 Item::Macro(m) => {
-                    if let Some(expanded) = self.wrappers.expand(file, m)? {
+                    if let Some(expanded) = self.block_macros.expand(file, m)? {
                         self.collect_items(file, &expanded)?;
                     }
                 }
