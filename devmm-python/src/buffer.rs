@@ -240,8 +240,7 @@ impl PyDeviceBuffer {
     ) -> PyResult<Bound<'py, PyAny>> {
         // Checked before any host memory is made: an absurd size must be a
         // ValueError, not an allocation failure that aborts the process.
-        let nbytes = (self.buffer.copy_len(offset, nbytes))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let nbytes = self.buffer.copy_len(offset, nbytes).py()?;
         let stream = own_or_named(&self.buffer, stream)?;
         let out = match out {
             Some(out) => out,

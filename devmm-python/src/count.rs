@@ -5,11 +5,11 @@
 
 use std::marker::PhantomData;
 
-use pyo3::exceptions::PyTypeError;
+use std::fmt;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
-
-use crate::error::to_py_err;
 
 /// The Python name of the argument a [`Count`] stands for.
 pub(crate) trait ArgName {
@@ -46,9 +46,9 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
         let rule = "must be a non-negative integer";
         match count(&obj, rule, N::NAME) {
             Ok(value) => Ok(Count::of(value)),
-            Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => Err(
-                to_py_err(devmm::Error::not_a_count(N::NAME, rule, 0, &obj.repr()?)),
-            ),
+            Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => {
+                Err(not_a_count(N::NAME, rule, 0, &obj.repr()?))
+            }
             Err(err) => Err(err),
         }
     }
@@ -130,25 +130,28 @@ fn dim(item: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
 }
 
 /// `count`, from `min` (0 or 1), with a value that is no int a
-/// `ValueError` as well, caused by the conversion's `TypeError`.
+/// `ValueError` as well, caused by the conversion's `TypeError`. Any other
+/// exception the conversion raises (a `KeyboardInterrupt` in `__index__`)
+/// propagates unchanged.
 fn value_count(obj: &Bound<'_, PyAny>, rule: &str, name: &str, min: usize) -> PyResult<usize> {
     let py = obj.py();
     let cause = match count(obj, rule, name) {
         Ok(value) if value >= min => return Ok(value),
         Ok(_) => None,
         Err(err) if err.is_instance_of::<PyTypeError>(py) => Some(err),
-        // Negative or huge: `count`'s own error says so, from 0.
-        Err(err) if min == 0 => return Err(err),
-        Err(_) => None,
+        // Negative or huge: `count`'s own error, said from 0, is said
+        // again from `min`.
+        Err(err) if min > 0 && err.is_instance_of::<PyValueError>(py) => None,
+        Err(err) => return Err(err),
     };
     let shown = obj.repr().map(|r| r.to_string()).unwrap_or_default();
-    let err = to_py_err(devmm::Error::not_a_count(name, rule, min, &shown));
+    let err = not_a_count(name, rule, min, &shown);
     err.set_cause(py, cause);
     Err(err)
 }
 
-/// `obj` as a `usize`, or the core's error saying `name {rule} from 0 to
-/// usize::MAX` (a `ValueError`).
+/// `obj` as a `usize`, or the `ValueError` saying `name {rule} from 0 to
+/// usize::MAX`.
 fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
     // The common case, an int that fits, in one C call; anything else
     // (a negative or huge int, a non-int) goes the exact way below, which
@@ -157,7 +160,18 @@ fn count(obj: &Bound<'_, PyAny>, rule: &str, name: &str) -> PyResult<usize> {
         return Ok(value);
     }
     let value: i128 = obj.extract()?;
-    usize::try_from(value).map_err(|_| to_py_err(devmm::Error::not_a_count(name, rule, 0, &value)))
+    usize::try_from(value).map_err(|_| not_a_count(name, rule, 0, &value))
+}
+
+/// The `ValueError` for a count argument `name` that is not a `usize` from
+/// `min`: `rule` says what it must be, `shown` is the value given, as
+/// Python spells it. Built directly, not through `to_py_err`: no core call
+/// ran, so there is no deferred interrupt to take.
+fn not_a_count(name: &str, rule: &str, min: usize, shown: &dyn fmt::Display) -> PyErr {
+    PyValueError::new_err(format!(
+        "{name} {rule} from {min} to {}, not {shown}",
+        usize::MAX
+    ))
 }
 
 /// A tensor's offset, in elements: anything but a non-negative int is the

@@ -88,9 +88,11 @@ impl<'py> FromPyObject<'_, 'py> for PyDeviceType {
     }
 }
 
-/// The device type of DLPack code `code`; one devmm does not know is a `ValueError`.
-pub(crate) fn type_of_code(code: i32) -> PyResult<devmm::DeviceType> {
-    devmm::DeviceType::from_code(code.into()).py()
+/// The device type of the integer `code`, read whole (a huge one is the
+/// core's `ValueError`, not a conversion's `OverflowError`); one devmm does
+/// not know is a `ValueError`.
+pub(crate) fn type_of_code(code: i128) -> PyResult<devmm::DeviceType> {
+    devmm::DeviceType::from_code(code).py()
 }
 
 /// A core device as Python's `devmm.Device`, a frozen dataclass defined in

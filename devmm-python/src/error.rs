@@ -151,7 +151,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::InvalidLayout { .. }
         | devmm::Error::Parse { .. }
         | devmm::Error::InvalidArgument { .. }
-        | devmm::Error::OutOfRange { .. }
+        | devmm::Error::Refused { .. }
         | devmm::Error::Misuse { .. }
         | devmm::Error::Stream { .. }
         | devmm::Error::NotDereferenceable { .. }

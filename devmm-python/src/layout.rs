@@ -525,8 +525,8 @@ impl PyLayout {
         policy: Option<Py<PyAny>>,
     ) -> PyResult<PyLayout> {
         // Only the item size matters to a layout.
-        let bytes = devmm::DType::bytes(itemsize).py()?;
-        let layout = devmm::Layout::new(&shape, &strides, bytes, base_alignment).py()?;
+        let opaque = devmm::DType::opaque(itemsize).py()?;
+        let layout = devmm::Layout::new(&shape, &strides, opaque, base_alignment).py()?;
         Ok(PyLayout { layout, policy })
     }
 }

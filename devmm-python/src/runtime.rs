@@ -355,13 +355,9 @@ pub(crate) fn default_device() -> PyResult<PyDevice> {
 /// the import with `RuntimeUnavailableError`, not the first allocation.
 #[pyfunction]
 pub(crate) fn _register_external_runtimes(names: Vec<String>) -> PyResult<Vec<(String, String)>> {
-    devmm::runtime::clear_external_runtimes();
-    let refused = names
+    let refused = devmm::runtime::set_external_runtimes(&names)
         .into_iter()
-        .filter_map(|name| {
-            let err = devmm::runtime::register_external_runtime(&name).err()?;
-            Some((name, err.to_string()))
-        })
+        .map(|(name, err)| (name, err.to_string()))
         .collect();
     devmm::runtime::check_runtime_override().py()?;
     Ok(refused)

@@ -3,7 +3,7 @@
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyNotImplementedError};
 use pyo3::prelude::*;
 
 use crate::abstract_base::{abstract_base_new, AbstractBase};
@@ -254,8 +254,13 @@ impl PyStream {
     /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
     /// streams speak it; on any other device it is an `AttributeError`.
     fn __cuda_stream__(slf: &Bound<'_, Self>) -> PyResult<(u32, usize)> {
-        (stream_of(slf.as_any())?.cuda_stream())
-            .map_err(|e| PyAttributeError::new_err(e.to_string()))
+        let stream = stream_of(slf.as_any())?;
+        stream.cuda_stream().ok_or_else(|| {
+            PyAttributeError::new_err(format!(
+                "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
+                stream.device()
+            ))
+        })
     }
 
     /// Runtime streams are equal when they name the same native stream;
@@ -376,10 +381,7 @@ pub(crate) fn resolve_stream(
 ) -> PyResult<devmm::Stream> {
     let which = match arg {
         Some(StreamArg::Stream(stream)) => {
-            let checked = stream.check_device(device);
-            return checked
-                .map(|()| stream)
-                .map_err(|e| PyValueError::new_err(e.to_string()));
+            return stream.check_device(device).py().map(|()| stream);
         }
         Some(StreamArg::Sentinel(which)) => Some(which),
         None => None,

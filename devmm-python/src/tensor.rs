@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -240,7 +240,7 @@ impl PyTensor {
     /// a whole number of elements (read `byte_offset` then).
     #[getter]
     fn offset(&self) -> PyResult<usize> {
-        (self.tensor.checked_offset()).map_err(|e| PyValueError::new_err(e.to_string()))
+        self.tensor.checked_offset().py()
     }
 
     /// Whether consumers must not write.

@@ -494,3 +494,17 @@ def test_resolved_layouts_are_frozen(cpu: devmm.Device) -> None:
 def test_permuted_takes_a_sequence_not_an_int() -> None:
     with pytest.raises(TypeError, match="expected a sequence of dimensions for permutation, got int"):
         devmm.Permuted(0)  # type: ignore[arg-type]
+
+
+def test_an_interrupt_while_reading_a_count_propagates() -> None:
+    # An __index__ that raises KeyboardInterrupt stops the program: it is
+    # never replaced by the argument's ValueError.
+    class Interrupting:
+        def __index__(self) -> int:
+            raise KeyboardInterrupt
+
+    layout = devmm.Layout((2, 3), (3, 1), F32)
+    with pytest.raises(KeyboardInterrupt):
+        layout.validate((2, 3), Interrupting())  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        layout.validate((2, Interrupting()))  # type: ignore[arg-type]

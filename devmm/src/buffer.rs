@@ -408,31 +408,31 @@ impl DeviceBuffer {
     /// The length of a host copy of `len` bytes from byte `offset` (all
     /// that follows `offset` when `None`), checked to fit the buffer: the
     /// one rule every copy path applies, so a binding can refuse an absurd
-    /// size before it makes host memory for it.
+    /// size before it makes host memory for it. A copy that does not fit is
+    /// an [`Error::Refused`], whose text is the whole message.
     ///
     /// ```
     /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
-    /// assert_eq!(buf.copy_len(3, None), Ok(5));
-    /// assert_eq!(buf.copy_len(8, Some(0)), Ok(0));
+    /// assert_eq!(buf.copy_len(3, None)?, 5);
+    /// assert_eq!(buf.copy_len(8, Some(0))?, 0);
     /// let refused = buf.copy_len(6, Some(4)).unwrap_err();
-    /// assert!(refused.to_string().contains("cannot copy 4 bytes at offset 6 of a 8-byte buffer"));
+    /// assert!(refused.to_string().starts_with("cannot copy 4 bytes at offset 6 of a 8-byte buffer"));
+    /// assert!(matches!(refused, devmm::Error::Refused { .. }));
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn copy_len(
-        &self,
-        offset: usize,
-        len: Option<usize>,
-    ) -> std::result::Result<usize, CopyOutOfRange> {
+    pub fn copy_len(&self, offset: usize, len: Option<usize>) -> Result<usize> {
         let available = self.nbytes.checked_sub(offset);
         let len = len.unwrap_or(available.unwrap_or(0));
         match available {
             // Compared, not added: no extent can overflow.
             Some(available) if len <= available => Ok(len),
-            _ => Err(CopyOutOfRange {
-                offset,
-                len,
-                nbytes: self.nbytes,
-                device: self.device(),
+            _ => Err(Error::Refused {
+                reason: format!(
+                    "cannot copy {len} bytes at offset {offset} of a {}-byte buffer on {}: the \
+                     copy does not fit; copy fewer bytes or use a larger buffer",
+                    self.nbytes,
+                    self.device()
+                ),
             }),
         }
     }
@@ -462,27 +462,19 @@ impl DeviceBuffer {
     }
 
     /// The device a buffer from `resource` lives on, checked against the
-    /// `device` asked for alongside it, if any.
+    /// `device` asked for alongside it, if any: [`crate::device_for`]'s
+    /// rule, here for the constructors that take both.
     ///
     /// ```
     /// use devmm::{DeviceBuffer, Device, MallocMemoryResource};
     /// let malloc = MallocMemoryResource::new();
-    /// assert_eq!(DeviceBuffer::device_for(&malloc, None), Ok(Device::CPU));
+    /// assert_eq!(DeviceBuffer::device_for(&malloc, None)?, Device::CPU);
     /// let refused = DeviceBuffer::device_for(&malloc, Some(Device::cuda(0))).unwrap_err();
     /// assert!(refused.to_string().contains("allocates on cpu:0"));
+    /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn device_for(
-        resource: &dyn MemoryResource,
-        device: Option<Device>,
-    ) -> std::result::Result<Device, ResourceDeviceMismatch> {
-        match device {
-            Some(asked) if asked != resource.device() => Err(ResourceDeviceMismatch {
-                asked,
-                resource: format!("{resource:?}"),
-                device: resource.device(),
-            }),
-            _ => Ok(resource.device()),
-        }
+    pub fn device_for(resource: &dyn MemoryResource, device: Option<Device>) -> Result<Device> {
+        crate::resource::device_for(resource, device)
     }
 
     /// Copies `src` to the start of the buffer through the runtime's
@@ -672,72 +664,5 @@ impl fmt::Display for DeviceBuffer {
             self.device(),
             if self.is_closed() { "True" } else { "False" }
         )
-    }
-}
-
-/// A host copy that does not fit its buffer ([`DeviceBuffer::copy_len`]);
-/// its text is the whole message. Converts to [`Error::InvalidArgument`].
-///
-/// ```
-/// let buf = devmm::DeviceBuffer::on_device(4, devmm::Device::CPU)?;
-/// let refused = buf.copy_len(5, None).unwrap_err();
-/// assert_eq!((refused.offset, refused.len, refused.nbytes), (5, 0, 4));
-/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
-/// # Ok::<(), devmm::Error>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "cannot copy {len} bytes at offset {offset} of a {nbytes}-byte buffer on {device}: the copy \
-     does not fit; copy fewer bytes or use a larger buffer"
-)]
-pub struct CopyOutOfRange {
-    /// The byte the copy starts at.
-    pub offset: usize,
-    /// The bytes asked for.
-    pub len: usize,
-    /// The buffer's size.
-    pub nbytes: usize,
-    /// The buffer's device.
-    pub device: Device,
-}
-
-impl From<CopyOutOfRange> for Error {
-    fn from(refused: CopyOutOfRange) -> Error {
-        Error::InvalidArgument {
-            reason: refused.to_string(),
-        }
-    }
-}
-
-/// A device asked for alongside a resource of another device
-/// ([`DeviceBuffer::device_for`]); its text is the whole message. Converts
-/// to [`Error::InvalidArgument`].
-///
-/// ```
-/// use devmm::{DeviceBuffer, Device, MallocMemoryResource};
-/// let refused = DeviceBuffer::device_for(&MallocMemoryResource::new(), Some(Device::cuda(1)))
-///     .unwrap_err();
-/// assert_eq!((refused.asked, refused.device), (Device::cuda(1), Device::CPU));
-/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "device {asked} was asked for, but the resource {resource} allocates on {device}; pass a \
-     resource of {asked} or drop the device argument"
-)]
-pub struct ResourceDeviceMismatch {
-    /// The device asked for.
-    pub asked: Device,
-    /// The resource, as its `Debug` shows it.
-    pub resource: String,
-    /// The resource's device.
-    pub device: Device,
-}
-
-impl From<ResourceDeviceMismatch> for Error {
-    fn from(refused: ResourceDeviceMismatch) -> Error {
-        Error::InvalidArgument {
-            reason: refused.to_string(),
-        }
     }
 }

@@ -74,7 +74,7 @@ impl DeviceType {
 
     /// The device type of any integer `code`, as a caller reading untyped
     /// numbers (Python's `Device(2, 0)`) gives it: one outside `i32` is an
-    /// [`Error::OutOfRange`] naming the argument `type`, one devmm does not
+    /// [`Error::Refused`] naming the argument `type`, one devmm does not
     /// know is `"{code} is not a valid DeviceType"`, the words of Python's
     /// `enum` that `devmm.DeviceType` is.
     ///
@@ -87,7 +87,7 @@ impl DeviceType {
     /// ```
     pub fn from_code(code: i128) -> Result<DeviceType, Error> {
         let code: i32 = Error::in_range("type", code, "a DeviceType code")?;
-        DeviceType::from_dlpack(code).ok_or_else(|| Error::OutOfRange {
+        DeviceType::from_dlpack(code).ok_or_else(|| Error::Refused {
             reason: format!("{code} is not a valid DeviceType"),
         })
     }
@@ -215,26 +215,36 @@ impl Device {
             return Err(Error::InvalidArgument {
                 reason: format!(
                     "device index {index} of {ty} out of range; DLPack device ids are int32, so \
-                     give an index from 0 to 2147483647"
+                     give an index from 0 to {}",
+                    Device::MAX_INDEX
                 ),
             });
         }
         Ok(Device { ty, index })
     }
 
-    /// A device ordinal given as any integer: one that is no `u32` is an
-    /// [`Error::OutOfRange`] naming the argument `index` (the upper bound,
-    /// [`Device::MAX_INDEX`], is [`Device::try_new`]'s to check).
+    /// A device ordinal given as any integer: one outside 0 to
+    /// [`Device::MAX_INDEX`] is an [`Error::Refused`] naming the argument
+    /// `index` and that range.
     ///
     /// ```
     /// use devmm::Device;
     /// assert_eq!(Device::checked_index(3)?, 3);
+    /// assert_eq!(Device::checked_index(Device::MAX_INDEX.into())?, Device::MAX_INDEX);
     /// let err = Device::checked_index(-1).unwrap_err();
     /// assert_eq!(err.to_string(), "index must be a device index from 0 to 2147483647; -1 is out of range");
+    /// assert!(Device::checked_index(i128::from(Device::MAX_INDEX) + 1).is_err());
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn checked_index(index: i128) -> Result<u32, Error> {
-        Error::in_range("index", index, "a device index from 0 to 2147483647")
+        match u32::try_from(index) {
+            Ok(fits) if fits <= Device::MAX_INDEX => Ok(fits),
+            _ => Err(Error::out_of_range(
+                "index",
+                index,
+                &format!("a device index from 0 to {}", Device::MAX_INDEX),
+            )),
+        }
     }
 
     /// `cuda:index`.
@@ -373,11 +383,20 @@ mod tests {
                 -(1i128 << 40)
             )
         );
-        assert_eq!(Device::checked_index(u32::MAX.into()), Ok(u32::MAX));
-        assert!(matches!(
-            Device::checked_index(1 << 32),
-            Err(Error::OutOfRange { .. })
-        ));
+        assert_eq!(
+            Device::checked_index(Device::MAX_INDEX.into()),
+            Ok(Device::MAX_INDEX)
+        );
+        for past in [i128::from(Device::MAX_INDEX) + 1, u32::MAX.into(), 1 << 32] {
+            let err = Device::checked_index(past).unwrap_err();
+            assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "index must be a device index from 0 to 2147483647; {past} is out of range"
+                )
+            );
+        }
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl DType {
     /// against its range, as a caller that reads them from untyped numbers
     /// (Python's `DType(code, bits, lanes)`) gives them: a value out of its
     /// field's range or a code devmm does not know is an
-    /// [`Error::OutOfRange`] naming the field, zero bits or lanes the
+    /// [`Error::Refused`] naming the field, zero bits or lanes the
     /// error of [`DType::new`].
     ///
     /// ```
@@ -203,7 +203,7 @@ impl DType {
     /// ```
     pub fn from_fields(code: i128, bits: i128, lanes: i128) -> Result<DType, Error> {
         let code: u8 = Error::in_range("code", code, "a DLPack type code from 0 to 17")?;
-        let code = DTypeCode::from_dlpack(code).ok_or_else(|| Error::OutOfRange {
+        let code = DTypeCode::from_dlpack(code).ok_or_else(|| Error::Refused {
             reason: format!("code {code} is not a DLPack type code devmm knows (0 to 17)"),
         })?;
         let bits = Error::in_range("bits", bits, "a bit width from 1 to 255")?;
@@ -223,15 +223,15 @@ impl DType {
 
     /// A type of `itemsize` opaque bytes (`uint8` lanes), for a layout that
     /// knows only its element size (a pickled `Layout`); more bytes than a
-    /// DLPack type's 65535 lanes carry are an [`Error::OutOfRange`].
+    /// DLPack type's 65535 lanes carry are an [`Error::Refused`].
     ///
     /// ```
-    /// assert_eq!(devmm::DType::bytes(12)?.itemsize(), 12);
-    /// assert!(devmm::DType::bytes(1 << 16).is_err());
+    /// assert_eq!(devmm::DType::opaque(12)?.itemsize(), 12);
+    /// assert!(devmm::DType::opaque(1 << 16).is_err());
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn bytes(itemsize: usize) -> Result<DType, Error> {
-        let lanes = u16::try_from(itemsize).map_err(|_| Error::OutOfRange {
+    pub fn opaque(itemsize: usize) -> Result<DType, Error> {
+        let lanes = u16::try_from(itemsize).map_err(|_| Error::Refused {
             reason: format!("item size {itemsize} is too large"),
         })?;
         DType::new(DTypeCode::UInt, 8, lanes)
@@ -247,7 +247,7 @@ impl DType {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn from_torch_name(text: &str) -> Result<DType, Error> {
-        text.trim_start_matches("torch.").parse()
+        text.strip_prefix("torch.").unwrap_or(text).parse()
     }
 
     /// Whether an element is a whole number of bytes, so elements can be
@@ -416,11 +416,11 @@ mod tests {
     }
 
     #[test]
-    fn opaque_bytes_carry_the_item_size() {
-        let bytes = DType::bytes(65535).unwrap();
+    fn opaque_types_carry_the_item_size() {
+        let bytes = DType::opaque(65535).unwrap();
         assert_eq!((bytes.itemsize(), bytes.code()), (65535, DTypeCode::UInt));
         assert_eq!(
-            DType::bytes(65536).unwrap_err().to_string(),
+            DType::opaque(65536).unwrap_err().to_string(),
             "item size 65536 is too large"
         );
     }
@@ -431,6 +431,8 @@ mod tests {
         assert_eq!(DType::from_torch_name("float16").unwrap(), DType::FLOAT16);
         let err = DType::from_torch_name("torch.quint8").unwrap_err();
         assert!(err.to_string().contains("unknown dtype string \"quint8\""));
+        // One prefix only: a doubled one is no torch name.
+        assert!(DType::from_torch_name("torch.torch.float32").is_err());
     }
 
     #[test]

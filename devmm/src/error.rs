@@ -119,12 +119,13 @@ pub enum Error {
         reason: String,
     },
 
-    /// A number outside the values an argument takes: the message names
-    /// the argument, the range it must be in and the value given (see
-    /// [`Error::in_range`] and [`Error::not_a_count`]).
+    /// An argument the callee refuses, whose message is the whole text: it
+    /// names the argument, what is accepted and what was given (a number
+    /// out of range, see [`Error::in_range`]; a device a resource does not
+    /// serve, see [`device_for`](crate::device_for); ...).
     #[error("{reason}")]
-    OutOfRange {
-        /// The argument, its range and the value.
+    Refused {
+        /// The argument, what it accepts and the value given.
         reason: String,
     },
 
@@ -409,7 +410,7 @@ impl Error {
         }
     }
 
-    /// `value` as a `T`, or an [`Error::OutOfRange`] naming the argument
+    /// `value` as a `T`, or an [`Error::Refused`] naming the argument
     /// `name` and the `range` it must be in.
     ///
     /// ```
@@ -419,25 +420,23 @@ impl Error {
     /// assert_eq!(err.to_string(), "bits must be a bit width from 1 to 255; 256 is out of range");
     /// ```
     pub fn in_range<T: TryFrom<i128>>(name: &str, value: i128, range: &str) -> Result<T> {
-        T::try_from(value).map_err(|_| Error::OutOfRange {
-            reason: format!("{name} must be {range}; {value} is out of range"),
-        })
+        T::try_from(value).map_err(|_| Error::out_of_range(name, value, range))
     }
 
-    /// The [`Error::OutOfRange`] for a count argument `name` (a size, an
-    /// extent) that is not a `usize` from `min`: `rule` says what it must
-    /// be, `shown` is the value given, as the caller spells it.
+    /// The [`Error::Refused`] for `value`, given for the argument `name`,
+    /// outside the `range` it must be in ([`Error::in_range`]'s refusal,
+    /// for bounds that are no type's).
     ///
     /// ```
-    /// let err = devmm::Error::not_a_count("nbytes", "must be a non-negative integer", 0, &-1);
+    /// let err = devmm::Error::out_of_range("index", 1 << 31, "a device index from 0 to 2147483647");
     /// assert_eq!(
     ///     err.to_string(),
-    ///     format!("nbytes must be a non-negative integer from 0 to {}, not -1", usize::MAX),
+    ///     "index must be a device index from 0 to 2147483647; 2147483648 is out of range"
     /// );
     /// ```
-    pub fn not_a_count(name: &str, rule: &str, min: usize, shown: &dyn fmt::Display) -> Error {
-        Error::OutOfRange {
-            reason: format!("{name} {rule} from {min} to {}, not {shown}", usize::MAX),
+    pub fn out_of_range(name: &str, value: i128, range: &str) -> Error {
+        Error::Refused {
+            reason: format!("{name} must be {range}; {value} is out of range"),
         }
     }
 
@@ -500,18 +499,6 @@ mod tests {
             err.to_string(),
             "index must be a device index; -1 is out of range"
         );
-        assert!(matches!(err, Error::OutOfRange { .. }));
-    }
-
-    #[test]
-    fn not_a_count_says_the_whole_range() {
-        let err = Error::not_a_count("itemsize", "must be a positive integer", 1, &"'x'");
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "itemsize must be a positive integer from 1 to {}, not 'x'",
-                usize::MAX
-            )
-        );
+        assert!(matches!(err, Error::Refused { .. }));
     }
 }

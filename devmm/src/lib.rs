@@ -36,7 +36,7 @@ pub use adaptor::{
     TraceAdaptor, TrackingAdaptor, print_leak_reports,
 };
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
-pub use buffer::{CopyOutOfRange, DeviceBuffer, ResourceDeviceMismatch};
+pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use copy::{CopyKind, copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
 pub use device::{Device, DeviceType};
@@ -57,19 +57,16 @@ pub use registry::{
     set_override_scope, using_memory_resource,
 };
 pub use resource::{
-    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, resource_chain,
+    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, device_for, resource_chain,
 };
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
     default_device, register_runtime, runtime_for, runtime_names,
 };
 pub use size::SizeOverflow;
-pub use stream::{
-    DEFAULT, LEGACY_DEFAULT, NotCudaStream, PER_THREAD_DEFAULT, Stream, StreamDeviceMismatch,
-    StreamOps, StreamSentinel,
-};
+pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
 pub use stream_pool::{StreamFlags, StreamPool};
-pub use tensor::{EmptyOptions, PartialElementOffset, Tensor, empty, empty_like};
+pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 
 /// The README's examples, run as doctests so the front page cannot drift.
 #[doc = include_str!("../../README.md")]

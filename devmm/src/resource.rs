@@ -137,6 +137,35 @@ pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -
     })
 }
 
+/// The device memory from `resource` lives on, checked against the device
+/// `asked` for alongside it (`None`: whatever the resource's is): the one
+/// rule for a device and a resource named together, as
+/// [`DeviceBuffer::device_for`](crate::DeviceBuffer::device_for) and
+/// [`EmptyOptions::target_device`](crate::EmptyOptions::target_device)
+/// apply it. Another device is an [`Error::Refused`](crate::Error::Refused).
+///
+/// ```
+/// use devmm::{device_for, Device, MallocMemoryResource};
+/// let malloc = MallocMemoryResource::new();
+/// assert_eq!(device_for(&malloc, None)?, Device::CPU);
+/// assert_eq!(device_for(&malloc, Some(Device::CPU))?, Device::CPU);
+/// let refused = device_for(&malloc, Some(Device::cuda(0))).unwrap_err();
+/// assert!(refused.to_string().starts_with("device cuda:0 was asked for, but mr lives on cpu:0"));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn device_for(resource: &dyn MemoryResource, asked: Option<Device>) -> Result<Device> {
+    let device = resource.device();
+    match asked {
+        Some(asked) if asked != device => Err(crate::Error::Refused {
+            reason: format!(
+                "device {asked} was asked for, but mr lives on {device} ({resource:?} allocates \
+                 on {device} only); pass a resource of {asked} or drop the device argument"
+            ),
+        }),
+        _ => Ok(device),
+    }
+}
+
 /// The one rule for the alignment a resource promises: a power of two (1
 /// promises nothing); anything else is an
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `resource`.

@@ -216,38 +216,39 @@ impl Stream {
     }
 
     /// `Ok` when work on memory of `device` can be ordered on this stream:
-    /// a stream of another device is refused.
+    /// a stream of another device is an [`Error::Refused`], whose text is
+    /// the whole message.
     ///
     /// ```
     /// let stream = devmm::Stream::cpu();
-    /// assert_eq!(stream.check_device(devmm::Device::CPU), Ok(()));
+    /// assert!(stream.check_device(devmm::Device::CPU).is_ok());
     /// let refused = stream.check_device(devmm::Device::cuda(0)).unwrap_err();
     /// assert!(refused.to_string().starts_with("stream device cpu:0 does not match"));
     /// ```
-    pub fn check_device(&self, device: Device) -> std::result::Result<(), StreamDeviceMismatch> {
-        match self.device() == device {
-            true => Ok(()),
-            false => Err(StreamDeviceMismatch {
-                stream: self.device(),
-                device,
-            }),
+    pub fn check_device(&self, device: Device) -> Result<()> {
+        if self.device() == device {
+            return Ok(());
         }
+        Err(Error::Refused {
+            reason: format!(
+                "stream device {} does not match the memory's device {device}; pass a stream of \
+                 {device}",
+                self.device()
+            ),
+        })
     }
 
-    /// The CUDA stream protocol's pair (`__cuda_stream__`, read by
-    /// cuda.core and CuPy): version 0 and the `cudaStream_t`. Only CUDA
-    /// streams (managed memory's included) speak it.
+    /// The CUDA stream protocol's pair (read by cuda.core and CuPy):
+    /// version 0 and the `cudaStream_t`. Only CUDA streams (managed
+    /// memory's included) speak it; any other stream has none.
     ///
     /// ```
-    /// let refused = devmm::Stream::cpu().cuda_stream().unwrap_err();
-    /// assert_eq!(refused.device, devmm::Device::CPU);
+    /// assert_eq!(devmm::Stream::cpu().cuda_stream(), None);
     /// ```
-    pub fn cuda_stream(&self) -> std::result::Result<(u32, usize), NotCudaStream> {
+    pub fn cuda_stream(&self) -> Option<(u32, usize)> {
         match self.device().ty() {
-            DeviceType::Cuda | DeviceType::CudaManaged => Ok((0, self.handle())),
-            _ => Err(NotCudaStream {
-                device: self.device(),
-            }),
+            DeviceType::Cuda | DeviceType::CudaManaged => Some((0, self.handle())),
+            _ => None,
         }
     }
 
@@ -406,46 +407,4 @@ impl fmt::Debug for Stream {
             .field("owned", &self.inner.owned)
             .finish()
     }
-}
-
-/// A stream of another device than the memory's work is ordered for
-/// ([`Stream::check_device`]); its text is the whole message. Converts to
-/// [`Error::Stream`].
-///
-/// ```
-/// let refused = devmm::Stream::cpu().check_device(devmm::Device::cuda(0)).unwrap_err();
-/// assert!(matches!(devmm::Error::from(refused), devmm::Error::Stream { .. }));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "stream device {stream} does not match the memory's device {device}; pass a stream of {device}"
-)]
-pub struct StreamDeviceMismatch {
-    /// The stream's device.
-    pub stream: Device,
-    /// The memory's device.
-    pub device: Device,
-}
-
-impl From<StreamDeviceMismatch> for Error {
-    fn from(refused: StreamDeviceMismatch) -> Error {
-        Error::Stream {
-            device: refused.stream,
-            reason: refused.to_string(),
-        }
-    }
-}
-
-/// A stream asked for the CUDA stream protocol that is not a CUDA stream
-/// ([`Stream::cuda_stream`]); its text is the whole message.
-///
-/// ```
-/// let refused = devmm::Stream::cpu().cuda_stream().unwrap_err();
-/// assert!(refused.to_string().starts_with("a stream of cpu:0 is not a CUDA stream"));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a stream of {device} is not a CUDA stream: __cuda_stream__ is for CUDA streams only")]
-pub struct NotCudaStream {
-    /// The stream's device.
-    pub device: Device,
 }

@@ -262,48 +262,23 @@ impl Tensor {
     }
 
     /// [`offset`](Tensor::offset), or why there is none: what a caller
-    /// that must report an offset in elements refuses with.
+    /// that must report an offset in elements refuses with, an
+    /// [`Error::Refused`] whose text is the whole message.
     ///
     /// ```
     /// use devmm::{empty, DType, EmptyOptions};
     /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::new())?;
-    /// assert_eq!(t.checked_offset(), Ok(0));
+    /// assert_eq!(t.checked_offset()?, 0);
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn checked_offset(&self) -> std::result::Result<usize, PartialElementOffset> {
-        self.offset().ok_or(PartialElementOffset {
-            byte_offset: self.inner.byte_offset,
-            itemsize: self.inner.layout.itemsize(),
+    pub fn checked_offset(&self) -> Result<usize> {
+        let (byte_offset, itemsize) = (self.inner.byte_offset, self.inner.layout.itemsize());
+        self.offset().ok_or_else(|| Error::Refused {
+            reason: format!(
+                "the first element is {byte_offset} bytes in, not a whole number of \
+                 {itemsize}-byte elements; read byte_offset"
+            ),
         })
-    }
-}
-
-/// A first element that is not a whole number of elements from the buffer's
-/// start ([`Tensor::checked_offset`]); its text is the whole message.
-/// Converts to [`Error::InvalidArgument`].
-///
-/// ```
-/// let refused = devmm::PartialElementOffset { byte_offset: 8, itemsize: 12 };
-/// assert!(refused.to_string().starts_with("the first element is 8 bytes in"));
-/// assert!(matches!(devmm::Error::from(refused), devmm::Error::InvalidArgument { .. }));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the first element is {byte_offset} bytes in, not a whole number of {itemsize}-byte elements; \
-     read byte_offset"
-)]
-pub struct PartialElementOffset {
-    /// Bytes from the buffer's start to the first element.
-    pub byte_offset: usize,
-    /// The element size.
-    pub itemsize: usize,
-}
-
-impl From<PartialElementOffset> for Error {
-    fn from(refused: PartialElementOffset) -> Error {
-        Error::InvalidArgument {
-            reason: refused.to_string(),
-        }
     }
 }
 
@@ -443,15 +418,8 @@ impl EmptyOptions {
     /// ```
     pub fn target_device(&self) -> Result<Device> {
         match (self.device, &self.resource) {
-            (Some(device), Some(mr)) if mr.device() != device => Err(Error::InvalidArgument {
-                reason: format!(
-                    "device {device} was asked for, but mr lives on {} ({mr:?}); pass a resource \
-                     of {device} or drop the device option",
-                    mr.device()
-                ),
-            }),
-            (Some(device), _) => Ok(device),
-            (None, Some(mr)) => Ok(mr.device()),
+            (asked, Some(mr)) => crate::resource::device_for(&**mr, asked),
+            (Some(device), None) => Ok(device),
             (None, None) => crate::defaults::device(),
         }
     }

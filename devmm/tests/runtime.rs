@@ -188,3 +188,38 @@ fn runtimes_must_serve_some_device_type() {
     .unwrap_err();
     assert!(err.to_string().contains("no device types"), "{err}");
 }
+
+/// A scan's names replace the previous scan's in one step: a reader never
+/// sees the list empty or half replaced, and a registered runtime's name is
+/// refused without stopping the rest.
+#[test]
+fn external_runtimes_are_replaced_in_one_step() {
+    use devmm::runtime::set_external_runtimes;
+    let (old, new) = (["scan-a", "scan-b"], ["scan-b", "cpu", "scan-c"]);
+    assert!(set_external_runtimes(&old).is_empty());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let names = runtime_names();
+                let has = |n: &str| names.iter().any(|m| m == n);
+                // Either the old list whole or the new one whole.
+                assert!(has("scan-b"), "{names:?}");
+                assert!(has("scan-a") != has("scan-c"), "{names:?}");
+            }
+        });
+        for round in 0..200 {
+            let names: &[&str] = if round % 2 == 0 { &new } else { &old };
+            let refused = set_external_runtimes(names);
+            let refused: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(refused, if round % 2 == 0 { vec!["cpu"] } else { vec![] });
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
+    });
+    let refused = set_external_runtimes(&new);
+    assert!(matches!(refused[0].1, Error::InvalidArgument { .. }));
+    assert!(runtime_names().iter().any(|n| n == "scan-c"));
+    assert!(set_external_runtimes::<&str>(&[]).is_empty());
+    assert!(!runtime_names().iter().any(|n| n.starts_with("scan-")));
+}

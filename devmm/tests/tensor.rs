@@ -251,13 +251,15 @@ fn view_of_checks_layout_offset_and_fit() {
         (t.byte_offset(), t.offset(), t.shape()),
         (12, Some(3), &[2, 2][..])
     );
-    assert_eq!(t.checked_offset(), Ok(3));
-    let partial = devmm::PartialElementOffset {
-        byte_offset: 16,
-        itemsize: 12,
-    };
+    assert_eq!(t.checked_offset().unwrap(), 3);
+    // Three-lane float32 elements, 12 bytes, from byte 16: no whole offset.
+    let vec3 = DType::new(devmm::DTypeCode::Float, 32, 3).unwrap();
+    let vec3_layout = Layout::new(&[2], &[1], vec3, 4).unwrap();
+    let partial = Tensor::from_buffer(buf.clone(), vec3, vec3_layout, 16).unwrap();
+    let refused = partial.checked_offset().unwrap_err();
+    assert!(matches!(refused, Error::Refused { .. }), "{refused:?}");
     assert_eq!(
-        partial.to_string(),
+        refused.to_string(),
         "the first element is 16 bytes in, not a whole number of 12-byte elements; read byte_offset"
     );
     assert!(matches!(

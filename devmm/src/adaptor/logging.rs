@@ -156,7 +156,17 @@ pub struct LogRecord {
     pub fields: Vec<(&'static str, LogValue)>,
 }
 
-/// The value of one field of a [`LogRecord`].
+/// The value of one field of a [`LogRecord`]: what a `tracing` event
+/// recorded, as an integer or as text.
+///
+/// ```
+/// use devmm::{LogRecord, LogValue};
+/// let record = LogRecord {
+///     fields: vec![("nbytes", LogValue::Int(64)), ("device", LogValue::Text("cpu:0".into()))],
+///     ..LogRecord::default()
+/// };
+/// assert_eq!(record.summary(), "nbytes=64 device=cpu:0");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogValue {
     /// An integer field (`ptr`, `nbytes`, `stream`).
@@ -166,7 +176,27 @@ pub enum LogValue {
 }
 
 impl LogRecord {
-    /// The record of `event`.
+    /// The record of `event`, as a `tracing` layer receives it (the
+    /// binding's bridge to Python's `logging` reads each event so).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use devmm::LogRecord;
+    /// use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+    ///
+    /// struct Keep(Arc<Mutex<Vec<LogRecord>>>);
+    /// impl<S: tracing::Subscriber> Layer<S> for Keep {
+    ///     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+    ///         self.0.lock().unwrap().push(LogRecord::of(event));
+    ///     }
+    /// }
+    /// let kept = Arc::new(Mutex::new(Vec::new()));
+    /// let subscriber = tracing_subscriber::registry().with(Keep(Arc::clone(&kept)));
+    /// tracing::subscriber::with_default(subscriber, || {
+    ///     tracing::info!(op = "allocate", nbytes = 64u64, "done");
+    /// });
+    /// assert_eq!(kept.lock().unwrap()[0].summary(), "allocate done nbytes=64");
+    /// ```
     pub fn of(event: &tracing::Event<'_>) -> LogRecord {
         let mut record = LogRecord::default();
         event.record(&mut record);
@@ -183,21 +213,44 @@ impl LogRecord {
         }
     }
 
-    /// The record as one line: the `op`, the message, then each other
-    /// field as `name=value`, an address in hex
-    /// (`allocate ptr=0x1000 nbytes=64 stream=0 device=cpu:0`).
+    /// The record as one line, its parts one space apart: the `op`, the
+    /// message, then each other field as `name=value`, an address in hex
+    /// (`allocate ptr=0x1000 nbytes=64 stream=0 device=cpu:0`). A part
+    /// the record lacks leaves no space behind.
+    ///
+    /// ```
+    /// use devmm::{LogRecord, LogValue};
+    /// let record = LogRecord {
+    ///     message: Some("release failed".into()),
+    ///     fields: vec![("op", LogValue::Text("free".into())), ("ptr", LogValue::Int(255))],
+    ///     ..LogRecord::default()
+    /// };
+    /// assert_eq!(record.summary(), "free release failed ptr=0xff");
+    /// let bare = LogRecord { message: Some("hello".into()), ..LogRecord::default() };
+    /// assert_eq!(bare.summary(), "hello");
+    /// ```
     pub fn summary(&self) -> String {
-        let mut out = self.message.clone().unwrap_or_default();
-        for (name, value) in &self.fields {
-            match (*name, value) {
-                ("op", LogValue::Text(op)) => out.insert_str(0, op),
-                ("op", LogValue::Int(_)) => {}
-                ("ptr", LogValue::Int(addr)) => out.push_str(&format!(" ptr={addr:#x}")),
-                (_, LogValue::Int(n)) => out.push_str(&format!(" {name}={n}")),
-                (_, LogValue::Text(t)) => out.push_str(&format!(" {name}={t}")),
-            }
-        }
-        out
+        let op = self
+            .fields
+            .iter()
+            .find_map(|(name, value)| match (*name, value) {
+                ("op", LogValue::Text(op)) => Some(op.clone()),
+                _ => None,
+            });
+        let fields = self
+            .fields
+            .iter()
+            .filter_map(|(name, value)| match (*name, value) {
+                ("op", _) => None,
+                ("ptr", LogValue::Int(addr)) => Some(format!("ptr={addr:#x}")),
+                (_, LogValue::Int(n)) => Some(format!("{name}={n}")),
+                (_, LogValue::Text(t)) => Some(format!("{name}={t}")),
+            });
+        let parts = op.into_iter().chain(self.message.clone()).chain(fields);
+        parts
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     fn record_text(&mut self, field: &Field, text: String) {

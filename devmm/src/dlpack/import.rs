@@ -165,18 +165,10 @@ unsafe fn import(
     // arrays hold `ndim` values by the DLPack contract.
     let described = unsafe { describe(dl_tensor) }?;
     let stream = match stream {
-        Some(stream) if stream.device() != described.device => {
-            return Err(Error::Stream {
-                device: described.device,
-                reason: format!(
-                    "the import lives on {} but the stream is on {}; pass a stream of {}",
-                    described.device,
-                    stream.device(),
-                    described.device
-                ),
-            });
+        Some(stream) => {
+            stream.check_device(described.device)?;
+            stream.clone()
         }
-        Some(stream) => stream.clone(),
         None => crate::defaults::stream(described.device)?,
     };
     let owner = format!(

@@ -352,16 +352,55 @@ impl Nep49Resource {
 
 impl fmt::Debug for Nep49Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // As the seed's repr: its (host) device, and the handler's name as
-        // Python's `repr` of a str quotes it.
-        let name = self.name.escape_debug();
+        // As the seed's repr: its device, and the handler's name as
+        // Python's `repr` of a str writes it.
         write!(
             f,
-            "{}(device={}, handler='{name}')",
+            "{}(device={}, handler={})",
             Self::NAME,
-            Device::CPU
+            self.device(),
+            python_str_repr(&self.name)
         )
     }
+}
+
+/// `text` as Python's `repr` of a `str` writes it: in single quotes unless
+/// it holds a single quote and no double quote, the chosen quote and
+/// backslashes escaped, and what is not printable as `\n`, `\xNN`,
+/// `\uNNNN` or `\UNNNNNNNN` (control characters and separators other
+/// than the space; printable non-ASCII text stays as it is).
+fn python_str_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
+                let code = u32::from(c);
+                let escaped = match code {
+                    0..=0xff => format!("\\x{code:02x}"),
+                    0x100..=0xffff => format!("\\u{code:04x}"),
+                    _ => format!("\\U{code:08x}"),
+                };
+                out.push_str(&escaped);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 impl MemoryResource for Nep49Resource {
@@ -432,6 +471,23 @@ unsafe impl Sync for Nep49Resource {}
 mod tests {
     use super::*;
     use crate::MallocMemoryResource;
+
+    #[test]
+    fn handler_names_are_written_as_python_writes_a_str() {
+        let cases = [
+            ("default_allocator", "'default_allocator'"),
+            ("it's", "\"it's\""),
+            ("say \"hi\"", "'say \"hi\"'"),
+            ("both ' and \"", "'both \\' and \"'"),
+            ("back\\slash", "'back\\\\slash'"),
+            ("line\nbreak\ttab\u{7}bell", "'line\\nbreak\\ttab\\x07bell'"),
+            ("\u{85}\u{2028}", "'\\x85\\u2028'"),
+            ("caf\u{e9} \u{1F600}", "'caf\u{e9} \u{1F600}'"),
+        ];
+        for (name, repr) in cases {
+            assert_eq!(python_str_repr(name), repr, "{name:?}");
+        }
+    }
 
     #[test]
     fn realloc_keeps_the_bytes_and_frees_the_old_block() {

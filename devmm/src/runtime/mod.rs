@@ -29,8 +29,8 @@ pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
-    clear_external_runtimes, default_device, register_external_runtime, register_runtime,
-    runtime_for, runtime_names, stream_for,
+    default_device, register_external_runtime, register_runtime, runtime_for, runtime_names,
+    set_external_runtimes, stream_for,
 };
 
 /// Everything devmm needs from one platform.

@@ -150,6 +150,38 @@ pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
 /// ```
 pub fn register_external_runtime(name: &str) -> Result<()> {
     let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    add_external(&mut reg, name)
+}
+
+/// Names exactly `names` as the [external](register_external_runtime)
+/// runtimes, in place of those named before, in one step under the
+/// registry's lock: no discovery sees the old list half replaced. Returns
+/// each name refused (a registered runtime's) with why; the rest are
+/// named. The Python package calls this with the `devmm.runtimes` entry
+/// points each scan finds, and a scan replaces the one before.
+///
+/// ```
+/// use devmm::runtime::set_external_runtimes;
+/// assert!(set_external_runtimes(&["first", "second"]).is_empty());
+/// let refused = set_external_runtimes(&["second", "cpu"]);
+/// assert_eq!(refused.len(), 1);
+/// assert_eq!(refused[0].0, "cpu");
+/// let names = devmm::runtime_names();
+/// assert!(names.contains(&"second".to_string()));
+/// assert!(!names.contains(&"first".to_string()));
+/// ```
+pub fn set_external_runtimes<S: AsRef<str>>(names: &[S]) -> Vec<(String, Error)> {
+    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
+    reg.external.clear();
+    names
+        .iter()
+        .map(AsRef::as_ref)
+        .filter_map(|name| Some((name.to_owned(), add_external(&mut reg, name).err()?)))
+        .collect()
+}
+
+/// [`register_external_runtime`]'s rule, under the caller's lock.
+fn add_external(reg: &mut Registry, name: &str) -> Result<()> {
     if reg.registrations.iter().any(|r| r.name == name) {
         return Err(Error::InvalidArgument {
             reason: format!(
@@ -161,22 +193,6 @@ pub fn register_external_runtime(name: &str) -> Result<()> {
         reg.external.push(name.to_owned());
     }
     Ok(())
-}
-
-/// Forgets every [external](register_external_runtime) runtime, so that
-/// the binding's next discovery names exactly those it finds then: the
-/// Python package scans its `devmm.runtimes` entry points once and again
-/// only when that scan is cleared, and a scan replaces the one before.
-///
-/// ```
-/// devmm::runtime::register_external_runtime("gone")?;
-/// devmm::runtime::clear_external_runtimes();
-/// assert!(!devmm::runtime_names().contains(&"gone".to_string()));
-/// # Ok::<(), devmm::Error>(())
-/// ```
-pub fn clear_external_runtimes() {
-    let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
-    reg.external.clear();
 }
 
 /// The runtimes whose platform is present, by probing only: no driver table

@@ -220,16 +220,8 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             return Ok(DevicePtr::NULL);
         }
         let ordered = self.stream_ordered();
-        if ordered && stream.device() != self.device {
-            return Err(Error::Stream {
-                device: self.device,
-                reason: format!(
-                    "{self:?} allocates on streams of {}, not of {}; pass a stream of {}",
-                    self.device,
-                    stream.device(),
-                    self.device
-                ),
-            });
+        if ordered {
+            stream.check_device(self.device)?;
         }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
