@@ -1,8 +1,8 @@
 """The GPU resources and the driver paths (streams, DLPack hand-off,
 conformance) against the repository's fake CUDA runtime and HIP libraries,
 which serve host memory and record calls. scripts/test-python.sh builds
-them and names them in DEVMM_TEST_FAKE_CUDART / DEVMM_TEST_FAKE_HIP; the
-tests are skipped when those are not set."""
+them and names them in DEVMM_TEST_FAKE_CUDART / DEVMM_TEST_FAKE_HIP; a
+run without those fails (conftest's `fake_library`), never skips."""
 
 import os
 from collections.abc import Callable
