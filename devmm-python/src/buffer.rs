@@ -96,7 +96,7 @@ impl PyDeviceBuffer {
         let (obj, rust, bridge) = match mr {
             Some(mr) => {
                 let (rust, bridge) = bridge_of(mr)?;
-                devmm::DeviceBuffer::device_for(&*rust, device.map(|d| d.0)).py()?;
+                devmm::device_for(&*rust, device.map(|d| d.0)).py()?;
                 (mr.clone().unbind(), rust, bridge)
             }
             None => {

@@ -246,6 +246,9 @@ def test_tensor_constructor_refusals(stream: devmm.Stream) -> None:
     layout = devmm.Layout((2, 3), (3, 1), "float32")
     with pytest.raises(ValueError, match="needs 24 bytes from offset 4"):
         devmm.Tensor(buf, "float32", (2, 3), layout, offset=1)
+    # An offset whose bytes overflow says what it must be.
+    with pytest.raises(ValueError, match="offset must be a count of float32 elements within the 24-byte buffer"):
+        devmm.Tensor(buf, "float32", (2, 3), layout, offset=1 << 62)
     with pytest.raises(ValueError, match=r"for shape \[2, 3\], not \[3, 2\]"):
         devmm.Tensor(buf, "float32", (3, 2), layout)
     with pytest.raises(ValueError, match="4-byte elements, not 8-byte"):

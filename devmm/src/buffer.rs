@@ -461,22 +461,6 @@ impl DeviceBuffer {
         }
     }
 
-    /// The device a buffer from `resource` lives on, checked against the
-    /// `device` asked for alongside it, if any: [`crate::device_for`]'s
-    /// rule, here for the constructors that take both.
-    ///
-    /// ```
-    /// use devmm::{DeviceBuffer, Device, MallocMemoryResource};
-    /// let malloc = MallocMemoryResource::new();
-    /// assert_eq!(DeviceBuffer::device_for(&malloc, None)?, Device::CPU);
-    /// let refused = DeviceBuffer::device_for(&malloc, Some(Device::cuda(0))).unwrap_err();
-    /// assert!(refused.to_string().contains("allocates on cpu:0"));
-    /// # Ok::<(), devmm::Error>(())
-    /// ```
-    pub fn device_for(resource: &dyn MemoryResource, device: Option<Device>) -> Result<Device> {
-        crate::resource::device_for(resource, device)
-    }
-
     /// Copies `src` to the start of the buffer through the runtime's
     /// memcpy, on the buffer's stream.
     ///

@@ -139,8 +139,8 @@ pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -
 
 /// The device memory from `resource` lives on, checked against the device
 /// `asked` for alongside it (`None`: whatever the resource's is): the one
-/// rule for a device and a resource named together, as
-/// [`DeviceBuffer::device_for`](crate::DeviceBuffer::device_for) and
+/// rule for a device and a resource named together, as buffer
+/// constructors and
 /// [`EmptyOptions::target_device`](crate::EmptyOptions::target_device)
 /// apply it. Another device is an [`Error::Refused`](crate::Error::Refused).
 ///

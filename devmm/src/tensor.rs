@@ -110,12 +110,13 @@ impl Tensor {
         offset: usize,
     ) -> Result<Tensor> {
         layout.validate_for(Some(shape), Some(dtype.itemsize()))?;
-        let byte_offset =
-            offset
-                .checked_mul(dtype.itemsize())
-                .ok_or_else(|| Error::InvalidArgument {
-                    reason: format!("offset {offset} elements of {dtype} overflows"),
-                })?;
+        let byte_offset = offset.checked_mul(dtype.itemsize()).ok_or_else(|| {
+            let within = format!(
+                "a count of {dtype} elements within the {}-byte buffer",
+                buffer.nbytes()
+            );
+            Error::out_of_range("offset", offset as i128, &within)
+        })?;
         Tensor::from_buffer(buffer, dtype, layout, byte_offset)
     }
 

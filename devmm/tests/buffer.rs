@@ -128,12 +128,12 @@ fn free_or_log_frees_on_the_allocation_stream() {
 #[test]
 fn device_for_checks_the_device_asked_against_the_resource() {
     let mr = heap();
-    assert_eq!(DeviceBuffer::device_for(&*mr, None), Ok(devmm::Device::CPU));
+    assert_eq!(devmm::device_for(&*mr, None), Ok(devmm::Device::CPU));
     assert_eq!(
-        DeviceBuffer::device_for(&*mr, Some(devmm::Device::CPU)),
+        devmm::device_for(&*mr, Some(devmm::Device::CPU)),
         Ok(devmm::Device::CPU)
     );
-    let refused = DeviceBuffer::device_for(&*mr, Some(devmm::Device::cuda(0))).unwrap_err();
+    let refused = devmm::device_for(&*mr, Some(devmm::Device::cuda(0))).unwrap_err();
     assert!(
         refused
             .to_string()

@@ -267,18 +267,21 @@ fn view_of_checks_layout_offset_and_fit() {
         Err(Error::InvalidLayout { .. })
     ));
     assert!(Tensor::view_of(buf.clone(), DType::FLOAT64, &[2, 2], layout.clone(), 0).is_err());
-    let Err(Error::InvalidArgument { reason }) = Tensor::view_of(
+    let Err(Error::Refused { reason }) = Tensor::view_of(
         buf.clone(),
         DType::FLOAT32,
         &[2, 2],
         layout.clone(),
         usize::MAX,
     ) else {
-        panic!("an offset that overflows is an invalid argument")
+        panic!("an offset whose bytes overflow is refused")
     };
     assert_eq!(
         reason,
-        format!("offset {} elements of float32 overflows", usize::MAX)
+        format!(
+            "offset must be a count of float32 elements within the 64-byte buffer; {} is out of range",
+            usize::MAX
+        )
     );
     // Past the end: `from_buffer`'s refusal.
     assert!(Tensor::view_of(buf, DType::FLOAT32, &[2, 2], layout, 13).is_err());
