@@ -506,6 +506,16 @@ def test_the_aliasing_check_fails_for_one_pointer_twice() -> None:
     mr.inner.deallocate(mr.block, 4096, stream)
 
 
+def test_the_zero_byte_check_fails_for_one_pointer_twice() -> None:
+    # The seed's check holds two zero-byte blocks at once: one address for
+    # both is refused (null, every devmm resource's answer, passes).
+    mr, stream = OnePointer(), devmm.runtime_for("cpu").default_stream("cpu")
+    with pytest.raises(AssertionError, match="FAILED zero_byte: .*both returned"):
+        _conformance.check_zero_byte(mr, stream)
+    mr.inner.deallocate(mr.block, 4096, stream)
+    _conformance.check_zero_byte(MallocMemoryResource(), stream)
+
+
 def test_a_data_check_runs_the_hooks_it_is_given() -> None:
     mr, stream = MallocMemoryResource(), devmm.runtime_for("cpu").default_stream("cpu")
     calls: list[str] = []

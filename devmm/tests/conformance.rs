@@ -579,6 +579,43 @@ fn requested_alignments_are_checked_with_an_aligned_factory() {
     assert!(why.contains("was requested, but allocate("), "{why}");
 }
 
+/// One fixed non-null address for every zero-byte request: two live
+/// zero-byte blocks would be one, so `zero_byte` fails; null for each (every
+/// devmm resource's answer) passes.
+#[test]
+fn zero_byte_wants_live_non_null_blocks_distinct() {
+    let one_address = |zero: DevicePtr| {
+        move || {
+            CallbackMemoryResource::new(
+                Device::CPU,
+                64,
+                move |n, _| match n {
+                    0 => Ok(zero),
+                    _ => Err(Error::InvalidArgument {
+                        reason: "zero bytes only".into(),
+                    }),
+                },
+                |_, _, _| Ok(()),
+            )
+        }
+    };
+    let options = MrConformanceOptions::new().only(["zero_byte"]);
+    let report = mr_conformance(one_address(DevicePtr::from_addr(0x1000)), &options);
+    let CheckStatus::Failed(why) = status(&report, "zero_byte") else {
+        panic!("one address for two live zero-byte blocks passed: {report}");
+    };
+    assert!(
+        why.starts_with("two zero-byte allocations held at once both returned 0x1000"),
+        "{why}"
+    );
+    let report = mr_conformance(one_address(DevicePtr::NULL), &options);
+    assert_eq!(
+        status(&report, "zero_byte"),
+        &CheckStatus::Passed,
+        "{report}"
+    );
+}
+
 #[test]
 fn only_runs_the_named_checks_and_reports_unknown_names() {
     let options = MrConformanceOptions::new().only(["zero_byte", "misuse_detection"]);

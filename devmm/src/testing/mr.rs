@@ -344,17 +344,31 @@ fn alignment_promise(
     Ok(None)
 }
 
+/// Two zero-byte requests held at once: each answer meets the alignment
+/// promise, the two are distinct unless null, and freeing both restores
+/// the live count. Null is devmm's own zero-byte answer (ADR 0016, item
+/// 5); a resource that hands out a non-null one must not hand out the same
+/// one twice, or freeing one block frees the other.
 fn zero_byte(mr: &impl MemoryResource, stream: &Stream, _: &MrConformanceOptions) -> CheckResult {
     let before = mr.live_count();
     let mut held = Held::new(mr, stream);
-    let ptr = held.allocate(0)?;
-    ensure(ptr.is_aligned(mr.guaranteed_alignment()), || {
-        format!("a zero-byte allocation returned {ptr}, which breaks the alignment promise")
+    let pair = [held.allocate(0)?, held.allocate(0)?];
+    for ptr in pair {
+        ensure(ptr.is_aligned(mr.guaranteed_alignment()), || {
+            format!("a zero-byte allocation returned {ptr}, which breaks the alignment promise")
+        })?;
+    }
+    ensure(pair[0] != pair[1] || pair[0] == DevicePtr::NULL, || {
+        format!(
+            "two zero-byte allocations held at once both returned {}; a non-null answer must \
+             be distinct from every live one (or return null for zero bytes)",
+            pair[0]
+        )
     })?;
     held.release_all()?;
     ensure(mr.live_count() == before, || {
         format!(
-            "live_count() is {:?} after a zero-byte allocate and deallocate, was {before:?}",
+            "live_count() is {:?} after two zero-byte allocations were freed, was {before:?}",
             mr.live_count()
         )
     })?;

@@ -116,9 +116,10 @@ def check_foreign_free(mr: DeviceMemoryResource, stream: Stream) -> None:
 
 
 def check_zero_byte(mr: DeviceMemoryResource, stream: Stream) -> None:
-    """A zero-byte request gives a pointer meeting the alignment promise
-    that frees cleanly, leaving the resource holding nothing (the core's
-    check; docs/adr/0016 item 35)."""
+    """Two zero-byte requests held at once give pointers meeting the
+    alignment promise, distinct unless null, that free cleanly, leaving the
+    resource holding nothing (the core's check; docs/adr/0016 items 5 and
+    35)."""
     _check(mr, stream, "zero_byte")
     _ends_empty(mr, "zero-byte allocations must free cleanly")
 
