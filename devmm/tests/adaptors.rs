@@ -157,7 +157,16 @@ fn logging_emits_structured_events() {
         .finish();
     let mr = LoggingAdaptor::new(MallocMemoryResource::new());
     let stream = Stream::cpu();
+    // tracing caches each callsite's interest process-wide, computed on
+    // whichever thread reaches it first: a parallel test logging with no
+    // subscriber can cache "never". Reach the three callsites here, then
+    // have tracing ask this subscriber again inside the scope.
+    let warm = mr.allocate(48, &stream).unwrap();
+    // SAFETY: allocated just above with 48 bytes.
+    unsafe { mr.deallocate(warm, 48, &stream).unwrap() };
+    let _ = mr.allocate(usize::MAX / 2, &stream);
     let ptr = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
         let p = mr.allocate(48, &stream).unwrap();
         // SAFETY: allocated just above with 48 bytes.
         unsafe { mr.deallocate(p, 48, &stream).unwrap() };

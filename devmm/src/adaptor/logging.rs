@@ -316,7 +316,14 @@ mod tests {
         let records: &'static Records = Box::leak(Box::default());
         let mr = LoggingAdaptor::with_logger(MallocMemoryResource::new(), "app.memory");
         let stream = Stream::cpu();
+        // The callsites' interest is cached process-wide by the first thread
+        // to reach them (a parallel test with no subscriber caches "never"):
+        // reach them first, then have tracing ask this subscriber again.
+        let warm = mr.allocate(64, &stream).unwrap();
+        // SAFETY: allocated just above with this size and stream.
+        unsafe { mr.deallocate(warm, 64, &stream).unwrap() };
         tracing::subscriber::with_default(records, || {
+            tracing::callsite::rebuild_interest_cache();
             let ptr = mr.allocate(64, &stream).unwrap();
             // SAFETY: allocated just above with this size and stream.
             unsafe { mr.deallocate(ptr, 64, &stream).unwrap() };
