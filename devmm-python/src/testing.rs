@@ -263,7 +263,8 @@ pyo3::create_exception!(
      (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test."
 );
 
-/// An allocator double: deterministic fake pointers (the first is 256),
+/// An allocator double: deterministic fake pointers (the first is the
+/// alignment, 256 by default),
 /// a verbatim call log and misuse detection: a double free, an unknown
 /// pointer or a wrong size is a `RecordingMisuseError`, from `deallocate`
 /// or through a buffer or adaptor (the call is logged either way). It

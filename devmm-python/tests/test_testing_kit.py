@@ -218,6 +218,14 @@ def test_recording_resource_alignment_stream_ordering_and_device() -> None:
         devmm.testing.RecordingMemoryResource(guaranteed_alignment=48)
 
 
+@pytest.mark.parametrize(("alignment", "expected"), [(1, [1, 4, 7]), (64, [64, 128, 192]), (256, [256, 512, 768])])
+def test_recording_pointers_start_at_the_alignment(stream: devmm.Stream, alignment: int, expected: list[int]) -> None:
+    # The seed's cursor: the first fake address is the alignment, each next
+    # one the end of the last rounded up to it.
+    rec = devmm.testing.RecordingMemoryResource(guaranteed_alignment=alignment)
+    assert [rec.allocate(3, stream) for _ in expected] == expected
+
+
 def test_negative_and_oversized_sizes_are_value_errors_naming_nbytes(stream: devmm.Stream) -> None:
     from devmm.mrs.cpu import MallocMemoryResource
 

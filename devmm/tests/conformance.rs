@@ -258,9 +258,9 @@ fn recording_pointers_are_deterministic_aligned_and_never_reused() {
     let c = mr.allocate(1, &s).unwrap();
     assert_eq!(
         (a.addr(), b.addr(), zero, c.addr()),
-        (256, 384, DevicePtr::NULL, 640)
+        (128, 256, DevicePtr::NULL, 512)
     );
-    assert_eq!(mr.live(), BTreeMap::from([(384, 200), (640, 1)]));
+    assert_eq!(mr.live(), BTreeMap::from([(256, 200), (512, 1)]));
     assert_eq!(mr.live_count(), Some(2));
     assert_eq!(mr.calls().len(), 5);
 }

@@ -25,7 +25,6 @@ mod report;
 pub use dlpack::dlpack_conformance;
 pub use mr::{MrConformanceOptions, mr_conformance};
 pub use recording::{
-    RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY, RECORDING_FIRST_ADDRESS, RecordedCall,
-    RecordingMemoryResource,
+    RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY, RecordedCall, RecordingMemoryResource,
 };
 pub use report::{CheckOutcome, CheckStatus, ConformanceFailure, ConformanceReport};

@@ -11,10 +11,8 @@ use crate::resource::{MemoryInfo, MemoryResource};
 use crate::size::round_up;
 use crate::stream::Stream;
 
-/// The first address a recording resource hands out.
-pub const RECORDING_FIRST_ADDRESS: usize = 256;
-
-/// The alignment of a recording resource made by `new` or `on_device`.
+/// The alignment of a recording resource made by `new` or `on_device`,
+/// and so its first address.
 pub const RECORDING_DEFAULT_ALIGNMENT: usize = 256;
 
 /// The fake address space of a recording resource unless configured.
@@ -55,8 +53,8 @@ struct RecordingState {
 }
 
 /// A memory resource that allocates nothing: it hands out deterministic
-/// fake addresses (256 first, then each next one past the last allocation,
-/// rounded up to the alignment, never reused), logs every call verbatim,
+/// fake addresses (the alignment first, then each next one past the last
+/// allocation, rounded up to the alignment, never reused), logs every call verbatim,
 /// tracks live allocations, and reports misuse as [`Error::Misuse`].
 ///
 /// Its pointers must never be dereferenced; it exists to observe what code
@@ -99,7 +97,7 @@ impl RecordingMemoryResource {
             stream_ordered: false,
             capacity: RECORDING_DEFAULT_CAPACITY,
             state: Mutex::new(RecordingState {
-                next: RECORDING_FIRST_ADDRESS,
+                next: RECORDING_DEFAULT_ALIGNMENT,
                 live: BTreeMap::new(),
                 freed: BTreeSet::new(),
                 calls: Vec::new(),
@@ -108,13 +106,17 @@ impl RecordingMemoryResource {
     }
 
     /// A recording resource on `device` aligning to `alignment`, a power of
-    /// two; its first address is 256, or `alignment` when that is larger.
+    /// two; its first address is `alignment` (the seed's rule: the
+    /// smallest non-null address that keeps the promise).
     ///
     /// ```
     /// use devmm::testing::RecordingMemoryResource;
     /// use devmm::{MemoryResource, Stream};
     /// let mr = RecordingMemoryResource::with_alignment(devmm::Device::CPU, 4096)?;
     /// assert_eq!(mr.allocate(8, &Stream::cpu())?.addr(), 4096);
+    /// let bytes = RecordingMemoryResource::with_alignment(devmm::Device::CPU, 1)?;
+    /// let first = bytes.allocate(3, &Stream::cpu())?.addr();
+    /// assert_eq!((first, bytes.allocate(3, &Stream::cpu())?.addr()), (1, 4));
     /// assert!(RecordingMemoryResource::with_alignment(devmm::Device::CPU, 48).is_err());
     /// # Ok::<(), devmm::Error>(())
     /// ```
@@ -128,10 +130,7 @@ impl RecordingMemoryResource {
         }
         let mut mr = RecordingMemoryResource::on_device(device);
         mr.alignment = alignment;
-        // The first address keeps the promise too: 256, or the alignment
-        // when that is larger (both powers of two).
-        let state = mr.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        state.next = RECORDING_FIRST_ADDRESS.max(alignment);
+        mr.state.get_mut().unwrap_or_else(|e| e.into_inner()).next = alignment;
         Ok(mr)
     }
 
@@ -204,7 +203,7 @@ impl RecordingMemoryResource {
         let addr = state.next;
         let end = addr
             .checked_add(nbytes)
-            .filter(|&end| end - RECORDING_FIRST_ADDRESS <= self.capacity);
+            .filter(|&end| end - self.alignment <= self.capacity);
         let next = end.and_then(|end| round_up(end, self.alignment, "fake address").ok());
         let Some(next) = next else {
             return Err(Error::OutOfMemory {
@@ -305,7 +304,7 @@ impl MemoryResource for RecordingMemoryResource {
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {
-        let spent = self.state().next - RECORDING_FIRST_ADDRESS;
+        let spent = self.state().next - self.alignment;
         Ok(MemoryInfo {
             free: self.capacity.saturating_sub(spent),
             total: self.capacity,
