@@ -313,6 +313,13 @@ impl PyCallbackMemoryResource {
         Ok(())
     }
 
+    /// The seed's form, `CallbackMemoryResource(device=cpu:0)` (a
+    /// subclass shows its own name); errors name the alignment too.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let device = slf.getattr(pyo3::intern!(slf.py(), "device"))?;
+        Ok(format!("{}(device={})", slf.get_type().name()?, device.str()?))
+    }
+
     fn __clear__(&self) {
         if let Some((callables, native)) = self.callables.get() {
             if native.strong_count() == 1 {

@@ -44,6 +44,9 @@ def test_resource_reprs() -> None:
     )
     assert repr(devmm.LoggingAdaptor(stats)).startswith("LoggingAdaptor(upstream=StatisticsAdaptor(upstream=")
     assert limited.upstream is stats
+    # The seed's callback repr names the device only; errors name the alignment too.
+    callback = devmm.CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None, device="cpu", alignment=16)
+    assert repr(callback) == "CallbackMemoryResource(device=cpu:0)"
 
 
 def test_malloc_alignment_must_be_a_power_of_two() -> None:
