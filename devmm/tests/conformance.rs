@@ -616,6 +616,28 @@ fn zero_byte_wants_live_non_null_blocks_distinct() {
     );
 }
 
+/// A required check fails where it would be skipped and passes as before
+/// where the resource supports it; unrequired ones still skip.
+#[test]
+fn required_checks_fail_instead_of_skipping() {
+    let options = MrConformanceOptions::new().requiring(["live_count", "misuse_detection"]);
+    let report = mr_conformance(|| Ok(MallocMemoryResource::new()), &options);
+    for name in ["live_count", "misuse_detection"] {
+        let CheckStatus::Failed(why) = status(&report, name) else {
+            panic!("{name} passed unsupported: {report}");
+        };
+        assert!(
+            why.starts_with("required, but the resource does not"),
+            "{why}"
+        );
+    }
+    assert!(matches!(
+        status(&report, "requested_alignment"),
+        CheckStatus::Skipped(_)
+    ));
+    assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
+}
+
 #[test]
 fn only_runs_the_named_checks_and_reports_unknown_names() {
     let options = MrConformanceOptions::new().only(["zero_byte", "misuse_detection"]);

@@ -54,6 +54,7 @@ pub struct MrConformanceOptions {
     aligned_factory: Option<Box<AlignedFactoryFn>>,
     no_data_access: bool,
     only: Option<Vec<String>>,
+    required: Vec<String>,
 }
 
 impl MrConformanceOptions {
@@ -118,6 +119,28 @@ impl MrConformanceOptions {
         checks: impl IntoIterator<Item = S>,
     ) -> MrConformanceOptions {
         self.only = Some(checks.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Makes the named checks required: one that would be skipped because
+    /// the resource does not support it (it tracks no live allocations,
+    /// say) fails instead, saying why. For suites whose contract asks every
+    /// resource for them, as the seed's Python one asks `_debug_live_count()`
+    /// and misuse detection of every resource.
+    ///
+    /// ```
+    /// use devmm::testing::{mr_conformance, CheckStatus, MrConformanceOptions};
+    /// use devmm::MallocMemoryResource;
+    /// let options = MrConformanceOptions::new().only(["live_count"]).requiring(["live_count"]);
+    /// let report = mr_conformance(|| Ok(MallocMemoryResource::new()), &options);
+    /// let CheckStatus::Failed(why) = &report.checks()[0].status else { panic!("{report}") };
+    /// assert_eq!(why, "required, but the resource does not track live allocations");
+    /// ```
+    pub fn requiring<S: Into<String>>(
+        mut self,
+        checks: impl IntoIterator<Item = S>,
+    ) -> MrConformanceOptions {
+        self.required = checks.into_iter().map(Into::into).collect();
         self
     }
 
@@ -324,7 +347,12 @@ where
             let stream = options
                 .stream(mr.device())
                 .map_err(|e| format!("no stream for {}: {e}", mr.device()))?;
-            check(&mr, &stream, options)
+            match check(&mr, &stream, options)? {
+                Some(reason) if options.required.iter().any(|n| n == name) => {
+                    Err(format!("required, but {reason}"))
+                }
+                outcome => Ok(outcome),
+            }
         });
     }
     report
