@@ -317,7 +317,11 @@ impl PyCallbackMemoryResource {
     /// subclass shows its own name); errors name the alignment too.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let device = slf.getattr(pyo3::intern!(slf.py(), "device"))?;
-        Ok(format!("{}(device={})", slf.get_type().name()?, device.str()?))
+        Ok(format!(
+            "{}(device={})",
+            slf.get_type().name()?,
+            device.str()?
+        ))
     }
 
     fn __clear__(&self) {

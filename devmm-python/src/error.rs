@@ -64,6 +64,18 @@ impl PythonException {
     }
 }
 
+/// Whether `err` carries an exception of type `T` that Python code devmm
+/// called raised.
+pub(crate) fn raised_python<T: pyo3::PyTypeInfo>(py: Python<'_>, err: &devmm::Error) -> bool {
+    let devmm::Error::Callback { source, .. } = err else {
+        return false;
+    };
+    source
+        .downcast_ref::<PythonException>()
+        .and_then(|e| e.err.as_ref())
+        .is_some_and(|e| e.is_instance_of::<T>(py))
+}
+
 impl fmt::Debug for PythonException {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.repr)

@@ -419,6 +419,31 @@ pub(crate) fn origin_object(
 /// class name. It holds `obj` weakly, since `obj` holds it; whoever holds
 /// the bridge holds `obj` through [`resource_of`]'s origin.
 fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
+    Ok(Arc::new(devmm::Checked::new(callbacks_of(obj)?)))
+}
+
+/// A Python-defined resource's own methods (a subclass of the base, or of
+/// a shipped class overriding them) as a core resource with no ledger in
+/// front, for the conformance suite, which checks what the object itself
+/// does when called, as the seed's does. `None` for a native resource: its
+/// contract is the core's, ledger included.
+pub(crate) fn own_methods(
+    obj: &Bound<'_, PyMemoryResource>,
+) -> PyResult<Option<devmm::CallbackMemoryResource>> {
+    let this = obj.borrow();
+    match (&this.native, this.python_methods) {
+        (Some(_), false) => Ok(None),
+        (None, _) if this.shipped => Err(unbuilt(obj.as_any())),
+        _ => {
+            drop(this);
+            callbacks_of(obj).map(Some)
+        }
+    }
+}
+
+/// The core resource calling `obj`'s Python methods, as [`python_bridge`]
+/// describes.
+fn callbacks_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<devmm::CallbackMemoryResource> {
     let py = obj.py();
     let device: DeviceArg = obj.getattr(intern!(py, "device"))?.extract()?;
     let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
@@ -436,7 +461,7 @@ fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::M
         (format!("{name}.{method}"), find)
     };
     let methods = [method("allocate"), method("deallocate")];
-    python_resource(device.0, alignment, dereferenceable, name, methods).py()
+    python_callbacks(device.0, alignment, dereferenceable, name, methods).py()
 }
 
 /// A Rust resource that stands for a Python object, and the slot through
@@ -489,17 +514,17 @@ impl PythonRef {
     }
 }
 
-/// A checked Rust resource named `name` whose allocate and deallocate
-/// call the Python callables `allocate` and `deallocate` find, each named
-/// in errors by the string beside it. A non-power-of-two `alignment` is
-/// refused (`InvalidArgument`).
-pub(crate) fn python_resource(
+/// A Rust resource named `name` whose allocate and deallocate call the
+/// Python callables `allocate` and `deallocate` find, each named in errors
+/// by the string beside it. A non-power-of-two `alignment` is refused
+/// (`InvalidArgument`).
+fn python_callbacks(
     device: devmm::Device,
     alignment: usize,
     dereferenceable: bool,
     name: String,
     [(alloc_name, allocate), (dealloc_name, deallocate)]: [(String, FindCallable); 2],
-) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
+) -> devmm::Result<devmm::CallbackMemoryResource> {
     let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
@@ -529,6 +554,19 @@ pub(crate) fn python_resource(
     )?
     .named(name)
     .with_dereferenceable_memory(dereferenceable);
+    Ok(mr)
+}
+
+/// [`python_callbacks`] behind a ledger, as every resource Python makes is
+/// (docs/adr/0009).
+pub(crate) fn python_resource(
+    device: devmm::Device,
+    alignment: usize,
+    dereferenceable: bool,
+    name: String,
+    methods: [(String, FindCallable); 2],
+) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods)?;
     Ok(Arc::new(devmm::Checked::new(mr)))
 }
 

@@ -136,6 +136,57 @@ def test_an_undeclared_python_host_resource_conforms_through_hooks() -> None:
     assert writes
 
 
+class FreesAnything(HostBlocks):
+    """Accepts a double free and a pointer it never handed out."""
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+        self.blocks.pop(ptr, None)
+
+
+class RefusesWithKeyError(HostBlocks):
+    """Refuses misuse, but not with the seed's ValueError."""
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+        if self.blocks.pop(ptr, None) is None:
+            raise KeyError(ptr)
+
+
+class MiscountsLiveBlocks(HostBlocks):
+    def _debug_live_count(self) -> int:
+        return 0
+
+
+class CountsNothing(HostBlocks):
+    _debug_live_count = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        (FreesAnything, "FAILED misuse_detection: deallocating a pointer never allocated was accepted"),
+        (RefusesWithKeyError, "FAILED misuse_detection: deallocating a pointer never allocated returned"),
+        (MiscountsLiveBlocks, "FAILED live_count: live_count"),
+        (CountsNothing, "FAILED live_count: required, but the resource does not track live allocations"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "says"),
+)
+def test_a_python_resource_is_checked_by_its_own_methods(broken: type[HostBlocks], says: str) -> None:
+    # As the seed's suite: the contract is the object's, so devmm's ledger
+    # in front of it (what keeps devmm's own calls safe) does not answer for
+    # it. Misuse is its own ValueError; the count its own _debug_live_count().
+    def write(ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    with pytest.raises(AssertionError, match=says):
+        devmm.testing.mr_conformance(broken, write=write, read=ctypes.string_at)
+    stream = devmm.runtime_for("cpu").default_stream("cpu")
+    from devmm.testing import _conformance
+
+    check = _conformance.check_bookkeeping if "live_count" in says else _conformance.check_double_free
+    with pytest.raises(AssertionError, match=says.removeprefix("FAILED ").split(":")[0]):
+        check(broken(), stream)
+
+
 def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     rec = devmm.testing.RecordingMemoryResource()
     buf = devmm.DeviceBuffer(64, mr=rec, stream=stream)
