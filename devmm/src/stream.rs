@@ -6,6 +6,7 @@
 //! runtime, so copies, DLPack exports and hand-offs ask the stream, never a
 //! global lookup.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
@@ -78,6 +79,15 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
     /// Asked once per stream, the first time it is needed; the stream
     /// keeps the answer for its life.
     fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime>;
+
+    /// The object these operations stand for, if a binding made them for
+    /// one (a stream defined in Python), so that a stream handed back to
+    /// that binding (by a recording resource's log, to a callback) is that
+    /// very object: what [`Stream::origin`] answers. Runtimes' streams
+    /// have none.
+    fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
 }
 
 struct StreamInner {
@@ -252,6 +262,16 @@ impl Stream {
         }
     }
 
+    /// The object the stream stands for, when a binding made it for one
+    /// ([`StreamOps::origin`]).
+    ///
+    /// ```
+    /// assert!(devmm::Stream::cpu().origin().is_none());
+    /// ```
+    pub fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.inner.ops.origin()
+    }
+
     /// The runtime the stream belongs to.
     ///
     /// ```
@@ -406,5 +426,39 @@ impl fmt::Debug for Stream {
             .field("handle", &format_args!("{:#x}", self.inner.handle))
             .field("owned", &self.inner.owned)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Operations made for an object (a binding's stream), which they name.
+    #[derive(Debug)]
+    struct ForObject(&'static str);
+
+    impl StreamOps for ForObject {
+        fn synchronize(&self, _: Device, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn wait(&self, _: Device, _: usize, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn destroy(&self, _: Device, _: usize) {}
+        fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
+            crate::runtime::cpu::shared()
+        }
+        fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_stream_answers_the_origin_of_its_operations_through_every_clone() {
+        let stream = Stream::borrowed(Device::CPU, 0, Arc::new(ForObject("the object")));
+        let clone = stream.clone();
+        let origin = clone.origin().and_then(|o| o.downcast_ref::<&str>());
+        assert_eq!(origin, Some(&"the object"));
+        assert!(Stream::cpu().origin().is_none());
     }
 }
