@@ -15,7 +15,7 @@ use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
-use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, PyStream, StreamArg};
+use crate::stream::{maybe_detached, resolve_stream, stream_object, KeptStreamArg, StreamArg};
 
 /// An allocation that owns its memory and keeps its resource alive.
 ///
@@ -169,7 +169,7 @@ impl PyDeviceBuffer {
         if let Some(stream) = self.stream.get() {
             return Ok(stream.clone_ref(py));
         }
-        let made = Py::new(py, PyStream::from(self.buffer.stream().clone()))?.into_any();
+        let made = stream_object(py, self.buffer.stream())?.unbind();
         // Should another thread have won the race, its object is kept.
         Ok(self.stream.get_or_init(|| made).clone_ref(py))
     }

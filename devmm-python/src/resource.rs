@@ -28,7 +28,7 @@ use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{take_deferred_interrupt, to_py_err, type_name, IntoPyResult, PythonException};
 use crate::host_resources::PyMallocMemoryResource;
-use crate::stream::{maybe_detached, resolve_stream, PyStream, StreamArg};
+use crate::stream::{maybe_detached, resolve_stream, stream_object, StreamArg};
 
 /// A memory resource, shaped like rmm's `DeviceMemoryResource`:
 /// `allocate(nbytes, stream) -> int` and `deallocate(ptr, nbytes, stream)`,
@@ -531,7 +531,7 @@ fn python_callbacks(
         move |nbytes, stream| {
             crate::gil::attach(|py| {
                 let result = allocate(py)
-                    .and_then(|f| f.call1((nbytes, PyStream::from(stream.clone()))))
+                    .and_then(|f| f.call1((nbytes, stream_object(py, stream)?)))
                     .and_then(|ptr| ptr.extract::<usize>());
                 match result {
                     Ok(addr) => Ok(devmm::DevicePtr::from_addr(addr)),
@@ -545,7 +545,7 @@ fn python_callbacks(
             // the memory; the process is ending, so the block is left to it.
             crate::gil::attach(|py| {
                 deallocate(py)
-                    .and_then(|f| f.call1((ptr.addr(), nbytes, PyStream::from(stream.clone()))))
+                    .and_then(|f| f.call1((ptr.addr(), nbytes, stream_object(py, stream)?)))
                     .map(drop)
                     .map_err(|err| PythonException::raised(py, err, &*dealloc_name, Some(device)))
             })

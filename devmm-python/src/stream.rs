@@ -181,6 +181,25 @@ impl devmm::StreamOps for PythonStreamOps {
     fn runtime(self: Arc<Self>) -> Arc<dyn devmm::DeviceRuntime> {
         Arc::clone(&self.runtime)
     }
+
+    /// The Python object, for [`stream_object`].
+    fn origin(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        Some(&self.obj)
+    }
+}
+
+/// The Python object for the core stream `stream`: the `devmm.Stream`
+/// subclass instance it was made for, so Python code handed a stream back
+/// (a resource's `allocate`, a recording's log) gets the caller's very
+/// object, or a new `Stream` over a runtime's stream.
+pub(crate) fn stream_object<'py>(
+    py: Python<'py>,
+    stream: &devmm::Stream,
+) -> PyResult<Bound<'py, PyAny>> {
+    match stream.origin().and_then(|o| o.downcast_ref::<Py<PyAny>>()) {
+        Some(obj) => Ok(obj.bind(py).clone()),
+        None => Ok(Bound::new(py, PyStream::from(stream.clone()))?.into_any()),
+    }
 }
 
 abstract_base_new!(

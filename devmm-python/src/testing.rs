@@ -15,7 +15,7 @@ use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{raised_python, IntoPyResult, PythonException};
 use crate::resource::{built, own_methods, resource_of, shipped_new, PyMemoryResource};
-use crate::stream::PyStream;
+use crate::stream::stream_object;
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
 fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
@@ -113,7 +113,7 @@ fn hook_options(
             Python::attach(|py| {
                 let (ptr, data) = (dst.addr(), PyBytes::new(py, src));
                 let written = if with_stream {
-                    write.call1(py, (ptr, data, PyStream::from(stream.clone())))
+                    stream_object(py, stream).and_then(|s| write.call1(py, (ptr, data, s)))
                 } else {
                     write.call1(py, (ptr, data))
                 };
@@ -128,7 +128,7 @@ fn hook_options(
             Python::attach(|py| {
                 let (ptr, nbytes) = (src.addr(), dst.len());
                 let data = if with_stream {
-                    read.call1(py, (ptr, nbytes, PyStream::from(stream.clone())))
+                    stream_object(py, stream).and_then(|s| read.call1(py, (ptr, nbytes, s)))
                 } else {
                     read.call1(py, (ptr, nbytes))
                 };
@@ -492,25 +492,38 @@ pub(crate) struct PyRecordedCalls {
 impl PyRecordedCalls {
     /// The calls logged so far, as a list.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let row = |call| match call {
-            RecordedCall::Allocate {
-                nbytes,
-                stream,
-                result,
-            } => (
-                "allocate",
-                result.ok().map(|p| p.addr()),
-                nbytes,
-                PyStream::from(stream),
-            ),
-            RecordedCall::Deallocate {
-                ptr,
-                nbytes,
-                stream,
-                ..
-            } => ("deallocate", Some(ptr.addr()), nbytes, stream.into()),
+        let row = |call| -> PyResult<_> {
+            Ok(match call {
+                RecordedCall::Allocate {
+                    nbytes,
+                    stream,
+                    result,
+                } => (
+                    "allocate",
+                    result.ok().map(|p| p.addr()),
+                    nbytes,
+                    stream_object(py, &stream)?,
+                ),
+                RecordedCall::Deallocate {
+                    ptr,
+                    nbytes,
+                    stream,
+                    ..
+                } => (
+                    "deallocate",
+                    Some(ptr.addr()),
+                    nbytes,
+                    stream_object(py, &stream)?,
+                ),
+            })
         };
-        PyList::new(py, self.recording.calls().into_iter().map(row))
+        let rows: Vec<_> = self
+            .recording
+            .calls()
+            .into_iter()
+            .map(row)
+            .collect::<PyResult<_>>()?;
+        PyList::new(py, rows)
     }
 }
 

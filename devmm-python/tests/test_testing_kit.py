@@ -202,6 +202,29 @@ def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:
     assert rec.calls[-1] == ("deallocate", 256, 64, stream)
 
 
+def test_a_python_stream_comes_back_as_the_object_passed() -> None:
+    # A stream written in Python (CpuStream, the mixin's default) reaches
+    # the recording's log, a Python resource's methods and the buffer as
+    # the caller's very object, as the seed's verbatim log keeps it.
+    from devmm._core.stream import CpuStream
+
+    stream, seen = CpuStream(), []
+
+    class Sees(HostBlocks):
+        def allocate(self, nbytes: int, stream: Any) -> int:
+            seen.append(stream)
+            return super().allocate(nbytes, stream)
+
+    rec = devmm.testing.RecordingMemoryResource()
+    ptr = rec.allocate(64, stream)
+    assert rec.calls == [("allocate", ptr, 64, stream)] and rec.calls[0][3] is stream
+    buf = devmm.DeviceBuffer(16, mr=Sees(), stream=stream)
+    assert seen == [stream] and seen[0] is stream
+    buf.free()
+    devmm.DeviceBuffer(16, mr=rec, stream=stream).free()
+    assert [call[3] is stream for call in rec.calls] == [True, True, True]
+
+
 
 def test_recording_call_log_is_live_and_clears(stream: devmm.Stream) -> None:
     rec = devmm.testing.RecordingMemoryResource()
