@@ -1,11 +1,11 @@
 //! `devmm.testing`: the core's conformance suites and recording resource
 //! for Python authors of resources and runtimes.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-use devmm::testing::{CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall};
-use devmm::{DevicePtr, MemoryResource, MisuseKind};
+use devmm::testing::{
+    CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall, ReportedMisuse,
+};
 use pyo3::exceptions::{PyAssertionError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -208,140 +208,27 @@ fn run_mr_conformance(
 }
 
 /// What the suite checks for the resource `obj`: a native one as devmm
-/// uses it; a Python-defined one through its own methods, with no ledger
-/// in front ([`PythonSubject`]).
+/// uses it; a Python-defined one by its own methods, its misuse its own
+/// `ValueError` and its count its own `_debug_live_count()`, as the seed's
+/// suite checks it.
 fn subject_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
-    Ok(match own_methods(obj)? {
-        Some(methods) => Arc::new(PythonSubject {
-            methods,
-            obj: obj.clone().into_any().unbind(),
-            blocks: Mutex::default(),
-        }),
-        None => resource_of(obj)?,
-    })
-}
-
-/// A Python-defined resource as the seed's suite sees it: misuse must be
-/// the object's own `ValueError` and its count its own
-/// `_debug_live_count()`. The blocks it handed out are kept only to name
-/// the misuse a `ValueError` reports, and to refuse a wrong size, which
-/// devmm's ledger checks for every Python resource in use (docs/adr/0009)
-/// and the seed's contract does not ask of the object.
-struct PythonSubject {
-    methods: devmm::CallbackMemoryResource,
-    obj: Py<PyAny>,
-    blocks: Mutex<Blocks>,
-}
-
-/// The live blocks (address to size) and the addresses freed since.
-#[derive(Default)]
-struct Blocks {
-    live: HashMap<usize, usize>,
-    freed: HashSet<usize>,
-}
-
-impl PythonSubject {
-    fn blocks(&self) -> MutexGuard<'_, Blocks> {
-        // One insert or remove per update: a poisoned lock is still consistent.
-        self.blocks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> devmm::Error {
-        devmm::Error::Misuse {
-            kind,
-            ptr,
-            nbytes,
-            device: self.methods.device(),
-            resource: format!("{self:?}"),
-            test_double: false,
-        }
-    }
-}
-
-impl std::fmt::Debug for PythonSubject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.methods.fmt(f)
-    }
-}
-
-impl devmm::MemoryResource for PythonSubject {
-    fn allocate(&self, nbytes: usize, stream: &devmm::Stream) -> devmm::Result<DevicePtr> {
-        let ptr = self.methods.allocate(nbytes, stream)?;
-        if !ptr.is_null() {
-            let mut blocks = self.blocks();
-            blocks.freed.remove(&ptr.addr());
-            blocks.live.insert(ptr.addr(), nbytes);
-        }
-        Ok(ptr)
-    }
-
-    unsafe fn deallocate(
-        &self,
-        ptr: DevicePtr,
-        nbytes: usize,
-        stream: &devmm::Stream,
-    ) -> devmm::Result<()> {
-        let live = self.blocks().live.get(&ptr.addr()).copied();
-        if let Some(allocated) = live.filter(|&allocated| allocated != nbytes) {
-            return Err(self.misuse(MisuseKind::WrongSize { allocated }, ptr, nbytes));
-        }
-        // SAFETY: the suite's calls, forwarded: misuse is what it checks
-        // the Python object refuses.
-        let freed = unsafe { self.methods.deallocate(ptr, nbytes, stream) };
-        let mut blocks = self.blocks();
-        match freed {
-            Ok(()) => {
-                blocks.live.remove(&ptr.addr());
-                blocks.freed.insert(ptr.addr());
-                Ok(())
-            }
-            Err(err)
-                if live.is_none()
-                    && Python::attach(|py| raised_python::<PyValueError>(py, &err)) =>
-            {
-                let kind = match blocks.freed.contains(&ptr.addr()) {
-                    true => MisuseKind::DoubleFree,
-                    false => MisuseKind::UnknownPointer,
-                };
-                Err(self.misuse(kind, ptr, nbytes))
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    fn device(&self) -> devmm::Device {
-        self.methods.device()
-    }
-
-    fn stream_ordered(&self) -> bool {
-        self.methods.stream_ordered()
-    }
-
-    fn guaranteed_alignment(&self) -> usize {
-        self.methods.guaranteed_alignment()
-    }
-
-    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
-        self.methods.available_memory()
-    }
-
-    fn dereferenceable(&self) -> bool {
-        self.methods.dereferenceable()
-    }
-
-    /// The seed asks misuse detection of every resource.
-    fn detects_misuse(&self) -> bool {
-        true
-    }
-
-    /// The object's `_debug_live_count()`, when it answers an int.
-    fn live_count(&self) -> Option<usize> {
+    let Some(methods) = own_methods(obj)? else {
+        return resource_of(obj);
+    };
+    let is_misuse = |err: &devmm::Error| {
+        crate::gil::attach(|py| raised_python::<PyValueError>(py, err)).unwrap_or(false)
+    };
+    let obj = obj.clone().into_any().unbind();
+    let live_count = move || {
         crate::gil::attach(|py| {
-            let count = self.obj.call_method0(py, intern!(py, "_debug_live_count"));
+            let count = obj.call_method0(py, intern!(py, "_debug_live_count"));
             count.ok()?.extract::<usize>(py).ok()
         })
         .flatten()
-    }
+    };
+    Ok(Arc::new(ReportedMisuse::new(
+        methods, is_misuse, live_count,
+    )))
 }
 
 /// `inspect.signature(callable)`, or `None` for a callable it cannot read.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use devmm::testing::{
     CheckStatus, ConformanceReport, MrConformanceOptions, RecordedCall, RecordingMemoryResource,
-    dlpack_conformance, mr_conformance,
+    ReportedMisuse, dlpack_conformance, mr_conformance,
 };
 use devmm::{
     CallbackMemoryResource, Device, DeviceBuffer, DevicePtr, Error, HeapMemoryResource,
@@ -636,6 +636,69 @@ fn required_checks_fail_instead_of_skipping() {
         CheckStatus::Skipped(_)
     ));
     assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
+}
+
+/// A resource tested on its own refusals: one that accepts every free, or
+/// refuses in terms `is_misuse` does not take, fails `misuse_detection`;
+/// a wrong size never reaches it.
+#[test]
+fn reported_misuse_checks_the_resources_own_refusals() {
+    let frees = Arc::new(AtomicUsize::new(0));
+    let over_heap = |refuse: bool, frees: Arc<AtomicUsize>| {
+        let heap = Arc::new(HeapMemoryResource::new());
+        let (alloc, free) = (Arc::clone(&heap), heap);
+        CallbackMemoryResource::new(
+            Device::CPU,
+            64,
+            move |n, s| alloc.allocate(n, s),
+            move |p, n, s| {
+                frees.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: the heap resource checks every pointer and size.
+                let freed = unsafe { free.deallocate(p, n, s) };
+                match (freed, refuse) {
+                    (Err(_), true) => Err(Error::Refused {
+                        reason: "not mine".into(),
+                    }),
+                    _ => Ok(()),
+                }
+            },
+        )
+        .unwrap()
+    };
+    let refusals = |mr: CallbackMemoryResource| {
+        ReportedMisuse::new(mr, |e| matches!(e, Error::Refused { .. }), || None)
+    };
+    let options = MrConformanceOptions::new().only(["misuse_detection"]);
+    let report = mr_conformance(|| Ok(refusals(over_heap(true, frees.clone()))), &options);
+    assert!(report.is_ok(), "{report}");
+    let report = mr_conformance(|| Ok(refusals(over_heap(false, frees.clone()))), &options);
+    let CheckStatus::Failed(why) = status(&report, "misuse_detection") else {
+        panic!("accepting every free passed: {report}");
+    };
+    assert!(why.contains("was accepted"), "{why}");
+    let not_misuse = |mr| ReportedMisuse::new(mr, |_| false, || None);
+    let report = mr_conformance(|| Ok(not_misuse(over_heap(true, frees.clone()))), &options);
+    assert!(matches!(
+        status(&report, "misuse_detection"),
+        CheckStatus::Failed(_)
+    ));
+
+    let mr = refusals(over_heap(true, frees.clone()));
+    let stream = Stream::cpu();
+    let ptr = mr.allocate(64, &stream).unwrap();
+    let before = frees.load(Ordering::Relaxed);
+    // SAFETY: a wrong size, refused before the resource sees it.
+    let wrong = unsafe { mr.deallocate(ptr, 32, &stream) };
+    assert!(matches!(
+        wrong,
+        Err(Error::Misuse {
+            kind: MisuseKind::WrongSize { allocated: 64 },
+            ..
+        })
+    ));
+    assert_eq!(frees.load(Ordering::Relaxed), before);
+    // SAFETY: allocated above with 64 bytes, freed once.
+    unsafe { mr.deallocate(ptr, 64, &stream).unwrap() };
 }
 
 #[test]

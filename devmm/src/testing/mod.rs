@@ -8,6 +8,8 @@
 //! - [`RecordingMemoryResource`] is an allocator double: deterministic fake
 //!   pointers, a verbatim call log, live-allocation tracking and misuse
 //!   detection.
+//! - [`ReportedMisuse`] lets the suite test a resource that refuses misuse
+//!   in its own terms (a Python `ValueError`) on that contract.
 //!
 //! ```
 //! use devmm::testing::{dlpack_conformance, mr_conformance, MrConformanceOptions};
@@ -21,6 +23,7 @@ mod dlpack;
 mod mr;
 mod recording;
 mod report;
+mod reported_misuse;
 
 pub use dlpack::dlpack_conformance;
 pub use mr::{MrConformanceOptions, mr_conformance};
@@ -28,3 +31,4 @@ pub use recording::{
     RECORDING_DEFAULT_ALIGNMENT, RECORDING_DEFAULT_CAPACITY, RecordedCall, RecordingMemoryResource,
 };
 pub use report::{CheckOutcome, CheckStatus, ConformanceFailure, ConformanceReport};
+pub use reported_misuse::ReportedMisuse;
