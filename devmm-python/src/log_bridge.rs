@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use devmm::{LogRecord, LogValue};
@@ -110,9 +110,12 @@ impl Subscriber for PythonLogging {
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
+        // Once the interpreter exits there is no logging to write to.
+        if EXITING.load(Ordering::Relaxed) {
+            return;
+        }
         let record = LogRecord::of(event);
         let metadata = event.metadata();
-        // During interpreter shutdown there is no logging to write to.
         crate::gil::attach(|py| {
             if let Err(err) = emit(py, metadata.target(), metadata.level(), &record) {
                 // A broken handler must not turn an allocation into a
@@ -130,8 +133,25 @@ impl Subscriber for PythonLogging {
     fn exit(&self, _span: &Id) {}
 }
 
-/// Routes devmm's events to Python logging for the rest of the process.
-/// If the embedding program already set a global subscriber, it keeps it.
-pub(crate) fn install() {
+/// Set by [`_end_logging`], once the interpreter exits.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Routes devmm's events to Python logging until the interpreter exits
+/// (`atexit` calls [`_end_logging`]). If the embedding program already
+/// set a global subscriber, it keeps it.
+pub(crate) fn install(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = tracing::subscriber::set_global_default(PythonLogging);
+    let end = wrap_pyfunction!(_end_logging, m)?;
+    m.py().import("atexit")?.call_method1("register", (&end,))?;
+    // A private attribute, as the stubs list it.
+    m.setattr("_end_logging", end)
+}
+
+/// Stops forwarding events, at exit: `logging` shuts its handlers down
+/// then, and the memory Python frees while it finalises (a tensor of a
+/// `LoggingAdaptor` still alive) would log into a half-torn-down
+/// interpreter, which prints errors instead of records.
+#[pyfunction]
+fn _end_logging() {
+    EXITING.store(true, Ordering::Relaxed);
 }

@@ -65,3 +65,27 @@ def test_numpy_arrays_on_devmms_allocator_at_interpreter_exit_are_safe() -> None
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert done.stderr == "", done.stderr
+
+
+def test_a_logging_adaptor_alive_at_interpreter_exit_exits_quietly() -> None:
+    # Its memory is freed while the interpreter finalises, after logging
+    # shut down: the record is dropped, not an import error on stderr.
+    script = textwrap.dedent(
+        """
+        import logging, sys
+        import numpy as np
+        import devmm
+        from devmm.mrs.cpu import MallocMemoryResource
+
+        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+        logged = devmm.LoggingAdaptor(MallocMemoryResource())
+        t = devmm.empty((2,), "float32", mr=logged)
+        sys.modules["__keep__"] = [np.from_dlpack(devmm.empty((2,), "float32", mr=logged))]
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "ok"
+    assert done.stdout.count("allocate ptr=") == 2  # logged while the program ran
+    assert done.stderr == "", done.stderr
