@@ -15,7 +15,7 @@ use crate::resource::{object_of, PyMemoryResource};
 use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
-#[pyclass(frozen, name = "DeviceRuntime", module = "devmm")]
+#[pyclass(frozen, weakref, name = "DeviceRuntime", module = "devmm")]
 pub(crate) struct PyDeviceRuntime {
     inner: Arc<dyn devmm::DeviceRuntime>,
 }

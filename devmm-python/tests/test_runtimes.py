@@ -50,6 +50,14 @@ def test_runtime_queries_return_tuples() -> None:
     assert names[0] == "cpu" and runtimes[0] is devmm.runtime_for("cpu")
 
 
+def test_runtimes_take_weak_references() -> None:
+    # As the seed's plain Python runtime objects do.
+    import weakref
+
+    runtime = devmm.runtime_for("cpu")
+    assert weakref.ref(runtime)() is runtime
+
+
 def test_the_seed_runtime_protocol_on_the_cpu(cpu: devmm.Device) -> None:
     from devmm.mrs.cpu import MallocMemoryResource
 
