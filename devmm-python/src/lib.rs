@@ -44,7 +44,7 @@ use pyo3::types::PyString;
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    log_bridge::install(m)?;
+    log_bridge::install(py)?;
     python_stack::install();
     registry::install()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

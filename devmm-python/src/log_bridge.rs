@@ -7,11 +7,12 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use devmm::{LogRecord, LogValue};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -110,13 +111,12 @@ impl Subscriber for PythonLogging {
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        // Once the interpreter exits there is no logging to write to.
-        if EXITING.load(Ordering::Relaxed) {
-            return;
-        }
         let record = LogRecord::of(event);
         let metadata = event.metadata();
         crate::gil::attach(|py| {
+            if finalizing(py) {
+                return;
+            }
             if let Err(err) = emit(py, metadata.target(), metadata.level(), &record) {
                 // A broken handler must not turn an allocation into a
                 // failure; an interrupt (Ctrl-C in a handler) must still
@@ -133,25 +133,24 @@ impl Subscriber for PythonLogging {
     fn exit(&self, _span: &Id) {}
 }
 
-/// Set by [`_end_logging`], once the interpreter exits.
-static EXITING: AtomicBool = AtomicBool::new(false);
+/// `sys.is_finalizing`, kept from the start: while the interpreter
+/// finalises, the memory it frees (a tensor of a `LoggingAdaptor` still
+/// alive) would log into a half-torn-down `logging`, which prints import
+/// errors instead of records, so events are dropped then.
+static IS_FINALIZING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// Routes devmm's events to Python logging until the interpreter exits
-/// (`atexit` calls [`_end_logging`]). If the embedding program already
-/// set a global subscriber, it keeps it.
-pub(crate) fn install(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let _ = tracing::subscriber::set_global_default(PythonLogging);
-    let end = wrap_pyfunction!(_end_logging, m)?;
-    m.py().import("atexit")?.call_method1("register", (&end,))?;
-    // A private attribute, as the stubs list it.
-    m.setattr("_end_logging", end)
+fn finalizing(py: Python<'_>) -> bool {
+    IS_FINALIZING
+        .get(py)
+        .is_none_or(|f| f.call0(py).and_then(|f| f.is_truthy(py)).unwrap_or(true))
 }
 
-/// Stops forwarding events, at exit: `logging` shuts its handlers down
-/// then, and the memory Python frees while it finalises (a tensor of a
-/// `LoggingAdaptor` still alive) would log into a half-torn-down
-/// interpreter, which prints errors instead of records.
-#[pyfunction]
-fn _end_logging() {
-    EXITING.store(true, Ordering::Relaxed);
+/// Routes devmm's events to Python logging for the rest of the process
+/// (until the interpreter finalises). If the embedding program already set
+/// a global subscriber, it keeps it.
+pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
+    let is_finalizing = py.import("sys")?.getattr("is_finalizing")?.unbind();
+    let _ = IS_FINALIZING.set(py, is_finalizing);
+    let _ = tracing::subscriber::set_global_default(PythonLogging);
+    Ok(())
 }

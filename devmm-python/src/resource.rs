@@ -366,13 +366,11 @@ pub(crate) fn resource_of(
 /// [`resource_of`], with the slot through which the resource holds `obj`,
 /// for the wrappers that report that reference to the garbage collector.
 pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> {
-    let this = obj.borrow();
-    let inner = match (&this.native, this.bridge.get()) {
-        (_, Some(mr)) => Arc::clone(mr),
-        (Some(mr), None) if !this.python_methods => Arc::clone(mr),
-        (None, None) if this.shipped => return Err(unbuilt(obj.as_any())),
-        _ => {
-            drop(this);
+    let made = obj.borrow().bridge.get().cloned();
+    let inner = match (made, native_of(obj)?) {
+        (Some(bridge), _) => bridge,
+        (None, Some(native)) => native,
+        (None, None) => {
             let bridge = python_bridge(obj)?;
             Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))
         }
@@ -430,14 +428,24 @@ fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::M
 pub(crate) fn own_methods(
     obj: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<Option<devmm::CallbackMemoryResource>> {
+    match native_of(obj)? {
+        Some(_) => Ok(None),
+        None => callbacks_of(obj).map(Some),
+    }
+}
+
+/// The native resource devmm allocates through for `obj`; `None` where it
+/// goes through `obj`'s Python methods (a Python-defined resource, or a
+/// shipped class's subclass overriding them). A shipped class's subclass
+/// whose `__init__` did not build the resource is a `TypeError`.
+fn native_of(
+    obj: &Bound<'_, PyMemoryResource>,
+) -> PyResult<Option<Arc<dyn devmm::MemoryResource>>> {
     let this = obj.borrow();
-    match (&this.native, this.python_methods) {
-        (Some(_), false) => Ok(None),
-        (None, _) if this.shipped => Err(unbuilt(obj.as_any())),
-        _ => {
-            drop(this);
-            callbacks_of(obj).map(Some)
-        }
+    match &this.native {
+        Some(mr) if !this.python_methods => Ok(Some(Arc::clone(mr))),
+        None if this.shipped => Err(unbuilt(obj.as_any())),
+        _ => Ok(None),
     }
 }
 

@@ -208,16 +208,35 @@ fn run_mr_conformance(
 }
 
 /// What the suite checks for the resource `obj`: a native one as devmm
-/// uses it; a Python-defined one by its own methods, its misuse its own
-/// `ValueError` and its count its own `_debug_live_count()`, as the seed's
-/// suite checks it.
+/// uses it; a Python-defined one by its own methods, as the seed's suite
+/// checks it: misuse is its own `ValueError` (a `RecordingMisuseError`
+/// from a recording base it calls), its count its own
+/// `_debug_live_count()`. A hook that raises, or answers neither an int
+/// nor `None` (tracks nothing, as no hook), fails the factory, saying so.
 fn subject_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
     let Some(methods) = own_methods(obj)? else {
         return resource_of(obj);
     };
-    let is_misuse = |err: &devmm::Error| {
-        crate::gil::attach(|py| raised_python::<PyValueError>(py, err)).unwrap_or(false)
+    let py = obj.py();
+    let hook = obj.getattr(intern!(py, "_debug_live_count"))?;
+    let count = match hook.is_callable() {
+        true => hook.call0()?,
+        false => py.None().into_bound(py),
     };
+    if !count.is_none() && count.extract::<usize>().is_err() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "_debug_live_count() must return an int (or None: it tracks nothing), got {}",
+            count.repr()?
+        )));
+    }
+    let is_misuse = |err: &devmm::Error| {
+        crate::gil::attach(|py| {
+            raised_python::<PyValueError>(py, err) || raised_python::<RecordingMisuseError>(py, err)
+        })
+        .unwrap_or(false)
+    };
+    // The closure's reference is what keeps a factory-made `obj` alive
+    // while the suite checks it: its methods are called through a weak one.
     let obj = obj.clone().into_any().unbind();
     let live_count = move || {
         crate::gil::attach(|py| {

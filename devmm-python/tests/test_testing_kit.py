@@ -183,8 +183,36 @@ def test_a_python_resource_is_checked_by_its_own_methods(broken: type[HostBlocks
     from devmm.testing import _conformance
 
     check = _conformance.check_bookkeeping if "live_count" in says else _conformance.check_double_free
-    with pytest.raises(AssertionError, match=says.removeprefix("FAILED ").split(":")[0]):
+    with pytest.raises(AssertionError, match=says):
         check(broken(), stream)
+
+
+class RaisingCount(HostBlocks):
+    def _debug_live_count(self) -> int:
+        raise RuntimeError("the count is broken")
+
+
+class CountsBytes(HostBlocks):
+    def _debug_live_count(self) -> str:  # type: ignore[override]
+        return "two"
+
+
+def test_a_broken_count_hook_fails_saying_what_it_did() -> None:
+    # Not "does not track": the hook's own exception, or what it answered.
+    with pytest.raises(AssertionError, match="the factory failed: .*the count is broken"):
+        devmm.testing.mr_conformance(RaisingCount, data_access=False)
+    with pytest.raises(AssertionError, match=r"_debug_live_count\(\) must return an int .*got 'two'"):
+        devmm.testing.mr_conformance(CountsBytes, data_access=False)
+
+
+class RecordingSubclass(devmm.testing.RecordingMemoryResource):
+    # Forwards to the recording base, whose misuse is a RecordingMisuseError.
+    def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+        super().deallocate(ptr, nbytes, stream)
+
+
+def test_a_subclass_refusing_through_its_recording_base_conforms() -> None:
+    devmm.testing.mr_conformance(RecordingSubclass, data_access=False)
 
 
 def test_recording_resource_logs_calls(stream: devmm.Stream) -> None:

@@ -111,11 +111,11 @@ impl Tensor {
     ) -> Result<Tensor> {
         layout.validate_for(Some(shape), Some(dtype.itemsize()))?;
         let byte_offset = offset.checked_mul(dtype.itemsize()).ok_or_else(|| {
-            let within = format!(
-                "a count of {dtype} elements within the {}-byte buffer",
-                buffer.nbytes()
+            let (nbytes, held) = (buffer.nbytes(), buffer.nbytes() / dtype.itemsize());
+            let range = format!(
+                "an element count from 0 to {held} (the {nbytes}-byte buffer holds {held} {dtype})"
             );
-            Error::out_of_range("offset", offset as i128, &within)
+            Error::out_of_range("offset", offset as i128, &range)
         })?;
         Tensor::from_buffer(buffer, dtype, layout, byte_offset)
     }

@@ -636,6 +636,14 @@ fn required_checks_fail_instead_of_skipping() {
         CheckStatus::Skipped(_)
     ));
     assert_conforms(mr_conformance(|| Ok(HeapMemoryResource::new()), &options));
+    let misspelt = MrConformanceOptions::new()
+        .only(["live_count"])
+        .requiring(["live_cout"]);
+    let report = mr_conformance(|| Ok(HeapMemoryResource::new()), &misspelt);
+    let CheckStatus::Failed(why) = status(&report, "requiring") else {
+        panic!("a misspelt required check passed: {report}");
+    };
+    assert!(why.starts_with("no check is named live_cout;"), "{why}");
 }
 
 /// A resource tested on its own refusals: one that accepts every free, or
@@ -678,10 +686,10 @@ fn reported_misuse_checks_the_resources_own_refusals() {
     assert!(why.contains("was accepted"), "{why}");
     let not_misuse = |mr| ReportedMisuse::new(mr, |_| false, || None);
     let report = mr_conformance(|| Ok(not_misuse(over_heap(true, frees.clone()))), &options);
-    assert!(matches!(
-        status(&report, "misuse_detection"),
-        CheckStatus::Failed(_)
-    ));
+    let CheckStatus::Failed(why) = status(&report, "misuse_detection") else {
+        panic!("a refusal not taken for misuse passed: {report}");
+    };
+    assert!(why.contains("not Error::Misuse"), "{why}");
 
     let mr = refusals(over_heap(true, frees.clone()));
     let stream = Stream::cpu();
@@ -696,6 +704,11 @@ fn reported_misuse_checks_the_resources_own_refusals() {
             ..
         })
     ));
+    assert_eq!(frees.load(Ordering::Relaxed), before);
+    // Null with zero bytes, what a zero-byte allocation may return, is
+    // freed here too, as `Checked` frees it in use.
+    // SAFETY: the null pointer with zero bytes frees nothing.
+    unsafe { mr.deallocate(DevicePtr::NULL, 0, &stream).unwrap() };
     assert_eq!(frees.load(Ordering::Relaxed), before);
     // SAFETY: allocated above with 64 bytes, freed once.
     unsafe { mr.deallocate(ptr, 64, &stream).unwrap() };

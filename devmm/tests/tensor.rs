@@ -279,7 +279,8 @@ fn view_of_checks_layout_offset_and_fit() {
     assert_eq!(
         reason,
         format!(
-            "offset must be a count of float32 elements within the 64-byte buffer; {} is out of range",
+            "offset must be an element count from 0 to 16 (the 64-byte buffer holds 16 float32); \
+             {} is out of range",
             usize::MAX
         )
     );

@@ -122,7 +122,8 @@ impl MrConformanceOptions {
         self
     }
 
-    /// Makes the named checks required: one that would be skipped because
+    /// Makes the named checks required (a name that is no check fails, as
+    /// for [`only`](Self::only)): one that would be skipped because
     /// the resource does not support it (it tracks no live allocations,
     /// say) fails instead, saying why. For suites whose contract asks every
     /// resource for them, as the seed's Python one asks `_debug_live_count()`
@@ -211,6 +212,7 @@ impl fmt::Debug for MrConformanceOptions {
             .field("aligned_factory", &self.aligned_factory.is_some())
             .field("no_data_access", &self.no_data_access)
             .field("only", &self.only)
+            .field("required", &self.required)
             .finish()
     }
 }
@@ -321,15 +323,22 @@ where
         ("failures_are_errors", failures_are_errors),
         ("concurrent_use", concurrent_use),
     ];
-    if let Some(only) = &options.only {
-        let unknown: Vec<&str> = only
+    // A misspelt name fails, so a selection cannot pass by running (or
+    // requiring) nothing.
+    let named = [
+        ("only", options.only.as_deref()),
+        ("requiring", Some(&options.required[..])),
+    ];
+    for (option, names) in named {
+        let unknown: Vec<&str> = names
+            .unwrap_or_default()
             .iter()
             .map(String::as_str)
             .filter(|n| !checks.iter().any(|(name, _)| name == n))
             .collect();
         if !unknown.is_empty() {
             let known: Vec<&str> = checks.iter().map(|(name, _)| *name).collect();
-            report.run("only", || {
+            report.run(option, || {
                 Err(format!(
                     "no check is named {}; the checks are {}",
                     unknown.join(", "),

@@ -1,14 +1,12 @@
 //! `ReportedMisuse`: a resource that refuses misuse with errors of its own,
 //! seen by the conformance suite as one that reports [`Error::Misuse`].
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
 
-use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
+use crate::ledger::Ledger;
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource};
+use crate::resource::{MemoryResource, resource_chain};
 use crate::stream::Stream;
 
 type IsMisuseFn = dyn Fn(&Error) -> bool + Send + Sync;
@@ -18,14 +16,17 @@ type LiveCountFn = dyn Fn() -> Option<usize> + Send + Sync;
 /// terms: a resource written in another language, whose `deallocate`
 /// raises that language's error for a pointer it does not know. A refusal
 /// `is_misuse` accepts becomes the [`Error::Misuse`]
-/// [`mr_conformance`](super::mr_conformance) expects, its kind named from
-/// the blocks the resource handed out (freed before: a double free; never:
-/// an unknown pointer); the count is the resource's own `live_count`.
+/// [`mr_conformance`](super::mr_conformance) expects, its kind named by a
+/// [`Ledger`] of the blocks the resource handed out (freed before: a double
+/// free; never: an unknown pointer); the count is the resource's own
+/// `live_count`.
 ///
-/// The detection is the resource's: a call it accepts is accepted. Only a
-/// wrong size is refused here, before the resource sees it, since that is
-/// what a ledger ([`Checked`](crate::Checked)) refuses in front of such a
-/// resource in use, and not every allocator can tell.
+/// The detection is the resource's: a call it accepts is accepted. What
+/// [`Checked`](crate::Checked) handles in front of such a resource in use
+/// is handled here the same way, before the resource sees it: a wrong size
+/// is refused (not every allocator can tell, so `misuse_detection`'s
+/// wrong-size step checks this adaptor, not the resource), and freeing the
+/// null pointer with zero bytes succeeds.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -55,14 +56,8 @@ pub struct ReportedMisuse<M> {
     inner: M,
     is_misuse: Box<IsMisuseFn>,
     live_count: Box<LiveCountFn>,
-    blocks: Mutex<Blocks>,
-}
-
-/// The live blocks (address to size) and the addresses freed since.
-#[derive(Default)]
-struct Blocks {
-    live: HashMap<usize, usize>,
-    freed: HashSet<usize>,
+    /// What the resource handed out, to name what a refusal refused.
+    ledger: Ledger,
 }
 
 impl<M: MemoryResource> ReportedMisuse<M> {
@@ -77,13 +72,8 @@ impl<M: MemoryResource> ReportedMisuse<M> {
             inner,
             is_misuse: Box::new(is_misuse),
             live_count: Box::new(live_count),
-            blocks: Mutex::default(),
+            ledger: Ledger::new(),
         }
-    }
-
-    fn blocks(&self) -> MutexGuard<'_, Blocks> {
-        // One insert or remove per update: a poisoned lock is still consistent.
-        self.blocks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
@@ -92,7 +82,7 @@ impl<M: MemoryResource> ReportedMisuse<M> {
             ptr,
             nbytes,
             device: self.inner.device(),
-            resource: format!("{:?}", self.inner),
+            resource: resource_chain(self),
             test_double: false,
         }
     }
@@ -108,62 +98,36 @@ impl<M: fmt::Debug> fmt::Debug for ReportedMisuse<M> {
 impl<M: MemoryResource> MemoryResource for ReportedMisuse<M> {
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
         let ptr = self.inner.allocate(nbytes, stream)?;
-        if !ptr.is_null() {
-            let mut blocks = self.blocks();
-            blocks.freed.remove(&ptr.addr());
-            blocks.live.insert(ptr.addr(), nbytes);
-        }
+        self.ledger.record(ptr, nbytes);
         Ok(ptr)
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        // The lock is not held across the call: the resource may take
-        // locks of its own (an interpreter's) that its allocations need too.
-        let live = self.blocks().live.get(&ptr.addr()).copied();
-        if let Some(allocated) = live.filter(|&allocated| allocated != nbytes) {
-            return Err(self.misuse(MisuseKind::WrongSize { allocated }, ptr, nbytes));
+        // Taken out first, as `Checked` does: an address the resource
+        // hands out again meanwhile is recorded afresh.
+        let taken = self.ledger.take(ptr, nbytes);
+        match taken {
+            Ok(()) if ptr.is_null() => return Ok(()),
+            Err(kind @ MisuseKind::WrongSize { .. }) => return Err(self.misuse(kind, ptr, nbytes)),
+            _ => {}
         }
         // SAFETY: forwarded from the caller; what the resource does with a
-        // pointer it never handed out is what the suite checks.
+        // pointer it never handed out, or handed out and took back, is what
+        // the suite checks.
         let freed = unsafe { self.inner.deallocate(ptr, nbytes, stream) };
-        let mut blocks = self.blocks();
-        match freed {
-            Ok(()) => {
-                blocks.live.remove(&ptr.addr());
-                blocks.freed.insert(ptr.addr());
-                Ok(())
+        match (taken, freed) {
+            (_, Ok(())) => Ok(()),
+            (Ok(()), Err(err)) => {
+                // Still allocated: the caller may retry.
+                self.ledger.record(ptr, nbytes);
+                Err(err)
             }
-            Err(err) if live.is_none() && (self.is_misuse)(&err) => {
-                let kind = if blocks.freed.contains(&ptr.addr()) {
-                    MisuseKind::DoubleFree
-                } else {
-                    MisuseKind::UnknownPointer
-                };
-                Err(self.misuse(kind, ptr, nbytes))
-            }
-            Err(err) => Err(err),
+            (Err(kind), Err(err)) if (self.is_misuse)(&err) => Err(self.misuse(kind, ptr, nbytes)),
+            (Err(_), Err(err)) => Err(err),
         }
     }
 
-    fn device(&self) -> Device {
-        self.inner.device()
-    }
-
-    fn stream_ordered(&self) -> bool {
-        self.inner.stream_ordered()
-    }
-
-    fn guaranteed_alignment(&self) -> usize {
-        self.inner.guaranteed_alignment()
-    }
-
-    fn available_memory(&self) -> Result<MemoryInfo> {
-        self.inner.available_memory()
-    }
-
-    fn dereferenceable(&self) -> bool {
-        self.inner.dereferenceable()
-    }
+    crate::resource::forward_transparent_probes!(inner);
 
     /// What is tested: the resource's own refusals.
     fn detects_misuse(&self) -> bool {
