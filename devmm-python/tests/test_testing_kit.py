@@ -187,6 +187,20 @@ def test_a_python_resource_is_checked_by_its_own_methods(broken: type[HostBlocks
         check(broken(), stream)
 
 
+class ZeroIsNull(HostBlocks):
+    # Null for zero bytes, as devmm's own resources answer (its deallocate
+    # never sees that null: devmm frees it, as in use).
+    def allocate(self, nbytes: int, stream: Any) -> int:
+        return 0 if nbytes == 0 else super().allocate(nbytes, stream)
+
+
+def test_a_python_resource_answering_null_for_zero_bytes_conforms() -> None:
+    def write(ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    devmm.testing.mr_conformance(ZeroIsNull, write=write, read=ctypes.string_at)
+
+
 class RaisingCount(HostBlocks):
     def _debug_live_count(self) -> int:
         raise RuntimeError("the count is broken")
