@@ -256,8 +256,21 @@ impl Stream {
     /// assert_eq!(devmm::Stream::cpu().cuda_stream(), None);
     /// ```
     pub fn cuda_stream(&self) -> Option<(u32, usize)> {
-        match self.device().ty() {
-            DeviceType::Cuda | DeviceType::CudaManaged => Some((0, self.handle())),
+        Stream::cuda_stream_of(self.device(), self.handle())
+    }
+
+    /// [`cuda_stream`](Self::cuda_stream) of a stream on `device` with the
+    /// native `handle`, for a binding's stream that has no core stream yet
+    /// (made without loading its runtime).
+    ///
+    /// ```
+    /// use devmm::{Device, Stream};
+    /// assert_eq!(Stream::cuda_stream_of(Device::cuda(0), 0x10), Some((0, 0x10)));
+    /// assert_eq!(Stream::cuda_stream_of(Device::rocm(0), 0x10), None);
+    /// ```
+    pub fn cuda_stream_of(device: Device, handle: usize) -> Option<(u32, usize)> {
+        match device.ty() {
+            DeviceType::Cuda | DeviceType::CudaManaged => Some((0, handle)),
             _ => None,
         }
     }
