@@ -110,15 +110,23 @@ pub(crate) fn stream_of(obj: &Bound<'_, PyAny>) -> PyResult<devmm::Stream> {
     if let Some(native) = &stream.get().native {
         return Ok(native.clone());
     }
-    let py = obj.py();
-    let DeviceArg(device) = obj.getattr(pyo3::intern!(py, "device"))?.extract()?;
-    let handle: Count<Handle> = obj.getattr(pyo3::intern!(py, "handle"))?.extract()?;
+    let (device, handle) = reported(obj)?;
     let ops = PythonStreamOps {
         name: obj.get_type().name()?.to_string(),
         runtime: devmm::runtime_for(device).py()?,
         obj: obj.clone().unbind(),
     };
-    Ok(devmm::Stream::borrowed(device, handle.get(), Arc::new(ops)))
+    Ok(devmm::Stream::borrowed(device, handle, Arc::new(ops)))
+}
+
+/// The `device` and `handle` a Python subclass's stream reports now: all
+/// its repr and `__cuda_stream__` need, so those work without its
+/// platform's runtime loaded.
+fn reported(obj: &Bound<'_, PyAny>) -> PyResult<(devmm::Device, usize)> {
+    let py = obj.py();
+    let DeviceArg(device) = obj.getattr(pyo3::intern!(py, "device"))?.extract()?;
+    let handle: Count<Handle> = obj.getattr(pyo3::intern!(py, "handle"))?.extract()?;
+    Ok((device, handle.get()))
 }
 
 /// A Python subclass's ordering methods, as a core stream's operations;
@@ -273,11 +281,10 @@ impl PyStream {
     /// `(0, handle)`, version 0 and the `cudaStream_t` as an int. Only CUDA
     /// streams speak it; on any other device it is an `AttributeError`.
     fn __cuda_stream__(slf: &Bound<'_, Self>) -> PyResult<(u32, usize)> {
-        let stream = stream_of(slf.as_any())?;
-        stream.cuda_stream().ok_or_else(|| {
+        let (device, handle) = slf.get().device_and_handle(slf.as_any())?;
+        devmm::Stream::cuda_stream_of(device, handle).ok_or_else(|| {
             PyAttributeError::new_err(format!(
-                "a stream of {} is not a CUDA stream: __cuda_stream__ is for CUDA streams only",
-                stream.device()
+                "a stream of {device} is not a CUDA stream: __cuda_stream__ is for CUDA streams only"
             ))
         })
     }
@@ -305,20 +312,25 @@ impl PyStream {
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let stream = stream_of(slf.as_any())?;
+        let (device, handle) = slf.get().device_and_handle(slf.as_any())?;
         let name = match slf.get().native {
             Some(_) => "Stream".to_owned(),
             None => slf.get_type().name()?.to_string(),
         };
-        Ok(format!(
-            "{name}(device={}, handle={:#x})",
-            stream.device(),
-            stream.handle()
-        ))
+        Ok(format!("{name}(device={device}, handle={handle:#x})"))
     }
 }
 
 impl PyStream {
+    /// The device and native handle of `obj` (this object): a runtime's
+    /// stream's own, or what a Python subclass reports.
+    fn device_and_handle(&self, obj: &Bound<'_, PyAny>) -> PyResult<(devmm::Device, usize)> {
+        match &self.native {
+            Some(native) => Ok((native.device(), native.handle())),
+            None => reported(obj),
+        }
+    }
+
     /// The runtime stream; a Python subclass reaching the base's method has
     /// not overridden it.
     fn native(&self) -> PyResult<&devmm::Stream> {

@@ -86,3 +86,52 @@ def test_cpu_stream_is_the_seed_s_constructible_cpu_stream() -> None:
     assert buf.closed
     t = devmm.empty((2,), "float32", stream=s)
     assert memoryview(t).shape == (2,)
+
+
+def test_a_python_cuda_stream_speaks_the_protocol_without_a_cuda_runtime() -> None:
+    # Its repr and __cuda_stream__ read only its device and handle (design
+    # §3.2): neither loads the CUDA runtime, which this interpreter lacks.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import devmm
+        from devmm.integrations._support import ForeignHandleStream
+
+        cuda = devmm.Device.from_string("cuda:0")
+
+        class Handed(devmm.Stream):
+            def __init__(self):
+                self.device = cuda
+
+            @property
+            def handle(self):
+                return 0x50
+
+            def synchronize(self):
+                pass
+
+            def wait_raw(self, other_handle):
+                pass
+
+        for stream in (Handed(), ForeignHandleStream(cuda, 0x50)):
+            print(repr(stream), stream.__cuda_stream__())
+        try:
+            devmm.runtime_for(cuda)
+        except devmm.RuntimeUnavailableError:
+            print("no cuda runtime")
+        """
+    )
+    # A library that is not there: no CUDA runtime, even where one is installed.
+    env = {k: v for k, v in os.environ.items() if k != "DEVMM_RUNTIME"}
+    env["DEVMM_CUDART_PATH"] = "/nonexistent/libcudart.so"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Handed(device=cuda:0, handle=0x50) (0, 80)",
+        "ForeignHandleStream(device=cuda:0, handle=0x50) (0, 80)",
+        "no cuda runtime",
+    ]

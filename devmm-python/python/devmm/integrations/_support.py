@@ -57,10 +57,6 @@ class ForeignHandleStream(Stream):
     def _native(self) -> Stream:
         return runtime_for(self.device).wrap_stream(self.device, self._handle)
 
-    def __repr__(self) -> str:
-        # Reads only what construction checked, so it never raises.
-        return f"{type(self).__name__}(device={self.device!r}, handle={self._handle:#x})"
-
 
 def stream_handle_of(obj: object) -> int:
     """The native handle of a library's stream object: ``None`` is the
