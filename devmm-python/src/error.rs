@@ -64,16 +64,20 @@ impl PythonException {
     }
 }
 
-/// Whether `err` carries an exception of type `T` that Python code devmm
-/// called raised.
-pub(crate) fn raised_python<T: pyo3::PyTypeInfo>(py: Python<'_>, err: &devmm::Error) -> bool {
+/// The exception Python code devmm called raised, when `err` carries one.
+fn raised(err: &devmm::Error) -> Option<&PyErr> {
     let devmm::Error::Callback { source, .. } = err else {
-        return false;
+        return None;
     };
     source
         .downcast_ref::<PythonException>()
         .and_then(|e| e.err.as_ref())
-        .is_some_and(|e| e.is_instance_of::<T>(py))
+}
+
+/// Whether `err` carries an exception of type `T` that Python code devmm
+/// called raised.
+pub(crate) fn raised_python<T: pyo3::PyTypeInfo>(py: Python<'_>, err: &devmm::Error) -> bool {
+    raised(err).is_some_and(|e| e.is_instance_of::<T>(py))
 }
 
 impl fmt::Debug for PythonException {
@@ -130,15 +134,10 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     }
     let message = err.to_string();
     match err {
-        devmm::Error::Callback { source, .. } => {
-            match source
-                .downcast_ref::<PythonException>()
-                .and_then(|e| e.err.as_ref())
-            {
-                Some(raised) => Python::attach(|py| raised.clone_ref(py)),
-                None => PyRuntimeError::new_err(message),
-            }
-        }
+        devmm::Error::Callback { .. } => match raised(&err) {
+            Some(raised) => Python::attach(|py| raised.clone_ref(py)),
+            None => PyRuntimeError::new_err(message),
+        },
         devmm::Error::FreeFailed { source, .. } => {
             // The cause's own exception (a callback's, unchanged), with a
             // note that the buffer is still live and free() may be retried.

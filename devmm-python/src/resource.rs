@@ -367,13 +367,15 @@ pub(crate) fn resource_of(
 /// for the wrappers that report that reference to the garbage collector.
 pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> {
     let made = obj.borrow().bridge.get().cloned();
-    let inner = match (made, native_of(obj)?) {
-        (Some(bridge), _) => bridge,
-        (None, Some(native)) => native,
-        (None, None) => {
-            let bridge = python_bridge(obj)?;
-            Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))
-        }
+    let inner = match made {
+        Some(bridge) => bridge,
+        None => match native_of(obj)? {
+            Some(native) => native,
+            None => {
+                let bridge = python_bridge(obj)?;
+                Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))
+            }
+        },
     };
     let slot = Arc::new(PythonRef::new(obj.clone().into_any().unbind()));
     let mr = devmm::WithOrigin::new(inner, Arc::clone(&slot) as Arc<dyn Any + Send + Sync>);

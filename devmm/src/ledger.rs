@@ -183,6 +183,27 @@ impl RecentFrees {
     }
 }
 
+/// The [`Error::Misuse`] a ledger in front of `mr` reports for the call
+/// `deallocate(ptr, nbytes)`, naming `mr`'s chain (a resource with no
+/// upstream: its own description).
+#[cold]
+#[inline(never)]
+pub(crate) fn misuse_of(
+    mr: &dyn crate::resource::MemoryResource,
+    kind: MisuseKind,
+    ptr: DevicePtr,
+    nbytes: usize,
+) -> Error {
+    Error::Misuse {
+        kind,
+        ptr,
+        nbytes,
+        device: mr.device(),
+        resource: crate::resource::resource_chain(mr),
+        test_double: false,
+    }
+}
+
 /// The live allocations of one resource: the bookkeeping
 /// `#[memory_resource]` keeps in debug builds, usable by hand-written
 /// resources too.
@@ -370,14 +391,7 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         self.ledger
             .take(ptr, nbytes)
-            .map_err(|kind| Error::Misuse {
-                kind,
-                ptr,
-                nbytes,
-                device: self.inner.device(),
-                resource: crate::resource::resource_chain(self),
-                test_double: false,
-            })?;
+            .map_err(|kind| misuse_of(self, kind, ptr, nbytes))?;
         if ptr.is_null() {
             return Ok(());
         }

@@ -4,9 +4,9 @@
 use std::fmt;
 
 use crate::error::{Error, MisuseKind, Result};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, misuse_of};
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryResource, resource_chain};
+use crate::resource::MemoryResource;
 use crate::stream::Stream;
 
 type IsMisuseFn = dyn Fn(&Error) -> bool + Send + Sync;
@@ -75,17 +75,6 @@ impl<M: MemoryResource> ReportedMisuse<M> {
             ledger: Ledger::new(),
         }
     }
-
-    fn misuse(&self, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
-        Error::Misuse {
-            kind,
-            ptr,
-            nbytes,
-            device: self.inner.device(),
-            resource: resource_chain(self),
-            test_double: false,
-        }
-    }
 }
 
 /// The resource under test, as its own name: reports name it, not this.
@@ -108,7 +97,9 @@ impl<M: MemoryResource> MemoryResource for ReportedMisuse<M> {
         let taken = self.ledger.take(ptr, nbytes);
         match taken {
             Ok(()) if ptr.is_null() => return Ok(()),
-            Err(kind @ MisuseKind::WrongSize { .. }) => return Err(self.misuse(kind, ptr, nbytes)),
+            Err(kind @ MisuseKind::WrongSize { .. }) => {
+                return Err(misuse_of(self, kind, ptr, nbytes));
+            }
             _ => {}
         }
         // SAFETY: forwarded from the caller; what the resource does with a
@@ -122,7 +113,9 @@ impl<M: MemoryResource> MemoryResource for ReportedMisuse<M> {
                 self.ledger.record(ptr, nbytes);
                 Err(err)
             }
-            (Err(kind), Err(err)) if (self.is_misuse)(&err) => Err(self.misuse(kind, ptr, nbytes)),
+            (Err(kind), Err(err)) if (self.is_misuse)(&err) => {
+                Err(misuse_of(self, kind, ptr, nbytes))
+            }
             (Err(_), Err(err)) => Err(err),
         }
     }

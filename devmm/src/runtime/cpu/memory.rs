@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, misuse_of};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::Stream;
@@ -43,19 +43,6 @@ fn out_of_memory(mr: &dyn MemoryResource, nbytes: usize, detail: String) -> Erro
         nbytes,
         chain: crate::resource::resource_chain(mr),
         detail: Some(detail),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn misuse(mr: &dyn MemoryResource, kind: MisuseKind, ptr: DevicePtr, nbytes: usize) -> Error {
-    Error::Misuse {
-        kind,
-        ptr,
-        nbytes,
-        device: Device::CPU,
-        resource: format!("{mr:?}"),
-        test_double: false,
     }
 }
 
@@ -146,7 +133,9 @@ impl MemoryResource for MallocMemoryResource {
 
     #[inline]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
-        if crate::ledger::check_null(ptr, nbytes).map_err(|kind| misuse(self, kind, ptr, nbytes))? {
+        if crate::ledger::check_null(ptr, nbytes)
+            .map_err(|kind| misuse_of(self, kind, ptr, nbytes))?
+        {
             return Ok(());
         }
         // SAFETY: the caller guarantees `ptr` came from posix_memalign above
@@ -276,13 +265,13 @@ impl MemoryResource for HeapMemoryResource {
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
         self.ledger
             .take(ptr, nbytes)
-            .map_err(|kind| misuse(self, kind, ptr, nbytes))?;
+            .map_err(|kind| misuse_of(self, kind, ptr, nbytes))?;
         if ptr.is_null() {
             return Ok(());
         }
         // A live entry's layout was valid when it was allocated.
         let Ok(layout) = AllocLayout::from_size_align(nbytes, self.alignment) else {
-            return Err(misuse(self, MisuseKind::UnknownPointer, ptr, nbytes));
+            return Err(misuse_of(self, MisuseKind::UnknownPointer, ptr, nbytes));
         };
         // SAFETY: the pointer was live in the ledger with this size, so it
         // came from `alloc(layout)` and has not been freed.
