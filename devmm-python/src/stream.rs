@@ -113,8 +113,8 @@ pub(crate) fn stream_of(obj: &Bound<'_, PyAny>) -> PyResult<devmm::Stream> {
     let (device, handle) = reported(obj)?;
     let ops = PythonStreamOps {
         name: obj.get_type().name()?.to_string(),
-        runtime: devmm::runtime_for(device).py()?,
         obj: obj.clone().unbind(),
+        device,
     };
     Ok(devmm::Stream::borrowed(device, handle, Arc::new(ops)))
 }
@@ -130,12 +130,15 @@ fn reported(obj: &Bound<'_, PyAny>) -> PyResult<(devmm::Device, usize)> {
 }
 
 /// A Python subclass's ordering methods, as a core stream's operations;
-/// copies and exports on it go to the runtime serving its device.
+/// copies and exports on it go to the runtime serving its device, looked
+/// up when one is first needed, so a Python stream orders a Python
+/// resource's work on a device whose platform is not loaded.
 struct PythonStreamOps {
     obj: Py<PyAny>,
     /// The subclass's name, for errors.
     name: String,
-    runtime: Arc<dyn devmm::DeviceRuntime>,
+    /// The device the stream reported when bridged.
+    device: devmm::Device,
 }
 
 impl PythonStreamOps {
@@ -186,8 +189,8 @@ impl devmm::StreamOps for PythonStreamOps {
     /// The Python object owns its native stream, if any.
     fn destroy(&self, _device: devmm::Device, _handle: usize) {}
 
-    fn runtime(self: Arc<Self>) -> Arc<dyn devmm::DeviceRuntime> {
-        Arc::clone(&self.runtime)
+    fn runtime(self: Arc<Self>) -> devmm::Result<Arc<dyn devmm::DeviceRuntime>> {
+        devmm::runtime_for(self.device)
     }
 
     /// The Python object, for [`stream_object`].

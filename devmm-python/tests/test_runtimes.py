@@ -413,9 +413,8 @@ def test_a_python_stream_must_report_a_device_and_a_handle(cpu: devmm.Device) ->
         RecordingStream(cpu).device = 3  # type: ignore[assignment]
     other = RecordingStream(cpu)
     other.device = devmm.Device.from_string("cuda:0")
-    # Its copies and exports go to the runtime of its device, found when
-    # it is passed: here (no GPU) there is none.
-    with pytest.raises(devmm.RuntimeUnavailableError, match="cuda"):
+    # The device it reports is the one checked against the memory's.
+    with pytest.raises(ValueError, match="stream device cuda:0 does not match the memory's device cpu:0"):
         devmm.empty((1,), "float32", device=cpu, stream=other)
 
 

@@ -150,7 +150,7 @@ pub unsafe fn copy_host_to_ptr(src: &[u8], dst: DevicePtr, stream: &Stream) -> R
     if src.is_empty() {
         return Ok(());
     }
-    let runtime = stream.runtime();
+    let runtime = stream.runtime()?;
     // SAFETY: the caller vouches for `dst`.
     unsafe { runtime.copy_host_to_device(dst, src, stream) }?;
     finish_on_default(stream)
@@ -166,7 +166,7 @@ pub unsafe fn copy_ptr_to_host(src: DevicePtr, dst: &mut [u8], stream: &Stream) 
     if dst.is_empty() {
         return Ok(());
     }
-    let runtime = stream.runtime();
+    let runtime = stream.runtime()?;
     // SAFETY: the caller vouches for `src`.
     unsafe { runtime.copy_device_to_host(dst, src, stream) }?;
     finish_on_default(stream)
@@ -186,7 +186,7 @@ pub unsafe fn copy_device_to_ptr(
     if nbytes == 0 {
         return Ok(());
     }
-    let runtime = stream.runtime();
+    let runtime = stream.runtime()?;
     // SAFETY: the caller vouches for both ranges.
     unsafe { runtime.copy_device_to_device(dst, src, nbytes, stream) }?;
     finish_on_default(stream)

@@ -76,9 +76,11 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
 
     /// The runtime these streams belong to: what [`Stream::runtime`]
     /// answers, and what copies and DLPack exports on the stream call.
-    /// Asked once per stream, the first time it is needed; the stream
-    /// keeps the answer for its life.
-    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime>;
+    /// Asked the first time it is needed; the stream keeps the first
+    /// answer that is a runtime for its life, and asks again after an
+    /// error (a binding's stream whose platform is loaded later, say), so
+    /// a stream needs a runtime only for what only a runtime can do.
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>>;
 
     /// The object these operations stand for, if a binding made them for
     /// one (a stream defined in Python), so that a stream handed back to
@@ -97,7 +99,8 @@ struct StreamInner {
     /// For a per-thread default stream: the thread it belongs to.
     thread: Option<ThreadId>,
     ops: Arc<dyn StreamOps>,
-    /// `ops.runtime()` and the device types it serves, asked on first use:
+    /// `ops.runtime()` and the device types it serves, asked on first use
+    /// (until it answers a runtime):
     /// every copy and export checks them, and asking each time cost two
     /// virtual calls and an `Arc` clone and drop (issue #16).
     runtime: OnceLock<ServingRuntime>,
@@ -285,21 +288,32 @@ impl Stream {
         self.inner.ops.origin()
     }
 
-    /// The runtime the stream belongs to.
+    /// The runtime the stream belongs to. A runtime's own streams always
+    /// have one; a stream a binding made over its own object (a Python
+    /// `Stream` subclass) answers the error of looking its device's runtime
+    /// up, such as [`Error::RuntimeUnavailable`], while that platform is
+    /// not loaded.
     ///
     /// ```
-    /// assert_eq!(devmm::Stream::cpu().runtime().name(), "cpu");
+    /// assert_eq!(devmm::Stream::cpu().runtime()?.name(), "cpu");
+    /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn runtime(&self) -> Arc<dyn DeviceRuntime> {
-        Arc::clone(&self.serving().runtime)
+    pub fn runtime(&self) -> Result<Arc<dyn DeviceRuntime>> {
+        self.serving().map(|serving| Arc::clone(&serving.runtime))
     }
 
-    /// The cached runtime, asked of the ops on first use.
+    /// The cached runtime, asked of the ops on first use and again after a
+    /// failed ask (an error is not kept: the platform may load later).
     #[inline]
-    fn serving(&self) -> &ServingRuntime {
-        self.inner
+    fn serving(&self) -> Result<&ServingRuntime> {
+        if let Some(serving) = self.inner.runtime.get() {
+            return Ok(serving);
+        }
+        let runtime = Arc::clone(&self.inner.ops).runtime()?;
+        Ok(self
+            .inner
             .runtime
-            .get_or_init(|| ServingRuntime::new(Arc::clone(&self.inner.ops).runtime()))
+            .get_or_init(|| ServingRuntime::new(runtime)))
     }
 
     /// The stream's runtime, checked to serve memory on `device`: what a
@@ -331,7 +345,7 @@ impl Stream {
 
     #[inline]
     fn serving_checked(&self, device: Device) -> Result<&ServingRuntime> {
-        let serving = self.serving();
+        let serving = self.serving()?;
         if serving.served & type_bit(device.ty()) != 0 {
             Ok(serving)
         } else {
@@ -374,7 +388,7 @@ impl Stream {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn is_default(&self) -> Result<bool> {
-        let runtime = self.runtime();
+        let runtime = self.runtime()?;
         for which in [DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT] {
             if runtime.stream(self.device(), which)?.handle() == self.handle() {
                 return Ok(true);
@@ -444,11 +458,20 @@ impl fmt::Debug for Stream {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+
     use super::*;
 
-    /// Operations made for an object (a binding's stream), which they name.
-    #[derive(Debug)]
-    struct ForObject(&'static str);
+    /// Operations a binding made for an object (its stream), which they
+    /// name; their runtime is missing until `loaded` is set, as a binding's
+    /// stream's is before its platform's library loads.
+    #[derive(Debug, Default)]
+    struct ForObject {
+        object: &'static str,
+        loaded: AtomicBool,
+        asked: AtomicUsize,
+    }
 
     impl StreamOps for ForObject {
         fn synchronize(&self, _: Device, _: usize) -> Result<()> {
@@ -458,20 +481,53 @@ mod tests {
             Ok(())
         }
         fn destroy(&self, _: Device, _: usize) {}
-        fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
-            crate::runtime::cpu::shared()
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+            self.asked.fetch_add(1, SeqCst);
+            if self.loaded.load(SeqCst) {
+                Ok(crate::runtime::cpu::shared())
+            } else {
+                Err(Error::RuntimeUnavailable {
+                    name: "cpu".into(),
+                    reason: "not loaded yet".into(),
+                })
+            }
         }
         fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
-            Some(&self.0)
+            Some(&self.object)
         }
     }
 
     #[test]
     fn a_stream_answers_the_origin_of_its_operations_through_every_clone() {
-        let stream = Stream::borrowed(Device::CPU, 0, Arc::new(ForObject("the object")));
+        let ops = ForObject {
+            object: "the object",
+            ..ForObject::default()
+        };
+        let stream = Stream::borrowed(Device::CPU, 0, Arc::new(ops));
         let clone = stream.clone();
         let origin = clone.origin().and_then(|o| o.downcast_ref::<&str>());
         assert_eq!(origin, Some(&"the object"));
         assert!(Stream::cpu().origin().is_none());
+    }
+
+    #[test]
+    fn a_stream_without_its_runtime_orders_work_and_finds_the_runtime_once_it_loads() {
+        let ops = Arc::new(ForObject::default());
+        let stream = Stream::borrowed(Device::CPU, 0, Arc::clone(&ops) as Arc<dyn StreamOps>);
+        stream.synchronize().unwrap();
+        stream.wait(&stream.clone()).unwrap();
+        assert!(matches!(
+            stream.runtime(),
+            Err(Error::RuntimeUnavailable { .. })
+        ));
+        assert!(matches!(
+            stream.is_default(),
+            Err(Error::RuntimeUnavailable { .. })
+        ));
+        assert_eq!(ops.asked.load(SeqCst), 2, "an error is asked again");
+        ops.loaded.store(true, SeqCst);
+        assert_eq!(stream.runtime().unwrap().name(), "cpu");
+        assert!(stream.is_default().unwrap());
+        assert_eq!(ops.asked.load(SeqCst), 3, "a runtime is kept");
     }
 }

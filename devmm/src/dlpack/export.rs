@@ -595,8 +595,8 @@ mod tests {
             Ok(())
         }
         fn destroy(&self, _: Device, _: usize) {}
-        fn runtime(self: Arc<Self>) -> Arc<dyn crate::DeviceRuntime> {
-            crate::runtime::cpu::shared()
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn crate::DeviceRuntime>> {
+            Ok(crate::runtime::cpu::shared())
         }
     }
 

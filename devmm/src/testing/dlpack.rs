@@ -334,7 +334,10 @@ fn refuse_freed(bench: &Bench) -> CheckResult {
 /// a wild pointer.
 fn stream_handoff(bench: &Bench) -> CheckResult {
     let tensor = bench.plain()?;
-    let runtime = bench.stream.runtime();
+    let runtime = bench
+        .stream
+        .runtime()
+        .map_err(|e| format!("the stream has no runtime: {e}"))?;
     let created = runtime
         .create_stream(bench.device)
         .map_err(|e| format!("cannot create a consumer stream: {e}"))?;
@@ -494,8 +497,8 @@ mod tests {
 
         fn destroy(&self, _: Device, _: usize) {}
 
-        fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
-            self
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+            Ok(self)
         }
     }
 

@@ -8,11 +8,13 @@ buffer alive and free it (on its stream) when the last one goes.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
-from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType, runtime_for
+from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType
 from ..mrs._cupy import cupy_module
 from ._installer import Installer, refuse_cycle
+from ._support import ForeignHandleStream, stream_handle_of
 
 __all__ = ["install"]
 
@@ -22,10 +24,9 @@ class _DevmmCupyAllocator:
     a ``cupy.cuda.MemoryPointer`` owning a devmm buffer on CuPy's current
     device and stream, which must be the resource's device."""
 
-    def __init__(self, mr: DeviceMemoryResource) -> None:
+    def __init__(self, cupy: ModuleType, mr: DeviceMemoryResource) -> None:
         self.mr = mr
-        self._cupy = cupy_module()
-        self._runtime = runtime_for(mr.device)
+        self._cupy = cupy
 
     def __call__(self, nbytes: int) -> Any:
         cuda = self._cupy.cuda
@@ -36,7 +37,10 @@ class _DevmmCupyAllocator:
                 f"CuPy asked for {nbytes} bytes on CUDA device {current}, but its devmm "
                 f"allocator serves {device} ({self.mr!r}); install one for that device"
             )
-        stream = self._runtime.wrap_stream(device, cuda.get_current_stream().ptr)
+        # CuPy's stream as a devmm stream that asks for CUDA's runtime only
+        # for what needs it, so a resource written in Python serves CuPy
+        # wherever CuPy runs.
+        stream = ForeignHandleStream(device, stream_handle_of(cuda.get_current_stream()))
         buffer = DeviceBuffer(nbytes, mr=self.mr, stream=stream)
         memory = cuda.UnownedMemory(buffer.ptr, nbytes, buffer, device.index)
         return cuda.MemoryPointer(memory, 0)
@@ -44,6 +48,12 @@ class _DevmmCupyAllocator:
     def __repr__(self) -> str:
         # The class is private: the repr names the public call that made it.
         return f"<CuPy allocator from devmm.integrations.cupy.install({self.mr!r})>"
+
+
+def _cupy_module() -> ModuleType:
+    """CuPy, imported when first installed into: where this module reaches
+    for it (a test may stand another module in here)."""
+    return cupy_module()
 
 
 def _is_devmm_allocator(allocator: Any) -> bool:
@@ -63,8 +73,9 @@ def install(mr: DeviceMemoryResource) -> Installer:
             f"CuPy allocates CUDA memory, so the installed resource must live on a cuda device; "
             f"{mr!r} allocates on {mr.device}"
         )
-    allocator = _DevmmCupyAllocator(mr)
-    cuda = cupy_module().cuda
+    cupy = _cupy_module()
+    allocator = _DevmmCupyAllocator(cupy, mr)
+    cuda = cupy.cuda
     previous = cuda.get_allocator()
     cuda.set_allocator(allocator)
     return Installer(

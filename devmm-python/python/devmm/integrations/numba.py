@@ -32,20 +32,24 @@ from .._devmm import (
     runtime_for,
 )
 from ._installer import Installer
+from ._support import ForeignHandleStream
 
 __all__ = ["DevmmEMMPlugin", "install"]
 
 
-def _driver() -> Any:
+def _numba_cuda_module() -> Any:
+    """``numba.cuda``, whose EMM plugin interface the plugin is built on:
+    the one place this module imports Numba (a test may stand another
+    module in here)."""
     try:
-        return importlib.import_module("numba.cuda.cudadrv.driver")
+        return importlib.import_module("numba.cuda")
     except ImportError as e:
         raise RuntimeUnavailableError(
             f"numba is not importable ({e}); devmm's Numba plugin needs numba-cuda: install it"
         ) from e
 
 
-_plugin: type | None = None
+_plugin_class_cache: type | None = None
 #: One token per install not yet undone, the latest last.
 _installs: list[object] = []
 # Held while the class is made: threads asking at once all get the one class.
@@ -60,11 +64,11 @@ def _plugin_class() -> Any:
     """The plugin class, made on first use: its bases are Numba's, so
     importing this module imports no Numba (``DevmmEMMPlugin`` and Numba's
     ``_numba_memory_manager`` hook are served by the module ``__getattr__``)."""
-    global _plugin
+    global _plugin_class_cache
     with _plugin_lock:
-        if _plugin is None:
-            _plugin = _make_plugin_class(_driver())
-        return _plugin
+        if _plugin_class_cache is None:
+            _plugin_class_cache = _make_plugin_class(_numba_cuda_module())
+        return _plugin_class_cache
 
 
 def __getattr__(name: str) -> Any:
@@ -73,10 +77,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _make_plugin_class(driver: Any) -> type:
+def _make_plugin_class(numba_cuda: Any) -> type:
     class Plugin(
-        driver.GetIpcHandleMixin,
-        driver.HostOnlyCUDAMemoryManager,
+        numba_cuda.GetIpcHandleMixin,
+        numba_cuda.HostOnlyCUDAMemoryManager,
         metaclass=abc.ABCMeta,  # Numba's own; named so type checkers see it
     ):
         """A Numba EMM plugin over devmm: each allocation uses devmm's
@@ -119,7 +123,9 @@ def _make_plugin_class(driver: Any) -> type:
             self.deallocations.memory_capacity = total
 
         def memalloc(self, size: int) -> Any:
-            buffer = DeviceBuffer(size, mr=self._resource())
+            # The EMM interface carries no stream: Numba's allocations are
+            # on the device's default stream (handle 0), as rmm's plugin's.
+            buffer = DeviceBuffer(size, mr=self._resource(), stream=ForeignHandleStream(self.device, 0))
             key = buffer.ptr
             if key:
                 self._live[key] = buffer
@@ -127,7 +133,7 @@ def _make_plugin_class(driver: Any) -> type:
             def release() -> None:
                 self.deallocations.add_item(self._free, key, size)
 
-            return driver.MemoryPointer(
+            return numba_cuda.MemoryPointer(
                 weakref.proxy(self.context), ctypes.c_void_p(key), size, finalizer=release
             )
 
@@ -144,13 +150,13 @@ def _make_plugin_class(driver: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            return driver.PinnedMemory(
+            return numba_cuda.PinnedMemory(
                 weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
             )
 
         def get_memory_info(self) -> Any:
             free, total = self._memory_info()
-            return driver.MemoryInfo(free=free, total=total)
+            return numba_cuda.MemoryInfo(free=free, total=total)
 
         def reset(self) -> None:
             super().reset()
@@ -168,11 +174,12 @@ def install() -> Installer:
     :class:`~devmm.integrations.Installer` that restores Numba's previous
     memory manager. Must run before Numba makes a context: once one used
     the plugin, ``uninstall()`` raises ``RuntimeError``."""
-    driver = _driver()
+    numba_cuda = _numba_cuda_module()
+    driver = numba_cuda.cudadrv.driver
     plugin = _plugin_class()
     previous = driver._memory_manager
     contexts_before = plugin.contexts_made
-    driver.set_memory_manager(plugin)
+    numba_cuda.set_memory_manager(plugin)
     # Installs of the one plugin class nest: only the latest is current.
     token = object()
     _installs.append(token)

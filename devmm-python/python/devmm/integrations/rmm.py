@@ -11,10 +11,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .._devmm import DeviceMemoryResource, DeviceType, runtime_for
+from .._devmm import DeviceMemoryResource, DeviceType
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
-from ._support import stream_handle_of
+from ._support import ForeignHandleStream, stream_handle_of
 
 __all__ = ["install"]
 
@@ -32,6 +32,13 @@ def _bridge_type(rmm: ModuleType) -> type:
             {"__doc__": "rmm's callback resource over a devmm resource.", "devmm_bridge": True},
         )
     return _bridge_types[rmm]
+
+
+def _rmm_module_for(platform: str) -> ModuleType:
+    """The ``rmm`` module serving ``platform`` (``"cuda"``: rmm, ``"rocm"``:
+    hipMM): where this module reaches for it (a test may stand another
+    module in here)."""
+    return rmm_module(platform)
 
 
 def _is_devmm_bridge(resource: Any) -> bool:
@@ -52,17 +59,18 @@ def install(mr: DeviceMemoryResource) -> Installer:
         raise ValueError(
             f"rmm serves cuda/rocm devices (rmm CUDA ones, hipMM ROCm ones); {mr!r} allocates on {device}"
         )
-    rmm = rmm_module(platform)
-    runtime = runtime_for(device)
+    rmm = _rmm_module_for(platform)
 
     # rmm's Stream speaks the CUDA stream protocol, hipMM's too, so the
     # handle is read here, not by the ROCm runtime, which refuses that
     # protocol; an older rmm's callbacks take no stream (the default one).
+    # The stream asks for the device's runtime only for what needs one, so
+    # a resource written in Python serves rmm wherever rmm runs.
     def allocate(nbytes: int, stream: Any = None) -> int:
-        return mr.allocate(nbytes, runtime.wrap_stream(device, stream_handle_of(stream)))
+        return mr.allocate(nbytes, ForeignHandleStream(device, stream_handle_of(stream)))
 
     def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
-        mr.deallocate(ptr, nbytes, runtime.wrap_stream(device, stream_handle_of(stream)))
+        mr.deallocate(ptr, nbytes, ForeignHandleStream(device, stream_handle_of(stream)))
 
     bridge = _bridge_type(rmm)(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)

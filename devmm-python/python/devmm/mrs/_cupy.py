@@ -17,13 +17,13 @@ from .._devmm import (
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["CupyAllocatorMemoryResource", "cupy_module"]
+__all__ = ["CupyAllocatorMemoryResource", "cupy_module", "import_cupy"]
 
 #: CuPy's pool and ``cudaMalloc`` both hand out 256-byte aligned blocks.
 _ALIGNMENT = 256
 
 
-def cupy_module() -> ModuleType:
+def import_cupy() -> ModuleType:
     """CuPy, or :class:`devmm.RuntimeUnavailableError` naming what is missing."""
     try:
         return importlib.import_module("cupy")
@@ -31,6 +31,14 @@ def cupy_module() -> ModuleType:
         raise RuntimeUnavailableError(
             f"cupy is not importable ({e}); devmm's CuPy bridge needs it: install cupy"
         ) from e
+
+
+def cupy_module() -> ModuleType:
+    """CuPy, through ``devmm.mrs.cuda._cupy_module``, the seam where a test
+    may stand another module in (as the seed's tests do)."""
+    from . import cuda
+
+    return cuda._cupy_module()
 
 
 class CupyAllocatorMemoryResource(CheckedResource):
@@ -64,20 +72,14 @@ class CupyAllocatorMemoryResource(CheckedResource):
         # CuPy is imported at the first allocation, as the seed's resource
         # does; devmm's allocator can be CuPy's current one only once CuPy
         # is imported, so a cycle is found here if there is one now.
-        self._cupy: ModuleType | None = sys.modules.get("cupy")
-        if allocator is not None or self._cupy is not None:
+        if allocator is not None or sys.modules.get("cupy") is not None:
             self._check_not_devmm(self._current_allocator())
         self._live: dict[int, Any] = {}
-
-    def _cupy_module(self) -> ModuleType:
-        if self._cupy is None:
-            self._cupy = cupy_module()
-        return self._cupy
 
     def _current_allocator(self) -> Callable[[int], Any]:
         if self._allocator is not None:
             return self._allocator
-        current: Callable[[int], Any] = self._cupy_module().cuda.get_allocator()
+        current: Callable[[int], Any] = cupy_module().cuda.get_allocator()
         return current
 
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
@@ -103,7 +105,7 @@ class CupyAllocatorMemoryResource(CheckedResource):
         return _ALIGNMENT
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
-        cuda = self._cupy_module().cuda
+        cuda = cupy_module().cuda
         stream = resolve_stream(self.device, stream)
         allocator = self._current_allocator()
         self._check_not_devmm(allocator)

@@ -25,7 +25,7 @@ from .._devmm import (
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream"]
+__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream_class"]
 
 #: rmm and hipMM guarantee 256-byte alignment, like cudaMalloc.
 _ALIGNMENT = 256
@@ -83,9 +83,9 @@ class _StreamProtocol:
         return (0, self._handle)
 
 
-def rmm_stream(rmm: ModuleType, handle: int) -> Any:
-    """rmm's ``Stream`` over a native stream handle."""
-    return rmm.pylibrmm.stream.Stream(_StreamProtocol(handle))
+def rmm_stream_class(platform: str) -> Any:
+    """The ``Stream`` class of the ``rmm`` module serving ``platform``."""
+    return rmm_module(platform).pylibrmm.stream.Stream
 
 
 class _RmmFamilyResource(CheckedResource):
@@ -148,8 +148,13 @@ class _RmmFamilyResource(CheckedResource):
         return _ALIGNMENT
 
     def _stream(self, stream: Stream | StreamSentinel | None) -> Any:
-        rmm = self._module()  # first: a missing rmm is what to fix first
-        return rmm_stream(rmm, resolve_stream(self.device, stream).handle)
+        """``stream`` as the library's ``Stream``, over its handle in the CUDA
+        stream protocol (a ROCm stream of devmm's does not speak it)."""
+        stream_class = self._stream_class()  # first: a missing rmm is what to fix first
+        return stream_class(_StreamProtocol(resolve_stream(self.device, stream).handle))
+
+    def _stream_class(self) -> Any:
+        return rmm_stream_class(self._platform)
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
@@ -180,6 +185,12 @@ class RmmMemoryResource(_RmmFamilyResource):
     stream passed; ``inner`` lives as long as this resource."""
 
     _platform = "cuda"
+
+    def _stream_class(self) -> Any:
+        # Through the seam where a test may stand another class in.
+        from . import cuda
+
+        return cuda._rmm_stream_class()
 
 
 class HipmmMemoryResource(_RmmFamilyResource):

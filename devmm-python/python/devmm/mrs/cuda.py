@@ -9,11 +9,15 @@ Importing this module never fails, on a machine without the library or
 without a driver too: making a resource there raises
 :class:`devmm.RuntimeUnavailableError` (an ``ImportError``) with the reason."""
 
+from types import ModuleType as _ModuleType
+from typing import Any as _Any
+
 from .._devmm import (
     CudaManagedMemoryResource,
     CudaPinnedMemoryResource,
     CudaRuntimeMemoryResource,
 )
+from . import _cupy, _rmm
 from ._cupy import CupyAllocatorMemoryResource
 from ._rmm import RmmMemoryResource
 
@@ -24,3 +28,15 @@ __all__ = [
     "CupyAllocatorMemoryResource",
     "RmmMemoryResource",
 ]
+
+
+def _cupy_module() -> _ModuleType:
+    """CuPy, imported when a CuPy resource or bridge first needs it: the seam
+    where a test may stand another module in."""
+    return _cupy.import_cupy()
+
+
+def _rmm_stream_class() -> _Any:
+    """rmm's ``Stream`` class, what :class:`RmmMemoryResource` hands rmm
+    devmm's streams as: the seam where a test may stand another class in."""
+    return _rmm.rmm_stream_class("cuda")

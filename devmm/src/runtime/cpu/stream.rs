@@ -25,8 +25,8 @@ impl StreamOps for CpuRuntime {
 
     fn destroy(&self, _device: Device, _handle: usize) {}
 
-    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
-        self
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+        Ok(self)
     }
 }
 

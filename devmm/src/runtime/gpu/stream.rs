@@ -35,7 +35,7 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
         }
     }
 
-    fn runtime(self: Arc<Self>) -> Arc<dyn DeviceRuntime> {
-        self
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+        Ok(self)
     }
 }
