@@ -189,8 +189,19 @@ impl devmm::StreamOps for PythonStreamOps {
     /// The Python object owns its native stream, if any.
     fn destroy(&self, _device: devmm::Device, _handle: usize) {}
 
+    /// Asked for a copy or an export on the stream: the error says so.
     fn runtime(self: Arc<Self>) -> devmm::Result<Arc<dyn devmm::DeviceRuntime>> {
-        devmm::runtime_for(self.device)
+        devmm::runtime_for(self.device).map_err(|e| match e {
+            devmm::Error::RuntimeUnavailable { name, reason } => devmm::Error::RuntimeUnavailable {
+                name,
+                reason: format!(
+                    "{reason} (the {} stream on {} needs it: copies and DLPack exports on a \
+                     stream go through its device's runtime)",
+                    self.name, self.device
+                ),
+            },
+            other => other,
+        })
     }
 
     /// The Python object, for [`stream_object`].

@@ -87,8 +87,10 @@ def test_cupy_allocates_through_devmm(cupy_state: SimpleNamespace, cuda_stats: d
     ctypes.memmove(pointer.ptr, b"cupy", 4)
     buffer = pointer.mem._owner  # UnownedMemory's owner keeps the devmm buffer alive
     assert isinstance(buffer, devmm.DeviceBuffer) and bytes(buffer.copy_to_host(nbytes=4)) == b"cupy"
-    # Allocated on CuPy's current stream.
+    # Allocated on CuPy's current stream, as the runtime's own wrap of it
+    # (which knows a per-thread default stream's thread).
     assert buffer.stream.handle == cupy_state.stream.handle
+    assert type(buffer.stream) is devmm.Stream and buffer.stream == cupy_state.stream
     del pointer, buffer
     gc.collect()
     assert cuda_stats.current_bytes == 0 and cuda_stats.deallocations == 1

@@ -62,6 +62,7 @@ def python_resource_and_stream() -> None:
         exported.__dlpack__()
     except devmm.RuntimeUnavailableError as e:
         assert 'runtime "cuda" is unavailable' in str(e), e
+        assert "the ForeignHandleStream stream on cuda:0 needs it" in str(e), e
     else:
         raise AssertionError("a CUDA export ran without the CUDA runtime")
 

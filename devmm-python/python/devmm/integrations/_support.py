@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._core.device import Device
-from .._devmm import Stream, runtime_for
+from .._devmm import RuntimeUnavailableError, Stream, runtime_for
 from ._installer import Installer, refuse_cycle
 
 __all__ = ["Installer"]
@@ -56,6 +56,21 @@ class ForeignHandleStream(Stream):
 
     def _native(self) -> Stream:
         return runtime_for(self.device).wrap_stream(self.device, self._handle)
+
+
+def library_stream(device: Device, handle: int) -> Stream:
+    """A library's native stream ``handle`` on ``device`` as the devmm stream
+    a bridge allocates on: the runtime's own wrap of it where the device's
+    runtime loads (it knows a per-thread default stream's thread, so a free
+    from another thread is ordered after the owner's work, and it compares
+    by device and handle), else a :class:`ForeignHandleStream`, which needs
+    the runtime only for what needs one, so a resource written in Python
+    serves the library without a GPU runtime."""
+    try:
+        runtime = runtime_for(device)
+    except RuntimeUnavailableError:
+        return ForeignHandleStream(device, handle)
+    return runtime.wrap_stream(device, handle)
 
 
 def stream_handle_of(obj: object) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType
 from ..mrs._cupy import cupy_module
 from ._installer import Installer, refuse_cycle
-from ._support import ForeignHandleStream, stream_handle_of
+from ._support import library_stream, stream_handle_of
 
 __all__ = ["install"]
 
@@ -37,10 +37,7 @@ class _DevmmCupyAllocator:
                 f"CuPy asked for {nbytes} bytes on CUDA device {current}, but its devmm "
                 f"allocator serves {device} ({self.mr!r}); install one for that device"
             )
-        # CuPy's stream as a devmm stream that asks for CUDA's runtime only
-        # for what needs it, so a resource written in Python serves CuPy
-        # wherever CuPy runs.
-        stream = ForeignHandleStream(device, stream_handle_of(cuda.get_current_stream()))
+        stream = library_stream(device, stream_handle_of(cuda.get_current_stream()))
         buffer = DeviceBuffer(nbytes, mr=self.mr, stream=stream)
         memory = cuda.UnownedMemory(buffer.ptr, nbytes, buffer, device.index)
         return cuda.MemoryPointer(memory, 0)

@@ -32,7 +32,7 @@ from .._devmm import (
     runtime_for,
 )
 from ._installer import Installer
-from ._support import ForeignHandleStream
+from ._support import library_stream
 
 __all__ = ["DevmmEMMPlugin", "install"]
 
@@ -125,7 +125,7 @@ def _make_plugin_class(numba_cuda: Any) -> type:
         def memalloc(self, size: int) -> Any:
             # The EMM interface carries no stream: Numba's allocations are
             # on the device's default stream (handle 0), as rmm's plugin's.
-            buffer = DeviceBuffer(size, mr=self._resource(), stream=ForeignHandleStream(self.device, 0))
+            buffer = DeviceBuffer(size, mr=self._resource(), stream=library_stream(self.device, 0))
             key = buffer.ptr
             if key:
                 self._live[key] = buffer

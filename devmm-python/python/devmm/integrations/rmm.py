@@ -14,7 +14,7 @@ from typing import Any
 from .._devmm import DeviceMemoryResource, DeviceType
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
-from ._support import ForeignHandleStream, stream_handle_of
+from ._support import library_stream, stream_handle_of
 
 __all__ = ["install"]
 
@@ -64,13 +64,11 @@ def install(mr: DeviceMemoryResource) -> Installer:
     # rmm's Stream speaks the CUDA stream protocol, hipMM's too, so the
     # handle is read here, not by the ROCm runtime, which refuses that
     # protocol; an older rmm's callbacks take no stream (the default one).
-    # The stream asks for the device's runtime only for what needs one, so
-    # a resource written in Python serves rmm wherever rmm runs.
     def allocate(nbytes: int, stream: Any = None) -> int:
-        return mr.allocate(nbytes, ForeignHandleStream(device, stream_handle_of(stream)))
+        return mr.allocate(nbytes, library_stream(device, stream_handle_of(stream)))
 
     def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
-        mr.deallocate(ptr, nbytes, ForeignHandleStream(device, stream_handle_of(stream)))
+        mr.deallocate(ptr, nbytes, library_stream(device, stream_handle_of(stream)))
 
     bridge = _bridge_type(rmm)(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)

@@ -25,7 +25,7 @@ from .._devmm import (
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "rmm_stream_class"]
+__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform"]
 
 #: rmm and hipMM guarantee 256-byte alignment, like cudaMalloc.
 _ALIGNMENT = 256
@@ -83,11 +83,6 @@ class _StreamProtocol:
         return (0, self._handle)
 
 
-def rmm_stream_class(platform: str) -> Any:
-    """The ``Stream`` class of the ``rmm`` module serving ``platform``."""
-    return rmm_module(platform).pylibrmm.stream.Stream
-
-
 class _RmmFamilyResource(CheckedResource):
     """A devmm resource over an rmm-style ``DeviceMemoryResource`` (rmm or hipMM)."""
 
@@ -110,6 +105,7 @@ class _RmmFamilyResource(CheckedResource):
         # The module is imported when it is first needed (as the seed's
         # resource does): here only to read its resource for the device.
         self._rmm: ModuleType | None = None
+        self._stream_type: Any = None
         if inner is None:
             inner = self._module().mr.get_per_device_resource(device.index)
         # The bridge devmm.integrations.rmm installed calls back into devmm.
@@ -150,11 +146,13 @@ class _RmmFamilyResource(CheckedResource):
     def _stream(self, stream: Stream | StreamSentinel | None) -> Any:
         """``stream`` as the library's ``Stream``, over its handle in the CUDA
         stream protocol (a ROCm stream of devmm's does not speak it)."""
-        stream_class = self._stream_class()  # first: a missing rmm is what to fix first
-        return stream_class(_StreamProtocol(resolve_stream(self.device, stream).handle))
+        if self._stream_type is None:  # first: a missing rmm is what to fix first
+            self._stream_type = self._stream_class()
+        return self._stream_type(_StreamProtocol(resolve_stream(self.device, stream).handle))
 
     def _stream_class(self) -> Any:
-        return rmm_stream_class(self._platform)
+        """The library's ``Stream`` class, asked once per resource."""
+        return self._module().pylibrmm.stream.Stream
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
