@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType
-from ..mrs._cupy import cupy_module
+from ..mrs._cupy import import_cupy
 from ._installer import Installer, refuse_cycle
 from ._support import library_stream, stream_handle_of
 
@@ -50,7 +50,7 @@ class _DevmmCupyAllocator:
 def _cupy_module() -> ModuleType:
     """CuPy, imported when first installed into: where this module reaches
     for it (a test may stand another module in here)."""
-    return cupy_module()
+    return import_cupy()
 
 
 def _is_devmm_allocator(allocator: Any) -> bool:
