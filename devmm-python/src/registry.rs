@@ -20,7 +20,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{object_of, resource_of, PyMemoryResource, PythonRef};
+use crate::resource::{default_object_of, object_of, resource_of, PyMemoryResource, PythonRef};
 
 type SharedResource = Arc<dyn devmm::MemoryResource>;
 
@@ -93,7 +93,7 @@ impl devmm::OverrideScope for ContextScope {
     /// default; only the object's own raw calls go through its ledger.
     fn adopt_default(&self, default: SharedResource) -> SharedResource {
         let adopted = crate::gil::attach(|py| {
-            let obj = object_of(py, &default).ok()?;
+            let obj = default_object_of(py, &default).ok()?;
             let origin: Arc<dyn Any + Send + Sync> = Arc::new(PythonRef::new(obj.into_any()));
             let tagged: SharedResource =
                 Arc::new(devmm::WithOrigin::new(Arc::clone(&default), origin));

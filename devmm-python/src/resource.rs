@@ -27,6 +27,7 @@ use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{Count, Nbytes};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{take_deferred_interrupt, to_py_err, type_name, IntoPyResult, PythonException};
+use crate::gpu_resources as gpu;
 use crate::host_resources::PyMallocMemoryResource;
 use crate::stream::{maybe_detached, resolve_stream, stream_object, StreamArg};
 
@@ -382,22 +383,48 @@ pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> 
     Ok((Arc::new(mr), Some(slot)))
 }
 
-/// The Python object a core resource stands for: its origin, or (for a
-/// resource Rust made, such as a runtime's default) a new object over it.
+/// The Python object a core resource stands for: its origin, or a new
+/// `DeviceMemoryResource` over it (a resource Rust code made and set).
 pub(crate) fn object_of(
     py: Python<'_>,
     mr: &Arc<dyn devmm::MemoryResource>,
 ) -> PyResult<Py<PyMemoryResource>> {
+    match origin_object(py, &**mr) {
+        Some(obj) => obj,
+        None => Py::new(py, PyMemoryResource::checked(Arc::clone(mr))),
+    }
+}
+
+/// The Python object for a runtime's default resource on its device: an
+/// instance of the shipped class that makes that resource
+/// (`MallocMemoryResource` on the CPU, `CudaRuntimeMemoryResource` on a
+/// CUDA device, ...), as the seed's runtimes return.
+pub(crate) fn default_object_of(
+    py: Python<'_>,
+    mr: &Arc<dyn devmm::MemoryResource>,
+) -> PyResult<Py<PyMemoryResource>> {
+    use devmm::DeviceType as Ty;
     if let Some(obj) = origin_object(py, &**mr) {
         return obj;
     }
     let base = PyMemoryResource::checked(Arc::clone(mr));
-    if mr.device() == devmm::Device::CPU {
-        let init = PyClassInitializer::from(base).add_subclass(PyMallocMemoryResource);
-        Ok(Bound::new(py, init)?.into_super().unbind())
-    } else {
-        Py::new(py, base)
+    match mr.device().ty() {
+        Ty::Cpu => shipped_object::<PyMallocMemoryResource>(py, base),
+        Ty::Cuda => shipped_object::<gpu::PyCudaRuntimeMemoryResource>(py, base),
+        Ty::CudaHost => shipped_object::<gpu::PyCudaPinnedMemoryResource>(py, base),
+        Ty::CudaManaged => shipped_object::<gpu::PyCudaManagedMemoryResource>(py, base),
+        Ty::Rocm => shipped_object::<gpu::PyHipRuntimeMemoryResource>(py, base),
+        Ty::RocmHost => shipped_object::<gpu::PyHipPinnedMemoryResource>(py, base),
     }
+}
+
+/// An instance of the shipped class `T` over `base`.
+fn shipped_object<T: PyClass<BaseType = PyMemoryResource> + Default>(
+    py: Python<'_>,
+    base: PyMemoryResource,
+) -> PyResult<Py<PyMemoryResource>> {
+    let init = PyClassInitializer::from(base).add_subclass(T::default());
+    Ok(Bound::new(py, init)?.into_super().unbind())
 }
 
 /// The Python object `mr` stands for, when it has one.

@@ -11,7 +11,7 @@ use pyo3::types::{PyFrozenSet, PyInt, PyString, PyTuple};
 use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
 use crate::device::{type_of_code, DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
-use crate::resource::{object_of, PyMemoryResource};
+use crate::resource::{default_object_of, PyMemoryResource};
 use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
@@ -66,7 +66,7 @@ impl PyDeviceRuntime {
         device: DeviceArg,
     ) -> PyResult<Py<PyMemoryResource>> {
         let mr = maybe_detached(py, device.0, || self.inner.default_resource(device.0)).py()?;
-        object_of(py, &mr)
+        default_object_of(py, &mr)
     }
 
     /// Makes the native stream `consumer_handle` of the producer's device

@@ -27,6 +27,17 @@ SCRIPT = textwrap.dedent(
 
     mr = mrs.{device_mr}()
     assert mr.device == gpu and mr.guaranteed_alignment() == 256
+
+    # The runtime's default resources are the shipped classes that make
+    # them, with the seed's repr, and the registry hands out one object.
+    default = devmm.get_current_memory_resource(gpu)
+    assert type(default) is mrs.{device_mr}, type(default)
+    assert default is devmm.get_current_memory_resource(gpu)
+    assert repr(default) == "{device_mr}(device={device}:0, async_alloc=True)", repr(default)
+    host = devmm.Device(devmm.DeviceType.{host_type}, 0)
+    assert type(rt.default_memory_resource(host)) is mrs.{pinned_mr}
+    with devmm.DeviceBuffer(16, device=gpu) as on_default:
+        assert on_default.mr is default
     stream = rt.create_stream(gpu)
     assert stream.device == gpu and stream.handle != 0
     stream.wait(rt.default_stream(gpu))
