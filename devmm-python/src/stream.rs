@@ -189,14 +189,16 @@ impl devmm::StreamOps for PythonStreamOps {
     /// The Python object owns its native stream, if any.
     fn destroy(&self, _device: devmm::Device, _handle: usize) {}
 
-    /// Asked for a copy or an export on the stream: the error says so.
+    /// Asked for what only the device's runtime knows (a copy or an export
+    /// on the stream, whether it is a default stream): the error says so.
     fn runtime(self: Arc<Self>) -> devmm::Result<Arc<dyn devmm::DeviceRuntime>> {
         devmm::runtime_for(self.device).map_err(|e| match e {
             devmm::Error::RuntimeUnavailable { name, reason } => devmm::Error::RuntimeUnavailable {
                 name,
                 reason: format!(
-                    "{reason} (the {} stream on {} needs it: copies and DLPack exports on a \
-                     stream go through its device's runtime)",
+                    "{reason} (the {} stream on {} needs it: a copy or DLPack export on a \
+                     stream, or asking whether it is a default stream, goes through its \
+                     device's runtime)",
                     self.name, self.device
                 ),
             },

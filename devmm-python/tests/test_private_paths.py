@@ -346,6 +346,36 @@ def test_stream_handle_of_reads_a_devmm_stream_by_its_handle() -> None:
     assert _support.stream_handle_of(foreign) == 0
 
 
+LIBRARY_STREAMS = """
+import devmm
+from devmm.integrations._support import ForeignHandleStream, library_streams
+gpu = devmm.Device.from_string("cuda:0")
+stream_of = library_streams(gpu)
+try:
+    native = devmm.runtime_for(gpu).create_stream(gpu)
+except devmm.RuntimeUnavailableError:
+    stream = stream_of(0x50)
+    assert type(stream) is ForeignHandleStream and (stream.device, stream.handle) == (gpu, 0x50)
+    print("foreign")
+else:
+    stream = stream_of(native.handle)
+    assert type(stream) is type(native) and stream == native, (stream, native)
+    print("native")
+"""
+
+
+@pytest.mark.parametrize("driver", ["fake", "missing"])
+def test_library_streams_are_the_runtimes_own_where_it_loads_and_foreign_where_not(
+    driver: str, fake_library: Callable[[str], str]
+) -> None:
+    library = fake_library("DEVMM_TEST_FAKE_CUDART") if driver == "fake" else "/nonexistent/libcudart.so"
+    env = dict(os.environ, DEVMM_CUDART_PATH=library)
+    env.pop("DEVMM_RUNTIME", None)
+    done = subprocess.run([sys.executable, "-c", LIBRARY_STREAMS], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("native" if driver == "fake" else "foreign")
+
+
 def test_stream_handle_of_refuses_a_protocol_handle_that_is_no_int() -> None:
     class Odd:
         def __cuda_stream__(self) -> tuple[int, str]:

@@ -6,6 +6,8 @@ the shims for a library's stream handles, ``ForeignHandleStream`` and
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from .._core.device import Device
@@ -58,19 +60,20 @@ class ForeignHandleStream(Stream):
         return runtime_for(self.device).wrap_stream(self.device, self._handle)
 
 
-def library_stream(device: Device, handle: int) -> Stream:
-    """A library's native stream ``handle`` on ``device`` as the devmm stream
-    a bridge allocates on: the runtime's own wrap of it where the device's
-    runtime loads (it knows a per-thread default stream's thread, so a free
-    from another thread is ordered after the owner's work, and it compares
-    by device and handle), else a :class:`ForeignHandleStream`, which needs
-    the runtime only for what needs one, so a resource written in Python
-    serves the library without a GPU runtime."""
+def library_streams(device: Device) -> Callable[[int], Stream]:
+    """How a bridge on ``device`` turns its library's native stream handles
+    into the devmm streams it allocates on, decided once, when the bridge
+    is made: the runtime's own wrap where the device's runtime loads (it
+    knows a per-thread default stream's thread, so a free from another
+    thread is ordered after the owner's work, and it compares by device and
+    handle), else a :class:`ForeignHandleStream`, which needs the runtime
+    only for what needs one, so a resource written in Python serves the
+    library without a GPU runtime."""
     try:
         runtime = runtime_for(device)
     except RuntimeUnavailableError:
-        return ForeignHandleStream(device, handle)
-    return runtime.wrap_stream(device, handle)
+        return functools.partial(ForeignHandleStream, device)
+    return functools.partial(runtime.wrap_stream, device)
 
 
 def stream_handle_of(obj: object) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType
 from ..mrs._cupy import import_cupy
 from ._installer import Installer, refuse_cycle
-from ._support import library_stream, stream_handle_of
+from ._support import library_streams, stream_handle_of
 
 __all__ = ["install"]
 
@@ -27,6 +27,7 @@ class _DevmmCupyAllocator:
     def __init__(self, cupy: ModuleType, mr: DeviceMemoryResource) -> None:
         self.mr = mr
         self._cupy = cupy
+        self._stream = library_streams(mr.device)
 
     def __call__(self, nbytes: int) -> Any:
         cuda = self._cupy.cuda
@@ -37,7 +38,7 @@ class _DevmmCupyAllocator:
                 f"CuPy asked for {nbytes} bytes on CUDA device {current}, but its devmm "
                 f"allocator serves {device} ({self.mr!r}); install one for that device"
             )
-        stream = library_stream(device, stream_handle_of(cuda.get_current_stream()))
+        stream = self._stream(stream_handle_of(cuda.get_current_stream()))
         buffer = DeviceBuffer(nbytes, mr=self.mr, stream=stream)
         memory = cuda.UnownedMemory(buffer.ptr, nbytes, buffer, device.index)
         return cuda.MemoryPointer(memory, 0)

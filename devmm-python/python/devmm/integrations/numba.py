@@ -28,11 +28,12 @@ from .._devmm import (
     DeviceMemoryResource,
     DeviceType,
     RuntimeUnavailableError,
+    Stream,
     get_current_memory_resource,
     runtime_for,
 )
 from ._installer import Installer
-from ._support import library_stream
+from ._support import library_streams
 
 __all__ = ["DevmmEMMPlugin", "install"]
 
@@ -98,6 +99,7 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             super().__init__(*args, **kwargs)
             self._live: dict[int, DeviceBuffer] = {}
             self._pinned: DeviceMemoryResource | None = None
+            self._stream: Stream | None = None
 
         @property
         def interface_version(self) -> int:
@@ -125,7 +127,9 @@ def _make_plugin_class(numba_cuda: Any) -> type:
         def memalloc(self, size: int) -> Any:
             # The EMM interface carries no stream: Numba's allocations are
             # on the device's default stream (handle 0), as rmm's plugin's.
-            buffer = DeviceBuffer(size, mr=self._resource(), stream=library_stream(self.device, 0))
+            if self._stream is None:
+                self._stream = library_streams(self.device)(0)
+            buffer = DeviceBuffer(size, mr=self._resource(), stream=self._stream)
             key = buffer.ptr
             if key:
                 self._live[key] = buffer

@@ -14,7 +14,7 @@ from typing import Any
 from .._devmm import DeviceMemoryResource, DeviceType
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
-from ._support import library_stream, stream_handle_of
+from ._support import library_streams, stream_handle_of
 
 __all__ = ["install"]
 
@@ -64,11 +64,13 @@ def install(mr: DeviceMemoryResource) -> Installer:
     # rmm's Stream speaks the CUDA stream protocol, hipMM's too, so the
     # handle is read here, not by the ROCm runtime, which refuses that
     # protocol; an older rmm's callbacks take no stream (the default one).
+    stream_of = library_streams(device)
+
     def allocate(nbytes: int, stream: Any = None) -> int:
-        return mr.allocate(nbytes, library_stream(device, stream_handle_of(stream)))
+        return mr.allocate(nbytes, stream_of(stream_handle_of(stream)))
 
     def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
-        mr.deallocate(ptr, nbytes, library_stream(device, stream_handle_of(stream)))
+        mr.deallocate(ptr, nbytes, stream_of(stream_handle_of(stream)))
 
     bridge = _bridge_type(rmm)(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)
