@@ -3,15 +3,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::prelude::*;
-use pyo3::types::PyByteArray;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PyType};
 
 use crate::count::{Alignment, Count};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{shipped_new, PyMemoryResource};
+use crate::resource::{built, shipped_new, PyMemoryResource};
 
 /// `posix_memalign` / `free` from the C library: the CPU's default resource.
 #[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
@@ -43,16 +44,52 @@ impl PyMallocMemoryResource {
 /// before it gets here.
 struct BytearrayResource {
     alignment: usize,
-    /// Aligned address → the bytearray holding it.
-    blocks: Mutex<HashMap<usize, Py<PyByteArray>>>,
+    blocks: Arc<Blocks>,
 }
 
-impl BytearrayResource {
-    fn blocks(&self) -> MutexGuard<'_, HashMap<usize, Py<PyByteArray>>> {
+/// Each live block's aligned address → its bytearray and the memoryview
+/// that pins it: while the view is exported, resizing the bytearray (which
+/// would move the storage under the pointer) raises `BufferError`.
+#[derive(Default)]
+struct Blocks(Mutex<HashMap<usize, Block>>);
+
+/// A block's bytearray and the view that pins it.
+type Block = (Py<PyByteArray>, Py<PyMemoryView>);
+
+impl Blocks {
+    fn lock(&self) -> MutexGuard<'_, HashMap<usize, Block>> {
         // Each update is one insert or remove: a panic elsewhere cannot
         // leave the table half-changed, so a poisoned lock is still consistent.
-        self.blocks.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The class of the blocks: a `bytearray` that takes weak references, so
+/// a test can watch a block die when it is freed, as the seed's can.
+fn block_class(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    CLASS
+        .get_or_try_init(py, || {
+            let namespace = PyDict::new(py);
+            namespace.set_item("__slots__", ("__weakref__",))?;
+            namespace.set_item("__module__", "devmm.mrs.cpu")?;
+            let bases = (py.get_type::<PyByteArray>(),);
+            let class = py
+                .get_type::<PyType>()
+                .call1(("_PinnedBytearray", bases, namespace))?;
+            Ok::<_, PyErr>(class.unbind())
+        })
+        .map(|class| class.bind(py))
+}
+
+/// A new pinned block of `total` zeroed bytes, and its storage's address.
+fn new_block(py: Python<'_>, total: usize) -> PyResult<(Block, usize)> {
+    let array = block_class(py)?
+        .call1((total,))?
+        .cast_into::<PyByteArray>()?;
+    let pin = PyMemoryView::from(&array)?;
+    let base = array.data() as usize;
+    Ok(((array.unbind(), pin.unbind()), base))
 }
 
 impl fmt::Debug for BytearrayResource {
@@ -84,17 +121,12 @@ impl devmm::MemoryResource for BytearrayResource {
             .ok_or_else(|| {
                 out_of_memory("a bytearray holds at most isize::MAX bytes once aligned".into())
             })?;
-        let (array, base) = crate::gil::attach(|py| {
-            PyByteArray::new_with(py, total, |_| Ok(()))
-                .map(|array| {
-                    let base = array.data() as usize;
-                    (array.unbind(), base)
-                })
-                .map_err(|err| out_of_memory(err.to_string()))
+        let (block, base) = crate::gil::attach(|py| {
+            new_block(py, total).map_err(|err| out_of_memory(err.to_string()))
         })
         .ok_or_else(|| out_of_memory("the Python interpreter is shutting down".into()))??;
         let addr = base.next_multiple_of(self.alignment);
-        self.blocks().insert(addr, array);
+        self.blocks.lock().insert(addr, block);
         Ok(devmm::DevicePtr::from_addr(addr))
     }
 
@@ -104,10 +136,10 @@ impl devmm::MemoryResource for BytearrayResource {
         _nbytes: usize,
         _stream: &devmm::Stream,
     ) -> devmm::Result<()> {
-        // The ledger in front checked the pointer; dropping the bytearray
-        // releases it (now, or the next time this thread holds the GIL).
-        let array = self.blocks().remove(&ptr.addr());
-        drop(array);
+        // The ledger in front checked the pointer. The block is released
+        // now, with the GIL (or, during shutdown, when Python next runs).
+        let block = self.blocks.lock().remove(&ptr.addr());
+        crate::gil::attach(|_| drop(block));
         Ok(())
     }
 
@@ -138,7 +170,9 @@ impl devmm::MemoryResource for BytearrayResource {
 /// storage, not from the allocator.
 #[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm")]
 #[derive(Default)]
-pub(crate) struct PyBytearrayMemoryResource;
+pub(crate) struct PyBytearrayMemoryResource {
+    blocks: OnceLock<Arc<Blocks>>,
+}
 
 shipped_new!(PyBytearrayMemoryResource);
 
@@ -156,11 +190,20 @@ impl PyBytearrayMemoryResource {
         host_device("BytearrayMemoryResource", device)?;
         let alignment = alignment.get();
         devmm::check_alignment("BytearrayMemoryResource", alignment).py()?;
-        let mr = BytearrayResource {
-            alignment,
-            blocks: Mutex::default(),
-        };
+        let blocks = Arc::clone(slf.borrow().blocks.get_or_init(Arc::default));
+        let mr = BytearrayResource { alignment, blocks };
         PyMemoryResource::install(slf.as_super(), PyMemoryResource::checked(mr))
+    }
+
+    /// The live blocks, as the seed's `_live`: each pointer's bytearray and
+    /// the pin that keeps its storage in place (a snapshot; read-only).
+    #[getter]
+    fn _live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let live = PyDict::new(py);
+        for (addr, (array, pin)) in built(&self.blocks)?.lock().iter() {
+            live.set_item(addr, (array.bind(py), pin.bind(py)))?;
+        }
+        Ok(live)
     }
 }
 

@@ -470,3 +470,23 @@ def test_bytearray_resource_aligns_pointers_but_promises_nothing(stream: devmm.S
     assert t.data_ptr % 256 == 0
     t.free()
     assert mr._debug_live_count() == 0
+
+
+def test_bytearray_resource_pins_its_blocks_and_releases_them_when_freed(stream: devmm.Stream) -> None:
+    import gc
+    import weakref
+
+    mr = BytearrayMemoryResource(alignment=64)
+    ptr = mr.allocate(100, stream)
+    assert list(mr._live) == [ptr]
+    block, pin = mr._live[ptr]
+    assert isinstance(block, bytearray) and len(block) >= 100
+    assert ctypes.addressof(ctypes.c_char.from_buffer(block)) <= ptr
+    with pytest.raises(BufferError):
+        block.extend(b"moves the storage")  # the pointer must not dangle
+    assert pin.obj is block
+    died = weakref.ref(block)
+    del block, pin
+    mr.deallocate(ptr, 100, stream)
+    gc.collect()
+    assert died() is None and mr._live == {}

@@ -297,6 +297,19 @@ def test_devmm_runtime_cpu_imports_and_selects_the_cpu() -> None:
     assert done.stdout.strip() == "cpu:0 ('cpu',)"
 
 
+def test_devmm_runtime_set_after_import_is_heard_at_each_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEVMM_RUNTIME", "bogus")
+    with pytest.raises(devmm.RuntimeUnavailableError, match='DEVMM_RUNTIME="bogus" names no registered'):
+        devmm.runtime_names()
+    with pytest.raises(devmm.RuntimeUnavailableError, match="bogus"):
+        devmm.available_runtimes()
+    monkeypatch.setenv("DEVMM_RUNTIME", "cpu")
+    assert devmm.runtime_names() == ("cpu",)
+    assert devmm.default_device() == devmm.Device.from_string("cpu")
+    monkeypatch.delenv("DEVMM_RUNTIME")
+    assert "cpu" in devmm.runtime_names()
+
+
 def test_devmm_runtime_forces_its_runtime_without_probing() -> None:
     import os
     import subprocess

@@ -97,14 +97,10 @@ fn registry() -> &'static RwLock<Registry> {
     })
 }
 
-/// `DEVMM_RUNTIME`, read once per process: discovery must not change under
-/// a running program, and the default-device lookup stays off the
-/// environment lock on the allocation path.
-fn env_override() -> Option<&'static str> {
-    static OVERRIDE: OnceLock<Option<String>> = OnceLock::new();
-    OVERRIDE
-        .get_or_init(|| std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty()))
-        .as_deref()
+/// `DEVMM_RUNTIME` as it is now: read at each lookup, so a value a program
+/// (or a test) sets after start-up is heard, as the seed's is.
+fn env_override() -> Option<String> {
+    std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty())
 }
 
 /// Adds a third-party runtime. Names are unique.
@@ -204,6 +200,7 @@ fn add_external(reg: &mut Registry, name: &str) -> Result<()> {
 /// ```
 pub fn runtime_names() -> Vec<String> {
     let only = env_override();
+    let only = only.as_deref();
     // Probes run outside the lock: a third party's probe may itself call
     // `runtime_for`, which takes the lock for writing on first load.
     let selected = |name: &str| only.is_none_or(|o| name == o || name == "cpu");
@@ -259,6 +256,7 @@ pub fn check_runtime_override() -> Result<()> {
     let Some(name) = env_override() else {
         return Ok(());
     };
+    let name = name.as_str();
     let reg = registry().read().unwrap_or_else(|e| e.into_inner());
     let known: Vec<&str> = reg
         .registrations
@@ -384,7 +382,7 @@ pub fn stream_for(device: Device, which: Option<StreamSentinel>) -> Result<Strea
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn default_device() -> Result<Device> {
-    match env_override() {
+    match env_override().as_deref() {
         None => Ok(Device::CPU),
         Some(name) if is_external(name) => Ok(Device::CPU),
         Some(name) => {
