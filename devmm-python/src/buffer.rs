@@ -3,10 +3,10 @@
 use std::sync::{Arc, OnceLock};
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::count::{Count, Nbytes, Size};
@@ -33,6 +33,11 @@ pub(crate) struct PyDeviceBuffer {
     /// How the buffer's resource holds a Python-defined `mr`, when it
     /// bridges one (see [`bridge_of`]).
     pub(crate) bridge: Option<Arc<PythonRef>>,
+    /// The attributes a user sets on the buffer, as on the seed's plain
+    /// object: a dict this object shows the collector (PyO3's own `dict`
+    /// is not traversed), so `buffer.cycle = buffer` is collected, and the
+    /// memory freed once.
+    attrs: OnceLock<PythonRef>,
 }
 
 impl PyDeviceBuffer {
@@ -48,7 +53,17 @@ impl PyDeviceBuffer {
             mr,
             stream: stream.map_or_else(OnceLock::new, OnceLock::from),
             bridge: None,
+            attrs: OnceLock::new(),
         }
+    }
+
+    /// The dict of user-set attributes, made on first use (an error once
+    /// the collector cleared it).
+    fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let made = self
+            .attrs
+            .get_or_init(|| PythonRef::new(PyDict::new(py).into_any().unbind()));
+        Ok(made.get(py)?.cast_into::<PyDict>()?)
     }
 
     /// The bridge's reference to the Python resource, when this object
@@ -59,6 +74,15 @@ impl PyDeviceBuffer {
             .as_deref()
             .filter(|_| held_only_by(&self.buffer, 1))
     }
+}
+
+fn no_attribute(name: &Bound<'_, PyString>) -> PyErr {
+    let repr = name
+        .repr()
+        .map_or_else(|_| String::from("?"), |r| r.to_string());
+    PyAttributeError::new_err(format!(
+        "'devmm.DeviceBuffer' object has no attribute {repr}"
+    ))
 }
 
 /// Whether `holders` references are all there are to `buffer`, and the
@@ -121,6 +145,9 @@ impl PyDeviceBuffer {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.mr)?;
         visit.call(self.stream.get())?;
+        if let Some(attrs) = self.attrs.get() {
+            attrs.traverse(&visit)?;
+        }
         match self.owned_bridge() {
             Some(bridge) => bridge.traverse(&visit),
             None => Ok(()),
@@ -134,6 +161,62 @@ impl PyDeviceBuffer {
             self.buffer.free_or_log();
             bridge.clear();
         }
+        if let Some(attrs) = self.attrs.get() {
+            attrs.clear();
+        }
+    }
+
+    /// A user-set attribute (looked up after the class's own).
+    fn __getattr__<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let found = match self.attrs.get() {
+            Some(_) => self.attrs(py)?.get_item(name)?,
+            None => None,
+        };
+        found.ok_or_else(|| no_attribute(name))
+    }
+
+    /// Sets a user attribute; the buffer's own (its properties and
+    /// methods) cannot be replaced.
+    fn __setattr__(
+        slf: &Bound<'_, Self>,
+        name: &Bound<'_, PyString>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        if slf.get_type().hasattr(name)? {
+            return Err(PyAttributeError::new_err(format!(
+                "attribute {} of 'devmm.DeviceBuffer' objects is not writable",
+                name.repr()?
+            )));
+        }
+        slf.get().attrs(slf.py())?.set_item(name, value)
+    }
+
+    fn __delattr__(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<()> {
+        let attrs = self.attrs(py)?;
+        if !attrs.contains(name)? {
+            return Err(no_attribute(name));
+        }
+        attrs.del_item(name)
+    }
+
+    /// The attributes set on the buffer.
+    ///
+    /// Python type: `dict[str, Any]`
+    #[getter]
+    fn __dict__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.attrs(py)
+    }
+
+    /// Replaces the attributes set on the buffer with `attrs`'s.
+    #[setter(__dict__)]
+    fn set_dict(&self, py: Python<'_>, attrs: &Bound<'_, PyDict>) -> PyResult<()> {
+        let own = self.attrs(py)?;
+        own.clear();
+        own.update(attrs.as_mapping())
     }
 
     /// The address of the allocation (0 for zero bytes).

@@ -197,6 +197,8 @@ impl PyBytearrayMemoryResource {
 
     /// The live blocks, as the seed's `_live`: each pointer's bytearray and
     /// the pin that keeps its storage in place (a snapshot; read-only).
+    ///
+    /// Python type: `dict[int, tuple[bytearray, memoryview]]`
     #[getter]
     fn _live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let live = PyDict::new(py);

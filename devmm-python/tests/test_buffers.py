@@ -5,6 +5,7 @@ import gc
 import pytest
 
 import devmm
+import devmm.testing
 from devmm.mrs.cpu import BytearrayMemoryResource
 
 
@@ -187,3 +188,30 @@ def test_a_buffer_s_stream_is_the_stream_object_it_was_given(stream: devmm.Strea
     assert plain.stream is plain.stream and plain.stream == stream
     named = devmm.DeviceBuffer(16, stream=devmm.DEFAULT)
     assert isinstance(named.stream, devmm.Stream) and named.stream == stream
+
+
+def test_a_buffer_in_a_reference_cycle_is_collected_and_freed_once() -> None:
+    import gc
+
+    from devmm.testing import RecordingMemoryResource
+
+    recording = RecordingMemoryResource()
+    stream = devmm.runtime_for("cpu").default_stream("cpu")
+    buffer = devmm.DeviceBuffer(64, mr=recording, stream=stream)
+    buffer.cycle = buffer  # a plain attribute, as on the seed's buffer
+    buffer.note = "kept"
+    assert buffer.note == "kept" and sorted(vars(buffer)) == ["cycle", "note"]
+    del buffer
+    gc.collect()
+    assert [call[0] for call in recording.calls] == ["allocate", "deallocate"]
+
+
+def test_a_buffers_own_attributes_cannot_be_replaced() -> None:
+    buffer = devmm.DeviceBuffer(8)
+    with pytest.raises(AttributeError, match="attribute 'ptr' of 'devmm.DeviceBuffer' objects is not writable"):
+        buffer.ptr = 0  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="object has no attribute 'missing'"):
+        buffer.missing
+    with pytest.raises(AttributeError, match="object has no attribute 'missing'"):
+        del buffer.missing
+    buffer.free()
