@@ -37,8 +37,9 @@ def cupy_state(monkeypatch: pytest.MonkeyPatch, cuda0: devmm.Device) -> SimpleNa
         yield
 
     @contextlib.contextmanager
-    def external_stream(handle: int, device_id: int) -> Iterator[None]:
-        state.entered.append(("stream", handle, device_id))
+    def external_stream(handle: int) -> Iterator[None]:
+        # The seed's call: the stream of the device made current before it.
+        state.entered.append(("stream", handle))
         yield
 
     monkeypatch.setattr(cupy.cuda, "Device", device)
@@ -113,7 +114,7 @@ def test_cupy_allocators_round_trip_as_devmm_resources(cupy_state: SimpleNamespa
     stream = devmm.runtime_for(cuda0).create_stream(cuda0)
     t = devmm.empty((8,), "int32", device=cuda0, mr=mr, stream=stream)
     # CuPy allocated with the device current and devmm's stream as its current one.
-    assert cupy_state.entered == [("device", 0), ("stream", stream.handle, 0)]
+    assert cupy_state.entered == [("device", 0), ("stream", stream.handle)]
     t.buffer.copy_from_host(b"pooled")
     assert bytes(t.buffer.copy_to_host(nbytes=6)) == b"pooled" and pool.live == 1
     t.buffer.free()

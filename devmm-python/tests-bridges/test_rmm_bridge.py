@@ -118,7 +118,7 @@ def test_the_bridge_takes_the_stream_conventions_of_rmm_callers(monkeypatch: pyt
             super().__init__(allocate, deallocate)
             seen.update(allocate=allocate, deallocate=deallocate)
 
-    monkeypatch.setitem(bridge._bridge_types, rmm, Capturing)
+    monkeypatch.setattr(rmm.mr, "CallbackMemoryResource", Capturing)
     with bridge.install(cuda_stats):
         allocate, deallocate = seen["allocate"], seen["deallocate"]
         for stream in ((), (None,), (0,), (rmm.pylibrmm.stream.DEFAULT_STREAM,)):

@@ -17,6 +17,7 @@ import devmm.integrations.cupy
 import devmm.integrations.numba
 import devmm.integrations.rmm
 import devmm.mrs.cuda
+import devmm.mrs.rocm
 from devmm.integrations._support import ForeignHandleStream
 from devmm.testing import RecordingMemoryResource
 
@@ -82,7 +83,14 @@ class FakeCupy:
             def __init__(pointer, mem: UnownedMemory, offset: int) -> None:  # noqa: N805
                 pointer.mem, pointer.ptr = mem, mem.ptr + offset
 
+        self.alloced: list[int] = []
+
+        def alloc(nbytes: int) -> Any:
+            self.alloced.append(nbytes)
+            return SimpleNamespace(ptr=0x5000)
+
         self.cuda = SimpleNamespace(
+            alloc=alloc,
             get_allocator=lambda: self.allocator,
             set_allocator=self._set,
             get_current_stream=lambda: self.stream,
@@ -138,7 +146,21 @@ def a_cupy_allocator_as_a_resource() -> None:
     buffer = devmm.DeviceBuffer(48, mr=mr, stream=stream)
     assert buffer.ptr == 0x1000 and handed == [48] and mr._debug_live_count() == 1
     # CuPy ran with the device current and devmm's stream as its own.
-    assert cupy.entered == [("device", 0), ("stream", 0x90, 0)]
+    assert cupy.entered == [("device", 0), ("stream", 0x90)]
+    buffer.free()
+    assert mr._debug_live_count() == 0
+
+
+@scenario
+def cupys_current_allocator_as_a_resource() -> None:
+    # With no allocator given, the resource allocates through CuPy's own
+    # entry point, cupy.cuda.alloc, which calls CuPy's current allocator.
+    cupy = FakeCupy()
+    devmm.mrs.cuda._cupy_module = lambda: cupy
+    mr = devmm.mrs.cuda.CupyAllocatorMemoryResource(device=CUDA)
+    buffer = devmm.DeviceBuffer(32, mr=mr, stream=ForeignHandleStream(CUDA, 0xA0))
+    assert cupy.alloced == [32] and buffer.ptr == 0x5000
+    assert cupy.entered == [("device", 0), ("stream", 0xA0)]
     buffer.free()
     assert mr._debug_live_count() == 0
 
@@ -171,7 +193,8 @@ class CudaStreamProtocol:
 @scenario
 def rmm_allocates_through_a_python_resource() -> None:
     rmm = FakeRmm()
-    devmm.integrations.rmm._rmm_module_for = lambda platform: rmm
+    # A stand-in module need not be hashable, nor its class subclassable.
+    devmm.integrations.rmm._rmm_module_for = lambda platform: SimpleNamespace(mr=rmm.mr)
     mr = RecordingMemoryResource(CUDA)
     with devmm.integrations.rmm.install(mr):
         bridge = rmm.resources[0]
@@ -199,6 +222,23 @@ def an_rmm_resource_as_a_resource() -> None:
     devmm.DeviceBuffer(16, mr=mr, stream=stream).free()
     # rmm's Stream was made from devmm's stream, which speaks __cuda_stream__.
     assert len(translated) == 2 and all(s.__cuda_stream__() == (0, 0xB0) for s in translated)  # type: ignore[attr-defined]
+    assert mr._debug_live_count() == 0
+
+
+@scenario
+def a_hipmm_resource_as_a_resource() -> None:
+    translated: list[object] = []
+
+    class HipmmStream:
+        def __init__(self, obj: object) -> None:
+            translated.append(obj)
+
+    devmm.mrs.rocm._rmm_stream_class = lambda: HipmmStream
+    inner = SimpleNamespace(allocate=lambda nbytes, stream: 0x6000, deallocate=lambda ptr, nbytes, stream: None)
+    rocm = devmm.Device.from_string("rocm:0")
+    mr = devmm.mrs.rocm.HipmmMemoryResource(inner, rocm)
+    devmm.DeviceBuffer(16, mr=mr, stream=ForeignHandleStream(rocm, 0xC0)).free()
+    assert len(translated) == 2 and all(s.__cuda_stream__() == (0, 0xC0) for s in translated)  # type: ignore[attr-defined]
     assert mr._debug_live_count() == 0
 
 

@@ -490,3 +490,22 @@ def test_bytearray_resource_pins_its_blocks_and_releases_them_when_freed(stream:
     mr.deallocate(ptr, 100, stream)
     gc.collect()
     assert died() is None and mr._live == {}
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "device"),
+    [
+        ("cuda", "CudaRuntimeMemoryResource", "cpu"),
+        ("cuda", "CudaPinnedMemoryResource", "cuda:0"),
+        ("cuda", "CudaManagedMemoryResource", "rocm:0"),
+        ("rocm", "HipRuntimeMemoryResource", "cuda:0"),
+        ("rocm", "HipPinnedMemoryResource", "rocm:0"),
+    ],
+)
+def test_a_gpu_resource_refuses_a_device_of_another_kind_before_its_driver(module: str, name: str, device: str) -> None:
+    # A ValueError naming the mistake, on machines with the driver and without.
+    import importlib
+
+    cls = getattr(importlib.import_module(f"devmm.mrs.{module}"), name)
+    with pytest.raises(ValueError, match=f"{name} serves .* devices, not {device}"):
+        cls(devmm.Device.from_string(device))

@@ -20,18 +20,11 @@ __all__ = ["install"]
 
 _PLATFORM = {DeviceType.CUDA: "cuda", DeviceType.ROCM: "rocm"}
 
-#: Per rmm module, the callback resource class ``install`` makes bridges of.
-_bridge_types: dict[ModuleType, type] = {}
-
-
-def _bridge_type(rmm: ModuleType) -> type:
-    if rmm not in _bridge_types:
-        _bridge_types[rmm] = type(
-            "DevmmBridgeResource",
-            (rmm.mr.CallbackMemoryResource,),
-            {"__doc__": "rmm's callback resource over a devmm resource.", "devmm_bridge": True},
-        )
-    return _bridge_types[rmm]
+#: The rmm resources ``install`` made that are installed now: rmm's own
+#: ``CallbackMemoryResource`` objects, told apart by identity (a subclass
+#: marking them would need a class per rmm module, and a stand-in's class
+#: may not be subclassable).
+_bridges: list[Any] = []
 
 
 def _rmm_module_for(platform: str) -> ModuleType:
@@ -42,8 +35,9 @@ def _rmm_module_for(platform: str) -> ModuleType:
 
 
 def _is_devmm_bridge(resource: Any) -> bool:
-    """Whether ``resource`` is an rmm resource that ``install`` made."""
-    return getattr(type(resource), "devmm_bridge", False) is True
+    """Whether ``resource`` is an rmm resource that ``install`` made (and
+    that is installed)."""
+    return any(resource is bridge for bridge in _bridges)
 
 
 def install(mr: DeviceMemoryResource) -> Installer:
@@ -72,12 +66,18 @@ def install(mr: DeviceMemoryResource) -> Installer:
     def deallocate(ptr: int, nbytes: int, stream: Any = None) -> None:
         mr.deallocate(ptr, nbytes, stream_of(stream_handle_of(stream)))
 
-    bridge = _bridge_type(rmm)(allocate, deallocate)
+    bridge = rmm.mr.CallbackMemoryResource(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)
     rmm.mr.set_per_device_resource(device.index, bridge)
+    _bridges.append(bridge)
+
+    def restore() -> None:
+        rmm.mr.set_per_device_resource(device.index, previous)
+        _bridges.remove(bridge)
+
     return Installer(
         "rmm",
-        lambda: rmm.mr.set_per_device_resource(device.index, previous),
+        restore,
         mr=mr,
         is_current=lambda: rmm.mr.get_per_device_resource(device.index) is bridge,
     )

@@ -107,10 +107,13 @@ class CupyAllocatorMemoryResource(CheckedResource):
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         cuda = cupy_module().cuda
         stream = resolve_stream(self.device, stream)
-        allocator = self._current_allocator()
-        self._check_not_devmm(allocator)
-        with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle, self.device.index):
-            pointer = allocator(nbytes)
+        self._check_not_devmm(self._current_allocator())
+        # CuPy's own entry point, cupy.cuda.alloc, calls its current
+        # allocator; the stream is made once the device is current, so it
+        # is that device's (ExternalStream's device_id defaults to it).
+        allocate = self._allocator if self._allocator is not None else cuda.alloc
+        with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle):
+            pointer = allocate(nbytes)
         self._live[int(pointer.ptr)] = (pointer, nbytes)
         return int(pointer.ptr)
 

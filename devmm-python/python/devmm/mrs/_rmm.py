@@ -25,12 +25,13 @@ from .._devmm import (
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform"]
+__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "stream_class"]
 
 #: rmm and hipMM guarantee 256-byte alignment, like cudaMalloc.
 _ALIGNMENT = 256
 _PLATFORM_DEVICE = {"cuda": DeviceType.CUDA, "rocm": DeviceType.ROCM}
 _LIBRARY = {"cuda": "rmm", "rocm": "hipmm"}
+_SEAM_MODULE = {"cuda": "devmm.mrs.cuda", "rocm": "devmm.mrs.rocm"}
 
 
 def rmm_platform(distributions: list[str], override: str | None = None) -> str | None:
@@ -71,6 +72,11 @@ def rmm_module(platform: str) -> ModuleType:
             f"{wanted}, or set {DEVMM_RUNTIME}={platform} if its distribution is misnamed"
         )
     return rmm
+
+
+def stream_class(platform: str) -> Any:
+    """The ``Stream`` class of the ``rmm`` module serving ``platform``."""
+    return rmm_module(platform).pylibrmm.stream.Stream
 
 
 class _StreamProtocol:
@@ -151,8 +157,11 @@ class _RmmFamilyResource(CheckedResource):
         return self._stream_type(_StreamProtocol(resolve_stream(self.device, stream).handle))
 
     def _stream_class(self) -> Any:
-        """The library's ``Stream`` class, asked once per resource."""
-        return self._module().pylibrmm.stream.Stream
+        """The library's ``Stream`` class, asked once per resource through
+        its platform module's seam (``devmm.mrs.cuda._rmm_stream_class``,
+        ``devmm.mrs.rocm._rmm_stream_class``), where a test may stand
+        another class in."""
+        return importlib.import_module(_SEAM_MODULE[self._platform])._rmm_stream_class()
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
@@ -183,12 +192,6 @@ class RmmMemoryResource(_RmmFamilyResource):
     stream passed; ``inner`` lives as long as this resource."""
 
     _platform = "cuda"
-
-    def _stream_class(self) -> Any:
-        # Through the seam where a test may stand another class in.
-        from . import cuda
-
-        return cuda._rmm_stream_class()
 
 
 class HipmmMemoryResource(_RmmFamilyResource):

@@ -39,4 +39,4 @@ def _cupy_module() -> _ModuleType:
 def _rmm_stream_class() -> _Any:
     """rmm's ``Stream`` class, what :class:`RmmMemoryResource` hands rmm
     devmm's streams as: the seam where a test may stand another class in."""
-    return _rmm.rmm_module("cuda").pylibrmm.stream.Stream
+    return _rmm.stream_class("cuda")

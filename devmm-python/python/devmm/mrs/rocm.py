@@ -7,11 +7,14 @@ Importing this module never fails, on a machine without the library or
 without a driver too: making a resource there raises
 :class:`devmm.RuntimeUnavailableError` (an ``ImportError``) with the reason."""
 
+from typing import Any as _Any
+
 from .._devmm import (
     HipManagedMemoryResource,
     HipPinnedMemoryResource,
     HipRuntimeMemoryResource,
 )
+from . import _rmm
 from ._rmm import HipmmMemoryResource
 
 __all__ = [
@@ -20,3 +23,10 @@ __all__ = [
     "HipRuntimeMemoryResource",
     "HipmmMemoryResource",
 ]
+
+
+def _rmm_stream_class() -> _Any:
+    """hipMM's ``Stream`` class, what :class:`HipmmMemoryResource` hands
+    hipMM devmm's streams as: the seam where a test may stand another class
+    in."""
+    return _rmm.stream_class("rocm")

@@ -76,8 +76,9 @@ impl Kind for ManagedKind {
 ///
 /// ```
 /// use devmm::mrs::cuda::CudaRuntimeMemoryResource;
-/// // A CUDA resource refuses a host device (or says CUDA is missing).
-/// assert!(CudaRuntimeMemoryResource::new(devmm::Device::CPU).is_err());
+/// // A CUDA resource refuses a host device, whether or not CUDA is here.
+/// let refused = CudaRuntimeMemoryResource::new(devmm::Device::CPU);
+/// assert!(matches!(refused, Err(devmm::Error::InvalidArgument { .. })));
 /// ```
 pub struct GpuMemory<P: Platform, K: Kind> {
     driver: Arc<Driver<P>>,
@@ -87,16 +88,30 @@ pub struct GpuMemory<P: Platform, K: Kind> {
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
-    fn build(rt: &GpuRuntime<P>, device: Device, allocator: Allocator) -> Result<Self> {
+    /// Refuses a device of another kind than this resource's.
+    fn check_kind(device: Device) -> Result<()> {
         let wanted = K::device_type::<P>();
-        if device.ty() != wanted {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "{} serves {wanted} devices, not {device}; pass a {wanted} device",
-                    K::name(P::RESOURCE_NAMES)
-                ),
-            });
+        if device.ty() == wanted {
+            return Ok(());
         }
+        Err(Error::InvalidArgument {
+            reason: format!(
+                "{} serves {wanted} devices, not {device}; pass a {wanted} device",
+                K::name(P::RESOURCE_NAMES)
+            ),
+        })
+    }
+
+    /// The process-wide runtime, for a resource on `device`: a device of
+    /// the wrong kind is refused first, so the mistake is named even on a
+    /// machine without the driver.
+    fn runtime_for(device: Device) -> Result<Arc<GpuRuntime<P>>> {
+        Self::check_kind(device)?;
+        GpuRuntime::<P>::load()
+    }
+
+    fn build(rt: &GpuRuntime<P>, device: Device, allocator: Allocator) -> Result<Self> {
+        Self::check_kind(device)?;
         rt.check(device)?;
         Ok(GpuMemory {
             driver: Arc::clone(rt.driver()),
@@ -125,7 +140,7 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
     /// Device memory on `device` from the process-wide runtime:
     /// stream-ordered (`*MallocAsync`) when the driver has it.
     pub fn new(device: Device) -> Result<Self> {
-        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+        Self::with_runtime(&*Self::runtime_for(device)?, device)
     }
 
     /// Device memory on `device` from `rt`, stream-ordered when it can be:
@@ -157,7 +172,7 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
     /// none), `Some(false)` the synchronous one, `None` whichever
     /// [`new`](Self::new) picks.
     pub fn with_async_alloc(device: Device, async_alloc: Option<bool>) -> Result<Self> {
-        let rt = GpuRuntime::<P>::load()?;
+        let rt = Self::runtime_for(device)?;
         let memory = match async_alloc {
             Some(false) => return Self::synchronous(&rt, device),
             _ => Self::with_runtime(&rt, device)?,
@@ -178,7 +193,7 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
 impl<P: Platform> GpuMemory<P, PinnedKind> {
     /// Pinned host memory (a `*_host` device) from the process-wide runtime.
     pub fn new(device: Device) -> Result<Self> {
-        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+        Self::with_runtime(&*Self::runtime_for(device)?, device)
     }
 
     /// Pinned host memory from `rt`.
@@ -190,7 +205,7 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
 impl<P: Platform> GpuMemory<P, ManagedKind> {
     /// Managed memory from the process-wide runtime.
     pub fn new(device: Device) -> Result<Self> {
-        Self::with_runtime(&*GpuRuntime::<P>::load()?, device)
+        Self::with_runtime(&*Self::runtime_for(device)?, device)
     }
 
     /// Managed memory from `rt`.
