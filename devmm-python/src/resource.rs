@@ -442,8 +442,9 @@ pub(crate) fn origin_object(
 /// The bridge to a Python-defined resource's methods. It reads what the
 /// subclass says, not the base class's fields: its `device` (a property
 /// or class attribute is honoured, and a value that is not a device is a
-/// `ValueError`), `guaranteed_alignment()`, `dereferenceable` and its
-/// class name. It holds `obj` weakly, since `obj` holds it; whoever holds
+/// `ValueError`), `guaranteed_alignment()`, `dereferenceable`,
+/// `stream_ordered` and its class name, and asks its `available_memory()`
+/// when asked (its device's figures where it says `None`). It holds `obj` weakly, since `obj` holds it; whoever holds
 /// the bridge holds `obj` through [`resource_of`]'s origin.
 fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
     Ok(Arc::new(devmm::Checked::new(callbacks_of(obj)?)))
@@ -497,8 +498,24 @@ fn callbacks_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<devmm::CallbackMe
         });
         (format!("{name}.{method}"), find)
     };
+    let (available_name, available) = method("available_memory");
+    let stream_ordered = obj.getattr(intern!(py, "stream_ordered"))?.is_truthy()?;
     let methods = [method("allocate"), method("deallocate")];
-    python_callbacks(device.0, alignment, dereferenceable, name, methods).py()
+    let device = device.0;
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods).py()?;
+    // What the object says of itself, so an adaptor over it forwards that.
+    Ok(mr
+        .with_stream_ordered(stream_ordered)
+        .with_available_memory(move || {
+            crate::gil::attach(|py| {
+                available(py)
+                    .and_then(|f| f.call0())
+                    .and_then(|info| info.extract::<Option<(usize, usize)>>())
+                    .map(|info| info.map(|(free, total)| devmm::MemoryInfo { free, total }))
+                    .map_err(|err| PythonException::raised(py, err, &*available_name, Some(device)))
+            })
+            .unwrap_or(Ok(None))
+        }))
 }
 
 /// A Rust resource that stands for a Python object, and the slot through

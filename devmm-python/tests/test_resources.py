@@ -509,3 +509,37 @@ def test_a_gpu_resource_refuses_a_device_of_another_kind_before_its_driver(modul
     cls = getattr(importlib.import_module(f"devmm.mrs.{module}"), name)
     with pytest.raises(ValueError, match=f"{name} serves .* devices, not {device}"):
         cls(devmm.Device.from_string(device))
+
+
+def test_adaptors_over_a_python_resource_forward_what_it_says_of_itself() -> None:
+    class Ordered(devmm.DeviceMemoryResource):
+        def __init__(self) -> None:
+            self.blocks: dict[int, Any] = {}
+
+        @property
+        def stream_ordered(self) -> bool:
+            return True
+
+        def available_memory(self) -> tuple[int, int]:
+            return (1 << 20, 1 << 30)
+
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            block = ctypes.create_string_buffer(max(nbytes, 1))
+            self.blocks[ctypes.addressof(block)] = block
+            return ctypes.addressof(block)
+
+        def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+            del self.blocks[ptr]
+
+    stats = devmm.StatisticsAdaptor(Ordered())
+    assert stats.stream_ordered is True
+    assert stats.available_memory() == (1 << 20, 1 << 30)
+    logged = devmm.LoggingAdaptor(devmm.StatisticsAdaptor(Ordered()))
+    assert logged.stream_ordered is True and logged.available_memory() == (1 << 20, 1 << 30)
+
+    class Failing(Ordered):
+        def available_memory(self) -> tuple[int, int]:
+            raise LookupError("no figures")
+
+    with pytest.raises(LookupError, match="no figures"):
+        devmm.StatisticsAdaptor(Failing()).available_memory()

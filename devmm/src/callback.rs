@@ -11,6 +11,7 @@ use crate::stream::Stream;
 
 type AllocateFn = dyn Fn(usize, &Stream) -> Result<DevicePtr> + Send + Sync;
 type DeallocateFn = dyn Fn(DevicePtr, usize, &Stream) -> Result<()> + Send + Sync;
+type AvailableFn = dyn Fn() -> Result<Option<MemoryInfo>> + Send + Sync;
 
 /// A resource whose `allocate` and `deallocate` are closures.
 ///
@@ -42,8 +43,10 @@ pub struct CallbackMemoryResource {
     device: Device,
     alignment: usize,
     dereferenceable: bool,
+    stream_ordered: bool,
     allocate: Box<AllocateFn>,
     deallocate: Box<DeallocateFn>,
+    available: Option<Box<AvailableFn>>,
 }
 
 impl CallbackMemoryResource {
@@ -61,9 +64,46 @@ impl CallbackMemoryResource {
             device,
             alignment,
             dereferenceable: false,
+            stream_ordered: false,
             allocate: Box::new(allocate),
             deallocate: Box::new(deallocate),
+            available: None,
         })
+    }
+
+    /// Declares that the closures allocate and free in the order of the
+    /// stream they are given ([`MemoryResource::stream_ordered`]), as a
+    /// pool over `cudaMallocAsync` does; undeclared, they are immediate.
+    ///
+    /// ```
+    /// use devmm::{CallbackMemoryResource, Device, DevicePtr, MemoryResource};
+    /// let mr = CallbackMemoryResource::new(Device::CPU, 1, |_, _| Ok(DevicePtr::NULL), |_, _, _| Ok(()))?;
+    /// assert!(!mr.stream_ordered());
+    /// assert!(mr.with_stream_ordered(true).stream_ordered());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn with_stream_ordered(mut self, stream_ordered: bool) -> Self {
+        self.stream_ordered = stream_ordered;
+        self
+    }
+
+    /// Answers [`MemoryResource::available_memory`] with `available`: its
+    /// figures, or (for `None`, a resource that cannot tell) its device's
+    /// runtime's, as without it.
+    ///
+    /// ```
+    /// use devmm::{CallbackMemoryResource, Device, DevicePtr, MemoryInfo, MemoryResource};
+    /// let mr = CallbackMemoryResource::new(Device::CPU, 1, |_, _| Ok(DevicePtr::NULL), |_, _, _| Ok(()))?
+    ///     .with_available_memory(|| Ok(Some(MemoryInfo { free: 1, total: 2 })));
+    /// assert_eq!(mr.available_memory()?, MemoryInfo { free: 1, total: 2 });
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn with_available_memory(
+        mut self,
+        available: impl Fn() -> Result<Option<MemoryInfo>> + Send + Sync + 'static,
+    ) -> Self {
+        self.available = Some(Box::new(available));
+        self
     }
 
     /// Declares that the closures hand out real memory of the device, so
@@ -150,7 +190,14 @@ impl MemoryResource for CallbackMemoryResource {
         self.alignment
     }
 
+    fn stream_ordered(&self) -> bool {
+        self.stream_ordered
+    }
+
     fn available_memory(&self) -> Result<MemoryInfo> {
+        if let Some(info) = self.available.as_ref().map(|f| f()).transpose()?.flatten() {
+            return Ok(info);
+        }
         crate::runtime::runtime_for(self.device)?.memory_info(self.device)
     }
 
