@@ -108,7 +108,9 @@ def test_logging_adaptor_emits_structured_records(caplog: pytest.LogCaptureFixtu
     first = records[0]
     assert (first.ptr, first.nbytes, first.stream, first.device) == (p, 16, 0, "cpu:0")  # type: ignore[attr-defined]
     assert "double-free" in records[2].error  # type: ignore[attr-defined]
-    assert records[0].getMessage().startswith("allocate ptr=")
+    # The seed's message: the operation, then device, nbytes, ptr, stream.
+    assert records[0].getMessage() == f"allocate device=cpu:0 nbytes=16 ptr={p:#x} stream=0"
+    assert records[1].getMessage() == f"deallocate device=cpu:0 nbytes=16 ptr={p:#x} stream=0"
 
 
 def test_logging_adaptor_writes_to_the_logger_it_is_given(caplog: pytest.LogCaptureFixture, stream: devmm.Stream) -> None:

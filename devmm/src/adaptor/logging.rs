@@ -75,18 +75,18 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
             Ok(ptr) => tracing::info!(
                 target: LOG_TARGET,
                 op = "allocate",
-                ptr = ptr.addr(),
-                nbytes,
-                stream = stream.handle(),
                 device = %self.upstream.device(),
+                nbytes,
+                ptr = ptr.addr(),
+                stream = stream.handle(),
                 logger = self.logger(),
             ),
             Err(error) => tracing::warn!(
                 target: LOG_TARGET,
                 op = "allocate",
+                device = %self.upstream.device(),
                 nbytes,
                 stream = stream.handle(),
-                device = %self.upstream.device(),
                 logger = self.logger(),
                 %error,
             ),
@@ -101,19 +101,19 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
             Ok(()) => tracing::info!(
                 target: LOG_TARGET,
                 op = "deallocate",
-                ptr = ptr.addr(),
-                nbytes,
-                stream = stream.handle(),
                 device = %self.upstream.device(),
+                nbytes,
+                ptr = ptr.addr(),
+                stream = stream.handle(),
                 logger = self.logger(),
             ),
             Err(error) => tracing::warn!(
                 target: LOG_TARGET,
                 op = "deallocate",
-                ptr = ptr.addr(),
-                nbytes,
-                stream = stream.handle(),
                 device = %self.upstream.device(),
+                nbytes,
+                ptr = ptr.addr(),
+                stream = stream.handle(),
                 logger = self.logger(),
                 %error,
             ),
@@ -215,7 +215,7 @@ impl LogRecord {
 
     /// The record as one line, its parts one space apart: the `op`, the
     /// message, then each other field as `name=value`, an address in hex
-    /// (`allocate ptr=0x1000 nbytes=64 stream=0 device=cpu:0`). A part
+    /// (`allocate device=cpu:0 nbytes=64 ptr=0x1000 stream=0`). A part
     /// the record lacks leaves no space behind.
     ///
     /// ```
@@ -334,9 +334,17 @@ mod tests {
         };
         assert_eq!(allocate.logger_name(target), "app.memory");
         let line = allocate.summary();
-        assert!(line.starts_with("allocate ptr=0x"), "{line}");
-        assert!(line.ends_with(" nbytes=64 stream=0 device=cpu:0"), "{line}");
-        assert!(deallocate.summary().starts_with("deallocate ptr=0x"));
+        // The seed's order: device, nbytes, ptr, stream.
+        assert!(
+            line.starts_with("allocate device=cpu:0 nbytes=64 ptr=0x"),
+            "{line}"
+        );
+        assert!(line.ends_with(" stream=0"), "{line}");
+        assert!(
+            deallocate
+                .summary()
+                .starts_with("deallocate device=cpu:0 nbytes=64 ptr=0x")
+        );
         let unnamed = LogRecord::default();
         assert_eq!(unnamed.logger_name(LOG_TARGET), "devmm.mr");
     }
