@@ -159,3 +159,38 @@ def test_the_packages_python_functions_have_resolvable_type_hints() -> None:
     assert devmm.integrations.numpy.install in checked and Installer.uninstall in checked
     for obj in checked:
         typing.get_type_hints(obj)  # raises NameError for a name only type checkers see
+
+
+def test_an_rmm_stand_in_is_told_apart_by_its_resource_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module no distribution installed (a test's stand-in for hipMM, as
+    # the seed's tests make): its Hip* resource classes say it is hipMM.
+    import sys
+    import types
+
+    import devmm.integrations.rmm
+    from devmm.testing import RecordingMemoryResource
+
+    resources: dict[int, object] = {0: "hipMM's own"}
+
+    class CallbackMemoryResource:
+        def __init__(self, allocate: object, deallocate: object) -> None:
+            self.allocate, self.deallocate = allocate, deallocate
+
+    fake = types.ModuleType("rmm")
+    fake.mr = types.SimpleNamespace(  # type: ignore[attr-defined]
+        HipMemoryResource=object,
+        CallbackMemoryResource=CallbackMemoryResource,
+        get_per_device_resource=resources.__getitem__,
+        set_per_device_resource=resources.__setitem__,
+    )
+    monkeypatch.setitem(sys.modules, "rmm", fake)
+    monkeypatch.delenv("DEVMM_RUNTIME", raising=False)
+    recording = RecordingMemoryResource(devmm.Device.from_string("rocm:0"))
+    with devmm.integrations.rmm.install(recording):
+        bridge = resources[0]
+        assert isinstance(bridge, CallbackMemoryResource)
+        bridge.deallocate(bridge.allocate(64, None), 64, None)  # type: ignore[attr-defined]
+    assert resources[0] == "hipMM's own"
+    assert [call[0] for call in recording.calls] == ["allocate", "deallocate"]
+    with pytest.raises(devmm.RuntimeUnavailableError, match="serves rocm, not cuda"):
+        devmm.integrations.rmm.install(RecordingMemoryResource(devmm.Device.from_string("cuda:0")))

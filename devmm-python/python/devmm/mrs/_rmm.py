@@ -3,8 +3,10 @@
 hipMM's Python package is a port that keeps RAPIDS' names, so both install
 a module called ``rmm``. Which platform it serves is read from the
 distribution that installed it (``rmm-cu12``, ``rmm-cu13``: CUDA; a name
-with ``hip`` in it: ROCm); ``DEVMM_RUNTIME=cuda|rocm`` decides when the
-metadata does not tell (design §4.2)."""
+with ``hip`` in it: ROCm); for a module no distribution installed (a
+test's stand-in), from its resource classes (``Cuda*``: rmm, ``Hip*``:
+hipMM); ``DEVMM_RUNTIME=cuda|rocm`` decides when neither tells (design
+§4.2)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,14 @@ from .._devmm import (
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["HipmmMemoryResource", "RmmMemoryResource", "rmm_module", "rmm_platform", "stream_class"]
+__all__ = [
+    "HipmmMemoryResource",
+    "RmmMemoryResource",
+    "marker_platform",
+    "rmm_module",
+    "rmm_platform",
+    "stream_class",
+]
 
 #: rmm and hipMM guarantee 256-byte alignment, like cudaMalloc.
 _ALIGNMENT = 256
@@ -50,6 +59,26 @@ def rmm_platform(distributions: list[str], override: str | None = None) -> str |
     return override if override in _PLATFORM_DEVICE else None
 
 
+#: Resource classes only one platform's ``rmm.mr`` has.
+_MARKERS = {
+    "cuda": ("CudaMemoryResource", "CudaAsyncMemoryResource"),
+    "rocm": ("HipMemoryResource", "HipAsyncMemoryResource"),
+}
+
+
+def marker_platform(rmm: Any) -> str | None:
+    """The platform whose resource classes ``rmm.mr`` has (rmm's ``Cuda*``,
+    hipMM's ``Hip*``); ``None`` when it has neither's or both's.
+
+    >>> from types import SimpleNamespace
+    >>> marker_platform(SimpleNamespace(mr=SimpleNamespace(HipMemoryResource=object)))
+    'rocm'
+    """
+    mr = getattr(rmm, "mr", None)
+    found = [p for p, names in _MARKERS.items() if any(hasattr(mr, n) for n in names)]
+    return found[0] if len(found) == 1 else None
+
+
 def rmm_module(platform: str) -> ModuleType:
     """The ``rmm`` module, checked to target ``platform``; raises
     :class:`devmm.RuntimeUnavailableError` when it is absent or serves the
@@ -63,10 +92,18 @@ def rmm_module(platform: str) -> ModuleType:
             f"devmm's {wanted} bridge needs the {wanted} Python package: install it"
         ) from e
     distributions = importlib.metadata.packages_distributions().get("rmm", [])
-    found = rmm_platform(distributions, os.environ.get(DEVMM_RUNTIME))
+    override = os.environ.get(DEVMM_RUNTIME)
+    location = getattr(rmm, "__file__", None)
+    if location is None:
+        # A module standing in for rmm (a test's), which no distribution
+        # installed: the resource classes it carries tell, as the seed reads.
+        distributions = []
+        found = marker_platform(rmm) or rmm_platform(distributions, override)
+    else:
+        found = rmm_platform(distributions, override)
     if found != platform:
         raise RuntimeUnavailableError(
-            f"no rmm module targeting {platform} is importable: the rmm module at {rmm.__file__} "
+            f"no rmm module targeting {platform} is importable: the rmm module at {location or repr(rmm)} "
             f"(installed by {distributions or 'no known distribution'}) serves "
             f"{found or 'an unknown platform'}, not {platform}, so it is not {wanted}; install "
             f"{wanted}, or set {DEVMM_RUNTIME}={platform} if its distribution is misnamed"
