@@ -388,9 +388,10 @@ impl PyRecordingMemoryResource {
 /// A `RecordingMemoryResource`'s call log, a live sequence of
 /// `("allocate", ptr, nbytes, stream)` (`ptr` is `None` when the
 /// allocation failed) and `("deallocate", ptr, nbytes, stream)` tuples,
-/// refused calls included. It compares equal to a list of the same tuples;
-/// `clear()` forgets the calls so far.
-#[pyclass(frozen, name = "RecordedCalls", module = "devmm.testing")]
+/// refused calls included. It is a sequence (`len`, indexing, slicing,
+/// `reversed`, `count`, `index`, `copy()` for a list) that compares equal
+/// to a list of the same tuples; `clear()` forgets the calls so far.
+#[pyclass(frozen, sequence, name = "RecordedCalls", module = "devmm.testing")]
 pub(crate) struct PyRecordedCalls {
     recording: Arc<devmm::testing::RecordingMemoryResource>,
 }
@@ -460,6 +461,22 @@ impl PyRecordedCalls {
             Err(_) => other.clone(),
         };
         self.snapshot(py)?.as_any().eq(other)
+    }
+
+    /// The calls logged so far, as a new list.
+    fn copy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.snapshot(py)
+    }
+
+    /// How many logged calls equal `call`.
+    fn count(&self, py: Python<'_>, call: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.snapshot(py)?.call_method1("count", (call,))?.extract()
+    }
+
+    /// The position of the first logged call equal to `call` (`ValueError`
+    /// when none is).
+    fn index(&self, py: Python<'_>, call: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.snapshot(py)?.index(call)
     }
 
     /// Forgets the calls logged so far (the live allocations stay).

@@ -399,3 +399,20 @@ def test_recording_resource_repr_is_the_seeds() -> None:
         pass
 
     assert repr(Mine()) == "Mine(device=cpu:0)"
+
+
+def test_a_recordings_calls_read_as_a_sequence() -> None:
+    import collections.abc
+
+    recording = devmm.testing.RecordingMemoryResource()
+    stream = devmm.runtime_for("cpu").default_stream("cpu")
+    ptr = recording.allocate(64, stream)
+    recording.deallocate(ptr, 64, stream)
+    calls = recording.calls
+    assert isinstance(calls, collections.abc.Sequence)
+    first, second = ("allocate", ptr, 64, stream), ("deallocate", ptr, 64, stream)
+    assert calls.copy() == [first, second] and type(calls.copy()) is list
+    assert list(reversed(calls)) == [second, first]
+    assert (calls.count(first), calls.index(second), calls[-1]) == (1, 1, second)
+    with pytest.raises(ValueError):
+        calls.index(("free", ptr, 64, stream))

@@ -10,6 +10,12 @@ with, for authors of third-party resources and runtimes.
   fake pointers, a verbatim call log and misuse detection
   (``RecordingMisuseError``, an ``AssertionError``)."""
 
+from collections.abc import Sequence as _Sequence
+
+from .._devmm import RecordedCalls as _RecordedCalls
 from .._devmm import RecordingMemoryResource, RecordingMisuseError, dlpack_conformance, mr_conformance
 
 __all__ = ["RecordingMemoryResource", "RecordingMisuseError", "dlpack_conformance", "mr_conformance"]
+
+# A recording's `calls` reads as the seed's list does: a sequence.
+_Sequence.register(_RecordedCalls)
