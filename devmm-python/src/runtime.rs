@@ -12,7 +12,7 @@ use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
 use crate::device::{type_of_code, DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
 use crate::resource::{default_object_of, PyMemoryResource};
-use crate::stream::{maybe_detached, stream_of, PyStream, PyStreamSentinel};
+use crate::stream::{maybe_detached, stream_object, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
 #[pyclass(frozen, weakref, name = "DeviceRuntime", module = "devmm")]
@@ -136,22 +136,40 @@ impl PyDeviceRuntime {
     }
 
     /// The built-in stream `which` (a sentinel) of `device`.
-    fn stream(&self, device: DeviceArg, which: &PyStreamSentinel) -> PyResult<PyStream> {
-        Ok(self.inner.stream(device.0, which.inner).py()?.into())
+    ///
+    /// Python type: `Stream`
+    fn stream<'py>(
+        &self,
+        py: Python<'py>,
+        device: DeviceArg,
+        which: &PyStreamSentinel,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        stream_object(py, &self.inner.stream(device.0, which.inner).py()?)
     }
 
-    /// The default stream of `device`.
-    fn default_stream(&self, device: DeviceArg) -> PyResult<PyStream> {
-        Ok(self.inner.default_stream(device.0).py()?.into())
+    /// The default stream of `device` (on the CPU, its one stream: the
+    /// same object every time).
+    ///
+    /// Python type: `Stream`
+    fn default_stream<'py>(
+        &self,
+        py: Python<'py>,
+        device: DeviceArg,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        stream_object(py, &self.inner.default_stream(device.0).py()?)
     }
 
-    /// A new stream on `device`, destroyed when the last reference goes.
-    fn create_stream(&self, py: Python<'_>, device: DeviceArg) -> PyResult<PyStream> {
-        Ok(
-            maybe_detached(py, device.0, || self.inner.create_stream(device.0))
-                .py()?
-                .into(),
-        )
+    /// A new stream on `device`, destroyed when the last reference goes
+    /// (on the CPU, its one stream).
+    ///
+    /// Python type: `Stream`
+    fn create_stream<'py>(
+        &self,
+        py: Python<'py>,
+        device: DeviceArg,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let stream = maybe_detached(py, device.0, || self.inner.create_stream(device.0)).py()?;
+        stream_object(py, &stream)
     }
 
     /// A stream of `device` for `obj`: a native handle (an int) the caller
@@ -178,12 +196,7 @@ impl PyDeviceRuntime {
             return Ok(obj.clone());
         }
         if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
-            let stream: PyStream = self
-                .inner
-                .stream(device.0, sentinel.get().inner)
-                .py()?
-                .into();
-            return Ok(Bound::new(py, stream)?.into_any());
+            return stream_object(py, &self.inner.stream(device.0, sentinel.get().inner).py()?);
         }
         let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
             // The protocol's handle is a CUDA stream: on a ROCm device it
@@ -206,8 +219,7 @@ impl PyDeviceRuntime {
                 return Err(crate::error::expected(what, obj));
             }
         };
-        let stream: PyStream = self.inner.wrap_stream(device.0, handle.get()).py()?.into();
-        Ok(Bound::new(py, stream)?.into_any())
+        stream_object(py, &self.inner.wrap_stream(device.0, handle.get()).py()?)
     }
 
     fn __repr__(&self) -> String {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 
 use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{Count, Handle};
@@ -222,6 +223,13 @@ pub(crate) fn stream_object<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     match stream.origin().and_then(|o| o.downcast_ref::<Py<PyAny>>()) {
         Some(obj) => Ok(obj.bind(py).clone()),
+        // The CPU has one stream: one object stands for it, so a resource
+        // is handed the very stream its caller passed, as the seed's is.
+        None if *stream == devmm::Stream::cpu() => {
+            static CPU: PyOnceLock<Py<PyStream>> = PyOnceLock::new();
+            let cpu = CPU.get_or_try_init(py, || Py::new(py, PyStream::from(stream.clone())))?;
+            Ok(cpu.bind(py).clone().into_any())
+        }
         None => Ok(Bound::new(py, PyStream::from(stream.clone()))?.into_any()),
     }
 }

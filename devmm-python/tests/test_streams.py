@@ -135,3 +135,20 @@ def test_a_python_cuda_stream_speaks_the_protocol_without_a_cuda_runtime() -> No
         "ForeignHandleStream(device=cuda:0, handle=0x50) (0, 80)",
         "no cuda runtime",
     ]
+
+
+def test_a_resource_is_handed_the_cpu_stream_its_caller_passed() -> None:
+    # The seed's CPU runtime has one stream object; adaptors forward
+    # (nbytes, stream) exactly, so the resource sees that very object.
+    from devmm.testing import RecordingMemoryResource
+
+    runtime = devmm.runtime_for("cpu")
+    stream = runtime.default_stream("cpu")
+    assert stream is runtime.create_stream("cpu") is runtime.wrap_stream("cpu", 0)
+    assert stream is runtime.stream("cpu", devmm.DEFAULT)
+    recording = RecordingMemoryResource()
+    adapted = devmm.LoggingAdaptor(devmm.StatisticsAdaptor(recording))
+    adapted.deallocate(adapted.allocate(16, stream), 16, stream)
+    assert all(call[3] is stream for call in recording.calls)
+    with devmm.DeviceBuffer(8) as buffer:
+        assert buffer.stream is stream

@@ -231,14 +231,19 @@ def test_tensors_buffers_and_streams_take_weak_references(stream: devmm.Stream) 
     # tensor (and its memory) go.
     import weakref
 
+    from devmm._core.stream import CpuStream
+
     t = devmm.empty((2, 2), "float32")
     refs = [weakref.ref(t), weakref.ref(t.buffer), weakref.ref(devmm.DeviceBuffer(8))]
-    watched = devmm.runtime_for(stream.device).default_stream(stream.device)
+    watched = CpuStream()
     refs.append(weakref.ref(watched))
     assert refs[0]() is t and refs[3]() is watched
     del t, watched
     gc.collect()
     assert [r() for r in refs] == [None] * 4
+    # The CPU's one native stream is one object, for the process's life.
+    cpu = devmm.runtime_for(stream.device).default_stream(stream.device)
+    assert weakref.ref(cpu)() is cpu is devmm.runtime_for("cpu").create_stream("cpu")
 
 
 def test_tensor_constructor_refusals(stream: devmm.Stream) -> None:
