@@ -137,7 +137,7 @@ def test_the_current_cupy_allocator_is_used_by_default(cupy_state: SimpleNamespa
 
 
 def test_both_arrows_for_cupy_are_a_cycle(cupy_state: SimpleNamespace, cuda_stats: devmm.StatisticsAdaptor, restore_allocator: None) -> None:
-    with pytest.raises(ValueError, match="would create an allocation cycle"):
+    with pytest.raises(ValueError, match="into CuPy would create an allocation cycle"):
         bridge.install(devmm.LimitingAdaptor(CupyAllocatorMemoryResource(FakePool()), limit_bytes=1 << 20))
     with bridge.install(cuda_stats):
         with pytest.raises(ValueError, match="devmm's own"):

@@ -96,6 +96,8 @@ class Installer:
 #: The libraries one arrow installs into: rmm's arrow serves hipMM too
 #: (rmm on CUDA, hipMM on ROCm; one ``rmm.mr`` API).
 _SERVED: dict[str, tuple[str, ...]] = {"rmm": ("rmm", "hipmm")}
+#: How the libraries spell themselves, for messages.
+_SPELLED = {"cupy": "CuPy", "numpy": "NumPy", "numba": "Numba", "torch": "PyTorch"}
 
 
 def resource_chain(mr: Any) -> Iterator[Any]:
@@ -121,10 +123,11 @@ def refuse_cycle(library: str, mr: Any, forbidden: type | tuple[type, ...] = ())
     (``consumes``; for ``"rmm"`` hipMM counts too) or is an instance of
     ``forbidden`` (the classes a caller knows to allocate through it)."""
     served = _SERVED.get(library, (library,))
+    spelled = _SPELLED.get(library, library)
     for current in resource_chain(mr):
         if getattr(current, "consumes", None) in served or isinstance(current, forbidden):
             raise ValueError(
-                f"installing {mr!r} into {library} would create an allocation cycle: "
-                f"{type(current).__name__} in its chain allocates through {library} already "
+                f"installing {mr!r} into {spelled} would create an allocation cycle: "
+                f"{type(current).__name__} in its chain allocates through {spelled} already "
                 f"(consume and provide for one library at once); wrap another resource"
             )
