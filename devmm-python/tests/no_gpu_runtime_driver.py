@@ -207,39 +207,33 @@ def rmm_allocates_through_a_python_resource() -> None:
     assert rmm.resources[0] == "rmm's own"
 
 
-@scenario
-def an_rmm_resource_as_a_resource() -> None:
+def rmm_family_resource(module: Any, resource: type, device: devmm.Device, handle: int) -> None:
+    """A resource of the rmm family over a stand-in inner resource, with the
+    library's Stream class stood in at ``module``'s seam."""
     translated: list[object] = []
 
-    class RmmStream:
+    class LibraryStream:
         def __init__(self, obj: object) -> None:
             translated.append(obj)
 
-    devmm.mrs.cuda._rmm_stream_class = lambda: RmmStream
+    module._rmm_stream_class = lambda: LibraryStream
     inner = SimpleNamespace(allocate=lambda nbytes, stream: 0x4000, deallocate=lambda ptr, nbytes, stream: None)
-    mr = devmm.mrs.cuda.RmmMemoryResource(inner, CUDA)
-    stream = ForeignHandleStream(CUDA, 0xB0)
-    devmm.DeviceBuffer(16, mr=mr, stream=stream).free()
-    # rmm's Stream was made from devmm's stream, which speaks __cuda_stream__.
-    assert len(translated) == 2 and all(s.__cuda_stream__() == (0, 0xB0) for s in translated)  # type: ignore[attr-defined]
+    mr = resource(inner, device)
+    devmm.DeviceBuffer(16, mr=mr, stream=ForeignHandleStream(device, handle)).free()
+    # The library's Stream was made from devmm's stream, which speaks __cuda_stream__.
+    assert len(translated) == 2 and all(s.__cuda_stream__() == (0, handle) for s in translated)  # type: ignore[attr-defined]
     assert mr._debug_live_count() == 0
+
+
+@scenario
+def an_rmm_resource_as_a_resource() -> None:
+    rmm_family_resource(devmm.mrs.cuda, devmm.mrs.cuda.RmmMemoryResource, CUDA, 0xB0)
 
 
 @scenario
 def a_hipmm_resource_as_a_resource() -> None:
-    translated: list[object] = []
-
-    class HipmmStream:
-        def __init__(self, obj: object) -> None:
-            translated.append(obj)
-
-    devmm.mrs.rocm._rmm_stream_class = lambda: HipmmStream
-    inner = SimpleNamespace(allocate=lambda nbytes, stream: 0x6000, deallocate=lambda ptr, nbytes, stream: None)
     rocm = devmm.Device.from_string("rocm:0")
-    mr = devmm.mrs.rocm.HipmmMemoryResource(inner, rocm)
-    devmm.DeviceBuffer(16, mr=mr, stream=ForeignHandleStream(rocm, 0xC0)).free()
-    assert len(translated) == 2 and all(s.__cuda_stream__() == (0, 0xC0) for s in translated)  # type: ignore[attr-defined]
-    assert mr._debug_live_count() == 0
+    rmm_family_resource(devmm.mrs.rocm, devmm.mrs.rocm.HipmmMemoryResource, rocm, 0xC0)
 
 
 class FakeNumbaCuda:
