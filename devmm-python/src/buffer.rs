@@ -60,10 +60,23 @@ impl PyDeviceBuffer {
     /// The dict of user-set attributes, made on first use (an error once
     /// the collector cleared it).
     fn attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let made = self
-            .attrs
-            .get_or_init(|| PythonRef::new(PyDict::new(py).into_any().unbind()));
+        let made = match self.attrs.get() {
+            Some(made) => made,
+            None => {
+                // Made before the lock is taken: making a dict may run the
+                // collector, whose finalizers may set attributes here too.
+                let fresh = PythonRef::new(PyDict::new(py).into_any().unbind());
+                self.attrs.get_or_init(|| fresh)
+            }
+        };
         Ok(made.get(py)?.cast_into::<PyDict>()?)
+    }
+
+    /// The user-set attributes, if any were set and the collector has not
+    /// cleared them.
+    fn attrs_if_any<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyDict>> {
+        let attrs = self.attrs.get()?.get(py).ok()?;
+        attrs.cast_into::<PyDict>().ok()
     }
 
     /// The bridge's reference to the Python resource, when this object
@@ -74,6 +87,32 @@ impl PyDeviceBuffer {
             .as_deref()
             .filter(|_| held_only_by(&self.buffer, 1))
     }
+}
+
+/// What `DeviceBuffer` and its bases define as `name` (a property, a
+/// method), read from their own dicts as attribute lookup does, so the
+/// metaclass's attributes (`mro`, `__name__`) are not the buffer's.
+fn class_attribute<'py>(
+    slf: &Bound<'py, PyDeviceBuffer>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = slf.py();
+    for class in slf.get_type().getattr(intern!(py, "__mro__"))?.try_iter()? {
+        let own = class?.getattr(intern!(py, "__dict__"))?;
+        if own.contains(name)? {
+            return Ok(Some(own.get_item(name)?));
+        }
+    }
+    Ok(None)
+}
+
+fn not_writable(name: &Bound<'_, PyString>) -> PyErr {
+    let repr = name
+        .repr()
+        .map_or_else(|_| String::from("?"), |r| r.to_string());
+    PyAttributeError::new_err(format!(
+        "attribute {repr} of 'devmm.DeviceBuffer' objects is not writable"
+    ))
 }
 
 fn no_attribute(name: &Bound<'_, PyString>) -> PyErr {
@@ -172,35 +211,39 @@ impl PyDeviceBuffer {
         py: Python<'py>,
         name: &Bound<'py, PyString>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let found = match self.attrs.get() {
-            Some(_) => self.attrs(py)?.get_item(name)?,
+        let found = match self.attrs_if_any(py) {
+            Some(attrs) => attrs.get_item(name)?,
             None => None,
         };
         found.ok_or_else(|| no_attribute(name))
     }
 
     /// Sets a user attribute; the buffer's own (its properties and
-    /// methods) cannot be replaced.
+    /// methods) are set as their class says (`__dict__` takes a dict, the
+    /// rest are read-only).
     fn __setattr__(
         slf: &Bound<'_, Self>,
         name: &Bound<'_, PyString>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        if slf.get_type().hasattr(name)? {
-            return Err(PyAttributeError::new_err(format!(
-                "attribute {} of 'devmm.DeviceBuffer' objects is not writable",
-                name.repr()?
-            )));
+        match class_attribute(slf, name)? {
+            Some(own) => match own.getattr_opt(intern!(slf.py(), "__set__"))? {
+                Some(set) => set.call1((slf, value)).map(drop),
+                None => Err(not_writable(name)),
+            },
+            None => slf.get().attrs(slf.py())?.set_item(name, value),
         }
-        slf.get().attrs(slf.py())?.set_item(name, value)
     }
 
-    fn __delattr__(&self, py: Python<'_>, name: &Bound<'_, PyString>) -> PyResult<()> {
-        let attrs = self.attrs(py)?;
-        if !attrs.contains(name)? {
-            return Err(no_attribute(name));
+    /// Deletes a user attribute; the buffer's own cannot be deleted.
+    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
+        if class_attribute(slf, name)?.is_some() {
+            return Err(not_writable(name));
         }
-        attrs.del_item(name)
+        match slf.get().attrs_if_any(slf.py()) {
+            Some(attrs) if attrs.contains(name)? => attrs.del_item(name),
+            _ => Err(no_attribute(name)),
+        }
     }
 
     /// The attributes set on the buffer.

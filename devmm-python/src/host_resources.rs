@@ -196,14 +196,23 @@ impl PyBytearrayMemoryResource {
     }
 
     /// The live blocks, as the seed's `_live`: each pointer's bytearray and
-    /// the pin that keeps its storage in place (a snapshot; read-only).
+    /// the pin that keeps its storage in place (a snapshot). Private, as
+    /// the seed's: releasing a pin lets a resize move the storage under
+    /// the pointer.
     ///
     /// Python type: `dict[int, tuple[bytearray, memoryview]]`
     #[getter]
     fn _live<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Copied out first: building the dict may run the collector, which
+        // may free a block of this resource (taking the lock again).
+        let blocks: Vec<(usize, Block)> = built(&self.blocks)?
+            .lock()
+            .iter()
+            .map(|(&addr, (array, pin))| (addr, (array.clone_ref(py), pin.clone_ref(py))))
+            .collect();
         let live = PyDict::new(py);
-        for (addr, (array, pin)) in built(&self.blocks)?.lock().iter() {
-            live.set_item(addr, (array.bind(py), pin.bind(py)))?;
+        for (addr, (array, pin)) in blocks {
+            live.set_item(addr, (array, pin))?;
         }
         Ok(live)
     }

@@ -227,7 +227,8 @@ pub(crate) fn stream_object<'py>(
         // is handed the very stream its caller passed, as the seed's is.
         None if *stream == devmm::Stream::cpu() => {
             static CPU: PyOnceLock<Py<PyStream>> = PyOnceLock::new();
-            let cpu = CPU.get_or_try_init(py, || Py::new(py, PyStream::from(stream.clone())))?;
+            let cpu =
+                CPU.get_or_try_init(py, || Py::new(py, PyStream::from(devmm::Stream::cpu())))?;
             Ok(cpu.bind(py).clone().into_any())
         }
         None => Ok(Bound::new(py, PyStream::from(stream.clone()))?.into_any()),
@@ -494,8 +495,14 @@ impl PyStreamPool {
     }
 
     /// Stream `stream_id`, or the next one when `None`.
+    ///
+    /// Python type: `Stream`
     #[pyo3(signature = (stream_id = None))]
-    fn get_stream(&self, stream_id: Option<usize>) -> PyResult<PyStream> {
-        Ok(self.inner.get_stream(stream_id).py()?.into())
+    fn get_stream<'py>(
+        &self,
+        py: Python<'py>,
+        stream_id: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        stream_object(py, &self.inner.get_stream(stream_id).py()?)
     }
 }

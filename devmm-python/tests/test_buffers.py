@@ -191,8 +191,6 @@ def test_a_buffer_s_stream_is_the_stream_object_it_was_given(stream: devmm.Strea
 
 
 def test_a_buffer_in_a_reference_cycle_is_collected_and_freed_once() -> None:
-    import gc
-
     from devmm.testing import RecordingMemoryResource
 
     recording = RecordingMemoryResource()
@@ -208,10 +206,18 @@ def test_a_buffer_in_a_reference_cycle_is_collected_and_freed_once() -> None:
 
 def test_a_buffers_own_attributes_cannot_be_replaced() -> None:
     buffer = devmm.DeviceBuffer(8)
-    with pytest.raises(AttributeError, match="attribute 'ptr' of 'devmm.DeviceBuffer' objects is not writable"):
-        buffer.ptr = 0  # type: ignore[misc]
+    for own in ("ptr", "free"):
+        with pytest.raises(AttributeError, match=f"attribute '{own}' of 'devmm.DeviceBuffer' objects is not writable"):
+            setattr(buffer, own, 0)
+        with pytest.raises(AttributeError, match=f"attribute '{own}' of 'devmm.DeviceBuffer' objects is not writable"):
+            delattr(buffer, own)
     with pytest.raises(AttributeError, match="object has no attribute 'missing'"):
         buffer.missing
     with pytest.raises(AttributeError, match="object has no attribute 'missing'"):
         del buffer.missing
+    assert getattr(buffer, "missing", None) is None and not hasattr(buffer, "missing")
+    # The metaclass's names are not the buffer's: set like any other.
+    buffer.mro = 3
+    buffer.__dict__ = {"note": "replaced"}
+    assert vars(buffer) == {"note": "replaced"} and buffer.note == "replaced"
     buffer.free()

@@ -128,6 +128,27 @@ def test_devmm_runtime_selects_the_default_device(
     assert done.stdout.strip() == expected
 
 
+def test_the_default_device_follows_devmm_runtime_as_discovery_last_read_it(fake_library: Callable[[str], str]) -> None:
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    env.pop("DEVMM_RUNTIME", None)
+    script = textwrap.dedent(
+        """
+        import os
+        import devmm
+        assert devmm.default_device() == devmm.Device.from_string("cpu")
+        os.environ["DEVMM_RUNTIME"] = "cuda"
+        assert devmm.runtime_names() == ("cpu", "cuda")
+        assert devmm.empty((2,), "float32").device == devmm.Device.from_string("cuda:0")
+        os.environ["DEVMM_RUNTIME"] = "cpu"
+        assert devmm.runtime_names() == ("cpu",) and devmm.default_device().type is devmm.DeviceType.CPU
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_a_library_without_a_driver_leaves_devmm_working(fake_library: Callable[[str], str]) -> None:
     """A CI container: the CUDA runtime library loads but no driver answers
     (every call fails with cudaErrorInsufficientDriver)."""

@@ -267,9 +267,9 @@ class Forbidden(MallocMemoryResource):
 
 
 def test_ensure_no_cycle_refuses_a_forbidden_instance_anywhere_in_the_chain() -> None:
-    with pytest.raises(ValueError, match="Forbidden in its chain allocates through cupy"):
+    with pytest.raises(ValueError, match="Forbidden in its chain allocates through CuPy"):
         _support.ensure_no_cycle(Forbidden(), Forbidden, "cupy")
-    with pytest.raises(ValueError, match="Forbidden in its chain allocates through cupy"):
+    with pytest.raises(ValueError, match="Forbidden in its chain allocates through CuPy"):
         _support.ensure_no_cycle(devmm.StatisticsAdaptor(Forbidden()), Forbidden, "cupy")
     _support.ensure_no_cycle(devmm.StatisticsAdaptor(MallocMemoryResource()), Forbidden, "cupy")
     _support.ensure_no_cycle(ConsumesCupy(), Forbidden, "rmm")

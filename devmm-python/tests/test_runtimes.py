@@ -303,9 +303,11 @@ def test_devmm_runtime_set_after_import_is_heard_at_each_lookup(monkeypatch: pyt
         devmm.runtime_names()
     with pytest.raises(devmm.RuntimeUnavailableError, match="bogus"):
         devmm.available_runtimes()
+    with pytest.raises(devmm.RuntimeUnavailableError, match='DEVMM_RUNTIME="bogus" names no registered'):
+        devmm.empty((2,), "float32")  # the default device follows what discovery last read
     monkeypatch.setenv("DEVMM_RUNTIME", "cpu")
     assert devmm.runtime_names() == ("cpu",)
-    assert devmm.default_device() == devmm.Device.from_string("cpu")
+    assert devmm.empty((2,), "float32").device == devmm.Device.from_string("cpu")
     monkeypatch.delenv("DEVMM_RUNTIME")
     assert "cpu" in devmm.runtime_names()
 

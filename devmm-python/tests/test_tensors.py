@@ -242,8 +242,9 @@ def test_tensors_buffers_and_streams_take_weak_references(stream: devmm.Stream) 
     gc.collect()
     assert [r() for r in refs] == [None] * 4
     # The CPU's one native stream is one object, for the process's life.
-    cpu = devmm.runtime_for(stream.device).default_stream(stream.device)
-    assert weakref.ref(cpu)() is cpu is devmm.runtime_for("cpu").create_stream("cpu")
+    kept = weakref.ref(devmm.runtime_for("cpu").default_stream("cpu"))
+    gc.collect()
+    assert kept() is devmm.runtime_for("cpu").create_stream("cpu")
 
 
 def test_tensor_constructor_refusals(stream: devmm.Stream) -> None:

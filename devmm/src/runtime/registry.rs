@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once, OnceLock, RwLock};
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
@@ -97,10 +98,35 @@ fn registry() -> &'static RwLock<Registry> {
     })
 }
 
-/// `DEVMM_RUNTIME` as it is now: read at each lookup, so a value a program
-/// (or a test) sets after start-up is heard, as the seed's is.
+/// `DEVMM_RUNTIME` as the last discovery read it. Discovery reads the
+/// environment each time ([`env_override`]), so a value a program (or a
+/// test) sets after start-up is heard, as the seed's is; the default-device
+/// lookup on the allocation path reads only this copy, with one atomic
+/// load while the variable is unset (the environment lock and a scan of
+/// the environment would cost more than the rest of a small `empty`).
+static LAST_OVERRIDE: RwLock<Option<String>> = RwLock::new(None);
+static OVERRIDE_SET: AtomicBool = AtomicBool::new(false);
+
+/// `DEVMM_RUNTIME` as it is now, kept as [`last_override`]'s copy.
 fn env_override() -> Option<String> {
-    std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty())
+    let value = std::env::var(RUNTIME_ENV).ok().filter(|v| !v.is_empty());
+    let mut last = LAST_OVERRIDE.write().unwrap_or_else(|e| e.into_inner());
+    OVERRIDE_SET.store(value.is_some(), Ordering::Release);
+    last.clone_from(&value);
+    value
+}
+
+/// `DEVMM_RUNTIME` as the last discovery read it (read now the first time).
+fn last_override() -> Option<String> {
+    static FIRST: Once = Once::new();
+    FIRST.call_once(|| drop(env_override()));
+    if !OVERRIDE_SET.load(Ordering::Acquire) {
+        return None;
+    }
+    LAST_OVERRIDE
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// Adds a third-party runtime. Names are unique.
@@ -253,10 +279,14 @@ pub fn available_runtimes() -> Result<Vec<Arc<dyn DeviceRuntime>>> {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn check_runtime_override() -> Result<()> {
-    let Some(name) = env_override() else {
-        return Ok(());
-    };
-    let name = name.as_str();
+    match env_override() {
+        Some(name) => check_override_names_a_runtime(&name),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a `DEVMM_RUNTIME` value `name` that names no registered runtime.
+fn check_override_names_a_runtime(name: &str) -> Result<()> {
     let reg = registry().read().unwrap_or_else(|e| e.into_inner());
     let known: Vec<&str> = reg
         .registrations
@@ -382,10 +412,11 @@ pub fn stream_for(device: Device, which: Option<StreamSentinel>) -> Result<Strea
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn default_device() -> Result<Device> {
-    match env_override().as_deref() {
+    match last_override().as_deref() {
         None => Ok(Device::CPU),
         Some(name) if is_external(name) => Ok(Device::CPU),
         Some(name) => {
+            check_override_names_a_runtime(name)?;
             let rt = runtime_for(name)?;
             let ty = rt.device_types()[0];
             Ok(Device::new(ty, 0))

@@ -73,7 +73,7 @@ def install(mr: DeviceMemoryResource) -> Installer:
 
     def restore() -> None:
         rmm.mr.set_per_device_resource(device.index, previous)
-        _bridges.remove(bridge)
+        _bridges[:] = [kept for kept in _bridges if kept is not bridge]
 
     return Installer(
         "rmm",

@@ -72,15 +72,22 @@ class CupyAllocatorMemoryResource(CheckedResource):
         # CuPy is imported at the first allocation, as the seed's resource
         # does; devmm's allocator can be CuPy's current one only once CuPy
         # is imported, so a cycle is found here if there is one now.
-        if allocator is not None or sys.modules.get("cupy") is not None:
-            self._check_not_devmm(self._current_allocator())
+        if allocator is not None:
+            self._check_not_devmm(allocator)
+        elif sys.modules.get("cupy") is not None:
+            self._allocate_through(cupy_module().cuda)
         self._live: dict[int, Any] = {}
 
-    def _current_allocator(self) -> Callable[[int], Any]:
+    def _allocate_through(self, cuda: ModuleType) -> Callable[[int], Any]:
+        """What an allocation calls: the allocator given, else CuPy's own
+        entry point, ``cupy.cuda.alloc``, which calls CuPy's current
+        allocator; refused (a cycle) where that allocator is devmm's."""
         if self._allocator is not None:
+            self._check_not_devmm(self._allocator)
             return self._allocator
-        current: Callable[[int], Any] = cupy_module().cuda.get_allocator()
-        return current
+        self._check_not_devmm(cuda.get_allocator())
+        alloc: Callable[[int], Any] = cuda.alloc
+        return alloc
 
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
         from ..integrations import cupy as bridge
@@ -107,11 +114,9 @@ class CupyAllocatorMemoryResource(CheckedResource):
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
         cuda = cupy_module().cuda
         stream = resolve_stream(self.device, stream)
-        self._check_not_devmm(self._current_allocator())
-        # CuPy's own entry point, cupy.cuda.alloc, calls its current
-        # allocator; the stream is made once the device is current, so it
-        # is that device's (ExternalStream's device_id defaults to it).
-        allocate = self._allocator if self._allocator is not None else cuda.alloc
+        allocate = self._allocate_through(cuda)
+        # The stream is made once the device is current, so it is that
+        # device's (ExternalStream's device_id defaults to it).
         with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle):
             pointer = allocate(nbytes)
         self._live[int(pointer.ptr)] = (pointer, nbytes)
