@@ -107,21 +107,23 @@ fn class_attribute<'py>(
 }
 
 fn not_writable(name: &Bound<'_, PyString>) -> PyErr {
-    let repr = name
-        .repr()
-        .map_or_else(|_| String::from("?"), |r| r.to_string());
-    PyAttributeError::new_err(format!(
-        "attribute {repr} of 'devmm.DeviceBuffer' objects is not writable"
-    ))
+    attribute_error(name, |repr| {
+        format!("attribute {repr} of 'devmm.DeviceBuffer' objects is not writable")
+    })
 }
 
 fn no_attribute(name: &Bound<'_, PyString>) -> PyErr {
+    attribute_error(name, |repr| {
+        format!("'devmm.DeviceBuffer' object has no attribute {repr}")
+    })
+}
+
+/// An `AttributeError` whose message `say` writes around `name`'s repr.
+fn attribute_error(name: &Bound<'_, PyString>, say: impl FnOnce(&str) -> String) -> PyErr {
     let repr = name
         .repr()
         .map_or_else(|_| String::from("?"), |r| r.to_string());
-    PyAttributeError::new_err(format!(
-        "'devmm.DeviceBuffer' object has no attribute {repr}"
-    ))
+    PyAttributeError::new_err(say(&repr))
 }
 
 /// Whether `holders` references are all there are to `buffer`, and the
