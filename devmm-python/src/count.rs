@@ -19,6 +19,9 @@ pub(crate) trait ArgName {
     /// seed's rule for the argument says so, rather than the conversion's
     /// `TypeError`.
     const ONLY_VALUE_ERRORS: bool = false;
+    /// Whether the argument is an alignment, which must be a power of two:
+    /// a negative or huge int is refused saying so, as a zero or odd one is.
+    const POWER_OF_TWO: bool = false;
 }
 
 /// A non-negative integer argument named `N::NAME` in its errors.
@@ -48,6 +51,13 @@ impl<'py, N: ArgName> FromPyObject<'_, 'py> for Count<N> {
             Ok(value) => Ok(Count::of(value)),
             Err(err) if N::ONLY_VALUE_ERRORS && err.is_instance_of::<PyTypeError>(obj.py()) => {
                 Err(not_a_count(N::NAME, rule, 0, &obj.repr()?))
+            }
+            Err(err) if N::POWER_OF_TWO && err.is_instance_of::<PyValueError>(obj.py()) => {
+                Err(PyValueError::new_err(format!(
+                    "{} must be a power of two, not {}",
+                    N::NAME,
+                    obj.repr()?
+                )))
             }
             Err(err) => Err(err),
         }
@@ -186,13 +196,14 @@ impl ArgName for Offset {
 
 /// Declares argument names for [`Count`].
 macro_rules! arg_names {
-    ($($(#[$doc:meta])* $ty:ident = $name:literal;)*) => {$(
+    ($($(#[$doc:meta])* $ty:ident = $name:literal $(, $flag:ident)?;)*) => {$(
         $(#[$doc])*
         #[derive(Debug)]
         pub(crate) struct $ty;
 
         impl ArgName for $ty {
             const NAME: &'static str = $name;
+            $(const $flag: bool = true;)?
         }
     )*};
 }
@@ -205,13 +216,13 @@ arg_names! {
     /// `LimitingAdaptor`'s limit.
     LimitBytes = "limit_bytes";
     /// A resource's promised alignment.
-    Alignment = "alignment";
+    Alignment = "alignment", POWER_OF_TWO;
     /// `RecordingMemoryResource`'s promised alignment.
-    GuaranteedAlignment = "guaranteed_alignment";
+    GuaranteedAlignment = "guaranteed_alignment", POWER_OF_TWO;
     /// `Aligned`'s row padding.
     UnitStrideAlignment = "unit_stride_alignment";
     /// A layout's base alignment.
-    BaseAlignment = "base_alignment";
+    BaseAlignment = "base_alignment", POWER_OF_TWO;
     /// An element size.
     Itemsize = "itemsize";
     /// A native stream handle.

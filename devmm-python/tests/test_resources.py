@@ -49,9 +49,12 @@ def test_resource_reprs() -> None:
     assert repr(callback) == "CallbackMemoryResource(device=cpu:0)"
 
 
-def test_malloc_alignment_must_be_a_power_of_two() -> None:
-    with pytest.raises(ValueError, match="power of two"):
-        MallocMemoryResource(alignment=48)
+@pytest.mark.parametrize("alignment", [48, 0, 3, -1, -64, 2**70])
+@pytest.mark.parametrize("make", [MallocMemoryResource, BytearrayMemoryResource])
+def test_an_alignment_must_be_a_power_of_two(make: Any, alignment: int) -> None:
+    # Negative and huge ints too: the rule they break is the same.
+    with pytest.raises(ValueError, match="alignment must be a power of two"):
+        make(alignment=alignment)
 
 
 def test_bytearray_resource_detects_misuse(stream: devmm.Stream) -> None:
