@@ -252,7 +252,7 @@ class FakeNumbaCuda:
             def __init__(self, context: Any, pointer: Any, size: int, finalizer: Callable[[], None]) -> None:
                 self.pointer, self.size, self.finalizer = pointer, size, finalizer
 
-        self.HostOnlyCUDAMemoryManager = HostOnlyCUDAMemoryManager
+        self.HostOnlyCUDAMemoryManager: type = HostOnlyCUDAMemoryManager
         self.GetIpcHandleMixin = type("GetIpcHandleMixin", (), {})
         self.MemoryPointer = MemoryPointer
         self.cudadrv = SimpleNamespace(driver=SimpleNamespace(_memory_manager=None))
@@ -284,6 +284,32 @@ def numba_allocates_through_a_python_resource() -> None:
         pointer.finalizer()
         assert mr._debug_live_count() == 0
     assert numba_cuda.cudadrv.driver._memory_manager is None
+
+
+@scenario
+def numba_stand_in_without_a_pending_free_queue() -> None:
+    # A stand-in Numba as a seed-style test makes it: the base keeps only
+    # its context, which takes no weak references.
+    numba_cuda = FakeNumbaCuda()
+
+    class BareManager:
+        def __init__(self, context: Any) -> None:
+            self.context = context
+            self.allocations: dict[int, object] = {}
+
+    numba_cuda.HostOnlyCUDAMemoryManager = BareManager
+    devmm.integrations.numba._numba_cuda_module = lambda: numba_cuda
+    devmm.integrations.numba._plugin_class_cache = None
+    # Installed for the rest of the run: a context made with it pins it.
+    devmm.integrations.numba.install()
+    plugin = numba_cuda.cudadrv.driver._memory_manager(SimpleNamespace(device=SimpleNamespace(id=0)))
+    mr = RecordingMemoryResource(CUDA)
+    with devmm.using_memory_resource(mr):
+        plugin.initialize()
+        pointer = plugin.memalloc(256)
+    assert mr._debug_live_count() == 1
+    pointer.finalizer()  # freed at once: there is no queue to defer to
+    assert mr._debug_live_count() == 0
 
 
 for run in SCENARIOS:

@@ -26,4 +26,5 @@ def test_python_resources_streams_and_bridges_need_no_gpu_runtime() -> None:
         "an_rmm_resource_as_a_resource",
         "a_hipmm_resource_as_a_resource",
         "numba_allocates_through_a_python_resource",
+        "numba_stand_in_without_a_pending_free_queue",
     ]

@@ -120,9 +120,20 @@ def _make_plugin_class(numba_cuda: Any) -> type:
 
         def initialize(self) -> None:
             Plugin.contexts_made += 1
-            _free, total = self._memory_info()
-            # Numba flushes pending frees past a share of the device's memory.
-            self.deallocations.memory_capacity = total
+            # Numba flushes pending frees past a share of the device's
+            # memory; a base without Numba's queue (a stand-in's) has none.
+            deallocations = getattr(self, "deallocations", None)
+            if deallocations is not None:
+                _free, total = self._memory_info()
+                deallocations.memory_capacity = total
+
+        def _context(self) -> Any:
+            """The context as a pointer holds it: weakly, as Numba's own
+            manager's pointers do, where it takes weak references."""
+            try:
+                return weakref.proxy(self.context)
+            except TypeError:
+                return self.context
 
         def memalloc(self, size: int) -> Any:
             # The EMM interface carries no stream: Numba's allocations are
@@ -135,11 +146,13 @@ def _make_plugin_class(numba_cuda: Any) -> type:
                 self._live[key] = buffer
 
             def release() -> None:
-                self.deallocations.add_item(self._free, key, size)
+                deallocations = getattr(self, "deallocations", None)
+                if deallocations is None:
+                    self._free(key)  # no queue to defer the free to
+                else:
+                    deallocations.add_item(self._free, key, size)
 
-            return numba_cuda.MemoryPointer(
-                weakref.proxy(self.context), ctypes.c_void_p(key), size, finalizer=release
-            )
+            return numba_cuda.MemoryPointer(self._context(), ctypes.c_void_p(key), size, finalizer=release)
 
         def _free(self, key: int) -> None:
             buffer = self._live.pop(key, None)
@@ -154,9 +167,7 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            return numba_cuda.PinnedMemory(
-                weakref.proxy(self.context), ctypes.c_void_p(buffer.ptr), size, owner=buffer
-            )
+            return numba_cuda.PinnedMemory(self._context(), ctypes.c_void_p(buffer.ptr), size, owner=buffer)
 
         def get_memory_info(self) -> Any:
             free, total = self._memory_info()
