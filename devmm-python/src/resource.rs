@@ -444,8 +444,9 @@ pub(crate) fn origin_object(
 /// or class attribute is honoured, and a value that is not a device is a
 /// `ValueError`), `guaranteed_alignment()`, `dereferenceable`,
 /// `stream_ordered` and its class name, and asks its `available_memory()`
-/// when asked (its device's figures where it says `None`). It holds `obj` weakly, since `obj` holds it; whoever holds
-/// the bridge holds `obj` through [`resource_of`]'s origin.
+/// when asked (its device's figures where it says `None`). It holds `obj`
+/// weakly, since `obj` holds it; whoever holds the bridge holds `obj`
+/// through [`resource_of`]'s origin.
 fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
     Ok(Arc::new(devmm::Checked::new(callbacks_of(obj)?)))
 }

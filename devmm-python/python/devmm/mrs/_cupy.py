@@ -79,11 +79,11 @@ class CupyAllocatorMemoryResource(CheckedResource):
         self._live: dict[int, Any] = {}
 
     def _allocate_through(self, cuda: ModuleType) -> Callable[[int], Any]:
-        """What an allocation calls: the allocator given, else CuPy's own
-        entry point, ``cupy.cuda.alloc``, which calls CuPy's current
-        allocator; refused (a cycle) where that allocator is devmm's."""
+        """What an allocation calls: the allocator given (checked when the
+        resource was made), else CuPy's own entry point, ``cupy.cuda.alloc``,
+        which calls CuPy's current allocator; refused (a cycle) where that
+        allocator is devmm's."""
         if self._allocator is not None:
-            self._check_not_devmm(self._allocator)
             return self._allocator
         self._check_not_devmm(cuda.get_allocator())
         alloc: Callable[[int], Any] = cuda.alloc

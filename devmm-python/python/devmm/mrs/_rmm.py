@@ -91,16 +91,12 @@ def rmm_module(platform: str) -> ModuleType:
             f"rmm is not importable ({e}), so no rmm module targeting {platform} is importable; "
             f"devmm's {wanted} bridge needs the {wanted} Python package: install it"
         ) from e
-    distributions = importlib.metadata.packages_distributions().get("rmm", [])
-    override = os.environ.get(DEVMM_RUNTIME)
     location = getattr(rmm, "__file__", None)
-    if location is None:
-        # A module standing in for rmm (a test's), which no distribution
-        # installed: the resource classes it carries tell, as the seed reads.
-        distributions = []
-        found = marker_platform(rmm) or rmm_platform(distributions, override)
-    else:
-        found = rmm_platform(distributions, override)
+    # A module standing in for rmm (a test's) has no file and no
+    # distribution: the resource classes it carries tell, as the seed reads.
+    marked = marker_platform(rmm) if location is None else None
+    distributions = [] if location is None else importlib.metadata.packages_distributions().get("rmm", [])
+    found = marked or rmm_platform(distributions, os.environ.get(DEVMM_RUNTIME))
     if found != platform:
         raise RuntimeUnavailableError(
             f"no rmm module targeting {platform} is importable: the rmm module at {location or repr(rmm)} "
