@@ -40,14 +40,23 @@ where
     obj.extract::<T>().map_err(|_| refused(obj, name, expected))
 }
 
-/// The `BufferError` for a `__dlpack__` keyword `name` given `obj`.
+/// The `BufferError` for a `__dlpack__` keyword `name` given `obj`, in
+/// the seed's words.
 fn refused(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyErr {
     let shown = obj
         .repr()
         .map_or_else(|_| "the value".to_owned(), |r| r.to_string());
     PyBufferError::new_err(format!(
-        "__dlpack__({name}={shown}): {name} must be {expected}"
+        "__dlpack__: {name} must be {expected}, got {shown}"
     ))
+}
+
+/// Whether `obj` is a Python int as the DLPack protocol passes one: not a
+/// bool (an int to Python, but no handle or version number) and not an
+/// object with `__index__` (a NumPy integer), as the seed's
+/// `isinstance(x, int)` checks refuse them.
+fn protocol_int(obj: Borrowed<'_, '_, PyAny>) -> bool {
+    obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
 /// The consumer's `stream=` of `__dlpack__`.
@@ -60,9 +69,8 @@ impl<'py> FromPyObject<'_, 'py> for DlpackStream {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let expected = "None or an int stream handle (or -1)";
-        // `True` is an int to Python, but no stream handle.
-        if obj.is_exact_instance_of::<PyBool>() {
+        let expected = "None or an int per the DLPack protocol";
+        if !protocol_int(obj) {
             return Err(refused(obj, "stream", expected));
         }
         dlpack_arg(obj, "stream", expected).map(DlpackStream)
@@ -80,13 +88,12 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         let expected = "None or a (major, minor) pair of non-negative ints";
-        // `True` is an int to Python, but no version number.
-        let number = |part: Borrowed<'_, 'py, PyAny>| {
-            if part.is_exact_instance_of::<PyBool>() {
-                return Err(refused(obj, "max_version", expected));
-            }
-            part.extract::<u32>()
-                .map_err(|_| refused(obj, "max_version", expected))
+        // A version past `u32` is read as the largest: any `(1, n)` asks
+        // for what devmm speaks, as the seed's comparison of ints does.
+        let number = |part: Borrowed<'_, 'py, PyAny>| match part.extract::<u32>() {
+            Ok(n) if protocol_int(part) => Ok(n),
+            Err(_) if protocol_int(part) && part.ge(0)? => Ok(u32::MAX),
+            _ => Err(refused(obj, "max_version", expected)),
         };
         // A tuple, as consumers pass it, read in place (the hot path).
         if let Ok(tuple) = obj.cast::<PyTuple>() {

@@ -18,6 +18,13 @@ pyo3::create_exception!(
     "A runtime (CUDA, ROCm) or the library a resource wraps is not available on this machine."
 );
 
+pyo3::create_exception!(
+    devmm,
+    StreamError,
+    PyRuntimeError,
+    "A stream hand-off failed: the driver could not make one stream wait for another (a DLPack `stream=` exchange, `wait_raw`, `make_stream_wait`)."
+);
+
 /// An exception raised by Python code devmm called, carried by the core as
 /// an error source; `repr` is its text for Rust readers (no GIL needed).
 pub(crate) struct PythonException {
@@ -125,7 +132,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 /// allocations → `MemoryError`, a test double's misuse reports →
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
-/// `BufferError`, driver failures → `RuntimeError`. A stream error is a
+/// `BufferError`, failed stream hand-offs → [`StreamError`] (a
+/// `RuntimeError`), other driver failures → `RuntimeError`. A stream error is a
 /// stream (or stream value) that does not fit the call, so a bad argument:
 /// `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
@@ -169,6 +177,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
+        devmm::Error::Handoff { .. } => StreamError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -53,6 +53,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "RuntimeUnavailableError",
         py.get_type::<error::RuntimeUnavailableError>(),
     )?;
+    m.add("StreamError", py.get_type::<error::StreamError>())?;
 
     m.add("DeviceType", device::PyDeviceType::class(py)?)?;
     // What the dataclasses `Device` and `DType` (python/devmm/_core) call.

@@ -174,6 +174,6 @@ def test_hipmm_round_trips_over_rocm(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_refusal_reaches_rmm_callers_as_memory_error() -> None:
     limited = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(), limit_bytes=64)
     with bridge.install(limited):
-        with pytest.raises(MemoryError, match="more than the limit of 64 bytes"):
+        with pytest.raises(MemoryError, match="would exceed the 64-byte limit"):
             rmm.DeviceBuffer(size=100, mr=rmm.mr.get_per_device_resource(0))
     assert limited.used_bytes == 0

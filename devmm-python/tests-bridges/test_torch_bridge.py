@@ -160,7 +160,7 @@ FAILING = textwrap.dedent(
 
 @pytest.mark.parametrize(
     ("nbytes", "device", "reason"),
-    [(1000, 0, "would bring usage to more than the limit of 100 bytes"), (8, 3, "CUDA device 3, which has no devmm resource")],
+    [(1000, 0, "would exceed the 100-byte limit"), (8, 3, "CUDA device 3, which has no devmm resource")],
 )
 def test_a_failed_allocation_is_thrown_to_the_cpp_caller(nbytes: int, device: int, reason: str) -> None:
     # PyTorch's hook takes a C++ exception (and raises RuntimeError); a

@@ -132,8 +132,26 @@ def test_a_bool_stream_is_refused_as_no_stream_handle(flag: bool) -> None:
     # `True` is an int to Python, but names no stream: refused before any
     # device reads it as stream 1 (or False as 0).
     for exporter in (devmm.empty((2,), "float32"), devmm.empty((2,), "float32").buffer):
-        with pytest.raises(BufferError, match=rf"stream={flag}\): stream must be None or an int"):
+        with pytest.raises(BufferError, match=rf"stream must be None or an int per the DLPack protocol, got {flag}$"):
             exporter.__dlpack__(stream=flag)
+
+
+@pytest.mark.parametrize("keyword", ["stream", "max_version"])
+def test_numpy_integers_are_no_protocol_ints(keyword: str) -> None:
+    # The protocol passes Python ints; the seed checks `isinstance(x, int)`,
+    # which a NumPy integer is not.
+    value = np.int64(-1) if keyword == "stream" else (np.int64(1), 0)
+    for exporter in (devmm.empty((2,), "float32"), devmm.empty((2,), "float32").buffer):
+        with pytest.raises(BufferError, match=rf"{keyword} must be None or .*, got "):
+            exporter.__dlpack__(**{keyword: value})  # type: ignore[arg-type]
+
+
+def test_a_version_past_32_bits_asks_for_the_newest() -> None:
+    t = devmm.empty((2,), "float32")
+    assert stamped_version(t.__dlpack__(max_version=(1, 2**40))) == (1, 1)
+    assert stamped_version(t.__dlpack__(max_version=(2**40, 0))) == (1, 1)
+    with pytest.raises(BufferError, match=r"got \(1, -1\)"):
+        t.__dlpack__(max_version=(1, -1))
 
 
 def test_max_version_is_any_pair_of_ints() -> None:

@@ -186,7 +186,11 @@ def test_cross_device_export() -> None:
 def test_read_only_legacy_export(max_version: tuple[int, int] | None) -> None:
     tensor = devmm.empty((2, 3), "float32")
     read_only = devmm.Tensor(tensor.buffer, tensor.dtype, tensor.shape, tensor.layout, read_only=True)
-    with pytest.raises(BufferError, match="cannot express the read-only flag") as raised:
+    with pytest.raises(
+        BufferError,
+        match=r"the legacy DLManagedTensor cannot express the read-only flag; request max_version >= \(1, 0\) "
+        "or export a writable tensor",
+    ) as raised:
         read_only.__dlpack__(max_version=max_version)
     assert f"max_version={max_version}" in str(raised.value)
 
@@ -199,8 +203,8 @@ def test_cpu_consumer_stream() -> None:
 @pytest.mark.parametrize(
     ("argument", "phrase"),
     [
-        ({"stream": "x"}, "stream must be None or an int"),
-        ({"max_version": (1,)}, r"max_version must be None or a \(major, minor\) pair of non-negative ints"),
+        ({"stream": "x"}, "stream must be None or an int per the DLPack protocol, got 'x'"),
+        ({"max_version": (1,)}, r"max_version must be None or a \(major, minor\) pair of non-negative ints, got \(1,\)"),
     ],
 )
 def test_malformed_dlpack_arguments(argument: dict[str, object], phrase: str) -> None:
@@ -224,6 +228,15 @@ def test_host_resource_requires_a_cpu_device() -> None:
 def test_out_of_memory_failed_to_allocate() -> None:
     with pytest.raises(MemoryError, match="failed to allocate 4611686018427387904 bytes on cpu:0"):
         MallocMemoryResource().allocate(2**62, _cpu_stream())
+
+
+def test_limit_would_be_exceeded() -> None:
+    limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+    with pytest.raises(
+        MemoryError, match=r"allocation of 65 bytes on cpu:0 would exceed the 64-byte limit \(0 bytes in use\) in "
+    ) as raised:
+        limited.allocate(65, _cpu_stream())
+    assert "LimitingAdaptor -> MallocMemoryResource" in str(raised.value)
 
 
 def test_size_mismatch() -> None:

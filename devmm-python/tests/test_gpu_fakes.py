@@ -149,6 +149,45 @@ def test_the_default_device_follows_devmm_runtime_as_discovery_last_read_it(fake
     assert done.stdout.strip() == "ok"
 
 
+def test_a_failed_hand_off_is_a_stream_error(fake_library: Callable[[str], str]) -> None:
+    """The seed's exception for hand-off failures: a failing event call in
+    `wait_raw`, `make_stream_wait` or a DLPack `stream=` exchange raises
+    `StreamError` (a `RuntimeError`) naming the driver call."""
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library)
+    script = textwrap.dedent(
+        f"""
+        import ctypes
+        import devmm
+        from devmm._core.stream import StreamError
+        fake = ctypes.CDLL({library!r})
+        fake.fake_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        assert devmm.StreamError is StreamError and issubclass(StreamError, RuntimeError)
+        rt = devmm.runtime_for("cuda")
+        consumer, producer = rt.create_stream("cuda:0"), rt.create_stream("cuda:0")
+        t = devmm.empty((4,), "float32", device="cuda:0", stream=producer)
+        calls = [
+            ("cudaEventRecord", lambda: consumer.wait_raw(producer.handle)),
+            ("cudaStreamWaitEvent", lambda: rt.make_stream_wait(consumer.handle, producer)),
+            ("cudaEventRecord", lambda: t.__dlpack__(stream=consumer.handle, max_version=(1, 1))),
+        ]
+        for call, hand_off in calls:
+            assert fake.fake_fail_next(call.encode(), 700) == 0
+            try:
+                hand_off()
+            except StreamError as err:
+                assert str(err).startswith("stream hand-off failed on cuda:0: " + call), err
+            else:
+                raise AssertionError(call + " did not fail")
+        consumer.wait_raw(producer.handle)
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_a_library_without_a_driver_leaves_devmm_working(fake_library: Callable[[str], str]) -> None:
     """A CI container: the CUDA runtime library loads but no driver answers
     (every call fails with cudaErrorInsufficientDriver)."""

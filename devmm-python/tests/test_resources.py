@@ -88,7 +88,7 @@ def test_limiting_adaptor_raises_memory_error_naming_the_chain(stream: devmm.Str
     limited = devmm.LimitingAdaptor(devmm.StatisticsAdaptor(MallocMemoryResource()), limit_bytes=64)
     p = limited.allocate(64, stream)
     assert limited.used_bytes == 64 and limited.limit_bytes == 64
-    with pytest.raises(MemoryError, match=r"limit of 64 bytes \(64 in use\)") as info:
+    with pytest.raises(MemoryError, match=r"would exceed the 64-byte limit \(64 bytes in use\)") as info:
         limited.allocate(1, stream)
     assert "LimitingAdaptor -> StatisticsAdaptor -> MallocMemoryResource" in str(info.value)
     limited.deallocate(p, 64, stream)

@@ -45,8 +45,8 @@ pub enum Error {
     /// A [`LimitingAdaptor`](crate::LimitingAdaptor) refused the request
     /// without asking its upstream.
     #[error(
-        "limit exceeded: allocating {nbytes} bytes on {device} through {chain} would bring usage \
-         to more than the limit of {limit} bytes ({in_use} in use); free buffers or raise limit_bytes"
+        "limit exceeded: allocation of {nbytes} bytes on {device} would exceed the {limit}-byte \
+         limit ({in_use} bytes in use) in {chain}; free buffers or raise limit_bytes"
     )]
     LimitExceeded {
         /// The device asked.
@@ -233,6 +233,21 @@ pub enum Error {
         /// The error the callback returned or raised.
         #[source]
         source: CallbackError,
+    },
+
+    /// Making one stream wait for another failed in the driver (the
+    /// event a GPU hand-off records and waits on); `source` is the driver's
+    /// error. Python raises it as `StreamError`, the seed's exception for
+    /// hand-off failures.
+    #[error(
+        "stream hand-off failed on {device}: {source}; the consumer does not wait for the \
+         producer, so synchronize the producer stream before using its work"
+    )]
+    Handoff {
+        /// The device of both streams.
+        device: Device,
+        /// The driver call that failed.
+        source: Box<Error>,
     },
 
     /// A stream operation that cannot be done as asked.

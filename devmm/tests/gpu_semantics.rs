@@ -314,6 +314,46 @@ fn hand_offs_reuse_events_and_the_device_count_is_cached() {
     );
 }
 
+/// A hand-off whose event call fails is a hand-off error (Python's
+/// `StreamError`) carrying the driver's error, whichever call failed; the
+/// next hand-off works.
+#[test]
+fn a_failed_hand_off_says_so_and_carries_the_driver_error() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let (consumer, producer) = (
+        f.rt.create_stream(gpu).unwrap(),
+        f.rt.create_stream(gpu).unwrap(),
+    );
+    for call in [
+        "cudaEventCreateWithFlags",
+        "cudaEventRecord",
+        "cudaStreamWaitEvent",
+    ] {
+        assert_eq!(f.fake.fail_next(call, 700), 0);
+        let err = consumer.wait(&producer).unwrap_err();
+        let Error::Handoff { device, source } = &err else {
+            panic!("{call}: expected a hand-off error, got {err:?}");
+        };
+        assert_eq!(*device, gpu);
+        assert!(
+            matches!(&**source, Error::Driver { source, .. } if source.call == call),
+            "{call}: {source:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with(&format!("stream hand-off failed on cuda:0: {call} failed")),
+            "{err}"
+        );
+        assert_eq!(
+            f.fake.last_error(),
+            0,
+            "{call}: the reported error is cleared"
+        );
+    }
+    consumer.wait(&producer).unwrap();
+}
+
 /// Defect 4: activating a device on a fresh thread does not create a
 /// context on GPU 0 when the guard restores the previous device.
 #[test]

@@ -129,8 +129,8 @@ impl DlpackRequest {
             return Err(refusal(format!(
                 "the tensor is read-only, but the consumer reads only the legacy DLPack struct \
                  (max_version={asked}), and the legacy DLManagedTensor cannot express the \
-                 read-only flag; use a consumer that passes max_version=(1, 0) or newer, or \
-                 export a writable tensor"
+                 read-only flag; request max_version >= (1, 0) or export a writable \
+                 tensor"
             )));
         }
         Ok(flavor)

@@ -1,17 +1,18 @@
 """``Stream``, the sentinels and the CPU's ``CpuStream`` at the seed's
 module path (``devmm._core.stream``).
 
-``Stream``, ``StreamSentinel`` and the sentinels are the extension's.
+``Stream``, ``StreamSentinel``, the sentinels and ``StreamError`` (the
+``RuntimeError`` a failed stream hand-off raises) are the extension's.
 ``CpuStream`` is the seed's constructible CPU stream: a Python ``Stream``
 over the CPU runtime's one stream, which orders nothing because host work
 is done when a call returns."""
 
 from __future__ import annotations
 
-from .._devmm import DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamSentinel, runtime_for
+from .._devmm import DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamError, StreamSentinel, runtime_for
 from .device import Device, DeviceType
 
-__all__ = ["DEFAULT", "LEGACY_DEFAULT", "PER_THREAD_DEFAULT", "CpuStream", "Stream", "StreamSentinel"]
+__all__ = ["DEFAULT", "LEGACY_DEFAULT", "PER_THREAD_DEFAULT", "CpuStream", "Stream", "StreamError", "StreamSentinel"]
 
 _CPU = Device(DeviceType.CPU)
 

@@ -369,8 +369,18 @@ impl<P: Platform> GpuRuntime<P> {
         Ok(())
     }
 
-    /// Makes `consumer` wait for `producer` through the device's reused event.
+    /// Makes `consumer` wait for `producer` through the device's reused
+    /// event; a driver failure on the way is an [`Error::Handoff`].
     fn wait_through_event(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
+        self.record_and_wait(device, consumer, producer)
+            .map_err(|source| Error::Handoff {
+                device,
+                source: Box::new(source),
+            })
+    }
+
+    /// [`wait_through_event`](Self::wait_through_event)'s driver calls.
+    fn record_and_wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
         let _active = device::activate(&self.driver, device)?;
         let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         let event = match events.get(&device) {
