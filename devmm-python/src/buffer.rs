@@ -148,16 +148,15 @@ impl PyDeviceBuffer {
         size: Option<Count<Size>>,
     ) -> PyResult<Self> {
         let (stream, stream_obj) = KeptStreamArg::split(stream);
-        let size = match (nbytes, size) {
-            (Some(_), Some(_)) => {
-                return Err(PyTypeError::new_err(
-                    "DeviceBuffer takes its size once: pass nbytes or size, not both",
-                ))
-            }
-            (Some(n), None) => n.get(),
-            (None, Some(n)) => n.get(),
-            (None, None) => 0,
-        };
+        if nbytes.is_some() && size.is_some() {
+            return Err(PyTypeError::new_err(
+                "DeviceBuffer takes its size once: pass nbytes or size, not both",
+            ));
+        }
+        let size = nbytes
+            .map(|n| n.get())
+            .or(size.map(|n| n.get()))
+            .unwrap_or(0);
         let (obj, rust, bridge) = match mr {
             Some(mr) => {
                 let (rust, bridge) = bridge_of(mr)?;
@@ -165,11 +164,7 @@ impl PyDeviceBuffer {
                 (mr.clone().unbind(), rust, bridge)
             }
             None => {
-                let device = match device {
-                    Some(d) => d.0,
-                    None => devmm::default_device().py()?,
-                };
-                let current = registry::current(py, device)?;
+                let current = registry::current(py, DeviceArg::or_default(device)?)?;
                 (current.obj, current.mr, None)
             }
         };

@@ -184,16 +184,6 @@ fn not_a_count(name: &str, rule: &str, min: usize, shown: &dyn fmt::Display) -> 
     ))
 }
 
-/// A tensor's offset, in elements: anything but a non-negative int is the
-/// seed's `ValueError`.
-#[derive(Debug)]
-pub(crate) struct Offset;
-
-impl ArgName for Offset {
-    const NAME: &'static str = "offset";
-    const ONLY_VALUE_ERRORS: bool = true;
-}
-
 /// Declares argument names for [`Count`].
 macro_rules! arg_names {
     ($($(#[$doc:meta])* $ty:ident = $name:literal $(, $flag:ident)?;)*) => {$(
@@ -227,6 +217,9 @@ arg_names! {
     Itemsize = "itemsize";
     /// A native stream handle.
     Handle = "handle";
+    /// A tensor's offset, in elements: anything but a non-negative int is
+    /// the seed's `ValueError`.
+    Offset = "offset", ONLY_VALUE_ERRORS;
     /// `make_stream_wait`'s native consumer stream.
     ConsumerHandle = "consumer_handle";
     /// A raw copy's device address (`copy_host_to_ptr`, `copy_ptr_to_host`).

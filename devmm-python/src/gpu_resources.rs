@@ -18,21 +18,19 @@ use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
 use crate::resource::{shipped_new, PyMemoryResource};
 
-/// The base part of a driver resource class's instance: the resource `make`
-/// builds on `device` (or the platform's first device of the kind,
-/// `default`), behind a ledger like every resource Python makes. The driver
+/// Completes `slf`, a driver resource class's instance, with the resource
+/// `make` builds on `device` (`default`, its kind's first device, when
+/// `None`), behind a ledger like every resource Python makes. The driver
 /// is loaded without the GIL.
-fn driver_resource<R: devmm::MemoryResource + 'static>(
-    py: Python<'_>,
+fn driver_init<R: devmm::MemoryResource + 'static>(
+    slf: &Bound<'_, PyMemoryResource>,
     device: Option<DeviceArg>,
-    default: &str,
+    default: devmm::Device,
     make: impl FnOnce(devmm::Device) -> devmm::Result<R> + Send,
-) -> PyResult<PyMemoryResource> {
-    let device = match device {
-        Some(device) => device.0,
-        None => default.parse().py()?,
-    };
-    Ok(PyMemoryResource::checked(py.detach(|| make(device)).py()?))
+) -> PyResult<()> {
+    let device = device.map_or(default, |d| d.0);
+    let mr = slf.py().detach(|| make(device)).py()?;
+    PyMemoryResource::install(slf, PyMemoryResource::checked(mr))
 }
 
 /// The seed's repr of a runtime resource: its class's name, its device and
@@ -90,10 +88,10 @@ impl PyCudaRuntimeMemoryResource {
         device: Option<DeviceArg>,
         async_alloc: AsyncAlloc,
     ) -> PyResult<()> {
-        let base = driver_resource(slf.py(), device, "cuda:0", |device| {
+        let default = CudaRuntimeMemoryResource::default_device();
+        driver_init(slf.as_super(), device, default, |device| {
             CudaRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
-        })?;
-        PyMemoryResource::install(slf.as_super(), base)
+        })
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -113,13 +111,12 @@ impl PyCudaPinnedMemoryResource {
     /// A resource on `device` (`cuda_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        let base = driver_resource(
-            slf.py(),
+        driver_init(
+            slf.as_super(),
             device,
-            "cuda_host:0",
+            CudaPinnedMemoryResource::default_device(),
             CudaPinnedMemoryResource::new,
-        )?;
-        PyMemoryResource::install(slf.as_super(), base)
+        )
     }
 }
 
@@ -135,13 +132,12 @@ impl PyCudaManagedMemoryResource {
     /// A resource on `device` (`cuda_managed:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        let base = driver_resource(
-            slf.py(),
+        driver_init(
+            slf.as_super(),
             device,
-            "cuda_managed:0",
+            CudaManagedMemoryResource::default_device(),
             CudaManagedMemoryResource::new,
-        )?;
-        PyMemoryResource::install(slf.as_super(), base)
+        )
     }
 }
 
@@ -163,10 +159,10 @@ impl PyHipRuntimeMemoryResource {
         device: Option<DeviceArg>,
         async_alloc: AsyncAlloc,
     ) -> PyResult<()> {
-        let base = driver_resource(slf.py(), device, "rocm:0", |device| {
+        let default = HipRuntimeMemoryResource::default_device();
+        driver_init(slf.as_super(), device, default, |device| {
             HipRuntimeMemoryResource::with_async_alloc(device, async_alloc.0)
-        })?;
-        PyMemoryResource::install(slf.as_super(), base)
+        })
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -186,13 +182,12 @@ impl PyHipPinnedMemoryResource {
     /// A resource on `device` (`rocm_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        let base = driver_resource(
-            slf.py(),
+        driver_init(
+            slf.as_super(),
             device,
-            "rocm_host:0",
+            HipPinnedMemoryResource::default_device(),
             HipPinnedMemoryResource::new,
-        )?;
-        PyMemoryResource::install(slf.as_super(), base)
+        )
     }
 }
 
@@ -208,7 +203,11 @@ impl PyHipManagedMemoryResource {
     /// A resource on `device` (`rocm:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        let base = driver_resource(slf.py(), device, "rocm:0", HipManagedMemoryResource::new)?;
-        PyMemoryResource::install(slf.as_super(), base)
+        driver_init(
+            slf.as_super(),
+            device,
+            HipManagedMemoryResource::default_device(),
+            HipManagedMemoryResource::new,
+        )
     }
 }

@@ -132,20 +132,7 @@ pub(crate) fn _numpy_handler_over(
     mr: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<Py<PyAny>> {
     let rust = resource_of(mr)?;
-    if !rust.device().ty().is_host_accessible() {
-        return Err(PyValueError::new_err(format!(
-            "NumPy dereferences its data on the host, so the installed resource must live on the \
-             cpu device (or pinned host memory); a resource on {} cannot back NumPy arrays",
-            rust.device()
-        )));
-    }
-    devmm::check_dereferenceable(rust.as_ref(), "NumPy's allocator (NEP 49)").py()?;
-    if devmm::resource_chain(rust.as_ref()).contains(Nep49Resource::NAME) {
-        return Err(PyValueError::new_err(
-            "installing a resource that allocates through NumPy's own handler as NumPy's handler \
-             would create an allocation cycle; wrap another resource",
-        ));
-    }
+    Nep49Handler::check_resource(rust.as_ref()).py()?;
     Ok(handler_capsule(py, rust)?.unbind())
 }
 

@@ -64,10 +64,8 @@ impl PyMemoryResource {
         PyMemoryResource {
             device: mr.device(),
             native: Some(mr),
-            bridge: OnceLock::new(),
             shipped: true,
-            subclassed: false,
-            python_methods: false,
+            ..Self::unbound()
         }
     }
 
@@ -143,12 +141,10 @@ where
         }
     }
     let base = PyMemoryResource {
-        native: None,
-        device: devmm::Device::CPU,
-        bridge: OnceLock::new(),
         shipped: true,
         subclassed: !exact,
         python_methods,
+        ..PyMemoryResource::unbound()
     };
     let init = PyClassInitializer::from(base).add_subclass(T::default());
     if !exact {

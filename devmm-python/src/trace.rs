@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::adaptors::{adapt, upstream_of};
@@ -43,15 +43,7 @@ impl PyTraceAdaptor {
         format: &str,
         call_sites: usize,
     ) -> PyResult<()> {
-        let format = match format {
-            "csv" => devmm::trace::TraceFormat::Csv,
-            "jsonl" => devmm::trace::TraceFormat::JsonLines,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown trace format {other:?}: use \"csv\" (rmm's) or \"jsonl\""
-                )))
-            }
-        };
+        let format: devmm::trace::TraceFormat = format.parse().py()?;
         let (trace, base) = adapt(upstream, |mr| {
             let file = std::fs::File::create(&path).map_err(|e| {
                 PyOSError::new_err(format!("cannot create the trace file {path}: {e}"))

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::device::Device;
 use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::stream::Stream;
 
 /// NumPy's `PyDataMemAllocator` (version 1).
@@ -104,6 +104,41 @@ impl std::fmt::Debug for Nep49Handler {
 impl Nep49Handler {
     /// The name NumPy reports for devmm's handlers.
     pub const NAME: &'static str = "devmm";
+
+    /// Whether `mr` can back NumPy's arrays: NumPy dereferences its data
+    /// on the host, so the memory must be host-accessible and the resource
+    /// declared [`dereferenceable`](MemoryResource::dereferenceable), and a
+    /// resource that allocates through NumPy's own handler would make a
+    /// cycle. Each refusal says what to use instead.
+    ///
+    /// ```
+    /// use devmm::interop::Nep49Handler;
+    /// use devmm::testing::RecordingMemoryResource;
+    /// use devmm::MallocMemoryResource;
+    /// assert!(Nep49Handler::check_resource(&MallocMemoryResource::new()).is_ok());
+    /// assert!(Nep49Handler::check_resource(&RecordingMemoryResource::new()).is_err());
+    /// ```
+    pub fn check_resource(mr: &dyn MemoryResource) -> Result<()> {
+        if !mr.device().ty().is_host_accessible() {
+            return Err(Error::Refused {
+                reason: format!(
+                    "NumPy dereferences its data on the host, so the installed resource must \
+                     live on the cpu device (or pinned host memory); a resource on {} cannot \
+                     back NumPy arrays",
+                    mr.device()
+                ),
+            });
+        }
+        crate::check_dereferenceable(mr, "NumPy's allocator (NEP 49)")?;
+        if resource_chain(mr).contains(Nep49Resource::NAME) {
+            return Err(Error::Refused {
+                reason: "installing a resource that allocates through NumPy's own handler as \
+                         NumPy's handler would create an allocation cycle; wrap another resource"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
 
     /// A handler allocating from `mr` (host memory) on `stream`, each
     /// resource call run inside `scope`; owned by the caller until
@@ -512,6 +547,21 @@ mod tests {
     }
 
     #[test]
+    fn numpy_needs_dereferenceable_host_memory() {
+        use crate::testing::RecordingMemoryResource;
+        let gpu = RecordingMemoryResource::on_device(Device::cuda(0));
+        let err = Nep49Handler::check_resource(&gpu).unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("a resource on cuda:0 cannot back NumPy arrays")
+        );
+        let undeclared = Nep49Handler::check_resource(&RecordingMemoryResource::new());
+        assert!(matches!(undeclared, Err(Error::NotDereferenceable { .. })));
+        assert!(Nep49Handler::check_resource(&MallocMemoryResource::new()).is_ok());
+    }
+
+    #[test]
     fn a_handler_serves_as_a_resource() {
         let upstream = Arc::new(MallocMemoryResource::new());
         let handler = Nep49Handler::create(upstream, Stream::cpu(), |call| call());
@@ -543,6 +593,14 @@ mod tests {
         assert_eq!(mr.allocate(0, &Stream::cpu()).unwrap(), DevicePtr::NULL);
         // SAFETY: allocated above with 24 bytes.
         unsafe { mr.deallocate(ptr, 24, &Stream::cpu()).unwrap() };
+        // Installed as NumPy's handler, it would allocate through itself.
+        let cycle = Nep49Handler::check_resource(&mr).unwrap_err();
+        assert!(
+            cycle
+                .to_string()
+                .contains("would create an allocation cycle"),
+            "{cycle}"
+        );
         // A scope that does not run the call leaves no memory.
         // SAFETY: as above.
         let starved = unsafe {

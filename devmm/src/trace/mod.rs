@@ -105,6 +105,28 @@ pub enum TraceFormat {
     JsonLines,
 }
 
+impl std::str::FromStr for TraceFormat {
+    type Err = crate::Error;
+
+    /// `"csv"` or `"jsonl"`, the names bindings and files use.
+    ///
+    /// ```
+    /// use devmm::trace::TraceFormat;
+    /// assert_eq!("jsonl".parse::<TraceFormat>()?, TraceFormat::JsonLines);
+    /// assert!("xml".parse::<TraceFormat>().is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn from_str(name: &str) -> crate::Result<Self> {
+        match name {
+            "csv" => Ok(TraceFormat::Csv),
+            "jsonl" => Ok(TraceFormat::JsonLines),
+            other => Err(crate::Error::Refused {
+                reason: format!("unknown trace format {other:?}: use \"csv\" (rmm's) or \"jsonl\""),
+            }),
+        }
+    }
+}
+
 /// A trace that cannot be read: where, and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {

@@ -88,6 +88,18 @@ pub struct GpuMemory<P: Platform, K: Kind> {
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
+    /// The device a resource of this kind is made on when none is named:
+    /// the first of its type.
+    ///
+    /// ```
+    /// use devmm::mrs::cuda::{CudaPinnedMemoryResource, CudaRuntimeMemoryResource};
+    /// assert_eq!(CudaRuntimeMemoryResource::default_device().to_string(), "cuda:0");
+    /// assert_eq!(CudaPinnedMemoryResource::default_device().to_string(), "cuda_host:0");
+    /// ```
+    pub fn default_device() -> Device {
+        Device::new(K::device_type::<P>(), 0)
+    }
+
     /// Refuses a device of another kind than this resource's.
     fn check_kind(device: Device) -> Result<()> {
         let wanted = K::device_type::<P>();
