@@ -190,6 +190,17 @@ impl PyDeviceBuffer {
         }
     }
 
+    /// The collector's finalizer (PEP 442), run on every object of a
+    /// garbage cycle before any is cleared: the memory of a Python
+    /// resource's buffer goes back through the resource while the whole
+    /// cycle is still intact (the module installs it as the type's
+    /// `tp_finalize`; a reference count reaching zero frees as always).
+    fn __del__(&self) {
+        if self.owned_bridge().is_some() {
+            self.buffer.free_or_log();
+        }
+    }
+
     /// Breaking a cycle through the Python resource: the memory goes back
     /// through it first, while it is still whole.
     fn __clear__(&self) {

@@ -162,6 +162,15 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<buffer::PyDeviceBuffer>()?;
     m.add_class::<tensor::PyTensor>()?;
+    // PyO3 0.27 gives a class no `tp_finalize`: setting `__del__` on the
+    // type again makes CPython install its slot, so the collector runs it
+    // before it breaks a cycle of a Python resource and its buffers.
+    for class in [
+        py.get_type::<buffer::PyDeviceBuffer>(),
+        py.get_type::<tensor::PyTensor>(),
+    ] {
+        class.setattr("__del__", class.getattr("__del__")?)?;
+    }
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty_like, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;

@@ -45,8 +45,9 @@ use crate::stream::{maybe_detached, resolve_stream, stream_object, StreamArg};
 pub(crate) struct PyMemoryResource {
     pub(crate) native: Option<Arc<dyn devmm::MemoryResource>>,
     device: devmm::Device,
-    /// A Python-defined resource's bridge to its methods, made on first use.
-    bridge: OnceLock<Arc<dyn devmm::MemoryResource>>,
+    /// A Python-defined resource's bridge to its methods, made on first
+    /// use, and how the bridge holds this object.
+    bridge: OnceLock<(Arc<dyn devmm::MemoryResource>, Arc<Hold>)>,
     /// An instance of a shipped class (or a subclass), whose `__init__`
     /// makes `native`.
     shipped: bool,
@@ -226,6 +227,19 @@ abstract_base_new!(
 
 #[pymethods]
 impl PyMemoryResource {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self.bridge.get() {
+            Some((_, hold)) => hold.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
+    fn __clear__(&self) {
+        if let Some((_, hold)) = self.bridge.get() {
+            hold.clear();
+        }
+    }
+
     /// The device the memory lives on.
     #[getter]
     fn device(&self) -> PyDevice {
@@ -363,14 +377,18 @@ pub(crate) fn resource_of(
 /// [`resource_of`], with the slot through which the resource holds `obj`,
 /// for the wrappers that report that reference to the garbage collector.
 pub(crate) fn bridge_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Bridged> {
-    let made = obj.borrow().bridge.get().cloned();
+    let made = obj
+        .borrow()
+        .bridge
+        .get()
+        .map(|(bridge, _)| Arc::clone(bridge));
     let inner = match made {
         Some(bridge) => bridge,
         None => match native_of(obj)? {
             Some(native) => native,
             None => {
                 let bridge = python_bridge(obj)?;
-                Arc::clone(obj.borrow().bridge.get_or_init(|| bridge))
+                Arc::clone(&obj.borrow().bridge.get_or_init(|| bridge).0)
             }
         },
     };
@@ -441,10 +459,13 @@ pub(crate) fn origin_object(
 /// `ValueError`), `guaranteed_alignment()`, `dereferenceable`,
 /// `stream_ordered` and its class name, and asks its `available_memory()`
 /// when asked (its device's figures where it says `None`). It holds `obj`
-/// weakly, since `obj` holds it; whoever holds the bridge holds `obj`
-/// through [`resource_of`]'s origin.
-fn python_bridge(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::MemoryResource>> {
-    Ok(Arc::new(devmm::Checked::new(callbacks_of(obj)?)))
+/// as [`Hold`] says; whoever holds the bridge holds `obj` through
+/// [`resource_of`]'s origin.
+fn python_bridge(
+    obj: &Bound<'_, PyMemoryResource>,
+) -> PyResult<(Arc<dyn devmm::MemoryResource>, Arc<Hold>)> {
+    let (callbacks, hold) = callbacks_of(obj)?;
+    Ok((Arc::new(devmm::Checked::new(callbacks)), hold))
 }
 
 /// A Python-defined resource's own methods (a subclass of the base, or of
@@ -457,7 +478,7 @@ pub(crate) fn own_methods(
 ) -> PyResult<Option<devmm::CallbackMemoryResource>> {
     match native_of(obj)? {
         Some(_) => Ok(None),
-        None => callbacks_of(obj).map(Some),
+        None => callbacks_of(obj).map(|(callbacks, _)| Some(callbacks)),
     }
 }
 
@@ -477,31 +498,32 @@ fn native_of(
 }
 
 /// The core resource calling `obj`'s Python methods, as [`python_bridge`]
-/// describes.
-fn callbacks_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<devmm::CallbackMemoryResource> {
+/// describes, and how it holds `obj`.
+fn callbacks_of(
+    obj: &Bound<'_, PyMemoryResource>,
+) -> PyResult<(devmm::CallbackMemoryResource, Arc<Hold>)> {
     let py = obj.py();
     let device: DeviceArg = obj.getattr(intern!(py, "device"))?.extract()?;
     let alignment: usize = obj.call_method0("guaranteed_alignment")?.extract()?;
     let dereferenceable = obj.getattr(intern!(py, "dereferenceable"))?.is_truthy()?;
     let name = obj.get_type().name()?.to_string();
-    let alive = Arc::new(PyWeakrefReference::new(obj)?.unbind());
+    let hold = Arc::new(Hold {
+        weak: PyWeakrefReference::new(obj)?.unbind(),
+        live: Mutex::new((0, None)),
+    });
     let method = |method: &'static str| -> (String, FindCallable) {
-        let alive = Arc::clone(&alive);
-        let find: FindCallable = Box::new(move |py| match alive.bind(py).upgrade() {
-            Some(obj) => obj.getattr(method),
-            None => Err(PyRuntimeError::new_err(
-                "the Python resource was already freed",
-            )),
-        });
+        let hold = Arc::clone(&hold);
+        let find: FindCallable = Box::new(move |py| hold.object(py)?.getattr(method));
         (format!("{name}.{method}"), find)
     };
     let (available_name, available) = method("available_memory");
     let stream_ordered = obj.getattr(intern!(py, "stream_ordered"))?.is_truthy()?;
     let methods = [method("allocate"), method("deallocate")];
     let device = device.0;
-    let mr = python_callbacks(device, alignment, dereferenceable, name, methods).py()?;
+    let counted = Some(Arc::clone(&hold));
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods, counted).py()?;
     // What the object says of itself, so an adaptor over it forwards that.
-    Ok(mr
+    let mr = mr
         .with_stream_ordered(stream_ordered)
         .with_available_memory(move || {
             crate::gil::attach(|py| {
@@ -512,7 +534,8 @@ fn callbacks_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<devmm::CallbackMe
                     .map_err(|err| PythonException::raised(py, err, &*available_name, Some(device)))
             })
             .unwrap_or(Ok(None))
-        }))
+        });
+    Ok((mr, hold))
 }
 
 /// A Rust resource that stands for a Python object, and the slot through
@@ -521,6 +544,77 @@ pub(crate) type Bridged = (Arc<dyn devmm::MemoryResource>, Option<Arc<PythonRef>
 
 /// Finds a Python callable when a bridge calls it.
 pub(crate) type FindCallable = Box<dyn Fn(Python<'_>) -> PyResult<Bound<'_, PyAny>> + Send + Sync>;
+
+/// How a Python-defined resource's bridge holds the resource: weakly, since
+/// the resource holds the bridge, so that it dies with its last reference,
+/// and strongly as well while an allocation through the bridge is live.
+/// A collection that frees a cycle of the resource and its buffers clears
+/// weak references before it runs the buffers' finalizers, which give the
+/// memory back (PEP 442): the strong reference is what finds the resource
+/// whole then. The resource shows it to the collector and clears it
+/// ([`PyMemoryResource`]'s `__traverse__` and `__clear__`).
+pub(crate) struct Hold {
+    weak: Py<PyWeakrefReference>,
+    /// The live allocations, and the strong reference while there are any.
+    live: Mutex<(usize, Option<Py<PyAny>>)>,
+}
+
+impl Hold {
+    fn live(&self) -> MutexGuard<'_, (usize, Option<Py<PyAny>>)> {
+        // One store per update: a poisoned lock is still consistent.
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resource, or an error once it is gone.
+    fn object<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let strong = self.live().1.as_ref().map(|obj| obj.bind(py).clone());
+        strong
+            .or_else(|| self.weak.bind(py).upgrade())
+            .ok_or_else(|| PyRuntimeError::new_err("the Python resource was already freed"))
+    }
+
+    /// An allocation through the bridge succeeded: hold the resource.
+    fn allocated(&self, py: Python<'_>) {
+        let obj = self.weak.bind(py).upgrade().map(Bound::unbind);
+        let mut live = self.live();
+        live.0 += 1;
+        if live.1.is_none() {
+            live.1 = obj;
+        }
+    }
+
+    /// An allocation went back: the last one lets the resource go.
+    fn deallocated(&self) {
+        let released = {
+            let mut live = self.live();
+            live.0 = live.0.saturating_sub(1);
+            if live.0 == 0 {
+                live.1.take()
+            } else {
+                None
+            }
+        };
+        // Dropped outside the lock: it may be the last reference.
+        drop(released);
+    }
+
+    /// Reports the strong reference to the collector; the lock is only
+    /// tried, since traversal must not block.
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Ok(live) = self.live.try_lock() {
+            if let Some(obj) = live.1.as_ref() {
+                visit.call(obj)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the strong reference (the collector breaking a cycle).
+    fn clear(&self) {
+        let obj = self.live().1.take();
+        drop(obj);
+    }
+}
 
 /// A strong reference to a Python object held from Rust (by a bridge's
 /// closures), in a slot the garbage collector can be shown and can empty.
@@ -575,7 +669,9 @@ fn python_callbacks(
     dereferenceable: bool,
     name: String,
     [(alloc_name, allocate), (dealloc_name, deallocate)]: [(String, FindCallable); 2],
+    hold: Option<Arc<Hold>>,
 ) -> devmm::Result<devmm::CallbackMemoryResource> {
+    let freed = hold.clone();
     let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
@@ -585,7 +681,12 @@ fn python_callbacks(
                     .and_then(|f| f.call1((nbytes, stream_object(py, stream)?)))
                     .and_then(|ptr| ptr.extract::<usize>());
                 match result {
-                    Ok(addr) => Ok(devmm::DevicePtr::from_addr(addr)),
+                    Ok(addr) => {
+                        if let Some(hold) = hold.as_ref().filter(|_| addr != 0) {
+                            hold.allocated(py);
+                        }
+                        Ok(devmm::DevicePtr::from_addr(addr))
+                    }
                     Err(err) => Err(PythonException::raised(py, err, &*alloc_name, Some(device))),
                 }
             })
@@ -597,7 +698,11 @@ fn python_callbacks(
             crate::gil::attach(|py| {
                 deallocate(py)
                     .and_then(|f| f.call1((ptr.addr(), nbytes, stream_object(py, stream)?)))
-                    .map(drop)
+                    .map(|_| {
+                        if let Some(hold) = freed.as_ref().filter(|_| !ptr.is_null()) {
+                            hold.deallocated();
+                        }
+                    })
                     .map_err(|err| PythonException::raised(py, err, &*dealloc_name, Some(device)))
             })
             .unwrap_or(Ok(()))
@@ -617,7 +722,7 @@ pub(crate) fn python_resource(
     name: String,
     methods: [(String, FindCallable); 2],
 ) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
-    let mr = python_callbacks(device, alignment, dereferenceable, name, methods)?;
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods, None)?;
     Ok(Arc::new(devmm::Checked::new(mr)))
 }
 

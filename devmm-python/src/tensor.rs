@@ -296,6 +296,13 @@ impl PyTensor {
 
     /// Breaking a cycle through the Python resource: the memory goes back
     /// through it first, while it is still whole.
+    /// The collector's finalizer, as `DeviceBuffer.__del__`.
+    fn __del__(&self) {
+        if self.owned_bridge().is_some() {
+            self.tensor.buffer().free_or_log();
+        }
+    }
+
     fn __clear__(&self) {
         if let Some(bridge) = self.owned_bridge() {
             self.tensor.buffer().free_or_log();

@@ -296,6 +296,62 @@ def test_a_resource_holding_its_own_buffer_is_collected() -> None:
     assert alive() is None
 
 
+class _Pool(devmm.DeviceMemoryResource):
+    """Hands out ctypes blocks it keeps, and records what comes back: its
+    `deallocate` needs the object whole (its attributes)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, Any] = {}
+        self.freed: list[int] = []
+
+    def allocate(self, nbytes: int, stream: Any = None) -> int:
+        block = ctypes.create_string_buffer(max(nbytes, 1))
+        self.blocks[ctypes.addressof(block)] = block
+        return ctypes.addressof(block)
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+        del self.blocks[ptr]
+        self.freed.append(ptr)
+
+
+def test_a_collected_cycle_gives_its_memory_back_through_the_whole_resource(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The collector clears weak references, then runs finalizers, then
+    # breaks the cycle: the buffers' memory goes back in the second step,
+    # through the resource's own `deallocate`, while its attributes exist.
+    mr = _Pool()
+    blocks, freed = mr.blocks, mr.freed
+    mr.tensor = devmm.empty((4,), "float32", mr=mr)  # type: ignore[attr-defined]
+    mr.buffer = devmm.DeviceBuffer(16, mr=mr)  # type: ignore[attr-defined]
+    mr.viewed = devmm.empty((2,), "int8", mr=mr)  # type: ignore[attr-defined]
+    mr.view_buffer = mr.viewed.buffer  # type: ignore[attr-defined]
+    given = set(blocks)
+    assert len(given) == 3
+    alive = weakref.ref(mr)
+    del mr
+    with caplog.at_level(logging.DEBUG, logger="devmm"):
+        gc.collect()
+    assert alive() is None
+    assert sorted(freed) == sorted(given) and not blocks, "each block came back once"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_python_resource_goes_with_its_last_reference_once_its_memory_is_back() -> None:
+    gc.disable()
+    try:
+        mr = _Pool()
+        buffer = devmm.DeviceBuffer(16, mr=mr)
+        alive = weakref.ref(mr)
+        del mr
+        assert alive() is not None, "a live buffer holds its resource"
+        buffer.free()
+        del buffer
+        assert alive() is None, "freed by its reference count, with no collection"
+    finally:
+        gc.enable()
+
+
 def test_a_callback_resource_whose_closure_holds_it_is_collected() -> None:
     storage = ctypes.create_string_buffer(64)
     holder: dict[str, Any] = {}
