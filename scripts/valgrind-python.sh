@@ -34,6 +34,7 @@ PYTHONMALLOC=malloc timeout "${DEVMM_VALGRIND_PYTHON_TIMEOUT:-900}" \
     "devmm-python/tests/test_misuse.py::test_a_resource_holding_its_own_buffer_is_collected" \
     "devmm-python/tests/test_misuse.py::test_a_callback_resource_whose_closure_holds_it_is_collected" \
     "devmm-python/tests/test_misuse.py::test_a_collected_cycle_gives_its_memory_back_through_the_whole_resource" \
+    "devmm-python/tests/test_misuse.py::test_a_tensor_collected_while_its_buffer_object_lives_leaves_the_memory_to_it" \
     "devmm-python/tests/test_misuse.py::test_a_python_resource_goes_with_its_last_reference_once_its_memory_is_back" \
     "devmm-python/tests/test_misuse.py::test_numpy_handler_resource_never_hands_one_block_out_twice" \
     || status=$?

@@ -190,11 +190,14 @@ impl PyDeviceBuffer {
         }
     }
 
-    /// The collector's finalizer (PEP 442), run on every object of a
-    /// garbage cycle before any is cleared: the memory of a Python
-    /// resource's buffer goes back through the resource while the whole
-    /// cycle is still intact (the module installs it as the type's
-    /// `tp_finalize`; a reference count reaching zero frees as always).
+    /// The collector's finalizer (PEP 442), run once on every object of a
+    /// garbage cycle before any is cleared: a buffer made with `mr=` whose
+    /// memory only it holds gives it back then, through the resource while
+    /// the whole cycle is still intact (the module installs it as the
+    /// type's `tp_finalize`; a reference count reaching zero frees as
+    /// always). A buffer the collector then finds resurrected stays freed;
+    /// called by hand, it is `free()` where the buffer is this object's
+    /// alone, and nothing otherwise.
     fn __del__(&self) {
         if self.owned_bridge().is_some() {
             self.buffer.free_or_log();

@@ -53,8 +53,8 @@ fn refused(obj: Borrowed<'_, '_, PyAny>, name: &str, expected: &str) -> PyErr {
 
 /// Whether `obj` is a Python int as the DLPack protocol passes one: not a
 /// bool (an int to Python, but no handle or version number) and not an
-/// object with `__index__` (a NumPy integer), as the seed's
-/// `isinstance(x, int)` checks refuse them.
+/// object with `__index__` (a NumPy integer, which the seed's
+/// `isinstance(x, int)` checks refuse).
 fn protocol_int(obj: Borrowed<'_, '_, PyAny>) -> bool {
     obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
@@ -69,11 +69,14 @@ impl<'py> FromPyObject<'_, 'py> for DlpackStream {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
-        let expected = "None or an int per the DLPack protocol";
         if !protocol_int(obj) {
-            return Err(refused(obj, "stream", expected));
+            return Err(refused(
+                obj,
+                "stream",
+                "None or an int per the DLPack protocol",
+            ));
         }
-        dlpack_arg(obj, "stream", expected).map(DlpackStream)
+        dlpack_arg(obj, "stream", "a stream handle that fits in 64 bits, or -1").map(DlpackStream)
     }
 }
 
@@ -90,10 +93,15 @@ impl<'py> FromPyObject<'_, 'py> for DlpackVersion {
         let expected = "None or a (major, minor) pair of non-negative ints";
         // A version past `u32` is read as the largest: any `(1, n)` asks
         // for what devmm speaks, as the seed's comparison of ints does.
-        let number = |part: Borrowed<'_, 'py, PyAny>| match part.extract::<u32>() {
-            Ok(n) if protocol_int(part) => Ok(n),
-            Err(_) if protocol_int(part) && part.ge(0)? => Ok(u32::MAX),
-            _ => Err(refused(obj, "max_version", expected)),
+        let number = |part: Borrowed<'_, 'py, PyAny>| {
+            if !protocol_int(part) {
+                return Err(refused(obj, "max_version", expected));
+            }
+            match part.extract::<u32>() {
+                Ok(n) => Ok(n),
+                Err(_) if part.ge(0)? => Ok(u32::MAX),
+                Err(_) => Err(refused(obj, "max_version", expected)),
+            }
         };
         // A tuple, as consumers pass it, read in place (the hot path).
         if let Ok(tuple) = obj.cast::<PyTuple>() {

@@ -22,7 +22,7 @@ pyo3::create_exception!(
     devmm,
     StreamError,
     PyRuntimeError,
-    "A stream hand-off failed: the driver could not make one stream wait for another (a DLPack `stream=` exchange, `wait_raw`, `make_stream_wait`)."
+    "A stream hand-off failed: the driver could not make one stream wait for another (`Stream.wait`, `wait_raw`, `make_stream_wait`, a DLPack `stream=` exchange)."
 );
 
 /// An exception raised by Python code devmm called, carried by the core as

@@ -464,7 +464,7 @@ pub(crate) fn origin_object(
 fn python_bridge(
     obj: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<(Arc<dyn devmm::MemoryResource>, Arc<Hold>)> {
-    let (callbacks, hold) = callbacks_of(obj)?;
+    let (callbacks, hold) = callbacks_of(obj, true)?;
     Ok((Arc::new(devmm::Checked::new(callbacks)), hold))
 }
 
@@ -478,7 +478,7 @@ pub(crate) fn own_methods(
 ) -> PyResult<Option<devmm::CallbackMemoryResource>> {
     match native_of(obj)? {
         Some(_) => Ok(None),
-        None => callbacks_of(obj).map(|(callbacks, _)| Some(callbacks)),
+        None => callbacks_of(obj, false).map(|(callbacks, _)| Some(callbacks)),
     }
 }
 
@@ -498,9 +498,12 @@ fn native_of(
 }
 
 /// The core resource calling `obj`'s Python methods, as [`python_bridge`]
-/// describes, and how it holds `obj`.
+/// describes, and how it holds `obj`: strongly while allocations are live
+/// only where `counted` (the bridge, whose [`Hold`] `obj` reports; the
+/// conformance suite's uncounted callbacks hold it weakly).
 fn callbacks_of(
     obj: &Bound<'_, PyMemoryResource>,
+    counted: bool,
 ) -> PyResult<(devmm::CallbackMemoryResource, Arc<Hold>)> {
     let py = obj.py();
     let device: DeviceArg = obj.getattr(intern!(py, "device"))?.extract()?;
@@ -520,7 +523,7 @@ fn callbacks_of(
     let stream_ordered = obj.getattr(intern!(py, "stream_ordered"))?.is_truthy()?;
     let methods = [method("allocate"), method("deallocate")];
     let device = device.0;
-    let counted = Some(Arc::clone(&hold));
+    let counted = counted.then(|| Arc::clone(&hold));
     let mr = python_callbacks(device, alignment, dereferenceable, name, methods, counted).py()?;
     // What the object says of itself, so an adaptor over it forwards that.
     let mr = mr

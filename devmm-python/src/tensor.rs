@@ -38,11 +38,17 @@ pub(crate) struct PyTensor {
 impl PyTensor {
     /// The bridge's reference to the Python resource, when this object
     /// alone owns the tensor, the tensor and its `buffer` object alone own
-    /// the buffer, and the buffer alone owns the bridge.
+    /// the buffer, nothing but this tensor holds that `buffer` object, and
+    /// the buffer alone owns the bridge.
     fn owned_bridge(&self) -> Option<&PythonRef> {
-        let holders = 1 + usize::from(self.buffer.get().is_some());
-        let exclusive =
-            !self.tensor.is_shared() && crate::buffer::held_only_by(self.tensor.buffer(), holders);
+        let buffer_object = self.buffer.get();
+        // SAFETY: reads the count of a live object this tensor holds; the
+        // callers (traversal, clearing, finalizing) run with the GIL held.
+        let ours = buffer_object.is_none_or(|b| unsafe { pyo3::ffi::Py_REFCNT(b.as_ptr()) } == 1);
+        let holders = 1 + usize::from(buffer_object.is_some());
+        let exclusive = ours
+            && !self.tensor.is_shared()
+            && crate::buffer::held_only_by(self.tensor.buffer(), holders);
         self.bridge.as_deref().filter(|_| exclusive)
     }
 
@@ -294,8 +300,6 @@ impl PyTensor {
         }
     }
 
-    /// Breaking a cycle through the Python resource: the memory goes back
-    /// through it first, while it is still whole.
     /// The collector's finalizer, as `DeviceBuffer.__del__`.
     fn __del__(&self) {
         if self.owned_bridge().is_some() {
@@ -303,6 +307,8 @@ impl PyTensor {
         }
     }
 
+    /// Breaking a cycle through the Python resource: the memory goes back
+    /// through it first, while it is still whole.
     fn __clear__(&self) {
         if let Some(bridge) = self.owned_bridge() {
             self.tensor.buffer().free_or_log();

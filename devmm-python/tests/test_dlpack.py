@@ -196,7 +196,7 @@ def test_keywords_read_as_the_protocol_spells_them() -> None:
         ({"max_version": (True, 0)}, "max_version"),
         ({"max_version": (1, False)}, "max_version"),
         ({"stream": "x"}, "stream"),
-        ({"stream": 2**70}, "stream"),
+        ({"stream": 2**70}, "stream must be a stream handle that fits in 64 bits, or -1, got 1180591620717411303424"),
         ({"stream": -5}, "has no streams"),
         ({"dl_device": (1,)}, "dl_device"),
         ({"dl_device": "cpu"}, "dl_device"),

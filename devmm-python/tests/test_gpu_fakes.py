@@ -151,8 +151,8 @@ def test_the_default_device_follows_devmm_runtime_as_discovery_last_read_it(fake
 
 def test_a_failed_hand_off_is_a_stream_error(fake_library: Callable[[str], str]) -> None:
     """The seed's exception for hand-off failures: a failing event call in
-    `wait_raw`, `make_stream_wait` or a DLPack `stream=` exchange raises
-    `StreamError` (a `RuntimeError`) naming the driver call."""
+    `wait`, `wait_raw`, `make_stream_wait` or a DLPack `stream=` exchange
+    raises `StreamError` (a `RuntimeError`) naming the driver call."""
     library = fake_library("DEVMM_TEST_FAKE_CUDART")
     env = dict(os.environ, DEVMM_CUDART_PATH=library)
     script = textwrap.dedent(
@@ -169,6 +169,7 @@ def test_a_failed_hand_off_is_a_stream_error(fake_library: Callable[[str], str])
         calls = [
             ("cudaEventRecord", lambda: consumer.wait_raw(producer.handle)),
             ("cudaStreamWaitEvent", lambda: rt.make_stream_wait(consumer.handle, producer)),
+            ("cudaEventRecord", lambda: consumer.wait(producer)),
             ("cudaEventRecord", lambda: t.__dlpack__(stream=consumer.handle, max_version=(1, 1))),
         ]
         for call, hand_off in calls:
@@ -176,7 +177,7 @@ def test_a_failed_hand_off_is_a_stream_error(fake_library: Callable[[str], str])
             try:
                 hand_off()
             except StreamError as err:
-                assert str(err).startswith("stream hand-off failed on cuda:0: " + call), err
+                assert str(err).startswith("stream hand-off failed: " + call + " failed on cuda:0"), err
             else:
                 raise AssertionError(call + " did not fail")
         consumer.wait_raw(producer.handle)

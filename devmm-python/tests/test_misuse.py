@@ -325,7 +325,7 @@ def test_a_collected_cycle_gives_its_memory_back_through_the_whole_resource(
     mr.tensor = devmm.empty((4,), "float32", mr=mr)  # type: ignore[attr-defined]
     mr.buffer = devmm.DeviceBuffer(16, mr=mr)  # type: ignore[attr-defined]
     mr.viewed = devmm.empty((2,), "int8", mr=mr)  # type: ignore[attr-defined]
-    mr.view_buffer = mr.viewed.buffer  # type: ignore[attr-defined]
+    mr.viewed.buffer  # type: ignore[attr-defined]  # made, and held by the tensor alone
     given = set(blocks)
     assert len(given) == 3
     alive = weakref.ref(mr)
@@ -335,6 +335,22 @@ def test_a_collected_cycle_gives_its_memory_back_through_the_whole_resource(
     assert alive() is None
     assert sorted(freed) == sorted(given) and not blocks, "each block came back once"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_tensor_collected_while_its_buffer_object_lives_leaves_the_memory_to_it() -> None:
+    # The tensor is garbage (reachable only from a dead cycle), but its
+    # `buffer` object is not: the collector must not free memory the
+    # buffer's holder still reads.
+    mr = _Pool()
+    tensor = devmm.empty((4,), "float32", mr=mr)
+    buffer = tensor.buffer
+    cycle: list[Any] = [tensor]
+    cycle.append(cycle)
+    del tensor, cycle
+    gc.collect()
+    assert not buffer.closed and len(mr.blocks) == 1
+    buffer.free()
+    assert not mr.blocks
 
 
 def test_a_python_resource_goes_with_its_last_reference_once_its_memory_is_back() -> None:

@@ -240,8 +240,8 @@ pub enum Error {
     /// error. Python raises it as `StreamError`, the seed's exception for
     /// hand-off failures.
     #[error(
-        "stream hand-off failed on {device}: {source}; the consumer does not wait for the \
-         producer, so synchronize the producer stream before using its work"
+        "stream hand-off failed: {source}; the consumer does not wait for the producer, so \
+         synchronize the producer stream before using its work"
     )]
     Handoff {
         /// The device of both streams.

@@ -342,7 +342,7 @@ fn a_failed_hand_off_says_so_and_carries_the_driver_error() {
         );
         assert!(
             err.to_string()
-                .starts_with(&format!("stream hand-off failed on cuda:0: {call} failed")),
+                .starts_with(&format!("stream hand-off failed: {call} failed on cuda:0")),
             "{err}"
         );
         assert_eq!(
