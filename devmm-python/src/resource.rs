@@ -16,6 +16,7 @@
 //! resource.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError, PyTypeError};
@@ -229,14 +230,14 @@ abstract_base_new!(
 impl PyMemoryResource {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self.bridge.get() {
-            Some((_, hold)) => hold.traverse(&visit),
+            Some((_, hold)) => hold.strong.traverse(&visit),
             None => Ok(()),
         }
     }
 
     fn __clear__(&self) {
         if let Some((_, hold)) = self.bridge.get() {
-            hold.clear();
+            hold.strong.clear();
         }
     }
 
@@ -512,7 +513,8 @@ fn callbacks_of(
     let name = obj.get_type().name()?.to_string();
     let hold = Arc::new(Hold {
         weak: PyWeakrefReference::new(obj)?.unbind(),
-        live: Mutex::new((0, None)),
+        strong: PythonRef(Mutex::new(None)),
+        live: AtomicUsize::new(0),
     });
     let method = |method: &'static str| -> (String, FindCallable) {
         let hold = Arc::clone(&hold);
@@ -558,64 +560,38 @@ pub(crate) type FindCallable = Box<dyn Fn(Python<'_>) -> PyResult<Bound<'_, PyAn
 /// ([`PyMemoryResource`]'s `__traverse__` and `__clear__`).
 pub(crate) struct Hold {
     weak: Py<PyWeakrefReference>,
-    /// The live allocations, and the strong reference while there are any.
-    live: Mutex<(usize, Option<Py<PyAny>>)>,
+    /// The strong reference, while there are live allocations.
+    strong: PythonRef,
+    /// The live allocations: counted with the GIL held, as every call of
+    /// the bridge is made.
+    live: AtomicUsize,
 }
 
 impl Hold {
-    fn live(&self) -> MutexGuard<'_, (usize, Option<Py<PyAny>>)> {
-        // One store per update: a poisoned lock is still consistent.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The resource, or an error once it is gone.
     fn object<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let strong = self.live().1.as_ref().map(|obj| obj.bind(py).clone());
-        strong
+        self.strong
+            .held(py)
             .or_else(|| self.weak.bind(py).upgrade())
             .ok_or_else(|| PyRuntimeError::new_err("the Python resource was already freed"))
     }
 
     /// An allocation through the bridge succeeded: hold the resource.
     fn allocated(&self, py: Python<'_>) {
-        let obj = self.weak.bind(py).upgrade().map(Bound::unbind);
-        let mut live = self.live();
-        live.0 += 1;
-        if live.1.is_none() {
-            live.1 = obj;
+        if self.live.fetch_add(1, Ordering::Relaxed) == 0 {
+            if let Some(obj) = self.weak.bind(py).upgrade() {
+                self.strong.set(obj.unbind());
+            }
         }
     }
 
     /// An allocation went back: the last one lets the resource go.
     fn deallocated(&self) {
-        let released = {
-            let mut live = self.live();
-            live.0 = live.0.saturating_sub(1);
-            if live.0 == 0 {
-                live.1.take()
-            } else {
-                None
-            }
-        };
-        // Dropped outside the lock: it may be the last reference.
-        drop(released);
-    }
-
-    /// Reports the strong reference to the collector; the lock is only
-    /// tried, since traversal must not block.
-    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Ok(live) = self.live.try_lock() {
-            if let Some(obj) = live.1.as_ref() {
-                visit.call(obj)?;
-            }
+        let live = self.live.load(Ordering::Relaxed).saturating_sub(1);
+        self.live.store(live, Ordering::Relaxed);
+        if live == 0 {
+            self.strong.clear();
         }
-        Ok(())
-    }
-
-    /// Drops the strong reference (the collector breaking a cycle).
-    fn clear(&self) {
-        let obj = self.live().1.take();
-        drop(obj);
     }
 }
 
@@ -628,6 +604,12 @@ impl PythonRef {
         PythonRef(Mutex::new(Some(obj)))
     }
 
+    /// Holds `obj` from now on (the object held before is let go).
+    fn set(&self, obj: Py<PyAny>) {
+        let previous = self.slot().replace(obj);
+        drop(previous);
+    }
+
     fn slot(&self) -> MutexGuard<'_, Option<Py<PyAny>>> {
         // One store per update: a poisoned lock is still consistent.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -635,12 +617,16 @@ impl PythonRef {
 
     /// The object, or an error once the collector cleared it.
     pub(crate) fn get<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.slot().as_ref() {
-            Some(obj) => Ok(obj.bind(py).clone()),
-            None => Err(pyo3::exceptions::PyRuntimeError::new_err(
+        self.held(py).ok_or_else(|| {
+            PyRuntimeError::new_err(
                 "the Python object was cleared by the garbage collector with its reference cycle",
-            )),
-        }
+            )
+        })
+    }
+
+    /// The object, while it is held.
+    fn held<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.slot().as_ref().map(|obj| obj.bind(py).clone())
     }
 
     /// Reports the reference to the collector. Only the one Python object
