@@ -562,8 +562,7 @@ pub(crate) struct Hold {
     weak: Py<PyWeakrefReference>,
     /// The strong reference, while there are live allocations.
     strong: PythonRef,
-    /// The live allocations: counted with the GIL held, as every call of
-    /// the bridge is made.
+    /// The live allocations.
     live: AtomicUsize,
 }
 
@@ -587,9 +586,10 @@ impl Hold {
 
     /// An allocation went back: the last one lets the resource go.
     fn deallocated(&self) {
-        let live = self.live.load(Ordering::Relaxed).saturating_sub(1);
-        self.live.store(live, Ordering::Relaxed);
-        if live == 0 {
+        let before = self
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if before == Ok(1) {
             self.strong.clear();
         }
     }
