@@ -15,7 +15,7 @@ use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
 use crate::error::{raised_python, IntoPyResult, PythonException};
 use crate::resource::{built, own_methods, resource_of, shipped_new, PyMemoryResource};
-use crate::stream::stream_object;
+use crate::stream::{resolve_stream, stream_object};
 
 /// `None` when every check passed; `AssertionError` listing the failures otherwise.
 fn raise_on_failure(report: ConformanceReport) -> PyResult<()> {
@@ -33,8 +33,8 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// Runs the memory-resource contract against fresh resources from
 /// `mr_factory` (a resource class, or any callable returning a resource):
 /// byte-exact writes and reads, no aliasing, alignment honesty, live-count
-/// bookkeeping, misuse detection, zero-byte requests. Raises
-/// `AssertionError` naming each failed check.
+/// bookkeeping, misuse detection, zero-byte and negative-size requests.
+/// Raises `AssertionError` naming each failed check.
 ///
 /// A factory that takes an `alignment` keyword (a resource class such as
 /// `MallocMemoryResource`) is also asked for each power of two from 1 to
@@ -59,8 +59,56 @@ pub(crate) fn mr_conformance(
     stream_factory: Option<Py<PyAny>>,
     data_access: bool,
 ) -> PyResult<()> {
+    let negative_size = negative_size(py, &mr_factory, stream_factory.as_ref());
     let options = hook_options(py, &mr_factory, write, read, stream_factory, data_access);
-    raise_on_failure(run_mr_conformance(py, mr_factory, options))
+    let mut report = run_mr_conformance(py, mr_factory, options);
+    report.push("negative_size", negative_size);
+    raise_on_failure(report)
+}
+
+/// The check the binding adds to the core's suite: a negative size, which
+/// the core's unsigned sizes cannot express, is refused by the resource's
+/// `allocate` with `ValueError`. The rule is the seed's
+/// `check_negative_size`, in `devmm.testing._conformance`, run on a
+/// resource from `mr_factory` and a stream from `stream_factory` (its
+/// device's default stream without one).
+fn negative_size(
+    py: Python<'_>,
+    mr_factory: &Py<PyAny>,
+    stream_factory: Option<&Py<PyAny>>,
+) -> CheckStatus {
+    let run = || -> PyResult<()> {
+        let mr = mr_factory.bind(py).call0()?;
+        let DeviceArg(device) = mr.getattr(intern!(py, "device"))?.extract()?;
+        let stream = match stream_factory {
+            Some(make) => made_stream(make.bind(py), takes_positional(make.bind(py), 1), device)?,
+            None => stream_object(py, &resolve_stream(None, device)?)?,
+        };
+        py.import(intern!(py, "devmm.testing._conformance"))?
+            .call_method1(intern!(py, "check_negative_size"), (mr, stream))?;
+        Ok(())
+    };
+    match run() {
+        Ok(()) => CheckStatus::Passed,
+        Err(e) if e.is_instance_of::<PyAssertionError>(py) => {
+            CheckStatus::Failed(e.value(py).to_string())
+        }
+        Err(e) => CheckStatus::Failed(format!("could not run: {e}")),
+    }
+}
+
+/// A stream from the suite's `stream_factory` hook: the seed's
+/// `stream_factory()`, or ours given the device.
+fn made_stream<'py>(
+    make: &Bound<'py, PyAny>,
+    with_device: bool,
+    device: devmm::Device,
+) -> PyResult<Bound<'py, PyAny>> {
+    if with_device {
+        make.call1((PyDevice::from(device),))
+    } else {
+        make.call0()
+    }
 }
 
 /// Runs only the named checks of `mr_conformance` (the pytest mixin
@@ -150,16 +198,11 @@ fn hook_options(
         });
     }
     if let Some(make) = stream_factory {
-        // The seed's `stream_factory()`, or ours given the device.
         let with_device = takes_positional(make.bind(py), 1);
         options = options.stream_factory(move |device| {
             Python::attach(|py| {
-                let made = if with_device {
-                    make.call1(py, (PyDevice::from(device),))
-                } else {
-                    make.call0(py)
-                };
-                made.and_then(|s| crate::stream::stream_of(s.bind(py)))
+                made_stream(make.bind(py), with_device, device)
+                    .and_then(|s| crate::stream::stream_of(&s))
                     .map_err(|e| hook_failure(py, "stream_factory", e))
             })
         });
@@ -295,7 +338,10 @@ fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
 
 /// Runs the DLPack producer contract for tensors on `device` (both capsule
 /// flavours, field fidelity, every refusal, deleter lifetime) without
-/// touching device memory. Raises `AssertionError` naming each failed check.
+/// touching device memory. The tensors come from the device's current
+/// resource, as `devmm.empty` makes them: scope one with
+/// `using_memory_resource` to check a runtime with a particular resource.
+/// Raises `AssertionError` naming each failed check.
 #[pyfunction]
 pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<()> {
     // Deleters run on other threads in the suite; they may need the GIL.

@@ -298,6 +298,23 @@ def test_conformance_suite_passes_on_the_cpu(cpu: devmm.Device) -> None:
     devmm.testing.dlpack_conformance("cpu")
 
 
+def test_the_conformance_suite_exports_from_the_current_resource(cpu: devmm.Device) -> None:
+    # As the seed's: the tensors come from the device's current resource,
+    # so a resource and its runtime are checked together.
+    checked = devmm.testing.RecordingMemoryResource()
+    with devmm.using_memory_resource(checked):
+        devmm.testing.dlpack_conformance(cpu)
+    allocated = [call for call in checked.calls if call[0] == "allocate"]
+    assert allocated and not checked.live
+    assert len([call for call in checked.calls if call[0] == "deallocate"]) == len(allocated)
+    # One that cannot allocate fails the suite, saying why.
+    from devmm.mrs.cpu import MallocMemoryResource
+
+    with devmm.using_memory_resource(devmm.LimitingAdaptor(MallocMemoryResource(), 1)):
+        with pytest.raises(AssertionError, match="FAILED versioned_flavor: empty.*would exceed the 1-byte limit"):
+            devmm.testing.dlpack_conformance(cpu)
+
+
 import devmm.testing  # noqa: E402  (imported last: the module under test above is devmm)
 
 

@@ -187,6 +187,35 @@ def test_a_python_resource_is_checked_by_its_own_methods(broken: type[HostBlocks
         check(broken(), stream)
 
 
+class TakesNegativeSizes(HostBlocks):
+    """Takes a negative size as zero bytes instead of refusing it."""
+
+    def allocate(self, nbytes: int, stream: Any) -> int:
+        return super().allocate(max(nbytes, 0), stream)
+
+
+def test_mr_conformance_checks_negative_sizes_through_the_resources_allocate() -> None:
+    # The core's sizes are unsigned: the binding adds the seed's check, and
+    # runs it on a stream from the suite's stream_factory.
+    def write(ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    made: list[devmm.Device] = []
+
+    def stream_factory(device: devmm.Device) -> devmm.Stream:
+        made.append(device)
+        return devmm.runtime_for(device).default_stream(device)
+
+    with pytest.raises(AssertionError) as failed:
+        devmm.testing.mr_conformance(TakesNegativeSizes, write=write, read=ctypes.string_at, stream_factory=stream_factory)
+    message = str(failed.value)
+    assert "; 1 failed;" in message, message
+    assert "FAILED negative_size: a negative allocation size must raise ValueError, but nothing was raised" in message
+    assert made and all(device == devmm.Device("cpu", 0) for device in made)
+    # The same resource refusing -1 passes it: HostBlocks raises ValueError.
+    devmm.testing.mr_conformance(HostBlocks, write=write, read=ctypes.string_at)
+
+
 class ZeroIsNull(HostBlocks):
     # Null for zero bytes, as devmm's own resources answer (its deallocate
     # never sees that null: devmm frees it, as in use).

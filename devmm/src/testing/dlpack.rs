@@ -1,5 +1,5 @@
 //! `dlpack_conformance`: the DLPack producer contract, checked on one device
-//! without touching its memory.
+//! through its current resource, without touching its memory.
 
 use std::sync::Arc;
 
@@ -15,8 +15,10 @@ use crate::layout::{Aligned, ColMajor, DeviceOptimal, LayoutPolicy, Permuted, Ro
 use crate::stream::Stream;
 use crate::tensor::{EmptyOptions, Tensor, empty};
 
-use super::recording::{RecordedCall, RecordingMemoryResource};
 use super::report::{CheckResult, ConformanceReport, ensure};
+use crate::adaptor::StatisticsAdaptor;
+use crate::registry::get_current_memory_resource;
+use crate::resource::MemoryResource;
 
 /// A shape, a dtype and the policy that lays it out.
 type Specimen = (Vec<usize>, DType, Arc<dyn LayoutPolicy>);
@@ -40,22 +42,29 @@ fn specimens() -> Result<Vec<Specimen>, String> {
     ])
 }
 
-/// Everything the checks share: the device, a recording resource on it
-/// (so no byte of device memory is touched), and its default stream.
+/// Everything the checks share: the device, its current resource (the one
+/// `empty` allocates from there) counted, so a check sees when memory goes
+/// back, and its default stream.
 struct Bench {
     device: Device,
-    recording: Arc<RecordingMemoryResource>,
+    counted: Arc<StatisticsAdaptor<Arc<dyn MemoryResource>>>,
     stream: Stream,
 }
 
 impl Bench {
     fn new(device: Device) -> Result<Bench> {
         let stream = crate::runtime::runtime_for(device)?.default_stream(device)?;
+        let current = get_current_memory_resource(device)?;
         Ok(Bench {
             device,
-            recording: Arc::new(RecordingMemoryResource::on_device(device)),
+            counted: Arc::new(StatisticsAdaptor::new(current)),
             stream,
         })
+    }
+
+    /// How many blocks went back to the resource.
+    fn deallocations(&self) -> usize {
+        self.counted.statistics().deallocations
     }
 
     fn tensor(
@@ -67,7 +76,7 @@ impl Bench {
         let options = EmptyOptions::new()
             .layout_shared(policy)
             .device(self.device)
-            .resource(self.recording.clone())
+            .resource(self.counted.clone())
             .stream(self.stream.clone());
         empty(shape, dtype, &options).map_err(|e| format!("empty({shape:?}, {dtype}) failed: {e}"))
     }
@@ -147,16 +156,28 @@ type BenchCheck = fn(&Bench) -> CheckResult;
 /// Runs the DLPack producer contract for tensors on `device` and reports
 /// every check by name.
 ///
-/// The tensors live in a [`RecordingMemoryResource`] claiming `device`, so
-/// the suite needs the device's runtime (for streams) but never reads or
-/// writes device memory. Checks: `versioned_flavor`, `legacy_flavor`,
-/// `field_fidelity`, `zero_size`, `read_only`, `refuse_copy`,
-/// `refuse_dl_device`, `refuse_freed`, `stream_handoff`, `deleter_lifetime`,
-/// `raw_deleter`.
+/// The tensors come from `device`'s current resource, as
+/// [`empty`](crate::empty) makes them: scope one with
+/// [`using_memory_resource`](crate::using_memory_resource) to check a
+/// runtime with a particular resource. The suite needs the device's runtime
+/// (for streams) and a working resource, but never reads or writes the
+/// memory. Checks: `versioned_flavor`, `legacy_flavor`, `field_fidelity`,
+/// `zero_size`, `read_only`, `refuse_copy`, `refuse_dl_device`,
+/// `refuse_freed`, `stream_handoff`, `deleter_lifetime`, `raw_deleter`.
 ///
 /// ```
-/// let report = devmm::testing::dlpack_conformance(devmm::Device::CPU);
+/// use std::sync::Arc;
+/// use devmm::testing::{dlpack_conformance, RecordingMemoryResource};
+/// use devmm::{using_memory_resource, Device};
+///
+/// let report = dlpack_conformance(Device::CPU);
 /// assert!(report.is_ok(), "{report}");
+///
+/// // A resource of your own: its pointers need not even be memory.
+/// let recording = Arc::new(RecordingMemoryResource::on_device(Device::CPU));
+/// let _scope = using_memory_resource(recording.clone());
+/// assert!(dlpack_conformance(Device::CPU).is_ok());
+/// assert!(!recording.calls().is_empty() && recording.live().is_empty());
 /// ```
 pub fn dlpack_conformance(device: Device) -> ConformanceReport {
     let mut report = ConformanceReport::new("dlpack_conformance", device.to_string());
@@ -381,7 +402,6 @@ fn stream_handoff(bench: &Bench) -> CheckResult {
 
 fn deleter_lifetime(bench: &Bench) -> CheckResult {
     let tensor = bench.plain()?;
-    let addr = tensor.buffer().ptr().addr();
     let first = export(&tensor, &DlpackRequest::new().max_version(1, 1))?;
     let second = export(&tensor, &DlpackRequest::new())?;
     ensure(tensor.buffer().live_exports() == 2, || {
@@ -394,36 +414,24 @@ fn deleter_lifetime(bench: &Bench) -> CheckResult {
         .buffer()
         .free(&bench.stream)
         .map_err(|e| format!("free failed: {e}"))?;
-    ensure(bench.recording.live().contains_key(&addr), || {
+    ensure(bench.deallocations() == 0, || {
         "free() released memory that two exports still hold".to_owned()
     })?;
     drop(first);
-    ensure(bench.recording.live().contains_key(&addr), || {
+    ensure(bench.deallocations() == 0, || {
         "the first deleter released memory the second export still holds".to_owned()
     })?;
     // The last deleter runs on another thread, as a consumer's may.
     std::thread::spawn(move || drop(second))
         .join()
         .map_err(|_| "the deleter panicked on another thread".to_owned())?;
-    ensure(!bench.recording.live().contains_key(&addr), || {
-        "the last deleter did not release the freed buffer".to_owned()
-    })?;
-    let releases = bench
-        .recording
-        .calls()
-        .iter()
-        .filter(|c| matches!(c, RecordedCall::Deallocate { ptr, .. } if ptr.addr() == addr))
-        .count();
-    ensure(releases == 1, || {
-        format!("the buffer was deallocated {releases} times")
+    let releases = bench.deallocations();
+    ensure(releases == 1, || match releases {
+        0 => "the last deleter did not release the freed buffer".to_owned(),
+        n => format!("the buffer was deallocated {n} times"),
     })?;
     drop(tensor);
-    let after_drop = bench
-        .recording
-        .calls()
-        .iter()
-        .filter(|c| matches!(c, RecordedCall::Deallocate { .. }))
-        .count();
+    let after_drop = bench.deallocations();
     ensure(after_drop == 1, || {
         format!("dropping the tensor after the release deallocated again ({after_drop} calls)")
     })?;
@@ -464,9 +472,10 @@ fn raw_deleter(bench: &Bench) -> CheckResult {
 mod tests {
     use super::*;
     use crate::DevicePtr;
-    use crate::resource::{MemoryInfo, MemoryResource};
+    use crate::resource::MemoryInfo;
     use crate::runtime::{ActivationGuard, DeviceRuntime};
     use crate::stream::{StreamOps, StreamSentinel};
+    use crate::testing::RecordingMemoryResource;
 
     /// The CPU runtime, except that it maps `stream=None` to its stream
     /// while claiming the CPU never gets one: the lie `stream_handoff`
@@ -570,9 +579,10 @@ mod tests {
     }
 
     fn bench(stream: Stream) -> Bench {
+        let recording = Arc::new(RecordingMemoryResource::on_device(Device::CPU));
         Bench {
             device: Device::CPU,
-            recording: Arc::new(RecordingMemoryResource::on_device(Device::CPU)),
+            counted: Arc::new(StatisticsAdaptor::new(recording)),
             stream,
         }
     }

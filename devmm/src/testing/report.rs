@@ -64,6 +64,23 @@ impl ConformanceReport {
                 panic_text(panic.as_ref())
             )),
         };
+        self.push(name, status);
+    }
+
+    /// Adds the outcome of a check a binding runs itself, one the core
+    /// cannot ask (a negative size, which Python's `allocate` takes and
+    /// the core's unsigned sizes cannot express), so it is reported with
+    /// the suite's own.
+    ///
+    /// ```
+    /// use devmm::testing::{mr_conformance, CheckStatus, MrConformanceOptions};
+    /// let factory = || Ok(devmm::HeapMemoryResource::new());
+    /// let mut report = mr_conformance(factory, &MrConformanceOptions::new());
+    /// report.push("negative_size", CheckStatus::Failed("-1 was accepted".into()));
+    /// assert!(report.to_string().contains("negative_size"), "{report}");
+    /// assert!(!report.is_ok());
+    /// ```
+    pub fn push(&mut self, name: &'static str, status: CheckStatus) {
         self.checks.push(CheckOutcome { name, status });
     }
 
