@@ -82,7 +82,9 @@ pub(crate) fn torch_route(resources: Vec<Bound<'_, PyMemoryResource>>) -> PyResu
         Ok(())
     } else {
         Err(PyRuntimeError::new_err(
-            "devmm already serves PyTorch's allocations; uninstall that installer first",
+            "devmm already serves PyTorch's allocations, until the process exits (PyTorch \
+             keeps the allocator it was given); give one install() every device's resource, \
+             as a {device: mr} mapping",
         ))
     }
 }

@@ -124,7 +124,8 @@ def test_memory_stats_speak_pytorchs_keys(installed: tuple[bridge.TorchInstaller
 
 def test_a_second_install_and_uninstall_are_refused(installed: tuple[bridge.TorchInstaller, dict[int, devmm.StatisticsAdaptor]], cuda_stats: devmm.StatisticsAdaptor) -> None:
     installer, resources = installed
-    with pytest.raises(RuntimeError, match="already serves PyTorch"):
+    # The advice is one PyTorch can follow: its installer cannot be undone.
+    with pytest.raises(RuntimeError, match=r"already serves PyTorch's allocations, until the process exits .*give one install\(\) every device's resource"):
         bridge.install(cuda_stats)
     with pytest.raises(RuntimeError, match="cannot swap away from a pluggable CUDA allocator"):
         installer.uninstall()
