@@ -77,23 +77,34 @@ fn negative_size(
     mr_factory: &Py<PyAny>,
     stream_factory: Option<&Py<PyAny>>,
 ) -> CheckStatus {
-    let run = || -> PyResult<()> {
+    let subject = || -> PyResult<(Bound<'_, PyAny>, Bound<'_, PyAny>)> {
         let mr = mr_factory.bind(py).call0()?;
         let DeviceArg(device) = mr.getattr(intern!(py, "device"))?.extract()?;
         let stream = match stream_factory {
             Some(make) => made_stream(make.bind(py), takes_positional(make.bind(py), 1), device)?,
             None => stream_object(py, &resolve_stream(None, device)?)?,
         };
-        py.import(intern!(py, "devmm.testing._conformance"))?
-            .call_method1(intern!(py, "check_negative_size"), (mr, stream))?;
-        Ok(())
+        Ok((mr, stream))
     };
-    match run() {
-        Ok(()) => CheckStatus::Passed,
+    let (mr, stream) = match subject() {
+        Ok(subject) => subject,
+        Err(e) => {
+            return CheckStatus::Failed(format!(
+                "could not make a resource and a stream to ask allocate(-1) of: {e}"
+            ))
+        }
+    };
+    let checked = py
+        .import(intern!(py, "devmm.testing._conformance"))
+        .and_then(|m| m.call_method1(intern!(py, "check_negative_size"), (mr, stream)));
+    match checked {
+        Ok(_) => CheckStatus::Passed,
         Err(e) if e.is_instance_of::<PyAssertionError>(py) => {
             CheckStatus::Failed(e.value(py).to_string())
         }
-        Err(e) => CheckStatus::Failed(format!("could not run: {e}")),
+        Err(e) => CheckStatus::Failed(format!(
+            "allocate(-1, stream) must raise ValueError, but raised {e}"
+        )),
     }
 }
 
@@ -337,10 +348,10 @@ fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Runs the DLPack producer contract for tensors on `device` (both capsule
-/// flavours, field fidelity, every refusal, deleter lifetime) without
-/// touching device memory. The tensors come from the device's current
-/// resource, as `devmm.empty` makes them: scope one with
-/// `using_memory_resource` to check a runtime with a particular resource.
+/// flavours, field fidelity, every refusal, deleter lifetime). The tensors
+/// come from the device's current resource, as `devmm.empty` makes them:
+/// scope one with `using_memory_resource` to check a runtime with a
+/// particular resource. The suite never reads or writes the memory.
 /// Raises `AssertionError` naming each failed check.
 #[pyfunction]
 pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<()> {

@@ -1,6 +1,7 @@
 """devmm.testing: the conformance suites and the recording resource."""
 
 import ctypes
+import re
 from typing import Any
 
 import pytest
@@ -187,33 +188,51 @@ def test_a_python_resource_is_checked_by_its_own_methods(broken: type[HostBlocks
         check(broken(), stream)
 
 
-class TakesNegativeSizes(HostBlocks):
-    """Takes a negative size as zero bytes instead of refusing it."""
-
-    def allocate(self, nbytes: int, stream: Any) -> int:
-        return super().allocate(max(nbytes, 0), stream)
-
-
 def test_mr_conformance_checks_negative_sizes_through_the_resources_allocate() -> None:
     # The core's sizes are unsigned: the binding adds the seed's check, and
-    # runs it on a stream from the suite's stream_factory.
-    def write(ptr: int, data: bytes) -> None:
-        ctypes.memmove(ptr, data, len(data))
+    # asks it on a stream from the suite's stream_factory.
+    from devmm._core.stream import CpuStream
 
-    made: list[devmm.Device] = []
+    made: list[devmm.Stream] = []
+    negative_on: list[Any] = []
+
+    class TakesNegativeSizes(HostBlocks):
+        """Takes a negative size as zero bytes instead of refusing it."""
+
+        def allocate(self, nbytes: int, stream: Any) -> int:
+            if nbytes < 0:
+                negative_on.append(stream)
+            return super().allocate(max(nbytes, 0), stream)
 
     def stream_factory(device: devmm.Device) -> devmm.Stream:
-        made.append(device)
-        return devmm.runtime_for(device).default_stream(device)
+        made.append(CpuStream())
+        return made[-1]
+
+    def write(ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
 
     with pytest.raises(AssertionError) as failed:
         devmm.testing.mr_conformance(TakesNegativeSizes, write=write, read=ctypes.string_at, stream_factory=stream_factory)
     message = str(failed.value)
     assert "; 1 failed;" in message, message
     assert "FAILED negative_size: a negative allocation size must raise ValueError, but nothing was raised" in message
-    assert made and all(device == devmm.Device("cpu", 0) for device in made)
-    # The same resource refusing -1 passes it: HostBlocks raises ValueError.
-    devmm.testing.mr_conformance(HostBlocks, write=write, read=ctypes.string_at)
+    assert len(negative_on) == 1 and negative_on[0] is made[0]
+
+
+class RefusesNegativeSizesWrongly(HostBlocks):
+    def allocate(self, nbytes: int, stream: Any) -> int:
+        if nbytes < 0:
+            raise OverflowError("can't convert negative int to unsigned")
+        return super().allocate(nbytes, stream)
+
+
+def test_a_negative_size_refused_with_another_exception_fails_saying_which() -> None:
+    def write(ptr: int, data: bytes) -> None:
+        ctypes.memmove(ptr, data, len(data))
+
+    says = "FAILED negative_size: allocate(-1, stream) must raise ValueError, but raised OverflowError: can't convert negative int to unsigned"
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        devmm.testing.mr_conformance(RefusesNegativeSizesWrongly, write=write, read=ctypes.string_at)
 
 
 class ZeroIsNull(HostBlocks):

@@ -16,7 +16,11 @@ use crate::stream::Stream;
 use crate::tensor::{EmptyOptions, Tensor, empty};
 
 use super::report::{CheckResult, ConformanceReport, ensure};
-use crate::adaptor::StatisticsAdaptor;
+use std::fmt;
+use std::sync::Mutex;
+
+use crate::DevicePtr;
+use crate::ledger::Checked;
 use crate::registry::get_current_memory_resource;
 use crate::resource::MemoryResource;
 
@@ -42,12 +46,65 @@ fn specimens() -> Result<Vec<Specimen>, String> {
     ])
 }
 
+/// The resource the suite allocates from: one behind a ledger that logs
+/// every release asked of it before the ledger rules on it, so a second
+/// release shows even where it is refused, and never reaches a resource
+/// that would not refuse it. It reads as the resource it wraps in errors.
+struct Released {
+    checked: Checked<Arc<dyn MemoryResource>>,
+    /// `(address, bytes)` of each release asked, in order.
+    log: Mutex<Vec<(usize, usize)>>,
+}
+
+impl Released {
+    fn new(inner: Arc<dyn MemoryResource>) -> Released {
+        Released {
+            checked: Checked::new(inner),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn log(&self) -> Vec<(usize, usize)> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl fmt::Debug for Released {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.checked.fmt(f)
+    }
+}
+
+impl MemoryResource for Released {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        self.checked.allocate(nbytes, stream)
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.push((ptr.addr(), nbytes));
+        drop(log);
+        // SAFETY: the caller's contract, which the ledger checks before the
+        // wrapped resource sees the pointer.
+        unsafe { self.checked.deallocate(ptr, nbytes, stream) }
+    }
+
+    crate::resource::forward_transparent_probes!(checked);
+
+    fn detects_misuse(&self) -> bool {
+        true
+    }
+
+    fn live_count(&self) -> Option<usize> {
+        self.checked.live_count()
+    }
+}
+
 /// Everything the checks share: the device, its current resource (the one
-/// `empty` allocates from there) counted, so a check sees when memory goes
-/// back, and its default stream.
+/// `empty` allocates from there), logged, and its default stream.
 struct Bench {
     device: Device,
-    counted: Arc<StatisticsAdaptor<Arc<dyn MemoryResource>>>,
+    resource: Arc<Released>,
     stream: Stream,
 }
 
@@ -57,14 +114,9 @@ impl Bench {
         let current = get_current_memory_resource(device)?;
         Ok(Bench {
             device,
-            counted: Arc::new(StatisticsAdaptor::new(current)),
+            resource: Arc::new(Released::new(current)),
             stream,
         })
-    }
-
-    /// How many blocks went back to the resource.
-    fn deallocations(&self) -> usize {
-        self.counted.statistics().deallocations
     }
 
     fn tensor(
@@ -76,7 +128,7 @@ impl Bench {
         let options = EmptyOptions::new()
             .layout_shared(policy)
             .device(self.device)
-            .resource(self.counted.clone())
+            .resource(self.resource.clone())
             .stream(self.stream.clone());
         empty(shape, dtype, &options).map_err(|e| format!("empty({shape:?}, {dtype}) failed: {e}"))
     }
@@ -402,6 +454,7 @@ fn stream_handoff(bench: &Bench) -> CheckResult {
 
 fn deleter_lifetime(bench: &Bench) -> CheckResult {
     let tensor = bench.plain()?;
+    let block = (tensor.buffer().ptr().addr(), tensor.buffer().nbytes());
     let first = export(&tensor, &DlpackRequest::new().max_version(1, 1))?;
     let second = export(&tensor, &DlpackRequest::new())?;
     ensure(tensor.buffer().live_exports() == 2, || {
@@ -414,26 +467,26 @@ fn deleter_lifetime(bench: &Bench) -> CheckResult {
         .buffer()
         .free(&bench.stream)
         .map_err(|e| format!("free failed: {e}"))?;
-    ensure(bench.deallocations() == 0, || {
+    ensure(bench.resource.log().is_empty(), || {
         "free() released memory that two exports still hold".to_owned()
     })?;
     drop(first);
-    ensure(bench.deallocations() == 0, || {
+    ensure(bench.resource.log().is_empty(), || {
         "the first deleter released memory the second export still holds".to_owned()
     })?;
     // The last deleter runs on another thread, as a consumer's may.
     std::thread::spawn(move || drop(second))
         .join()
         .map_err(|_| "the deleter panicked on another thread".to_owned())?;
-    let releases = bench.deallocations();
-    ensure(releases == 1, || match releases {
-        0 => "the last deleter did not release the freed buffer".to_owned(),
-        n => format!("the buffer was deallocated {n} times"),
+    let released = bench.resource.log();
+    ensure(released == [block], || match released.as_slice() {
+        [] => "the last deleter did not release the freed buffer".to_owned(),
+        _ => format!("the buffer {block:x?} was released as {released:x?}"),
     })?;
     drop(tensor);
-    let after_drop = bench.deallocations();
-    ensure(after_drop == 1, || {
-        format!("dropping the tensor after the release deallocated again ({after_drop} calls)")
+    let after_drop = bench.resource.log();
+    ensure(after_drop == [block], || {
+        format!("dropping the tensor after the release released again: {after_drop:x?}")
     })?;
     Ok(None)
 }
@@ -582,9 +635,31 @@ mod tests {
         let recording = Arc::new(RecordingMemoryResource::on_device(Device::CPU));
         Bench {
             device: Device::CPU,
-            counted: Arc::new(StatisticsAdaptor::new(recording)),
+            resource: Arc::new(Released::new(recording)),
             stream,
         }
+    }
+
+    #[test]
+    fn a_second_release_is_logged_and_refused_before_the_resource() -> Result<()> {
+        let recording = Arc::new(RecordingMemoryResource::on_device(Device::CPU));
+        let released = Released::new(recording.clone());
+        let s = Stream::cpu();
+        let ptr = released.allocate(64, &s)?;
+        // SAFETY: the recording resource's pointers are never dereferenced.
+        unsafe { released.deallocate(ptr, 64, &s)? };
+        // SAFETY: as above; the ledger refuses the second release.
+        let again = unsafe { released.deallocate(ptr, 64, &s) };
+        assert!(matches!(again, Err(Error::Misuse { .. })), "{again:?}");
+        assert_eq!(released.log(), [(ptr.addr(), 64), (ptr.addr(), 64)]);
+        let frees = recording
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, crate::testing::RecordedCall::Deallocate { .. }))
+            .count();
+        assert_eq!(frees, 1, "the refused release reached the resource");
+        assert_eq!(format!("{released:?}"), format!("{recording:?}"));
+        Ok(())
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! - [`mr_conformance`] runs the memory-resource contract against fresh
 //!   resources from a factory and reports each check by name.
-//! - [`dlpack_conformance`] runs the DLPack producer contract for tensors on
-//!   a device without touching device memory.
+//! - [`dlpack_conformance`] runs the DLPack producer contract for tensors
+//!   from a device's current resource, never reading or writing the memory.
 //! - [`RecordingMemoryResource`] is an allocator double: deterministic fake
 //!   pointers, a verbatim call log, live-allocation tracking and misuse
 //!   detection.

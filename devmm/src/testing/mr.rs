@@ -163,8 +163,8 @@ impl MrConformanceOptions {
         if (self.write.is_none() || self.read.is_none()) && !mr.dereferenceable() {
             return Err(format!(
                 "{} does not declare its pointers dereferenceable, so the runtime's copies \
-                 cannot reach them; pass write and read hooks, or turn data access off \
-                 (Python: write=, read=, data_access=False)",
+                 cannot reach them; declare them, pass write and read hooks, or turn data \
+                 access off (Python: dereferenceable = True, write=, read=, data_access=False)",
                 resource_chain(mr)
             ));
         }
