@@ -1,5 +1,6 @@
 """Device, DeviceType and DType."""
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -412,3 +413,41 @@ def test_a_bool_is_no_int_field(make: Callable[[], object]) -> None:
     # Python counts `True` as the int 1, but no device or dtype field means it.
     with pytest.raises(TypeError, match="expected an int, got bool"):
         make()
+
+
+def test_with_device_enters_and_nests_on_its_thread() -> None:
+    cpu = devmm.Device("cpu")
+    with cpu as entered:
+        assert entered is cpu
+        with devmm.Device.from_string("cpu:0"):
+            pass
+    # Leaving a block that was never entered, or out of order, says so.
+    with pytest.raises(RuntimeError, match=r"leaving a `with cpu:0:` block this thread did not enter"):
+        cpu.__exit__(None, None, None)
+    cuda = devmm.Device("cuda")
+    with cpu:
+        with pytest.raises(RuntimeError, match=r"while `with cpu:0:` is the innermost this thread entered: device blocks end in reverse order"):
+            cuda.__exit__(None, None, None)
+    # A block is its thread's: another thread has entered none.
+    errors: list[BaseException] = []
+    with cpu:
+        worker = threading.Thread(target=lambda: _exit_into(cpu, errors))
+        worker.start()
+        worker.join()
+    assert len(errors) == 1 and "did not enter" in str(errors[0])
+
+
+def _exit_into(device: devmm.Device, errors: list[BaseException]) -> None:
+    try:
+        device.__exit__(None, None, None)
+    except RuntimeError as e:
+        errors.append(e)
+
+
+def test_with_device_for_a_runtime_not_loaded_raises_and_enters_nothing() -> None:
+    # No ROCm runtime here (nor on the GPU machine the suite also runs on).
+    with pytest.raises(devmm.RuntimeUnavailableError):
+        with devmm.Device("rocm", 1):
+            pass
+    with pytest.raises(RuntimeError, match="did not enter"):
+        devmm.Device("rocm", 1).__exit__(None, None, None)

@@ -466,6 +466,48 @@ def test_the_seed_s_memcpy_against_the_fake_driver(platform: str, fake_library: 
     run_over_the_fake(MEMCPY, platform, fake_library)
 
 
+WITH_DEVICE = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+
+    driver = ctypes.CDLL(sys.argv[1])
+    get_device = getattr(driver, "cudaGetDevice" if "{device}" == "cuda" else "hipGetDevice")
+
+    def active() -> int:
+        ordinal = ctypes.c_int(-1)
+        assert get_device(ctypes.byref(ordinal)) == 0
+        return ordinal.value
+
+    first, second = (devmm.Device.from_string(f"{device}:{{i}}") for i in (0, 1))
+    # Both devices in use, so each has its primary context to go back to.
+    devmm.DeviceBuffer(16, device=first).free()
+    devmm.DeviceBuffer(16, device=second).free()
+    with first:
+        assert active() == 0
+        with second as entered:
+            assert entered is second and active() == 1
+            with first:
+                assert active() == 0
+            assert active() == 1
+        assert active() == 0
+    with second:
+        try:
+            with first:
+                raise KeyError("inside")
+        except KeyError:
+            pass
+        assert active() == 1
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_with_device_sets_the_native_active_device_and_restores_it(platform: str, fake_library: Callable[[str], str]) -> None:
+    run_over_the_fake(WITH_DEVICE, platform, fake_library)
+
+
 NO_UNIFIED_ADDRESSING = textwrap.dedent(
     """
     import ctypes, sys
