@@ -22,6 +22,8 @@ pool = devmm.StreamPool(4, devmm.StreamFlags.NON_BLOCKING)
 default: bool = pool.get_stream().is_default()
 interface: dict[str, object] = t.__array_interface__
 live: int = devmm.foreign_memory()["live_bytes"]
+with devmm.Device("cpu") as entered:
+    index: int = entered.index
 
 from devmm import statistics as st
 
