@@ -17,7 +17,10 @@ from .._devmm import DeviceActivation, DeviceType, _check_device, _device_str, _
 __all__ = ["Device", "DeviceType"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# The constructor is written out so its parameters carry the types it
+# accepts (a type's name or its DLPack code); the fields keep the checked
+# values.
+@dataclasses.dataclass(frozen=True, slots=True, init=False)
 class Device:
     """One device: a ``DeviceType`` and an ordinal (``index``, default 0).
 
@@ -35,11 +38,11 @@ class Device:
     type: DeviceType
     index: int = 0
 
-    def __post_init__(self) -> None:
+    def __init__(self, type: DeviceType | int | str, index: int = 0) -> None:
         # The fields keep what the core read, so Device(2) == Device("cuda").
-        ty, index = _check_device(self.type, self.index)
+        ty, checked = _check_device(type, index)
         object.__setattr__(self, "type", ty)
-        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "index", checked)
 
     @classmethod
     def from_string(cls, text: str) -> Device:
