@@ -64,14 +64,16 @@ enum Ordering {
 }
 
 /// Resolves `stream` and checks it belongs to the calling thread's current device, as every
-/// call taking a stream does on hardware.
+/// call taking a stream does on hardware. Such a call needs a context on the device, so, as the
+/// runtime's lazy initialisation does, it creates the current device's primary context if the
+/// thread's device never had one (a built-in stream on a fresh thread's device 0, say).
 pub(crate) fn resolve(
     state: &mut State,
     platform: &Platform,
     stream: *mut c_void,
 ) -> Result<Target, Fault> {
     let handle = stream as usize;
-    let current = state.devices.current()?;
+    let current = state.devices.current_with_context()?;
     if !platform.is_builtin_stream(handle) {
         let created = state.streams.get(handle)?;
         if created.device != current {
