@@ -480,24 +480,47 @@ WITH_DEVICE = textwrap.dedent(
         return ordinal.value
 
     first, second = (devmm.Device.from_string(f"{device}:{{i}}") for i in (0, 1))
-    # Both devices in use, so each has its primary context to go back to.
+    # Both devices in use, so each has its primary context to go back to
+    # (the runtime restores none it would have to create).
     devmm.DeviceBuffer(16, device=first).free()
     devmm.DeviceBuffer(16, device=second).free()
-    with first:
-        assert active() == 0
-        with second as entered:
-            assert entered is second and active() == 1
-            with first:
-                assert active() == 0
-            assert active() == 1
-        assert active() == 0
+    # Each allocation gave back the device active before it.
+    assert active() == 0
+    with second:
+        assert active() == 1
+        with first as entered:
+            assert entered is first and active() == 0
+            with second:
+                assert active() == 1
+            assert active() == 0
+        assert active() == 1
+    assert active() == 0
     with second:
         try:
             with first:
                 raise KeyError("inside")
         except KeyError:
-            pass
-        assert active() == 1
+            assert active() == 1
+        else:
+            raise AssertionError("the block's exception must propagate")
+    assert active() == 0
+    # Left out of order (as blocks held across await or yield are): the
+    # block ends then, giving back what it found, and says so.
+    first.__enter__()
+    second.__enter__()
+    try:
+        first.__exit__(None, None, None)
+    except RuntimeError as e:
+        assert "while `with {device}:1:` is the innermost" in str(e) and "await or yield" in str(e), e
+    else:
+        raise AssertionError("an out-of-order exit must be refused")
+    second.__exit__(None, None, None)
+    try:
+        second.__exit__(None, None, None)
+    except RuntimeError as e:
+        assert "did not enter" in str(e), e
+    else:
+        raise AssertionError("every block has ended")
     print("ok")
     """
 )

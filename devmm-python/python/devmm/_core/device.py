@@ -8,19 +8,19 @@ builds from the core's device types."""
 
 from __future__ import annotations
 
+# `builtins.type`: in the class body the `type` field shadows the builtin.
 import builtins
 import dataclasses
 import threading
 from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
 from .._devmm import DeviceActivation, DeviceType, _check_device, _device_str, _parse_device
 
 __all__ = ["Device", "DeviceType"]
 
 
-# The constructor is written out so its parameters carry the types it
-# accepts (a type's name or its DLPack code); the fields keep the checked
-# values.
-@dataclasses.dataclass(frozen=True, slots=True, init=False)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Device:
     """One device: a ``DeviceType`` and an ordinal (``index``, default 0).
 
@@ -38,11 +38,16 @@ class Device:
     type: DeviceType
     index: int = 0
 
-    def __init__(self, type: DeviceType | int | str, index: int = 0) -> None:
+    if TYPE_CHECKING:
+        # What the constructor accepts, for type checkers: the generated
+        # one runs, and `__post_init__` converts (so subclasses get it too).
+        def __init__(self, type: DeviceType | int | str, index: int = 0) -> None: ...
+
+    def __post_init__(self) -> None:
         # The fields keep what the core read, so Device(2) == Device("cuda").
-        ty, checked = _check_device(type, index)
+        ty, index = _check_device(self.type, self.index)
         object.__setattr__(self, "type", ty)
-        object.__setattr__(self, "index", checked)
+        object.__setattr__(self, "index", index)
 
     @classmethod
     def from_string(cls, text: str) -> Device:
@@ -61,10 +66,13 @@ class Device:
         ``dlpack.h`` asks of producers.)"""
         return (int(self.type), self.index)
 
-    def __enter__(self) -> Device:
+    def __enter__(self) -> Self:
         """Activates the device on this thread, through its runtime's
-        ``activate_device``; blocks nest, and each restores on exit the
-        device active before it."""
+        ``activate_device``; blocks nest, and each gives back on exit the
+        device active before it (where that device has a context to go back
+        to: the runtime creates none). The native active device is the
+        thread's, shared by every task and generator on it, so a block must
+        not stay open across ``await`` or ``yield``."""
         # Imported here: the runtimes' discovery imports this module.
         from .._runtimes import runtime_for
 
@@ -80,18 +88,29 @@ class Device:
         traceback: TracebackType | None,
     ) -> None:
         entered = _entered()
-        if not entered:
-            raise RuntimeError(
+        innermost = entered[-1][0] if entered else None
+        if innermost == self:
+            entered.pop()[1].__exit__(exc_type, exc, traceback)
+            return
+        if self not in (device for device, _ in entered):
+            problem = (
                 f"leaving a `with {self}:` block this thread did not enter: a device block ends "
                 "on the thread that entered it"
             )
-        if entered[-1][0] != self:
-            raise RuntimeError(
-                f"leaving a `with {self}:` block while `with {entered[-1][0]}:` is the innermost "
-                "this thread entered: device blocks end in reverse order"
+        else:
+            # Interleaved blocks (held across await or yield): this one ends
+            # now, restoring what it found, so none stays open for good.
+            at = max(i for i, (device, _) in enumerate(entered) if device == self)
+            entered.pop(at)[1].__exit__(exc_type, exc, traceback)
+            problem = (
+                f"leaving a `with {self}:` block while `with {innermost}:` is the innermost this "
+                "thread entered: device blocks end in reverse order, so none may stay open "
+                "across await or yield"
             )
-        _, activation = entered.pop()
-        activation.__exit__(exc_type, exc, traceback)
+        if exc is None:
+            raise RuntimeError(problem)
+        # The block's own exception is what its caller handles.
+        exc.add_note(problem)
 
 
 # Each thread's entered device blocks, innermost last: the native active
