@@ -454,3 +454,16 @@ def test_with_device_for_a_runtime_not_loaded_raises_and_enters_nothing() -> Non
             pass
     with pytest.raises(RuntimeError, match="did not enter"):
         devmm.Device("rocm", 1).__exit__(None, None, None)
+
+
+def test_a_dataclass_subclass_of_device_is_checked_as_device_is() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(devmm.Device):
+        tag: str = ""
+
+    tagged = Tagged("cuda", 1, tag="t")
+    assert tagged.type is devmm.DeviceType.CUDA and tagged.index == 1 and str(tagged) == "cuda:1"
+    with pytest.raises(ValueError, match="out of range"):
+        Tagged("cuda", -1)

@@ -1,8 +1,10 @@
 //! `dlpack_conformance`: the DLPack producer contract, checked on one device
 //! through its current resource, without touching its memory.
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
+use crate::DevicePtr;
 use crate::device::{Device, DeviceType};
 use crate::dlpack::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -12,17 +14,13 @@ use crate::dlpack::{DlpackExport, DlpackFlavor, DlpackRequest};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{Aligned, ColMajor, DeviceOptimal, LayoutPolicy, Permuted, RowMajor};
+use crate::ledger::Checked;
+use crate::registry::get_current_memory_resource;
+use crate::resource::MemoryResource;
 use crate::stream::Stream;
 use crate::tensor::{EmptyOptions, Tensor, empty};
 
 use super::report::{CheckResult, ConformanceReport, ensure};
-use std::fmt;
-use std::sync::Mutex;
-
-use crate::DevicePtr;
-use crate::ledger::Checked;
-use crate::registry::get_current_memory_resource;
-use crate::resource::MemoryResource;
 
 /// A shape, a dtype and the policy that lays it out.
 type Specimen = (Vec<usize>, DType, Arc<dyn LayoutPolicy>);
@@ -524,7 +522,6 @@ fn raw_deleter(bench: &Bench) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DevicePtr;
     use crate::resource::MemoryInfo;
     use crate::runtime::{ActivationGuard, DeviceRuntime};
     use crate::stream::{StreamOps, StreamSentinel};
