@@ -58,6 +58,16 @@ def test_from_dlpack_imports_numpy_zero_copy_and_releases_once() -> None:
     assert devmm.foreign_memory()["live_count"] == before["live_count"]
 
 
+def test_from_dlpack_refuses_a_view_whose_elements_overlap() -> None:
+    # A 3-D view of 8 elements over 7 addresses: (0, 0, 1) and (1, 1, 0) are
+    # the same float, which a devmm tensor may not describe.
+    from numpy.lib.stride_tricks import as_strided
+
+    view = as_strided(np.zeros(16, np.float32), (2, 2, 2), (4, 8, 12))
+    with pytest.raises(ValueError, match="stride 3 of dimension 2 overlaps the 4 elements"):
+        devmm.from_dlpack(view)
+
+
 def test_from_dlpack_keeps_strides_offsets_and_the_read_only_flag() -> None:
     base = np.arange(24, dtype=np.int64).reshape(4, 6)
     view = base[1:, ::2].T  # offset, non-unit strides, transposed

@@ -174,7 +174,14 @@ def test_layouts_pickle_and_copy_with_their_policy_in_every_protocol(cpu: devmm.
 
 @pytest.mark.parametrize(
     ("shape", "strides", "match"),
-    [((2, 3), (2, 1), "overlaps"), ((2, 3), (0, 1), "positive"), ((2, 3), (1,), "one stride per dimension")],
+    [
+        ((2, 3), (2, 1), "overlaps"),
+        # Each stride steps past the span of all inner ones: element (0, 0, 1)
+        # and element (1, 1, 0) are both 3 elements in.
+        ((2, 2, 2), (1, 2, 3), "stride 3 of dimension 2 overlaps the 4 elements"),
+        ((2, 3), (0, 1), "positive"),
+        ((2, 3), (1,), "one stride per dimension"),
+    ],
 )
 def test_bad_hand_built_layouts_are_value_errors(shape: tuple[int, ...], strides: tuple[int, ...], match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -105,6 +105,26 @@ proptest! {
     }
 
     #[test]
+    fn a_hand_built_layout_that_validates_has_no_two_elements_at_one_address(
+        dims in proptest::collection::vec((1usize..4, 1usize..9), 1..5),
+    ) {
+        let (shape, strides): (Vec<usize>, Vec<usize>) = dims.into_iter().unzip();
+        if let Ok(layout) = Layout::new(&shape, &strides, DType::UINT8, 1) {
+            let mut offsets = vec![0usize];
+            for (&extent, &stride) in shape.iter().zip(layout.strides()) {
+                offsets = offsets
+                    .iter()
+                    .flat_map(|&o| (0..extent).map(move |i| o + i * stride))
+                    .collect();
+            }
+            let count = offsets.len();
+            offsets.sort_unstable();
+            offsets.dedup();
+            prop_assert_eq!(offsets.len(), count, "{:?} / {:?} overlaps", shape, strides);
+        }
+    }
+
+    #[test]
     fn required_bytes_cover_the_last_element_and_respect_alignment(
         (shape, policy) in shape().prop_flat_map(|s| { let n = s.len(); (Just(s), policy(n)) }),
         dtype in dtype(),
@@ -305,6 +325,12 @@ fn invalid_policies_and_hand_built_layouts_say_what_to_fix() {
             "unit_stride_alignment must be a positive byte count",
         ),
         (Layout::new(&[2, 3], &[2, 1], DType::FLOAT32, 4), "overlaps"),
+        // Each stride steps past the others' span: (0, 1, 1) and (1, 0, 0)
+        // are both 3 elements in.
+        (
+            Layout::new(&[2, 2, 2], &[3, 2, 1], DType::FLOAT32, 4),
+            "stride 3 of dimension 0 overlaps the 4 elements",
+        ),
         (
             Layout::new(&[2, 3], &[3, 0], DType::FLOAT32, 4),
             "must be positive",

@@ -202,7 +202,9 @@ impl Layout {
             return Ok(());
         }
         // Walking dimensions from the smallest stride up, each stride must
-        // step past everything the inner dimensions span.
+        // step past everything the inner dimensions span: one element past
+        // the last of them, at the sum of their strides times their extents
+        // less one (each inner dimension adds its reach to the span).
         let mut span = 1usize;
         for &dim in self.permutation.iter().rev() {
             let (extent, stride) = (self.shape[dim], self.strides[dim]);
@@ -213,7 +215,7 @@ impl Layout {
                 )));
             }
             let reach = checked_mul(stride, extent - 1, "span")?;
-            span = span.max(checked_add(reach, 1, "span")?);
+            span = checked_add(span, reach, "span")?;
         }
         let last = checked_mul(span, self.itemsize, "required bytes")?;
         if self.required_nbytes < last {
