@@ -88,11 +88,12 @@ class Device:
         traceback: TracebackType | None,
     ) -> None:
         entered = _entered()
-        innermost = entered[-1][0] if entered else None
-        if innermost == self:
+        # The innermost block this thread entered for this device, if any.
+        at = next((i for i in reversed(range(len(entered))) if entered[i][0] == self), None)
+        if at == len(entered) - 1:
             entered.pop()[1].__exit__(exc_type, exc, traceback)
             return
-        if self not in (device for device, _ in entered):
+        if at is None:
             problem = (
                 f"leaving a `with {self}:` block this thread did not enter: a device block ends "
                 "on the thread that entered it"
@@ -100,13 +101,12 @@ class Device:
         else:
             # Interleaved blocks (held across await or yield): this one ends
             # now, restoring what it found, so none stays open for good.
-            at = max(i for i, (device, _) in enumerate(entered) if device == self)
-            entered.pop(at)[1].__exit__(exc_type, exc, traceback)
             problem = (
-                f"leaving a `with {self}:` block while `with {innermost}:` is the innermost this "
-                "thread entered: device blocks end in reverse order, so none may stay open "
+                f"leaving a `with {self}:` block while `with {entered[-1][0]}:` is the innermost "
+                "this thread entered: device blocks end in reverse order, so none may stay open "
                 "across await or yield"
             )
+            entered.pop(at)[1].__exit__(exc_type, exc, traceback)
         if exc is None:
             raise RuntimeError(problem)
         # The block's own exception is what its caller handles.
