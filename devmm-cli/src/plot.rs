@@ -139,7 +139,8 @@ pub(crate) fn svg(timeline: &Timeline, title: &str, site_count: usize) -> String
             out,
             r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             y0 + 20.0,
-            units::nanos(t as f64)
+            // Every tick in the last tick's unit: "0.00 ms", not "0.00 ns".
+            units::nanos_in_unit_of(t as f64, frame.t_max)
         );
     }
     let _ = writeln!(

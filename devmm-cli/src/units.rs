@@ -22,15 +22,23 @@ pub(crate) fn bytes(n: usize) -> String {
 /// Nanoseconds with three significant figures in the unit that fits:
 /// `"23.4 ns"`, `"1.20 µs"`, `"15.0 ms"`.
 pub(crate) fn nanos(ns: f64) -> String {
-    let (value, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
+    nanos_in_unit_of(ns, ns)
+}
+
+/// `ns` in the unit [`nanos`] would choose for `scale`, so every tick of an
+/// axis reads in one unit: `nanos_in_unit_of(0.0, 15.0e6)` is `"0.00 ms"`,
+/// not `"0.00 ns"`.
+pub(crate) fn nanos_in_unit_of(ns: f64, scale: f64) -> String {
+    let (divisor, unit) = if scale < 1e3 {
+        (1.0, "ns")
+    } else if scale < 1e6 {
+        (1e3, "µs")
+    } else if scale < 1e9 {
+        (1e6, "ms")
     } else {
-        (ns / 1e9, "s")
+        (1e9, "s")
     };
+    let value = ns / divisor;
     let decimals = if value < 10.0 {
         2
     } else if value < 100.0 {
@@ -90,6 +98,14 @@ mod tests {
         assert_eq!(nanos(1200.0), "1.20 µs");
         assert_eq!(nanos(15.0e6), "15.0 ms");
         assert_eq!(nanos(2.5e9), "2.50 s");
+    }
+
+    #[test]
+    fn an_axis_reads_every_tick_in_the_unit_of_its_largest() {
+        assert_eq!(nanos_in_unit_of(0.0, 15.0e6), "0.00 ms");
+        assert_eq!(nanos_in_unit_of(3.0e6, 15.0e6), "3.00 ms");
+        assert_eq!(nanos_in_unit_of(15.0e6, 15.0e6), "15.0 ms");
+        assert_eq!(nanos_in_unit_of(400.0, 2.0e3), "0.40 µs");
     }
 
     #[test]

@@ -167,6 +167,16 @@ fn plot_writes_svg_and_html_and_refuses_other_formats() {
         // Self-contained: nothing to fetch (the one URL is the SVG namespace).
         assert_eq!(text.matches("http").count(), 1, "{text}");
         assert!(!text.contains("<script"));
+        // The time axis reads in one unit, the first tick ("0.00 ms") too.
+        let ticks: Vec<&str> = text
+            .split(r#"text-anchor="middle">"#)
+            .skip(1)
+            .filter_map(|rest| rest.split_once("</text>").map(|(label, _)| label))
+            .filter(|label| !label.starts_with("time since"))
+            .collect();
+        assert_eq!(ticks.len(), 6, "{ticks:?}");
+        let unit = |label: &str| label.rsplit(' ').next().unwrap().to_owned();
+        assert!(ticks.iter().all(|t| unit(t) == unit(ticks[5])), "{ticks:?}");
     }
     let out = devmm(&[
         "plot",
