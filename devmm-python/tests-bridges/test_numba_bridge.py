@@ -119,6 +119,48 @@ def test_memory_info_and_pinned_memory_come_from_devmm(plugin: DevmmEMMPlugin, c
     assert pinned.size == 256
 
 
+# Run in a process of its own: a pointer Numba cannot read crashes NumPy's
+# view of the memory (SIGSEGV), which must fail this test, not end pytest.
+PINNED_ARRAY = """
+import gc
+from types import SimpleNamespace
+
+import numpy as np
+import numba.cuda.api as api
+
+import devmm
+from devmm.integrations.numba import DevmmEMMPlugin
+
+plugin = DevmmEMMPlugin(context=SimpleNamespace(device=SimpleNamespace(id=0)))
+plugin.initialize()
+made = []
+
+def memhostalloc(size, mapped=False, portable=False, wc=False):
+    made.append(plugin.memhostalloc(size, mapped=mapped, portable=portable, wc=wc))
+    return made[-1]
+
+# pinned_array as Numba runs it, past its require_context (no GPU here):
+# the context it asks for pinned memory is the plugin's.
+api.current_context = lambda: SimpleNamespace(memhostalloc=memhostalloc)
+array = api.pinned_array.__wrapped__((4, 8), dtype=np.float32)
+owner = made[0].owned
+assert isinstance(owner, devmm.DeviceBuffer) and owner.device.type is devmm.DeviceType.CUDA_HOST, owner
+assert array.ctypes.data == owner.ptr and array.nbytes == owner.size == 128, (array.ctypes.data, owner)
+array[...] = np.arange(32, dtype=np.float32).reshape(4, 8)
+del made[:], owner
+gc.collect()  # the array alone keeps devmm's pinned buffer alive
+assert (array.ravel() == np.arange(32, dtype=np.float32)).all()
+print("ok")
+"""
+
+
+def test_pinned_array_views_devmm_pinned_memory() -> None:
+    result = subprocess.run([sys.executable, "-c", PINNED_ARRAY], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"numba.cuda.pinned_array over the plugin's memhostalloc exited {result.returncode}:\n{result.stderr}"
+    )
+
+
 def test_install_selects_the_plugin_until_uninstalled(cuda_stats: devmm.StatisticsAdaptor) -> None:
     before = driver._memory_manager
     installer = bridge.install()

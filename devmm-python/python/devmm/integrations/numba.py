@@ -167,7 +167,10 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            return numba_cuda.PinnedMemory(self._context(), ctypes.c_void_p(buffer.ptr), size, owner=buffer)
+            # The address as an int, as Numba's own memhostalloc passes it:
+            # NumPy reads it through Numba's buffer protocol, which takes
+            # only an int (a ctypes pointer crashes the process there).
+            return numba_cuda.PinnedMemory(self._context(), buffer.ptr, size, owner=buffer)
 
         def get_memory_info(self) -> Any:
             free, total = self._memory_info()
