@@ -203,3 +203,64 @@ def test_the_environment_variable_selects_the_plugin() -> None:
     env = {**os.environ, "NUMBA_CUDA_MEMORY_MANAGER": "devmm.integrations.numba"}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_ipc_of_stream_ordered_memory_is_refused(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cuIpcGetMemHandle serves only cudaMalloc memory; the default CUDA
+    # resource allocates with cudaMallocAsync (the fake has memory pools).
+    import numpy as np
+    from numba.cuda.cudadrv import devicearray, devices
+
+    assert cuda_stats.stream_ordered
+    with devmm.using_memory_resource(cuda_stats):
+        memory = plugin.memalloc(64)
+    array = devicearray.DeviceNDArray((16,), (4,), np.dtype(np.float32), gpu_data=memory)
+    # Numba asks the current context, whose memory manager is the plugin.
+    monkeypatch.setattr(devices, "get_context", lambda: SimpleNamespace(get_ipc_handle=plugin.get_ipc_handle))
+    with pytest.raises(ValueError) as refused:
+        array.get_ipc_handle()
+    message = str(refused.value)
+    assert "cuda:0" in message and repr(cuda_stats) in message, message
+    assert "cudaMallocAsync" in message and "cudaMalloc" in message, message
+    assert "CudaRuntimeMemoryResource(device, async_alloc=False)" in message, message
+    # A view into the allocation is refused the same way.
+    with pytest.raises(ValueError, match="cudaMallocAsync"):
+        plugin.get_ipc_handle(memory.view(16))
+    del array, memory, refused  # the traceback holds the pointer too
+    gc.collect()
+    plugin.deallocations.clear()
+    assert cuda_stats.current_bytes == 0
+
+
+def test_ipc_of_memory_devmm_cannot_vouch_for_is_refused(plugin: DevmmEMMPlugin, cuda0: devmm.Device) -> None:
+    # A Python resource hands out addresses devmm did not allocate: even
+    # when they come from cudaMalloc, devmm cannot tell.
+    synchronous = CudaRuntimeMemoryResource(cuda0, async_alloc=False)
+    callbacks = devmm.CallbackMemoryResource(
+        lambda nbytes, stream: synchronous.allocate(nbytes, stream),
+        lambda ptr, nbytes, stream: synchronous.deallocate(ptr, nbytes, stream),
+        device=cuda0,
+    )
+    with devmm.using_memory_resource(callbacks):
+        memory = plugin.memalloc(64)
+    with pytest.raises(ValueError, match=r"CallbackMemoryResource\(.*\) hands out memory devmm did not allocate"):
+        plugin.get_ipc_handle(memory)
+    del memory
+    gc.collect()
+    plugin.deallocations.clear()
+
+
+def test_ipc_of_cudamalloc_memory_is_numbas(plugin: DevmmEMMPlugin, cuda0: devmm.Device, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cudaMalloc memory, through pass-through adaptors: Numba's own driver
+    # path (cuIpcGetMemHandle) serves it, as for Numba's own allocations.
+    from numba import cuda
+
+    served = []
+    monkeypatch.setattr(cuda.GetIpcHandleMixin, "get_ipc_handle", lambda self, memory: served.append(memory) or "handle")
+    synchronous = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(cuda0, async_alloc=False), limit_bytes=1 << 20)
+    with devmm.using_memory_resource(devmm.StatisticsAdaptor(synchronous)):
+        memory = plugin.memalloc(64)
+    assert plugin.get_ipc_handle(memory) == "handle" and served == [memory]
+    del memory, served
+    gc.collect()
+    plugin.deallocations.clear()
