@@ -5,9 +5,10 @@
 #   bin/      the Rust GPU suites (gpu_runtimes, gpu_discovery, gpu_semantics)
 #             and the devmm command, release builds, stripped
 #   fakes/    the fake driver libraries (the fake-only tests, the rehearsal)
-#   wheel/    the devmm Python package, a CPython abi3 wheel (3.10 and later,
-#             so 3.12 too)
-#   smoke/    the Python smoke scripts (scripts/gpu_smoke/*.py)
+#   wheel/    the devmm Python package, a CPython abi3 wheel for 3.11 and
+#             later (pyo3's abi3-py311, requires-python >=3.11), so 3.12 too
+#   smoke/    the Python smoke scripts (scripts/gpu_smoke/*.py and
+#             scripts/gpu-smoke-bridges.py)
 #   MANIFEST  what was built, from which commit
 #
 #   scripts/gpu-bundle.sh            # into .gpu-bundle/
@@ -15,9 +16,14 @@
 #   GPU_BUNDLE_PROFILE=debug scripts/gpu-bundle.sh   # fast, for the rehearsal
 #                                    # in scripts/test.sh (reuses its builds)
 #
+# Cargo builds into CARGO_TARGET_DIR when it is set (as cargo does), else
+# target/; the files are taken from there.
+#
 # Then copy the folder (or the repository with it) to the GPU machine and
-# run scripts/gpu-smoke.sh there. The bundle targets x86-64 Linux with the
-# glibc of this machine or newer.
+# run scripts/gpu-smoke.sh there (README, "GPU smoke run": the device tool
+# carries it as `.gpu-bundle`, which git ignores). The bundle targets x86-64
+# Linux with the glibc of this machine or newer; a release bundle is about
+# 13 MiB (measured), well under the 64 MiB the device tool carries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -32,6 +38,12 @@ esac
 fakes=(fake-cudart fake-cudart-sync fake-cudart-minimal fake-hip fake-hip-sync)
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# Where cargo puts its builds: CARGO_TARGET_DIR (relative to the workspace
+# root, as cargo reads it) or target/, as cargo metadata reports it.
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+echo "cargo's target directory: $target_dir"
 
 rm -rf "$bundle"
 mkdir -p "$bundle"/{bin,fakes,wheel,smoke}
@@ -51,7 +63,7 @@ for line in sys.stdin:
     cp "$exe" "$bundle/bin/$name"
 done
 cargo build "${release[@]}" --locked -p devmm-cli
-cp "target/$profile/devmm" "$bundle/bin/devmm"
+cp "$target_dir/$profile/devmm" "$bundle/bin/devmm"
 for suite in "${suites[@]}"; do
     [[ -x $bundle/bin/$suite ]] || { echo "error: cargo did not build the $suite suite" >&2; exit 1; }
 done
@@ -61,7 +73,7 @@ fake_args=()
 for fake in "${fakes[@]}"; do fake_args+=(-p "$fake"); done
 cargo build "${release[@]}" --locked "${fake_args[@]}"
 for fake in "${fakes[@]}"; do
-    cp "target/$profile/lib${fake//-/_}.so" "$bundle/fakes/"
+    cp "$target_dir/$profile/lib${fake//-/_}.so" "$bundle/fakes/"
 done
 if [[ $profile == release ]]; then
     # Small enough to carry to the GPU machine; symbols stay for backtraces.
@@ -76,7 +88,7 @@ venv="${DEVMM_VENV:-$root/.venv}"
 ls "$bundle"/wheel/devmm-*-abi3-*.whl >/dev/null
 
 step "smoke scripts"
-cp scripts/gpu_smoke/*.py "$bundle/smoke/"
+cp scripts/gpu_smoke/*.py scripts/gpu-smoke-bridges.py "$bundle/smoke/"
 
 {
     echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"

@@ -4,18 +4,28 @@ process of its own (PyTorch and Numba keep an allocator for life).
 
     python scripts/gpu-smoke-bridges.py            # every bridge
     python scripts/gpu-smoke-bridges.py torch rmm  # some
+    python scripts/gpu-smoke-bridges.py --one numba  # one, here (what the smoke runs)
 
-Needs a CUDA GPU, the devmm wheel, and the frameworks of
-scripts/requirements-bridges.txt (the GPU bundle brings them as wheels).
-Prints one ``PASS name`` or ``FAIL name`` line per bridge (the failure's
-traceback above it) and exits non-zero when any failed. Nothing here runs
-without a GPU; the test suite only imports this file and checks that every
+Needs a CUDA GPU and the devmm wheel; scripts/gpu-smoke.sh runs each bridge
+as a step of its own (``bridge-NAME``). A bridge whose framework (of
+scripts/requirements-bridges.txt) is not installed is skipped, with "not
+installed: NAME"; one that is installed but fails to import fails. Prints
+one ``PASS``, ``SKIP`` or ``FAIL name`` line per bridge (a failure's
+traceback above it) and exits 1 when any failed. ``--one`` prints a JSON
+line {"check", "status", "detail"} and exits 0, 1 or 3 (skipped). With
+DEVMM_SMOKE_REHEARSAL=1 (the smoke's rehearsal over the fake runtime) a
+check only says whether its framework is installed: the frameworks need a
+real driver. The test suite imports this file and checks that every
 bridge has a check."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable
 
 MIB = 1 << 20
@@ -83,7 +93,9 @@ def check_cupy() -> None:
 
 
 def check_numba() -> None:
-    """A Numba kernel writes memory Numba took from devmm."""
+    """A Numba kernel writes memory Numba took from devmm; pinned arrays
+    are devmm's pinned memory (issue 29 #2); IPC of stream-ordered memory
+    is refused and of cudaMalloc memory served (issue 29 #3)."""
     import devmm
     import devmm.integrations.numba as bridge
     from devmm.mrs.cuda import CudaRuntimeMemoryResource
@@ -106,6 +118,23 @@ def check_numba() -> None:
         assert (out.copy_to_host() == 5.0).all()
         info = cuda.current_context().get_memory_info()
         assert 0 < info.free <= info.total
+
+        # NumPy views devmm's pinned memory (a crash before the fix).
+        pinned = cuda.pinned_array(1024, dtype=np.float32)
+        out.copy_to_host(pinned)
+        assert (pinned == 5.0).all()
+
+        if counted.stream_ordered:  # cudaMallocAsync: cuIpcGetMemHandle cannot share it
+            try:
+                out.get_ipc_handle()
+            except ValueError as e:
+                assert "cudaMallocAsync" in str(e), e
+            else:
+                raise AssertionError("get_ipc_handle on cudaMallocAsync memory must be refused")
+    with devmm.using_memory_resource(CudaRuntimeMemoryResource(async_alloc=False)):
+        shared = cuda.device_array(256, dtype=np.float32)
+        handle = shared.get_ipc_handle()  # Numba's driver path serves cudaMalloc memory
+        assert handle is not None
 
 
 def check_rmm() -> None:
@@ -138,11 +167,34 @@ CHECKS: dict[str, Callable[[], None]] = {
     "rmm": check_rmm,
 }
 
+#: The distribution each bridge's framework is (a top-level module name).
+FRAMEWORKS = {"torch": "torch", "cupy": "cupy", "numba": "numba_cuda", "rmm": "rmm"}
+
+SKIPPED = 3
+
+
+def run_one(name: str) -> int:
+    """Runs one bridge's check here; prints its JSON line and returns 0
+    (passed), 1 (failed) or 3 (skipped)."""
+    framework = FRAMEWORKS[name]
+    if importlib.util.find_spec(framework) is None:
+        status, detail = "skipped", f"not installed: {framework}"
+    elif os.environ.get("DEVMM_SMOKE_REHEARSAL") == "1":
+        status, detail = "skipped", f"hardware only: {framework} installed, needs a real driver"
+    else:
+        try:
+            CHECKS[name]()
+            status, detail = "passed", (CHECKS[name].__doc__ or "").split("\n")[0]
+        except Exception as e:  # noqa: BLE001 (the report carries any failure)
+            traceback.print_exc()
+            status, detail = "failed", f"{type(e).__name__}: {e}"
+    print(json.dumps({"check": f"bridge-{name}", "status": status, "detail": detail}), flush=True)
+    return {"passed": 0, "failed": 1, "skipped": SKIPPED}[status]
+
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--one":
-        CHECKS[argv[1]]()
-        return 0
+    if len(argv) == 2 and argv[0] == "--one" and argv[1] in CHECKS:
+        return run_one(argv[1])
     names = argv or list(CHECKS)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
@@ -151,8 +203,9 @@ def main(argv: list[str]) -> int:
     failed = 0
     for name in names:
         run = subprocess.run([sys.executable, __file__, "--one", name], timeout=300)
-        failed += run.returncode != 0
-        print(f"{'PASS' if run.returncode == 0 else 'FAIL'} {name}", flush=True)
+        failed += run.returncode not in (0, SKIPPED)
+        outcome = {0: "PASS", SKIPPED: "SKIP"}.get(run.returncode, "FAIL")
+        print(f"{outcome} {name}", flush=True)
     return 1 if failed else 0
 
 

@@ -8,25 +8,44 @@
 #   scripts/gpu-smoke.sh              # on the GPU machine
 #   scripts/gpu-smoke.sh --rehearse   # here: the fake CUDA runtime stands in
 #
-# Steps (each with its own timeout):
-#   info             devmm info: devices, name, compute capability, memory, pools
+# Steps (each with its own timeout; "#N" is the defect of issue 29 a step
+# checks on hardware, named in the JSON report's "checks" and "issue_29"):
+#   info             devmm info: devices, name, compute capability, memory,
+#                    pools; every runtime's availability and reason (#7)
+#   cudart-wheel     the libcudart pip installed into $PYTHON is found from
+#                    that interpreter's prefix alone (#7)
 #   rust-discovery   the Rust GPU suites, libcudart found by discovery
-#   rust-override    the same with DEVMM_CUDART_PATH naming it
-#   rust-preloaded   the same with torch's libcudart already loaded (LD_PRELOAD):
-#                    devmm must take that copy
+#   per-thread fork capture ipc-refusal own-pool
+#                    the bundled gpu_semantics tests whose names contain
+#                    per_thread (#1), fork (#4), capture (#5), ipc (#3),
+#                    pool (#6): adding a test there with such a name is
+#                    enough. No test matching is a failure on hardware and
+#                    a skip in a rehearsal
+#   semantics-other  the rest of gpu_semantics
+#   rust-override    the Rust suites with DEVMM_CUDART_PATH naming libcudart
+#   rust-preloaded   the same with pip's libcudart (torch's) already loaded
+#                    (LD_PRELOAD): devmm must take that copy
 #   wheel            the devmm wheel installed into a temporary target dir
 #   py-conformance   devmm's conformance suites after `import torch`
 #   last-error       a handled out-of-memory leaves cudaGetLastError clean
 #   torch cupy jax numba
 #                    DLPack round trips on non-default streams, with
 #                    torch.cuda._sleep around the export and the release
+#   bridge-torch bridge-cupy bridge-numba bridge-rmm
+#                    scripts/gpu-smoke-bridges.py, one bridge a step;
+#                    bridge-numba: pinned arrays (#2), IPC refused (#3)
 #   sanitizer        compute-sanitizer --tool memcheck over the Rust suite
+#
+# The binaries and the wheel look for libcudart in the interpreter's
+# prefix too (VIRTUAL_ENV is set to it: discovery searches its
+# site-packages/nvidia/*/lib), so a pip-installed CUDA runtime is found.
+# A framework or tool that is not installed is "skipped" with "not
+# installed: NAME", never a failure; one that is installed but broken fails.
 #
 # In a rehearsal, discovery is pointed at the fake through CUDA_HOME (a
 # `lib64/libcudart.so.13` that is the fake), the Rust suites run their
-# hardware path over it (DEVMM_GPU_SMOKE=cuda), and the steps that need
-# torch, CuPy, JAX, numba-cuda or compute-sanitizer are skipped when those
-# are missing; on a GPU machine a missing one is a failure.
+# hardware path over it (DEVMM_GPU_SMOKE=cuda), and the framework steps
+# only report whether their framework is installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=${GPU_BUNDLE:-$PWD/.gpu-bundle}
@@ -45,6 +64,22 @@ if [[ ! -x $bundle/bin/gpu_runtimes ]]; then
     echo "error: no bundle at $bundle; run scripts/gpu-bundle.sh first (on a machine with Rust)" >&2
     exit 2
 fi
+if ! pyprefix=$("$python" -c 'import sys; assert sys.version_info >= (3, 11), sys.version; print(sys.prefix)'); then
+    echo "error: PYTHON=$python does not run, or is older than 3.11 (the wheel's floor)" >&2
+    exit 2
+fi
+
+# What each step checks on hardware, by issue 29's defect numbers (#N).
+declare -A checks=(
+    [info]="#7: every runtime's availability, with the reason (discovery's attempts) when unavailable"
+    [cudart-wheel]="#7: the libcudart pip installed into this Python is found from its prefix"
+    [per-thread]="#1: per-thread default stream: hand-off and release across threads"
+    [fork]="#4: fork() after the runtime started"
+    [capture]="#5: stream capture (graphs)"
+    [ipc-refusal]="#3: IPC of stream-ordered memory refused, or served by an IPC-capable pool"
+    [own-pool]="#6: devmm's own memory pools; the device's default pool left alone"
+    [bridge-numba]="#2 #3: numba.cuda.pinned_array over devmm's pinned memory; get_ipc_handle refused on cudaMallocAsync memory"
+)
 
 names=() statuses=() seconds=() details=()
 failed=0
@@ -71,7 +106,17 @@ run() {
         esac
         if [[ -z ${detail:-} ]]; then
             # The last JSON line a Python check printed, else the test summary.
-            detail=$(grep -o '"detail": "[^"]*"' "$log" | tail -1 | cut -d'"' -f4)
+            detail=$("$python" -c '
+import json, sys
+for line in reversed(open(sys.argv[1], errors="replace").read().splitlines()):
+    try:
+        report = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(report, dict) and "detail" in report:
+        print(str(report["detail"]).replace("\n", " ").replace("\t", " "))
+        break
+' "$log")
             [[ -z $detail ]] && detail=$(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {if (NR) printf "%d passed, %d failed", p, f}')
             [[ -z $detail && $status == failed ]] && detail="exit $code: $(tail -1 "$log")"
         fi
@@ -86,29 +131,43 @@ run() {
     return 0
 }
 
+# skip DETAIL: a step's command that reports a skip.
+skip() {
+    printf '{"detail": "%s"}\n' "$1"
+    exit 3
+}
+export -f skip
 
 export DEVMM_TEST_FAKES_DIR=$bundle/fakes
 export DEVMM_HIP_PATH=/nonexistent/libamdhip64.so
 unset DEVMM_CUDART_PATH DEVMM_RUNTIME
+# Discovery searches the site-packages of $VIRTUAL_ENV: the interpreter's
+# prefix, so the libcudart pip installed there is found (by the Rust
+# binaries and by the wheel alike), whether or not a venv is active.
+export VIRTUAL_ENV=$pyprefix
 if ((rehearse)); then
     mkdir -p "$work/cuda/lib64"
     ln -s "$bundle/fakes/libfake_cudart.so" "$work/cuda/lib64/libcudart.so.13"
-    export CUDA_HOME=$work/cuda CUDA_PATH=$work/cuda
-    skip_tools=1
+    export CUDA_HOME=$work/cuda CUDA_PATH=$work/cuda DEVMM_SMOKE_REHEARSAL=1
 else
-    skip_tools=0
+    unset DEVMM_SMOKE_REHEARSAL
 fi
+export DEVMM_SMOKE_DEVMM=$bundle/bin/devmm
+smoke=$bundle/smoke/interop.py
 
 echo "== devmm GPU smoke ($( ((rehearse)) && echo "rehearsal over the fake CUDA runtime" || echo "real driver"))"
 sed -n 1p "$bundle/MANIFEST" | sed 's/^/   bundle: /'
 command -v nvidia-smi >/dev/null &&
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/   gpu: /'
-echo "   python: $("$python" --version 2>&1)"
+echo "   python: $("$python" --version 2>&1) at $pyprefix"
+# The libcudart files pip put into this Python (nvidia-cuda-runtime, torch's).
+pip_cudart=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import interop; print("\n".join(interop.pip_libcudart()))' "$bundle/smoke")
+echo "   libcudart from pip: ${pip_cudart:-(none)}"
 echo
 
 # 1. devmm info, and the library discovery found.
 run info 30 0 bash -c '"$1/bin/devmm" info && "$1/bin/devmm" info --json >"$2/info.json" &&
-    DEVMM_SMOKE_INFO="$2/info.json" "$3" "$1/smoke/interop.py" info' _ "$bundle" "$work" "$python"
+    DEVMM_SMOKE_INFO="$2/info.json" "$3" "$4" info' _ "$bundle" "$work" "$python" "$smoke"
 cudart=$("$python" -c '
 import json, sys
 rts = {r["name"]: r for r in json.load(open(sys.argv[1]))["runtimes"]}
@@ -116,6 +175,7 @@ print(rts["cuda"]["library"] if rts.get("cuda", {}).get("available") else "")
 ' "$work/info.json" 2>/dev/null)
 echo "   libcudart by discovery: ${cudart:-(none)}"
 [[ -n ${OUT:-} && -f $work/info.json ]] && cp "$work/info.json" "$OUT/devmm-info.json"
+run cudart-wheel 30 1 "$python" "$smoke" cudart_wheel
 
 suites() { # the Rust GPU suites on CUDA, hardware path
     local b=$1
@@ -124,40 +184,64 @@ suites() { # the Rust GPU suites on CUDA, hardware path
 }
 export -f suites
 
-# 2-4. The Rust suites three ways.
+# semantics BUNDLE REHEARSE ARGS...: the gpu_semantics tests ARGS select
+# (a name filter, or --skip filters). None selected: a failure on
+# hardware, where each named defect must be checked; a skip in a
+# rehearsal (a branch that adds the tests may not be merged yet).
+semantics() {
+    local b=$1 rehearsal=$2 out code
+    shift 2
+    out=$(DEVMM_GPU_SMOKE=cuda "$b/bin/gpu_semantics" --test-threads=1 "$@" 2>&1)
+    code=$?
+    printf '%s\n' "$out"
+    if ((code == 0)) && grep -q '^running 0 tests' <<<"$out"; then
+        ((rehearsal)) && skip "no tests matched: gpu_semantics $*"
+        printf '{"detail": "no tests matched: gpu_semantics %s"}\n' "$*"
+        exit 1
+    fi
+    exit $code
+}
+export -f semantics
+
+# 2. The Rust suites, libcudart by discovery; the defects of issue 29, by
+# test name.
 run rust-discovery 120 0 bash -c 'suites "$1"' _ "$bundle"
+filters=(per_thread fork capture ipc pool)
+steps=(per-thread fork capture ipc-refusal own-pool)
+skips=()
+for i in "${!filters[@]}"; do
+    run "${steps[$i]}" 60 "$rehearse" bash -c 'semantics "$@"' _ "$bundle" "$rehearse" "${filters[$i]}"
+    skips+=(--skip "${filters[$i]}")
+done
+run semantics-other 60 0 bash -c 'semantics "$@"' _ "$bundle" "$rehearse" "${skips[@]}"
+
+# 3. The Rust suites with the library named, and preloaded.
 if [[ -n $cudart ]]; then
     run rust-override 120 0 env DEVMM_CUDART_PATH="$cudart" bash -c 'suites "$1"' _ "$bundle"
 else
-    run rust-override 1 0 false
+    run rust-override 1 0 bash -c 'skip "discovery found no usable libcudart (see info)"'
 fi
 if ((rehearse)); then
     preload=$work/cuda/lib64/libcudart.so.13
     run rust-preloaded 120 0 env -u CUDA_HOME -u CUDA_PATH LD_PRELOAD="$preload" bash -c 'suites "$1"' _ "$bundle"
+elif [[ -n $pip_cudart ]]; then
+    # torch's libcudart is pip's (nvidia-cuda-runtime): the first found.
+    preload=$(head -1 <<<"$pip_cudart")
+    run rust-preloaded 120 0 env LD_PRELOAD="$preload" bash -c 'suites "$1"' _ "$bundle"
 else
-    preload=$("$python" -c '
-import glob, os, torch
-lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-hits = sorted(glob.glob(os.path.join(lib, "libcudart.so*"))) or sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib", "libcudart.so*")))
-print(hits[0] if hits else "")' 2>/dev/null)
-    if [[ -n $preload ]]; then
-        run rust-preloaded 120 0 env LD_PRELOAD="$preload" bash -c 'suites "$1"' _ "$bundle"
-    else
-        run rust-preloaded 1 0 bash -c 'echo "{\"detail\": \"torch ships no libcudart of its own here\"}"; exit 3'
-    fi
+    run rust-preloaded 1 1 bash -c 'skip "not installed: no libcudart from pip (torch, nvidia-cuda-runtime) to preload"'
 fi
 
-# 5. The wheel, into a temporary target dir.
+# 4. The wheel, into a temporary target dir.
 site=$work/site
 run wheel 90 0 "$python" -m pip install --quiet --no-deps --no-index --disable-pip-version-check \
     --target "$site" "$bundle"/wheel/devmm-*.whl
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-smoke=$bundle/smoke/interop.py
 
-# 6-11. Python checks.
+# 5. Python checks.
 # The frameworks reach the GPU through their own driver stack, which the
 # fake runtime cannot stand in for: the rehearsal runs devmm's side only,
-# even where torch and the others are installed (the test venv has them).
+# and the framework steps only say whether each framework is installed.
 if ((rehearse)); then
     run py-conformance 120 0 "$python" "$smoke" conformance_without_torch
 else
@@ -165,22 +249,30 @@ else
 fi
 run last-error 60 0 env DEVMM_SMOKE_CUDART="${cudart:-libcudart.so}" "$python" "$smoke" last_error
 for lib in torch cupy jax numba; do
-    if ((rehearse)); then
-        run "$lib" 5 1 bash -c 'echo "{\"detail\": \"hardware only: $1 needs a real driver\"}"; exit 3' _ "$lib"
-        continue
-    fi
-    # numba-cuda may have no DLPack import: its skip is reported, not fatal.
-    ok=0
-    [[ $lib == numba ]] && ok=1
-    run "$lib" 120 "$ok" "$python" "$smoke" "$lib"
+    run "$lib" 120 1 "$python" "$smoke" "$lib"
+done
+for bridge in torch cupy numba rmm; do
+    run "bridge-$bridge" 120 1 "$python" "$bundle/smoke/gpu-smoke-bridges.py" --one "$bridge"
 done
 
-# 12. compute-sanitizer memcheck over the Rust runtime suite.
-if command -v compute-sanitizer >/dev/null; then
-    run sanitizer 150 0 env DEVMM_GPU_SMOKE=cuda compute-sanitizer --tool memcheck --error-exitcode 1 \
-        "$bundle/bin/gpu_runtimes" --test-threads=1 cuda
+# 6. compute-sanitizer memcheck over the Rust runtime suite. The suite
+# provokes API errors on purpose (out of memory, invalid handles) and
+# checks every status itself, so API errors are not reported
+# (--report-api-errors no); memcheck's own findings (invalid or misaligned
+# accesses, hardware exceptions) still exit 1, as does a failed test.
+sanitizer=$(command -v compute-sanitizer)
+for root in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+    [[ -z $sanitizer && -n $root && -x $root/bin/compute-sanitizer ]] && sanitizer=$root/bin/compute-sanitizer
+done
+if [[ -n $sanitizer ]]; then
+    run sanitizer 150 0 bash -c 'out=$(DEVMM_GPU_SMOKE=cuda "$1" --tool memcheck --report-api-errors no \
+        --error-exitcode 1 "$2/bin/gpu_runtimes" --test-threads=1 cuda 2>&1)
+        code=$?
+        printf "%s\n" "$out"
+        printf "{\"detail\": \"%s\"}\n" "$(grep -o "ERROR SUMMARY: [^\"]*" <<<"$out" | tail -1)"
+        exit $code' _ "$sanitizer" "$bundle"
 else
-    run sanitizer 1 "$skip_tools" bash -c 'echo "{\"detail\": \"compute-sanitizer is not installed\"}"; exit 3'
+    run sanitizer 1 1 bash -c 'skip "not installed: compute-sanitizer (CUDA toolkit)"'
 fi
 
 total=$(($(date +%s) - started))
@@ -195,15 +287,20 @@ echo "  $( ((failed)) && echo FAIL || echo PASS)"
 if [[ -n ${OUT:-} ]]; then
     {
         for i in "${!names[@]}"; do
-            printf '%s\t%s\t%s\t%s\n' "${names[$i]}" "${statuses[$i]}" "${seconds[$i]}" "${details[$i]}"
+            printf '%s\t%s\t%s\t%s\t%s\n' "${names[$i]}" "${statuses[$i]}" "${seconds[$i]}" "${details[$i]}" "${checks[${names[$i]}]:-}"
         done
     } | "$python" -c '
-import json, sys
-steps = [dict(zip(("name", "status", "seconds", "detail"), line.rstrip("\n").split("\t"))) for line in sys.stdin]
+import json, re, sys
+steps = [dict(zip(("name", "status", "seconds", "detail", "checks"), line.rstrip("\n").split("\t"))) for line in sys.stdin]
+issue_29 = {}
 for s in steps:
     s["seconds"] = int(s["seconds"])
+    for defect in re.findall(r"#(\d+)", s["checks"].split(":")[0]):
+        issue_29.setdefault(defect, []).append(s["name"])
 rehearsal, total, failed = sys.argv[1] == "1", int(sys.argv[2]), sys.argv[3] == "1"
-json.dump({"rehearsal": rehearsal, "seconds": total, "passed": not failed, "steps": steps}, sys.stdout, indent=2)
+report = {"rehearsal": rehearsal, "seconds": total, "passed": not failed, "steps": steps,
+          "issue_29": dict(sorted(issue_29.items(), key=lambda kv: int(kv[0])))}
+json.dump(report, sys.stdout, indent=2)
 ' "$rehearse" "$total" "$failed" >"$OUT/gpu-smoke.json"
     echo "  report: $OUT/gpu-smoke.json"
 fi

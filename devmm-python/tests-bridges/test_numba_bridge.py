@@ -119,6 +119,48 @@ def test_memory_info_and_pinned_memory_come_from_devmm(plugin: DevmmEMMPlugin, c
     assert pinned.size == 256
 
 
+# Run in a process of its own: a pointer Numba cannot read crashes NumPy's
+# view of the memory (SIGSEGV), which must fail this test, not end pytest.
+PINNED_ARRAY = """
+import gc
+from types import SimpleNamespace
+
+import numpy as np
+import numba.cuda.api as api
+
+import devmm
+from devmm.integrations.numba import DevmmEMMPlugin
+
+plugin = DevmmEMMPlugin(context=SimpleNamespace(device=SimpleNamespace(id=0)))
+plugin.initialize()
+made = []
+
+def memhostalloc(size, mapped=False, portable=False, wc=False):
+    made.append(plugin.memhostalloc(size, mapped=mapped, portable=portable, wc=wc))
+    return made[-1]
+
+# pinned_array as Numba runs it, past its require_context (no GPU here):
+# the context it asks for pinned memory is the plugin's.
+api.current_context = lambda: SimpleNamespace(memhostalloc=memhostalloc)
+array = api.pinned_array.__wrapped__((4, 8), dtype=np.float32)
+owner = made[0].owned
+assert isinstance(owner, devmm.DeviceBuffer) and owner.device.type is devmm.DeviceType.CUDA_HOST, owner
+assert array.ctypes.data == owner.ptr and array.nbytes == owner.size == 128, (array.ctypes.data, owner)
+array[...] = np.arange(32, dtype=np.float32).reshape(4, 8)
+del made[:], owner
+gc.collect()  # the array alone keeps devmm's pinned buffer alive
+assert (array.ravel() == np.arange(32, dtype=np.float32)).all()
+print("ok")
+"""
+
+
+def test_pinned_array_views_devmm_pinned_memory() -> None:
+    result = subprocess.run([sys.executable, "-c", PINNED_ARRAY], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"numba.cuda.pinned_array over the plugin's memhostalloc exited {result.returncode}:\n{result.stderr}"
+    )
+
+
 def test_install_selects_the_plugin_until_uninstalled(cuda_stats: devmm.StatisticsAdaptor) -> None:
     before = driver._memory_manager
     installer = bridge.install()
@@ -161,3 +203,64 @@ def test_the_environment_variable_selects_the_plugin() -> None:
     env = {**os.environ, "NUMBA_CUDA_MEMORY_MANAGER": "devmm.integrations.numba"}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_ipc_of_stream_ordered_memory_is_refused(plugin: DevmmEMMPlugin, cuda_stats: devmm.StatisticsAdaptor, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cuIpcGetMemHandle serves only cudaMalloc memory; the default CUDA
+    # resource allocates with cudaMallocAsync (the fake has memory pools).
+    import numpy as np
+    from numba.cuda.cudadrv import devicearray, devices
+
+    assert cuda_stats.stream_ordered
+    with devmm.using_memory_resource(cuda_stats):
+        memory = plugin.memalloc(64)
+    array = devicearray.DeviceNDArray((16,), (4,), np.dtype(np.float32), gpu_data=memory)
+    # Numba asks the current context, whose memory manager is the plugin.
+    monkeypatch.setattr(devices, "get_context", lambda: SimpleNamespace(get_ipc_handle=plugin.get_ipc_handle))
+    with pytest.raises(ValueError) as refused:
+        array.get_ipc_handle()
+    message = str(refused.value)
+    assert "cuda:0" in message and repr(cuda_stats) in message, message
+    assert "cudaMallocAsync" in message and "cudaMalloc" in message, message
+    assert "CudaRuntimeMemoryResource(device, async_alloc=False)" in message, message
+    # A view into the allocation is refused the same way.
+    with pytest.raises(ValueError, match="cudaMallocAsync"):
+        plugin.get_ipc_handle(memory.view(16))
+    del array, memory, refused  # the traceback holds the pointer too
+    gc.collect()
+    plugin.deallocations.clear()
+    assert cuda_stats.current_bytes == 0
+
+
+def test_ipc_of_memory_devmm_cannot_vouch_for_is_refused(plugin: DevmmEMMPlugin, cuda0: devmm.Device) -> None:
+    # A Python resource hands out addresses devmm did not allocate: even
+    # when they come from cudaMalloc, devmm cannot tell.
+    synchronous = CudaRuntimeMemoryResource(cuda0, async_alloc=False)
+    callbacks = devmm.CallbackMemoryResource(
+        lambda nbytes, stream: synchronous.allocate(nbytes, stream),
+        lambda ptr, nbytes, stream: synchronous.deallocate(ptr, nbytes, stream),
+        device=cuda0,
+    )
+    with devmm.using_memory_resource(callbacks):
+        memory = plugin.memalloc(64)
+    with pytest.raises(ValueError, match=r"CallbackMemoryResource\(.*\) hands out memory devmm did not allocate"):
+        plugin.get_ipc_handle(memory)
+    del memory
+    gc.collect()
+    plugin.deallocations.clear()
+
+
+def test_ipc_of_cudamalloc_memory_is_numbas(plugin: DevmmEMMPlugin, cuda0: devmm.Device, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cudaMalloc memory, through pass-through adaptors: Numba's own driver
+    # path (cuIpcGetMemHandle) serves it, as for Numba's own allocations.
+    from numba import cuda
+
+    served = []
+    monkeypatch.setattr(cuda.GetIpcHandleMixin, "get_ipc_handle", lambda self, memory: served.append(memory) or "handle")
+    synchronous = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(cuda0, async_alloc=False), limit_bytes=1 << 20)
+    with devmm.using_memory_resource(devmm.StatisticsAdaptor(synchronous)):
+        memory = plugin.memalloc(64)
+    assert plugin.get_ipc_handle(memory) == "handle" and served == [memory]
+    del memory, served
+    gc.collect()
+    plugin.deallocations.clear()

@@ -1,15 +1,22 @@
 """One GPU smoke check of the devmm Python package, run by scripts/gpu-smoke.sh
 in its own process: `python interop.py CHECK`. Prints one JSON line
 {"check", "status", "detail"} and exits 0 (passed), 1 (failed) or 3
-(skipped: a library the check needs is not installed; the smoke script
-decides whether that is allowed).
+(skipped: a library the check needs is not installed, reported as "not
+installed: NAME"; a library that is installed but fails to import fails).
+With DEVMM_SMOKE_REHEARSAL=1 (a rehearsal over the fake runtime) the
+framework checks only say whether their libraries are installed: they need
+a real driver.
 
 Checks:
   info         what `devmm info --json` (in $DEVMM_SMOKE_INFO) found: at
                least one CUDA device, with its name and compute capability
+  cudart_wheel the libcudart pip installed into this Python
+               (nvidia-cuda-runtime) is what discovery finds with this
+               interpreter's prefix ($DEVMM_SMOKE_DEVMM names the command)
   conformance  devmm's resource and DLPack conformance suites on cuda:0,
                after `import torch` has loaded its libcudart (devmm must
-               reuse that copy, not map a second one)
+               reuse that copy, not map a second one); without torch, the
+               suites alone
   last_error   an out-of-memory devmm handled leaves no error in the
                runtime's last-error state (cudaGetLastError)
   torch, cupy, jax, numba
@@ -21,8 +28,13 @@ Checks:
 """
 
 import ctypes
+import glob
+import importlib
+import importlib.util
 import json
 import os
+import site
+import subprocess
 import sys
 import traceback
 
@@ -36,11 +48,25 @@ class Skip(Exception):
     """A library the check needs is missing."""
 
 
-def need(module: str):
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError as e:
-        raise Skip(f"{module} is not installed ({e})") from e
+REHEARSAL = os.environ.get("DEVMM_SMOKE_REHEARSAL") == "1"
+
+
+def need(module: str, package: str | None = None):
+    """`module`, imported; Skip when its distribution (`package`, the
+    module's top-level package by default) is not installed. An installed
+    one that fails to import raises its ImportError: that is a failure."""
+    top = package or module.split(".")[0]
+    if importlib.util.find_spec(top) is None:
+        raise Skip(f"not installed: {top}")
+    return importlib.import_module(module)
+
+
+def pip_libcudart() -> list[str]:
+    """The libcudart files pip's CUDA wheels put into this Python's
+    site-packages (nvidia/cu13/lib, nvidia/cuda_runtime/lib, ...)."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    found = (glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcudart.so.*")) for d in dirs)
+    return sorted({path for paths in found for path in paths})
 
 
 def devmm_gpu():
@@ -93,8 +119,33 @@ def check_info() -> str:
     )
 
 
+def check_cudart_wheel() -> str:
+    wheel = pip_libcudart()
+    if not wheel:
+        raise Skip(f"not installed: no libcudart from pip (nvidia-cuda-runtime) in {sys.prefix}")
+    # Only this interpreter's prefix: no install root, no named library.
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "DEVMM_CUDART_PATH")}
+    env["VIRTUAL_ENV"] = sys.prefix
+    info = subprocess.run(
+        [os.environ["DEVMM_SMOKE_DEVMM"], "info", "--json"], env=env, capture_output=True, text=True, check=True, timeout=30
+    )
+    cuda = next(r for r in json.loads(info.stdout)["runtimes"] if r["name"] == "cuda")
+    if cuda["available"]:
+        library = cuda.get("library", "?")
+        where = "this Python's pip wheel" if library in wheel else "found before the wheel"
+        return f"CUDA runtime {library} ({where}); pip's: {', '.join(wheel)}"
+    reason = cuda.get("reason", "")
+    reached = [path for path in wheel if path in reason]
+    if REHEARSAL and reached:
+        return f"discovery reached {reached[0]}, which has no driver here: {reason}"
+    raise AssertionError(f"with this Python's prefix {sys.prefix}, devmm found no usable libcudart (pip's: {wheel}): {reason}")
+
+
 def check_conformance() -> str:
-    torch = need("torch")
+    try:
+        torch = need("torch")
+    except Skip as e:
+        return f"{check_conformance_without_torch()} ({e}: the one-libcudart check needs it)"
     torch.zeros(1, device="cuda")  # torch's libcudart is loaded and initialised
     devmm, gpu, rt = devmm_gpu()
     import devmm.mrs.cuda as mrs
@@ -188,6 +239,8 @@ def check_jax() -> str:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     jax = need("jax")
     np = need("numpy")
+    if not any(importlib.util.find_spec(p) for p in ("jax_cuda13_plugin", "jax_cuda12_plugin")):
+        raise Skip("not installed: jax's CUDA plugin (jax[cuda13] or jax[cuda12])")
     devmm, gpu, rt = devmm_gpu()
     if not any(d.platform == "gpu" for d in jax.devices()):
         raise AssertionError(f"jax sees no GPU: {jax.devices()}")
@@ -202,7 +255,7 @@ def check_jax() -> str:
 
 
 def check_numba() -> str:
-    cuda = need("numba.cuda")
+    cuda = need("numba.cuda", "numba_cuda")
     devmm, gpu, rt = devmm_gpu()
     t = filled(devmm, gpu)
     if hasattr(cuda, "from_dlpack"):
@@ -223,6 +276,7 @@ def check_numba() -> str:
 
 CHECKS = {
     "info": check_info,
+    "cudart_wheel": check_cudart_wheel,
     "conformance": check_conformance,
     "conformance_without_torch": check_conformance_without_torch,
     "last_error": check_last_error,
@@ -233,10 +287,24 @@ CHECKS = {
 }
 
 
+#: The libraries each framework check needs, by distribution name.
+FRAMEWORKS = {"torch": ("torch",), "cupy": ("cupy", "torch"), "jax": ("jax",), "numba": ("numba_cuda",)}
+
+
+def rehearse(name: str) -> str:
+    """A framework check in a rehearsal: installed or not, it is skipped
+    (nothing is imported: an import may need the driver)."""
+    missing = [p for p in FRAMEWORKS[name] if importlib.util.find_spec(p) is None]
+    if missing:
+        raise Skip(f"not installed: {', '.join(missing)}")
+    raise Skip(f"hardware only: {', '.join(FRAMEWORKS[name])} installed, needs a real driver")
+
+
 def main() -> int:
     name = sys.argv[1]
     try:
-        detail, status, code = CHECKS[name](), "passed", 0
+        check = (lambda: rehearse(name)) if REHEARSAL and name in FRAMEWORKS else CHECKS[name]
+        detail, status, code = check(), "passed", 0
     except Skip as e:
         detail, status, code = str(e), "skipped", SKIPPED
     except Exception as e:  # noqa: BLE001 (the report carries any failure)

@@ -24,11 +24,17 @@ from typing import Any
 
 from .._core.device import Device
 from .._devmm import (
+    CudaRuntimeMemoryResource,
     DeviceBuffer,
     DeviceMemoryResource,
     DeviceType,
+    LimitingAdaptor,
+    LoggingAdaptor,
     RuntimeUnavailableError,
+    StatisticsAdaptor,
     Stream,
+    TraceAdaptor,
+    TrackingAdaptor,
     get_current_memory_resource,
     runtime_for,
 )
@@ -89,8 +95,11 @@ def _make_plugin_class(numba_cuda: Any) -> type:
 
         Device frees go through Numba's pending-deallocation queue, so
         ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
-        ``reset()`` frees everything still live. IPC handles come from the driver
-        (``GetIpcHandleMixin``)."""
+        ``reset()`` frees everything still live. IPC handles come from the
+        driver (``GetIpcHandleMixin``, ``cuIpcGetMemHandle``), which serves
+        only ``cudaMalloc`` memory: ``get_ipc_handle`` refuses devmm memory
+        from any other allocator (``cudaMallocAsync``, the default) with a
+        ``ValueError``."""
 
         #: Contexts that used this plugin (counted by ``initialize``).
         contexts_made = 0
@@ -159,6 +168,31 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if buffer is not None:
                 buffer.free()
 
+        def get_ipc_handle(self, memory: Any) -> Any:
+            address = int(memory.device_pointer)
+            buffer = self._owner_of(address)
+            if buffer is not None:
+                why = _legacy_ipc_refusal(buffer.mr)
+                if why is not None:
+                    raise ValueError(
+                        f"Numba's get_ipc_handle on {buffer.device} (address {address:#x}): {why}; "
+                        f"cuIpcGetMemHandle shares only cudaMalloc memory. Allocate the arrays to "
+                        f"share from CudaRuntimeMemoryResource(device, async_alloc=False) (cudaMalloc), "
+                        f"e.g. in a devmm.using_memory_resource(...) block around them"
+                    )
+            # cudaMalloc memory, or memory Numba was handed from elsewhere
+            # (as_cuda_array): the driver serves it or says why not, as for
+            # Numba's own allocations.
+            return super().get_ipc_handle(memory)
+
+        def _owner_of(self, address: int) -> DeviceBuffer | None:
+            """The live allocation of this plugin that holds `address` (a
+            view's pointer lies inside its allocation)."""
+            for start, buffer in self._live.items():
+                if start <= address < start + buffer.size:
+                    return buffer
+            return None
+
         def memhostalloc(self, size: int, mapped: bool = False, portable: bool = False, wc: bool = False) -> Any:
             if mapped or wc:
                 # Mapped and write-combined memory need driver flags devmm's
@@ -167,7 +201,10 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            return numba_cuda.PinnedMemory(self._context(), ctypes.c_void_p(buffer.ptr), size, owner=buffer)
+            # The address as an int, as Numba's own memhostalloc passes it:
+            # NumPy reads it through Numba's buffer protocol, which takes
+            # only an int (a ctypes pointer crashes the process there).
+            return numba_cuda.PinnedMemory(self._context(), buffer.ptr, size, owner=buffer)
 
         def get_memory_info(self) -> Any:
             free, total = self._memory_info()
@@ -181,6 +218,27 @@ def _make_plugin_class(numba_cuda: Any) -> type:
 
     Plugin.__name__ = Plugin.__qualname__ = "DevmmEMMPlugin"
     return Plugin
+
+
+#: Adaptors that hand out their upstream's pointers unchanged: what their
+#: upstream allocated is what the driver sees.
+_PASS_THROUGH = (StatisticsAdaptor, LimitingAdaptor, LoggingAdaptor, TrackingAdaptor, TraceAdaptor)
+
+
+def _legacy_ipc_refusal(mr: DeviceMemoryResource) -> str | None:
+    """Why memory from `mr` cannot be shared with ``cuIpcGetMemHandle``
+    (which takes only ``cudaMalloc`` memory), or ``None`` when it can:
+    through pass-through adaptors down to a ``CudaRuntimeMemoryResource``
+    that is not stream-ordered."""
+    chain = repr(mr)
+    inner = mr
+    while isinstance(inner, _PASS_THROUGH):
+        inner = inner.upstream
+    if not isinstance(inner, CudaRuntimeMemoryResource):
+        return f"the resource chain {chain} hands out memory devmm did not allocate with cudaMalloc"
+    if inner.stream_ordered:
+        return f"the resource chain {chain} allocates with cudaMallocAsync (stream-ordered, from a memory pool)"
+    return None
 
 
 def install() -> Installer:
