@@ -378,3 +378,276 @@ fn activation_on_a_fresh_thread_creates_no_context_on_gpu_0() {
         "GPU 0 got a context nobody asked for"
     );
 }
+
+/// Issue 29, defect 1: a tensor whose stream is thread A's per-thread
+/// default stream, exported on thread B, hands the consumer A's work: the
+/// consumer reads what A's queued copy wrote, not stale bytes.
+#[test]
+fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &consumer).unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    let (rt, mr2) = (Arc::clone(&f.rt), Arc::clone(&mr));
+    let tensor = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            let options = EmptyOptions::new().resource(mr2).stream(per_thread.clone());
+            let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+            busy(&rt, &scratch, &source, &per_thread);
+            // SAFETY: both are live 64-byte fake-device allocations.
+            unsafe {
+                rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), 64, &per_thread)
+            }
+            .unwrap();
+            // Still queued when the tensor is handed to another thread.
+            tensor
+        })
+        .join()
+        .unwrap()
+    });
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    // SAFETY: both are live 64-byte fake-device allocations.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
+    }
+    .unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the consumer read the tensor before the producer thread's copy into it"
+    );
+    drop(export);
+}
+
+/// Issue 29, defect 1: a capsule whose consumer is thread A's per-thread
+/// default stream, released on thread B, is freed only after A's queued
+/// read (else the read sees the fake's poison byte).
+#[test]
+fn a_release_on_another_thread_waits_for_the_per_thread_consumer() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    let rt = Arc::clone(&f.rt);
+    let export = std::thread::scope(|s| {
+        s.spawn(|| {
+            // stream=2: this thread's per-thread default stream consumes.
+            let export = tensor
+                .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(2))
+                .unwrap();
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy(&rt, &scratch, tensor.buffer(), &per_thread);
+            // SAFETY: both are live 64-byte fake-device allocations.
+            unsafe {
+                rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &per_thread)
+            }
+            .unwrap();
+            // Still queued when the capsule goes to another thread.
+            export
+        })
+        .join()
+        .unwrap()
+    });
+    tensor.buffer().free(&producer).unwrap();
+    drop(tensor);
+    // Released here, on another thread than its consumer's.
+    drop(export);
+    // The legacy stream waits for every blocking stream, per-thread ones included.
+    legacy.synchronize().unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the release overtook the per-thread consumer's read (use after free)"
+    );
+}
+
+/// The capture calls an application makes (devmm only asks whether a
+/// stream captures): taken from the library the runtime loaded, so they
+/// are the fake's here and the driver's on a GPU.
+struct Capturing {
+    begin: unsafe extern "C" fn(*mut std::ffi::c_void, i32) -> i32,
+    end: unsafe extern "C" fn(*mut std::ffi::c_void, *mut *mut std::ffi::c_void) -> i32,
+    destroy: unsafe extern "C" fn(*mut std::ffi::c_void) -> i32,
+    _library: libloading::Library,
+}
+
+impl Capturing {
+    fn open(rt: &CudaRuntime) -> Capturing {
+        // SAFETY: the CUDA runtime (or the fake) is already loaded; opening
+        // it again only takes a reference.
+        let library = unsafe { libloading::Library::new(rt.library_path()) }.unwrap();
+        // SAFETY: the symbols have these C signatures in the CUDA runtime API.
+        unsafe {
+            Capturing {
+                begin: *library.get(b"cudaStreamBeginCapture\0").unwrap(),
+                end: *library.get(b"cudaStreamEndCapture\0").unwrap(),
+                destroy: *library.get(b"cudaGraphDestroy\0").unwrap(),
+                _library: library,
+            }
+        }
+    }
+
+    /// Begins a global-mode capture on `stream`.
+    fn begin(&self, stream: &devmm::Stream) {
+        // SAFETY: a live stream of the current device; mode 0 is global.
+        let status = unsafe { (self.begin)(std::ptr::without_provenance_mut(stream.handle()), 0) };
+        assert_eq!(status, 0, "cudaStreamBeginCapture");
+    }
+
+    /// Ends the capture on `stream`: its status (0 when the capture was
+    /// intact), after destroying the graph it made.
+    fn end(&self, stream: &devmm::Stream) -> i32 {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: `graph` is valid for a write.
+        let status = unsafe {
+            (self.end)(
+                std::ptr::without_provenance_mut(stream.handle()),
+                &mut graph,
+            )
+        };
+        if !graph.is_null() {
+            // SAFETY: a graph the call just made, destroyed once.
+            assert_eq!(unsafe { (self.destroy)(graph) }, 0);
+        }
+        status
+    }
+}
+
+/// Whether `err` is the capture refusal, naming the capture.
+fn is_capture_refusal(err: &Error) -> bool {
+    matches!(err, Error::StreamCapture { .. }) && err.to_string().contains("capturing")
+}
+
+/// Issue 29, defect 5: a DLPack hand-off into a stream being captured is
+/// ordered after the producer without a dependency across the capture's
+/// boundary (which the driver refuses, invalidating the capture).
+#[test]
+fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
+    let f = Fresh::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    capture.begin(&consumer);
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor.to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle));
+    assert!(export.is_ok(), "the hand-off failed: {:?}", export.err());
+    assert_eq!(capture.end(&consumer), 0, "the hand-off broke the capture");
+    drop(export);
+}
+
+/// Issue 29, defect 5: a release whose consumer stream is being captured
+/// neither frees the memory under the graph nor breaks the capture (a
+/// release ordered after a captured event would join the capture).
+#[test]
+fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
+    let f = Fresh::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &producer).unwrap();
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    capture.begin(&consumer);
+    // The graph reads the memory each time it is launched.
+    // SAFETY: both are live 64-byte fake-device allocations.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
+    }
+    .unwrap();
+    let live = f.fake.live_allocations();
+    tensor.buffer().free(&producer).unwrap();
+    drop(tensor);
+    drop(export);
+    assert_eq!(capture.end(&consumer), 0, "the release broke the capture");
+    assert_eq!(
+        f.fake.live_allocations(),
+        live,
+        "the memory the captured graph reads was freed"
+    );
+}
+
+/// Issue 29, defect 5: synchronizing a stream being captured is refused
+/// with an error naming the capture, before the driver call that would
+/// invalidate the capture.
+#[test]
+fn synchronizing_a_capturing_stream_is_refused_and_keeps_the_capture() {
+    let f = Fresh::new();
+    let capture = Capturing::open(&f.rt);
+    let stream = f.rt.create_stream(Device::cuda(0)).unwrap();
+    capture.begin(&stream);
+    let err = stream.synchronize().unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
+    assert_eq!(
+        capture.end(&stream),
+        0,
+        "the refused call broke the capture"
+    );
+}
+
+/// Issue 29, defect 5: a synchronous allocation (`cudaMalloc`, pinned,
+/// managed) on a stream being captured is refused with an error naming the
+/// capture, before the driver call that would invalidate it.
+#[test]
+fn a_synchronous_allocation_on_a_capturing_stream_is_refused_and_keeps_the_capture() {
+    use devmm::mrs::cuda::{CudaManagedMemoryResource, CudaPinnedMemoryResource};
+    let f = Fresh::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let stream = f.rt.create_stream(gpu).unwrap();
+    let resources: [Arc<dyn MemoryResource>; 3] = [
+        Arc::new(CudaRuntimeMemoryResource::synchronous(&f.rt, gpu).unwrap()),
+        Arc::new(
+            CudaPinnedMemoryResource::with_runtime(&f.rt, Device::new(DeviceType::CudaHost, 0))
+                .unwrap(),
+        ),
+        Arc::new(
+            CudaManagedMemoryResource::with_runtime(&f.rt, Device::new(DeviceType::CudaManaged, 0))
+                .unwrap(),
+        ),
+    ];
+    for mr in resources {
+        capture.begin(&stream);
+        let err = mr.allocate(64, &stream).unwrap_err();
+        assert!(is_capture_refusal(&err), "{mr:?}: {err:?}");
+        assert_eq!(
+            capture.end(&stream),
+            0,
+            "{mr:?}: the refused call broke the capture"
+        );
+    }
+}

@@ -175,7 +175,21 @@ impl<P: Platform> GpuRuntime<P> {
     ) -> Result<()> {
         let device = stream.device();
         self.check(device)?;
+        stream.check_usable_here("a copy")?;
         let _active = device::activate(&self.driver, device)?;
+        if kind != CopyKind::DeviceToDevice
+            && nbytes > 0
+            && result::stream::is_capturing(&self.driver, device, stream.handle())?
+        {
+            return Err(Error::StreamCapture {
+                device,
+                operation: format!("a {nbytes}-byte copy touching host memory"),
+                reason: "the graph would read or write host memory devmm only vouches for \
+                         during this call, at every launch; copy before the capture begins or \
+                         after it ends, or on a stream that is not capturing"
+                    .into(),
+            });
+        }
         if kind == CopyKind::Default && nbytes > 0 && !self.unified_addressing(device)? {
             return Err(Error::InvalidArgument {
                 reason: format!(
