@@ -379,32 +379,97 @@ fn activation_on_a_fresh_thread_creates_no_context_on_gpu_0() {
     );
 }
 
+/// Where the issue-29 tests run: over the fake (held and reset, as
+/// [`Fresh`]), or over the real CUDA runtime with `DEVMM_GPU_SMOKE=cuda`,
+/// as `scripts/gpu-smoke.sh` sets it, so the smoke confirms them on a GPU.
+struct OnDriver {
+    rt: Arc<CudaRuntime>,
+    fresh: Option<Fresh>,
+    /// Bytes each queued copy moves: on the fake a small block and a delay
+    /// keep queued work late; on a GPU, large copies do.
+    nbytes: usize,
+    /// On a GPU, the tests still run one at a time.
+    _serial: Option<std::sync::MutexGuard<'static, ()>>,
+}
+
+impl OnDriver {
+    fn new() -> OnDriver {
+        if std::env::var("DEVMM_GPU_SMOKE").is_ok_and(|v| v == "cuda") {
+            // A runtime of its own over the library discovery finds, so
+            // no event or resource outlives the test (a rehearsal's fake
+            // is reset between tests).
+            let found = CudaRuntime::load().expect("the real CUDA runtime loads");
+            let rt = CudaRuntime::open(found.library_path()).unwrap();
+            return OnDriver {
+                rt,
+                fresh: None,
+                _serial: Some(exclusive()),
+                nbytes: 128 << 20,
+            };
+        }
+        let fresh = Fresh::new();
+        OnDriver {
+            rt: Arc::clone(&fresh.rt),
+            fresh: Some(fresh),
+            _serial: None,
+            nbytes: 64,
+        }
+    }
+
+    /// Makes the fake's queued work late (a GPU's large copies are).
+    fn slow(&self) {
+        if let Some(fresh) = &self.fresh {
+            fresh.fake.set_stream_delay(DELAY_MICROS);
+        }
+    }
+
+    /// The fake's live allocations; `None` on a GPU.
+    fn live_allocations(&self) -> Option<u64> {
+        self.fresh.as_ref().map(|f| f.fake.live_allocations())
+    }
+}
+
+/// [`busy`] with copies of `nbytes`.
+fn busy_n(
+    rt: &CudaRuntime,
+    scratch: &DeviceBuffer,
+    src: &DeviceBuffer,
+    stream: &devmm::Stream,
+    nbytes: usize,
+) {
+    for _ in 0..7 {
+        // SAFETY: both are live device buffers of at least `nbytes` bytes.
+        unsafe { rt.copy_device_to_device(scratch.ptr(), src.ptr(), nbytes, stream) }.unwrap();
+    }
+}
+
 /// Issue 29, defect 1: a tensor whose stream is thread A's per-thread
 /// default stream, exported on thread B, hands the consumer A's work: the
 /// consumer reads what A's queued copy wrote, not stale bytes.
 #[test]
 fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
-    let f = Fresh::new();
+    let f = OnDriver::new();
+    let n = f.nbytes;
     let gpu = Device::cuda(0);
     let mr = f.rt.default_resource(gpu).unwrap();
     let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
-    let source = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
     // SAFETY: fake device memory.
     unsafe { source.copy_from_host(&data()) }.unwrap();
-    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
     let consumer = f.rt.create_stream(gpu).unwrap();
-    let result = DeviceBuffer::new(64, Arc::clone(&mr), &consumer).unwrap();
-    f.fake.set_stream_delay(DELAY_MICROS);
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &consumer).unwrap();
+    f.slow();
     let (rt, mr2) = (Arc::clone(&f.rt), Arc::clone(&mr));
     let tensor = std::thread::scope(|s| {
         s.spawn(|| {
             let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
             let options = EmptyOptions::new().resource(mr2).stream(per_thread.clone());
-            let tensor = empty(&[64], DType::UINT8, &options).unwrap();
-            busy(&rt, &scratch, &source, &per_thread);
-            // SAFETY: both are live 64-byte fake-device allocations.
+            let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
             unsafe {
-                rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), 64, &per_thread)
+                rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), n, &per_thread)
             }
             .unwrap();
             // Still queued when the tensor is handed to another thread.
@@ -417,9 +482,9 @@ fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
     let export = tensor
         .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
         .unwrap();
-    // SAFETY: both are live 64-byte fake-device allocations.
+    // SAFETY: both are live allocations of at least `n` bytes.
     unsafe {
-        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &consumer)
     }
     .unwrap();
     assert_eq!(
@@ -435,20 +500,21 @@ fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
 /// read (else the read sees the fake's poison byte).
 #[test]
 fn a_release_on_another_thread_waits_for_the_per_thread_consumer() {
-    let f = Fresh::new();
+    let f = OnDriver::new();
+    let n = f.nbytes;
     let gpu = Device::cuda(0);
     let mr = f.rt.default_resource(gpu).unwrap();
     let producer = f.rt.create_stream(gpu).unwrap();
     let options = EmptyOptions::new()
         .resource(Arc::clone(&mr))
         .stream(producer.clone());
-    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
     // SAFETY: fake device memory.
     unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
     let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
-    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
-    let result = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
-    f.fake.set_stream_delay(DELAY_MICROS);
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    f.slow();
     let rt = Arc::clone(&f.rt);
     let export = std::thread::scope(|s| {
         s.spawn(|| {
@@ -457,10 +523,10 @@ fn a_release_on_another_thread_waits_for_the_per_thread_consumer() {
                 .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(2))
                 .unwrap();
             let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
-            busy(&rt, &scratch, tensor.buffer(), &per_thread);
-            // SAFETY: both are live 64-byte fake-device allocations.
+            busy_n(&rt, &scratch, tensor.buffer(), &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
             unsafe {
-                rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &per_thread)
+                rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &per_thread)
             }
             .unwrap();
             // Still queued when the capsule goes to another thread.
@@ -544,7 +610,8 @@ fn is_capture_refusal(err: &Error) -> bool {
 /// boundary (which the driver refuses, invalidating the capture).
 #[test]
 fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
-    let f = Fresh::new();
+    let f = OnDriver::new();
+    let n = f.nbytes;
     let capture = Capturing::open(&f.rt);
     let gpu = Device::cuda(0);
     let mr = f.rt.default_resource(gpu).unwrap();
@@ -553,7 +620,7 @@ fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
     let options = EmptyOptions::new()
         .resource(Arc::clone(&mr))
         .stream(producer.clone());
-    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
     capture.begin(&consumer);
     let handle = i64::try_from(consumer.handle()).unwrap();
     let export = tensor.to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle));
@@ -567,7 +634,8 @@ fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
 /// release ordered after a captured event would join the capture).
 #[test]
 fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
-    let f = Fresh::new();
+    let f = OnDriver::new();
+    let n = f.nbytes;
     let capture = Capturing::open(&f.rt);
     let gpu = Device::cuda(0);
     let mr = f.rt.default_resource(gpu).unwrap();
@@ -576,26 +644,26 @@ fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
     let options = EmptyOptions::new()
         .resource(Arc::clone(&mr))
         .stream(producer.clone());
-    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
-    let result = DeviceBuffer::new(64, Arc::clone(&mr), &producer).unwrap();
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
     let handle = i64::try_from(consumer.handle()).unwrap();
     let export = tensor
         .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
         .unwrap();
     capture.begin(&consumer);
     // The graph reads the memory each time it is launched.
-    // SAFETY: both are live 64-byte fake-device allocations.
+    // SAFETY: both are live allocations of at least `n` bytes.
     unsafe {
-        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &consumer)
     }
     .unwrap();
-    let live = f.fake.live_allocations();
+    let live = f.live_allocations();
     tensor.buffer().free(&producer).unwrap();
     drop(tensor);
     drop(export);
     assert_eq!(capture.end(&consumer), 0, "the release broke the capture");
     assert_eq!(
-        f.fake.live_allocations(),
+        f.live_allocations(),
         live,
         "the memory the captured graph reads was freed"
     );
@@ -606,7 +674,7 @@ fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
 /// invalidate the capture.
 #[test]
 fn synchronizing_a_capturing_stream_is_refused_and_keeps_the_capture() {
-    let f = Fresh::new();
+    let f = OnDriver::new();
     let capture = Capturing::open(&f.rt);
     let stream = f.rt.create_stream(Device::cuda(0)).unwrap();
     capture.begin(&stream);
@@ -625,7 +693,7 @@ fn synchronizing_a_capturing_stream_is_refused_and_keeps_the_capture() {
 #[test]
 fn a_synchronous_allocation_on_a_capturing_stream_is_refused_and_keeps_the_capture() {
     use devmm::mrs::cuda::{CudaManagedMemoryResource, CudaPinnedMemoryResource};
-    let f = Fresh::new();
+    let f = OnDriver::new();
     let capture = Capturing::open(&f.rt);
     let gpu = Device::cuda(0);
     let stream = f.rt.create_stream(gpu).unwrap();
@@ -649,5 +717,62 @@ fn a_synchronous_allocation_on_a_capturing_stream_is_refused_and_keeps_the_captu
             0,
             "{mr:?}: the refused call broke the capture"
         );
+    }
+}
+
+/// Issue 29, defect 1: every operation on another thread's per-thread
+/// default stream is ordered after that thread's work or refused with an
+/// error naming the per-thread default stream, never sent with the raw
+/// handle (which names the calling thread's own stream).
+#[test]
+fn another_threads_per_thread_stream_is_ordered_or_refused() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    f.slow();
+    let rt = Arc::clone(&f.rt);
+    let theirs = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
+            unsafe { rt.copy_device_to_device(result.ptr(), source.ptr(), n, &per_thread) }
+                .unwrap();
+            per_thread
+        })
+        .join()
+        .unwrap()
+    });
+    // Synchronizing it from here waits for the owner's work.
+    theirs.synchronize().unwrap();
+    // Read back on a stream the per-thread ones are not ordered with.
+    let apart =
+        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    let mut now = vec![0u8; 64];
+    // SAFETY: `result` is a live 64-byte fake-device allocation, `now`
+    // 64 host bytes; the copy is finished when this returns.
+    unsafe { f.rt.copy_device_to_host(&mut now, result.ptr(), &apart) }.unwrap();
+    assert_eq!(
+        now,
+        data(),
+        "synchronize did not wait for the owner thread's work"
+    );
+    // Work queued on it from here is refused, naming the stream.
+    let refusals = [
+        // SAFETY: a live 64-byte fake-device allocation (refused before any copy).
+        unsafe { f.rt.copy_host_to_device(result.ptr(), &data(), &theirs) }.unwrap_err(),
+        DeviceBuffer::new(64, Arc::clone(&mr), &theirs).unwrap_err(),
+    ];
+    for err in refusals {
+        assert!(matches!(err, Error::Stream { .. }), "{err:?}");
+        assert!(err.to_string().contains("PER_THREAD_DEFAULT"), "{err}");
     }
 }
