@@ -87,8 +87,7 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
 
     /// Whether the stream `handle` is capturing a graph (CUDA graphs, HIP
     /// graphs); runtimes without graphs answer `false` (the default).
-    fn is_capturing(&self, device: Device, handle: usize) -> Result<bool> {
-        let _ = (device, handle);
+    fn is_capturing(&self, _device: Device, _handle: usize) -> Result<bool> {
         Ok(false)
     }
 
