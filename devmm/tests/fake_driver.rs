@@ -838,7 +838,7 @@ impl CaptureApi {
 /// Stream capture as the CUDA programming guide specifies it, on both fakes:
 /// captured work does not run; what a capture forbids fails and invalidates
 /// it; waits across its boundary need the external flag; a stream that
-/// joins a capture must be joined back before it ends.
+/// joins a capture must be joined back before it ends; captures never merge.
 #[test]
 fn stream_capture_follows_the_programming_guides_rules() {
     let _serial = exclusive();
@@ -949,6 +949,24 @@ fn stream_capture_follows_the_programming_guides_rules() {
         assert_eq!(capture.end(stream), 0, "{prefix}: joined back");
         assert_eq!((api.stream_synchronize)(other), 0);
         assert!(out.iter().all(|&b| b == 0), "{prefix}: captured work ran");
+
+        // Two captures cannot be merged: both are invalidated. A stream outside a capture
+        // cannot join an invalidated one.
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((capture.begin)(non_blocking, 0), 0);
+        assert_eq!((api.event_record)(event, stream), 0);
+        assert_eq!(
+            (api.stream_wait_event)(non_blocking, event, 0),
+            902,
+            "{prefix}: merge"
+        );
+        assert_eq!(
+            (api.stream_wait_event)(other, event, 0),
+            1,
+            "{prefix}: join an invalidated"
+        );
+        assert_eq!(capture.end(non_blocking), 901);
+        assert_eq!(capture.end(stream), 901);
 
         assert_eq!((api.event_destroy)(event), 0);
         for s in [stream, other, non_blocking] {

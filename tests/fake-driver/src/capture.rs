@@ -132,7 +132,7 @@ pub(crate) struct Captures {
 }
 
 impl Captures {
-    /// `*StreamBeginCapture` on `key` (a stream of `device`, `blocking` as the legacy stream sees it).
+    /// `*StreamBeginCapture` on `key`, a stream of `device`.
     pub(crate) fn begin(&mut self, key: StreamKey, device: c_int, mode: Mode) -> Result<(), Fault> {
         if matches!(key, StreamKey::Legacy(_)) || self.by_stream.contains_key(&key) {
             return Err(Fault::Capture(CaptureFault::Unsupported));
@@ -243,7 +243,8 @@ impl Captures {
                     return Ok(false);
                 };
                 if capture.invalidated {
-                    return Err(Fault::Capture(CaptureFault::Invalidated));
+                    // There is no capture left to join (CUDA answers an invalid value).
+                    return Err(Fault::InvalidValue);
                 }
                 capture.joined.insert(key, Joined::default());
                 self.by_stream.insert(key, event.capture);
@@ -260,6 +261,7 @@ impl Captures {
             }
             (Some(id), Some(event)) if event.capture != id => {
                 self.invalidate(id);
+                self.invalidate(event.capture);
                 Err(Fault::Capture(CaptureFault::Merge))
             }
             (Some(id), Some(event)) => {
