@@ -466,6 +466,10 @@ fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
             let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
             let options = EmptyOptions::new().resource(mr2).stream(per_thread.clone());
             let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+            // Known bytes first (on a GPU, fresh pool memory may hold the
+            // data already); the copy is synchronous.
+            // SAFETY: device memory of at least 64 bytes.
+            unsafe { tensor.buffer().copy_from_host(&[0; 64]) }.unwrap();
             busy_n(&rt, &scratch, &source, &per_thread, n);
             // SAFETY: both are live allocations of at least `n` bytes.
             unsafe {
@@ -621,10 +625,40 @@ fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
         .resource(Arc::clone(&mr))
         .stream(producer.clone());
     let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+    // SAFETY: device memory of at least 64 bytes (the copy is synchronous).
+    unsafe { tensor.buffer().copy_from_host(&[0; 64]) }.unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
+    // SAFETY: as above.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
+    f.slow();
+    // The producer's work, still queued at the hand-off.
+    busy_n(&f.rt, &scratch, &source, &producer, n);
+    // SAFETY: both are live allocations of at least `n` bytes.
+    unsafe {
+        f.rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), n, &producer)
+    }
+    .unwrap();
     capture.begin(&consumer);
     let handle = i64::try_from(consumer.handle()).unwrap();
     let export = tensor.to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle));
     assert!(export.is_ok(), "the hand-off failed: {:?}", export.err());
+    // Every launch of the graph comes after this point: the producer's
+    // work must be done by now (read on a stream not ordered with it).
+    let apart =
+        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    let mut now = vec![0u8; 64];
+    // SAFETY: a live allocation of at least 64 bytes; synchronous.
+    unsafe {
+        f.rt.copy_device_to_host(&mut now, tensor.buffer().ptr(), &apart)
+    }
+    .unwrap();
+    assert_eq!(
+        now,
+        data(),
+        "the graph could read the tensor before the producer's copy"
+    );
     assert_eq!(capture.end(&consumer), 0, "the hand-off broke the capture");
     drop(export);
 }
