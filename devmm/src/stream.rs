@@ -504,11 +504,11 @@ impl Stream {
                 ),
             });
         }
-        if self == producer {
-            // One stream (of one thread): its work is ordered already.
-            return Ok(());
-        }
         if !self.is_usable_here() || !producer.is_usable_here() {
+            if self == producer {
+                // One thread's per-thread stream: its work is ordered already.
+                return Ok(());
+            }
             return producer.synchronize();
         }
         self.wait_raw(producer.handle())
