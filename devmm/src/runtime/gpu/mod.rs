@@ -558,8 +558,9 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             // The driver's copies may not overlap and the trait's
             // host-to-host copy may (memmove): after the stream's queued
             // work, on the host. Disjoint ranges go to the driver, which
-            // refuses device memory named as host memory.
-            crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())?;
+            // refuses device memory named as host memory. Through the stream:
+            // another thread's per-thread stream is waited for by the device.
+            stream.synchronize()?;
             // SAFETY: the caller guarantees both host ranges.
             unsafe { crate::copy::host_to_host(dst, src, nbytes) };
             return Ok(());
