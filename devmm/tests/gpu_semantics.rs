@@ -810,3 +810,62 @@ fn another_threads_per_thread_stream_is_ordered_or_refused() {
         assert!(err.to_string().contains("PER_THREAD_DEFAULT"), "{err}");
     }
 }
+
+/// Issue 29, defect 1: an overlapping host-to-host `memcpy` ordered on
+/// another thread's per-thread default stream runs after that thread's
+/// queued work (a copy into the same managed memory), not after the
+/// calling thread's own stream.
+#[test]
+fn a_host_memcpy_on_another_threads_per_thread_stream_waits_for_it() {
+    use devmm::mrs::cuda::CudaManagedMemoryResource;
+    let f = OnDriver::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: device memory of 64 bytes.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let managed = Device::new(DeviceType::CudaManaged, 0);
+    let host_side = Arc::new(CudaManagedMemoryResource::with_runtime(&f.rt, managed).unwrap());
+    let landing = DeviceBuffer::new(128, host_side, &legacy).unwrap();
+    // SAFETY: managed memory of 128 bytes (synchronous).
+    unsafe { landing.copy_from_host(&[0; 128]) }.unwrap();
+    f.slow();
+    let rt = Arc::clone(&f.rt);
+    let theirs = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, 64);
+            // SAFETY: both are live allocations of at least 64 bytes.
+            unsafe { rt.copy_device_to_device(landing.ptr(), source.ptr(), 64, &per_thread) }
+                .unwrap();
+            per_thread
+        })
+        .join()
+        .unwrap()
+    });
+    let shifted = devmm::DevicePtr::from_addr(landing.ptr().addr() + 32);
+    // SAFETY: both ranges lie in the 128 managed bytes, which the host may
+    // touch; they overlap, so the runtime moves them on the host after the
+    // stream's work.
+    unsafe {
+        f.rt.memcpy(
+            shifted,
+            landing.ptr(),
+            64,
+            devmm::CopyKind::HostToHost,
+            &theirs,
+        )
+    }
+    .unwrap();
+    legacy.synchronize().unwrap();
+    let mut back = vec![0u8; 128];
+    // SAFETY: as above.
+    unsafe { landing.copy_to_host(&mut back) }.unwrap();
+    assert_eq!(
+        back[32..96],
+        data()[..],
+        "the host copy ran before the owner thread's copy into its source"
+    );
+}
