@@ -639,15 +639,18 @@ fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
         f.rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), n, &producer)
     }
     .unwrap();
+    // Made before the capture: a stream the producer is not ordered with.
+    let apart =
+        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
     capture.begin(&consumer);
     let handle = i64::try_from(consumer.handle()).unwrap();
     let export = tensor.to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle));
     assert!(export.is_ok(), "the hand-off failed: {:?}", export.err());
-    // Every launch of the graph comes after this point: the producer's
-    // work must be done by now (read on a stream not ordered with it).
-    let apart =
-        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
-            .unwrap();
+    assert_eq!(capture.end(&consumer), 0, "the hand-off broke the capture");
+    // Every launch of the graph comes after the hand-off returned: the
+    // producer's work was done by then (its 320 ms of queued work on the
+    // fake cannot have run in the meantime otherwise).
     let mut now = vec![0u8; 64];
     // SAFETY: a live allocation of at least 64 bytes; synchronous.
     unsafe {
@@ -659,7 +662,6 @@ fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
         data(),
         "the graph could read the tensor before the producer's copy"
     );
-    assert_eq!(capture.end(&consumer), 0, "the hand-off broke the capture");
     drop(export);
 }
 
