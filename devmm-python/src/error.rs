@@ -22,7 +22,7 @@ pyo3::create_exception!(
     devmm,
     StreamError,
     PyRuntimeError,
-    "A stream hand-off failed: the driver could not make one stream wait for another (`Stream.wait`, `wait_raw`, `make_stream_wait`, a DLPack `stream=` exchange)."
+    "A stream hand-off failed: the driver could not make one stream wait for another (`Stream.wait`, `wait_raw`, `make_stream_wait`, a DLPack `stream=` exchange), or a stream operation was refused because a stream is capturing a graph."
 );
 
 /// An exception raised by Python code devmm called, carried by the core as
@@ -132,8 +132,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 /// allocations → `MemoryError`, a test double's misuse reports →
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
-/// `BufferError`, failed stream hand-offs → [`StreamError`] (a
-/// `RuntimeError`), other driver failures → `RuntimeError`. A stream error is a
+/// `BufferError`, failed stream hand-offs and operations refused under
+/// stream capture → [`StreamError`] (a `RuntimeError`), other driver failures → `RuntimeError`. A stream error is a
 /// stream (or stream value) that does not fit the call, so a bad argument:
 /// `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
@@ -177,7 +177,9 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
-        devmm::Error::Handoff { .. } => StreamError::new_err(message),
+        devmm::Error::Handoff { .. } | devmm::Error::StreamCapture { .. } => {
+            StreamError::new_err(message)
+        }
         _ => PyRuntimeError::new_err(message),
     }
 }

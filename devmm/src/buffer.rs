@@ -320,7 +320,14 @@ impl DeviceBuffer {
     /// the one `free` named) first wait for the consumer's work, so the
     /// release, now or later, never overtakes it. The last export of a
     /// closed buffer releases it.
-    pub(crate) fn release_export_after(&self, consumer: Option<&Stream>) {
+    ///
+    /// When the release cannot be ordered after the consumer (its stream
+    /// is capturing a graph, whose launches may read the memory later; a
+    /// driver failure), the export is not ended: the memory stays
+    /// allocated rather than be freed under the consumer, and this answers
+    /// `false` so the caller keeps its reference too.
+    #[must_use]
+    pub(crate) fn release_export_after(&self, consumer: Option<&Stream>) -> bool {
         if let Some(consumer) = consumer {
             // `free_stream` is only ever set on a closed buffer.
             let free_stream = match self.is_closed() {
@@ -329,11 +336,21 @@ impl DeviceBuffer {
             };
             for stream in std::iter::once(&self.stream).chain(free_stream.as_ref()) {
                 if let Err(error) = stream.wait(consumer).or_else(|_| consumer.synchronize()) {
-                    tracing::error!(target: "devmm::buffer", %error, "could not order a release after its consumer");
+                    tracing::error!(
+                        target: "devmm::buffer",
+                        %error,
+                        nbytes = self.nbytes,
+                        device = %self.device(),
+                        "could not order a release after its consumer, so the memory is kept \
+                         (never freed) rather than freed under the consumer's work; release \
+                         DLPack exports after ending a stream capture that reads them"
+                    );
+                    return false;
                 }
             }
         }
         self.release_export();
+        true
     }
 
     /// Ends a DLPack export; the last one of a closed buffer releases it.

@@ -258,6 +258,24 @@ pub enum Error {
         /// What was asked and why it cannot be done.
         reason: String,
     },
+
+    /// An operation refused because a stream it involves is capturing a
+    /// graph (CUDA graphs, HIP graphs): the driver would fail it and
+    /// invalidate the capture, or record it into the graph where it does
+    /// not belong. Refused before any driver call, so the capture goes on.
+    /// Python raises it as `StreamError`.
+    #[error(
+        "{operation} on {device} was refused: the stream is capturing a graph (stream capture) \
+         and {reason}"
+    )]
+    StreamCapture {
+        /// The device of the stream.
+        device: Device,
+        /// What was asked (`synchronizing the stream`).
+        operation: String,
+        /// Why it cannot be part of the capture, and what to do instead.
+        reason: String,
+    },
 }
 
 /// A status a driver call returned: the call, the code and what the

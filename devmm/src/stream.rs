@@ -70,6 +70,27 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
     /// `producer` (through an event on platforms that have them).
     fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()>;
 
+    /// Blocks until all work queued on every stream of `device` has
+    /// finished: how work on another thread's per-thread default stream is
+    /// waited for, since its handle names the calling thread's own stream
+    /// here. A runtime without device-wide synchronization refuses (the
+    /// default).
+    fn synchronize_device(&self, device: Device) -> Result<()> {
+        Err(Error::Stream {
+            device,
+            reason: "this runtime cannot synchronize a whole device, which waiting for another \
+                     thread's per-thread default stream (PER_THREAD_DEFAULT) needs; order the \
+                     work on the thread that owns the stream, or use a created stream"
+                .into(),
+        })
+    }
+
+    /// Whether the stream `handle` is capturing a graph (CUDA graphs, HIP
+    /// graphs); runtimes without graphs answer `false` (the default).
+    fn is_capturing(&self, _device: Device, _handle: usize) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Destroys a stream the runtime created; called once, when the last
     /// clone of an owning [`Stream`] drops.
     fn destroy(&self, device: Device, handle: usize);
@@ -372,11 +393,60 @@ impl Stream {
         self.inner.owned
     }
 
-    /// Blocks until all work queued on this stream has finished.
+    /// Blocks until all work queued on this stream has finished. For
+    /// another thread's per-thread default stream, whose handle names the
+    /// calling thread's own stream here, the whole device is synchronized
+    /// (where the runtime can; else an [`Error::Stream`]).
     pub fn synchronize(&self) -> Result<()> {
+        if !self.is_usable_here() {
+            return self.inner.ops.synchronize_device(self.inner.device);
+        }
         self.inner
             .ops
             .synchronize(self.inner.device, self.inner.handle)
+    }
+
+    /// Whether the stream is capturing a graph (`cudaStreamIsCapturing`):
+    /// work queued on it then becomes part of the graph instead of running.
+    /// Another thread's per-thread default stream cannot be asked from
+    /// here and answers `false`: every operation devmm orders on such a
+    /// stream synchronizes the device, which the driver refuses while a
+    /// capture is active.
+    ///
+    /// ```
+    /// assert!(!devmm::Stream::cpu().is_capturing()?);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn is_capturing(&self) -> Result<bool> {
+        if !self.is_usable_here() {
+            return Ok(false);
+        }
+        self.inner
+            .ops
+            .is_capturing(self.inner.device, self.inner.handle)
+    }
+
+    /// `Ok` unless this is another thread's per-thread default stream, on
+    /// which `operation` cannot be queued from here (its handle names the
+    /// calling thread's own stream): then an [`Error::Stream`] that says so.
+    ///
+    /// ```
+    /// devmm::Stream::cpu().check_usable_here("a copy")?;
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn check_usable_here(&self, operation: &str) -> Result<()> {
+        match self.inner.thread {
+            Some(owner) if owner != std::thread::current().id() => Err(Error::Stream {
+                device: self.device(),
+                reason: format!(
+                    "{operation} cannot be queued on the per-thread default stream \
+                     (PER_THREAD_DEFAULT) of another thread ({owner:?}) from this thread, where \
+                     the handle names this thread's own stream; do it on the thread that owns \
+                     the stream, or use a created stream"
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Whether this is one of its runtime's built-in default streams
@@ -398,14 +468,25 @@ impl Stream {
     }
 
     /// Makes this stream wait for the work queued so far on the native
-    /// stream `producer` of the same device.
+    /// stream `producer` of the same device (a per-thread default stream
+    /// handle names the calling thread's). When this is another thread's
+    /// per-thread default stream, no wait can be queued on it from here:
+    /// the producer is synchronized instead, so everything that thread
+    /// queues later follows its work.
     pub fn wait_raw(&self, producer: usize) -> Result<()> {
+        if !self.is_usable_here() {
+            return self.inner.ops.synchronize(self.inner.device, producer);
+        }
         self.inner
             .ops
             .wait(self.inner.device, self.inner.handle, producer)
     }
 
     /// Makes this stream wait for the work queued so far on `producer`.
+    /// Where either is another thread's per-thread default stream, which
+    /// no event can be recorded on or wait queued on from this thread, the
+    /// producer is synchronized instead (the device, for another thread's
+    /// per-thread stream): ordered, at the cost of blocking.
     ///
     /// ```
     /// let (a, b) = (devmm::Stream::cpu(), devmm::Stream::cpu());
@@ -422,6 +503,13 @@ impl Stream {
                     producer.device()
                 ),
             });
+        }
+        if !self.is_usable_here() || !producer.is_usable_here() {
+            if self == producer {
+                // One thread's per-thread stream: its work is ordered already.
+                return Ok(());
+            }
+            return producer.synchronize();
         }
         self.wait_raw(producer.handle())
     }

@@ -783,3 +783,195 @@ fn last_error_no_driver_pools_attributes_and_contexts() {
         "reset restores the driver"
     );
 }
+
+/// The capture calls of one fake library (an application's; devmm only asks
+/// whether a stream captures).
+struct CaptureApi {
+    begin: extern "C" fn(Handle, c_int) -> c_int,
+    end: unsafe extern "C" fn(Handle, *mut Handle) -> c_int,
+    is_capturing: unsafe extern "C" fn(Handle, *mut c_int) -> c_int,
+    graph_destroy: OnHandle,
+    device_synchronize: extern "C" fn() -> c_int,
+}
+
+impl CaptureApi {
+    fn resolve(fake: &FakeControl, prefix: &str) -> Self {
+        let name = |suffix: &str| format!("{prefix}{suffix}");
+        // SAFETY: each field's type is the C signature of the symbol it is resolved for.
+        unsafe {
+            Self {
+                begin: fake.function(&name("StreamBeginCapture")),
+                end: fake.function(&name("StreamEndCapture")),
+                is_capturing: fake.function(&name("StreamIsCapturing")),
+                graph_destroy: fake.function(&name("GraphDestroy")),
+                device_synchronize: fake.function(&name("DeviceSynchronize")),
+            }
+        }
+    }
+
+    /// `*StreamIsCapturing`: 0 none, 1 active, 2 invalidated.
+    fn status(&self, stream: Handle) -> c_int {
+        let mut status = -1;
+        // SAFETY: `status` is valid for a write.
+        assert_eq!(unsafe { (self.is_capturing)(stream, &mut status) }, 0);
+        status
+    }
+
+    /// `*StreamEndCapture`'s status; the graph it made is destroyed, and a
+    /// failed end makes none.
+    fn end(&self, stream: Handle) -> c_int {
+        let mut graph = ptr::null_mut();
+        // SAFETY: `graph` is valid for a write.
+        let status = unsafe { (self.end)(stream, &mut graph) };
+        assert_eq!(
+            graph.is_null(),
+            status != 0,
+            "a graph exactly when the end succeeds"
+        );
+        if !graph.is_null() {
+            assert_eq!((self.graph_destroy)(graph), 0);
+        }
+        status
+    }
+}
+
+/// Stream capture as the CUDA programming guide specifies it, on both fakes:
+/// captured work does not run; what a capture forbids fails and invalidates
+/// it; waits across its boundary need the external flag; a stream that
+/// joins a capture must be joined back before it ends; captures never merge.
+#[test]
+fn stream_capture_follows_the_programming_guides_rules() {
+    let _serial = exclusive();
+    for (library, prefix) in [
+        (&fake_libraries().cudart, "cuda"),
+        (&fake_libraries().hip, "hip"),
+    ] {
+        let fake = FakeControl::open(library);
+        fake.reset();
+        let api = Api::resolve(fake, prefix);
+        let capture = CaptureApi::resolve(fake, prefix);
+        let mut out = vec![0u8; 64];
+        let _drain = Drain(fake);
+        let (_, block) = api.alloc(64);
+        let data: Vec<u8> = (1..=64).collect();
+        // SAFETY: 64 host bytes into a 64-byte block; synchronous.
+        let status = unsafe { (api.memcpy)(block, data.as_ptr().cast(), 64, HOST_TO_DEVICE) };
+        assert_eq!(status, 0);
+        let (_, stream) = api.create(api.stream_create, 0);
+        let (_, other) = api.create(api.stream_create, 0);
+        let (_, non_blocking) = api.create(api.stream_create, 0x1);
+        let (_, event) = api.create(api.event_create, 0x2);
+
+        // Captured work is a graph node: it does not run, not even after the capture ends.
+        assert_eq!((capture.begin)(stream, 0), 0, "{prefix}");
+        assert_eq!(capture.status(stream), 1);
+        assert_eq!(api.to_host(&mut out, block, stream), 0);
+        assert_eq!(capture.end(stream), 0);
+        assert_eq!(capture.status(stream), 0);
+        assert_eq!((api.stream_synchronize)(stream), 0);
+        assert!(out.iter().all(|&b| b == 0), "{prefix}: captured work ran");
+        assert_eq!(
+            (capture.begin)(handle(0), 0),
+            900,
+            "{prefix}: not on the legacy stream"
+        );
+
+        // Forbidden calls fail with StreamCaptureUnsupported and invalidate the capture, whose
+        // streams then refuse work until it ends, with the invalidation's error and no graph.
+        let forbidden: [(&str, &dyn Fn() -> c_int); 3] = [
+            ("stream synchronize", &|| (api.stream_synchronize)(stream)),
+            ("device synchronize", &|| (capture.device_synchronize)()),
+            ("synchronous allocation", &|| api.alloc(64).0),
+        ];
+        for (what, call) in forbidden {
+            assert_eq!((capture.begin)(stream, 0), 0);
+            assert_eq!(call(), 900, "{prefix}: {what}");
+            assert_eq!(capture.status(stream), 2, "{prefix}: {what}");
+            assert_eq!(
+                api.to_host(&mut out, block, stream),
+                901,
+                "{prefix}: {what}"
+            );
+            assert_eq!(capture.end(stream), 901, "{prefix}: {what}");
+        }
+        // In relaxed mode, synchronous allocations and frees are allowed.
+        assert_eq!((capture.begin)(stream, 2), 0);
+        let (status, relaxed) = api.alloc(64);
+        assert_eq!(status, 0, "{prefix}");
+        assert_eq!((api.free)(relaxed), 0);
+        assert_eq!(capture.end(stream), 0);
+
+        // The legacy stream cannot be used while a blocking stream captures; beside a
+        // non-blocking one it can.
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((api.stream_synchronize)(handle(0)), 906, "{prefix}");
+        assert_eq!(capture.end(stream), 901);
+        assert_eq!((capture.begin)(non_blocking, 0), 0);
+        assert_eq!((api.stream_synchronize)(handle(0)), 0, "{prefix}");
+        assert_eq!(capture.end(non_blocking), 0);
+
+        // A capturing stream waiting on an event recorded outside the capture: a dependency
+        // across its boundary, refused, unless the wait is external (CUDA's flag).
+        assert_eq!((api.event_record)(event, other), 0);
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((api.stream_wait_event)(stream, event, 0), 905, "{prefix}");
+        assert_eq!(capture.end(stream), 901);
+        if prefix == "cuda" {
+            assert_eq!((capture.begin)(stream, 0), 0);
+            assert_eq!((api.stream_wait_event)(stream, event, 1), 0);
+            assert_eq!(capture.end(stream), 0);
+            assert_eq!(
+                (api.stream_wait_event)(stream, event, 1),
+                1,
+                "external outside a capture"
+            );
+        }
+
+        // A stream waiting on a captured event joins the capture; the capture cannot end
+        // until its work is joined back into the origin stream.
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((api.event_record)(event, stream), 0);
+        assert_eq!((api.stream_wait_event)(other, event, 0), 0);
+        assert_eq!(capture.status(other), 1, "{prefix}: joined");
+        assert_eq!(api.to_host(&mut out, block, other), 0);
+        assert_eq!(capture.end(stream), 904, "{prefix}: unjoined");
+        assert_eq!(
+            capture.status(other),
+            0,
+            "{prefix}: the end takes it out too"
+        );
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((api.event_record)(event, stream), 0);
+        assert_eq!((api.stream_wait_event)(other, event, 0), 0);
+        assert_eq!(api.to_host(&mut out, block, other), 0);
+        assert_eq!((api.event_record)(event, other), 0);
+        assert_eq!((api.stream_wait_event)(stream, event, 0), 0);
+        assert_eq!(capture.end(stream), 0, "{prefix}: joined back");
+        assert_eq!((api.stream_synchronize)(other), 0);
+        assert!(out.iter().all(|&b| b == 0), "{prefix}: captured work ran");
+
+        // Two captures cannot be merged: both are invalidated. A stream outside a capture
+        // cannot join an invalidated one.
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!((capture.begin)(non_blocking, 0), 0);
+        assert_eq!((api.event_record)(event, stream), 0);
+        assert_eq!(
+            (api.stream_wait_event)(non_blocking, event, 0),
+            902,
+            "{prefix}: merge"
+        );
+        assert_eq!(
+            (api.stream_wait_event)(other, event, 0),
+            1,
+            "{prefix}: join an invalidated"
+        );
+        assert_eq!(capture.end(non_blocking), 901);
+        assert_eq!(capture.end(stream), 901);
+
+        assert_eq!((api.event_destroy)(event), 0);
+        for s in [stream, other, non_blocking] {
+            assert_eq!((api.stream_destroy)(s), 0);
+        }
+        assert_eq!((api.free)(block), 0);
+    }
+}

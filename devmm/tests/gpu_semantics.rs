@@ -378,3 +378,496 @@ fn activation_on_a_fresh_thread_creates_no_context_on_gpu_0() {
         "GPU 0 got a context nobody asked for"
     );
 }
+
+/// Where the issue-29 tests run: over the fake (held and reset, as
+/// [`Fresh`]), or over the real CUDA runtime with `DEVMM_GPU_SMOKE=cuda`,
+/// as `scripts/gpu-smoke.sh` sets it, so the smoke confirms them on a GPU.
+struct OnDriver {
+    rt: Arc<CudaRuntime>,
+    fresh: Option<Fresh>,
+    /// Bytes each queued copy moves: on the fake a small block and a delay
+    /// keep queued work late; on a GPU, large copies do.
+    nbytes: usize,
+    /// On a GPU, the tests still run one at a time.
+    _serial: Option<std::sync::MutexGuard<'static, ()>>,
+}
+
+impl OnDriver {
+    fn new() -> OnDriver {
+        if std::env::var("DEVMM_GPU_SMOKE").is_ok_and(|v| v == "cuda") {
+            // A runtime of its own over the library discovery finds, so
+            // no event or resource outlives the test (a rehearsal's fake
+            // is reset between tests).
+            let found = CudaRuntime::load().expect("the real CUDA runtime loads");
+            let rt = CudaRuntime::open(found.library_path()).unwrap();
+            return OnDriver {
+                rt,
+                fresh: None,
+                _serial: Some(exclusive()),
+                nbytes: 128 << 20,
+            };
+        }
+        let fresh = Fresh::new();
+        OnDriver {
+            rt: Arc::clone(&fresh.rt),
+            fresh: Some(fresh),
+            _serial: None,
+            nbytes: 64,
+        }
+    }
+
+    /// Makes the fake's queued work late (a GPU's large copies are).
+    fn slow(&self) {
+        if let Some(fresh) = &self.fresh {
+            fresh.fake.set_stream_delay(DELAY_MICROS);
+        }
+    }
+
+    /// The fake's live allocations; `None` on a GPU.
+    fn live_allocations(&self) -> Option<u64> {
+        self.fresh.as_ref().map(|f| f.fake.live_allocations())
+    }
+}
+
+/// [`busy`] with copies of `nbytes`.
+fn busy_n(
+    rt: &CudaRuntime,
+    scratch: &DeviceBuffer,
+    src: &DeviceBuffer,
+    stream: &devmm::Stream,
+    nbytes: usize,
+) {
+    for _ in 0..7 {
+        // SAFETY: both are live device buffers of at least `nbytes` bytes.
+        unsafe { rt.copy_device_to_device(scratch.ptr(), src.ptr(), nbytes, stream) }.unwrap();
+    }
+}
+
+/// Issue 29, defect 1: a tensor whose stream is thread A's per-thread
+/// default stream, exported on thread B, hands the consumer A's work: the
+/// consumer reads what A's queued copy wrote, not stale bytes.
+#[test]
+fn an_export_on_another_thread_hands_over_the_per_thread_producers_work() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &consumer).unwrap();
+    f.slow();
+    let (rt, mr2) = (Arc::clone(&f.rt), Arc::clone(&mr));
+    let tensor = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            let options = EmptyOptions::new().resource(mr2).stream(per_thread.clone());
+            let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+            // Known bytes first (on a GPU, fresh pool memory may hold the
+            // data already); the copy is synchronous.
+            // SAFETY: device memory of at least 64 bytes.
+            unsafe { tensor.buffer().copy_from_host(&[0; 64]) }.unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
+            unsafe {
+                rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), n, &per_thread)
+            }
+            .unwrap();
+            // Still queued when the tensor is handed to another thread.
+            tensor
+        })
+        .join()
+        .unwrap()
+    });
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    // SAFETY: both are live allocations of at least `n` bytes.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &consumer)
+    }
+    .unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the consumer read the tensor before the producer thread's copy into it"
+    );
+    drop(export);
+}
+
+/// Issue 29, defect 1: a capsule whose consumer is thread A's per-thread
+/// default stream, released on thread B, is freed only after A's queued
+/// read (else the read sees the fake's poison byte).
+#[test]
+fn a_release_on_another_thread_waits_for_the_per_thread_consumer() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    f.slow();
+    let rt = Arc::clone(&f.rt);
+    let export = std::thread::scope(|s| {
+        s.spawn(|| {
+            // stream=2: this thread's per-thread default stream consumes.
+            let export = tensor
+                .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(2))
+                .unwrap();
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy_n(&rt, &scratch, tensor.buffer(), &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
+            unsafe {
+                rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &per_thread)
+            }
+            .unwrap();
+            // Still queued when the capsule goes to another thread.
+            export
+        })
+        .join()
+        .unwrap()
+    });
+    tensor.buffer().free(&producer).unwrap();
+    drop(tensor);
+    // Released here, on another thread than its consumer's.
+    drop(export);
+    // The legacy stream waits for every blocking stream, per-thread ones included.
+    legacy.synchronize().unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the release overtook the per-thread consumer's read (use after free)"
+    );
+}
+
+/// The capture calls an application makes (devmm only asks whether a
+/// stream captures): taken from the library the runtime loaded, so they
+/// are the fake's here and the driver's on a GPU.
+struct Capturing {
+    begin: unsafe extern "C" fn(*mut std::ffi::c_void, i32) -> i32,
+    end: unsafe extern "C" fn(*mut std::ffi::c_void, *mut *mut std::ffi::c_void) -> i32,
+    destroy: unsafe extern "C" fn(*mut std::ffi::c_void) -> i32,
+    _library: libloading::Library,
+}
+
+impl Capturing {
+    fn open(rt: &CudaRuntime) -> Capturing {
+        // SAFETY: the CUDA runtime (or the fake) is already loaded; opening
+        // it again only takes a reference.
+        let library = unsafe { libloading::Library::new(rt.library_path()) }.unwrap();
+        // SAFETY: the symbols have these C signatures in the CUDA runtime API.
+        unsafe {
+            Capturing {
+                begin: *library.get(b"cudaStreamBeginCapture\0").unwrap(),
+                end: *library.get(b"cudaStreamEndCapture\0").unwrap(),
+                destroy: *library.get(b"cudaGraphDestroy\0").unwrap(),
+                _library: library,
+            }
+        }
+    }
+
+    /// Begins a global-mode capture on `stream`.
+    fn begin(&self, stream: &devmm::Stream) {
+        // SAFETY: a live stream of the current device; mode 0 is global.
+        let status = unsafe { (self.begin)(std::ptr::without_provenance_mut(stream.handle()), 0) };
+        assert_eq!(status, 0, "cudaStreamBeginCapture");
+    }
+
+    /// Ends the capture on `stream`: its status (0 when the capture was
+    /// intact), after destroying the graph it made.
+    fn end(&self, stream: &devmm::Stream) -> i32 {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: `graph` is valid for a write.
+        let status = unsafe {
+            (self.end)(
+                std::ptr::without_provenance_mut(stream.handle()),
+                &mut graph,
+            )
+        };
+        if !graph.is_null() {
+            // SAFETY: a graph the call just made, destroyed once.
+            assert_eq!(unsafe { (self.destroy)(graph) }, 0);
+        }
+        status
+    }
+}
+
+/// Whether `err` is the capture refusal, naming the capture.
+fn is_capture_refusal(err: &Error) -> bool {
+    matches!(err, Error::StreamCapture { .. }) && err.to_string().contains("capturing")
+}
+
+/// Issue 29, defect 5: a DLPack hand-off into a stream being captured is
+/// ordered after the producer without a dependency across the capture's
+/// boundary (which the driver refuses, invalidating the capture).
+#[test]
+fn a_hand_off_into_a_capturing_stream_keeps_the_capture() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+    // SAFETY: device memory of at least 64 bytes (the copy is synchronous).
+    unsafe { tensor.buffer().copy_from_host(&[0; 64]) }.unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
+    // SAFETY: as above.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
+    f.slow();
+    // The producer's work, still queued at the hand-off.
+    busy_n(&f.rt, &scratch, &source, &producer, n);
+    // SAFETY: both are live allocations of at least `n` bytes.
+    unsafe {
+        f.rt.copy_device_to_device(tensor.buffer().ptr(), source.ptr(), n, &producer)
+    }
+    .unwrap();
+    // Made before the capture: a stream the producer is not ordered with.
+    let apart =
+        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    capture.begin(&consumer);
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor.to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle));
+    assert!(export.is_ok(), "the hand-off failed: {:?}", export.err());
+    assert_eq!(capture.end(&consumer), 0, "the hand-off broke the capture");
+    // Every launch of the graph comes after the hand-off returned: the
+    // producer's work was done by then (its 320 ms of queued work on the
+    // fake cannot have run in the meantime otherwise).
+    let mut now = vec![0u8; 64];
+    // SAFETY: a live allocation of at least 64 bytes; synchronous.
+    unsafe {
+        f.rt.copy_device_to_host(&mut now, tensor.buffer().ptr(), &apart)
+    }
+    .unwrap();
+    assert_eq!(
+        now,
+        data(),
+        "the graph could read the tensor before the producer's copy"
+    );
+    drop(export);
+}
+
+/// Issue 29, defect 5: a release whose consumer stream is being captured
+/// neither frees the memory under the graph nor breaks the capture (a
+/// release ordered after a captured event would join the capture).
+#[test]
+fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let consumer = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(producer.clone());
+    let tensor = empty(&[n], DType::UINT8, &options).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &producer).unwrap();
+    let handle = i64::try_from(consumer.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    capture.begin(&consumer);
+    // The graph reads the memory each time it is launched.
+    // SAFETY: both are live allocations of at least `n` bytes.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), n, &consumer)
+    }
+    .unwrap();
+    let live = f.live_allocations();
+    tensor.buffer().free(&producer).unwrap();
+    drop(tensor);
+    drop(export);
+    assert_eq!(capture.end(&consumer), 0, "the release broke the capture");
+    assert_eq!(
+        f.live_allocations(),
+        live,
+        "the memory the captured graph reads was freed"
+    );
+}
+
+/// Issue 29, defect 5: synchronizing a stream being captured is refused
+/// with an error naming the capture, before the driver call that would
+/// invalidate the capture.
+#[test]
+fn synchronizing_a_capturing_stream_is_refused_and_keeps_the_capture() {
+    let f = OnDriver::new();
+    let capture = Capturing::open(&f.rt);
+    let stream = f.rt.create_stream(Device::cuda(0)).unwrap();
+    capture.begin(&stream);
+    let err = stream.synchronize().unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
+    assert_eq!(
+        capture.end(&stream),
+        0,
+        "the refused call broke the capture"
+    );
+}
+
+/// Issue 29, defect 5: a synchronous allocation (`cudaMalloc`, pinned,
+/// managed) on a stream being captured is refused with an error naming the
+/// capture, before the driver call that would invalidate it.
+#[test]
+fn a_synchronous_allocation_on_a_capturing_stream_is_refused_and_keeps_the_capture() {
+    use devmm::mrs::cuda::{CudaManagedMemoryResource, CudaPinnedMemoryResource};
+    let f = OnDriver::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let stream = f.rt.create_stream(gpu).unwrap();
+    let resources: [Arc<dyn MemoryResource>; 3] = [
+        Arc::new(CudaRuntimeMemoryResource::synchronous(&f.rt, gpu).unwrap()),
+        Arc::new(
+            CudaPinnedMemoryResource::with_runtime(&f.rt, Device::new(DeviceType::CudaHost, 0))
+                .unwrap(),
+        ),
+        Arc::new(
+            CudaManagedMemoryResource::with_runtime(&f.rt, Device::new(DeviceType::CudaManaged, 0))
+                .unwrap(),
+        ),
+    ];
+    for mr in resources {
+        capture.begin(&stream);
+        let err = mr.allocate(64, &stream).unwrap_err();
+        assert!(is_capture_refusal(&err), "{mr:?}: {err:?}");
+        assert_eq!(
+            capture.end(&stream),
+            0,
+            "{mr:?}: the refused call broke the capture"
+        );
+    }
+}
+
+/// Issue 29, defect 1: every operation on another thread's per-thread
+/// default stream is ordered after that thread's work or refused with an
+/// error naming the per-thread default stream, never sent with the raw
+/// handle (which names the calling thread's own stream).
+#[test]
+fn another_threads_per_thread_stream_is_ordered_or_refused() {
+    let f = OnDriver::new();
+    let n = f.nbytes;
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    let result = DeviceBuffer::new(n, Arc::clone(&mr), &legacy).unwrap();
+    f.slow();
+    let rt = Arc::clone(&f.rt);
+    let theirs = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, n);
+            // SAFETY: both are live allocations of at least `n` bytes.
+            unsafe { rt.copy_device_to_device(result.ptr(), source.ptr(), n, &per_thread) }
+                .unwrap();
+            per_thread
+        })
+        .join()
+        .unwrap()
+    });
+    // Synchronizing it from here waits for the owner's work.
+    theirs.synchronize().unwrap();
+    // Read back on a stream the per-thread ones are not ordered with.
+    let apart =
+        f.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    let mut now = vec![0u8; 64];
+    // SAFETY: `result` is a live 64-byte fake-device allocation, `now`
+    // 64 host bytes; the copy is finished when this returns.
+    unsafe { f.rt.copy_device_to_host(&mut now, result.ptr(), &apart) }.unwrap();
+    assert_eq!(
+        now,
+        data(),
+        "synchronize did not wait for the owner thread's work"
+    );
+    // Work queued on it from here is refused, naming the stream.
+    let refusals = [
+        // SAFETY: a live 64-byte fake-device allocation (refused before any copy).
+        unsafe { f.rt.copy_host_to_device(result.ptr(), &data(), &theirs) }.unwrap_err(),
+        DeviceBuffer::new(64, Arc::clone(&mr), &theirs).unwrap_err(),
+    ];
+    for err in refusals {
+        assert!(matches!(err, Error::Stream { .. }), "{err:?}");
+        assert!(err.to_string().contains("PER_THREAD_DEFAULT"), "{err}");
+    }
+}
+
+/// Issue 29, defect 1: an overlapping host-to-host `memcpy` ordered on
+/// another thread's per-thread default stream runs after that thread's
+/// queued work (a copy into the same managed memory), not after the
+/// calling thread's own stream.
+#[test]
+fn a_host_memcpy_on_another_threads_per_thread_stream_waits_for_it() {
+    use devmm::mrs::cuda::CudaManagedMemoryResource;
+    let f = OnDriver::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let source = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    // SAFETY: device memory of 64 bytes.
+    unsafe { source.copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    let managed = Device::new(DeviceType::CudaManaged, 0);
+    let host_side = Arc::new(CudaManagedMemoryResource::with_runtime(&f.rt, managed).unwrap());
+    let landing = DeviceBuffer::new(128, host_side, &legacy).unwrap();
+    // SAFETY: managed memory of 128 bytes (synchronous).
+    unsafe { landing.copy_from_host(&[0; 128]) }.unwrap();
+    f.slow();
+    let rt = Arc::clone(&f.rt);
+    let theirs = std::thread::scope(|s| {
+        s.spawn(|| {
+            let per_thread = rt.stream(gpu, StreamSentinel::PerThreadDefault).unwrap();
+            busy_n(&rt, &scratch, &source, &per_thread, 64);
+            // SAFETY: both are live allocations of at least 64 bytes.
+            unsafe { rt.copy_device_to_device(landing.ptr(), source.ptr(), 64, &per_thread) }
+                .unwrap();
+            per_thread
+        })
+        .join()
+        .unwrap()
+    });
+    let shifted = devmm::DevicePtr::from_addr(landing.ptr().addr() + 32);
+    // SAFETY: both ranges lie in the 128 managed bytes, which the host may
+    // touch; they overlap, so the runtime moves them on the host after the
+    // stream's work.
+    unsafe {
+        f.rt.memcpy(
+            shifted,
+            landing.ptr(),
+            64,
+            devmm::CopyKind::HostToHost,
+            &theirs,
+        )
+    }
+    .unwrap();
+    legacy.synchronize().unwrap();
+    let mut back = vec![0u8; 128];
+    // SAFETY: as above.
+    unsafe { landing.copy_to_host(&mut back) }.unwrap();
+    assert_eq!(
+        back[32..96],
+        data()[..],
+        "the host copy ran before the owner thread's copy into its source"
+    );
+}

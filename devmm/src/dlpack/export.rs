@@ -243,7 +243,15 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
         match &consumer {
-            Some(consumer) => owner.buffer().release_export_after(Some(consumer)),
+            Some(consumer) => {
+                if !owner.buffer().release_export_after(Some(consumer)) {
+                    // Unordered, the release could free memory the consumer
+                    // still reads: the buffer is kept for the process's life.
+                    std::mem::forget(owner);
+                    drop(held);
+                    return;
+                }
+            }
             None => owner.buffer().release_export(),
         }
         drop(owner);

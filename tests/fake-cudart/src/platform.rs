@@ -65,6 +65,46 @@ pub(crate) static CUDA: Platform = Platform {
             c"an illegal memory access was encountered",
         ),
         row(801, c"cudaErrorNotSupported", c"operation not supported"),
+        row(
+            900,
+            c"cudaErrorStreamCaptureUnsupported",
+            c"operation not permitted when stream is capturing",
+        ),
+        row(
+            901,
+            c"cudaErrorStreamCaptureInvalidated",
+            c"operation failed due to a previous error during capture",
+        ),
+        row(
+            902,
+            c"cudaErrorStreamCaptureMerge",
+            c"operation would result in a merge of separate capture sequences",
+        ),
+        row(
+            903,
+            c"cudaErrorStreamCaptureUnmatched",
+            c"capture was not ended in the same stream as it began",
+        ),
+        row(
+            904,
+            c"cudaErrorStreamCaptureUnjoined",
+            c"capturing stream has unjoined work",
+        ),
+        row(
+            905,
+            c"cudaErrorStreamCaptureIsolation",
+            c"dependency created on uncaptured work in another stream",
+        ),
+        row(
+            906,
+            c"cudaErrorStreamCaptureImplicit",
+            c"operation would make the legacy stream depend on a capturing blocking stream",
+        ),
+        row(
+            908,
+            c"cudaErrorStreamCaptureWrongThread",
+            c"attempt to terminate a thread-local capture sequence from another thread",
+        ),
         row(999, c"cudaErrorUnknown", c"unknown error"),
     ],
     // What the real runtime answers for a code it does not know.

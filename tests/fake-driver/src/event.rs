@@ -2,6 +2,7 @@
 
 use std::ffi::c_int;
 
+use crate::capture::CapturedEvent;
 use crate::queue::Marker;
 
 #[derive(Debug)]
@@ -11,4 +12,6 @@ pub(crate) struct Event {
     pub(crate) recorded_on: Option<usize>,
     /// The work the last record captured; waits on the event wait for it.
     pub(crate) marker: Option<Marker>,
+    /// Set when the last record was on a capturing stream: the event stands for graph nodes.
+    pub(crate) captured: Option<CapturedEvent>,
 }

@@ -21,6 +21,9 @@
 //! - a library without a driver (`fake_set_no_driver`, `FAKE_DRIVER_NO_DRIVER=1`) fails every
 //!   status call with insufficient-driver (35); a device without pools (`fake_set_pools`,
 //!   `FAKE_DRIVER_NO_POOLS=1`) fails `*MallocAsync` with not-supported (801);
+//! - stream capture (`*StreamBeginCapture`, `*StreamEndCapture`, `*StreamIsCapturing`) follows
+//!   the CUDA programming guide's rules: captured work does not run, and the calls a capture
+//!   forbids fail and invalidate it;
 //! - every call taking a stream or freeing device memory checks it belongs to the current
 //!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`).
 //!
@@ -38,6 +41,7 @@
 //! ```
 
 mod call;
+mod capture;
 pub mod control;
 mod device;
 pub mod entry;
@@ -52,4 +56,5 @@ mod queue;
 mod state;
 mod stream;
 
+pub use capture::CaptureFault;
 pub use platform::{Attributes, Codes, ErrorInfo, Fault, Platform};

@@ -36,6 +36,8 @@ pub enum Fault {
     InvalidMemcpyDirection,
     /// A status injected with `fake_fail_next`, returned as is.
     Injected(c_int),
+    /// A stream capture rule was broken; both platforms give these the same codes.
+    Capture(crate::CaptureFault),
 }
 
 /// The platform's numeric status code for each [`Fault`].
@@ -194,6 +196,7 @@ impl Platform {
             Err(Fault::InsufficientDriver) => codes.insufficient_driver,
             Err(Fault::InvalidMemcpyDirection) => codes.invalid_memcpy_direction,
             Err(Fault::Injected(code)) => code,
+            Err(Fault::Capture(fault)) => fault.code(),
         }
     }
 

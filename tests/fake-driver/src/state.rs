@@ -5,6 +5,7 @@ use std::ffi::c_int;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 
+use crate::capture::Captures;
 use crate::device::Devices;
 use crate::event::Event;
 use crate::handle::Handles;
@@ -51,6 +52,10 @@ pub(crate) struct State {
     pub(crate) memory: Memory,
     pub(crate) streams: Handles<Stream>,
     pub(crate) events: Handles<Event>,
+    /// Active stream captures.
+    pub(crate) captures: Captures,
+    /// Graphs `*StreamEndCapture` made, until `*GraphDestroy`.
+    pub(crate) graphs: Handles<()>,
     pub(crate) log: CallLog,
     pub(crate) injections: Injections,
     /// `(runtime, driver)` set by `fake_set_version`; `None` means the platform's default.

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::thread::ThreadId;
 
+use crate::capture::StreamKey;
 use crate::platform::{Fault, Platform};
 use crate::queue::{Job, Marker, Queue};
 use crate::state::State;
@@ -45,6 +46,8 @@ impl BuiltinQueues {
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) device: c_int,
+    /// Which stream it is, for stream capture.
+    pub(crate) key: StreamKey,
     queue: Queue,
     ordering: Ordering,
 }
@@ -86,33 +89,54 @@ pub(crate) fn resolve(
         };
         return Ok(Target {
             device: created.device,
+            key: StreamKey::Created(handle),
             queue: created.queue.clone(),
             ordering,
         });
     }
     let builtin = &mut state.builtin_queues;
-    let (queue, ordering) = if handle == PER_THREAD {
-        let key = (std::thread::current().id(), current);
+    let (queue, ordering, key) = if handle == PER_THREAD {
+        let thread = std::thread::current().id();
         (
-            builtin.per_thread.entry(key).or_default().clone(),
+            builtin
+                .per_thread
+                .entry((thread, current))
+                .or_default()
+                .clone(),
             Ordering::Blocking,
+            StreamKey::PerThread(thread, current),
         )
     } else {
+        // The legacy stream synchronizes with the blocking streams: none of them may capture.
+        let streams = &state.streams;
+        let blocking = |key: StreamKey| match key {
+            StreamKey::Created(handle) => streams
+                .get(handle)
+                .is_ok_and(|s| s.flags & NON_BLOCKING == 0),
+            StreamKey::PerThread(..) | StreamKey::Legacy(_) => true,
+        };
+        state.captures.check_legacy_use(current, blocking)?;
         (
             builtin.legacy.entry(current).or_default().clone(),
             Ordering::Legacy,
+            StreamKey::Legacy(current),
         )
     };
     Ok(Target {
         device: current,
+        key,
         queue,
         ordering,
     })
 }
 
 /// Queues `job` on `target`, after the legacy stream's work for a blocking stream and after
-/// every blocking stream's work of the device for the legacy stream.
-pub(crate) fn submit(state: &State, target: &Target, job: Job) -> Result<(), Fault> {
+/// every blocking stream's work of the device for the legacy stream. On a capturing stream the
+/// job becomes a node of the capture's graph instead, and does not run.
+pub(crate) fn submit(state: &mut State, target: &Target, job: Job) -> Result<(), Fault> {
+    if state.captures.capture_work(target.key)? {
+        return Ok(());
+    }
     let mut waits: Vec<Marker> = Vec::new();
     match target.ordering {
         Ordering::NonBlocking => {}
@@ -144,7 +168,7 @@ pub(crate) fn submit(state: &State, target: &Target, job: Job) -> Result<(), Fau
 
 /// A marker for "everything queued on `target` so far", legacy ordering included: what
 /// synchronizing the stream waits for.
-pub(crate) fn fence(state: &State, target: &Target) -> Result<Marker, Fault> {
+pub(crate) fn fence(state: &mut State, target: &Target) -> Result<Marker, Fault> {
     submit(state, target, Box::new(|| {}))?;
     Ok(target.queue.marker())
 }

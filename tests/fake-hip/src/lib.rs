@@ -27,6 +27,8 @@ pub mod device;
 #[cfg(feature = "runtime")]
 pub mod error;
 #[cfg(feature = "runtime")]
+pub mod graph;
+#[cfg(feature = "runtime")]
 pub mod memory;
 mod platform;
 

@@ -62,6 +62,46 @@ pub(crate) static HIP: Platform = Platform {
             c"an illegal memory access was encountered",
         ),
         row(801, c"hipErrorNotSupported", c"operation not supported"),
+        row(
+            900,
+            c"hipErrorStreamCaptureUnsupported",
+            c"operation not permitted when stream is capturing",
+        ),
+        row(
+            901,
+            c"hipErrorStreamCaptureInvalidated",
+            c"operation failed due to a previous error during capture",
+        ),
+        row(
+            902,
+            c"hipErrorStreamCaptureMerge",
+            c"operation would result in a merge of separate capture sequences",
+        ),
+        row(
+            903,
+            c"hipErrorStreamCaptureUnmatched",
+            c"capture was not ended in the same stream as it began",
+        ),
+        row(
+            904,
+            c"hipErrorStreamCaptureUnjoined",
+            c"capturing stream has unjoined work",
+        ),
+        row(
+            905,
+            c"hipErrorStreamCaptureIsolation",
+            c"dependency created on uncaptured work in another stream",
+        ),
+        row(
+            906,
+            c"hipErrorStreamCaptureImplicit",
+            c"operation would make the legacy stream depend on a capturing blocking stream",
+        ),
+        row(
+            908,
+            c"hipErrorStreamCaptureWrongThread",
+            c"attempt to terminate a thread-local capture sequence from another thread",
+        ),
         row(999, c"hipErrorUnknown", c"unknown error"),
     ],
     // HIP names every code it does not know hipErrorUnknown.

@@ -53,6 +53,8 @@ pub struct Calls {
     pub(crate) stream_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,
     pub(crate) stream_synchronize: Call<unsafe extern "C" fn(Handle) -> Status>,
     pub(crate) stream_wait_event: Call<unsafe extern "C" fn(Handle, Handle, c_uint) -> Status>,
+    pub(crate) stream_is_capturing:
+        Option<Call<unsafe extern "C" fn(Handle, *mut c_int) -> Status>>,
     pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
     pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
     pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,

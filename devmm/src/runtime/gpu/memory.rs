@@ -249,6 +249,18 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         let ordered = self.stream_ordered();
         if ordered {
             stream.check_device(self.device)?;
+            stream.check_usable_here("a stream-ordered allocation")?;
+        } else if stream.is_capturing()? {
+            // The driver fails a synchronous allocation during a capture and
+            // invalidates the capture: refuse before the call.
+            return Err(Error::StreamCapture {
+                device: stream.device(),
+                operation: format!("allocating {nbytes} bytes from {self:?}"),
+                reason: "the allocator is not stream-ordered, so the graph cannot record it; \
+                         allocate before the capture begins, or from a stream-ordered resource \
+                         (whose allocations become graph nodes)"
+                    .into(),
+            });
         }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
@@ -269,6 +281,18 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         })?;
         if null {
             return Ok(());
+        }
+        if stream.is_capturing()? {
+            // A free recorded into the graph would run at every launch, and
+            // a synchronous free fails and invalidates the capture.
+            return Err(Error::StreamCapture {
+                device: stream.device(),
+                operation: format!("freeing {nbytes} bytes of {self:?}"),
+                reason: "the memory was not allocated by the graph and its work may still read \
+                         it; free it after the capture ends, or on a stream that is not \
+                         capturing"
+                    .into(),
+            });
         }
         let handle = if !self.stream_ordered() {
             0

@@ -175,7 +175,21 @@ impl<P: Platform> GpuRuntime<P> {
     ) -> Result<()> {
         let device = stream.device();
         self.check(device)?;
+        stream.check_usable_here("a copy")?;
         let _active = device::activate(&self.driver, device)?;
+        if kind != CopyKind::DeviceToDevice
+            && nbytes > 0
+            && result::stream::is_capturing(&self.driver, device, stream.handle())?
+        {
+            return Err(Error::StreamCapture {
+                device,
+                operation: format!("a {nbytes}-byte copy touching host memory"),
+                reason: "the graph would read or write host memory devmm only vouches for \
+                         during this call, at every launch; copy before the capture begins or \
+                         after it ends, or on a stream that is not capturing"
+                    .into(),
+            });
+        }
         if kind == CopyKind::Default && nbytes > 0 && !self.unified_addressing(device)? {
             return Err(Error::InvalidArgument {
                 reason: format!(
@@ -544,8 +558,9 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             // The driver's copies may not overlap and the trait's
             // host-to-host copy may (memmove): after the stream's queued
             // work, on the host. Disjoint ranges go to the driver, which
-            // refuses device memory named as host memory.
-            crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())?;
+            // refuses device memory named as host memory. Through the stream:
+            // another thread's per-thread stream is waited for by the device.
+            stream.synchronize()?;
             // SAFETY: the caller guarantees both host ranges.
             unsafe { crate::copy::host_to_host(dst, src, nbytes) };
             return Ok(());

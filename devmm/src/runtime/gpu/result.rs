@@ -288,6 +288,28 @@ pub(crate) mod stream {
         check(driver, call.name, status, Some(device))
     }
 
+    /// Whether `handle` is capturing a graph (`*StreamIsCapturing`): an
+    /// invalidated capture counts, as the stream is still in capture mode.
+    /// `false` where the library has no capture (nothing can capture).
+    pub(crate) fn is_capturing<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        handle: usize,
+    ) -> Result<bool> {
+        let Some(call) = driver.roles().stream_is_capturing else {
+            return Ok(false);
+        };
+        let mut status: c_int = 0;
+        // SAFETY: `handle` is a stream of this device; `status` is a valid
+        // out-parameter for the call.
+        let status_code = unsafe { (call.f)(handle as *mut c_void, &mut status) };
+        check(driver, call.name, status_code, Some(device))?;
+        Ok(status != CAPTURE_STATUS_NONE)
+    }
+
+    /// `cudaStreamCaptureStatusNone` / `hipStreamCaptureStatusNone`.
+    const CAPTURE_STATUS_NONE: c_int = 0;
+
     /// A timing-free event on the current device, which must be `device`.
     pub(crate) fn create_event<P: Platform>(driver: &Driver<P>, device: Device) -> Result<usize> {
         let call = driver.roles().event_create_with_flags;

@@ -255,11 +255,13 @@ pub unsafe fn mem_pool_set_attribute(
 }
 
 /// `cudaDeviceSynchronize(void)`: blocks until the work queued so far on every stream has run
-/// (the fake does not tell devices apart here: waiting for more is still correct).
+/// (the fake does not tell devices apart here: waiting for more is still correct). Refused
+/// while a stream of the device captures: its captured work is not there to wait for.
 pub fn device_synchronize(platform: &'static Platform, name: &'static str) -> c_int {
     let mut pending = Vec::new();
     let code = Call::new(platform, name).run(|state, _| {
-        state.devices.current_with_context()?;
+        let device = state.devices.current_with_context()?;
+        state.captures.check_device_synchronize(device)?;
         pending = crate::stream::all_work(state);
         Ok(())
     });

@@ -45,6 +45,7 @@ pub unsafe fn event_create(
                 device,
                 recorded_on: None,
                 marker: None,
+                captured: None,
             });
             out.set(handle::to_ptr(created));
             args.note("device", device);
@@ -70,11 +71,14 @@ pub fn event_record(
             if event_device != target.device {
                 return Err(Fault::InvalidHandle);
             }
-            // The event completes when the work queued so far (legacy ordering included) has run.
+            // The event completes when the work queued so far (legacy ordering included) has
+            // run; on a capturing stream it stands for the captured work instead.
             let marker = stream::fence(state, &target)?;
+            let captured = state.captures.record(target.key);
             let recorded = state.events.get_mut(event as usize)?;
             recorded.recorded_on = Some(stream as usize);
-            recorded.marker = Some(marker);
+            recorded.marker = captured.is_none().then_some(marker);
+            recorded.captured = captured;
             Ok(())
         })
 }

@@ -49,6 +49,8 @@ pub unsafe fn malloc(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
+            // Not stream-ordered: a capture cannot record it.
+            state.captures.check_unsafe_call()?;
             let device = state.devices.current_with_context()?;
             allocate(state, args, out, Kind::Device, size, Some(device))
         })
@@ -97,6 +99,8 @@ pub unsafe fn malloc_host(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
+            // Not stream-ordered: a capture cannot record it.
+            state.captures.check_unsafe_call()?;
             if flags & !platform.host_alloc_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
@@ -122,6 +126,8 @@ pub unsafe fn malloc_managed(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
+            // Not stream-ordered: a capture cannot record it.
+            state.captures.check_unsafe_call()?;
             if !platform.managed_flags.contains(&flags) {
                 return Err(Fault::InvalidValue);
             }
@@ -148,6 +154,7 @@ fn free_synchronously(
     let code = Call::new(platform, name)
         .arg_hex("ptr", ptr as usize)
         .run(|state, _| {
+            state.captures.check_unsafe_call()?;
             freed = release(state, ptr, kinds)?;
             pending = stream::all_work(state);
             Ok(())
@@ -171,6 +178,13 @@ pub fn free_async(
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
             let target = stream::resolve(state, platform, stream)?;
+            if state.captures.status(target.key) != crate::capture::STATUS_NONE {
+                // A free node of a graph frees only memory the graph allocated.
+                let key = target.key;
+                return Err(state
+                    .captures
+                    .refuse_on(key, crate::capture::CaptureFault::Unsupported));
+            }
             if let Some(allocation) = release(state, ptr, DEVICE_KINDS)? {
                 // The block is poisoned when the stream reaches the free, not before.
                 stream::submit(
@@ -211,6 +225,7 @@ pub unsafe fn memcpy(
         .arg("count", count)
         .arg("kind", kind)
         .run(|state, _| {
+            state.captures.check_unsafe_call()?;
             // The synchronous copy runs on the legacy stream and returns when it is done.
             let legacy = stream::resolve(state, platform, std::ptr::null_mut())?;
             // SAFETY: this function's contract.

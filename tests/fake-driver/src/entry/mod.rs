@@ -50,6 +50,7 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
     ("stream_destroy", "stream::stream_destroy"),
     ("stream_synchronize", "stream::stream_synchronize"),
     ("stream_wait_event", "stream::stream_wait_event"),
+    ("stream_is_capturing", "stream::is_capturing"),
     ("event_create_with_flags", "event::event_create"),
     ("event_record", "event::event_record"),
     ("event_destroy", "event::event_destroy"),

@@ -13,6 +13,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::call::Call;
+use crate::capture::{self, CaptureFault};
 use crate::handle;
 use crate::out::Out;
 use crate::platform::{Fault, Platform};
@@ -81,6 +82,11 @@ pub fn stream_synchronize(
         .arg_hex("stream", stream as usize)
         .run(|state, _| {
             let target = stream::resolve(state, platform, stream)?;
+            if state.captures.status(target.key) != capture::STATUS_NONE {
+                // Captured work has not run and will not: there is nothing to wait for.
+                let key = target.key;
+                return Err(state.captures.refuse_on(key, CaptureFault::Unsupported));
+            }
             done = Some(stream::fence(state, &target)?);
             Ok(())
         });
@@ -92,6 +98,9 @@ pub fn stream_synchronize(
 
 /// `cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)`. The log
 /// line also names the stream the event was last recorded on (`recorded_on=none` if never).
+/// Under stream capture, the capture rules decide (see the crate docs): a wait on a captured
+/// event joins the stream to its capture; a capturing stream may wait on an event recorded
+/// outside its capture only with the external flag (`cudaEventWaitExternal`).
 pub fn stream_wait_event(
     platform: &'static Platform,
     name: &'static str,
@@ -113,10 +122,97 @@ pub fn stream_wait_event(
                 Some(recorded_on) => args.note_hex("recorded_on", recorded_on),
                 None => args.note("recorded_on", "none"),
             }
+            let (marker, captured) = (waited.marker.clone(), waited.captured);
+            let external = flags & WAIT_EXTERNAL != 0 && platform.wait_flags & WAIT_EXTERNAL != 0;
+            if state.captures.wait(target.key, captured, external)? {
+                return Ok(());
+            }
             // Later work on the stream waits for the work the event captured.
-            if let Some(marker) = waited.marker.clone() {
+            if let Some(marker) = marker {
                 stream::submit(state, &target, Box::new(move || marker.wait()))?;
             }
             Ok(())
         })
+}
+
+/// `cudaEventWaitExternal`: the wait is an external event node of the capture.
+const WAIT_EXTERNAL: u32 = 0x1;
+
+/// `cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)`: the stream's
+/// work is captured from now on. Not on the legacy stream, nor on a stream already capturing.
+pub fn begin_capture(
+    platform: &'static Platform,
+    name: &'static str,
+    stream: *mut c_void,
+    mode: c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("stream", stream as usize)
+        .arg("mode", mode)
+        .run(|state, _| {
+            let mode = capture::Mode::from_raw(mode)?;
+            let target = stream::resolve(state, platform, stream)?;
+            state.captures.begin(target.key, target.device, mode)
+        })
+}
+
+/// `cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph)`: ends the capture begun on
+/// `stream` (its joined streams leave it too) and writes the graph, or null with the error of
+/// an invalidated or unjoined capture.
+///
+/// # Safety
+/// `graph` is null or valid for a write.
+pub unsafe fn end_capture(
+    platform: &'static Platform,
+    name: &'static str,
+    stream: *mut c_void,
+    graph: *mut *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("stream", stream as usize)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(graph) }?;
+            let target = stream::resolve(state, platform, stream)?;
+            if let Err(fault) = state.captures.end(target.key) {
+                out.set(std::ptr::null_mut());
+                return Err(fault);
+            }
+            let made = state.graphs.insert(());
+            out.set(handle::to_ptr(made));
+            args.note_hex("graph", made);
+            Ok(())
+        })
+}
+
+/// `cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus)`:
+/// none 0, active 1, invalidated 2. Asking about the legacy stream while a blocking stream
+/// of its device captures is refused, as any use of it is.
+///
+/// # Safety
+/// `status` is null or valid for a write.
+pub unsafe fn is_capturing(
+    platform: &'static Platform,
+    name: &'static str,
+    stream: *mut c_void,
+    status: *mut c_int,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("stream", stream as usize)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(status) }?;
+            let target = stream::resolve(state, platform, stream)?;
+            let answer = state.captures.status(target.key);
+            out.set(answer);
+            args.note("status", answer);
+            Ok(())
+        })
+}
+
+/// `cudaGraphDestroy(cudaGraph_t graph)`: the handle is invalid afterwards.
+pub fn graph_destroy(platform: &'static Platform, name: &'static str, graph: *mut c_void) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("graph", graph as usize)
+        .run(|state, _| state.graphs.remove(graph as usize))
 }
