@@ -319,14 +319,22 @@ fn device_count_and_memory_info(p: &'static Platform) {
         assert_eq!(rt.device_count().unwrap(), 2);
         let reopened = (p.load)(u.fake_path()).unwrap();
         assert_eq!(reopened.device_count().unwrap(), 3);
+        // A library that finds no device (`*GetDeviceCount` answers
+        // no-device, as Debian's HIP does without /dev/kfd) cannot run
+        // anything here: the runtime is unavailable, and says why.
         assert_eq!(fake.set_device_count(0), 0);
-        let reopened = (p.load)(u.fake_path()).unwrap();
+        let Err(Error::RuntimeUnavailable { name, reason }) = (p.load)(u.fake_path()) else {
+            panic!("a runtime without a device loaded as available");
+        };
+        assert_eq!(name, p.runtime);
+        let no_device = format!("{}ErrorNoDevice (100)", p.prefix);
+        assert!(reason.contains(&no_device), "{reason}");
+        assert!(reason.contains("no device"), "{reason}");
         assert_eq!(
-            reopened.device_count().unwrap(),
+            fake.last_error(),
             0,
-            "no device is zero devices, not an error"
+            "the no-device status is not left behind"
         );
-        assert!(reopened.devices().unwrap().is_empty());
     }
 }
 

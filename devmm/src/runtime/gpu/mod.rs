@@ -57,7 +57,8 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const DEVICE_TYPES: &'static [DeviceType];
     /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
     const ERROR_OUT_OF_MEMORY: Status;
-    /// `cudaErrorNoDevice` / `hipErrorNoDevice`: zero devices, not a failure.
+    /// `cudaErrorNoDevice` / `hipErrorNoDevice`: no device here, so the
+    /// runtime is unavailable.
     const ERROR_NO_DEVICE: Status;
     /// What the device count answers when the library has no driver: the
     /// runtime is unavailable.
@@ -223,25 +224,16 @@ impl<P: Platform> GpuRuntime<P> {
         GpuRuntime::from_driver(driver)
     }
 
-    /// Counts the devices, which also tells a library without a driver
-    /// behind it (a container with the CUDA runtime but no GPU driver) from
-    /// a usable one.
+    /// Counts the devices, which also tells whether the library can run
+    /// anything here (see [`runnable_devices`](Self::runnable_devices)): a
+    /// library that cannot is an unavailable runtime that says why.
     fn from_driver(driver: Driver<P>) -> Result<Arc<GpuRuntime<P>>> {
         let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
-        let device_count = match result::device::count(&driver) {
-            Ok(count) => count,
-            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
-                return Err(Error::RuntimeUnavailable {
-                    name: P::RUNTIME.into(),
-                    reason: format!(
-                        "{} loads, but there is no usable driver behind it: {source}; \
-                         install or update the GPU driver, or use another runtime",
-                        driver.path().to_string_lossy()
-                    ),
-                });
-            }
-            Err(other) => return Err(other),
-        };
+        let device_count =
+            Self::runnable_devices(&driver).map_err(|why| Error::RuntimeUnavailable {
+                name: P::RUNTIME.into(),
+                reason: format!("{} loads, but {why}", driver.path().to_string_lossy()),
+            })?;
         let driver = Arc::new(driver);
         Ok(Arc::new_cyclic(|me| GpuRuntime {
             me: Weak::clone(me),
@@ -253,6 +245,34 @@ impl<P: Platform> GpuRuntime<P> {
             pool_release_threshold,
             pools_configured: Mutex::default(),
         }))
+    }
+
+    /// The devices of a loaded library, or why it cannot run one here: no
+    /// driver behind it (a container with the CUDA runtime but no GPU
+    /// driver, a CUDA 13 runtime over a CUDA 12 driver), or no device (HIP
+    /// without an AMD kernel driver answers no-device). One rule for every
+    /// runtime: a runtime without a device to run is unavailable, so
+    /// `available_runtimes()` and `devmm info` agree on it.
+    fn runnable_devices(driver: &Driver<P>) -> std::result::Result<usize, String> {
+        match result::device::count(driver) {
+            Ok(0) => Err(
+                "it reports no device; check that a GPU and its kernel driver \
+                 are present, or use another runtime"
+                    .into(),
+            ),
+            Ok(count) => Ok(count),
+            Err(Error::Driver { source, .. }) if source.code == P::ERROR_NO_DEVICE => Err(format!(
+                "it finds no device here: {source}; check that a GPU and its kernel driver \
+                     are present, or use another runtime"
+            )),
+            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
+                Err(format!(
+                    "there is no usable driver behind it: {source}; install or update the GPU \
+                     driver, or use another runtime"
+                ))
+            }
+            Err(other) => Err(format!("it cannot count its devices: {other}")),
+        }
     }
 
     /// Whether the driver library can be opened (no table is resolved);
