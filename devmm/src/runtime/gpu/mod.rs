@@ -125,6 +125,9 @@ pub struct GpuRuntime<P: Platform> {
     driver: Arc<Driver<P>>,
     /// Read once, at load: devices do not come and go under a process.
     device_count: usize,
+    /// Every library discovery tried, with its outcome (empty when the
+    /// library was named).
+    discovery: Vec<String>,
     defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
     /// One event per device, recorded again for every hand-off.
     events: Mutex<HashMap<Device, usize>>,
@@ -200,13 +203,19 @@ impl<P: Platform> GpuRuntime<P> {
     }
 
     /// The process-wide runtime, loading the driver on first use (the
-    /// path in the platform's environment override, or its library names).
+    /// path in the platform's environment override, or else the first of
+    /// its libraries that can run a device here: one that loads but cannot
+    /// is passed over, and [`library_discovery`](DeviceRuntime::library_discovery)
+    /// says so).
     pub fn load() -> Result<Arc<GpuRuntime<P>>> {
         let mut slot = P::shared_slot().lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rt) = slot.as_ref() {
             return Ok(Arc::clone(rt));
         }
-        let rt = GpuRuntime::from_driver(Driver::open(P::RUNTIME, &P::SEARCH)?)?;
+        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
+        let (driver, device_count, discovery) =
+            Driver::open_runnable(P::RUNTIME, &P::SEARCH, Self::runnable_devices)?;
+        let rt = GpuRuntime::new(driver, device_count, discovery, pool_release_threshold);
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
@@ -220,31 +229,41 @@ impl<P: Platform> GpuRuntime<P> {
     /// assert!(err.to_string().contains("cannot load /nonexistent/libamdhip64.so"));
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
-        let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
-        GpuRuntime::from_driver(driver)
-    }
-
-    /// Counts the devices, which also tells whether the library can run
-    /// anything here (see [`runnable_devices`](Self::runnable_devices)): a
-    /// library that cannot is an unavailable runtime that says why.
-    fn from_driver(driver: Driver<P>) -> Result<Arc<GpuRuntime<P>>> {
         let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
+        let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
+        // A library that cannot run here is an unavailable runtime that says why.
         let device_count =
             Self::runnable_devices(&driver).map_err(|why| Error::RuntimeUnavailable {
                 name: P::RUNTIME.into(),
                 reason: format!("{} loads, but {why}", driver.path().to_string_lossy()),
             })?;
+        Ok(GpuRuntime::new(
+            driver,
+            device_count,
+            Vec::new(),
+            pool_release_threshold,
+        ))
+    }
+
+    /// A runtime over a driver that found `device_count` devices.
+    fn new(
+        driver: Driver<P>,
+        device_count: usize,
+        discovery: Vec<String>,
+        pool_release_threshold: u64,
+    ) -> Arc<GpuRuntime<P>> {
         let driver = Arc::new(driver);
-        Ok(Arc::new_cyclic(|me| GpuRuntime {
+        Arc::new_cyclic(|me| GpuRuntime {
             me: Weak::clone(me),
             driver,
             device_count,
+            discovery,
             defaults: Mutex::default(),
             events: Mutex::default(),
             unified: Mutex::default(),
             pool_release_threshold,
             pools_configured: Mutex::default(),
-        }))
+        })
     }
 
     /// The devices of a loaded library, or why it cannot run one here: no
@@ -632,6 +651,10 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
 
     fn library_file(&self) -> Option<String> {
         Some(self.library_path().to_string_lossy().into_owned())
+    }
+
+    fn library_discovery(&self) -> &[String] {
+        &self.discovery
     }
 
     fn library_versions(&self) -> Result<Option<super::LibraryVersions>> {
