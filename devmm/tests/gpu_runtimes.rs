@@ -20,9 +20,11 @@ use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
 use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
-    Device, DeviceRuntime, DeviceType, Error, MemoryResource, StatisticsAdaptor, StreamSentinel,
+    Device, DeviceBuffer, DeviceRuntime, DeviceType, Error, MallocMemoryResource, MemoryResource,
+    StatisticsAdaptor, Stream, StreamSentinel,
 };
 use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
+use support::fork::in_forked_child;
 
 type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
 type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
@@ -1061,6 +1063,81 @@ fn missing_library_is_runtime_unavailable(p: &'static Platform) {
     }
 }
 
+/// fork() after the runtime started (issue 29, defect 4): the runtime
+/// belongs to the process that started it, so in a forked child devmm
+/// refuses every GPU call before it reaches the driver, with an error that
+/// says so and names the `spawn` start method; memory the child inherited
+/// is left to the parent (dropping it calls nothing); CPU memory works;
+/// and the parent goes on as before. On hardware this is the check that
+/// the child never touches the parent's GPU state (the fake also counts
+/// the calls).
+fn a_child_forked_after_the_runtime_started_is_refused(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = p.dev(0);
+    let mr = rt.default_resource(dev).unwrap();
+    let stream = rt.default_stream(dev).unwrap();
+    let inherited = DeviceBuffer::new(4096, Arc::clone(&mr), &stream).unwrap();
+    let data: Vec<u8> = (0..=255).cycle().take(4096).collect();
+    // SAFETY: `inherited` is a live 4096-byte buffer of `dev`.
+    unsafe { rt.copy_host_to_device(inherited.ptr(), &data, &stream) }.unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let child = in_forked_child(|| {
+        let err = mr.allocate(64, &stream).unwrap_err();
+        let Error::ForkedAfterStart {
+            ref runtime,
+            device,
+            ..
+        } = err
+        else {
+            panic!("expected the fork error, got {err:?}");
+        };
+        assert_eq!((runtime.as_str(), device), (p.runtime, dev));
+        let text = err.to_string();
+        assert!(text.contains("fork"), "{text}");
+        assert!(text.contains("`spawn` start method"), "{text}");
+        for refused in [
+            rt.memory_info(dev).map(drop),
+            rt.create_stream(dev).map(drop),
+            stream.synchronize(),
+        ] {
+            let err = refused.unwrap_err();
+            assert!(matches!(err, Error::ForkedAfterStart { .. }), "{err:?}");
+        }
+        // Inherited memory is the parent's: dropping it frees nothing.
+        // SAFETY: the child's copy of `inherited` is dropped only here: the
+        // closure borrows it, and the child `_exit`s right after.
+        drop(unsafe { std::ptr::read(&inherited) });
+        let cpu = MallocMemoryResource::new();
+        let ptr = cpu.allocate(64, &Stream::cpu()).unwrap();
+        // SAFETY: allocated just above, freed once.
+        unsafe { cpu.deallocate(ptr, 64, &Stream::cpu()) }.unwrap();
+        if let Some(fake) = u.fake() {
+            assert_eq!(
+                fake.call_log(),
+                Vec::<String>::new(),
+                "the child called the driver"
+            );
+        }
+    });
+    assert_eq!(child, Ok(()), "the forked child");
+    if let Some(fake) = u.fake() {
+        assert!(fake.call_log().is_empty(), "{:?}", fake.call_log());
+    }
+    let mut back = vec![0u8; 4096];
+    // SAFETY: `inherited` is still live in this process.
+    unsafe { rt.copy_device_to_host(&mut back, inherited.ptr(), &stream) }.unwrap();
+    assert_eq!(back, data, "the parent's memory is intact");
+    drop(inherited);
+    let ptr = mr.allocate(64, &stream).unwrap();
+    // SAFETY: allocated just above, freed once.
+    unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    u.assert_no_leaks();
+}
+
 macro_rules! platform_tests {
     ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -1094,6 +1171,7 @@ macro_rules! suite {
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
             missing_library_is_runtime_unavailable,
+            a_child_forked_after_the_runtime_started_is_refused,
         );
     )*};
 }

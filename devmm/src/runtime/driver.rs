@@ -12,6 +12,7 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 use super::discovery::{self, SearchPath};
+use super::fork::Owner;
 
 /// What a generated function table provides; implemented only by the code
 /// devmm-codegen emits into `OUT_DIR`.
@@ -56,6 +57,9 @@ pub(crate) struct Driver<T: DriverTable> {
     table: T,
     roles: T::Roles,
     path: OsString,
+    /// The process the library was started in (its first call follows the
+    /// load), whose runtime it is.
+    owner: Owner,
     // Dropped after `table` is no longer reachable: every holder of the
     // table holds the `Driver`.
     _library: libloading::Library,
@@ -205,6 +209,7 @@ impl<T: DriverTable> Driver<T> {
             roles: table.roles(),
             table,
             path,
+            owner: Owner::here(),
             _library: library,
         })
     }
@@ -225,6 +230,11 @@ impl<T: DriverTable> Driver<T> {
     /// The entry points by role, resolved once at load.
     pub(crate) fn roles(&self) -> &T::Roles {
         &self.roles
+    }
+
+    /// The process the library was started in.
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
     }
 
     /// The path or name the library was opened by.

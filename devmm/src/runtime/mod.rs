@@ -10,6 +10,7 @@ pub mod cuda;
 mod description;
 mod discovery;
 mod driver;
+mod fork;
 mod gpu;
 mod registry;
 pub mod rocm;

@@ -22,6 +22,8 @@
 //!   `FAKE_DRIVER_NO_DRIVER=<file name>` for the copy loaded under that name) fails every
 //!   status call with insufficient-driver (35); a device without pools (`fake_set_pools`,
 //!   `FAKE_DRIVER_NO_POOLS=1`) fails `*MallocAsync` with not-supported (801);
+//! - the runtime belongs to the process that made its first call: in a process forked after
+//!   that, every status call fails with the initialisation error (3) and touches nothing;
 //! - every call taking a stream or freeing device memory checks it belongs to the current
 //!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`).
 //!

@@ -82,6 +82,9 @@ pub(crate) struct State {
     pub(crate) injections: Injections,
     /// `(runtime, driver)` set by `fake_set_version`; `None` means the platform's default.
     pub(crate) versions: Option<(c_int, c_int)>,
+    /// The process that initialised the library (made its first status call): the runtime
+    /// belongs to it, and a process forked from it gets the initialisation error.
+    pub(crate) owner: Option<u32>,
 }
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);

@@ -350,9 +350,11 @@ impl<P: Platform> GpuRuntime<P> {
         }
     }
 
-    /// Checks that the runtime serves `device` and that it exists.
+    /// Checks that the runtime serves `device`, that it exists, and that
+    /// this process is the one the runtime started in.
     pub(crate) fn check(&self, device: Device) -> Result<()> {
-        device::check::<P>(self.device_count, device)
+        device::check::<P>(self.device_count, device)?;
+        self.driver.owner().check(P::RUNTIME, device)
     }
 
     /// A stream over a handle the caller keeps alive; the per-thread
