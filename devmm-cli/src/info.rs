@@ -41,7 +41,7 @@ struct RuntimeEntry {
     /// The runtime library's version (`13.0`), for runtimes over one.
     #[serde(skip_serializing_if = "Option::is_none")]
     runtime_version: Option<String>,
-    /// The driver's version.
+    /// The kernel driver's version, where one answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     driver_version: Option<String>,
     /// Every vendor library tried, `path (outcome)`, the one used last
@@ -105,7 +105,7 @@ fn collect() -> InfoReport {
             Err(e) => (None, Some(format!("cannot read versions: {e}"))),
         };
         let (runtime_version, driver_version) = match versions {
-            Some(v) => (Some(v.runtime), Some(v.driver)),
+            Some(v) => (Some(v.runtime), v.driver),
             None => (None, None),
         };
         match rt.devices() {

@@ -1277,6 +1277,43 @@ fn rocm_stream_sentinels_and_dlpack_stream_values() {
     }
 }
 
+/// A driver version appears only where a kernel driver answered (issue 29,
+/// defect 8): CUDA's `cudaDriverGetVersion` is the driver's answer (0 when
+/// none is installed); HIP's `hipDriverGetVersion` is HIP's own version on
+/// AMD, so ROCm's driver version is the amdgpu kernel module's, where it
+/// says one.
+#[test]
+fn a_driver_version_appears_only_where_a_kernel_driver_answered() {
+    if CUDA.on_hardware() || ROCM.on_hardware() {
+        return skipped_on_hardware("reads the fakes' versions");
+    }
+    let u = Under::new(&CUDA);
+    let versions = u.rt.library_versions().unwrap().expect("CUDA has versions");
+    assert_eq!(
+        (versions.driver.as_deref(), versions.driver_code),
+        (Some("12.4"), Some(12040))
+    );
+    u.fake().unwrap().set_version(12040, 0);
+    let none = CudaRuntime::open(u.fake_path().unwrap()).unwrap();
+    let versions = none.library_versions().unwrap().expect("CUDA has versions");
+    assert_eq!(versions.runtime, "12.4");
+    assert_eq!((versions.driver, versions.driver_code), (None, None));
+    drop(u);
+
+    let u = Under::new(&ROCM);
+    let versions = u.rt.library_versions().unwrap().expect("HIP has versions");
+    assert_eq!(versions.runtime, "6.2.41133");
+    let amdgpu = std::fs::read_to_string("/sys/module/amdgpu/version")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    assert_eq!(
+        versions.driver, amdgpu,
+        "HIP's own version is not the kernel driver's"
+    );
+    assert_eq!(versions.driver_code, None);
+}
+
 #[test]
 fn versions_and_library_path() {
     if CUDA.on_hardware() {

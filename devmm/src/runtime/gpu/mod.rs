@@ -78,6 +78,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// A version as the platform writes it (CUDA `13000` is `13.0`).
     fn version_text(encoded: i32) -> String;
 
+    /// The kernel driver's version and its encoded form, where a kernel
+    /// driver answered, given what the library's `*DriverGetVersion` said.
+    fn kernel_driver_version(library_answer: i32) -> Option<(String, Option<i32>)>;
+
     /// Whether the device `ordinal` has an active primary context, where
     /// the library can tell (`cuDevicePrimaryCtxGetState`): making a device
     /// without one current creates it, which the activation guard avoids.
@@ -661,11 +665,15 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
 
     fn library_versions(&self) -> Result<Option<super::LibraryVersions>> {
         let (runtime, driver) = self.versions()?;
+        let (driver, driver_code) = match P::kernel_driver_version(driver) {
+            Some((text, code)) => (Some(text), code),
+            None => (None, None),
+        };
         Ok(Some(super::LibraryVersions::new(
             P::version_text(runtime),
             runtime,
-            P::version_text(driver),
             driver,
+            driver_code,
         )))
     }
 }
