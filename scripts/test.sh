@@ -24,7 +24,7 @@ fi
 
 step "set-up: Debian's HIP runtime without an AMD kernel driver, for devmm info's ROCm test"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-    && ! ldconfig -p | grep -q 'libamdhip64\.so\.5 '; then
+    && ! ldconfig -p | grep 'libamdhip64\.so\.5 ' >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libamdhip64-5 >/dev/null
 fi
