@@ -96,13 +96,8 @@ impl<T: DriverTable> Driver<T> {
                     ));
                 }
             };
-            return match runnable(&driver) {
-                Ok(answer) => Ok((driver, answer, Vec::new())),
-                Err(why) => Err(unavailable::<T>(
-                    runtime,
-                    format!("{} loads, but {why}", driver.path().to_string_lossy()),
-                )),
-            };
+            let (driver, answer) = driver.check_runnable(runtime, runnable)?;
+            return Ok((driver, answer, Vec::new()));
         }
         let mut tried = Vec::new();
         // The loader's handles of the libraries tried: a library already
@@ -166,6 +161,22 @@ impl<T: DriverTable> Driver<T> {
             Err(e) => Err(unavailable::<T>(
                 runtime,
                 format!("cannot load {}: {e}", path.to_string_lossy()),
+            )),
+        }
+    }
+
+    /// This driver and `runnable`'s answer, or, for a library that cannot
+    /// run here, an unavailable runtime that says why.
+    pub(crate) fn check_runnable<R>(
+        self,
+        runtime: &str,
+        runnable: impl FnOnce(&Driver<T>) -> std::result::Result<R, String>,
+    ) -> Result<(Driver<T>, R)> {
+        match runnable(&self) {
+            Ok(answer) => Ok((self, answer)),
+            Err(why) => Err(unavailable::<T>(
+                runtime,
+                format!("{} loads, but {why}", self.path.to_string_lossy()),
             )),
         }
     }

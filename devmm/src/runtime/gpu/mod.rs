@@ -234,13 +234,8 @@ impl<P: Platform> GpuRuntime<P> {
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
         let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
-        let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
-        // A library that cannot run here is an unavailable runtime that says why.
-        let device_count =
-            Self::runnable_devices(&driver).map_err(|why| Error::RuntimeUnavailable {
-                name: P::RUNTIME.into(),
-                reason: format!("{} loads, but {why}", driver.path().to_string_lossy()),
-            })?;
+        let (driver, device_count) = Driver::open_path(P::RUNTIME, path.as_ref())?
+            .check_runnable(P::RUNTIME, Self::runnable_devices)?;
         Ok(GpuRuntime::new(
             driver,
             device_count,
