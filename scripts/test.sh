@@ -22,6 +22,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+step "set-up: Debian's HIP runtime without an AMD kernel driver, for devmm info's ROCm test"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+    && ! ldconfig -p | grep 'libamdhip64\.so\.5 ' >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libamdhip64-5 >/dev/null
+fi
+
 step "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -35,6 +42,9 @@ cargo test -p devmm --features cudarc --doc --locked interop
 # dlpark both ways, Vec through allocator-api2 (tests and the module docs).
 cargo test -p devmm --features dlpark,allocator-api2 --locked --test interop_features
 cargo test -p devmm --features dlpark,allocator-api2 --doc --locked interop
+# ROCm over Debian's HIP runtime is unavailable, with its reason (prints
+# why it is skipped where the package could not be installed).
+cargo test -p devmm-cli --locked --test debian_hip -- --nocapture
 # The benchmarks build in the test profile and run each workload once
 # (the figures come from `cargo bench`, never from tests).
 cargo test -p devmm --benches --locked

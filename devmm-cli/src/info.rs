@@ -41,9 +41,13 @@ struct RuntimeEntry {
     /// The runtime library's version (`13.0`), for runtimes over one.
     #[serde(skip_serializing_if = "Option::is_none")]
     runtime_version: Option<String>,
-    /// The driver's version.
+    /// The kernel driver's version, where one answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     driver_version: Option<String>,
+    /// Every vendor library tried, `path (outcome)`, the one used last
+    /// (a library that failed to load or cannot run is passed over).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    discovery: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -91,6 +95,7 @@ fn collect() -> InfoReport {
                     library: None,
                     runtime_version: None,
                     driver_version: None,
+                    discovery: Vec::new(),
                 });
                 continue;
             }
@@ -100,7 +105,7 @@ fn collect() -> InfoReport {
             Err(e) => (None, Some(format!("cannot read versions: {e}"))),
         };
         let (runtime_version, driver_version) = match versions {
-            Some(v) => (Some(v.runtime), Some(v.driver)),
+            Some(v) => (Some(v.runtime), v.driver),
             None => (None, None),
         };
         match rt.devices() {
@@ -113,6 +118,7 @@ fn collect() -> InfoReport {
                     library: rt.library_file(),
                     runtime_version,
                     driver_version,
+                    discovery: rt.library_discovery().to_vec(),
                 });
                 devices.extend(list.into_iter().map(|device| {
                     let mut errors = Vec::new();
@@ -153,10 +159,20 @@ fn collect() -> InfoReport {
                 library: rt.library_file(),
                 runtime_version,
                 driver_version,
+                discovery: rt.library_discovery().to_vec(),
             }),
         }
     }
     InfoReport { runtimes, devices }
+}
+
+/// The DETAIL column: the reason, then the libraries passed over, if any.
+fn detail(rt: &RuntimeEntry) -> String {
+    let mut parts: Vec<String> = rt.reason.iter().cloned().collect();
+    if rt.discovery.len() > 1 {
+        parts.push(format!("tried {}", rt.discovery.join(", ")));
+    }
+    parts.join("; ")
 }
 
 impl Report for InfoReport {
@@ -176,7 +192,7 @@ impl Report for InfoReport {
                 rt.devices.map(|n| n.to_string()).unwrap_or_default(),
                 rt.runtime_version.clone().unwrap_or_default(),
                 rt.driver_version.clone().unwrap_or_default(),
-                rt.reason.clone().unwrap_or_default(),
+                detail(rt),
             ]);
         }
         let mut devices = Table::new(&[

@@ -133,7 +133,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
 /// `BufferError`, failed stream hand-offs and operations refused under
-/// stream capture → [`StreamError`] (a `RuntimeError`), other driver failures → `RuntimeError`. A stream error is a
+/// stream capture → [`StreamError`] (a `RuntimeError`), a GPU runtime used
+/// in a forked child and other driver failures → `RuntimeError`. A stream error is a
 /// stream (or stream value) that does not fit the call, so a bad argument:
 /// `ValueError`.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
@@ -180,6 +181,9 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::Handoff { .. } | devmm::Error::StreamCapture { .. } => {
             StreamError::new_err(message)
         }
+        // A GPU runtime used in a process forked after it started: the
+        // runtime cannot work here (not a missing one: RuntimeError).
+        devmm::Error::ForkedAfterStart { .. } => PyRuntimeError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }

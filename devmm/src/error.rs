@@ -156,6 +156,40 @@ pub enum Error {
         source: DriverError,
     },
 
+    /// A GPU runtime was used in a process forked after the runtime started
+    /// in its parent. The runtime belongs to the process that started it
+    /// (fork() copies none of its driver state or threads), so devmm refuses
+    /// before calling the driver; memory the child inherited is the
+    /// parent's, and the child never frees it (Python: `RuntimeError`).
+    ///
+    /// ```
+    /// use devmm::{Device, Error};
+    /// let err = Error::ForkedAfterStart {
+    ///     runtime: "cuda".into(),
+    ///     device: Device::cuda(0),
+    ///     parent: 100,
+    ///     child: 101,
+    /// };
+    /// assert!(err.to_string().contains("use the `spawn` start method"));
+    /// ```
+    #[error(
+        "cannot use {device}: the {runtime} runtime started in process {parent}, and this process \
+         ({child}) was forked from it afterwards, so the runtime is not this process's to use \
+         (its memory is left to the parent); use the `spawn` start method for worker processes \
+         (multiprocessing.get_context(\"spawn\"), or ProcessPoolExecutor(mp_context=...)), or \
+         start the GPU runtime only in the children"
+    )]
+    ForkedAfterStart {
+        /// The runtime (`cuda`, `rocm`).
+        runtime: String,
+        /// The device the refused call was for.
+        device: Device,
+        /// The process the runtime started in.
+        parent: u32,
+        /// This process.
+        child: u32,
+    },
+
     /// A DLPack export was refused (Python: `BufferError`).
     ///
     /// The message is the reason verbatim, a whole sentence that says what

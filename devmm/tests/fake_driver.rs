@@ -8,6 +8,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 
 use support::fake_driver::{FakeControl, exclusive, fake_libraries};
+use support::fork::in_forked_child;
 
 type Handle = *mut c_void;
 type GetInt = unsafe extern "C" fn(*mut c_int) -> c_int;
@@ -719,6 +720,54 @@ fn stream_work_runs_later_in_order_and_legacy_and_per_thread_streams_order_like_
     assert_eq!((cuda.stream_destroy)(non_blocking), 0);
     assert_eq!((cuda.stream_destroy)(stream), 0);
     assert_eq!((cuda.free)(block), 0);
+}
+
+/// The runtime belongs to the process that initialised it (a GPU runtime's
+/// state and threads are not copied by fork(); the CUDA guidelines make any
+/// use in a forked child undefined): in a child forked after the first
+/// call, every call fails with the initialisation error and touches
+/// nothing, and the parent keeps working.
+#[test]
+fn a_child_forked_after_the_first_call_gets_the_initialisation_error() {
+    let _serial = exclusive();
+    let libraries = fake_libraries();
+    for (library, prefix, error) in [
+        (&libraries.cudart, "cuda", "cudaErrorInitializationError"),
+        (&libraries.hip, "hip", "hipErrorNotInitialized"),
+    ] {
+        let fake = FakeControl::open(library);
+        fake.reset();
+        let api = Api::resolve(fake, prefix);
+        let mut ptr: Handle = ptr::null_mut();
+        // SAFETY: `ptr` is valid for a write.
+        assert_eq!(unsafe { (api.malloc)(&mut ptr, 64) }, 0);
+        let parent_ptr = ptr as usize;
+        let child = in_forked_child(|| {
+            let mut count = -1;
+            // SAFETY: `count` is valid for a write.
+            assert_eq!(unsafe { (api.get_device_count)(&mut count) }, 3, "{prefix}");
+            assert_eq!(
+                (api.free)(handle(parent_ptr)),
+                3,
+                "{prefix}: the parent's memory is not the child's to free"
+            );
+            // SAFETY: the error-name functions return a static C string.
+            let name = unsafe { CStr::from_ptr((api.error_name)(3)) };
+            assert_eq!(name.to_str(), Ok(error));
+            assert_eq!(fake.live_allocations(), 1, "{prefix}: nothing was freed");
+        });
+        assert_eq!(child, Ok(()), "{prefix}");
+        let mut count = -1;
+        // SAFETY: `count` is valid for a write.
+        assert_eq!(unsafe { (api.get_device_count)(&mut count) }, 0);
+        assert_eq!(count, 2);
+        assert_eq!(
+            (api.free)(ptr),
+            0,
+            "{prefix}: the parent still owns its memory"
+        );
+        assert_eq!(fake.live_allocations(), 0);
+    }
 }
 
 #[test]

@@ -20,9 +20,11 @@ use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
 use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
-    Device, DeviceRuntime, DeviceType, Error, MemoryResource, StatisticsAdaptor, StreamSentinel,
+    Device, DeviceBuffer, DeviceRuntime, DeviceType, Error, MallocMemoryResource, MemoryResource,
+    StatisticsAdaptor, Stream, StreamSentinel,
 };
 use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
+use support::fork::in_forked_child;
 
 type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
 type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
@@ -319,14 +321,22 @@ fn device_count_and_memory_info(p: &'static Platform) {
         assert_eq!(rt.device_count().unwrap(), 2);
         let reopened = (p.load)(u.fake_path()).unwrap();
         assert_eq!(reopened.device_count().unwrap(), 3);
+        // A library that finds no device (`*GetDeviceCount` answers
+        // no-device, as Debian's HIP does without /dev/kfd) cannot run
+        // anything here: the runtime is unavailable, and says why.
         assert_eq!(fake.set_device_count(0), 0);
-        let reopened = (p.load)(u.fake_path()).unwrap();
+        let Err(Error::RuntimeUnavailable { name, reason }) = (p.load)(u.fake_path()) else {
+            panic!("a runtime without a device loaded as available");
+        };
+        assert_eq!(name, p.runtime);
+        let no_device = format!("{}ErrorNoDevice (100)", p.prefix);
+        assert!(reason.contains(&no_device), "{reason}");
+        assert!(reason.contains("no device"), "{reason}");
         assert_eq!(
-            reopened.device_count().unwrap(),
+            fake.last_error(),
             0,
-            "no device is zero devices, not an error"
+            "the no-device status is not left behind"
         );
-        assert!(reopened.devices().unwrap().is_empty());
     }
 }
 
@@ -1053,6 +1063,81 @@ fn missing_library_is_runtime_unavailable(p: &'static Platform) {
     }
 }
 
+/// fork() after the runtime started (issue 29, defect 4): the runtime
+/// belongs to the process that started it, so in a forked child devmm
+/// refuses every GPU call before it reaches the driver, with an error that
+/// says so and names the `spawn` start method; memory the child inherited
+/// is left to the parent (dropping it calls nothing); CPU memory works;
+/// and the parent goes on as before. On hardware this is the check that
+/// the child never touches the parent's GPU state (the fake also counts
+/// the calls).
+fn a_child_forked_after_the_runtime_started_is_refused(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let dev = p.dev(0);
+    let mr = rt.default_resource(dev).unwrap();
+    let stream = rt.default_stream(dev).unwrap();
+    let inherited = DeviceBuffer::new(4096, Arc::clone(&mr), &stream).unwrap();
+    let data: Vec<u8> = (0..=255).cycle().take(4096).collect();
+    // SAFETY: `inherited` is a live 4096-byte buffer of `dev`.
+    unsafe { rt.copy_host_to_device(inherited.ptr(), &data, &stream) }.unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let child = in_forked_child(|| {
+        let err = mr.allocate(64, &stream).unwrap_err();
+        let Error::ForkedAfterStart {
+            ref runtime,
+            device,
+            ..
+        } = err
+        else {
+            panic!("expected the fork error, got {err:?}");
+        };
+        assert_eq!((runtime.as_str(), device), (p.runtime, dev));
+        let text = err.to_string();
+        assert!(text.contains("fork"), "{text}");
+        assert!(text.contains("`spawn` start method"), "{text}");
+        for refused in [
+            rt.memory_info(dev).map(drop),
+            rt.create_stream(dev).map(drop),
+            stream.synchronize(),
+        ] {
+            let err = refused.unwrap_err();
+            assert!(matches!(err, Error::ForkedAfterStart { .. }), "{err:?}");
+        }
+        // Inherited memory is the parent's: dropping it frees nothing.
+        // SAFETY: the child's copy of `inherited` is dropped only here: the
+        // closure borrows it, and the child `_exit`s right after.
+        drop(unsafe { std::ptr::read(&inherited) });
+        let cpu = MallocMemoryResource::new();
+        let ptr = cpu.allocate(64, &Stream::cpu()).unwrap();
+        // SAFETY: allocated just above, freed once.
+        unsafe { cpu.deallocate(ptr, 64, &Stream::cpu()) }.unwrap();
+        if let Some(fake) = u.fake() {
+            assert_eq!(
+                fake.call_log(),
+                Vec::<String>::new(),
+                "the child called the driver"
+            );
+        }
+    });
+    assert_eq!(child, Ok(()), "the forked child");
+    if let Some(fake) = u.fake() {
+        assert!(fake.call_log().is_empty(), "{:?}", fake.call_log());
+    }
+    let mut back = vec![0u8; 4096];
+    // SAFETY: `inherited` is still live in this process.
+    unsafe { rt.copy_device_to_host(&mut back, inherited.ptr(), &stream) }.unwrap();
+    assert_eq!(back, data, "the parent's memory is intact");
+    drop(inherited);
+    let ptr = mr.allocate(64, &stream).unwrap();
+    // SAFETY: allocated just above, freed once.
+    unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    u.assert_no_leaks();
+}
+
 macro_rules! platform_tests {
     ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -1086,6 +1171,7 @@ macro_rules! suite {
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
             missing_library_is_runtime_unavailable,
+            a_child_forked_after_the_runtime_started_is_refused,
         );
     )*};
 }
@@ -1189,6 +1275,43 @@ fn rocm_stream_sentinels_and_dlpack_stream_values() {
             "{refused}"
         );
     }
+}
+
+/// A driver version appears only where a kernel driver answered (issue 29,
+/// defect 8): CUDA's `cudaDriverGetVersion` is the driver's answer (0 when
+/// none is installed); HIP's `hipDriverGetVersion` is HIP's own version on
+/// AMD, so ROCm's driver version is the amdgpu kernel module's, where it
+/// says one.
+#[test]
+fn a_driver_version_appears_only_where_a_kernel_driver_answered() {
+    if CUDA.on_hardware() || ROCM.on_hardware() {
+        return skipped_on_hardware("reads the fakes' versions");
+    }
+    let u = Under::new(&CUDA);
+    let versions = u.rt.library_versions().unwrap().expect("CUDA has versions");
+    assert_eq!(
+        (versions.driver.as_deref(), versions.driver_code),
+        (Some("12.4"), Some(12040))
+    );
+    u.fake().unwrap().set_version(12040, 0);
+    let none = CudaRuntime::open(u.fake_path().unwrap()).unwrap();
+    let versions = none.library_versions().unwrap().expect("CUDA has versions");
+    assert_eq!(versions.runtime, "12.4");
+    assert_eq!((versions.driver, versions.driver_code), (None, None));
+    drop(u);
+
+    let u = Under::new(&ROCM);
+    let versions = u.rt.library_versions().unwrap().expect("HIP has versions");
+    assert_eq!(versions.runtime, "6.2.41133");
+    let amdgpu = std::fs::read_to_string("/sys/module/amdgpu/version")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    assert_eq!(
+        versions.driver, amdgpu,
+        "HIP's own version is not the kernel driver's"
+    );
+    assert_eq!(versions.driver_code, None);
 }
 
 #[test]

@@ -24,9 +24,13 @@ pub struct DeviceDescription {
 
 /// The runtime library's version and the driver's, in the platform's own
 /// notation (CUDA `13.0`, HIP `6.2.41133`) and as the library encodes them.
+/// The driver's appears only where a kernel driver answered: CUDA's
+/// `cudaDriverGetVersion` (0, none, when no driver is installed); on ROCm,
+/// the amdgpu kernel module's version, since HIP's `hipDriverGetVersion` is
+/// HIP's own on AMD.
 ///
 /// ```
-/// let v = devmm::runtime::LibraryVersions::new("13.0".into(), 13000, "13.0".into(), 13000);
+/// let v = devmm::runtime::LibraryVersions::new("13.0".into(), 13000, Some("13.0".into()), Some(13000));
 /// assert_eq!(v.runtime, "13.0");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,15 +40,21 @@ pub struct LibraryVersions {
     pub runtime: String,
     /// Its encoded form (`cudaRuntimeGetVersion`).
     pub runtime_code: i32,
-    /// The driver's version (the newest runtime it supports, on CUDA).
-    pub driver: String,
-    /// Its encoded form (`cudaDriverGetVersion`).
-    pub driver_code: i32,
+    /// The kernel driver's version (the newest runtime it supports, on
+    /// CUDA), where one answered.
+    pub driver: Option<String>,
+    /// Its encoded form (`cudaDriverGetVersion`), where it has one.
+    pub driver_code: Option<i32>,
 }
 
 impl LibraryVersions {
     /// Versions from their text and encoded forms.
-    pub fn new(runtime: String, runtime_code: i32, driver: String, driver_code: i32) -> Self {
+    pub fn new(
+        runtime: String,
+        runtime_code: i32,
+        driver: Option<String>,
+        driver_code: Option<i32>,
+    ) -> Self {
         LibraryVersions {
             runtime,
             runtime_code,

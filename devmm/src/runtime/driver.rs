@@ -12,6 +12,7 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 use super::discovery::{self, SearchPath};
+use super::fork::Owner;
 
 /// What a generated function table provides; implemented only by the code
 /// devmm-codegen emits into `OUT_DIR`.
@@ -56,19 +57,100 @@ pub(crate) struct Driver<T: DriverTable> {
     table: T,
     roles: T::Roles,
     path: OsString,
+    /// The process the library was started in (its first call follows the
+    /// load), whose runtime it is.
+    owner: Owner,
     // Dropped after `table` is no longer reachable: every holder of the
     // table holds the `Driver`.
     _library: libloading::Library,
 }
 
 impl<T: DriverTable> Driver<T> {
-    /// Opens the library `T::PATH_ENV` names, or else the first that loads
-    /// of: a copy already loaded, `T::LIBRARIES` through the loader's
-    /// search path, the same names in `search`'s directories; then
-    /// resolves the table. `runtime` names the devmm runtime in errors.
-    pub(crate) fn open(runtime: &str, search: &SearchPath<'_>) -> Result<Driver<T>> {
-        let (library, path) = open_library::<T>(runtime, search)?;
-        Driver::resolve(runtime, library, path)
+    /// Opens the library `T::PATH_ENV` names, or else each of: a copy
+    /// already loaded, `T::LIBRARIES` through the loader's search path, the
+    /// same names in `search`'s directories, in order, until one loads,
+    /// resolves the table and passes `runnable` (which answers why a
+    /// library cannot run here, such as a CUDA 13 runtime over a CUDA 12
+    /// driver): a library that loads but cannot run does not hide the next.
+    /// Returns the driver, `runnable`'s answer, and every library tried with
+    /// its outcome (`path (outcome)`, the one used last; empty with the
+    /// override). `runtime` names the devmm runtime in errors, which list
+    /// every attempt.
+    pub(crate) fn open_runnable<R>(
+        runtime: &str,
+        search: &SearchPath<'_>,
+        mut runnable: impl FnMut(&Driver<T>) -> std::result::Result<R, String>,
+    ) -> Result<(Driver<T>, R, Vec<String>)> {
+        if let Some(path) = override_path::<T>() {
+            let driver = match dlopen(&path) {
+                Ok(library) => Driver::resolve(runtime, library, path)?,
+                Err(e) => {
+                    return Err(unavailable::<T>(
+                        runtime,
+                        format!(
+                            "cannot load {} (from {}): {e}; fix or unset {}",
+                            path.to_string_lossy(),
+                            T::PATH_ENV,
+                            T::PATH_ENV
+                        ),
+                    ));
+                }
+            };
+            let (driver, answer) = driver.check_runnable(runtime, runnable)?;
+            return Ok((driver, answer, Vec::new()));
+        }
+        let mut tried = Vec::new();
+        // The loader's handles of the libraries tried: a library already
+        // loaded is found again by its name, and is one library.
+        let mut handles = Vec::new();
+        for candidate in candidates::<T>(search) {
+            let name = candidate.to_string_lossy().into_owned();
+            let library = match dlopen(&candidate) {
+                Ok(library) => library,
+                Err(e) => {
+                    tried.push(format!("{name} ({e})"));
+                    continue;
+                }
+            };
+            let (library, handle) = loader_handle(library);
+            if handles.contains(&handle) {
+                continue;
+            }
+            handles.push(handle);
+            let driver = match Driver::resolve_table(library, candidate) {
+                Ok(driver) => driver,
+                Err(missing) => {
+                    tried.push(format!(
+                        "{name} (loads, but lacks {})",
+                        missing_list(&missing)
+                    ));
+                    continue;
+                }
+            };
+            match runnable(&driver) {
+                Ok(answer) => {
+                    tried.push(format!("{name} (used)"));
+                    return Ok((driver, answer, tried));
+                }
+                Err(why) => tried.push(format!("{name} (loads, but {why})")),
+            }
+        }
+        let reason = if !handles.is_empty() {
+            format!(
+                "no {} library here can run; tried {}; install one that matches the GPU driver or set {} to its full path",
+                T::API,
+                tried.join(", "),
+                T::PATH_ENV
+            )
+        } else {
+            format!(
+                "the {} library was not found; tried {}; install it or set {} to its full path",
+                T::API,
+                tried.join(", "),
+                T::PATH_ENV
+            )
+        };
+        Err(unavailable::<T>(runtime, reason))
     }
 
     /// Opens the library at `path` (a file name or a full path) and resolves
@@ -83,7 +165,46 @@ impl<T: DriverTable> Driver<T> {
         }
     }
 
+    /// This driver and `runnable`'s answer, or, for a library that cannot
+    /// run here, an unavailable runtime that says why.
+    pub(crate) fn check_runnable<R>(
+        self,
+        runtime: &str,
+        runnable: impl FnOnce(&Driver<T>) -> std::result::Result<R, String>,
+    ) -> Result<(Driver<T>, R)> {
+        match runnable(&self) {
+            Ok(answer) => Ok((self, answer)),
+            Err(why) => Err(unavailable::<T>(
+                runtime,
+                format!("{} loads, but {why}", self.path.to_string_lossy()),
+            )),
+        }
+    }
+
+    /// [`resolve_table`](Self::resolve_table), with a missing symbol an
+    /// unavailable runtime that names them all.
     fn resolve(runtime: &str, library: libloading::Library, path: OsString) -> Result<Driver<T>> {
+        let shown = path.to_string_lossy().into_owned();
+        Driver::resolve_table(library, path).map_err(|missing| {
+            unavailable::<T>(
+                runtime,
+                format!(
+                    "{shown} is not a usable {}: it lacks the required symbols {}; install a newer {} or point {} at one",
+                    T::API,
+                    missing_list(&missing),
+                    T::API,
+                    T::PATH_ENV
+                ),
+            )
+        })
+    }
+
+    /// Resolves the table in `library`, or lists every required symbol it
+    /// lacks.
+    fn resolve_table(
+        library: libloading::Library,
+        path: OsString,
+    ) -> std::result::Result<Driver<T>, Vec<MissingSymbol>> {
         let lookup = |name: &CStr| -> *const c_void {
             // SAFETY: the symbol is read as an address only; it is called
             // through the table, whose type the description file declares.
@@ -94,36 +215,22 @@ impl<T: DriverTable> Driver<T> {
         };
         // SAFETY: the library is the one `T` describes (found by its names
         // or the override), so each symbol has the declared signature.
-        match unsafe { T::load_with(lookup) } {
-            Ok(table) => Ok(Driver {
-                roles: table.roles(),
-                table,
-                path,
-                _library: library,
-            }),
-            Err(missing) => {
-                let names: Vec<String> = missing
-                    .iter()
-                    .map(|m| format!("{} (since {})", m.name, m.since))
-                    .collect();
-                Err(unavailable::<T>(
-                    runtime,
-                    format!(
-                        "{} is not a usable {}: it lacks the required symbols {}; install a newer {} or point {} at one",
-                        path.to_string_lossy(),
-                        T::API,
-                        names.join(", "),
-                        T::API,
-                        T::PATH_ENV
-                    ),
-                ))
-            }
-        }
+        let table = unsafe { T::load_with(lookup) }?;
+        Ok(Driver {
+            roles: table.roles(),
+            table,
+            path,
+            owner: Owner::here(),
+            _library: library,
+        })
     }
 
     /// Whether the library can be opened, without resolving the table.
     pub(crate) fn probe(search: &SearchPath<'_>) -> bool {
-        open_library::<T>("", search).is_ok()
+        match override_path::<T>() {
+            Some(path) => dlopen(&path).is_ok(),
+            None => candidates::<T>(search).any(|c| dlopen(&c).is_ok()),
+        }
     }
 
     /// The resolved table.
@@ -134,6 +241,11 @@ impl<T: DriverTable> Driver<T> {
     /// The entry points by role, resolved once at load.
     pub(crate) fn roles(&self) -> &T::Roles {
         &self.roles
+    }
+
+    /// The process the library was started in.
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
     }
 
     /// The path or name the library was opened by.
@@ -170,48 +282,50 @@ fn dlopen(path: &OsStr) -> std::result::Result<libloading::Library, libloading::
         .map(Into::into)
 }
 
-/// The override path if set, else the first candidate that loads (see
-/// [`Driver::open`]). A failure lists every name and path tried with the
-/// loader's own message for each.
-fn open_library<T: DriverTable>(
-    runtime: &str,
-    search: &SearchPath<'_>,
-) -> Result<(libloading::Library, OsString)> {
-    if let Some(path) = std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty()) {
-        return match dlopen(&path) {
-            Ok(library) => Ok((library, path)),
-            Err(e) => Err(unavailable::<T>(
-                runtime,
-                format!(
-                    "cannot load {} (from {}): {e}; fix or unset {}",
-                    path.to_string_lossy(),
-                    T::PATH_ENV,
-                    T::PATH_ENV
-                ),
-            )),
-        };
-    }
+/// `library` and the loader's handle of it, which is the same for every
+/// name and path the loader resolves to one library.
+fn loader_handle(library: libloading::Library) -> (libloading::Library, usize) {
+    let raw = libloading::os::unix::Library::from(library).into_raw();
+    // SAFETY: `raw` is the handle `into_raw` just gave up, of a library
+    // that stays open.
+    let library = unsafe { libloading::os::unix::Library::from_raw(raw) };
+    (library.into(), raw as usize)
+}
+
+/// `T::PATH_ENV`'s path, when set and not empty.
+fn override_path<T: DriverTable>() -> Option<OsString> {
+    std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty())
+}
+
+/// The libraries discovery tries, in order (see [`Driver::open_runnable`]),
+/// each once.
+fn candidates<T: DriverTable>(search: &SearchPath<'_>) -> impl Iterator<Item = OsString> {
     let loaded = discovery::loaded(T::LIBRARIES).map(OsString::from);
     let names = T::LIBRARIES.iter().map(OsString::from);
     let in_dirs = discovery::candidates(T::LIBRARIES, search)
         .into_iter()
         .map(OsString::from);
-    let mut tried = Vec::new();
-    for candidate in loaded.into_iter().chain(names).chain(in_dirs) {
-        match dlopen(&candidate) {
-            Ok(library) => return Ok((library, candidate)),
-            Err(e) => tried.push(format!("{} ({e})", candidate.to_string_lossy())),
-        }
-    }
-    Err(unavailable::<T>(
-        runtime,
-        format!(
-            "the {} library was not found; tried {}; install it or set {} to its full path",
-            T::API,
-            tried.join(", "),
-            T::PATH_ENV
-        ),
-    ))
+    let mut seen = Vec::new();
+    loaded
+        .into_iter()
+        .chain(names)
+        .chain(in_dirs)
+        .filter(move |c| {
+            let new = !seen.contains(c);
+            if new {
+                seen.push(c.clone());
+            }
+            new
+        })
+}
+
+/// `name (since version), ...`.
+fn missing_list(missing: &[MissingSymbol]) -> String {
+    let names: Vec<String> = missing
+        .iter()
+        .map(|m| format!("{} (since {})", m.name, m.since))
+        .collect();
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -248,7 +362,7 @@ mod tests {
     fn a_missing_library_names_every_name_tried_and_the_override() {
         assert!(!Driver::<Absent>::probe(&NOWHERE));
         let Err(Error::RuntimeUnavailable { name, reason }) =
-            Driver::<Absent>::open("absent", &NOWHERE)
+            Driver::<Absent>::open_runnable("absent", &NOWHERE, |_| Ok(()))
         else {
             panic!("an absent library loaded");
         };

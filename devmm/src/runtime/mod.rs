@@ -10,6 +10,7 @@ pub mod cuda;
 mod description;
 mod discovery;
 mod driver;
+mod fork;
 mod gpu;
 mod registry;
 pub mod rocm;
@@ -290,6 +291,21 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     /// a vendor library; `None` by default.
     fn library_versions(&self) -> Result<Option<LibraryVersions>> {
         Ok(None)
+    }
+
+    /// Every vendor library discovery tried before this runtime loaded,
+    /// each as `path (outcome)` with the one used last, so a library that
+    /// loads but cannot run (a CUDA 13 runtime over a CUDA 12 driver) and
+    /// was passed over is reported; empty by default, and for a library
+    /// named by path.
+    ///
+    /// ```
+    /// let cpu = devmm::runtime_for("cpu")?;
+    /// assert!(cpu.library_discovery().is_empty());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn library_discovery(&self) -> &[String] {
+        &[]
     }
 
     /// The file (or name) the runtime's vendor library was loaded from,

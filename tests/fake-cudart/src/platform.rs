@@ -26,6 +26,7 @@ pub(crate) static CUDA: Platform = Platform {
         unknown: 999,
         not_supported: 801,
         insufficient_driver: 35,
+        not_initialized: 3,
     },
     errors: &[
         row(0, c"cudaSuccess", c"no error"),
@@ -151,6 +152,7 @@ mod tests {
                 "cudaErrorInvalidMemcpyDirection",
             ),
             (codes.unknown, "cudaErrorUnknown"),
+            (codes.not_initialized, "cudaErrorInitializationError"),
         ] {
             assert_eq!(CUDA.error_info(code).name.to_str(), Ok(name));
         }

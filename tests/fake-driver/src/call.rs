@@ -71,7 +71,13 @@ impl Call {
         guarded(platform.codes.unknown, move || {
             let mut state = state::lock();
             state.log.count(name);
+            // The first call initialises the runtime for this process; fork() copies none of
+            // its state to a child (which then gets the initialisation error), so a child
+            // touches nothing of the parent's.
+            let here = std::process::id();
+            let forked = *state.owner.get_or_insert(here) != here;
             let outcome = match state.injections.take(name) {
+                _ if forked => Err(Fault::NotInitialized),
                 Some(status) => Err(Fault::Injected(status)),
                 None if state.mode.no_driver => Err(Fault::InsufficientDriver),
                 None => body(&mut state, &mut args),

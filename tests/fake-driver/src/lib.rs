@@ -18,12 +18,15 @@
 //! - strict mode (the default) aborts the process on a stream or event handle that was never
 //!   created or was destroyed (`fake_set_strict(0)` or `FAKE_DRIVER_LENIENT=1` make it an error);
 //! - a failing call sets the calling thread's last error, read by `*GetLastError`;
-//! - a library without a driver (`fake_set_no_driver`, `FAKE_DRIVER_NO_DRIVER=1`) fails every
+//! - a library without a driver (`fake_set_no_driver`, `FAKE_DRIVER_NO_DRIVER=1`, or
+//!   `FAKE_DRIVER_NO_DRIVER=<file name>` for the copy loaded under that name) fails every
 //!   status call with insufficient-driver (35); a device without pools (`fake_set_pools`,
 //!   `FAKE_DRIVER_NO_POOLS=1`) fails `*MallocAsync` with not-supported (801);
 //! - stream capture (`*StreamBeginCapture`, `*StreamEndCapture`, `*StreamIsCapturing`) follows
 //!   the CUDA programming guide's rules: captured work does not run, and the calls a capture
 //!   forbids fail and invalidate it;
+//! - the runtime belongs to the process that made its first call: in a process forked after
+//!   that, every status call fails with the initialisation error (3) and touches nothing;
 //! - every call taking a stream or freeing device memory checks it belongs to the current
 //!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`).
 //!

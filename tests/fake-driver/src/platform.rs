@@ -34,6 +34,9 @@ pub enum Fault {
     InsufficientDriver,
     /// A `cudaMemcpyKind` / `hipMemcpyKind` outside the enumeration.
     InvalidMemcpyDirection,
+    /// A call from a process forked after the runtime was initialised in its parent: the
+    /// runtime belongs to the process that initialised it.
+    NotInitialized,
     /// A status injected with `fake_fail_next`, returned as is.
     Injected(c_int),
     /// A stream capture rule was broken; both platforms give these the same codes.
@@ -68,6 +71,8 @@ pub struct Codes {
     pub not_supported: c_int,
     /// `cudaErrorInsufficientDriver` / `hipErrorInsufficientDriver`.
     pub insufficient_driver: c_int,
+    /// `cudaErrorInitializationError` / `hipErrorNotInitialized`.
+    pub not_initialized: c_int,
 }
 
 /// One row of the platform's error table, for `cudaGetErrorName` / `cudaGetErrorString`.
@@ -155,6 +160,7 @@ impl Platform {
             unknown: 999,
             not_supported: 801,
             insufficient_driver: 35,
+            not_initialized: 3,
         },
         errors: &[ErrorInfo {
             code: 0,
@@ -195,6 +201,7 @@ impl Platform {
             Err(Fault::NotSupported) => codes.not_supported,
             Err(Fault::InsufficientDriver) => codes.insufficient_driver,
             Err(Fault::InvalidMemcpyDirection) => codes.invalid_memcpy_direction,
+            Err(Fault::NotInitialized) => codes.not_initialized,
             Err(Fault::Injected(code)) => code,
             Err(Fault::Capture(fault)) => fault.code(),
         }

@@ -16,7 +16,10 @@ use crate::stream::{BuiltinQueues, Stream};
 
 /// What kind of machine the library plays, set by `fake_set_mode` or, for processes the tests
 /// start, by the environment (`FAKE_DRIVER_LENIENT=1`, `FAKE_DRIVER_NO_DRIVER=1`,
-/// `FAKE_DRIVER_NO_POOLS=1`, read at load and at every reset).
+/// `FAKE_DRIVER_NO_POOLS=1`, read at load and at every reset). `FAKE_DRIVER_NO_DRIVER` may
+/// instead name a file (`libcudart.so.13`): only a copy of the library loaded under that file
+/// name plays a library without a driver, so a discovery test can put a runtime that loads but
+/// cannot run ahead of one that can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mode {
     /// Dead handles abort the process (the default), as on hardware; else they are errors.
@@ -30,9 +33,33 @@ impl Mode {
         let set = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
         Mode {
             strict: !set("FAKE_DRIVER_LENIENT"),
-            no_driver: set("FAKE_DRIVER_NO_DRIVER"),
+            no_driver: set("FAKE_DRIVER_NO_DRIVER") || no_driver_for_this_file(),
         }
     }
+}
+
+/// Whether `FAKE_DRIVER_NO_DRIVER` names this library's own file.
+fn no_driver_for_this_file() -> bool {
+    let Some(wanted) = std::env::var_os("FAKE_DRIVER_NO_DRIVER").filter(|v| v != "1") else {
+        return false;
+    };
+    own_file().is_some_and(|path| path.file_name() == Some(wanted.as_os_str()))
+}
+
+/// The file this library was loaded from: the mapping of `/proc/self/maps` that holds this
+/// function's code.
+fn own_file() -> Option<std::path::PathBuf> {
+    let here = own_file as fn() -> Option<std::path::PathBuf> as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        // `start-end perms offset dev inode path`
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        let path = fields.nth(4)?;
+        (start <= here && here < end).then(|| std::path::PathBuf::from(path))
+    })
 }
 
 impl Default for Mode {
@@ -60,6 +87,9 @@ pub(crate) struct State {
     pub(crate) injections: Injections,
     /// `(runtime, driver)` set by `fake_set_version`; `None` means the platform's default.
     pub(crate) versions: Option<(c_int, c_int)>,
+    /// The process that initialised the library (made its first status call): the runtime
+    /// belongs to it, and a process forked from it gets the initialisation error.
+    pub(crate) owner: Option<u32>,
 }
 
 static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);

@@ -27,6 +27,7 @@ pub(crate) static HIP: Platform = Platform {
         unknown: 999,
         not_supported: 801,
         insufficient_driver: 35,
+        not_initialized: 3,
     },
     errors: &[
         row(0, c"hipSuccess", c"no error"),
@@ -148,6 +149,7 @@ mod tests {
                 "hipErrorInvalidMemcpyDirection",
             ),
             (codes.unknown, "hipErrorUnknown"),
+            (codes.not_initialized, "hipErrorNotInitialized"),
         ] {
             assert_eq!(HIP.error_info(code).name.to_str(), Ok(name));
         }

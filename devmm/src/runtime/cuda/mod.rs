@@ -71,6 +71,11 @@ impl Platform for sys::CudaRuntimeTable {
         format!("{}.{}", encoded / 1000, encoded % 1000 / 10)
     }
 
+    fn kernel_driver_version(library_answer: i32) -> Option<(String, Option<i32>)> {
+        // libcuda's answer; 0 when no driver is installed.
+        (library_answer > 0).then(|| (Self::version_text(library_answer), Some(library_answer)))
+    }
+
     fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
         device::has_primary_context(self, ordinal)
     }

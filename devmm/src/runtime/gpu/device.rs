@@ -44,11 +44,14 @@ pub(crate) fn check<P: Platform>(count: usize, device: Device) -> Result<()> {
 
 /// Makes `device` current on this thread until the guard drops; a no-op
 /// guard when it already is. The guard restores the previous device only
-/// when doing so creates no context.
+/// when doing so creates no context. Every driver call for a device starts
+/// here, so a process forked after the runtime started is refused before
+/// it reaches the driver.
 pub(crate) fn activate<P: Platform>(
     driver: &Arc<Driver<P>>,
     device: Device,
 ) -> Result<ActivationGuard> {
+    driver.owner().check(P::RUNTIME, device)?;
     let previous = result::device::get(driver)?;
     let wanted = ordinal(device);
     if previous == wanted {

@@ -279,7 +279,9 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             resource: format!("{self:?}"),
             test_double: false,
         })?;
-        if null {
+        if null || self.driver.owner().is_forked() {
+            // In a process forked after the runtime started, the memory is
+            // the parent's: it is left to it, with no driver call.
             return Ok(());
         }
         if stream.is_capturing()? {

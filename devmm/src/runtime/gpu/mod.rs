@@ -57,7 +57,8 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const DEVICE_TYPES: &'static [DeviceType];
     /// `cudaErrorMemoryAllocation` / `hipErrorOutOfMemory`.
     const ERROR_OUT_OF_MEMORY: Status;
-    /// `cudaErrorNoDevice` / `hipErrorNoDevice`: zero devices, not a failure.
+    /// `cudaErrorNoDevice` / `hipErrorNoDevice`: no device here, so the
+    /// runtime is unavailable.
     const ERROR_NO_DEVICE: Status;
     /// What the device count answers when the library has no driver: the
     /// runtime is unavailable.
@@ -76,6 +77,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
 
     /// A version as the platform writes it (CUDA `13000` is `13.0`).
     fn version_text(encoded: i32) -> String;
+
+    /// The kernel driver's version and its encoded form, where a kernel
+    /// driver answered, given what the library's `*DriverGetVersion` said.
+    fn kernel_driver_version(library_answer: i32) -> Option<(String, Option<i32>)>;
 
     /// Whether the device `ordinal` has an active primary context, where
     /// the library can tell (`cuDevicePrimaryCtxGetState`): making a device
@@ -124,6 +129,9 @@ pub struct GpuRuntime<P: Platform> {
     driver: Arc<Driver<P>>,
     /// Read once, at load: devices do not come and go under a process.
     device_count: usize,
+    /// Every library discovery tried, with its outcome (empty when the
+    /// library was named).
+    discovery: Vec<String>,
     defaults: Mutex<HashMap<Device, Arc<dyn MemoryResource>>>,
     /// One event per device, recorded again for every hand-off.
     events: Mutex<HashMap<Device, usize>>,
@@ -213,13 +221,19 @@ impl<P: Platform> GpuRuntime<P> {
     }
 
     /// The process-wide runtime, loading the driver on first use (the
-    /// path in the platform's environment override, or its library names).
+    /// path in the platform's environment override, or else the first of
+    /// its libraries that can run a device here: one that loads but cannot
+    /// is passed over, and [`library_discovery`](DeviceRuntime::library_discovery)
+    /// says so).
     pub fn load() -> Result<Arc<GpuRuntime<P>>> {
         let mut slot = P::shared_slot().lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rt) = slot.as_ref() {
             return Ok(Arc::clone(rt));
         }
-        let rt = GpuRuntime::from_driver(Driver::open(P::RUNTIME, &P::SEARCH)?)?;
+        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
+        let (driver, device_count, discovery) =
+            Driver::open_runnable(P::RUNTIME, &P::SEARCH, Self::runnable_devices)?;
+        let rt = GpuRuntime::new(driver, device_count, discovery, pool_release_threshold);
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
@@ -233,40 +247,64 @@ impl<P: Platform> GpuRuntime<P> {
     /// assert!(err.to_string().contains("cannot load /nonexistent/libamdhip64.so"));
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
-        let driver = Driver::open_path(P::RUNTIME, path.as_ref())?;
-        GpuRuntime::from_driver(driver)
+        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
+        let (driver, device_count) = Driver::open_path(P::RUNTIME, path.as_ref())?
+            .check_runnable(P::RUNTIME, Self::runnable_devices)?;
+        Ok(GpuRuntime::new(
+            driver,
+            device_count,
+            Vec::new(),
+            pool_release_threshold,
+        ))
     }
 
-    /// Counts the devices, which also tells a library without a driver
-    /// behind it (a container with the CUDA runtime but no GPU driver) from
-    /// a usable one.
-    fn from_driver(driver: Driver<P>) -> Result<Arc<GpuRuntime<P>>> {
-        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
-        let device_count = match result::device::count(&driver) {
-            Ok(count) => count,
-            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
-                return Err(Error::RuntimeUnavailable {
-                    name: P::RUNTIME.into(),
-                    reason: format!(
-                        "{} loads, but there is no usable driver behind it: {source}; \
-                         install or update the GPU driver, or use another runtime",
-                        driver.path().to_string_lossy()
-                    ),
-                });
-            }
-            Err(other) => return Err(other),
-        };
+    /// A runtime over a driver that found `device_count` devices.
+    fn new(
+        driver: Driver<P>,
+        device_count: usize,
+        discovery: Vec<String>,
+        pool_release_threshold: u64,
+    ) -> Arc<GpuRuntime<P>> {
         let driver = Arc::new(driver);
-        Ok(Arc::new_cyclic(|me| GpuRuntime {
+        Arc::new_cyclic(|me| GpuRuntime {
             me: Weak::clone(me),
             driver,
             device_count,
+            discovery,
             defaults: Mutex::default(),
             events: Mutex::default(),
             unified: Mutex::default(),
             pool_release_threshold,
             pools_configured: Mutex::default(),
-        }))
+        })
+    }
+
+    /// The devices of a loaded library, or why it cannot run one here: no
+    /// driver behind it (a container with the CUDA runtime but no GPU
+    /// driver, a CUDA 13 runtime over a CUDA 12 driver), or no device (HIP
+    /// without an AMD kernel driver answers no-device). One rule for every
+    /// runtime: a runtime without a device to run is unavailable, so
+    /// `available_runtimes()` and `devmm info` agree on it.
+    fn runnable_devices(driver: &Driver<P>) -> std::result::Result<usize, String> {
+        match result::device::count(driver) {
+            Ok(0) => Err(
+                "it reports no device; check that a GPU and its kernel driver \
+                 are present, or use another runtime"
+                    .into(),
+            ),
+            Ok(count) => Ok(count),
+            Err(Error::Driver { source, .. }) if source.code == P::ERROR_NO_DEVICE => Err(format!(
+                "it finds no device here: {source}; check that a GPU and its kernel driver \
+                     are present, or use another runtime"
+            )),
+            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
+                Err(format!(
+                    "there is no usable driver behind it: {source}; install or update the GPU \
+                     driver, or use another runtime"
+                ))
+            }
+            Err(other) => Err(format!("it cannot count its devices: {other}")),
+        }
     }
 
     /// Whether the driver library can be opened (no table is resolved);
@@ -325,9 +363,11 @@ impl<P: Platform> GpuRuntime<P> {
         }
     }
 
-    /// Checks that the runtime serves `device` and that it exists.
+    /// Checks that the runtime serves `device`, that it exists, and that
+    /// this process is the one the runtime started in.
     pub(crate) fn check(&self, device: Device) -> Result<()> {
-        device::check::<P>(self.device_count, device)
+        device::check::<P>(self.device_count, device)?;
+        self.driver.owner().check(P::RUNTIME, device)
     }
 
     /// A stream over a handle the caller keeps alive; the per-thread
@@ -629,13 +669,21 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         Some(self.library_path().to_string_lossy().into_owned())
     }
 
+    fn library_discovery(&self) -> &[String] {
+        &self.discovery
+    }
+
     fn library_versions(&self) -> Result<Option<super::LibraryVersions>> {
         let (runtime, driver) = self.versions()?;
+        let (driver, driver_code) = match P::kernel_driver_version(driver) {
+            Some((text, code)) => (Some(text), code),
+            None => (None, None),
+        };
         Ok(Some(super::LibraryVersions::new(
             P::version_text(runtime),
             runtime,
-            P::version_text(driver),
             driver,
+            driver_code,
         )))
     }
 }

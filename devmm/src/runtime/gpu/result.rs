@@ -73,16 +73,13 @@ fn text(call: Call<unsafe extern "C" fn(Status) -> *const c_char>, code: Status)
 pub(crate) mod device {
     use super::*;
 
-    /// How many devices the driver reports; "no device" is zero, not an error.
+    /// How many devices the driver reports; "no device" is an error, which
+    /// makes the runtime unavailable (`GpuRuntime::from_driver`).
     pub(crate) fn count<P: Platform>(driver: &Driver<P>) -> Result<usize> {
         let call = driver.roles().get_device_count;
         let mut n: c_int = 0;
         // SAFETY: `n` is a valid out-parameter for the call.
         let status = unsafe { (call.f)(&mut n) };
-        if status == P::ERROR_NO_DEVICE {
-            clear_last_error(driver);
-            return Ok(0);
-        }
         check(driver, call.name, status, None)?;
         Ok(usize::try_from(n).unwrap_or(0))
     }

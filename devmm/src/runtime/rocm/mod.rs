@@ -74,6 +74,15 @@ impl Platform for sys::HipTable {
         )
     }
 
+    fn kernel_driver_version(_library_answer: i32) -> Option<(String, Option<i32>)> {
+        // On AMD, hipDriverGetVersion answers HIP's own version; the kernel
+        // driver's is the amdgpu module's, which a packaged (DKMS) driver
+        // states and an in-tree one does not.
+        let text = std::fs::read_to_string("/sys/module/amdgpu/version").ok()?;
+        let text = text.trim();
+        (!text.is_empty()).then(|| (text.to_owned(), None))
+    }
+
     fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
         let state = self.hipDevicePrimaryCtxGetState?;
         let (mut flags, mut active): (c_uint, c_int) = (0, 0);
