@@ -308,8 +308,11 @@ pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDe
     wrapper(py, which.0)
 }
 
-/// Every runtime whose platform is present, loaded (what `runtime_names()`
-/// lists, in order), each the object `runtime_for` returns for it.
+/// Every runtime that can run a device here, loaded (of those
+/// `runtime_names()` lists, in its order), each the object `runtime_for`
+/// returns for it. A runtime whose library loads but finds no device (a
+/// HIP runtime without AMD's kernel driver, say) is left out, as `devmm
+/// info` reports it unavailable with its reason.
 ///
 /// Python type: `tuple[DeviceRuntime, ...]`
 #[pyfunction]
