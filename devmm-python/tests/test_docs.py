@@ -1,4 +1,5 @@
-"""Runs the seed's example sessions verbatim and docs/python.md as doctests.
+"""Runs the seed's example sessions verbatim, and docs/python.md and
+docs/observability.md, as doctests.
 
 Markdown code fences are turned into blank lines before parsing, so an
 example's expected output ends where its fenced block ends."""
@@ -15,6 +16,7 @@ DOCUMENTS = [
     HERE / "seed_000_api.md",
     HERE / "seed_001_readme.md",
     REPO / "docs" / "python.md",
+    REPO / "docs" / "observability.md",
 ]
 FENCE = re.compile(r"^```[a-z]*[ \t]*$", re.MULTILINE)
 
