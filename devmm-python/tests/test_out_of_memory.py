@@ -88,7 +88,12 @@ def test_a_callback_that_declines_reraises_the_original_error(
 ) -> None:
     held = devmm.DeviceBuffer(70, mr=limiting)
     calls: list[tuple[int, int]] = []
-    mr = devmm.FailureCallbackAdaptor(limiting, lambda nbytes, attempt: calls.append((nbytes, attempt)) is not None)
+
+    def decline(nbytes: int, attempt: int) -> bool:
+        calls.append((nbytes, attempt))
+        return False
+
+    mr = devmm.FailureCallbackAdaptor(limiting, decline)
     with pytest.raises(devmm.OutOfMemoryError) as caught:
         devmm.DeviceBuffer(40, mr=mr)
     assert calls == [(40, 1)]
@@ -127,7 +132,7 @@ def test_a_callback_that_returns_no_bool_is_a_type_error(limiting: devmm.Limitin
         mr.allocate(101)
     assert isinstance(caught.value.__context__, devmm.OutOfMemoryError)
     with pytest.raises(TypeError, match="must be callable"):
-        devmm.FailureCallbackAdaptor(limiting, 3)  # type: ignore[arg-type]
+        devmm.FailureCallbackAdaptor(limiting, 3)
 
 
 def test_errors_other_than_out_of_memory_do_not_call_the_callback() -> None:
@@ -137,7 +142,11 @@ def test_errors_other_than_out_of_memory_do_not_call_the_callback() -> None:
         raise ValueError("not this size")
 
     upstream = devmm.CallbackMemoryResource(refuse, lambda ptr, nbytes, stream: None)
-    mr = devmm.FailureCallbackAdaptor(upstream, lambda nbytes, attempt: calls.append(nbytes) is None)
+    def retry(nbytes: int, attempt: int) -> bool:
+        calls.append(nbytes)
+        return True
+
+    mr = devmm.FailureCallbackAdaptor(upstream, retry)
     with pytest.raises(ValueError, match="not this size"):
         mr.allocate(8)
     assert calls == []
@@ -216,4 +225,4 @@ def test_a_hook_that_raises_does_not_hide_the_error(
 
 def test_on_out_of_memory_refuses_what_it_cannot_call() -> None:
     with pytest.raises(TypeError, match="takes a callable hook.error., got int"):
-        devmm.on_out_of_memory(3)  # type: ignore[arg-type]
+        devmm.on_out_of_memory(3)

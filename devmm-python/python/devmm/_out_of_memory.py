@@ -67,11 +67,12 @@ class OutOfMemoryError(MemoryError):
     def __reduce__(self) -> tuple[Any, ...]:
         # The fields are keyword-only, so pickling (multiprocessing, Dask)
         # passes them as a partial's keywords, and the state (notes) as is.
-        fields = {
-            "device": self.device,
-            "nbytes": self.nbytes,
-            "chain": self.chain,
-            "pool": self.pool,
-            "largest_fit": self.largest_fit,
-        }
-        return (functools.partial(type(self), **fields), self.args, self.__dict__)
+        rebuild = functools.partial(
+            type(self),
+            device=self.device,
+            nbytes=self.nbytes,
+            chain=self.chain,
+            pool=self.pool,
+            largest_fit=self.largest_fit,
+        )
+        return (rebuild, self.args, self.__dict__)
