@@ -153,7 +153,8 @@ impl PyOutOfMemoryHook {
 
 /// Registers `hook`, called as `hook(error)` with every out-of-memory
 /// error before it propagates from devmm's allocations (buffers, tensors,
-/// `mr.allocate`, and the PyTorch, CuPy and Numba bridges), once per
+/// `mr.allocate`, NumPy's allocator, and the PyTorch, CuPy and Numba
+/// bridges), once per
 /// failure, on the failing thread. `error` is the exception about to be
 /// raised: a `devmm.OutOfMemoryError`, or the `MemoryError` a Python
 /// resource raised. A hook that raises does not hide the error: its

@@ -4,8 +4,10 @@
 //!
 //! The hooks run at devmm's allocation entry points ([`DeviceBuffer::new`],
 //! so [`empty`](crate::empty) and the bindings' buffers, PyTorch's
-//! allocator, the `Allocator` bridge, a binding's direct `allocate`), each of
-//! which goes through [`observe_allocation`]. A thread counts how many entry
+//! allocator, NumPy's allocator, the `Allocator` bridge, a binding's direct
+//! `allocate`), each of which goes through [`observe_allocation`]. The
+//! global allocator ([`GlobalResource`](crate::interop::GlobalResource)) does not: a hook there would
+//! allocate inside the allocator it serves. A thread counts how many entry
 //! points it is inside, and only the outermost runs the hooks: a failure
 //! runs them once, however many adaptors it crossed and whether or not a
 //! resource of Python code allocated through devmm itself.
