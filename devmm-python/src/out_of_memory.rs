@@ -9,12 +9,13 @@ use std::sync::{Arc, OnceLock};
 use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::adaptors::{adapt, upstream_of};
 use crate::error::{
     defer_interrupt, take_deferred_interrupt, to_py_err, type_name, PythonException,
 };
-use crate::resource::{built, callable_name, shipped_new, PyMemoryResource};
+use crate::resource::{built, callable_name, shipped_new, PyMemoryResource, PythonRef};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
@@ -57,6 +58,22 @@ fn raised_during(py: Python<'_>, raised: PyErr, error: &devmm::Error) -> devmm::
 #[derive(Default)]
 pub(crate) struct PyFailureCallbackAdaptor {
     adaptor: OnceLock<Arc<devmm::FailureCallbackAdaptor<Upstream>>>,
+    /// The callback, as the native adaptor's closure holds it.
+    callback: OnceLock<Arc<PythonRef>>,
+}
+
+impl PyFailureCallbackAdaptor {
+    /// The callback, while this object and its base are the only owners
+    /// of the native adaptor (no buffer or other adaptor shares it): then
+    /// it is this object's to report to the collector, so a callback that
+    /// refers back to the adaptor is a cycle the collector can free.
+    fn owned_callback(&self) -> Option<&PythonRef> {
+        let adaptor = self.adaptor.get()?;
+        // One reference here, one in the base class.
+        (Arc::strong_count(adaptor) == 2)
+            .then(|| self.callback.get().map(|c| &**c))
+            .flatten()
+    }
 }
 
 shipped_new!(PyFailureCallbackAdaptor);
@@ -79,12 +96,13 @@ impl PyFailureCallbackAdaptor {
             "FailureCallbackAdaptor callback {}",
             callable_name(callback)
         );
-        let callback = callback.clone().unbind();
+        let slot = Arc::new(PythonRef::new(callback.clone().unbind()));
+        let held = Arc::clone(&slot);
         let call = move |nbytes: usize, attempt: usize, error: &devmm::Error| {
             let called = crate::gil::attach(|py| {
-                let result = callback
-                    .bind(py)
-                    .call1((nbytes, attempt))
+                let result = held
+                    .get(py)
+                    .and_then(|callback| callback.call1((nbytes, attempt)))
                     .and_then(|retry| {
                         retry.extract::<bool>().map_err(|_| {
                             PyTypeError::new_err(format!(
@@ -102,8 +120,23 @@ impl PyFailureCallbackAdaptor {
             Ok(devmm::FailureCallbackAdaptor::new(mr, call))
         })?;
         PyMemoryResource::install(slf.as_super(), base)?;
-        let _ = slf.borrow().adaptor.set(adaptor);
+        let this = slf.borrow();
+        let _ = this.adaptor.set(adaptor);
+        let _ = this.callback.set(slot);
         Ok(())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self.owned_callback() {
+            Some(callback) => callback.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
+    fn __clear__(&self) {
+        if let Some(callback) = self.owned_callback() {
+            callback.clear();
+        }
     }
 
     /// The wrapped resource.

@@ -226,3 +226,21 @@ def test_a_hook_that_raises_does_not_hide_the_error(
 def test_on_out_of_memory_refuses_what_it_cannot_call() -> None:
     with pytest.raises(TypeError, match="takes a callable hook.error., got int"):
         devmm.on_out_of_memory(3)
+
+
+def test_a_callback_that_refers_to_its_adaptor_is_collected(limiting: devmm.LimitingAdaptor) -> None:
+    import gc
+    import weakref
+
+    def make() -> "weakref.ref[devmm.FailureCallbackAdaptor]":
+        adaptor: devmm.FailureCallbackAdaptor | None = None
+
+        def callback(nbytes: int, attempt: int) -> bool:
+            return adaptor is not None and attempt < 2
+
+        adaptor = devmm.FailureCallbackAdaptor(limiting, callback)
+        return weakref.ref(adaptor)
+
+    gone = make()
+    gc.collect()
+    assert gone() is None, "the adaptor and its callback are a cycle the collector frees"
