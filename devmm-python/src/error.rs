@@ -10,6 +10,9 @@ use pyo3::exceptions::{
     PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::value_class::ValueClass;
 
 pyo3::create_exception!(
     devmm,
@@ -53,6 +56,12 @@ impl PythonException {
         callback: impl Into<String>,
         device: Option<devmm::Device>,
     ) -> devmm::Error {
+        devmm::Error::callback(callback, device, PythonException::source(py, err))
+    }
+
+    /// The core's error source for `err`; a `MemoryError` is a refusal for
+    /// want of memory ([`devmm::CallbackError::out_of_memory`]).
+    pub(crate) fn source(py: Python<'_>, err: PyErr) -> devmm::CallbackError {
         let repr = err
             .value(py)
             .repr()
@@ -62,12 +71,11 @@ impl PythonException {
             err: Some(err),
             repr,
         };
-        let source = if out_of_memory {
+        if out_of_memory {
             devmm::CallbackError::out_of_memory(exception)
         } else {
             devmm::CallbackError::new(exception)
-        };
-        devmm::Error::callback(callback, device, source)
+        }
     }
 }
 
@@ -128,8 +136,9 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 }
 
 /// Converts a devmm error to the Python exception users expect:
-/// a Python callback's exception → itself; out-of-memory, limits and NULL
-/// allocations → `MemoryError`, a test double's misuse reports →
+/// a Python callback's exception → itself; out-of-memory and limits →
+/// `devmm.OutOfMemoryError` (a `MemoryError`) with the failure's figures,
+/// NULL allocations → `MemoryError`, a test double's misuse reports →
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
 /// `BufferError`, failed stream hand-offs and operations refused under
@@ -160,11 +169,12 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::Misuse {
             test_double: true, ..
         } => crate::testing::RecordingMisuseError::new_err(message),
+        devmm::Error::OutOfMemory { .. } | devmm::Error::LimitExceeded { .. } => {
+            out_of_memory_error(message, err.out_of_memory_figures())
+        }
         // A resource that returned NULL for a non-empty request: the
         // C convention for "no memory", so the Python one for it too.
-        devmm::Error::OutOfMemory { .. }
-        | devmm::Error::LimitExceeded { .. }
-        | devmm::Error::Misuse {
+        devmm::Error::Misuse {
             kind: devmm::MisuseKind::NullAllocation,
             ..
         } => PyMemoryError::new_err(message),
@@ -186,6 +196,41 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::ForkedAfterStart { .. } => PyRuntimeError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+/// `devmm.OutOfMemoryError` (defined in Python, a `MemoryError`).
+static OUT_OF_MEMORY_ERROR: ValueClass<()> =
+    ValueClass::new("devmm._out_of_memory", "OutOfMemoryError");
+static POOL_FIGURES: ValueClass<()> = ValueClass::new("devmm._out_of_memory", "PoolFigures");
+
+/// The `devmm.OutOfMemoryError` saying `message`, with the failure's
+/// `figures` as its fields; a plain `MemoryError` when the class cannot
+/// be had (the interpreter is shutting down).
+fn out_of_memory_error(message: String, figures: Option<devmm::OutOfMemoryFigures>) -> PyErr {
+    let made = figures.and_then(|figures| {
+        crate::gil::attach(|py| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("device", crate::device::PyDevice(figures.device))?;
+            kwargs.set_item("nbytes", figures.nbytes)?;
+            kwargs.set_item("chain", &figures.chain)?;
+            let pool = match figures.pool {
+                Some(pool) => Some(
+                    POOL_FIGURES
+                        .class(py)?
+                        .call1((pool.reserved_bytes, pool.used_bytes))?,
+                ),
+                None => None,
+            };
+            kwargs.set_item("pool", pool)?;
+            kwargs.set_item("largest_fit", figures.largest_fit)?;
+            let exception = OUT_OF_MEMORY_ERROR
+                .class(py)?
+                .call((&message,), Some(&kwargs))?;
+            Ok::<_, PyErr>(PyErr::from_value(exception))
+        })
+        .and_then(Result::ok)
+    });
+    made.unwrap_or_else(|| PyMemoryError::new_err(message))
 }
 
 /// The name of `obj`'s type, for an error message.

@@ -24,6 +24,7 @@ mod interchange;
 mod layout;
 mod log_bridge;
 mod numpy_handler;
+mod out_of_memory;
 mod python_stack;
 mod registry;
 mod resource;
@@ -108,6 +109,9 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<adaptors::PyLimitingAdaptor>()?;
     m.add_class::<adaptors::PyLoggingAdaptor>()?;
     m.add_class::<adaptors::PyCallbackMemoryResource>()?;
+    m.add_class::<out_of_memory::PyFailureCallbackAdaptor>()?;
+    m.add_class::<out_of_memory::PyOutOfMemoryHook>()?;
+    m.add_function(wrap_pyfunction!(out_of_memory::on_out_of_memory, m)?)?;
     m.add_class::<tracking::PyTrackingAdaptor>()?;
     m.add_class::<trace::PyTraceAdaptor>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;

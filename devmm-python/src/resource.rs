@@ -299,8 +299,8 @@ impl PyMemoryResource {
     ) -> PyResult<usize> {
         let nbytes = nbytes.get();
         let (mr, stream) = Self::native_on(slf, "allocate", stream)?;
-        let ptr = maybe_detached(slf.py(), mr.device(), || mr.allocate(nbytes, &stream))
-            .map_err(to_py_err)?;
+        let allocate = || devmm::observe_allocation(|| mr.allocate(nbytes, &stream));
+        let ptr = maybe_detached(slf.py(), mr.device(), allocate).map_err(to_py_err)?;
         if let Some(interrupt) = take_deferred_interrupt() {
             // The caller will never see `ptr`: give it back, then raise.
             // SAFETY: just allocated by `mr` with `nbytes`, never handed out.

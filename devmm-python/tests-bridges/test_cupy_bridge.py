@@ -169,6 +169,18 @@ def test_a_refusal_reaches_cupy_callers_as_memory_error(cupy_state: SimpleNamesp
     assert limited.used_bytes == 0
 
 
+def test_cupy_out_of_memory_is_devmms_error_and_runs_the_hooks_once(
+    cupy_state: SimpleNamespace, restore_allocator: None
+) -> None:
+    seen: list[BaseException] = []
+    limited = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(), limit_bytes=64)
+    with bridge.install(limited), devmm.on_out_of_memory(seen.append):
+        with pytest.raises(devmm.OutOfMemoryError) as caught:
+            cupy.cuda.alloc(100)
+    assert (caught.value.device, caught.value.nbytes, caught.value.largest_fit) == (limited.device, 100, 64)
+    assert len(seen) == 1 and isinstance(seen[0], devmm.OutOfMemoryError) and seen[0].nbytes == 100
+
+
 def test_cupy_reads_devmm_streams_through_the_cuda_stream_protocol(cuda0: devmm.Device) -> None:
     """`cupy.cuda.Stream.from_external` takes any object with
     `__cuda_stream__`: a runtime's stream and a stream written in Python."""

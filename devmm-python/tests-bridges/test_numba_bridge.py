@@ -62,6 +62,17 @@ def test_memalloc_allocates_through_the_current_resource(plugin: DevmmEMMPlugin,
     assert cuda_stats.current_bytes == 0
 
 
+def test_memalloc_out_of_memory_is_devmms_error_and_runs_the_hooks_once(plugin: DevmmEMMPlugin) -> None:
+    seen: list[BaseException] = []
+    limited = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(), limit_bytes=64)
+    with devmm.using_memory_resource(limited), devmm.on_out_of_memory(seen.append):
+        with pytest.raises(devmm.OutOfMemoryError) as caught:
+            plugin.memalloc(100)
+    assert (caught.value.nbytes, caught.value.largest_fit) == (100, 64)
+    assert caught.value.device == devmm.Device.from_string("cuda:0")
+    assert len(seen) == 1 and isinstance(seen[0], devmm.OutOfMemoryError) and seen[0].nbytes == 100
+
+
 def test_memalloc_uses_the_current_resource_of_its_contexts_device(cuda_stats: devmm.StatisticsAdaptor) -> None:
     # Per device, as the seed's plugin: a context on cuda:1 allocates through
     # cuda:1's current resource, never through cuda:0's, whichever is made current.

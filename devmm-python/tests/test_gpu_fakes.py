@@ -556,3 +556,72 @@ NO_UNIFIED_ADDRESSING = textwrap.dedent(
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
 def test_copy_kind_default_needs_unified_addressing(platform: str, fake_library: Callable[[str], str]) -> None:
     run_over_the_fake(NO_UNIFIED_ADDRESSING, platform, fake_library)
+
+
+def test_a_driver_out_of_memory_is_an_out_of_memory_error_that_a_callback_can_recover(
+    fake_library: Callable[[str], str],
+) -> None:
+    """cudaMallocAsync's cudaErrorMemoryAllocation (injected, then from the
+    fake's memory limit) is a devmm.OutOfMemoryError naming cuda:0, the size
+    and the chain; the hooks see it once; a FailureCallbackAdaptor's retry
+    succeeds once the callback freed memory."""
+    library = fake_library("DEVMM_TEST_FAKE_CUDART")
+    env = dict(os.environ, DEVMM_CUDART_PATH=library)
+    script = textwrap.dedent(
+        f"""
+        import ctypes
+        import devmm
+        from devmm.mrs.cuda import CudaRuntimeMemoryResource
+        fake = ctypes.CDLL({library!r})
+        fake.fake_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        fake.fake_call_count.argtypes = [ctypes.c_char_p]
+        fake.fake_call_count.restype = ctypes.c_uint64
+        gpu = devmm.Device.from_string("cuda:0")
+        mr = CudaRuntimeMemoryResource(gpu)
+        seen = []
+        hook = devmm.on_out_of_memory(seen.append)
+
+        assert fake.fake_fail_next(b"cudaMallocAsync", 2) == 0
+        try:
+            devmm.DeviceBuffer(64, mr=mr)
+        except devmm.OutOfMemoryError as err:
+            assert err.device == gpu and err.nbytes == 64, (err.device, err.nbytes)
+            assert err.chain.startswith("CudaRuntimeMemoryResource(device=cuda:0"), err.chain
+            assert (err.pool, err.largest_fit) == (None, None)
+            assert "cudaMallocAsync" in str(err) and "cudaErrorMemoryAllocation" in str(err), str(err)
+        else:
+            raise AssertionError("the injected failure did not fail")
+        assert [type(e).__name__ for e in seen] == ["OutOfMemoryError"] and seen[0].nbytes == 64
+
+        # The fake's memory limit: 1 MiB, half of it held by a cache.
+        assert fake.fake_set_memory_limit(0, 1 << 20) == 0
+        cache = [devmm.DeviceBuffer(1 << 19, mr=mr)]
+        calls = []
+        def drop_cache(nbytes, attempt):
+            calls.append((nbytes, attempt))
+            if not cache:
+                return False
+            cache.pop().free()
+            devmm.runtime_for(gpu).default_stream(gpu).synchronize()
+            return True
+        recovering = devmm.FailureCallbackAdaptor(mr, drop_cache)
+        before = fake.fake_call_count(b"cudaMallocAsync")
+        big = devmm.DeviceBuffer(3 << 18, mr=recovering)
+        assert calls == [(3 << 18, 1)], calls
+        assert fake.fake_call_count(b"cudaMallocAsync") - before == 2
+        assert len(seen) == 1, "a recovered failure runs no hook"
+        try:
+            devmm.DeviceBuffer(1 << 19, mr=recovering)
+        except devmm.OutOfMemoryError as err:
+            assert err.device == gpu and err.chain.startswith("FailureCallbackAdaptor -> CudaRuntimeMemoryResource"), err.chain
+        else:
+            raise AssertionError("past the limit with nothing to free")
+        assert calls[-1] == (1 << 19, 1) and len(seen) == 2
+        big.free()
+        hook.remove()
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -62,6 +62,18 @@ def test_limits_become_numpy_memory_errors() -> None:
     del small
 
 
+def test_numpys_out_of_memory_runs_devmms_hooks_once() -> None:
+    # NumPy raises its own MemoryError from the NULL it gets; the hooks see
+    # devmm's error, with its figures, first.
+    seen: list[BaseException] = []
+    limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=1024)
+    with devmm_numpy.install(limited), devmm.on_out_of_memory(seen.append):
+        with pytest.raises(MemoryError):
+            np.ones(10_000)
+    assert len(seen) == 1 and isinstance(seen[0], devmm.OutOfMemoryError)
+    assert (seen[0].nbytes, seen[0].largest_fit) == (80_000, 1024)
+
+
 def test_a_resource_error_inside_numpys_allocator_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     # NumPy's allocator can only return NULL (NumPy raises MemoryError), so
     # the resource's own error is logged on devmm's ``devmm.mr`` logger, as

@@ -182,3 +182,23 @@ from devmm._runtimes.cpu import CpuRuntime
 
 # Calling a platform class returns the core's runtime, a DeviceRuntime.
 host_mr: devmm.DeviceMemoryResource = CpuRuntime().default_memory_resource(devmm.Device.from_string("cpu"))
+
+
+# Running out: the callback's and the hook's shapes, and the error's fields.
+def drop_nothing(nbytes: int, attempt: int) -> bool:
+    return attempt < 2
+
+
+recovering: devmm.DeviceMemoryResource = devmm.FailureCallbackAdaptor(MallocMemoryResource(), drop_nothing)
+
+
+def report(error: BaseException) -> None:
+    if isinstance(error, devmm.OutOfMemoryError):
+        device: devmm.Device = error.device
+        sizes: tuple[int, int | None] = (error.nbytes, error.largest_fit)
+        pool: devmm.PoolFigures | None = error.pool
+        print(device, sizes, error.chain, pool.unused_bytes if pool else None)
+
+
+with devmm.on_out_of_memory(report) as registered:
+    still: bool = registered.remove()

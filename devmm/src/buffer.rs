@@ -83,9 +83,11 @@ pub struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
-    /// Allocates `nbytes` from `resource`, ordered on `stream`.
+    /// Allocates `nbytes` from `resource`, ordered on `stream`. An
+    /// out-of-memory failure runs the [`on_out_of_memory`](crate::on_out_of_memory)
+    /// hooks before it is returned.
     pub fn new(nbytes: usize, resource: Arc<dyn MemoryResource>, stream: &Stream) -> Result<Self> {
-        let ptr = resource.allocate(nbytes, stream)?;
+        let ptr = crate::observe_allocation(|| resource.allocate(nbytes, stream))?;
         if ptr.is_null() && nbytes > 0 {
             return Err(Error::Misuse {
                 kind: MisuseKind::NullAllocation,

@@ -18,6 +18,7 @@ mod layout;
 mod ledger;
 pub mod mrs;
 mod origin;
+mod out_of_memory;
 mod ptr;
 mod registry;
 mod resource;
@@ -31,9 +32,9 @@ pub mod testing;
 pub mod trace;
 
 pub use adaptor::{
-    DEFAULT_TRACKING_DEPTH, LEAK_REPORT_ENV, LOG_TARGET, LeakReport, LimitingAdaptor,
-    LiveAllocation, LogRecord, LogValue, LoggingAdaptor, SiteGroup, Statistics, StatisticsAdaptor,
-    TraceAdaptor, TrackingAdaptor, print_leak_reports,
+    DEFAULT_TRACKING_DEPTH, FailureCallbackAdaptor, LEAK_REPORT_ENV, LOG_TARGET, LeakReport,
+    LimitingAdaptor, LiveAllocation, LogRecord, LogValue, LoggingAdaptor, SiteGroup, Statistics,
+    StatisticsAdaptor, TraceAdaptor, TrackingAdaptor, print_leak_reports,
 };
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
@@ -51,6 +52,9 @@ pub use layout::{
 pub use ledger::{Checked, Ledger};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
+pub use out_of_memory::{
+    OutOfMemoryFigures, OutOfMemoryHook, PoolFigures, observe_allocation, on_out_of_memory,
+};
 pub use ptr::DevicePtr;
 pub use registry::{
     OverrideScope, ResourceGuard, get_current_memory_resource, set_current_memory_resource,

@@ -1138,6 +1138,84 @@ fn a_child_forked_after_the_runtime_started_is_refused(p: &'static Platform) {
     u.assert_no_leaks();
 }
 
+/// A driver's out-of-memory (the fake's memory limit) reaches a
+/// `FailureCallbackAdaptor`, whose callback frees a held buffer and
+/// synchronizes so the retry fits; the hooks see only the failure nothing
+/// recovered, with the driver's figures.
+fn a_driver_out_of_memory_is_recovered_by_a_failure_callback(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("needs the fake's memory limit");
+    };
+    let dev = u.second();
+    assert_eq!(fake.set_memory_limit(1, 1 << 20), 0);
+    let device_mr = u.rt.default_resource(dev).unwrap();
+    let stream = u.rt.default_stream(dev).unwrap();
+    let held = Arc::new(std::sync::Mutex::new(Some(
+        devmm::DeviceBuffer::new(1 << 19, Arc::clone(&device_mr), &stream).unwrap(),
+    )));
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recovering: Arc<dyn MemoryResource> = Arc::new(devmm::FailureCallbackAdaptor::new(
+        Arc::clone(&device_mr),
+        {
+            let (held, calls, stream) = (Arc::clone(&held), Arc::clone(&calls), stream.clone());
+            move |nbytes, attempt, error: &Error| {
+                calls
+                    .lock()
+                    .unwrap()
+                    .push((nbytes, attempt, error.out_of_memory_figures()));
+                let freed = held.lock().unwrap().take().is_some();
+                // The free is stream-ordered: done once the stream is.
+                stream.synchronize().map_err(devmm::CallbackError::new)?;
+                Ok(freed)
+            }
+        },
+    ));
+    let me = std::thread::current().id();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = devmm::on_out_of_memory({
+        let seen = Arc::clone(&seen);
+        move |err| {
+            if std::thread::current().id() == me {
+                seen.lock().unwrap().push(err.out_of_memory_figures());
+            }
+            Ok(())
+        }
+    });
+    let big = devmm::DeviceBuffer::new(3 << 18, Arc::clone(&recovering), &stream).unwrap();
+    {
+        let calls = calls.lock().unwrap();
+        let [(nbytes, 1, Some(figures))] = calls.as_slice() else {
+            panic!("expected one call with the driver's figures, got {calls:?}");
+        };
+        assert_eq!(
+            (*nbytes, figures.device, figures.nbytes),
+            (3 << 18, dev, 3 << 18)
+        );
+        assert_eq!((figures.pool, figures.largest_fit), (None, None));
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a recovered failure runs no hook"
+    );
+    let err = devmm::DeviceBuffer::new(1 << 19, recovering, &stream).unwrap_err();
+    assert!(
+        matches!(err, Error::OutOfMemory { device, nbytes, .. } if device == dev && nbytes == 1 << 19),
+        "{err:?}"
+    );
+    let seen = seen.lock().unwrap();
+    let [Some(figures)] = seen.as_slice() else {
+        panic!("expected the hooks to see the failure once, got {seen:?}");
+    };
+    assert!(
+        figures.chain.starts_with("FailureCallbackAdaptor -> "),
+        "{}",
+        figures.chain
+    );
+    hook.remove();
+    drop(big);
+}
+
 macro_rules! platform_tests {
     ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -1165,6 +1243,7 @@ macro_rules! suite {
             resource_contract,
             conformance_suite,
             out_of_memory_names_device_size_and_chain,
+            a_driver_out_of_memory_is_recovered_by_a_failure_callback,
             stream_handoff_records_then_waits,
             driver_errors_name_call_code_and_device,
             stream_ordered_allocation_when_present,

@@ -106,3 +106,29 @@ fn host_memory_the_host_cannot_dereference_is_refused() {
         Err(Error::NotDereferenceable { .. })
     ));
 }
+
+#[test]
+fn an_allocator_out_of_memory_runs_the_hooks_once() {
+    let me = std::thread::current().id();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = devmm::on_out_of_memory({
+        let seen = Arc::clone(&seen);
+        move |err| {
+            if std::thread::current().id() == me {
+                seen.lock()
+                    .unwrap()
+                    .push(err.out_of_memory_figures().map(|f| f.nbytes));
+            }
+            Ok(())
+        }
+    });
+    let limited: Arc<dyn MemoryResource> =
+        Arc::new(LimitingAdaptor::new(MallocMemoryResource::new(), 64));
+    let mut v: AVec<u64, _> = AVec::new_in(HostAllocator::new(limited).expect("host memory"));
+    assert!(
+        v.try_reserve_exact(9).is_err(),
+        "72 bytes past a 64-byte limit"
+    );
+    assert_eq!(*seen.lock().unwrap(), [Some(72)]);
+    hook.remove();
+}

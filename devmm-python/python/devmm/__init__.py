@@ -18,10 +18,12 @@ from ._devmm import (
     DeviceOptimal,
     DeviceRuntime,
     DeviceType,
+    FailureCallbackAdaptor,
     Layout,
     LayoutPolicy,
     LimitingAdaptor,
     LoggingAdaptor,
+    OutOfMemoryHook,
     Permuted,
     RowMajor,
     RuntimeUnavailableError,
@@ -43,12 +45,14 @@ from ._devmm import (
     empty,
     empty_like,
     get_current_memory_resource,
+    on_out_of_memory,
     set_current_memory_resource,
     using_memory_resource,
 )
 from . import _runtimes, mrs, statistics
 from ._core import layout as _layout_surface  # gives the native policies their dataclass surface
 from ._stream_flags import StreamFlags
+from ._out_of_memory import OutOfMemoryError, PoolFigures
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 from ._runtimes.base import CopyKind
@@ -73,12 +77,16 @@ __all__ = [
     "DeviceRuntime",
     "DeviceType",
     "DType",
+    "FailureCallbackAdaptor",
     "Layout",
     "LayoutPolicy",
     "LimitingAdaptor",
     "LiveAllocation",
     "LoggingAdaptor",
+    "OutOfMemoryError",
+    "OutOfMemoryHook",
     "Permuted",
+    "PoolFigures",
     "RowMajor",
     "RuntimeUnavailableError",
     "StatisticsAdaptor",
@@ -102,6 +110,7 @@ __all__ = [
     "empty_like",
     "get_current_memory_resource",
     "mrs",
+    "on_out_of_memory",
     "runtime_for",
     "runtime_names",
     "set_current_memory_resource",

@@ -1,5 +1,6 @@
 //! Adaptors: resources that wrap an upstream resource they own and add one
-//! behaviour (counting, limiting, logging, tracing, tracking) while forwarding the rest.
+//! behaviour (counting, limiting, logging, tracing, tracking, recovering
+//! from running out) while forwarding the rest.
 //!
 //! They compose in any order over any resource, including
 //! `Arc<dyn MemoryResource>`, so the whole chain lives as long as the
@@ -129,12 +130,14 @@ fn saturating_sub(counter: &std::sync::atomic::AtomicUsize, n: usize) {
     let _ = counter.fetch_update(order, order, |c| Some(c.saturating_sub(n)));
 }
 
+mod failure_callback;
 mod limiting;
 mod logging;
 mod statistics;
 mod trace;
 mod tracking;
 
+pub use failure_callback::FailureCallbackAdaptor;
 pub use limiting::LimitingAdaptor;
 pub use logging::{LOG_TARGET, LogRecord, LogValue, LoggingAdaptor};
 pub use statistics::{Statistics, StatisticsAdaptor};

@@ -102,9 +102,7 @@ unsafe impl Allocator for HostAllocator {
         if layout.align() > self.resource.guaranteed_alignment() {
             return Err(AllocError);
         }
-        let ptr = self
-            .resource
-            .allocate(layout.size(), &self.stream)
+        let ptr = crate::observe_allocation(|| self.resource.allocate(layout.size(), &self.stream))
             .map_err(|_| AllocError)?;
         let ptr = NonNull::new(ptr.as_host_ptr::<u8>()).ok_or(AllocError)?;
         Ok(NonNull::slice_from_raw_parts(ptr, layout.size()))

@@ -216,8 +216,11 @@ impl Context {
         // NumPy treats NULL as failure, so even empty arrays get a byte.
         let nbytes = nbytes.max(1);
         // NumPy gets NULL and raises its own MemoryError, so any other
-        // cause (a resource's bug) is logged: the caller never sees it.
-        match self.contained(|| self.mr.allocate(nbytes, &self.stream)) {
+        // cause (a resource's bug) is logged: the caller never sees it. An
+        // out-of-memory error runs the `on_out_of_memory` hooks first, as
+        // devmm's own entry points do.
+        let allocate = || crate::observe_allocation(|| self.mr.allocate(nbytes, &self.stream));
+        match self.contained(allocate) {
             Ok(ptr) if !ptr.is_null() => {
                 self.sizes().insert(ptr.addr(), nbytes);
                 ptr.as_host_ptr()

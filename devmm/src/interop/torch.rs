@@ -130,9 +130,10 @@ impl TorchRoutes {
                 ),
             })?;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
-        let ptr = route.mr.allocate(nbytes, &stream).inspect_err(|_| {
-            route.ooms.fetch_add(1, Ordering::Relaxed);
-        })?;
+        let ptr =
+            crate::observe_allocation(|| route.mr.allocate(nbytes, &stream)).inspect_err(|_| {
+                route.ooms.fetch_add(1, Ordering::Relaxed);
+            })?;
         if !ptr.is_null() {
             table().live.insert(ptr.addr(), (route, nbytes));
         }
