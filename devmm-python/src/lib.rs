@@ -125,6 +125,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
+    m.add_class::<gpu_resources::PyCudaAsyncMemoryResource>()?;
+    m.add_class::<gpu_resources::PyHipAsyncMemoryResource>()?;
     // NEP 49's primitives, for devmm.integrations.numpy: private attributes.
     for nep49 in [
         wrap_pyfunction!(numpy_handler::_numpy_handler_over, m)?,

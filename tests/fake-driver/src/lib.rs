@@ -48,6 +48,7 @@ mod log;
 mod memory;
 mod out;
 mod platform;
+mod pool;
 mod queue;
 mod state;
 mod stream;
