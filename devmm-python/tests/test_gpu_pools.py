@@ -151,3 +151,48 @@ def test_own_pools_and_their_figures(platform: str, fake_library: Callable[[str]
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+INFO_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import devmm
+    import devmm.mrs.{module} as mrs
+    from devmm.__main__ import main
+
+    MIB = 1 << 20
+    gpu = devmm.Device.from_string("{device}:0")
+    stream = devmm.runtime_for(gpu).create_stream(gpu)
+    mr = devmm.StatisticsAdaptor(mrs.{pool_mr}())
+    devmm.set_current_memory_resource(mr)
+    blocks = [devmm.DeviceBuffer(64 * MIB, device=gpu, stream=stream) for _ in range(3)]
+    blocks[1].free()
+    stream.synchronize()
+    sys.argv = ["devmm", "info"] + sys.argv[1:]
+    sys.exit(main())
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_devmm_info_shows_the_current_resources_pool(platform: str, fake_library: Callable[[str], str]) -> None:
+    import json
+
+    p = PLATFORMS[platform]
+    env = dict(os.environ, **{p["path_var"]: fake_library(p["env"])})
+    script = INFO_SCRIPT.format(**p)
+    run = [sys.executable, "-c", script]
+    done = subprocess.run([*run, "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    devices = {d["device"]: d for d in json.loads(done.stdout)["devices"]}
+    pool = devices[f"{p['device']}:0"]["pool"]
+    assert pool["used_bytes"] == 128 << 20 and pool["reserved_bytes"] >= 192 << 20, pool
+    assert pool["fragmentation_bytes"] == pool["reserved_bytes"] - (128 << 20), pool
+    assert pool["used_high_bytes"] == 192 << 20, pool
+    assert pool["resource"].startswith(f"{p['pool_mr']}(device={p['device']}:0"), pool
+    assert "pool" not in devices[f"{p['device']}:1"], "device 1's resource has no pool of its own"
+    text = subprocess.run(run, env=env, capture_output=True, text=True, timeout=300)
+    assert text.returncode == 0, text.stderr
+    pools = text.stdout.split("\nPools\n", 1)[1]
+    row = next(line for line in pools.splitlines() if line.startswith(f"{p['device']}:0"))
+    assert "128 MiB" in row and p["pool_mr"] in row, pools
