@@ -87,21 +87,15 @@ struct PoolEntry {
 
 /// The figures of the first link of `mr`'s chain with a pool of its own.
 fn pool_of(mr: &dyn devmm::MemoryResource) -> Option<devmm::Result<PoolEntry>> {
-    let mut next = Some(mr);
-    while let Some(link) = next {
-        if let Some(figures) = link.pool_statistics() {
-            return Some(figures.map(|s| PoolEntry {
-                resource: format!("{link:?}"),
-                reserved_bytes: s.reserved_bytes,
-                reserved_high_bytes: s.reserved_high_bytes,
-                used_bytes: s.used_bytes,
-                used_high_bytes: s.used_high_bytes,
-                fragmentation_bytes: s.fragmentation_bytes(),
-            }));
-        }
-        next = link.upstream();
-    }
-    None
+    let (link, figures) = devmm::pool_of_chain(mr)?;
+    Some(figures.map(|s| PoolEntry {
+        resource: format!("{link:?}"),
+        reserved_bytes: s.reserved_bytes,
+        reserved_high_bytes: s.reserved_high_bytes,
+        used_bytes: s.used_bytes,
+        used_high_bytes: s.used_high_bytes,
+        fragmentation_bytes: s.fragmentation_bytes(),
+    }))
 }
 
 /// Runs `devmm info`. A device whose memory or resource cannot be read is

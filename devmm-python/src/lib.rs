@@ -150,6 +150,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_reset_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_pool_statistics, m)?)?;
 
     m.add_class::<registry::PyUsingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;

@@ -58,7 +58,7 @@ pub use registry::{
 };
 pub use resource::{
     MemoryInfo, MemoryResource, PoolStatistics, check_alignment, check_dereferenceable, device_for,
-    resource_chain,
+    pool_of_chain, resource_chain,
 };
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,

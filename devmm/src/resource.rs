@@ -250,6 +250,26 @@ pub fn resource_chain(mr: &dyn MemoryResource) -> String {
     links.join(" -> ")
 }
 
+/// The first link of `mr`'s chain with a pool of its own (through any
+/// adaptors), with that pool's figures; `None` when no link has one.
+///
+/// ```
+/// use devmm::{MallocMemoryResource, StatisticsAdaptor, pool_of_chain};
+/// assert!(pool_of_chain(&StatisticsAdaptor::new(MallocMemoryResource::new())).is_none());
+/// ```
+pub fn pool_of_chain(
+    mr: &dyn MemoryResource,
+) -> Option<(&dyn MemoryResource, Result<PoolStatistics>)> {
+    let mut next = Some(mr);
+    while let Some(link) = next {
+        if let Some(figures) = link.pool_statistics() {
+            return Some((link, figures));
+        }
+        next = link.upstream();
+    }
+    None
+}
+
 /// One link of a chain: the resource's Debug output without its upstream,
 /// so adaptors show as their name alone.
 fn link_name(mr: &dyn MemoryResource) -> String {
