@@ -1278,6 +1278,13 @@ fn own_pool_settings_and_refusals(p: &'static Platform) {
     let err = (p.own_pool)(u.fake_path(), Device::CPU, PoolOptions::default()).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains(p.pool_mr), "{err}");
+    // A misuse names the resource it was made on.
+    let mr = make(PoolOptions::default()).unwrap();
+    // SAFETY: a null pointer with a size is refused before the driver sees it.
+    let err = unsafe { mr.deallocate(devmm::DevicePtr::NULL, 64, &stream) }.unwrap_err();
+    assert!(matches!(err, Error::Misuse { .. }), "{err}");
+    assert!(err.to_string().contains(p.pool_mr), "{err}");
+    drop(mr);
     if let Some(fake) = u.fake() {
         assert_eq!(fake.live_pools(), 0, "every pool made here was destroyed");
     }

@@ -235,10 +235,15 @@ impl<P: Platform> GpuMemory<P, ManagedKind> {
 
 impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Out of a pool of its own, this is the pool resource's allocator:
+        // its misuses and errors name that resource.
+        let name = match self.allocator {
+            Allocator::FromPool(_) => P::RESOURCE_NAMES.pool,
+            _ => K::name(P::RESOURCE_NAMES),
+        };
         write!(
             f,
-            "{}(device={}, alignment={GPU_ALIGNMENT}",
-            K::name(P::RESOURCE_NAMES),
+            "{name}(device={}, alignment={GPU_ALIGNMENT}",
             self.device
         )?;
         if self.allocator == Allocator::DeviceAsync {
