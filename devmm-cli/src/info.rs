@@ -67,9 +67,39 @@ struct DeviceEntry {
     total_bytes: Option<usize>,
     /// The current resource, outermost first.
     resource_chain: Option<String>,
+    /// The figures of the pool the current resource allocates from, when
+    /// a link of its chain has a pool of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<PoolEntry>,
     /// What could not be found out about this device.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     errors: Vec<String>,
+}
+
+/// A pool's figures, as `devmm info` shows them.
+#[derive(Debug, Serialize)]
+struct PoolEntry {
+    /// The link of the chain that owns the pool.
+    resource: String,
+    reserved_bytes: u64,
+    reserved_high_bytes: u64,
+    used_bytes: u64,
+    used_high_bytes: u64,
+    /// Reserved minus used: what the pool holds that no block uses.
+    fragmentation_bytes: u64,
+}
+
+/// The figures of the first link of `mr`'s chain with a pool of its own.
+fn pool_of(mr: &dyn devmm::MemoryResource) -> Option<devmm::Result<PoolEntry>> {
+    let (link, figures) = devmm::pool_of_chain(mr)?;
+    Some(figures.map(|s| PoolEntry {
+        resource: format!("{link:?}"),
+        reserved_bytes: s.reserved_bytes,
+        reserved_high_bytes: s.reserved_high_bytes,
+        used_bytes: s.used_bytes,
+        used_high_bytes: s.used_high_bytes,
+        fragmentation_bytes: s.fragmentation_bytes(),
+    }))
 }
 
 /// Runs `devmm info`. A device whose memory or resource cannot be read is
@@ -130,10 +160,14 @@ fn collect() -> InfoReport {
                         .describe(device)
                         .map_err(|e| errors.push(format!("description: {e}")))
                         .unwrap_or_default();
-                    let chain = devmm::get_current_memory_resource(device)
-                        .map(|mr| devmm::resource_chain(&*mr))
+                    let current = devmm::get_current_memory_resource(device)
                         .map_err(|e| errors.push(format!("resource: {e}")))
                         .ok();
+                    let chain = current.as_ref().map(|mr| devmm::resource_chain(&**mr));
+                    let pool = current
+                        .as_ref()
+                        .and_then(|mr| pool_of(&**mr))
+                        .and_then(|pool| pool.map_err(|e| errors.push(format!("pool: {e}"))).ok());
                     DeviceEntry {
                         device: device.to_string(),
                         runtime: found.name.clone(),
@@ -147,6 +181,7 @@ fn collect() -> InfoReport {
                         free_bytes: memory.map(|m| m.free),
                         total_bytes: memory.map(|m| m.total),
                         resource_chain: chain,
+                        pool,
                         errors,
                     }
                 }));
@@ -233,6 +268,35 @@ impl Report for InfoReport {
             runtimes.render(),
             devices.render()
         );
+        let mut pools = Table::new(&[
+            ("DEVICE", Align::Left),
+            ("RESERVED", Align::Right),
+            ("USED", Align::Right),
+            ("FRAGMENTATION", Align::Right),
+            ("RESERVED HIGH", Align::Right),
+            ("USED HIGH", Align::Right),
+            ("POOL OF", Align::Left),
+        ]);
+        let with_pools: Vec<_> = self
+            .devices
+            .iter()
+            .filter_map(|d| d.pool.as_ref().map(|pool| (d, pool)))
+            .collect();
+        for (d, pool) in &with_pools {
+            let bytes = |n: u64| units::bytes(usize::try_from(n).unwrap_or(usize::MAX));
+            pools.row(vec![
+                d.device.clone(),
+                bytes(pool.reserved_bytes),
+                bytes(pool.used_bytes),
+                bytes(pool.fragmentation_bytes),
+                bytes(pool.reserved_high_bytes),
+                bytes(pool.used_high_bytes),
+                pool.resource.clone(),
+            ]);
+        }
+        if !with_pools.is_empty() {
+            text.push_str(&format!("\nPools\n\n{}", pools.render()));
+        }
         for d in &self.devices {
             for e in &d.errors {
                 text.push_str(&format!("{}: {e}\n", d.device));

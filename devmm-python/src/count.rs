@@ -205,6 +205,14 @@ arg_names! {
     Size = "size";
     /// `LimitingAdaptor`'s limit.
     LimitBytes = "limit_bytes";
+    /// A pool's size reserved at once.
+    InitialPoolSize = "initial_pool_size";
+    /// A pool's release threshold.
+    ReleaseThreshold = "release_threshold";
+    /// A pool's maximum size.
+    MaxPoolSize = "max_pool_size";
+    /// What `trim` keeps reserved.
+    KeepBytes = "keep_bytes";
     /// A resource's promised alignment.
     Alignment = "alignment", POWER_OF_TWO;
     /// `RecordingMemoryResource`'s promised alignment.

@@ -3,20 +3,25 @@
 //! raises `RuntimeUnavailableError` (an `ImportError`) where the driver is
 //! missing; the driver calls run without the GIL.
 
+use std::sync::{Arc, OnceLock};
+
 use devmm::mrs::cuda::{
-    CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource,
+    CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaPinnedMemoryResource,
+    CudaRuntimeMemoryResource, PoolOptions,
 };
 use devmm::mrs::rocm::{
-    HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
+    HipAsyncMemoryResource, HipManagedMemoryResource, HipPinnedMemoryResource,
+    HipRuntimeMemoryResource,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
 
+use crate::count::{Count, InitialPoolSize, KeepBytes, MaxPoolSize, ReleaseThreshold};
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{shipped_new, PyMemoryResource};
+use crate::resource::{built, shipped_new, PyMemoryResource};
 
 /// Completes `slf`, a driver resource class's instance, with the resource
 /// `make` builds on `device` (`default`, its kind's first device, when
@@ -209,5 +214,238 @@ impl PyHipManagedMemoryResource {
             HipManagedMemoryResource::default_device(),
             HipManagedMemoryResource::new,
         )
+    }
+}
+
+/// The keyword arguments of the pool resources' constructors, as the core's
+/// options (every size already checked non-negative by [`Count`]).
+fn pool_options(
+    initial_pool_size: Option<Count<InitialPoolSize>>,
+    release_threshold: Option<Count<ReleaseThreshold>>,
+    max_pool_size: Option<Count<MaxPoolSize>>,
+    enable_ipc: bool,
+    peer_access: Vec<DeviceArg>,
+) -> PoolOptions {
+    PoolOptions {
+        initial_pool_size: initial_pool_size.map(|n| n.get()),
+        // `usize` is at most 64 bits on every platform devmm builds for.
+        release_threshold: release_threshold.map(|n| n.get() as u64),
+        max_pool_size: max_pool_size.map(|n| n.get()),
+        enable_ipc,
+        peer_access: peer_access.into_iter().map(|d| d.0).collect(),
+    }
+}
+
+/// Completes `slf`, a pool resource class's instance, with the resource
+/// `make` builds on `device` (`default` when `None`), kept in `state` for
+/// the pool methods; the pool is made without the GIL.
+fn pool_init<S: pyo3::PyClass<BaseType = PyMemoryResource>, R>(
+    slf: &Bound<'_, S>,
+    state: impl FnOnce(&S) -> &OnceLock<Arc<R>>,
+    device: Option<DeviceArg>,
+    default: devmm::Device,
+    make: impl FnOnce(devmm::Device) -> devmm::Result<R> + Send,
+) -> PyResult<()>
+where
+    R: devmm::MemoryResource + Send + Sync + 'static,
+{
+    let device = device.map_or(default, |d| d.0);
+    let mr = Arc::new(slf.py().detach(|| make(device)).py()?);
+    let base = PyMemoryResource::checked(Arc::clone(&mr));
+    PyMemoryResource::install(slf.as_super(), base)?;
+    // `install` refused a second `__init__`, so the state is empty here.
+    let _ = state(&slf.borrow()).set(mr);
+    Ok(())
+}
+
+/// A pool resource's figures, read without the GIL, as a
+/// `devmm.statistics.PoolStatistics`.
+fn pool_figures<'py>(
+    py: Python<'py>,
+    mr: &(dyn devmm::MemoryResource + Sync),
+) -> PyResult<Bound<'py, PyAny>> {
+    let figures = py.detach(|| mr.pool_statistics().transpose()).py()?;
+    match figures {
+        Some(figures) => crate::statistics::pool_statistics_object(py, &figures),
+        None => Err(PyValueError::new_err(format!(
+            "{mr:?} has no pool of its own"
+        ))),
+    }
+}
+
+/// The repr of a pool resource: its class, device and the settings given.
+fn pool_repr(obj: &Bound<'_, PyAny>, options: &PoolOptions) -> PyResult<String> {
+    let py = obj.py();
+    let mut text = format!(
+        "{}(device={}",
+        obj.get_type().name()?,
+        obj.getattr(intern!(py, "device"))?.str()?
+    );
+    let sizes = [
+        (
+            "initial_pool_size",
+            options.initial_pool_size.map(|n| n as u64),
+        ),
+        ("release_threshold", options.release_threshold),
+        ("max_pool_size", options.max_pool_size.map(|n| n as u64)),
+    ];
+    for (name, value) in sizes {
+        if let Some(value) = value {
+            text.push_str(&format!(", {name}={value}"));
+        }
+    }
+    if options.enable_ipc {
+        text.push_str(", enable_ipc=True");
+    }
+    text.push(')');
+    Ok(text)
+}
+
+/// Stream-ordered CUDA device memory from a pool of its own (`cudaMemPoolCreate`, `cudaMallocFromPoolAsync`), named as rmm's.
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaAsyncMemoryResource", module = "devmm")]
+#[derive(Default)]
+pub(crate) struct PyCudaAsyncMemoryResource {
+    pool: OnceLock<Arc<CudaAsyncMemoryResource>>,
+}
+
+shipped_new!(PyCudaAsyncMemoryResource);
+
+#[pymethods]
+impl PyCudaAsyncMemoryResource {
+    /// A pool on `device` (`cuda:0` when `None`), as rmm's
+    /// `CudaAsyncMemoryResource`: `initial_pool_size` bytes reserved at once,
+    /// `release_threshold` bytes of unused memory kept at synchronization
+    /// (the device's total memory when `None`), never more than
+    /// `max_pool_size` reserved, exportable to other processes with
+    /// `enable_ipc`; `peer_access` lists other devices given read-write
+    /// access. A negative size is a `ValueError`, and so is an initial size
+    /// above the maximum.
+    #[pyo3(signature = (device = None, *, initial_pool_size = None, release_threshold = None, max_pool_size = None, enable_ipc = false, peer_access = Vec::new()))]
+    #[pyo3(
+        text_signature = "($self, device=None, *, initial_pool_size=None, release_threshold=None, max_pool_size=None, enable_ipc=False, peer_access=())"
+    )]
+    fn __init__(
+        slf: &Bound<'_, Self>,
+        device: Option<DeviceArg>,
+        initial_pool_size: Option<Count<InitialPoolSize>>,
+        release_threshold: Option<Count<ReleaseThreshold>>,
+        max_pool_size: Option<Count<MaxPoolSize>>,
+        enable_ipc: bool,
+        peer_access: Vec<DeviceArg>,
+    ) -> PyResult<()> {
+        let options = pool_options(
+            initial_pool_size,
+            release_threshold,
+            max_pool_size,
+            enable_ipc,
+            peer_access,
+        );
+        let default = CudaAsyncMemoryResource::default_device();
+        pool_init(
+            slf,
+            |s| &s.pool,
+            device,
+            default,
+            |device| CudaAsyncMemoryResource::new(device, options),
+        )
+    }
+
+    /// The pool's figures from the driver: reserved and used bytes with
+    /// their high-water marks (a freed block counts as used until its free
+    /// is reached on its stream).
+    ///
+    /// Python type: `devmm.statistics.PoolStatistics`
+    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        pool_figures(py, &**built(&self.pool)?)
+    }
+
+    /// Resets both high-water marks to the current figures.
+    fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
+        let mr = built(&self.pool)?;
+        py.detach(|| mr.reset_pool_high_water()).py()
+    }
+
+    /// Hands unused memory back to the device until `keep_bytes` stay
+    /// reserved (never memory that live blocks use).
+    #[pyo3(signature = (keep_bytes = Count::of(0)))]
+    #[pyo3(text_signature = "($self, keep_bytes=0)")]
+    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
+        let mr = built(&self.pool)?;
+        py.detach(|| mr.trim(keep_bytes.get())).py()
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let options = built(&slf.borrow().pool)?.options().clone();
+        pool_repr(slf.as_any(), &options)
+    }
+}
+
+/// Stream-ordered ROCm device memory from a pool of its own (`hipMemPoolCreate`, `hipMallocFromPoolAsync`).
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipAsyncMemoryResource", module = "devmm")]
+#[derive(Default)]
+pub(crate) struct PyHipAsyncMemoryResource {
+    pool: OnceLock<Arc<HipAsyncMemoryResource>>,
+}
+
+shipped_new!(PyHipAsyncMemoryResource);
+
+#[pymethods]
+impl PyHipAsyncMemoryResource {
+    /// A pool on `device` (`rocm:0` when `None`); the settings as for
+    /// `CudaAsyncMemoryResource`.
+    #[pyo3(signature = (device = None, *, initial_pool_size = None, release_threshold = None, max_pool_size = None, enable_ipc = false, peer_access = Vec::new()))]
+    #[pyo3(
+        text_signature = "($self, device=None, *, initial_pool_size=None, release_threshold=None, max_pool_size=None, enable_ipc=False, peer_access=())"
+    )]
+    fn __init__(
+        slf: &Bound<'_, Self>,
+        device: Option<DeviceArg>,
+        initial_pool_size: Option<Count<InitialPoolSize>>,
+        release_threshold: Option<Count<ReleaseThreshold>>,
+        max_pool_size: Option<Count<MaxPoolSize>>,
+        enable_ipc: bool,
+        peer_access: Vec<DeviceArg>,
+    ) -> PyResult<()> {
+        let options = pool_options(
+            initial_pool_size,
+            release_threshold,
+            max_pool_size,
+            enable_ipc,
+            peer_access,
+        );
+        let default = HipAsyncMemoryResource::default_device();
+        pool_init(
+            slf,
+            |s| &s.pool,
+            device,
+            default,
+            |device| HipAsyncMemoryResource::new(device, options),
+        )
+    }
+
+    /// The pool's figures from the driver, as for `CudaAsyncMemoryResource`.
+    ///
+    /// Python type: `devmm.statistics.PoolStatistics`
+    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        pool_figures(py, &**built(&self.pool)?)
+    }
+
+    /// Resets both high-water marks to the current figures.
+    fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
+        let mr = built(&self.pool)?;
+        py.detach(|| mr.reset_pool_high_water()).py()
+    }
+
+    /// Hands unused memory back to the device until `keep_bytes` stay reserved.
+    #[pyo3(signature = (keep_bytes = Count::of(0)))]
+    #[pyo3(text_signature = "($self, keep_bytes=0)")]
+    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
+        let mr = built(&self.pool)?;
+        py.detach(|| mr.trim(keep_bytes.get())).py()
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let options = built(&slf.borrow().pool)?.options().clone();
+        pool_repr(slf.as_any(), &options)
     }
 }

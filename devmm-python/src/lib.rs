@@ -129,6 +129,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<gpu_resources::PyHipRuntimeMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipPinnedMemoryResource>()?;
     m.add_class::<gpu_resources::PyHipManagedMemoryResource>()?;
+    m.add_class::<gpu_resources::PyCudaAsyncMemoryResource>()?;
+    m.add_class::<gpu_resources::PyHipAsyncMemoryResource>()?;
     // NEP 49's primitives, for devmm.integrations.numpy: private attributes.
     for nep49 in [
         wrap_pyfunction!(numpy_handler::_numpy_handler_over, m)?,
@@ -152,6 +154,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_reset_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_pool_statistics, m)?)?;
 
     m.add_class::<registry::PyUsingMemoryResource>()?;
     m.add_function(wrap_pyfunction!(registry::get_current_memory_resource, m)?)?;

@@ -96,6 +96,23 @@ pub(crate) fn torch_unroute() {
     TorchRoutes::uninstall();
 }
 
+/// The figures of the pool below the resource serving PyTorch on CUDA
+/// device `device`, or `None` when it has no pool of its own (or devmm does
+/// not serve the device).
+///
+/// Python type: `devmm.statistics.PoolStatistics | None`
+#[pyfunction]
+pub(crate) fn torch_pool_statistics(
+    py: Python<'_>,
+    device: i32,
+) -> PyResult<Option<Bound<'_, PyAny>>> {
+    let Some(figures) = py.detach(|| TorchRoutes::pool_statistics(device)) else {
+        return Ok(None);
+    };
+    let figures = figures.py()?;
+    crate::statistics::pool_statistics_object(py, &figures).map(Some)
+}
+
 /// `(current, peak, total, allocations, deallocations, ooms)` of PyTorch's
 /// blocks on CUDA device `device`, or `None` when devmm does not serve it.
 #[pyfunction]

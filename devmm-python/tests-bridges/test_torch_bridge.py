@@ -178,3 +178,40 @@ def test_a_failed_allocation_is_thrown_to_the_cpp_caller(nbytes: int, device: in
     assert result.returncode != 0 and result.stdout.split("\n")[:-1] == ["asking", *hooks], result.stdout
     assert "PyTorch allocation failed" in result.stderr and reason in result.stderr
     assert "terminate called after throwing an instance of 'std::bad_alloc'" in result.stderr
+
+
+def test_reserved_bytes_are_the_pools_when_the_resource_has_one() -> None:
+    # A process of its own: PyTorch keeps the first allocator it is given.
+    script = textwrap.dedent(
+        """
+        import ctypes
+        import torch
+        import devmm
+        import devmm.integrations.torch as bridge
+        from devmm import _devmm
+        from devmm.mrs.cuda import CudaAsyncMemoryResource
+
+        mr = devmm.StatisticsAdaptor(CudaAsyncMemoryResource("cuda:0", release_threshold=64 << 20))
+        bridge.install(mr)
+        lib = ctypes.CDLL(_devmm.__file__)
+        malloc = getattr(lib, _devmm.TORCH_MALLOC_SYMBOL)
+        malloc.restype = ctypes.c_void_p
+        malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        free = getattr(lib, _devmm.TORCH_FREE_SYMBOL)
+        free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        a = malloc(3 << 20, 0, None)
+        b = malloc(5 << 20, 0, None)
+        free(b, 5 << 20, 0, None)
+        devmm.runtime_for("cuda:0").default_stream("cuda:0").synchronize()
+        stats = bridge.memory_stats(0)
+        assert stats["allocated_bytes.all.current"] == 3 << 20, stats
+        # The pool reserves in 2 MiB chunks and keeps freed memory up to its threshold.
+        assert stats["reserved_bytes.all.current"] == 8 << 20, stats
+        assert stats["reserved_bytes.all.peak"] == 8 << 20, stats
+        free(a, 3 << 20, 0, None)
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

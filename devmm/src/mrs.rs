@@ -7,20 +7,26 @@ pub mod cpu {
     };
 }
 
-/// CUDA memory: device (`cudaMalloc` / `cudaMallocAsync`), pinned host and
-/// managed memory, through the CUDA runtime loaded at run time.
+/// CUDA memory: device (`cudaMalloc` / `cudaMallocAsync`), device memory
+/// from a pool of its own, pinned host and managed memory, through the CUDA
+/// runtime loaded at run time.
 pub mod cuda {
-    pub use crate::runtime::GPU_ALIGNMENT;
+    pub use crate::resource::PoolStatistics;
     pub use crate::runtime::cuda::{
-        CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource,
+        CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaPinnedMemoryResource,
+        CudaRuntimeMemoryResource,
     };
+    pub use crate::runtime::{GPU_ALIGNMENT, PoolOptions};
 }
 
-/// ROCm memory: device (`hipMalloc` / `hipMallocAsync`), pinned host and
-/// managed memory, through HIP loaded at run time.
+/// ROCm memory: device (`hipMalloc` / `hipMallocAsync`), device memory
+/// from a pool of its own, pinned host and managed memory, through HIP loaded
+/// at run time.
 pub mod rocm {
-    pub use crate::runtime::GPU_ALIGNMENT;
+    pub use crate::resource::PoolStatistics;
     pub use crate::runtime::rocm::{
-        HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource,
+        HipAsyncMemoryResource, HipManagedMemoryResource, HipPinnedMemoryResource,
+        HipRuntimeMemoryResource,
     };
+    pub use crate::runtime::{GPU_ALIGNMENT, PoolOptions};
 }

@@ -18,6 +18,40 @@ pub struct MemoryInfo {
     pub total: usize,
 }
 
+/// The figures of a memory pool, as its driver keeps them
+/// (`cudaMemPoolGetAttribute`): what it has reserved from the device and
+/// how much of that its live blocks use, each with its high-water mark.
+///
+/// ```
+/// use devmm::PoolStatistics;
+/// let figures = PoolStatistics {
+///     reserved_bytes: 192 << 20,
+///     reserved_high_bytes: 192 << 20,
+///     used_bytes: 128 << 20,
+///     used_high_bytes: 192 << 20,
+/// };
+/// assert_eq!(figures.fragmentation_bytes(), 64 << 20);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStatistics {
+    /// Device memory the pool holds now, used or not.
+    pub reserved_bytes: u64,
+    /// The most it held since it was made or its marks were reset.
+    pub reserved_high_bytes: u64,
+    /// Bytes of live blocks (freed blocks count until their free is reached on its stream).
+    pub used_bytes: u64,
+    /// The most its blocks used since it was made or its marks were reset.
+    pub used_high_bytes: u64,
+}
+
+impl PoolStatistics {
+    /// Reserved memory no block uses: what the pool keeps for reuse, and
+    /// what it could give back (`trim`).
+    pub fn fragmentation_bytes(&self) -> u64 {
+        self.reserved_bytes.saturating_sub(self.used_bytes)
+    }
+}
+
 /// Something that hands out and takes back memory on one device.
 ///
 /// Allocation is stream-ordered: a pointer from `allocate(n, s)` is ready
@@ -110,6 +144,14 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// assert!(MallocMemoryResource::new().origin().is_none());
     /// ```
     fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
+
+    /// The figures of the memory pool this resource allocates from, for a
+    /// resource over a pool of its own (`CudaAsyncMemoryResource`); `None`
+    /// for every other. An adaptor answers `None`: its upstream, reached
+    /// through [`upstream`](Self::upstream), answers for the pool.
+    fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
         None
     }
 }
@@ -208,6 +250,26 @@ pub fn resource_chain(mr: &dyn MemoryResource) -> String {
     links.join(" -> ")
 }
 
+/// The first link of `mr`'s chain with a pool of its own (through any
+/// adaptors), with that pool's figures; `None` when no link has one.
+///
+/// ```
+/// use devmm::{MallocMemoryResource, StatisticsAdaptor, pool_of_chain};
+/// assert!(pool_of_chain(&StatisticsAdaptor::new(MallocMemoryResource::new())).is_none());
+/// ```
+pub fn pool_of_chain(
+    mr: &dyn MemoryResource,
+) -> Option<(&dyn MemoryResource, Result<PoolStatistics>)> {
+    let mut next = Some(mr);
+    while let Some(link) = next {
+        if let Some(figures) = link.pool_statistics() {
+            return Some((link, figures));
+        }
+        next = link.upstream();
+    }
+    None
+}
+
 /// One link of a chain: the resource's Debug output without its upstream,
 /// so adaptors show as their name alone.
 fn link_name(mr: &dyn MemoryResource) -> String {
@@ -260,6 +322,10 @@ macro_rules! forward_transparent_probes {
         fn upstream(&self) -> Option<&dyn $crate::MemoryResource> {
             self.$field.upstream()
         }
+
+        fn pool_statistics(&self) -> Option<$crate::Result<$crate::PoolStatistics>> {
+            self.$field.pool_statistics()
+        }
     };
 }
 
@@ -301,6 +367,9 @@ macro_rules! forward_memory_resource {
             }
             fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
                 (**self).origin()
+            }
+            fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
+                (**self).pool_statistics()
             }
         }
     )*};

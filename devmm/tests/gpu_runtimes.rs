@@ -14,20 +14,46 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
-use devmm::mrs::cuda::CudaManagedMemoryResource;
-use devmm::mrs::rocm::HipManagedMemoryResource;
+use devmm::mrs::cuda::{CudaAsyncMemoryResource, CudaManagedMemoryResource, PoolOptions};
+use devmm::mrs::rocm::{HipAsyncMemoryResource, HipManagedMemoryResource};
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
 use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
     Device, DeviceBuffer, DeviceRuntime, DeviceType, Error, MallocMemoryResource, MemoryResource,
-    StatisticsAdaptor, Stream, StreamSentinel,
+    PoolStatistics, StatisticsAdaptor, Stream, StreamSentinel,
 };
 use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
 use support::fork::in_forked_child;
 
 type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
 type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
+type OwnPoolLoader = fn(Option<&Path>, Device, PoolOptions) -> devmm::Result<Arc<dyn OwnPool>>;
+
+/// A resource over a pool of its own, as the tests use both platforms'.
+trait OwnPool: MemoryResource {
+    fn figures(&self) -> PoolStatistics;
+    fn trim_to(&self, keep: usize);
+    fn reset_high_water(&self);
+}
+
+macro_rules! own_pool {
+    ($($ty:ty),*) => {$(
+        impl OwnPool for $ty {
+            fn figures(&self) -> PoolStatistics {
+                self.pool_statistics().unwrap()
+            }
+            fn trim_to(&self, keep: usize) {
+                self.trim(keep).unwrap()
+            }
+            fn reset_high_water(&self) {
+                self.reset_pool_high_water().unwrap()
+            }
+        }
+    )*};
+}
+
+own_pool!(CudaAsyncMemoryResource, HipAsyncMemoryResource);
 
 /// What differs between the platforms, as the suite needs it.
 struct Platform {
@@ -58,6 +84,9 @@ struct Platform {
     /// A managed-memory resource over the library at a path, or the
     /// process-wide runtime.
     managed_resource: ManagedLoader,
+    /// The resource over a pool of its own, and its name.
+    own_pool: OwnPoolLoader,
+    pool_mr: &'static str,
 }
 
 const CUDA: Platform = Platform {
@@ -90,6 +119,16 @@ const CUDA: Platform = Platform {
             &rt, device,
         )?))
     },
+    own_pool: |path, device, options| {
+        let rt = match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        };
+        Ok(Arc::new(CudaAsyncMemoryResource::with_runtime(
+            &rt, device, options,
+        )?))
+    },
+    pool_mr: "CudaAsyncMemoryResource",
 };
 
 const ROCM: Platform = Platform {
@@ -122,6 +161,16 @@ const ROCM: Platform = Platform {
             &rt, device,
         )?))
     },
+    own_pool: |path, device, options| {
+        let rt = match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        };
+        Ok(Arc::new(HipAsyncMemoryResource::with_runtime(
+            &rt, device, options,
+        )?))
+    },
+    pool_mr: "HipAsyncMemoryResource",
 };
 
 impl Platform {
@@ -1216,6 +1265,253 @@ fn a_driver_out_of_memory_is_recovered_by_a_failure_callback(p: &'static Platfor
     drop(big);
 }
 
+const MIB: usize = 1 << 20;
+
+/// Issue 30's check, run on hardware by the smoke: three 64 MiB blocks from
+/// a pool of its own, the middle one freed: 128 MiB used, at least 192 MiB
+/// still reserved (the default release threshold keeps it); trimming hands
+/// the unused memory back, and the high-water marks reset to the figures.
+fn own_pool_figures_after_freeing_the_middle_of_three_blocks(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let mr = (p.own_pool)(u.fake_path(), dev, PoolOptions::default()).unwrap();
+    assert!(mr.stream_ordered());
+    assert_eq!(
+        format!("{mr:?}"),
+        format!("{}(device={dev}, alignment=256)", p.pool_mr)
+    );
+    let stream = u.rt.create_stream(dev).unwrap();
+    let size = 64 * MIB;
+    let blocks: Vec<_> = (0..3)
+        .map(|_| mr.allocate(size, &stream).unwrap())
+        .collect();
+    // SAFETY: allocated above with this size, freed once.
+    unsafe { mr.deallocate(blocks[1], size, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    let figures = mr.figures();
+    assert_eq!(figures.used_bytes, 128 << 20, "{figures:?}");
+    assert!(figures.reserved_bytes >= 192 << 20, "{figures:?}");
+    assert_eq!(figures.used_high_bytes, 192 << 20, "{figures:?}");
+    assert!(
+        figures.reserved_high_bytes >= figures.reserved_bytes,
+        "{figures:?}"
+    );
+    assert_eq!(
+        figures.fragmentation_bytes(),
+        figures.reserved_bytes - (128 << 20)
+    );
+    assert_eq!(
+        mr.pool_statistics().unwrap().unwrap(),
+        figures,
+        "the trait's answer"
+    );
+    for &ptr in [blocks[0], blocks[2]].iter() {
+        // SAFETY: as above.
+        unsafe { mr.deallocate(ptr, size, &stream) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    let freed = mr.figures();
+    assert_eq!(freed.used_bytes, 0, "{freed:?}");
+    assert!(
+        freed.reserved_bytes >= 192 << 20,
+        "kept for reuse: {freed:?}"
+    );
+    mr.trim_to(0);
+    let trimmed = mr.figures();
+    assert!(trimmed.reserved_bytes < 192 << 20, "{trimmed:?}");
+    if u.fake().is_some() {
+        assert_eq!(trimmed.reserved_bytes, 0, "{trimmed:?}");
+    }
+    mr.reset_high_water();
+    let reset = mr.figures();
+    assert_eq!(reset.used_high_bytes, 0, "{reset:?}");
+    assert_eq!(reset.reserved_high_bytes, reset.reserved_bytes, "{reset:?}");
+    drop(mr);
+    if let Some(fake) = u.fake() {
+        assert_eq!(
+            fake.live_pools(),
+            0,
+            "the pool is destroyed with its resource"
+        );
+        let free = u.rt.memory_info(dev).unwrap();
+        assert_eq!(free.free, free.total, "its memory went back to the device");
+    }
+    u.assert_no_leaks();
+}
+
+/// A pool's own settings: the initial size is reserved at once, a release
+/// threshold of 0 hands freed memory back at synchronization, the maximum
+/// size refuses with an out-of-memory error that shows the pool's figures,
+/// and contradictory settings are refused before anything is made.
+fn own_pool_settings_and_refusals(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let make = |options| (p.own_pool)(u.fake_path(), dev, options);
+    let primed = make(PoolOptions {
+        initial_pool_size: Some(8 * MIB),
+        ..PoolOptions::default()
+    })
+    .unwrap();
+    assert!(
+        primed.figures().reserved_bytes >= 8 << 20,
+        "{:?}",
+        primed.figures()
+    );
+    // The priming block's free is ordered on the device's default stream.
+    u.rt.default_stream(dev).unwrap().synchronize().unwrap();
+    assert_eq!(primed.figures().used_bytes, 0);
+    assert!(
+        primed.figures().reserved_bytes >= 8 << 20,
+        "kept: {:?}",
+        primed.figures()
+    );
+    drop(primed);
+
+    let stream = u.rt.create_stream(dev).unwrap();
+    let returning = make(PoolOptions {
+        release_threshold: Some(0),
+        ..PoolOptions::default()
+    })
+    .unwrap();
+    let ptr = returning.allocate(4 * MIB, &stream).unwrap();
+    // SAFETY: allocated above with this size, freed once.
+    unsafe { returning.deallocate(ptr, 4 * MIB, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(returning.figures().used_bytes, 0);
+    if u.fake().is_some() {
+        assert_eq!(
+            returning.figures().reserved_bytes,
+            0,
+            "released at synchronization"
+        );
+    }
+    drop(returning);
+
+    let bounded = make(PoolOptions {
+        max_pool_size: Some(4 * MIB),
+        ..PoolOptions::default()
+    })
+    .unwrap();
+    assert!(
+        format!("{bounded:?}").contains("max_pool_size=4194304"),
+        "{bounded:?}"
+    );
+    let kept = bounded.allocate(3 * MIB, &stream).unwrap();
+    let err = bounded.allocate(2 * MIB, &stream).unwrap_err();
+    assert!(err.is_out_of_memory(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(p.pool_mr) && text.contains(&dev.to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains("bytes reserved") && text.contains("max_pool_size 4194304"),
+        "{text}"
+    );
+    // SAFETY: allocated above with this size, freed once.
+    unsafe { bounded.deallocate(kept, 3 * MIB, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    drop(bounded);
+
+    let refused = |options: PoolOptions, says: &str| {
+        let err = make(options).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    };
+    let too_big = PoolOptions {
+        initial_pool_size: Some(8 * MIB),
+        max_pool_size: Some(4 * MIB),
+        ..PoolOptions::default()
+    };
+    refused(
+        too_big,
+        "initial_pool_size=8388608 is above max_pool_size=4194304",
+    );
+    let empty = PoolOptions {
+        max_pool_size: Some(0),
+        ..PoolOptions::default()
+    };
+    refused(empty, "max_pool_size=0");
+    let itself = PoolOptions {
+        peer_access: vec![dev],
+        ..PoolOptions::default()
+    };
+    refused(itself, "peer_access names");
+    let err = (p.own_pool)(u.fake_path(), Device::CPU, PoolOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(err.to_string().contains(p.pool_mr), "{err}");
+    // A misuse names the resource it was made on.
+    let mr = make(PoolOptions::default()).unwrap();
+    // SAFETY: a null pointer with a size is refused before the driver sees it.
+    let err = unsafe { mr.deallocate(devmm::DevicePtr::NULL, 64, &stream) }.unwrap_err();
+    assert!(matches!(err, Error::Misuse { .. }), "{err}");
+    assert!(err.to_string().contains(p.pool_mr), "{err}");
+    drop(mr);
+    if let Some(fake) = u.fake() {
+        assert_eq!(fake.live_pools(), 0, "every pool made here was destroyed");
+    }
+    u.assert_no_leaks();
+}
+
+/// What the driver is asked (fakes only): peer access for the devices
+/// named, an IPC-capable pool, a device or library without pools refused
+/// with the resource to use instead, and a pool destroyed after its blocks.
+fn own_pool_driver_calls(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("checks the fake's call log");
+    };
+    let dev = p.dev(0);
+    let options = PoolOptions {
+        enable_ipc: true,
+        peer_access: vec![p.dev(1)],
+        ..PoolOptions::default()
+    };
+    let mr = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let created = log_of(fake, &p.call("MemPoolCreate"));
+    assert_eq!(field(&created[0], "handle_types"), "1", "{created:?}");
+    assert_eq!(field(&created[0], "device"), "0");
+    let access = log_of(fake, &p.call("MemPoolSetAccess"));
+    assert_eq!(access.len(), 1, "{access:?}");
+    assert_eq!(
+        (field(&access[0], "device"), field(&access[0], "flags")),
+        ("1", "3")
+    );
+    assert!(access[0].ends_with("-> 0"), "{access:?}");
+    let stream = u.rt.create_stream(dev).unwrap();
+    let buffer = devmm::DeviceBuffer::new(1000, mr, &stream).unwrap();
+    let from_pool = log_of(fake, &p.call("MallocFromPoolAsync"));
+    assert_eq!(field(&from_pool[0], "pool"), field(&created[0], "pool"));
+    assert_eq!(fake.call_count(&p.call("MallocAsync")), 0);
+    assert_eq!(
+        fake.live_pools(),
+        1,
+        "the buffer keeps its resource and pool"
+    );
+    drop(buffer);
+    stream.synchronize().unwrap();
+    assert_eq!(fake.live_pools(), 0);
+    let log = fake.call_log();
+    let position = |call: String| log.iter().position(|l| l.starts_with(&call)).unwrap();
+    assert!(
+        position(p.call("FreeAsync")) < position(p.call("MemPoolDestroy")),
+        "{log:?}"
+    );
+
+    assert_eq!(fake.set_pools(1, false), 0);
+    let err = (p.own_pool)(u.fake_path(), p.dev(1), PoolOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("use {} instead", p.device_mr)),
+        "{err}"
+    );
+    let sync = (p.fake_sync)(fake_libraries());
+    let err = (p.own_pool)(Some(sync), dev, PoolOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("needs memory pools"), "{err}");
+    u.assert_no_leaks();
+}
+
 macro_rules! platform_tests {
     ($module:ident, $platform:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -1251,6 +1547,9 @@ macro_rules! suite {
             pinned_and_managed_resources,
             missing_library_is_runtime_unavailable,
             a_child_forked_after_the_runtime_started_is_refused,
+            own_pool_figures_after_freeing_the_middle_of_three_blocks,
+            own_pool_settings_and_refusals,
+            own_pool_driver_calls,
         );
     )*};
 }

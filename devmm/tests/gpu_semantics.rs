@@ -80,7 +80,7 @@ fn data() -> Vec<u8> {
 }
 
 /// Defect 3: a device without memory pools gets `cudaMalloc`, and a device
-/// with them gets its default pool's release threshold raised.
+/// with them `cudaMallocAsync`.
 #[test]
 fn pools_are_checked_before_stream_ordered_allocation() {
     let f = Fresh::new();
@@ -96,10 +96,32 @@ fn pools_are_checked_before_stream_ordered_allocation() {
 
     let with = CudaRuntimeMemoryResource::with_runtime(&f.rt, Device::cuda(0)).unwrap();
     assert!(with.stream_ordered());
+}
+
+/// Issue 29, defect 6: the device's default pool is shared with every
+/// library in the process (PyTorch, JAX, CuPy), so allocating from it
+/// through devmm changes none of its settings (it never even asks for it).
+#[test]
+fn the_default_pool_settings_are_left_alone() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = CudaRuntimeMemoryResource::with_runtime(&f.rt, gpu).unwrap();
+    assert!(mr.stream_ordered(), "{mr:?}");
+    let stream = f.rt.default_stream(gpu).unwrap();
+    let ptr = mr.allocate(1 << 20, &stream).unwrap();
+    // SAFETY: allocated just above, freed once.
+    unsafe { mr.deallocate(ptr, 1 << 20, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    let default_resource = f.rt.default_resource(gpu).unwrap();
+    let ptr = default_resource.allocate(64, &stream).unwrap();
+    // SAFETY: allocated just above, freed once.
+    unsafe { default_resource.deallocate(ptr, 64, &stream) }.unwrap();
     assert_eq!(
-        f.fake.release_threshold(0),
-        u64::MAX,
-        "the default pool keeps freed memory instead of returning it at every synchronization"
+        f.fake.call_count("cudaMemPoolSetAttribute")
+            + f.fake.call_count("cudaDeviceGetDefaultMemPool"),
+        0,
+        "devmm set an attribute of a pool it does not own: {:?}",
+        f.fake.call_log()
     );
 }
 

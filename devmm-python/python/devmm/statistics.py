@@ -45,6 +45,7 @@ from ._devmm import (
 
 __all__ = [
     "MemoryRecord",
+    "PoolStatistics",
     "ProfilerRecords",
     "Statistics",
     "default_profiler_records",
@@ -85,6 +86,29 @@ class Statistics:
     def total_count(self) -> int:
         """Allocations ever made (rmm's name for ``allocations``)."""
         return self.allocations
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolStatistics:
+    """A memory pool's figures as its driver keeps them
+    (``cudaMemPoolGetAttribute``), from ``pool_statistics()`` of a resource
+    over a pool of its own (``CudaAsyncMemoryResource``)."""
+
+    reserved_bytes: int
+    """Device memory the pool holds now, used or not."""
+    reserved_high_bytes: int
+    """The most it held since it was made or its marks were reset."""
+    used_bytes: int
+    """Bytes of live blocks (a freed block counts until its free is reached
+    on its stream)."""
+    used_high_bytes: int
+    """The most its blocks used since it was made or its marks were reset."""
+
+    @property
+    def fragmentation_bytes(self) -> int:
+        """Reserved memory no block uses: what the pool keeps for reuse and
+        what ``trim`` could give back."""
+        return max(self.reserved_bytes - self.used_bytes, 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -175,6 +175,14 @@ impl TorchRoutes {
         })
     }
 
+    /// The figures of the pool below the resource serving CUDA ordinal
+    /// `device`, when a link of its chain has a pool of its own (what
+    /// PyTorch calls reserved memory); `None` otherwise.
+    pub fn pool_statistics(device: i32) -> Option<Result<crate::PoolStatistics>> {
+        let route = table().routes.get(&device).cloned()?;
+        crate::pool_of_chain(&route.mr).map(|(_, figures)| figures)
+    }
+
     /// Starts a new peak window on CUDA ordinal `device`; `false` when
     /// devmm does not serve it.
     pub fn reset_peak(device: i32) -> bool {

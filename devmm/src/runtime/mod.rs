@@ -26,8 +26,8 @@ use crate::resource::{MemoryInfo, MemoryResource};
 use crate::stream::{Stream, StreamSentinel};
 
 pub use description::{DeviceDescription, LibraryVersions};
-pub use gpu::POOL_RELEASE_THRESHOLD_ENV;
 pub use gpu::memory::GPU_ALIGNMENT;
+pub use gpu::pool::PoolOptions;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
     default_device, register_external_runtime, register_runtime, runtime_for, runtime_names,

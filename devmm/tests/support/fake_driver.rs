@@ -340,10 +340,10 @@ impl FakeControl {
         unsafe { self.function::<extern "C" fn() -> c_int>("fake_last_error")() }
     }
 
-    /// `fake_release_threshold(int device) -> uint64_t`.
-    pub(crate) fn release_threshold(&self, device: c_int) -> u64 {
-        // SAFETY: `uint64_t fake_release_threshold(int)`.
-        unsafe { self.function::<extern "C" fn(c_int) -> u64>("fake_release_threshold")(device) }
+    /// `fake_live_pools() -> uint64_t`: pools made with `*MemPoolCreate` not yet gone.
+    pub(crate) fn live_pools(&self) -> u64 {
+        // SAFETY: `uint64_t fake_live_pools(void)`.
+        unsafe { self.function::<extern "C" fn() -> u64>("fake_live_pools")() }
     }
 
     /// `fake_live_allocations() -> uint64_t`: device, managed and pinned host blocks alive.

@@ -33,8 +33,6 @@ struct DeviceMemory {
     unified: bool,
     /// Whether a context (the primary one) was created on the device.
     context: bool,
-    /// The default pool's release threshold (`cudaMemPoolAttrReleaseThreshold`).
-    release_threshold: u64,
 }
 
 impl Default for DeviceMemory {
@@ -46,7 +44,6 @@ impl Default for DeviceMemory {
             // Every 64-bit CUDA and ROCm system has it.
             unified: true,
             context: false,
-            release_threshold: 0,
         }
     }
 }
@@ -127,16 +124,6 @@ impl Devices {
     /// Whether `device` has a context.
     pub(crate) fn has_context(&self, device: c_int) -> Result<bool, Fault> {
         Ok(self.memory[self.index(device)?].context)
-    }
-
-    pub(crate) fn release_threshold(&self, device: c_int) -> Result<u64, Fault> {
-        Ok(self.memory[self.index(device)?].release_threshold)
-    }
-
-    pub(crate) fn set_release_threshold(&mut self, device: c_int, bytes: u64) -> Result<(), Fault> {
-        let index = self.index(device)?;
-        self.memory[index].release_threshold = bytes;
-        Ok(())
     }
 
     pub(crate) fn pools_supported(&self, device: c_int) -> Result<bool, Fault> {

@@ -54,6 +54,10 @@ impl<T> Handles<T> {
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.live.values()
     }
+
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.live.values_mut()
+    }
 }
 
 #[cfg(test)]

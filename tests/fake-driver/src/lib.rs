@@ -28,7 +28,11 @@
 //! - the runtime belongs to the process that made its first call: in a process forked after
 //!   that, every status call fails with the initialisation error (3) and touches nothing;
 //! - every call taking a stream or freeing device memory checks it belongs to the current
-//!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`).
+//!   device; `*SetDevice` and calls that need a context create one (`fake_context_count`);
+//! - pools made with `*MemPoolCreate` keep the driver's figures: they reserve in 2 MiB chunks,
+//!   never past their maximum size, hand unused memory back down to their release threshold at
+//!   every synchronization and to `*MemPoolTrimTo`'s argument, and outlive `*MemPoolDestroy`
+//!   until their last block is freed (`fake_live_pools`).
 //!
 //! Every cdylib that links this crate also exports the `fake_*` control API ([`control`]); each
 //! library has its own state, so the CUDA and HIP fakes never see each other's calls.
@@ -55,6 +59,7 @@ mod log;
 mod memory;
 mod out;
 mod platform;
+mod pool;
 mod queue;
 mod state;
 mod stream;

@@ -52,6 +52,9 @@ pub(crate) struct Allocation {
     pub(crate) kind: Kind,
     /// The device the bytes are charged to; `None` for pinned host memory.
     pub(crate) device: Option<c_int>,
+    /// The pool (`*MallocFromPoolAsync`) whose reserve holds the bytes; the device is charged
+    /// for the reserve, not for the block.
+    pub(crate) pool: Option<usize>,
 }
 
 impl Allocation {
@@ -102,9 +105,17 @@ impl Memory {
                 layout,
                 kind,
                 device,
+                pool: None,
             },
         );
         Ok(ptr.as_ptr().cast())
+    }
+
+    /// Records that the live block at `ptr` came from `pool`.
+    pub(crate) fn set_pool(&mut self, ptr: *mut c_void, pool: usize) {
+        if let Some(allocation) = self.live.get_mut(&(ptr as usize)) {
+            allocation.pool = Some(pool);
+        }
     }
 
     /// Takes the block starting exactly at `ptr` out of the table if one of `kinds` made it;

@@ -12,6 +12,7 @@ use crate::handle::Handles;
 use crate::inject::Injections;
 use crate::log::CallLog;
 use crate::memory::Memory;
+use crate::pool::Pools;
 use crate::stream::{BuiltinQueues, Stream};
 
 /// What kind of machine the library plays, set by `fake_set_mode` or, for processes the tests
@@ -77,6 +78,8 @@ pub(crate) struct State {
     pub(crate) last_error: HashMap<ThreadId, c_int>,
     pub(crate) devices: Devices,
     pub(crate) memory: Memory,
+    /// Pools made with `*MemPoolCreate`.
+    pub(crate) pools: Pools,
     pub(crate) streams: Handles<Stream>,
     pub(crate) events: Handles<Event>,
     /// Active stream captures.

@@ -187,3 +187,11 @@ pub(crate) fn all_work(state: &State) -> Vec<Marker> {
         .map(Queue::marker)
         .collect()
 }
+
+/// A stream or the device was synchronized: pools hand back what they keep beyond their release
+/// thresholds, as the driver does at synchronization.
+pub(crate) fn synchronized() {
+    let mut state = crate::state::lock();
+    let state = &mut *state;
+    state.pools.synchronized(&mut state.devices);
+}

@@ -130,14 +130,23 @@ def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
     ``active_bytes.all.*`` (``current``, ``peak``, ``allocated``, ``freed``;
     the three agree, devmm keeps no cache of its own), ``allocation.all.*``
     and ``active.all.*`` (``current``, ``allocated``, ``freed``), and
-    ``num_ooms``. A pool below devmm (rmm's, CUDA's) is not seen here."""
-    _, (current, peak, total, allocations, deallocations, ooms) = _statistics(device)
+    ``num_ooms``. When the resource has a pool of its own below it
+    (``CudaAsyncMemoryResource``, behind any adaptors),
+    ``reserved_bytes.all.current`` and ``.peak`` are that pool's reserved
+    bytes and their high-water mark, as PyTorch's caching allocator reports
+    what it holds; another pool below devmm (rmm's, the device's default
+    one) is not seen here."""
+    ordinal, (current, peak, total, allocations, deallocations, ooms) = _statistics(device)
     stats: dict[str, int] = {"num_ooms": ooms, "num_alloc_retries": 0}
     for name in ("allocated_bytes", "reserved_bytes", "active_bytes"):
         stats[f"{name}.all.current"] = current
         stats[f"{name}.all.peak"] = peak
         stats[f"{name}.all.allocated"] = total
         stats[f"{name}.all.freed"] = total - current
+    pool = _devmm.torch_pool_statistics(ordinal)
+    if pool is not None:
+        stats["reserved_bytes.all.current"] = pool.reserved_bytes
+        stats["reserved_bytes.all.peak"] = pool.reserved_high_bytes
     for name in ("allocation", "active"):
         stats[f"{name}.all.current"] = allocations - deallocations
         stats[f"{name}.all.allocated"] = allocations

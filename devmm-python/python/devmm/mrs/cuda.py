@@ -1,5 +1,6 @@
 """CUDA memory resources: device (``cudaMallocAsync`` / ``cudaMalloc``),
-pinned host and managed memory, through the CUDA runtime devmm loads at run
+device memory from a pool of its own (:class:`CudaAsyncMemoryResource`,
+with the pool's figures), pinned host and managed memory, through the CUDA runtime devmm loads at run
 time (``DEVMM_CUDART_PATH`` names the library explicitly); and the
 allocators of rmm (:class:`RmmMemoryResource`) and CuPy
 (:class:`CupyAllocatorMemoryResource`) as devmm resources, which import
@@ -13,6 +14,7 @@ from types import ModuleType as _ModuleType
 from typing import Any as _Any
 
 from .._devmm import (
+    CudaAsyncMemoryResource,
     CudaManagedMemoryResource,
     CudaPinnedMemoryResource,
     CudaRuntimeMemoryResource,
@@ -22,6 +24,7 @@ from ._cupy import CupyAllocatorMemoryResource
 from ._rmm import RmmMemoryResource
 
 __all__ = [
+    "CudaAsyncMemoryResource",
     "CudaManagedMemoryResource",
     "CudaPinnedMemoryResource",
     "CudaRuntimeMemoryResource",

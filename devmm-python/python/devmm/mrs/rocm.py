@@ -1,5 +1,6 @@
 """ROCm memory resources: device (``hipMallocAsync`` / ``hipMalloc``),
-pinned host and managed memory, through HIP, which devmm loads at run time
+device memory from a pool of its own (:class:`HipAsyncMemoryResource`,
+with the pool's figures), pinned host and managed memory, through HIP, which devmm loads at run time
 (``DEVMM_HIP_PATH`` names the library explicitly); and hipMM's resources
 as devmm resources (:class:`HipmmMemoryResource`).
 
@@ -10,6 +11,7 @@ without a driver too: making a resource there raises
 from typing import Any as _Any
 
 from .._devmm import (
+    HipAsyncMemoryResource,
     HipManagedMemoryResource,
     HipPinnedMemoryResource,
     HipRuntimeMemoryResource,
@@ -18,6 +20,7 @@ from . import _rmm
 from ._rmm import HipmmMemoryResource
 
 __all__ = [
+    "HipAsyncMemoryResource",
     "HipManagedMemoryResource",
     "HipPinnedMemoryResource",
     "HipRuntimeMemoryResource",

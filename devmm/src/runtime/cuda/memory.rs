@@ -3,6 +3,7 @@
 use std::ffi::c_void;
 
 use crate::runtime::gpu::memory::{DeviceKind, GpuMemory, ManagedKind, PinnedKind};
+use crate::runtime::gpu::pool::GpuAsyncMemory;
 use crate::runtime::gpu::{ResourceNames, Status};
 
 use super::sys::CudaRuntimeTable;
@@ -11,6 +12,7 @@ pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
     device: "CudaRuntimeMemoryResource",
     pinned: "CudaPinnedMemoryResource",
     managed: "CudaManagedMemoryResource",
+    pool: "CudaAsyncMemoryResource",
 };
 
 /// Device memory from `cudaMallocAsync` on the allocation stream where the
@@ -30,6 +32,30 @@ pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub type CudaRuntimeMemoryResource = GpuMemory<CudaRuntimeTable, DeviceKind>;
+
+/// Stream-ordered device memory from a pool the resource creates
+/// (`cudaMemPoolCreate`, `cudaMallocFromPoolAsync`), named as rmm's: its
+/// release threshold, maximum size and peer access are its own pool's, never
+/// the device's default pool's, which other libraries share. The pool is
+/// destroyed when the resource drops; its figures come from the driver.
+///
+/// ```no_run
+/// use devmm::mrs::cuda::{CudaAsyncMemoryResource, PoolOptions};
+/// use devmm::{runtime_for, Device, DeviceType, MemoryResource};
+/// let gpu = Device::new(DeviceType::Cuda, 0);
+/// let options = PoolOptions { release_threshold: Some(1 << 30), ..PoolOptions::default() };
+/// let mr = CudaAsyncMemoryResource::new(gpu, options)?;
+/// let stream = runtime_for(gpu)?.default_stream(gpu)?;
+/// let p = mr.allocate(64 << 20, &stream)?;
+/// // SAFETY: `p` came from `mr.allocate(64 << 20, ..)` and is freed once.
+/// unsafe { mr.deallocate(p, 64 << 20, &stream)? };
+/// stream.synchronize()?;
+/// let figures = mr.pool_statistics()?;
+/// assert!(figures.reserved_bytes >= 64 << 20 && figures.used_bytes == 0);
+/// mr.trim(0)?; // hand the unused memory back to the device
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub type CudaAsyncMemoryResource = GpuAsyncMemory<CudaRuntimeTable>;
 
 /// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
 ///

@@ -33,7 +33,10 @@ use super::discovery::SearchPath;
 use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
-pub use memory::{CudaManagedMemoryResource, CudaPinnedMemoryResource, CudaRuntimeMemoryResource};
+pub use memory::{
+    CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaPinnedMemoryResource,
+    CudaRuntimeMemoryResource,
+};
 
 /// The generated table: plain data, never edited by hand. Not every entry
 /// is called, and its items are public only to the runtime.

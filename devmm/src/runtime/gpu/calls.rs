@@ -40,10 +40,18 @@ pub struct Calls {
     pub(crate) malloc_async:
         Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle) -> Status>>,
     pub(crate) free_async: Option<Call<unsafe extern "C" fn(*mut c_void, Handle) -> Status>>,
-    pub(crate) device_get_default_mem_pool:
-        Option<Call<unsafe extern "C" fn(*mut Handle, c_int) -> Status>>,
+    pub(crate) mem_pool_create:
+        Option<Call<unsafe extern "C" fn(*mut Handle, *const c_void) -> Status>>,
+    pub(crate) mem_pool_destroy: Option<Call<unsafe extern "C" fn(Handle) -> Status>>,
+    pub(crate) malloc_from_pool_async:
+        Option<Call<unsafe extern "C" fn(*mut *mut c_void, usize, Handle, Handle) -> Status>>,
+    pub(crate) mem_pool_get_attribute:
+        Option<Call<unsafe extern "C" fn(Handle, c_int, *mut c_void) -> Status>>,
     pub(crate) mem_pool_set_attribute:
         Option<Call<unsafe extern "C" fn(Handle, c_int, *mut c_void) -> Status>>,
+    pub(crate) mem_pool_trim_to: Option<Call<unsafe extern "C" fn(Handle, usize) -> Status>>,
+    pub(crate) mem_pool_set_access:
+        Option<Call<unsafe extern "C" fn(Handle, *const c_void, usize) -> Status>>,
     pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_managed:
         Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,

@@ -157,19 +157,26 @@ impl<P: Platform> GpuMemory<P, DeviceKind> {
 
     /// Device memory on `device` from `rt`, stream-ordered when it can be:
     /// the library has `*MallocAsync` and the device supports memory pools
-    /// (else `*Malloc`). The device's default pool then gets the release
-    /// threshold of `DEVMM_POOL_RELEASE_THRESHOLD` (default: keep freed
-    /// memory), so synchronizing a stream does not hand it back each time.
+    /// (else `*Malloc`). It allocates from the device's default pool and
+    /// changes none of its settings: that pool is shared with every library
+    /// in the process. A resource that wants its own release threshold uses
+    /// a pool of its own (`CudaAsyncMemoryResource`).
     pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
         let ordered = device.ty() == P::DEVICE
             && rt.has_stream_ordered_allocation()
             && rt.pools_supported(device)?;
-        if !ordered {
-            return GpuMemory::build(rt, device, Allocator::Device);
-        }
-        let memory = GpuMemory::build(rt, device, Allocator::DeviceAsync)?;
-        rt.configure_pool(device)?;
-        Ok(memory)
+        let allocator = if ordered {
+            Allocator::DeviceAsync
+        } else {
+            Allocator::Device
+        };
+        GpuMemory::build(rt, device, allocator)
+    }
+
+    /// Device memory on `device` from `rt` out of `pool`, a pool the caller
+    /// made there and keeps alive while this resource is used.
+    pub(crate) fn from_pool(rt: &GpuRuntime<P>, device: Device, pool: usize) -> Result<Self> {
+        GpuMemory::build(rt, device, Allocator::FromPool(pool))
     }
 
     /// Device memory on `device` from `rt` through the synchronous
@@ -228,10 +235,15 @@ impl<P: Platform> GpuMemory<P, ManagedKind> {
 
 impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Out of a pool of its own, this is the pool resource's allocator:
+        // its misuses and errors name that resource.
+        let name = match self.allocator {
+            Allocator::FromPool(_) => P::RESOURCE_NAMES.pool,
+            _ => K::name(P::RESOURCE_NAMES),
+        };
         write!(
             f,
-            "{}(device={}, alignment={GPU_ALIGNMENT}",
-            K::name(P::RESOURCE_NAMES),
+            "{name}(device={}, alignment={GPU_ALIGNMENT}",
             self.device
         )?;
         if self.allocator == Allocator::DeviceAsync {
@@ -335,7 +347,10 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
     }
 
     fn stream_ordered(&self) -> bool {
-        self.allocator == Allocator::DeviceAsync
+        matches!(
+            self.allocator,
+            Allocator::DeviceAsync | Allocator::FromPool(_)
+        )
     }
 
     fn guaranteed_alignment(&self) -> usize {

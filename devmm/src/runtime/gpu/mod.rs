@@ -10,10 +10,11 @@
 pub(crate) mod calls;
 pub(crate) mod device;
 pub(crate) mod memory;
+pub(crate) mod pool;
 pub(crate) mod result;
 pub(crate) mod stream;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{OsStr, c_int, c_void};
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -40,6 +41,8 @@ pub struct ResourceNames {
     pub(crate) device: &'static str,
     pub(crate) pinned: &'static str,
     pub(crate) managed: &'static str,
+    /// The resource over a pool of its own.
+    pub(crate) pool: &'static str,
 }
 
 /// One GPU platform: its generated table plus the constants and rules that
@@ -137,32 +140,6 @@ pub struct GpuRuntime<P: Platform> {
     events: Mutex<HashMap<Device, usize>>,
     /// Which ordinals have unified addressing, once asked.
     unified: Mutex<HashMap<c_int, bool>>,
-    /// What devices' default pools keep on synchronization
-    /// ([`POOL_RELEASE_THRESHOLD_ENV`]), and the devices already set.
-    pool_release_threshold: u64,
-    pools_configured: Mutex<HashSet<Device>>,
-}
-
-/// The environment variable that sets the release threshold devmm gives a
-/// device's default memory pool when it allocates from it: bytes, or `max`
-/// (the default) to keep all freed memory for reuse. See ADR 0007.
-pub const POOL_RELEASE_THRESHOLD_ENV: &str = "DEVMM_POOL_RELEASE_THRESHOLD";
-
-/// The release threshold `DEVMM_POOL_RELEASE_THRESHOLD` asks for.
-fn pool_release_threshold(runtime: &str) -> Result<u64> {
-    let Some(value) = std::env::var_os(POOL_RELEASE_THRESHOLD_ENV) else {
-        return Ok(u64::MAX);
-    };
-    let text = value.to_string_lossy();
-    match text.trim() {
-        "" | "max" => Ok(u64::MAX),
-        bytes => bytes.parse().map_err(|_| Error::RuntimeUnavailable {
-            name: runtime.into(),
-            reason: format!(
-                "{POOL_RELEASE_THRESHOLD_ENV}={text:?} is not a byte count; set it to a number of bytes or `max`"
-            ),
-        }),
-    }
 }
 
 impl<P: Platform> GpuRuntime<P> {
@@ -230,10 +207,9 @@ impl<P: Platform> GpuRuntime<P> {
         if let Some(rt) = slot.as_ref() {
             return Ok(Arc::clone(rt));
         }
-        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
         let (driver, device_count, discovery) =
             Driver::open_runnable(P::RUNTIME, &P::SEARCH, Self::runnable_devices)?;
-        let rt = GpuRuntime::new(driver, device_count, discovery, pool_release_threshold);
+        let rt = GpuRuntime::new(driver, device_count, discovery);
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
@@ -247,24 +223,13 @@ impl<P: Platform> GpuRuntime<P> {
     /// assert!(err.to_string().contains("cannot load /nonexistent/libamdhip64.so"));
     /// ```
     pub fn open(path: impl AsRef<OsStr>) -> Result<Arc<GpuRuntime<P>>> {
-        let pool_release_threshold = pool_release_threshold(P::RUNTIME)?;
         let (driver, device_count) = Driver::open_path(P::RUNTIME, path.as_ref())?
             .check_runnable(P::RUNTIME, Self::runnable_devices)?;
-        Ok(GpuRuntime::new(
-            driver,
-            device_count,
-            Vec::new(),
-            pool_release_threshold,
-        ))
+        Ok(GpuRuntime::new(driver, device_count, Vec::new()))
     }
 
     /// A runtime over a driver that found `device_count` devices.
-    fn new(
-        driver: Driver<P>,
-        device_count: usize,
-        discovery: Vec<String>,
-        pool_release_threshold: u64,
-    ) -> Arc<GpuRuntime<P>> {
+    fn new(driver: Driver<P>, device_count: usize, discovery: Vec<String>) -> Arc<GpuRuntime<P>> {
         let driver = Arc::new(driver);
         Arc::new_cyclic(|me| GpuRuntime {
             me: Weak::clone(me),
@@ -274,8 +239,6 @@ impl<P: Platform> GpuRuntime<P> {
             defaults: Mutex::default(),
             events: Mutex::default(),
             unified: Mutex::default(),
-            pool_release_threshold,
-            pools_configured: Mutex::default(),
         })
     }
 
@@ -402,25 +365,6 @@ impl<P: Platform> GpuRuntime<P> {
         let attribute =
             result::device::attribute(&self.driver, P::ATTR_MEMORY_POOLS_SUPPORTED, device)?;
         Ok(attribute != 0)
-    }
-
-    /// Gives `device`'s default pool the configured release threshold, once.
-    pub(crate) fn configure_pool(&self, device: Device) -> Result<()> {
-        let mut configured = self
-            .pools_configured
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if configured.contains(&device) {
-            return Ok(());
-        }
-        let _active = device::activate(&self.driver, device)?;
-        result::device::set_pool_release_threshold(
-            &self.driver,
-            device,
-            self.pool_release_threshold,
-        )?;
-        configured.insert(device);
-        Ok(())
     }
 
     /// Makes `consumer` wait for `producer` through the device's reused

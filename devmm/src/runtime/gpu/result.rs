@@ -182,43 +182,6 @@ pub(crate) mod device {
         check(driver, call.name, status, Some(device))
     }
 
-    /// Sets the release threshold of `device`'s default memory pool:
-    /// freed memory the pool keeps when a stream synchronizes instead of
-    /// handing it back to the driver. `Ok(false)` when the library has no
-    /// pool calls.
-    pub(crate) fn set_pool_release_threshold<P: Platform>(
-        driver: &Driver<P>,
-        device: Device,
-        bytes: u64,
-    ) -> Result<bool> {
-        let calls = driver.roles();
-        let (Some(get_pool), Some(set_attribute)) = (
-            calls.device_get_default_mem_pool,
-            calls.mem_pool_set_attribute,
-        ) else {
-            return Ok(false);
-        };
-        let mut pool: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: `pool` is a valid out-parameter.
-        let status = unsafe { (get_pool.f)(&mut pool, super::super::device::ordinal(device)) };
-        check(driver, get_pool.name, status, Some(device))?;
-        let mut value = bytes;
-        // SAFETY: `pool` was just returned for this device; the threshold
-        // attribute takes a pointer to a `uint64_t`, read during the call.
-        let status = unsafe {
-            (set_attribute.f)(
-                pool,
-                MEM_POOL_ATTR_RELEASE_THRESHOLD,
-                std::ptr::from_mut(&mut value).cast(),
-            )
-        };
-        check(driver, set_attribute.name, status, Some(device))?;
-        Ok(true)
-    }
-
-    /// `cudaMemPoolAttrReleaseThreshold` / `hipMemPoolAttrReleaseThreshold`.
-    const MEM_POOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
-
     /// Free and total memory of the current device, which must be `device`.
     pub(crate) fn memory_info<P: Platform>(
         driver: &Driver<P>,
@@ -386,6 +349,10 @@ pub(crate) mod memory {
         Pinned,
         /// `cudaMallocManaged` / `hipMallocManaged`.
         Managed,
+        /// `cudaMallocFromPoolAsync` / `hipMallocFromPoolAsync` from the pool
+        /// with this handle (a resource's own, made only where the library
+        /// has the pool calls), freed with `*FreeAsync`.
+        FromPool(usize),
     }
 
     /// Allocates `nbytes` (non-zero) with `allocator` on the current device,
@@ -399,24 +366,35 @@ pub(crate) mod memory {
     ) -> std::result::Result<*mut c_void, (&'static str, Status)> {
         let calls = driver.roles();
         let mut ptr: *mut c_void = std::ptr::null_mut();
-        let (name, status) = match (allocator, calls.malloc_async) {
-            (Allocator::DeviceAsync, Some(c)) => {
+        let from_pool = calls.malloc_from_pool_async;
+        // A pool is made only where the library has the pool calls (the
+        // table never changes), so `FromPool` falls back like `DeviceAsync`
+        // in name only.
+        let (name, status) = match (allocator, calls.malloc_async, from_pool) {
+            (Allocator::FromPool(pool), _, Some(c)) => {
+                // SAFETY: `ptr` is a valid out-parameter; `pool` is live and
+                // `stream` is a stream of the current device.
+                let status =
+                    unsafe { (c.f)(&mut ptr, nbytes, pool as *mut c_void, stream as *mut c_void) };
+                (c.name, status)
+            }
+            (Allocator::DeviceAsync, Some(c), _) => {
                 // SAFETY: `ptr` is a valid out-parameter; `stream` is a
                 // stream of the current device.
                 let status = unsafe { (c.f)(&mut ptr, nbytes, stream as *mut c_void) };
                 (c.name, status)
             }
-            (Allocator::Device | Allocator::DeviceAsync, _) => {
+            (Allocator::Device | Allocator::DeviceAsync | Allocator::FromPool(_), _, _) => {
                 // SAFETY: `ptr` is a valid out-parameter.
                 let status = unsafe { (calls.malloc.f)(&mut ptr, nbytes) };
                 (calls.malloc.name, status)
             }
-            (Allocator::Pinned, _) => {
+            (Allocator::Pinned, _, _) => {
                 let (name, status, p) = driver.table().host_malloc(nbytes);
                 ptr = p;
                 (name, status)
             }
-            (Allocator::Managed, _) => {
+            (Allocator::Managed, _, _) => {
                 // SAFETY: `ptr` is a valid out-parameter.
                 let status =
                     unsafe { (calls.malloc_managed.f)(&mut ptr, nbytes, MEM_ATTACH_GLOBAL) };
@@ -457,7 +435,7 @@ pub(crate) mod memory {
         // The caller guarantees `ptr` came from the matching allocation
         // call and is freed once; each arm frees it with that call's pair.
         let (call, status) = match (allocator, calls.free_async) {
-            (Allocator::DeviceAsync, Some(c)) => {
+            (Allocator::DeviceAsync | Allocator::FromPool(_), Some(c)) => {
                 // SAFETY: see above; `stream` is a stream of the current device.
                 (c.name, unsafe { (c.f)(ptr, stream as *mut c_void) })
             }
@@ -465,7 +443,13 @@ pub(crate) mod memory {
                 // SAFETY: see above.
                 (calls.host_free.name, unsafe { (calls.host_free.f)(ptr) })
             }
-            (Allocator::Device | Allocator::DeviceAsync | Allocator::Managed, _) => {
+            (
+                Allocator::Device
+                | Allocator::DeviceAsync
+                | Allocator::FromPool(_)
+                | Allocator::Managed,
+                _,
+            ) => {
                 // SAFETY: see above.
                 (calls.free.name, unsafe { (calls.free.f)(ptr) })
             }
@@ -513,5 +497,234 @@ pub(crate) mod version {
         let status = unsafe { (calls.driver_get_version.f)(&mut driver_version) };
         check(driver, calls.driver_get_version.name, status, None)?;
         Ok((runtime, driver_version))
+    }
+}
+
+/// Pools of a resource's own: create, destroy, attributes, trim, access.
+pub(crate) mod pool {
+    use super::*;
+    use std::ffi::c_void;
+
+    use crate::resource::PoolStatistics;
+
+    /// `cudaMemPoolAttr` / `hipMemPoolAttr` (the same values): the `u64`
+    /// attributes devmm reads and writes.
+    pub(crate) const ATTR_RELEASE_THRESHOLD: c_int = 4;
+    const ATTR_RESERVED_CURRENT: c_int = 5;
+    const ATTR_RESERVED_HIGH: c_int = 6;
+    const ATTR_USED_CURRENT: c_int = 7;
+    const ATTR_USED_HIGH: c_int = 8;
+
+    /// `cudaMemAllocationTypePinned`, `cudaMemLocationTypeDevice`,
+    /// `cudaMemHandleTypePosixFileDescriptor`, `cudaMemAccessFlagsProtReadWrite`
+    /// (HIP's are the same).
+    const ALLOCATION_PINNED: c_int = 1;
+    const LOCATION_DEVICE: c_int = 1;
+    const HANDLE_POSIX_FD: c_int = 1;
+    const ACCESS_READ_WRITE: c_int = 3;
+
+    /// `cudaMemPoolProps` / `hipMemPoolProps`: 88 bytes on both platforms;
+    /// everything after `maxSize` (CUDA's `usage`, the reserved bytes) is 0.
+    #[repr(C)]
+    struct Props {
+        alloc_type: c_int,
+        handle_types: c_int,
+        location_type: c_int,
+        location_id: c_int,
+        win32_security_attributes: *mut c_void,
+        max_size: usize,
+        reserved: [u8; 56],
+    }
+
+    /// `cudaMemAccessDesc` / `hipMemAccessDesc`.
+    #[repr(C)]
+    struct AccessDesc {
+        location_type: c_int,
+        location_id: c_int,
+        flags: c_int,
+    }
+
+    /// Whether the library has every call a pool of a resource's own needs.
+    pub(crate) fn supported<P: Platform>(driver: &Driver<P>) -> bool {
+        let c = driver.roles();
+        c.mem_pool_create.is_some()
+            && c.mem_pool_destroy.is_some()
+            && c.malloc_from_pool_async.is_some()
+            && c.free_async.is_some()
+            && c.mem_pool_get_attribute.is_some()
+            && c.mem_pool_set_attribute.is_some()
+            && c.mem_pool_trim_to.is_some()
+            && c.mem_pool_set_access.is_some()
+    }
+
+    /// The call a library without pool calls lacks, named for errors.
+    fn missing(call: &'static str) -> Error {
+        Error::InvalidArgument {
+            reason: format!("the GPU library has no {call}; a pool of its own needs it"),
+        }
+    }
+
+    /// A new pool of device memory on `device`, exportable to other
+    /// processes when `ipc`, never above `max_size` bytes (0: no limit).
+    pub(crate) fn create<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        max_size: usize,
+        ipc: bool,
+    ) -> Result<usize> {
+        let call = driver
+            .roles()
+            .mem_pool_create
+            .ok_or_else(|| missing("memory pool creation"))?;
+        let props = Props {
+            alloc_type: ALLOCATION_PINNED,
+            handle_types: if ipc { HANDLE_POSIX_FD } else { 0 },
+            location_type: LOCATION_DEVICE,
+            location_id: super::super::device::ordinal(device),
+            win32_security_attributes: std::ptr::null_mut(),
+            max_size,
+            reserved: [0; 56],
+        };
+        let mut pool: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `pool` is a valid out-parameter; `props` is a complete
+        // props struct, read during the call.
+        let status = unsafe { (call.f)(&mut pool, std::ptr::from_ref(&props).cast()) };
+        check(driver, call.name, status, Some(device))?;
+        Ok(pool as usize)
+    }
+
+    /// Destroys `pool`; its memory goes back to the device once the blocks
+    /// still live in it are freed.
+    pub(crate) fn destroy<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+    ) -> Result<()> {
+        let call = driver
+            .roles()
+            .mem_pool_destroy
+            .ok_or_else(|| missing("memory pool destruction"))?;
+        // SAFETY: `pool` came from `create` and is destroyed once (the
+        // owning resource's drop).
+        let status = unsafe { (call.f)(pool as *mut c_void) };
+        check(driver, call.name, status, Some(device))
+    }
+
+    /// A `u64` attribute of `pool`.
+    fn attribute<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+        attr: c_int,
+    ) -> Result<u64> {
+        let call = driver
+            .roles()
+            .mem_pool_get_attribute
+            .ok_or_else(|| missing("memory pool attributes"))?;
+        let mut value: u64 = 0;
+        // SAFETY: `pool` is live; every attribute asked here is a `u64`.
+        let status = unsafe {
+            (call.f)(
+                pool as *mut c_void,
+                attr,
+                std::ptr::from_mut(&mut value).cast(),
+            )
+        };
+        check(driver, call.name, status, Some(device))?;
+        Ok(value)
+    }
+
+    /// Sets a `u64` attribute of `pool`.
+    pub(crate) fn set_attribute<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+        attr: c_int,
+        mut value: u64,
+    ) -> Result<()> {
+        let call = driver
+            .roles()
+            .mem_pool_set_attribute
+            .ok_or_else(|| missing("memory pool attributes"))?;
+        // SAFETY: `pool` is live; every attribute set here is a `u64`, read
+        // during the call.
+        let status = unsafe {
+            (call.f)(
+                pool as *mut c_void,
+                attr,
+                std::ptr::from_mut(&mut value).cast(),
+            )
+        };
+        check(driver, call.name, status, Some(device))
+    }
+
+    /// The pool's reserved and used figures with their high-water marks.
+    pub(crate) fn statistics<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+    ) -> Result<PoolStatistics> {
+        let get = |attr| attribute(driver, device, pool, attr);
+        Ok(PoolStatistics {
+            reserved_bytes: get(ATTR_RESERVED_CURRENT)?,
+            reserved_high_bytes: get(ATTR_RESERVED_HIGH)?,
+            used_bytes: get(ATTR_USED_CURRENT)?,
+            used_high_bytes: get(ATTR_USED_HIGH)?,
+        })
+    }
+
+    /// Resets both high-water marks to the current figures (the driver
+    /// takes only 0 for them).
+    pub(crate) fn reset_high_water<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+    ) -> Result<()> {
+        set_attribute(driver, device, pool, ATTR_RESERVED_HIGH, 0)?;
+        set_attribute(driver, device, pool, ATTR_USED_HIGH, 0)
+    }
+
+    /// Hands unused memory back to the device until `keep` bytes stay reserved.
+    pub(crate) fn trim<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+        keep: usize,
+    ) -> Result<()> {
+        let call = driver
+            .roles()
+            .mem_pool_trim_to
+            .ok_or_else(|| missing("memory pool trimming"))?;
+        // SAFETY: `pool` is live; the size is a plain integer.
+        let status = unsafe { (call.f)(pool as *mut c_void, keep) };
+        check(driver, call.name, status, Some(device))
+    }
+
+    /// Gives the devices `peers` read-write access to the pool's memory.
+    pub(crate) fn grant_access<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        pool: usize,
+        peers: &[Device],
+    ) -> Result<()> {
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let call = driver
+            .roles()
+            .mem_pool_set_access
+            .ok_or_else(|| missing("memory pool access"))?;
+        let descs: Vec<AccessDesc> = peers
+            .iter()
+            .map(|&peer| AccessDesc {
+                location_type: LOCATION_DEVICE,
+                location_id: super::super::device::ordinal(peer),
+                flags: ACCESS_READ_WRITE,
+            })
+            .collect();
+        // SAFETY: `pool` is live; `descs` holds `descs.len()` descriptors,
+        // read during the call.
+        let status = unsafe { (call.f)(pool as *mut c_void, descs.as_ptr().cast(), descs.len()) };
+        check(driver, call.name, status, Some(device))
     }
 }

@@ -3,6 +3,7 @@
 use std::ffi::c_void;
 
 use crate::runtime::gpu::memory::{DeviceKind, GpuMemory, ManagedKind, PinnedKind};
+use crate::runtime::gpu::pool::GpuAsyncMemory;
 use crate::runtime::gpu::{ResourceNames, Status};
 
 use super::sys::HipTable;
@@ -11,6 +12,7 @@ pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
     device: "HipRuntimeMemoryResource",
     pinned: "HipPinnedMemoryResource",
     managed: "HipManagedMemoryResource",
+    pool: "HipAsyncMemoryResource",
 };
 
 /// `hipHostMallocDefault`.
@@ -28,6 +30,30 @@ const HOST_MALLOC_DEFAULT: u32 = 0;
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub type HipRuntimeMemoryResource = GpuMemory<HipTable, DeviceKind>;
+
+/// Stream-ordered device memory from a pool the resource creates
+/// (`hipMemPoolCreate`, `hipMallocFromPoolAsync`), named as rmm's: its
+/// release threshold, maximum size and peer access are its own pool's, never
+/// the device's default pool's, which other libraries share. The pool is
+/// destroyed when the resource drops; its figures come from the driver.
+///
+/// ```no_run
+/// use devmm::mrs::rocm::{HipAsyncMemoryResource, PoolOptions};
+/// use devmm::{runtime_for, Device, DeviceType, MemoryResource};
+/// let gpu = Device::new(DeviceType::Rocm, 0);
+/// let options = PoolOptions { release_threshold: Some(1 << 30), ..PoolOptions::default() };
+/// let mr = HipAsyncMemoryResource::new(gpu, options)?;
+/// let stream = runtime_for(gpu)?.default_stream(gpu)?;
+/// let p = mr.allocate(64 << 20, &stream)?;
+/// // SAFETY: `p` came from `mr.allocate(64 << 20, ..)` and is freed once.
+/// unsafe { mr.deallocate(p, 64 << 20, &stream)? };
+/// stream.synchronize()?;
+/// let figures = mr.pool_statistics()?;
+/// assert!(figures.reserved_bytes >= 64 << 20 && figures.used_bytes == 0);
+/// mr.trim(0)?; // hand the unused memory back to the device
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub type HipAsyncMemoryResource = GpuAsyncMemory<HipTable>;
 
 /// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
 ///

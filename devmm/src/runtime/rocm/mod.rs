@@ -30,7 +30,10 @@ use super::discovery::SearchPath;
 use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
-pub use memory::{HipManagedMemoryResource, HipPinnedMemoryResource, HipRuntimeMemoryResource};
+pub use memory::{
+    HipAsyncMemoryResource, HipManagedMemoryResource, HipPinnedMemoryResource,
+    HipRuntimeMemoryResource,
+};
 
 /// The generated table: plain data, never edited by hand. Not every entry
 /// is called, and its items are public only to the runtime.

@@ -187,73 +187,6 @@ pub unsafe fn get_device_properties(
         })
 }
 
-/// `cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device)`: one pool per device
-/// with pools (not supported otherwise), an opaque handle `0x7000 + ordinal`.
-///
-/// # Safety
-/// `pool` is null or valid for a write.
-pub unsafe fn device_get_default_mem_pool(
-    platform: &'static Platform,
-    name: &'static str,
-    pool: *mut *mut std::ffi::c_void,
-    device: c_int,
-) -> c_int {
-    Call::new(platform, name)
-        .arg("device", device)
-        .run(|state, args| {
-            // SAFETY: this function's contract.
-            let out = unsafe { Out::new(pool) }?;
-            if !state.devices.pools_supported(device)? {
-                return Err(Fault::NotSupported);
-            }
-            let handle = POOL_BASE + usize::try_from(device).map_err(|_| Fault::InvalidDevice)?;
-            out.set(crate::handle::to_ptr(handle));
-            args.note_hex("pool", handle);
-            Ok(())
-        })
-}
-
-/// The first default-pool handle; pool `POOL_BASE + n` belongs to device `n`.
-const POOL_BASE: usize = 0x7000;
-/// `cudaMemPoolAttrReleaseThreshold` / `hipMemPoolAttrReleaseThreshold`.
-const RELEASE_THRESHOLD: c_int = 4;
-
-/// `cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value)`: only
-/// the release threshold (a `uint64_t`), kept per pool for `fake_release_threshold`.
-///
-/// # Safety
-/// `value` is null or valid for reading a `u64`.
-pub unsafe fn mem_pool_set_attribute(
-    platform: &'static Platform,
-    name: &'static str,
-    pool: *mut std::ffi::c_void,
-    attr: c_int,
-    value: *mut std::ffi::c_void,
-) -> c_int {
-    Call::new(platform, name)
-        .arg_hex("pool", pool as usize)
-        .arg("attr", attr)
-        .run(|state, args| {
-            let device = c_int::try_from((pool as usize).wrapping_sub(POOL_BASE))
-                .map_err(|_| Fault::DeadHandle)?;
-            if !state
-                .devices
-                .pools_supported(device)
-                .map_err(|_| Fault::DeadHandle)?
-            {
-                return Err(Fault::DeadHandle);
-            }
-            if attr != RELEASE_THRESHOLD || value.is_null() {
-                return Err(Fault::InvalidValue);
-            }
-            // SAFETY: `value` points at a `u64` by this function's contract.
-            let threshold = unsafe { value.cast::<u64>().read_unaligned() };
-            state.devices.set_release_threshold(device, threshold)?;
-            args.note("value", threshold);
-            Ok(())
-        })
-}
-
 /// `cudaDeviceSynchronize(void)`: blocks until the work queued so far on every stream has run
 /// (the fake does not tell devices apart here: waiting for more is still correct). Refused
 /// while a stream of the device captures: its captured work is not there to wait for.
@@ -266,6 +199,7 @@ pub fn device_synchronize(platform: &'static Platform, name: &'static str) -> c_
         Ok(())
     });
     pending.iter().for_each(crate::queue::Marker::wait);
+    crate::stream::synchronized();
     code
 }
 

@@ -161,9 +161,21 @@ fn free_synchronously(
         });
     if let Some(allocation) = freed {
         pending.iter().for_each(Marker::wait);
-        state::lock().memory.retire(allocation);
+        retire(allocation);
     }
     code
+}
+
+/// The free of `allocation` was reached: a pool's block gives its bytes back to the pool, and
+/// the block is poisoned.
+fn retire(allocation: Allocation) {
+    let mut state = state::lock();
+    let state = &mut *state;
+    if let Some(pool) = allocation.pool {
+        let size = u64::try_from(allocation.size()).unwrap_or(u64::MAX);
+        state.pools.give_back(pool, &mut state.devices, size);
+    }
+    state.memory.retire(allocation);
 }
 
 /// `cudaFreeAsync(void* devPtr, cudaStream_t stream)`: as [`free`], on a live stream.
@@ -187,11 +199,7 @@ pub fn free_async(
             }
             if let Some(allocation) = release(state, ptr, DEVICE_KINDS)? {
                 // The block is poisoned when the stream reaches the free, not before.
-                stream::submit(
-                    state,
-                    &target,
-                    Box::new(move || state::lock().memory.retire(allocation)),
-                )?;
+                stream::submit(state, &target, Box::new(move || retire(allocation)))?;
             }
             Ok(())
         })
@@ -319,7 +327,8 @@ fn release(
         }
     }
     let allocation = state.memory.remove(ptr, kinds)?;
-    if let Some(device) = allocation.device {
+    // A pool's block is charged to the pool's reserve, which `retire` gives it back to.
+    if let (Some(device), None) = (allocation.device, allocation.pool) {
         state.devices.release(device, allocation.size());
     }
     Ok(Some(allocation))

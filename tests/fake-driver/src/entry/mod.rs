@@ -34,11 +34,13 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
     ("device_synchronize", "device::device_synchronize"),
     ("get_device_properties_v2", "device::get_device_properties"),
     ("get_device_properties", "device::get_device_properties"),
-    (
-        "device_get_default_mem_pool",
-        "device::device_get_default_mem_pool",
-    ),
-    ("mem_pool_set_attribute", "device::mem_pool_set_attribute"),
+    ("mem_pool_create", "pool::mem_pool_create"),
+    ("mem_pool_destroy", "pool::mem_pool_destroy"),
+    ("malloc_from_pool_async", "pool::malloc_from_pool_async"),
+    ("mem_pool_get_attribute", "pool::mem_pool_get_attribute"),
+    ("mem_pool_set_attribute", "pool::mem_pool_set_attribute"),
+    ("mem_pool_trim_to", "pool::mem_pool_trim_to"),
+    ("mem_pool_set_access", "pool::mem_pool_set_access"),
     ("malloc", "memory::malloc"),
     ("free", "memory::free"),
     ("malloc_async", "memory::malloc_async"),
@@ -74,10 +76,16 @@ pub const PROBE_ROLES: &[&str] = &[
 pub const STREAM_ORDERED_ROLES: &[&str] = &[
     "malloc_async",
     "free_async",
-    "device_get_default_mem_pool",
+    "mem_pool_create",
+    "mem_pool_destroy",
+    "malloc_from_pool_async",
+    "mem_pool_get_attribute",
     "mem_pool_set_attribute",
+    "mem_pool_trim_to",
+    "mem_pool_set_access",
 ];
 pub mod event;
 pub mod memory;
+pub mod pool;
 pub mod stream;
 pub mod version;

@@ -92,6 +92,7 @@ pub fn stream_synchronize(
         });
     if let Some(done) = done {
         done.wait();
+        stream::synchronized();
     }
     code
 }

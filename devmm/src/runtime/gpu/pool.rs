@@ -1,0 +1,331 @@
+//! A stream-ordered resource over a memory pool of its own (`*MemPoolCreate`),
+//! written once for both platforms: `devmm::mrs::cuda::CudaAsyncMemoryResource`
+//! and `devmm::mrs::rocm::HipAsyncMemoryResource` name it. Its settings (release
+//! threshold, maximum size, peer access) are its pool's alone, so no other
+//! library in the process sees them, unlike the device's default pool.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::ptr::DevicePtr;
+use crate::resource::{MemoryInfo, MemoryResource, PoolStatistics, resource_chain};
+use crate::runtime::DeviceRuntime;
+use crate::runtime::driver::Driver;
+use crate::stream::{Stream, StreamSentinel};
+
+use super::memory::{DeviceKind, GPU_ALIGNMENT, GpuMemory};
+use super::{GpuRuntime, Platform, device, result};
+
+/// How a pool of a resource's own is made: rmm's `cuda_async_memory_resource`
+/// settings, plus peer access.
+///
+/// ```
+/// use devmm::mrs::cuda::PoolOptions;
+/// let options = PoolOptions {
+///     initial_pool_size: Some(64 << 20),
+///     release_threshold: Some(256 << 20),
+///     ..PoolOptions::default()
+/// };
+/// assert_eq!(options.max_pool_size, None);
+/// assert!(!options.enable_ipc);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolOptions {
+    /// Bytes reserved at once, by allocating and freeing them (kept while
+    /// the release threshold allows).
+    pub initial_pool_size: Option<usize>,
+    /// Bytes of unused memory the pool keeps when a stream or the device
+    /// synchronizes; `None` keeps up to the device's total memory (as rmm).
+    pub release_threshold: Option<u64>,
+    /// The most the pool may reserve; past it allocation is out of memory.
+    /// `None`: only the device bounds it.
+    pub max_pool_size: Option<usize>,
+    /// Whether the pool's memory can be exported to other processes (a
+    /// POSIX file descriptor handle).
+    pub enable_ipc: bool,
+    /// Other devices given read-write access to the pool's memory
+    /// (`*MemPoolSetAccess`).
+    pub peer_access: Vec<Device>,
+}
+
+impl PoolOptions {
+    /// Refuses settings that contradict each other, for a pool on `device`
+    /// of platform `P`, before any driver is loaded.
+    fn check<P: Platform>(&self, device: Device) -> Result<()> {
+        let refuse = |reason: String| Err(Error::InvalidArgument { reason });
+        if self.max_pool_size == Some(0) {
+            return refuse(format!(
+                "max_pool_size=0 leaves the pool on {device} no memory; pass None for no limit"
+            ));
+        }
+        if let (Some(initial), Some(max)) = (self.initial_pool_size, self.max_pool_size)
+            && initial > max
+        {
+            return refuse(format!(
+                "initial_pool_size={initial} is above max_pool_size={max} for the pool on \
+                 {device}; lower the initial size or raise the maximum"
+            ));
+        }
+        for &peer in &self.peer_access {
+            if peer == device || peer.ty() != P::DEVICE {
+                return refuse(format!(
+                    "peer_access names {peer} for a pool on {device}; name other {} devices",
+                    P::DEVICE
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pool a resource made, destroyed when the resource drops: the driver
+/// gives its memory back once the blocks still live in it are freed.
+struct OwnedPool<P: Platform> {
+    driver: Arc<Driver<P>>,
+    device: Device,
+    handle: usize,
+}
+
+impl<P: Platform> Drop for OwnedPool<P> {
+    fn drop(&mut self) {
+        if let Err(e) = result::pool::destroy(&self.driver, self.device, self.handle) {
+            tracing::warn!(target: "devmm::runtime", error = %e, "could not destroy a memory pool");
+        }
+    }
+}
+
+/// Stream-ordered device memory from a pool the resource creates
+/// (`cudaMemPoolCreate`, `cudaMallocFromPoolAsync`), with the pool's figures
+/// ([`pool_statistics`](Self::pool_statistics)), [`trim`](Self::trim) and
+/// peer access. Use it through its platform names:
+/// `devmm::mrs::cuda::CudaAsyncMemoryResource`,
+/// `devmm::mrs::rocm::HipAsyncMemoryResource`.
+///
+/// ```
+/// use devmm::mrs::cuda::{CudaAsyncMemoryResource, PoolOptions};
+/// // A host device is refused, whether or not CUDA is here.
+/// let refused = CudaAsyncMemoryResource::new(devmm::Device::CPU, PoolOptions::default());
+/// assert!(matches!(refused, Err(devmm::Error::InvalidArgument { .. })));
+/// ```
+pub struct GpuAsyncMemory<P: Platform> {
+    // Dropped before the pool: it only names it.
+    memory: GpuMemory<P, DeviceKind>,
+    pool: OwnedPool<P>,
+    options: PoolOptions,
+}
+
+impl<P: Platform> GpuAsyncMemory<P> {
+    /// A pool of its own on `device` from the process-wide runtime.
+    pub fn new(device: Device, options: PoolOptions) -> Result<Self> {
+        Self::check_kind(device)?;
+        options.check::<P>(device)?;
+        Self::with_runtime(&*GpuRuntime::<P>::load()?, device, options)
+    }
+
+    /// A pool of its own on `device` from `rt`: an
+    /// [`Error::InvalidArgument`] where the library has no pool calls or the
+    /// device no memory pools, or for contradictory `options`.
+    pub fn with_runtime(rt: &GpuRuntime<P>, device: Device, options: PoolOptions) -> Result<Self> {
+        Self::check_kind(device)?;
+        rt.check(device)?;
+        options.check::<P>(device)?;
+        for &peer in &options.peer_access {
+            rt.check(peer)?;
+        }
+        let name = P::RESOURCE_NAMES.pool;
+        if !result::pool::supported(rt.driver()) || !rt.pools_supported(device)? {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "{name} needs memory pools, which {device} does not have here (the library \
+                     lacks the pool calls, or the device has no memory pools); use {} instead",
+                    P::RESOURCE_NAMES.device
+                ),
+            });
+        }
+        let driver = Arc::clone(rt.driver());
+        let _active = device::activate(&driver, device)?;
+        let max_size = options.max_pool_size.unwrap_or(0);
+        let handle = result::pool::create(&driver, device, max_size, options.enable_ipc)?;
+        let pool = OwnedPool {
+            driver,
+            device,
+            handle,
+        };
+        let threshold = match options.release_threshold {
+            Some(bytes) => bytes,
+            None => u64::try_from(rt.memory_info(device)?.total).unwrap_or(u64::MAX),
+        };
+        let attr = result::pool::ATTR_RELEASE_THRESHOLD;
+        result::pool::set_attribute(&pool.driver, device, handle, attr, threshold)?;
+        result::pool::grant_access(&pool.driver, device, handle, &options.peer_access)?;
+        let mr = GpuAsyncMemory {
+            memory: GpuMemory::from_pool(rt, device, handle)?,
+            pool,
+            options,
+        };
+        if let Some(initial) = mr.options.initial_pool_size.filter(|&n| n > 0) {
+            // Reserved by a block freed at once, which the pool keeps up to
+            // its release threshold.
+            let stream = rt.stream(device, StreamSentinel::Default)?;
+            let ptr = mr.allocate(initial, &stream)?;
+            // SAFETY: allocated just above on this resource, freed once,
+            // used by nothing.
+            unsafe { mr.deallocate(ptr, initial, &stream) }?;
+        }
+        Ok(mr)
+    }
+
+    /// The device a pool is made on when none is named: the platform's first.
+    ///
+    /// ```
+    /// use devmm::mrs::rocm::HipAsyncMemoryResource;
+    /// assert_eq!(HipAsyncMemoryResource::default_device().to_string(), "rocm:0");
+    /// ```
+    pub fn default_device() -> Device {
+        Device::new(P::DEVICE, 0)
+    }
+
+    fn check_kind(device: Device) -> Result<()> {
+        if device.ty() == P::DEVICE {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            reason: format!(
+                "{} serves {} devices, not {device}; pass a {} device",
+                P::RESOURCE_NAMES.pool,
+                P::DEVICE,
+                P::DEVICE
+            ),
+        })
+    }
+
+    /// The options the pool was made with.
+    pub fn options(&self) -> &PoolOptions {
+        &self.options
+    }
+
+    /// The pool's native handle (`cudaMemPool_t`), for libraries that take
+    /// one; it stays valid while this resource lives.
+    pub fn pool_handle(&self) -> usize {
+        self.pool.handle
+    }
+
+    /// The pool's reserved and used bytes with their high-water marks, from
+    /// the driver. A block's bytes stop counting as used when its free is
+    /// reached on its stream; synchronize to see a free's effect.
+    pub fn pool_statistics(&self) -> Result<PoolStatistics> {
+        result::pool::statistics(&self.pool.driver, self.pool.device, self.pool.handle)
+    }
+
+    /// Resets both high-water marks to the current figures.
+    pub fn reset_pool_high_water(&self) -> Result<()> {
+        result::pool::reset_high_water(&self.pool.driver, self.pool.device, self.pool.handle)
+    }
+
+    /// Hands unused memory back to the device until `keep_bytes` stay
+    /// reserved (never the memory live blocks use).
+    pub fn trim(&self, keep_bytes: usize) -> Result<()> {
+        result::pool::trim(
+            &self.pool.driver,
+            self.pool.device,
+            self.pool.handle,
+            keep_bytes,
+        )
+    }
+
+    /// An out-of-memory error from the pool, with this resource's chain and
+    /// the pool's figures: how much it holds unused says whether trimming
+    /// other pools or waiting for frees could help.
+    fn out_of_memory(&self, error: Error) -> Error {
+        let Error::OutOfMemory {
+            device,
+            nbytes,
+            detail,
+            ..
+        } = error
+        else {
+            return error;
+        };
+        let figures = match self.pool_statistics() {
+            Ok(s) => format!(
+                "pool: {} bytes reserved, {} used, {} reserved but unused",
+                s.reserved_bytes,
+                s.used_bytes,
+                s.fragmentation_bytes()
+            ),
+            Err(e) => format!("pool figures unavailable: {e}"),
+        };
+        let limit = self
+            .options
+            .max_pool_size
+            .map(|max| format!(", max_pool_size {max}"))
+            .unwrap_or_default();
+        Error::OutOfMemory {
+            device,
+            nbytes,
+            chain: resource_chain(self),
+            detail: Some(match detail {
+                Some(driver) => format!("{driver}; {figures}{limit}"),
+                None => format!("{figures}{limit}"),
+            }),
+        }
+    }
+}
+
+impl<P: Platform> fmt::Debug for GpuAsyncMemory<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}(device={}, alignment={GPU_ALIGNMENT}",
+            P::RESOURCE_NAMES.pool,
+            self.pool.device
+        )?;
+        if let Some(max) = self.options.max_pool_size {
+            write!(f, ", max_pool_size={max}")?;
+        }
+        if self.options.enable_ipc {
+            f.write_str(", ipc=true")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl<P: Platform> MemoryResource for GpuAsyncMemory<P> {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        self.memory
+            .allocate(nbytes, stream)
+            .map_err(|e| self.out_of_memory(e))
+    }
+
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        // SAFETY: forwarded from the caller: `ptr` came from `allocate` here,
+        // which is `self.memory`'s.
+        unsafe { self.memory.deallocate(ptr, nbytes, stream) }
+    }
+
+    fn device(&self) -> Device {
+        self.pool.device
+    }
+
+    fn stream_ordered(&self) -> bool {
+        true
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        GPU_ALIGNMENT
+    }
+
+    fn dereferenceable(&self) -> bool {
+        true
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        self.memory.available_memory()
+    }
+
+    fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
+        Some(GpuAsyncMemory::pool_statistics(self))
+    }
+}

@@ -1,0 +1,314 @@
+//! Memory pools of their own: `*MemPoolCreate`, `*MemPoolDestroy`, `*MallocFromPoolAsync`,
+//! `*MemPoolGetAttribute`, `*MemPoolSetAttribute`, `*MemPoolTrimTo`, `*MemPoolSetAccess`. The
+//! rules the pools keep are in the crate's `pool` module; the structures the calls read are
+//! `cudaMemPoolProps` / `hipMemPoolProps` and `cudaMemAccessDesc` / `hipMemAccessDesc`, laid out
+//! alike on both platforms.
+//!
+//! ```
+//! use fake_driver::{entry::pool, Platform};
+//! let p = &Platform::EXAMPLE;
+//! let props = pool::PoolProps::on_device(0);
+//! let mut handle = std::ptr::null_mut();
+//! // SAFETY: both pointers are valid.
+//! assert_eq!(unsafe { pool::mem_pool_create(p, "cudaMemPoolCreate", &mut handle, (&raw const props).cast()) }, 0);
+//! let mut reserved = u64::MAX;
+//! // SAFETY: attribute 5 (reserved bytes) is a `u64`.
+//! let got = unsafe { pool::mem_pool_get_attribute(p, "cudaMemPoolGetAttribute", handle, 5, (&raw mut reserved).cast()) };
+//! assert_eq!((got, reserved), (0, 0));
+//! assert_eq!(pool::mem_pool_destroy(p, "cudaMemPoolDestroy", handle), 0);
+//! ```
+
+use std::ffi::{c_int, c_void};
+
+use crate::call::Call;
+use crate::handle;
+use crate::memory::Kind;
+use crate::out::Out;
+use crate::platform::{Fault, Platform};
+use crate::pool::{self, Pool, Value};
+use crate::stream;
+
+/// `cudaMemAllocationTypePinned` / `hipMemAllocationTypePinned`: the only type pools take.
+const ALLOCATION_PINNED: c_int = 1;
+/// `cudaMemLocationTypeDevice` / `hipMemLocationTypeDevice`.
+const LOCATION_DEVICE: c_int = 1;
+/// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
+/// the handle types a pool on Linux may export.
+const HANDLE_TYPES: c_int = 0x1;
+/// `cudaMemAccessFlagsProtNone` / `...ProtReadWrite`: what a pool's access may be set to.
+const ACCESS_NONE: c_int = 0;
+const ACCESS_READ_WRITE: c_int = 3;
+
+/// `cudaMemPoolProps` / `hipMemPoolProps`: 88 bytes; what follows `maxSize` (CUDA's `usage`
+/// and both platforms' reserved bytes) must be zero.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PoolProps {
+    /// `allocType`: pinned (1).
+    pub alloc_type: c_int,
+    /// `handleTypes`: none (0) or a POSIX file descriptor (1).
+    pub handle_types: c_int,
+    /// `location.type`: device (1).
+    pub location_type: c_int,
+    /// `location.id`: the device ordinal.
+    pub location_id: c_int,
+    /// `win32SecurityAttributes`: ignored on Linux.
+    pub win32: *mut c_void,
+    /// `maxSize`: 0 for no limit of the pool's own.
+    pub max_size: usize,
+    /// Must be zero.
+    pub reserved: [u8; 56],
+}
+
+impl PoolProps {
+    /// Pinned device memory on `device`, no IPC, no maximum size.
+    pub fn on_device(device: c_int) -> PoolProps {
+        PoolProps {
+            alloc_type: ALLOCATION_PINNED,
+            handle_types: 0,
+            location_type: LOCATION_DEVICE,
+            location_id: device,
+            win32: std::ptr::null_mut(),
+            max_size: 0,
+            reserved: [0; 56],
+        }
+    }
+}
+
+/// `cudaMemAccessDesc` / `hipMemAccessDesc`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct AccessDesc {
+    location_type: c_int,
+    location_id: c_int,
+    flags: c_int,
+}
+
+/// `cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* poolProps)`.
+///
+/// # Safety
+/// `out` is null or valid for a write; `props` is null or points at a [`PoolProps`].
+pub unsafe fn mem_pool_create(
+    platform: &'static Platform,
+    name: &'static str,
+    out: *mut *mut c_void,
+    props: *const c_void,
+) -> c_int {
+    Call::new(platform, name).run(|state, args| {
+        // SAFETY: this function's contract.
+        let out = unsafe { Out::new(out) }?;
+        if props.is_null() {
+            return Err(Fault::InvalidValue);
+        }
+        // SAFETY: non-null, and a `PoolProps` by this function's contract.
+        let props = unsafe { props.cast::<PoolProps>().read_unaligned() };
+        args.note("device", props.location_id);
+        args.note("handle_types", props.handle_types);
+        args.note("max_size", props.max_size);
+        let valid = props.alloc_type == ALLOCATION_PINNED
+            && props.location_type == LOCATION_DEVICE
+            && props.handle_types & !HANDLE_TYPES == 0
+            && props.reserved.iter().all(|&b| b == 0);
+        if !valid {
+            return Err(Fault::InvalidValue);
+        }
+        if !state.devices.pools_supported(props.location_id)? {
+            return Err(Fault::NotSupported);
+        }
+        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
+        let created = state.pools.create(Pool::new(props.location_id, max_size));
+        out.set(handle::to_ptr(created));
+        args.note_hex("pool", created);
+        Ok(())
+    })
+}
+
+/// `cudaMemPoolDestroy(cudaMemPool_t memPool)`: at once, or, with blocks still live, once the
+/// last is freed (the handle is dead either way).
+pub fn mem_pool_destroy(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .run(|state, _| {
+            let state = &mut *state;
+            state.pools.destroy(pool as usize, &mut state.devices)
+        })
+}
+
+/// `cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t
+/// stream)`: a block of the pool's device, ordered on a stream of the current device.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn malloc_from_pool_async(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    size: usize,
+    pool: *mut c_void,
+    stream: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("size", size)
+        .arg_hex("pool", pool as usize)
+        .arg_hex("stream", stream as usize)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            stream::resolve(state, platform, stream)?;
+            let state = &mut *state;
+            let device = state.pools.get_mut(pool as usize)?.device;
+            args.note("device", device);
+            if size == 0 {
+                out.set(std::ptr::null_mut());
+                return Ok(());
+            }
+            let bytes = u64::try_from(size).map_err(|_| Fault::OutOfMemory)?;
+            state.pools.take(pool as usize, &mut state.devices, bytes)?;
+            match state.memory.insert(Kind::Device, size, Some(device)) {
+                Ok(block) => {
+                    state.memory.set_pool(block, pool as usize);
+                    out.set(block);
+                    args.note_hex("ptr", block as usize);
+                    Ok(())
+                }
+                Err(fault) => {
+                    state
+                        .pools
+                        .give_back(pool as usize, &mut state.devices, bytes);
+                    Err(fault)
+                }
+            }
+        })
+}
+
+/// `cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value)`: a
+/// `uint64_t` for the threshold and the reserved and used figures, an `int` for the reuse flags.
+///
+/// # Safety
+/// `value` is null or valid for a write of the attribute's type.
+pub unsafe fn mem_pool_get_attribute(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut c_void,
+    attr: c_int,
+    value: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("attr", attr)
+        .run(|state, args| {
+            if value.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            match state.pools.attribute(pool as usize, attr)? {
+                Value::U64(v) => {
+                    // SAFETY: a `u64` attribute's value is a `u64` by this function's contract.
+                    unsafe { value.cast::<u64>().write_unaligned(v) };
+                    args.note("value", v);
+                }
+                Value::Int(v) => {
+                    // SAFETY: an `int` attribute's value is a `c_int`, as above.
+                    unsafe { value.cast::<c_int>().write_unaligned(v) };
+                    args.note("value", v);
+                }
+            }
+            Ok(())
+        })
+}
+
+/// `cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value)`: the
+/// release threshold, the reuse flags, and 0 to reset a high-water mark; the current figures
+/// are read-only (an invalid value).
+///
+/// # Safety
+/// `value` is null or valid for a read of the attribute's type.
+pub unsafe fn mem_pool_set_attribute(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut c_void,
+    attr: c_int,
+    value: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("attr", attr)
+        .run(|state, args| {
+            if value.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            let value = if pool::is_u64(attr) {
+                // SAFETY: a `u64` attribute's value is a `u64` by this function's contract.
+                Value::U64(unsafe { value.cast::<u64>().read_unaligned() })
+            } else {
+                // SAFETY: any other attribute's value is read as a `c_int`, as above.
+                Value::Int(unsafe { value.cast::<c_int>().read_unaligned() })
+            };
+            match value {
+                Value::U64(v) => args.note("value", v),
+                Value::Int(v) => args.note("value", v),
+            }
+            state.pools.set_attribute(pool as usize, attr, value)
+        })
+}
+
+/// `cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)`: unused chunks go back to
+/// the device until `keep` bytes (or what the live blocks need) stay reserved.
+pub fn mem_pool_trim_to(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut c_void,
+    keep: usize,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("keep", keep)
+        .run(|state, _| {
+            let state = &mut *state;
+            let keep = u64::try_from(keep).unwrap_or(u64::MAX);
+            state.pools.trim(pool as usize, &mut state.devices, keep)
+        })
+}
+
+/// `cudaMemPoolSetAccess(cudaMemPool_t memPool, const cudaMemAccessDesc* descList, size_t
+/// count)`: each entry a device location with no access or read-write access; the pool's own
+/// device always keeps read-write access (anything else for it is an invalid value). The log
+/// line names each entry (`device=1 flags=3`).
+///
+/// # Safety
+/// `descs` is null or valid for reads of `count` descriptors.
+pub unsafe fn mem_pool_set_access(
+    platform: &'static Platform,
+    name: &'static str,
+    pool: *mut c_void,
+    descs: *const c_void,
+    count: usize,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("count", count)
+        .run(|state, args| {
+            let owner = state.pools.get_mut(pool as usize)?.device;
+            if count > 0 && descs.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            for i in 0..count {
+                // SAFETY: `descs` holds `count` descriptors by this function's contract.
+                let desc = unsafe { descs.cast::<AccessDesc>().add(i).read_unaligned() };
+                args.note("device", desc.location_id);
+                args.note("flags", desc.flags);
+                if desc.location_type != LOCATION_DEVICE
+                    || ![ACCESS_NONE, ACCESS_READ_WRITE].contains(&desc.flags)
+                    || (desc.location_id == owner && desc.flags != ACCESS_READ_WRITE)
+                {
+                    return Err(Fault::InvalidValue);
+                }
+                // The device must exist.
+                state.devices.pools_supported(desc.location_id)?;
+            }
+            Ok(())
+        })
+}
