@@ -16,6 +16,7 @@ mod host_view;
 pub mod interop;
 mod layout;
 mod ledger;
+mod managed;
 pub mod mrs;
 mod origin;
 mod out_of_memory;
@@ -50,6 +51,7 @@ pub use layout::{
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
 pub use ledger::{Checked, Ledger};
+pub use managed::{Advice, ManagedMemory, advise, prefetch};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use out_of_memory::{
