@@ -34,8 +34,8 @@ pub mod trace;
 
 pub use adaptor::{
     DEFAULT_TRACKING_DEPTH, FailureCallbackAdaptor, LEAK_REPORT_ENV, LOG_TARGET, LeakReport,
-    LimitingAdaptor, LiveAllocation, LogRecord, LogValue, LoggingAdaptor, SiteGroup, Statistics,
-    StatisticsAdaptor, TraceAdaptor, TrackingAdaptor, print_leak_reports,
+    LimitingAdaptor, LiveAllocation, LogRecord, LogValue, LoggingAdaptor, PrefetchAdaptor,
+    SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor, TrackingAdaptor, print_leak_reports,
 };
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;

@@ -148,18 +148,29 @@ pub trait ManagedMemory: Send + Sync {
     fn advise(&self, ptr: DevicePtr, nbytes: usize, advice: Advice, target: Device) -> Result<()>;
 }
 
+/// The refusal of `operation` on `what` (a buffer, a resource) whose
+/// memory from `resource` is not managed memory.
+pub(crate) fn not_managed(operation: &str, what: &str, resource: &dyn MemoryResource) -> Error {
+    Error::Refused {
+        reason: format!(
+            "{operation} needs managed memory, but {what} comes from {}; allocate it from a \
+             managed resource (CudaManagedMemoryResource, HipManagedMemoryResource)",
+            resource_chain(resource)
+        ),
+    }
+}
+
 /// The managed memory behind `buffer`, or an error naming its resource.
 fn managed_of<'a>(buffer: &'a DeviceBuffer, operation: &str) -> Result<&'a dyn ManagedMemory> {
     buffer.check_open()?;
     let resource: &dyn MemoryResource = &**buffer.resource();
-    resource.managed_memory().ok_or_else(|| Error::Refused {
-        reason: format!(
-            "{operation} needs managed memory, but this {}-byte buffer on {} comes from {}; \
-             allocate it from a managed resource (CudaManagedMemoryResource, HipManagedMemoryResource)",
+    resource.managed_memory().ok_or_else(|| {
+        let what = format!(
+            "this {}-byte buffer on {}",
             buffer.nbytes(),
-            buffer.device(),
-            resource_chain(resource)
-        ),
+            buffer.device()
+        );
+        not_managed(operation, &what, resource)
     })
 }
 

@@ -1180,6 +1180,43 @@ fn managed_memory_prefetch_and_advice(p: &'static Platform) {
     u.assert_no_leaks();
 }
 
+/// A `PrefetchAdaptor` prefetches each allocation of its managed upstream
+/// to the upstream's device on the allocation's stream; an upstream of
+/// device memory is refused when the adaptor is made.
+fn prefetch_adaptor_prefetches_each_allocation(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let managed_dev = Device::new(p.managed, u.second().index());
+    let managed = (p.managed_resource)(u.fake_path(), managed_dev).unwrap();
+    let adaptor: Arc<dyn MemoryResource> = Arc::new(devmm::PrefetchAdaptor::new(managed).unwrap());
+    let s = rt.create_stream(u.second()).unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let buffer = DeviceBuffer::new(4096, Arc::clone(&adaptor), &s).unwrap();
+    let empty = DeviceBuffer::new(0, adaptor, &s).unwrap();
+    if let Some(fake) = u.fake() {
+        let calls = log_of(fake, &p.call("MemPrefetchAsync"));
+        assert_eq!(
+            calls.len(),
+            1,
+            "one prefetch, none for zero bytes: {calls:?}"
+        );
+        assert_eq!(field(&calls[0], "count"), "4096");
+        assert_eq!(field(&calls[0], "device"), "1");
+        assert_eq!(field(&calls[0], "stream"), hex(s.handle()));
+        assert_eq!(range_attribute(fake, p, &buffer, 4, 1), [1]);
+    }
+    buffer.free(&s).unwrap();
+    empty.free(&s).unwrap();
+
+    let device_memory = rt.default_resource(p.dev(0)).unwrap();
+    let err = devmm::PrefetchAdaptor::new(device_memory).unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+    assert!(err.to_string().contains(p.device_mr), "{err}");
+    u.assert_no_leaks();
+}
+
 fn missing_library_is_runtime_unavailable(p: &'static Platform) {
     let err = (p.load)(Some(Path::new("/nonexistent/libdriver.so"))).unwrap_err();
     match &err {
@@ -1381,6 +1418,7 @@ macro_rules! suite {
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
             managed_memory_prefetch_and_advice,
+            prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,
             a_child_forked_after_the_runtime_started_is_refused,
         );
