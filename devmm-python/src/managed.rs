@@ -16,10 +16,11 @@ use crate::stream::StreamArg;
 
 type Upstream = Arc<dyn devmm::MemoryResource>;
 
-/// An advice: its name (`"set_read_mostly"`, `"unset_read_mostly"`,
+/// An advice: a `devmm.Advice` (an `IntEnum` of the driver's codes), its
+/// code (1 to 6), or its name (`"set_read_mostly"`, `"unset_read_mostly"`,
 /// `"set_preferred_location"`, `"unset_preferred_location"`,
-/// `"set_accessed_by"`, `"unset_accessed_by"`) or the driver's code (1 to
-/// 6). An unknown one is a `ValueError` listing them.
+/// `"set_accessed_by"`, `"unset_accessed_by"`). An unknown one is a
+/// `ValueError` listing them.
 ///
 /// Python type: `str | int`
 pub(crate) struct AdviceArg(devmm::Advice);
@@ -77,8 +78,8 @@ pub(crate) fn prefetch(
     devmm::prefetch(buffer, device.0, stream.as_ref()).py()
 }
 
-/// Gives the driver `advice` (a name such as `"set_read_mostly"`, or its
-/// code) about `buffer`'s managed memory and `device` (a device of its
+/// Gives the driver `advice` (a `devmm.Advice`, its code, or its name
+/// such as `"set_read_mostly"`) about `buffer`'s managed memory and `device` (a device of its
 /// runtime, or `"cpu"`; the read-mostly advice ignores it). Memory that is
 /// not managed, or an unknown advice, is a `ValueError`.
 #[pyfunction]

@@ -47,13 +47,13 @@ SCRIPT = textwrap.dedent(
     devmm.prefetch(buf, devmm.Device.from_string("{device}:1"), stream=devmm.DEFAULT)
     assert attribute(buf, LAST_PREFETCH) == [1]
 
-    devmm.advise(buf, "set_read_mostly", "{device}:0")
+    devmm.advise(buf, devmm.Advice.SET_READ_MOSTLY, "{device}:0")
     devmm.advise(buf, "set_preferred_location", "cpu")
     devmm.advise(buf, 5, "{device}:1")  # set_accessed_by, by its code
     assert attribute(buf, READ_MOSTLY) == [1]
     assert attribute(buf, PREFERRED) == [-1]
     assert attribute(buf, ACCESSED_BY, 2) == [1, -2]
-    devmm.advise(buf, "unset_read_mostly", "{device}:0")
+    devmm.advise(buf, "unset_read_mostly", "{device}:0")  # by name
     assert attribute(buf, READ_MOSTLY) == [0]
 
     for bad in ["read_fast", 0, 7]:
@@ -126,4 +126,18 @@ def test_prefetching_host_memory_names_its_resource() -> None:
         devmm.prefetch(buf, "cpu")
     with pytest.raises(ValueError, match="unknown memory advice 9"):
         devmm.advise(buf, 9, "cpu")
+    buf.free()
+
+
+def test_advice_names_match_the_enum() -> None:
+    import devmm
+
+    assert [a.value for a in devmm.Advice] == list(range(1, 7))
+    buf = devmm.DeviceBuffer(64, mr=devmm.mrs.cpu.MallocMemoryResource())
+    for advice in devmm.Advice:
+        # Each name parses (the refusal is about the memory, not the advice).
+        with pytest.raises(ValueError, match="advising needs managed memory"):
+            devmm.advise(buf, advice.name.lower(), "cpu")
+        with pytest.raises(ValueError, match="advising needs managed memory"):
+            devmm.advise(buf, advice, "cpu")
     buf.free()

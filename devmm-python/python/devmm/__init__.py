@@ -55,6 +55,7 @@ from ._devmm import (
 from . import _runtimes, mrs, statistics
 from ._core import layout as _layout_surface  # gives the native policies their dataclass surface
 from ._stream_flags import StreamFlags
+from ._advice import Advice
 from ._out_of_memory import OutOfMemoryError, PoolFigures
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
@@ -65,6 +66,7 @@ from ._runtimes.base import CopyKind
 _runtimes.discover()
 
 __all__ = [
+    "Advice",
     "DEFAULT",
     "DEVMM_RUNTIME",
     "LEGACY_DEFAULT",
