@@ -17,6 +17,14 @@
 //!                                  4, managed::LAST_PREFETCH_LOCATION, ptr, 4096)
 //! };
 //! assert_eq!((status, location), (0, managed::CPU));
+//! // An absent device, an unknown advice, and memory that is not managed.
+//! assert_eq!(managed::prefetch(p, "cudaMemPrefetchAsync", ptr, 4096, 5, std::ptr::null_mut()), 101);
+//! assert_eq!(managed::advise(p, "cudaMemAdvise", ptr, 4096, 7, 0), 1);
+//! let mut device = std::ptr::null_mut();
+//! // SAFETY: `device` is valid for a write.
+//! assert_eq!(unsafe { memory::malloc(p, "cudaMalloc", &mut device, 4096) }, 0);
+//! assert_eq!(managed::advise(p, "cudaMemAdvise", device, 4096, 1, 0), 1);
+//! assert_eq!(memory::free(p, "cudaFree", device), 0);
 //! assert_eq!(memory::free(p, "cudaFree", ptr), 0);
 //! ```
 
