@@ -23,6 +23,7 @@ mod host_resources;
 mod interchange;
 mod layout;
 mod log_bridge;
+mod managed;
 mod numpy_handler;
 mod out_of_memory;
 mod python_stack;
@@ -112,6 +113,9 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<out_of_memory::PyFailureCallbackAdaptor>()?;
     m.add_class::<out_of_memory::PyOutOfMemoryHook>()?;
     m.add_function(wrap_pyfunction!(out_of_memory::on_out_of_memory, m)?)?;
+    m.add_class::<managed::PyPrefetchAdaptor>()?;
+    m.add_function(wrap_pyfunction!(managed::prefetch, m)?)?;
+    m.add_function(wrap_pyfunction!(managed::advise, m)?)?;
     m.add_class::<tracking::PyTrackingAdaptor>()?;
     m.add_class::<trace::PyTraceAdaptor>()?;
     m.add_class::<statistics::PyProfilerRecords>()?;

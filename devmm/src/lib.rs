@@ -16,6 +16,7 @@ mod host_view;
 pub mod interop;
 mod layout;
 mod ledger;
+mod managed;
 pub mod mrs;
 mod origin;
 mod out_of_memory;
@@ -33,8 +34,8 @@ pub mod trace;
 
 pub use adaptor::{
     DEFAULT_TRACKING_DEPTH, FailureCallbackAdaptor, LEAK_REPORT_ENV, LOG_TARGET, LeakReport,
-    LimitingAdaptor, LiveAllocation, LogRecord, LogValue, LoggingAdaptor, SiteGroup, Statistics,
-    StatisticsAdaptor, TraceAdaptor, TrackingAdaptor, print_leak_reports,
+    LimitingAdaptor, LiveAllocation, LogRecord, LogValue, LoggingAdaptor, PrefetchAdaptor,
+    SiteGroup, Statistics, StatisticsAdaptor, TraceAdaptor, TrackingAdaptor, print_leak_reports,
 };
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
@@ -50,6 +51,7 @@ pub use layout::{
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
 pub use ledger::{Checked, Ledger};
+pub use managed::{Advice, ManagedMemory, advise, prefetch};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use out_of_memory::{

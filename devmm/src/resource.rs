@@ -154,6 +154,19 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
         None
     }
+
+    /// The managed memory this resource hands out, whose pages can be
+    /// prefetched and advised ([`prefetch`](crate::prefetch),
+    /// [`advise`](crate::advise)): the managed resources answer, adaptors
+    /// answer for their upstream, every other resource `None`.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource};
+    /// assert!(MallocMemoryResource::new().managed_memory().is_none());
+    /// ```
+    fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
+        None
+    }
 }
 
 /// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`
@@ -283,8 +296,8 @@ fn link_name(mr: &dyn MemoryResource) -> String {
 }
 
 /// The probes every wrapper of one resource answers as that resource
-/// does, from its field `$field`: device, stream ordering, alignment and
-/// dereferenceability.
+/// does, from its field `$field`: device, stream ordering, alignment,
+/// dereferenceability and managed memory.
 macro_rules! forward_device_probes {
     ($field:ident) => {
         fn device(&self) -> $crate::Device {
@@ -301,6 +314,10 @@ macro_rules! forward_device_probes {
 
         fn dereferenceable(&self) -> bool {
             self.$field.dereferenceable()
+        }
+
+        fn managed_memory(&self) -> Option<&dyn $crate::ManagedMemory> {
+            self.$field.managed_memory()
         }
     };
 }
@@ -370,6 +387,9 @@ macro_rules! forward_memory_resource {
             }
             fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
                 (**self).pool_statistics()
+            }
+            fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
+                (**self).managed_memory()
             }
         }
     )*};

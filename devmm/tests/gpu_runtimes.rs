@@ -1098,6 +1098,174 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     u.assert_no_leaks();
 }
 
+/// What the fake recorded for a managed range (`*MemRangeGetAttribute`):
+/// `slots` ints of `attribute` (read-mostly 1, preferred location 2,
+/// accessed-by 3, last prefetch location 4).
+fn range_attribute(
+    fake: &FakeControl,
+    p: &Platform,
+    buffer: &DeviceBuffer,
+    attribute: i32,
+    slots: usize,
+) -> Vec<i32> {
+    type Get = unsafe extern "C" fn(
+        *mut std::ffi::c_void,
+        usize,
+        i32,
+        *const std::ffi::c_void,
+        usize,
+    ) -> i32;
+    // SAFETY: the C signature of `cudaMemRangeGetAttribute` / `hipMemRangeGetAttribute`.
+    let get = unsafe { fake.function::<Get>(&p.call("MemRangeGetAttribute")) };
+    let mut values = vec![0i32; slots];
+    // SAFETY: `values` holds `slots` ints; the range is the buffer's.
+    let status = unsafe {
+        get(
+            values.as_mut_ptr().cast(),
+            slots * 4,
+            attribute,
+            buffer.ptr().as_host_ptr::<std::ffi::c_void>(),
+            buffer.nbytes(),
+        )
+    };
+    assert_eq!(status, 0, "{}MemRangeGetAttribute({attribute})", p.prefix);
+    values
+}
+
+/// Managed memory takes prefetches (to a device or the host) and advice,
+/// through any adaptor; the driver records them per range. Other memory,
+/// a target of another kind, and an absent device are refused with errors
+/// naming the resource, the target or the driver call.
+fn managed_memory_prefetch_and_advice(p: &'static Platform) {
+    const LAST_PREFETCH: i32 = 4;
+    const READ_MOSTLY: i32 = 1;
+    const PREFERRED: i32 = 2;
+    const ACCESSED_BY: i32 = 3;
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let managed_dev = Device::new(p.managed, 0);
+    let managed = (p.managed_resource)(u.fake_path(), managed_dev).unwrap();
+    // An adaptor answers for the managed resource below it.
+    let counted: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(managed));
+    let s = rt.default_stream(managed_dev).unwrap();
+    let buffer = DeviceBuffer::new(8192, counted, &s).unwrap();
+
+    devmm::prefetch(&buffer, Device::CPU, None).unwrap();
+    if let Some(fake) = u.fake() {
+        assert_eq!(range_attribute(fake, p, &buffer, LAST_PREFETCH, 1), [-1]);
+        let call = log_of(fake, &p.call("MemPrefetchAsync"));
+        assert_eq!(field(&call[0], "count"), "8192");
+    }
+    let second = u.second();
+    let on_second = rt.create_stream(second).unwrap();
+    devmm::prefetch(&buffer, second, Some(&on_second)).unwrap();
+    on_second.synchronize().unwrap();
+    if let Some(fake) = u.fake() {
+        assert_eq!(range_attribute(fake, p, &buffer, LAST_PREFETCH, 1), [1]);
+    }
+
+    devmm::advise(&buffer, devmm::Advice::SetReadMostly, managed_dev).unwrap();
+    devmm::advise(&buffer, devmm::Advice::SetPreferredLocation, Device::CPU).unwrap();
+    devmm::advise(&buffer, devmm::Advice::SetAccessedBy, second).unwrap();
+    if let Some(fake) = u.fake() {
+        assert_eq!(range_attribute(fake, p, &buffer, READ_MOSTLY, 1), [1]);
+        assert_eq!(range_attribute(fake, p, &buffer, PREFERRED, 1), [-1]);
+        assert_eq!(range_attribute(fake, p, &buffer, ACCESSED_BY, 2), [1, -2]);
+    }
+    devmm::advise(&buffer, devmm::Advice::UnsetReadMostly, managed_dev).unwrap();
+    devmm::advise(&buffer, devmm::Advice::UnsetPreferredLocation, Device::CPU).unwrap();
+    devmm::advise(&buffer, devmm::Advice::UnsetAccessedBy, second).unwrap();
+    if let Some(fake) = u.fake() {
+        assert_eq!(range_attribute(fake, p, &buffer, READ_MOSTLY, 1), [0]);
+        assert_eq!(range_attribute(fake, p, &buffer, PREFERRED, 1), [-2]);
+        assert_eq!(range_attribute(fake, p, &buffer, ACCESSED_BY, 2), [-2, -2]);
+    }
+
+    // A target the memory's runtime does not serve.
+    let wrong = Device::new(p.host, 0);
+    let err = devmm::prefetch(&buffer, wrong, None).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert!(err.to_string().contains(&wrong.to_string()), "{err}");
+    // A device that does not exist: the driver's invalid-device error.
+    let absent = p.dev(7);
+    let err = devmm::advise(&buffer, devmm::Advice::SetPreferredLocation, absent).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&p.call("MemAdvise")), "{text}");
+    assert!(
+        text.contains(&format!("{}ErrorInvalidDevice", p.prefix)),
+        "{text}"
+    );
+    buffer.free(&s).unwrap();
+
+    // Device memory is not managed: refused before any driver call, naming
+    // the resource and what to use.
+    let dev = p.dev(0);
+    let device_memory = DeviceBuffer::new(
+        256,
+        rt.default_resource(dev).unwrap(),
+        &rt.default_stream(dev).unwrap(),
+    )
+    .unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let err = devmm::prefetch(&device_memory, dev, None).unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(p.device_mr), "{text}");
+    assert!(text.contains(p.managed_mr), "{text}");
+    let err = devmm::advise(&device_memory, devmm::Advice::SetReadMostly, dev).unwrap_err();
+    assert!(
+        err.to_string().starts_with("advising needs managed memory"),
+        "{err}"
+    );
+    if let Some(fake) = u.fake() {
+        assert!(log_of(fake, &p.call("MemPrefetchAsync")).is_empty());
+        assert!(log_of(fake, &p.call("MemAdvise")).is_empty());
+    }
+    device_memory
+        .free(&rt.default_stream(dev).unwrap())
+        .unwrap();
+    u.assert_no_leaks();
+}
+
+/// A `PrefetchAdaptor` prefetches each allocation of its managed upstream
+/// to the upstream's device on the allocation's stream; an upstream of
+/// device memory is refused when the adaptor is made.
+fn prefetch_adaptor_prefetches_each_allocation(p: &'static Platform) {
+    let u = Under::new(p);
+    let rt = &u.rt;
+    let managed_dev = Device::new(p.managed, u.second().index());
+    let managed = (p.managed_resource)(u.fake_path(), managed_dev).unwrap();
+    let adaptor: Arc<dyn MemoryResource> = Arc::new(devmm::PrefetchAdaptor::new(managed).unwrap());
+    let s = rt.create_stream(u.second()).unwrap();
+    if let Some(fake) = u.fake() {
+        fake.clear_calls();
+    }
+    let buffer = DeviceBuffer::new(4096, Arc::clone(&adaptor), &s).unwrap();
+    let empty = DeviceBuffer::new(0, adaptor, &s).unwrap();
+    if let Some(fake) = u.fake() {
+        let calls = log_of(fake, &p.call("MemPrefetchAsync"));
+        assert_eq!(
+            calls.len(),
+            1,
+            "one prefetch, none for zero bytes: {calls:?}"
+        );
+        assert_eq!(field(&calls[0], "count"), "4096");
+        assert_eq!(field(&calls[0], "device"), "1");
+        assert_eq!(field(&calls[0], "stream"), hex(s.handle()));
+        assert_eq!(range_attribute(fake, p, &buffer, 4, 1), [1]);
+    }
+    buffer.free(&s).unwrap();
+    empty.free(&s).unwrap();
+
+    let device_memory = rt.default_resource(p.dev(0)).unwrap();
+    let err = devmm::PrefetchAdaptor::new(device_memory).unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+    assert!(err.to_string().contains(p.device_mr), "{err}");
+    u.assert_no_leaks();
+}
+
 fn missing_library_is_runtime_unavailable(p: &'static Platform) {
     let err = (p.load)(Some(Path::new("/nonexistent/libdriver.so"))).unwrap_err();
     match &err {
@@ -1545,6 +1713,8 @@ macro_rules! suite {
             stream_ordered_allocation_when_present,
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
+            managed_memory_prefetch_and_advice,
+            prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,
             a_child_forked_after_the_runtime_started_is_refused,
             own_pool_figures_after_freeing_the_middle_of_three_blocks,

@@ -25,6 +25,7 @@ from ._devmm import (
     LoggingAdaptor,
     OutOfMemoryHook,
     Permuted,
+    PrefetchAdaptor,
     RowMajor,
     RuntimeUnavailableError,
     StatisticsAdaptor,
@@ -36,6 +37,7 @@ from ._devmm import (
     TrackingAdaptor,
     __version__,
     StreamPool,
+    advise,
     copy_device_to_ptr,
     copy_host_to_ptr,
     copy_ptr_to_host,
@@ -46,12 +48,14 @@ from ._devmm import (
     empty_like,
     get_current_memory_resource,
     on_out_of_memory,
+    prefetch,
     set_current_memory_resource,
     using_memory_resource,
 )
 from . import _runtimes, mrs, statistics
 from ._core import layout as _layout_surface  # gives the native policies their dataclass surface
 from ._stream_flags import StreamFlags
+from ._advice import Advice
 from ._out_of_memory import OutOfMemoryError, PoolFigures
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
@@ -62,6 +66,7 @@ from ._runtimes.base import CopyKind
 _runtimes.discover()
 
 __all__ = [
+    "Advice",
     "DEFAULT",
     "DEVMM_RUNTIME",
     "LEGACY_DEFAULT",
@@ -87,6 +92,7 @@ __all__ = [
     "OutOfMemoryHook",
     "Permuted",
     "PoolFigures",
+    "PrefetchAdaptor",
     "RowMajor",
     "RuntimeUnavailableError",
     "StatisticsAdaptor",
@@ -97,6 +103,7 @@ __all__ = [
     "TraceAdaptor",
     "TrackingAdaptor",
     "__version__",
+    "advise",
     "StreamFlags",
     "StreamPool",
     "copy_device_to_ptr",
@@ -111,6 +118,7 @@ __all__ = [
     "get_current_memory_resource",
     "mrs",
     "on_out_of_memory",
+    "prefetch",
     "runtime_for",
     "runtime_names",
     "set_current_memory_resource",

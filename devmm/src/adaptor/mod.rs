@@ -1,6 +1,6 @@
 //! Adaptors: resources that wrap an upstream resource they own and add one
 //! behaviour (counting, limiting, logging, tracing, tracking, recovering
-//! from running out) while forwarding the rest.
+//! from running out, prefetching managed memory) while forwarding the rest.
 //!
 //! They compose in any order over any resource, including
 //! `Arc<dyn MemoryResource>`, so the whole chain lives as long as the
@@ -133,6 +133,7 @@ fn saturating_sub(counter: &std::sync::atomic::AtomicUsize, n: usize) {
 mod failure_callback;
 mod limiting;
 mod logging;
+mod prefetch;
 mod statistics;
 mod trace;
 mod tracking;
@@ -140,6 +141,7 @@ mod tracking;
 pub use failure_callback::FailureCallbackAdaptor;
 pub use limiting::LimitingAdaptor;
 pub use logging::{LOG_TARGET, LogRecord, LogValue, LoggingAdaptor};
+pub use prefetch::PrefetchAdaptor;
 pub use statistics::{Statistics, StatisticsAdaptor};
 pub use trace::TraceAdaptor;
 pub use tracking::{

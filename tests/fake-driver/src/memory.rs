@@ -55,6 +55,21 @@ pub(crate) struct Allocation {
     /// The pool (`*MallocFromPoolAsync`) whose reserve holds the bytes; the device is charged
     /// for the reserve, not for the block.
     pub(crate) pool: Option<usize>,
+    /// Prefetches and advice given for managed memory, for `*MemRangeGetAttribute`.
+    pub(crate) advice: Advice,
+}
+
+/// What `*MemPrefetchAsync` and `*MemAdvise` last set on a managed block. The fake keeps them
+/// per allocation, not per page: a range reads what was last set anywhere in its block.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Advice {
+    /// The last prefetch's target (`-1` the CPU); `None` before any.
+    pub(crate) last_prefetch: Option<c_int>,
+    pub(crate) read_mostly: bool,
+    /// The preferred location (`-1` the CPU); `None` when unset.
+    pub(crate) preferred: Option<c_int>,
+    /// The processors with accessed-by set, in the order they were set.
+    pub(crate) accessed_by: Vec<c_int>,
 }
 
 impl Allocation {
@@ -106,6 +121,7 @@ impl Memory {
                 kind,
                 device,
                 pool: None,
+                advice: Advice::default(),
             },
         );
         Ok(ptr.as_ptr().cast())
@@ -153,6 +169,21 @@ impl Memory {
         let (&start, allocation) = self.live.range(..=address).next_back()?;
         let block_end = start.checked_add(allocation.size())?;
         (end <= block_end).then_some(allocation)
+    }
+
+    /// The managed allocation containing all of `[ptr, ptr + len)`, if any.
+    pub(crate) fn find_managed_mut(
+        &mut self,
+        ptr: *const c_void,
+        len: usize,
+    ) -> Option<&mut Allocation> {
+        let start = self
+            .find(ptr, len)
+            .filter(|a| a.kind == Kind::Managed)?
+            .block
+            .0
+            .as_ptr() as usize;
+        self.live.get_mut(&start)
     }
 
     /// Frees everything (`fake_reset`, once no queued work can touch memory; the devices are

@@ -1,5 +1,6 @@
 //! The memory calls whose shape differs between the platforms: `hipHostMalloc`
-//! (the pinned allocator) and the synchronous `hipMemcpy`.
+//! (the pinned allocator) and the synchronous `hipMemcpy`; and `hipMemRangeGetAttribute`, which
+//! devmm never calls (tests read the fake's records of prefetches and advice through it).
 
 use std::ffi::c_void;
 
@@ -35,4 +36,31 @@ pub unsafe extern "C" fn hipMemcpy(
 ) -> hipError_t {
     // SAFETY: this function's contract is the entry point's.
     unsafe { memory::memcpy(&HIP, "hipMemcpy", dst, src, count, kind) }
+}
+
+/// `hipError_t hipMemRangeGetAttribute(void* data, size_t dataSize, hipMemRangeAttribute attribute, const void* devPtr, size_t count)`:
+/// reads back what prefetches and advice recorded on a managed range.
+///
+/// # Safety
+/// `data` is null or valid for `data_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemRangeGetAttribute(
+    data: *mut c_void,
+    data_size: usize,
+    attribute: std::ffi::c_int,
+    dev_ptr: *const c_void,
+    count: usize,
+) -> hipError_t {
+    // SAFETY: this function's contract is the entry point's.
+    unsafe {
+        fake_driver::entry::managed::range_get_attribute(
+            &HIP,
+            "hipMemRangeGetAttribute",
+            data,
+            data_size,
+            attribute,
+            dev_ptr,
+            count,
+        )
+    }
 }

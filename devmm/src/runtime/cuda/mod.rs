@@ -61,6 +61,7 @@ impl Platform for sys::CudaRuntimeTable {
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const MEM_LOCATION_SINCE: Option<i32> = Some(13000);
     const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["CUDA_PATH", "CUDA_HOME"],
         default_roots: &["/usr/local/cuda"],

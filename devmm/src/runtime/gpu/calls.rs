@@ -55,6 +55,10 @@ pub struct Calls {
     pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_managed:
         Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
+    pub(crate) mem_prefetch_async:
+        Option<Call<unsafe extern "C" fn(*const c_void, usize, c_int, Handle) -> Status>>,
+    pub(crate) mem_advise:
+        Option<Call<unsafe extern "C" fn(*const c_void, usize, c_int, c_int) -> Status>>,
     pub(crate) memcpy_async:
         Call<unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Handle) -> Status>,
     pub(crate) stream_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,

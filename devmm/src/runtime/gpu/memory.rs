@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
+use crate::managed::ManagedMemory;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::driver::Driver;
@@ -31,6 +32,13 @@ pub trait Kind: Send + Sync + 'static {
     fn name(names: ResourceNames) -> &'static str;
     /// The device type its memory has on platform `P`.
     fn device_type<P: Platform>() -> DeviceType;
+    /// The memory as managed memory, when it is.
+    fn managed<P: Platform>(_memory: &GpuMemory<P, Self>) -> Option<&dyn ManagedMemory>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// Device memory (`cudaMalloc`, `cudaMallocAsync`).
@@ -67,6 +75,9 @@ impl Kind for ManagedKind {
     }
     fn device_type<P: Platform>() -> DeviceType {
         P::MANAGED
+    }
+    fn managed<P: Platform>(memory: &GpuMemory<P, Self>) -> Option<&dyn ManagedMemory> {
+        Some(memory)
     }
 }
 
@@ -131,6 +142,10 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             allocator,
             kind: PhantomData,
         })
+    }
+
+    pub(super) fn driver(&self) -> &Arc<Driver<P>> {
+        &self.driver
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
@@ -359,6 +374,10 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
 
     fn dereferenceable(&self) -> bool {
         true
+    }
+
+    fn managed_memory(&self) -> Option<&dyn ManagedMemory> {
+        K::managed(self)
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {

@@ -9,6 +9,7 @@
 
 pub(crate) mod calls;
 pub(crate) mod device;
+mod managed;
 pub(crate) mod memory;
 pub(crate) mod pool;
 pub(crate) mod result;
@@ -75,6 +76,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)>;
     /// Resource names.
     const RESOURCE_NAMES: ResourceNames;
+    /// The first runtime version (as `*RuntimeGetVersion` encodes it) whose
+    /// prefetch and advice take a location struct instead of an ordinal
+    /// (CUDA 13); `None` where every version takes the ordinal.
+    const MEM_LOCATION_SINCE: Option<i32>;
     /// Where the library is installed besides the loader's search path.
     const SEARCH: super::discovery::SearchPath<'static>;
 

@@ -60,6 +60,7 @@ impl Platform for sys::HipTable {
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const MEM_LOCATION_SINCE: Option<i32> = None;
     const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["ROCM_PATH", "HIP_PATH"],
         default_roots: &["/opt/rocm"],

@@ -48,6 +48,8 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
     ("host_free", "memory::free_host"),
     ("malloc_managed", "memory::malloc_managed"),
     ("memcpy_async", "memory::memcpy_async"),
+    ("mem_prefetch_async", "managed::prefetch"),
+    ("mem_advise", "managed::advise"),
     ("stream_create_with_flags", "stream::stream_create"),
     ("stream_destroy", "stream::stream_destroy"),
     ("stream_synchronize", "stream::stream_synchronize"),
@@ -85,6 +87,7 @@ pub const STREAM_ORDERED_ROLES: &[&str] = &[
     "mem_pool_set_access",
 ];
 pub mod event;
+pub mod managed;
 pub mod memory;
 pub mod pool;
 pub mod stream;
