@@ -53,7 +53,7 @@ pub use ledger::{Checked, Ledger};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use out_of_memory::{
-    OutOfMemoryFigures, OutOfMemoryHook, PoolFigures, observe_allocation, on_out_of_memory,
+    OutOfMemoryFigures, OutOfMemoryHook, observe_allocation, on_out_of_memory,
 };
 pub use ptr::DevicePtr;
 pub use registry::{
