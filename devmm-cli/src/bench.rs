@@ -108,6 +108,7 @@ impl Raw {
                         nbytes,
                         chain: self.name(),
                         detail: Some(format!("posix_memalign returned {status}")),
+                        pool: None,
                     }));
                 }
                 // SAFETY: `out` came from posix_memalign (or is null) and is freed once.

@@ -203,6 +203,7 @@ mod tests {
                 nbytes,
                 chain: "OffByALine".into(),
                 detail: None,
+                pool: None,
             })?;
             let page_aligned = self.0.allocate(padded, stream)?;
             Ok(DevicePtr::from_addr(page_aligned.addr() + LINE))

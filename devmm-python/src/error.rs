@@ -201,7 +201,6 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
 /// `devmm.OutOfMemoryError` (defined in Python, a `MemoryError`).
 static OUT_OF_MEMORY_ERROR: ValueClass<()> =
     ValueClass::new("devmm._out_of_memory", "OutOfMemoryError");
-static POOL_FIGURES: ValueClass<()> = ValueClass::new("devmm._out_of_memory", "PoolFigures");
 
 /// The `devmm.OutOfMemoryError` saying `message`, with the failure's
 /// `figures` as its fields; a plain `MemoryError` when the class cannot
@@ -213,14 +212,10 @@ fn out_of_memory_error(message: String, figures: Option<devmm::OutOfMemoryFigure
             kwargs.set_item("device", crate::device::PyDevice(figures.device))?;
             kwargs.set_item("nbytes", figures.nbytes)?;
             kwargs.set_item("chain", &figures.chain)?;
-            let pool = match figures.pool {
-                Some(pool) => Some(
-                    POOL_FIGURES
-                        .class(py)?
-                        .call1((pool.reserved_bytes, pool.used_bytes))?,
-                ),
-                None => None,
-            };
+            let pool = figures
+                .pool
+                .map(|pool| crate::statistics::pool_statistics_object(py, &pool))
+                .transpose()?;
             kwargs.set_item("pool", pool)?;
             kwargs.set_item("largest_fit", figures.largest_fit)?;
             let exception = OUT_OF_MEMORY_ERROR

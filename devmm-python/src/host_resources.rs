@@ -112,6 +112,7 @@ impl devmm::MemoryResource for BytearrayResource {
             nbytes,
             chain: format!("{self:?}"),
             detail: Some(detail),
+            pool: None,
         };
         // Over-allocate so an aligned block of `nbytes` fits inside; a
         // bytearray holds at most isize::MAX bytes.

@@ -86,12 +86,18 @@ SCRIPT = textwrap.dedent(
     rt.default_stream(gpu).synchronize()
     s = primed.pool_statistics()
     assert s.reserved_bytes >= 8 * MIB and s.used_bytes == 0, s
+    held = devmm.DeviceBuffer(16 * MIB, mr=primed, stream=stream)
     try:
         devmm.DeviceBuffer(40 * MIB, mr=primed, stream=stream)
-    except MemoryError as e:
+    except devmm.OutOfMemoryError as e:
         assert "max_pool_size 33554432" in str(e) and "{pool_mr}" in str(e), e
+        # The pool's figures travel with the error, not only in its text.
+        assert isinstance(e.pool, PoolStatistics), e.pool
+        assert e.pool == primed.pool_statistics(), (e.pool, primed.pool_statistics())
+        assert e.pool.used_bytes == 16 * MIB and e.pool.reserved_bytes >= 16 * MIB, e.pool
     else:
         raise AssertionError("past max_pool_size must be out of memory")
+    held.free()
     ipc = mrs.{pool_mr}(enable_ipc=True, peer_access=["{device}:1"])
     assert "enable_ipc=True" in repr(ipc)
     assert fake.fake_call_count(b"{prefix}MemPoolSetAccess") == 1

@@ -196,8 +196,8 @@ def report(error: BaseException) -> None:
     if isinstance(error, devmm.OutOfMemoryError):
         device: devmm.Device = error.device
         sizes: tuple[int, int | None] = (error.nbytes, error.largest_fit)
-        pool: devmm.PoolFigures | None = error.pool
-        print(device, sizes, error.chain, pool.unused_bytes if pool else None)
+        pool: st.PoolStatistics | None = error.pool
+        print(device, sizes, error.chain, pool.fragmentation_bytes if pool else None)
 
 
 with devmm.on_out_of_memory(report) as registered:

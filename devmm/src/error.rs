@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::ptr::DevicePtr;
+use crate::resource::PoolStatistics;
 
 /// Result alias used throughout devmm.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -40,6 +41,11 @@ pub enum Error {
         chain: String,
         /// What the platform allocator said, when it said anything.
         detail: Option<String>,
+        /// The figures of the pool the memory was asked from, when the
+        /// resource draws from a pool of its own (`CudaAsyncMemoryResource`,
+        /// `HipAsyncMemoryResource`); `None` otherwise. The message repeats
+        /// them in `detail`.
+        pool: Option<PoolStatistics>,
     },
 
     /// A [`LimitingAdaptor`](crate::LimitingAdaptor) refused the request
@@ -542,7 +548,13 @@ impl Error {
     ///
     /// ```
     /// # use devmm::{Device, Error};
-    /// let e = Error::OutOfMemory { device: Device::CPU, nbytes: 1, chain: "x".into(), detail: None };
+    /// let e = Error::OutOfMemory {
+    ///     device: Device::CPU,
+    ///     nbytes: 1,
+    ///     chain: "x".into(),
+    ///     detail: None,
+    ///     pool: None,
+    /// };
     /// assert!(e.is_out_of_memory());
     /// ```
     pub fn is_out_of_memory(&self) -> bool {

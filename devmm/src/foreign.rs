@@ -163,6 +163,7 @@ impl MemoryResource for ForeignMemoryResource {
                  allocate from a devmm resource"
                     .into(),
             ),
+            pool: None,
         })
     }
 

@@ -55,7 +55,7 @@ pub use managed::{Advice, ManagedMemory, advise, prefetch};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use out_of_memory::{
-    OutOfMemoryFigures, OutOfMemoryHook, PoolFigures, observe_allocation, on_out_of_memory,
+    OutOfMemoryFigures, OutOfMemoryHook, observe_allocation, on_out_of_memory,
 };
 pub use ptr::DevicePtr;
 pub use registry::{

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device::Device;
 use crate::error::{CallbackError, Error, Result};
+use crate::resource::PoolStatistics;
 
 /// What an out-of-memory failure tells a person who must act on it: the
 /// device, the size asked, the resource chain, the pool's figures when the
@@ -49,39 +50,19 @@ pub struct OutOfMemoryFigures {
     pub nbytes: usize,
     /// The resource chain, outermost first.
     pub chain: String,
-    /// The figures of the pool the memory was asked from. `None` today:
-    /// devmm's resources draw from each device's default pool, which no
-    /// error reports yet; resources over pools of their own fill it.
-    pub pool: Option<PoolFigures>,
+    /// The figures of the pool the memory was asked from, when the resource
+    /// has a pool of its own (`CudaAsyncMemoryResource`,
+    /// `HipAsyncMemoryResource`): its reserved bytes less its used bytes
+    /// ([`PoolStatistics::fragmentation_bytes`]) is what it holds but could
+    /// not give the request. `None` for other resources (the device's
+    /// default pool is shared with the whole process: its figures would
+    /// not be this resource's).
+    pub pool: Option<PoolStatistics>,
     /// The largest request that would succeed now, when the resource can
     /// tell (a [`LimitingAdaptor`](crate::LimitingAdaptor) knows its
     /// remaining budget; a driver only knows free bytes, not the largest
     /// free block, so its failures say `None`).
     pub largest_fit: Option<usize>,
-}
-
-/// A memory pool's figures at the time of a failure: bytes the pool holds
-/// from the device (`reserved_bytes`) and bytes handed out from them
-/// (`used_bytes`); the difference is what the pool holds but cannot give
-/// this request (fragmentation, or memory a trim would return).
-///
-/// ```
-/// let pool = devmm::PoolFigures { reserved_bytes: 192, used_bytes: 128 };
-/// assert_eq!(pool.unused_bytes(), 64);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolFigures {
-    /// Bytes the pool holds from the device.
-    pub reserved_bytes: usize,
-    /// Bytes of those handed out.
-    pub used_bytes: usize,
-}
-
-impl PoolFigures {
-    /// Reserved bytes not in use (zero if the figures disagree).
-    pub fn unused_bytes(&self) -> usize {
-        self.reserved_bytes.saturating_sub(self.used_bytes)
-    }
 }
 
 impl Error {
@@ -95,12 +76,13 @@ impl Error {
                 device,
                 nbytes,
                 chain,
+                pool,
                 ..
             } => Some(OutOfMemoryFigures {
                 device: *device,
                 nbytes: *nbytes,
                 chain: chain.clone(),
-                pool: None,
+                pool: *pool,
                 largest_fit: None,
             }),
             Error::LimitExceeded {

@@ -327,6 +327,7 @@ impl MemoryResource for Misaligned {
             nbytes,
             chain: "Misaligned".into(),
             detail: None,
+            pool: None,
         })?;
         let p = self.0.allocate(padded, stream)?;
         Ok(p.offset(8).expect("in range"))

@@ -1576,6 +1576,10 @@ fn own_pool_settings_and_refusals(p: &'static Platform) {
         text.contains("bytes reserved") && text.contains("max_pool_size 4194304"),
         "{text}"
     );
+    // The pool's figures travel with the error, not only in its text.
+    let pool = err.out_of_memory_figures().and_then(|f| f.pool);
+    assert_eq!(pool, Some(bounded.figures()), "{err:?}");
+    assert_eq!(pool.map(|s| s.used_bytes), Some(3 << 20), "{err:?}");
     // SAFETY: allocated above with this size, freed once.
     unsafe { bounded.deallocate(kept, 3 * MIB, &stream) }.unwrap();
     stream.synchronize().unwrap();

@@ -34,6 +34,7 @@ impl Blocks {
             nbytes,
             chain: "Blocks".into(),
             detail: None,
+            pool: None,
         };
         let layout = Self::layout(nbytes).ok_or_else(out_of_memory)?;
         // SAFETY: the layout has a non-zero size.

@@ -56,7 +56,7 @@ from . import _runtimes, mrs, statistics
 from ._core import layout as _layout_surface  # gives the native policies their dataclass surface
 from ._stream_flags import StreamFlags
 from ._advice import Advice
-from ._out_of_memory import OutOfMemoryError, PoolFigures
+from ._out_of_memory import OutOfMemoryError
 from ._tracking import LiveAllocation
 from ._runtimes import available_runtimes, runtime_for, runtime_names
 from ._runtimes.base import CopyKind
@@ -91,7 +91,6 @@ __all__ = [
     "OutOfMemoryError",
     "OutOfMemoryHook",
     "Permuted",
-    "PoolFigures",
     "PrefetchAdaptor",
     "RowMajor",
     "RuntimeUnavailableError",

@@ -1,4 +1,4 @@
-"""``devmm.OutOfMemoryError`` and the pool figures it carries.
+"""``devmm.OutOfMemoryError``, the figures an out-of-memory failure carries.
 
 The exception is raised by devmm's one conversion of core errors to Python
 exceptions (``devmm-python/src/error.rs``), which fills its fields from the
@@ -6,28 +6,13 @@ core's out-of-memory figures; this module only gives it its Python shape."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
 from ._core.device import Device
+from .statistics import PoolStatistics
 
-__all__ = ["OutOfMemoryError", "PoolFigures"]
-
-
-@dataclasses.dataclass(frozen=True)
-class PoolFigures:
-    """A memory pool's figures when an allocation from it failed: bytes the
-    pool holds from the device and bytes of those handed out; the difference
-    (``unused_bytes``) is what it holds but could not give the request."""
-
-    reserved_bytes: int
-    used_bytes: int
-
-    @property
-    def unused_bytes(self) -> int:
-        """Reserved bytes not in use."""
-        return max(self.reserved_bytes - self.used_bytes, 0)
+__all__ = ["OutOfMemoryError"]
 
 
 class OutOfMemoryError(MemoryError):
@@ -35,16 +20,19 @@ class OutOfMemoryError(MemoryError):
 
     ``device`` and ``nbytes`` are what was asked, ``chain`` the resources
     the request went through (outermost first), ``pool`` the figures of the
-    pool it was asked from (``None`` while devmm's resources draw from each
-    device's default pool, whose figures no error reports yet), and
-    ``largest_fit`` the largest request that would succeed now when the
-    resource can tell (a ``LimitingAdaptor`` knows its remaining budget; a
-    driver does not know its largest free block: ``None``)."""
+    pool it was asked from when the resource has a pool of its own
+    (``CudaAsyncMemoryResource``, ``HipAsyncMemoryResource``: a
+    ``devmm.statistics.PoolStatistics``, whose ``fragmentation_bytes`` is
+    what the pool holds but could not give the request; ``None`` for other
+    resources), and ``largest_fit`` the largest request that would succeed
+    now when the resource can tell (a ``LimitingAdaptor`` knows its
+    remaining budget; a driver does not know its largest free block:
+    ``None``)."""
 
     device: Device
     nbytes: int
     chain: str
-    pool: PoolFigures | None
+    pool: PoolStatistics | None
     largest_fit: int | None
 
     def __init__(
@@ -54,7 +42,7 @@ class OutOfMemoryError(MemoryError):
         device: Device,
         nbytes: int,
         chain: str,
-        pool: PoolFigures | None = None,
+        pool: PoolStatistics | None = None,
         largest_fit: int | None = None,
     ) -> None:
         super().__init__(message)

@@ -152,6 +152,7 @@ fn build<M: ManagedStruct>(
             nbytes: layout.size(),
             chain: "DLPack export block (Rust global allocator)".into(),
             detail: None,
+            pool: None,
         });
     };
     // SAFETY: the dims start where the head ends, inside the block (see

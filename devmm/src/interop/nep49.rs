@@ -457,6 +457,7 @@ impl MemoryResource for Nep49Resource {
                 nbytes,
                 chain: format!("{self:?}"),
                 detail: Some("the NumPy handler returned NULL".into()),
+                pool: None,
             });
         }
         if !ptr.is_aligned(Self::ALIGNMENT) {

@@ -214,6 +214,7 @@ impl RecordingMemoryResource {
                     "the fake address space of {} bytes is spent",
                     self.capacity
                 )),
+                pool: None,
             });
         };
         state.next = next;

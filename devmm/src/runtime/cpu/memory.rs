@@ -43,6 +43,7 @@ fn out_of_memory(mr: &dyn MemoryResource, nbytes: usize, detail: String) -> Erro
         nbytes,
         chain: crate::resource::resource_chain(mr),
         detail: Some(detail),
+        pool: None,
     }
 }
 

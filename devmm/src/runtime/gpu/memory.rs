@@ -156,6 +156,7 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
                 nbytes,
                 chain: resource_chain(self),
                 detail: Some(driver.to_string()),
+                pool: None,
             }
         } else {
             driver

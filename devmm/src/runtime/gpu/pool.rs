@@ -236,8 +236,9 @@ impl<P: Platform> GpuAsyncMemory<P> {
     }
 
     /// An out-of-memory error from the pool, with this resource's chain and
-    /// the pool's figures: how much it holds unused says whether trimming
-    /// other pools or waiting for frees could help.
+    /// the pool's figures, as fields and in the message: how much it holds
+    /// unused says whether trimming other pools or waiting for frees could
+    /// help.
     fn out_of_memory(&self, error: Error) -> Error {
         let Error::OutOfMemory {
             device,
@@ -248,7 +249,8 @@ impl<P: Platform> GpuAsyncMemory<P> {
         else {
             return error;
         };
-        let figures = match self.pool_statistics() {
+        let statistics = self.pool_statistics();
+        let figures = match &statistics {
             Ok(s) => format!(
                 "pool: {} bytes reserved, {} used, {} reserved but unused",
                 s.reserved_bytes,
@@ -270,6 +272,7 @@ impl<P: Platform> GpuAsyncMemory<P> {
                 Some(driver) => format!("{driver}; {figures}{limit}"),
                 None => format!("{figures}{limit}"),
             }),
+            pool: statistics.ok(),
         }
     }
 }
