@@ -94,15 +94,19 @@ pub(crate) unsafe fn release_buffer(view: *mut ffi::Py_buffer) {
 
 /// The dictionary of `__array_interface__` or `__cuda_array_interface__`;
 /// an `AttributeError` (so `hasattr` is false) where the interface cannot
-/// describe the memory.
+/// describe the memory. Freed memory is a `BufferError` instead, as the
+/// buffer protocol and `__dlpack__` refuse it: NumPy reads an
+/// `AttributeError` as "no interface" and would wrap the tensor in a 0-d
+/// object array rather than fail.
 pub(crate) fn array_interface<'py>(
     py: Python<'py>,
     tensor: &devmm::Tensor,
     kind: ArrayInterfaceKind,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ai = tensor
-        .array_interface(kind)
-        .map_err(|e| PyAttributeError::new_err(e.to_string()))?;
+    let ai = tensor.array_interface(kind).map_err(|e| match e {
+        devmm::Error::BufferClosed { .. } => buffer_error(e),
+        other => PyAttributeError::new_err(other.to_string()),
+    })?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &ai.shape)?)?;
     dict.set_item(intern!(py, "typestr"), &ai.typestr)?;

@@ -85,7 +85,8 @@ impl PyTensor {
     }
 
     /// NumPy's array interface (version 3), for host-accessible tensors;
-    /// `AttributeError` elsewhere. `np.asarray(t)` is a zero-copy view.
+    /// `AttributeError` elsewhere; `BufferError` once the memory was freed.
+    /// `np.asarray(t)` is a zero-copy view.
     ///
     /// Python type: `dict[str, object]`
     #[getter]
@@ -94,7 +95,7 @@ impl PyTensor {
     }
 
     /// The CUDA Array Interface (version 3, with `stream`), for CUDA
-    /// memory; `AttributeError` elsewhere.
+    /// memory; `AttributeError` elsewhere; `BufferError` once freed.
     ///
     /// Python type: `dict[str, object]`
     #[getter]

@@ -313,3 +313,25 @@ def test_raw_copies_refuse_negative_addresses_and_counts_with_a_value_error() ->
         devmm.copy_host_to_ptr(b"x", -1)
     with pytest.raises(ValueError, match="db must be a non-negative integer from 0"):
         devmm.copy_ptr_to_host(-1, bytearray(1))
+
+
+def test_every_array_interface_of_freed_memory_says_it_was_freed() -> None:
+    # An AttributeError would read as "no interface" to NumPy, which then
+    # wraps the tensor in a 0-d object array instead of failing.
+    t = devmm.empty((2, 3), "float32")
+    address = t.buffer.ptr
+    t.buffer.free()
+    assert t.buffer.ptr == address, "the seed's ptr keeps the address"
+    for read in (
+        lambda: t.__array_interface__,
+        lambda: t.__cuda_array_interface__,
+        lambda: t.buffer.__cuda_array_interface__,
+        lambda: np.asarray(t),
+        lambda: np.array(t),
+        lambda: memoryview(t),
+        lambda: memoryview(t.buffer),
+        lambda: np.from_dlpack(t),
+    ):
+        with pytest.raises((BufferError, ValueError), match="freed") as raised:
+            read()
+        assert not isinstance(raised.value, AttributeError)
