@@ -354,3 +354,52 @@ def test_a_consumer_on_another_thread_lets_the_producer_go() -> None:
     worker.join()
     gc.collect()
     assert ref() is None
+
+
+def run_isolated(code: str) -> None:
+    """Runs `code` in a fresh interpreter, so that a crash (an abort on a
+    double free, a stack overflow) fails the test rather than the suite."""
+    import subprocess
+    import sys
+    import textwrap
+
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert done.stdout.strip().endswith("ok"), done.stdout
+
+
+@pytest.mark.parametrize("max_version", [(1, 1), None])
+def test_a_consumer_calling_the_deleter_twice_gets_a_no_op_the_second_time(max_version: object) -> None:
+    run_isolated(
+        f"""
+        import ctypes
+        import devmm
+        from devmm._dlpack import _abi
+
+        get_name = ctypes.pythonapi.PyCapsule_GetName
+        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        set_name = ctypes.pythonapi.PyCapsule_SetName
+        set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+        t = devmm.empty((3, 4), "float32")
+        for _ in range(3):
+            capsule = t.__dlpack__(max_version={max_version!r})
+            name = get_name(capsule)
+            raw = get_pointer(capsule, name)
+            set_name(capsule, b"used_" + name)  # consumed: the deleter is ours to call
+            struct = _abi.DLManagedTensorVersioned if name == b"dltensor_versioned" else _abi.DLManagedTensor
+            managed = struct.from_address(raw)
+            deleter = managed.deleter
+            pointer = ctypes.cast(raw, ctypes.POINTER(struct))
+            assert t.buffer.live_exports == 1
+            deleter(pointer)
+            assert t.buffer.live_exports == 0
+            deleter(pointer)  # a protocol violation: must be a no-op
+            assert t.buffer.live_exports == 0
+            del capsule
+        t.buffer.free()
+        print("ok")
+        """
+    )

@@ -8,11 +8,14 @@
 //! once its last export is gone.
 
 use std::alloc::Layout as AllocLayout;
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use super::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -101,6 +104,9 @@ struct Block<M> {
     held: ManuallyDrop<Option<ExportOwner>>,
     /// The block's allocation layout, for the deleter.
     layout: AllocLayout,
+    /// Set by the first deleter call: a second call (a consumer breaking
+    /// the protocol) finds it set and does nothing.
+    deleted: AtomicBool,
 }
 
 impl<M> Block<M> {
@@ -210,24 +216,67 @@ fn build<M: ManagedStruct>(
         (&raw mut (*head).consumer).write(ManuallyDrop::new(consumer));
         (&raw mut (*head).held).write(ManuallyDrop::new(None));
         (&raw mut (*head).layout).write(layout);
+        (&raw mut (*head).deleted).write(AtomicBool::new(false));
     }
     Ok(block.cast())
 }
 
-/// The deleter of both flavours: frees the block, then ends the export on
-/// the buffer (which may release the buffer's memory), ordered after the
-/// consumer's stream.
+/// How many deleted blocks [`retire`] keeps allocated before freeing the
+/// oldest: a consumer that calls a deleter twice (a protocol violation)
+/// within this many deletions finds the block still there, marked deleted.
+const QUARANTINE: usize = 256;
+
+/// Deleted blocks not yet freed, oldest first: `(address, layout)`.
+static RETIRED: Mutex<VecDeque<(usize, AllocLayout)>> = Mutex::new(VecDeque::new());
+
+/// Frees the block at `block` once [`QUARANTINE`] later blocks were
+/// deleted, instead of at once, so that a second deleter call soon after
+/// the first reads a block marked deleted rather than freed memory (which
+/// aborted the process with a double free).
 ///
 /// # Safety
 ///
-/// `managed` is null or an export built by [`build`] that was not deleted yet.
+/// `block` was allocated with `layout`, its deleter has run, and nothing
+/// but a repeated deleter call reads it again.
+unsafe fn retire(block: *mut u8, layout: AllocLayout) {
+    let oldest = {
+        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.push_back((block as usize, layout));
+        (retired.len() > QUARANTINE)
+            .then(|| retired.pop_front())
+            .flatten()
+    };
+    if let Some((addr, layout)) = oldest {
+        // SAFETY: a retired block, allocated with `layout` (this function's
+        // contract) and retired once, so freed once.
+        unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+    }
+}
+
+/// The deleter of both flavours: ends the export on the buffer (which may
+/// release the buffer's memory), ordered after the consumer's stream, and
+/// retires the block. A second call on the same export does nothing.
+///
+/// # Safety
+///
+/// `managed` is null or an export built by [`build`], not freed yet (a
+/// second call soon after the first is a no-op, see [`retire`]).
 unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     if managed.is_null() {
         return;
     }
     let block = managed.cast::<Block<M>>();
-    // SAFETY: `managed` is the first field of a live `Block<M>` (see `build`),
-    // so `block` is that block; we take its owner exactly once, here.
+    // SAFETY: `managed` is the first field of a `Block<M>` still allocated
+    // (see `build` and `retire`).
+    if unsafe { (*block).deleted.swap(true, Ordering::AcqRel) } {
+        tracing::error!(
+            target: "devmm::dlpack",
+            "a DLPack consumer called the deleter of an export twice; the second call does nothing"
+        );
+        return;
+    }
+    // SAFETY: `block` is a live block whose `deleted` flag this call set,
+    // so its owner is taken exactly once, here.
     let (owner, consumer, held, layout) = unsafe {
         (
             ManuallyDrop::take(&mut (*block).owner),
@@ -236,9 +285,9 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
             (*block).layout,
         )
     };
-    // SAFETY: the block was allocated with `layout` in `build` and nothing
-    // reads it after this point.
-    unsafe { std::alloc::dealloc(block.cast(), layout) };
+    // SAFETY: the block was allocated with `layout` in `build`; only a
+    // repeated deleter call reads it (its `deleted` flag) from now on.
+    unsafe { retire(block.cast(), layout) };
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
