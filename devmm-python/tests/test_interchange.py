@@ -335,3 +335,12 @@ def test_every_array_interface_of_freed_memory_says_it_was_freed() -> None:
         with pytest.raises((BufferError, ValueError), match="freed") as raised:
             read()
         assert not isinstance(raised.value, AttributeError)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (5, 0), (2, 0, 3), (0, 0, 0, 1)])
+def test_zero_size_arrays_import_whatever_their_strides(shape: tuple[int, ...]) -> None:
+    empty = np.empty(shape, dtype=np.float64)
+    for producer in (empty, np.ascontiguousarray(empty), np.asfortranarray(empty), empty[::-1]):
+        t = devmm.from_dlpack(producer)
+        assert (t.shape, t.dtype.name) == (shape, "float64")
+        assert np.from_dlpack(t).shape == shape

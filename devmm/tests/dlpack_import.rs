@@ -243,6 +243,27 @@ fn extent_one_dimensions_may_carry_any_stride() {
 }
 
 #[test]
+fn zero_size_imports_take_any_strides() {
+    let _serial = serial();
+    // NumPy sends (0, 0) for an empty (0, 5); nothing is addressed, so any
+    // stride (zero, negative) describes the same empty tensor.
+    for (shape, strides) in [
+        (vec![0, 5], vec![0, 0]),
+        (vec![5, 0], vec![0, 0]),
+        (vec![2, 0, 3], vec![-3, 0, -1]),
+    ] {
+        let mut spec = Spec::f32s(&[], &shape);
+        spec.strides = Some(strides);
+        spec.null_data = true;
+        let (t, deleted) = import(&spec, DlpackFlavor::Versioned);
+        let t = t.expect("an empty tensor imports whatever its strides");
+        assert_eq!((t.numel(), t.shape().len()), (0, shape.len()));
+        drop(t);
+        assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
 fn zero_size_imports_hold_no_bytes() {
     let _serial = serial();
     let mut spec = Spec::f32s(&[], &[0, 3]);

@@ -245,7 +245,10 @@ unsafe fn describe(t: &DLTensor) -> Result<Described> {
         .map(|i| unsafe { *t.shape.add(i) })
         .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
         .collect::<Result<_>>()?;
-    let strides = if t.strides.is_null() {
+    // An empty tensor addresses no element, so its strides mean nothing:
+    // producers send anything there (NumPy sends zeros), and devmm reads
+    // them as row-major.
+    let strides = if t.strides.is_null() || shape.contains(&0) {
         c_contiguous(&shape)?
     } else {
         let mut strides = Dims::new();
