@@ -80,6 +80,9 @@ pub struct DeviceBuffer {
     state: Mutex<BufferState>,
     /// Adopted memory: its owner outside devmm may still read and write it.
     foreign: bool,
+    /// Memory its producer lent read-only: every write through devmm is
+    /// refused ([`Error::ReadOnly`]), and every tensor over it is read-only.
+    read_only: bool,
 }
 
 impl DeviceBuffer {
@@ -104,6 +107,7 @@ impl DeviceBuffer {
             exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: false,
+            read_only: false,
         })
     }
 
@@ -140,7 +144,29 @@ impl DeviceBuffer {
             exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: true,
+            read_only: false,
         })
+    }
+
+    /// The same buffer, its memory read-only: devmm refuses every write to
+    /// it ([`Error::ReadOnly`]) and every tensor over it is read-only.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(4, devmm::Device::CPU)?.into_read_only();
+    /// assert!(buf.is_read_only());
+    /// // SAFETY: the CPU's default resource hands out real host memory.
+    /// let refused = unsafe { buf.copy_from_host(b"hi") }.unwrap_err();
+    /// assert!(matches!(refused, devmm::Error::ReadOnly { .. }));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn into_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether the memory is read-only ([`into_read_only`](Self::into_read_only)).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Allocates `nbytes` on `device` from its current resource
@@ -519,6 +545,16 @@ impl DeviceBuffer {
         src: &[u8],
         stream: &Stream,
     ) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                operation: format!(
+                    "copy {} bytes from the host into it at offset {offset}",
+                    src.len()
+                ),
+                device: self.device(),
+                nbytes: self.nbytes,
+            });
+        }
         let _hold = self.hold_for_copy(offset, src.len())?;
         // The memory must be of a device the stream's runtime serves.
         stream.runtime_serving(self.device())?;

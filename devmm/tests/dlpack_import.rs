@@ -225,6 +225,15 @@ fn strides_byte_offset_and_read_only_are_honoured() {
     assert_eq!((t.strides(), t.byte_offset()), (&[1, 2][..], 4));
     assert_eq!(t.data_ptr().addr(), t.buffer().ptr().addr() + 4);
     assert!(t.is_read_only());
+    // The memory is read-only, not only this tensor: its buffer, and any
+    // tensor made over it again, refuse writes.
+    assert!(t.buffer().is_read_only());
+    // SAFETY: host memory the producer keeps alive until the deleter.
+    let write = unsafe { t.buffer().copy_from_host(&[0; 4]) };
+    assert!(matches!(write, Err(Error::ReadOnly { .. })), "{write:?}");
+    let again = Tensor::bytes_of(Arc::clone(t.buffer())).expect("views the bytes");
+    assert!(again.is_read_only());
+    drop(again);
     // SAFETY: initialised by the producer.
     let row_major_only = unsafe { t.as_slice::<f32>() };
     assert!(matches!(row_major_only, Err(Error::InvalidLayout { .. })));

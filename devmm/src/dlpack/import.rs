@@ -189,18 +189,18 @@ unsafe fn import(
         )?;
         (described.data, nbytes, described.byte_offset)
     };
-    let buffer = DeviceBuffer::adopt(ptr, nbytes, resource, &stream)?;
-    let tensor = Tensor::from_buffer(
+    let mut buffer = DeviceBuffer::adopt(ptr, nbytes, resource, &stream)?;
+    if read_only {
+        // The producer lent the memory read-only: the buffer refuses writes,
+        // not only the tensor (`t.buffer.copy_from_host` wrote through it).
+        buffer = buffer.into_read_only();
+    }
+    Tensor::from_buffer(
         std::sync::Arc::new(buffer),
         described.dtype,
         described.layout,
         offset,
-    )?;
-    Ok(if read_only {
-        tensor.to_read_only()
-    } else {
-        tensor
-    })
+    )
 }
 
 /// What a `DLTensor` describes, checked.
