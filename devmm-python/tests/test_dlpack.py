@@ -403,3 +403,26 @@ def test_a_consumer_calling_the_deleter_twice_gets_a_no_op_the_second_time(max_v
         print("ok")
         """
     )
+
+
+def test_an_extent_beyond_dlpack_s_int64_is_a_buffer_error() -> None:
+    # Empty, so any extent is a valid layout; DLPack's int64 cannot carry it.
+    t = devmm.empty((0, 2**63), "uint8")
+    with pytest.raises(BufferError, match="does not fit DLPack's int64"):
+        t.__dlpack__(max_version=(1, 1))
+    assert t.buffer.live_exports == 0
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, "f16", "c32"])
+def test_numpy_s_long_double_is_refused_as_a_dtype(dtype: object) -> None:
+    if np.dtype(np.longdouble).itemsize == np.dtype(np.float64).itemsize:
+        pytest.fail("this platform's long double is a double: the test needs an x86-64 NumPy")
+    with pytest.raises(ValueError, match="longdouble"):
+        devmm.empty((2,), dtype)
+
+
+def test_torch_complex32_is_named_in_its_refusal() -> None:
+    import torch
+
+    with pytest.raises(ValueError, match=r"torch\.complex32"):
+        devmm.empty((2,), torch.complex32)

@@ -183,9 +183,13 @@ fn build<M: ManagedStruct>(
             .chain(strides)
             .find(|&&v| i64::try_from(v).is_err())
             .map_or(all_bits, |&v| v);
-        return Err(Error::layout(format!(
-            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
-        )));
+        // A DLPack refusal (a `BufferError` in Python, as the protocol
+        // asks), not a bad layout: devmm holds the tensor fine.
+        return Err(Error::Dlpack {
+            reason: format!(
+                "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
+            ),
+        });
     }
     let dtype = tensor.dtype();
     let (device_type, device_id) = device.dlpack_device();
@@ -677,9 +681,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!(
-                "invalid layout: extent or stride {huge} does not fit DLPack's int64; use a smaller shape"
-            )
+            format!("extent or stride {huge} does not fit DLPack's int64; use a smaller shape")
         );
         assert_eq!(t.buffer().live_exports(), 0);
         let shape = Layout::new(&[0, 3], &[3, 1], DType::UINT8, 1).unwrap();
