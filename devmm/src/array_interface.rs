@@ -255,7 +255,8 @@ fn numpy_kind(kind: char, itemsize: usize) -> std::result::Result<DType, &'stati
                                no DLPack type describes; convert it with .astype(np.float64) \
                                (or np.complex128) first";
     match (kind, itemsize) {
-        ('f', 9..) | ('c', 17..) => return Err(LONG_DOUBLE),
+        // 12 bytes on 32-bit x86, 16 on x86-64 (and binary128 on AArch64).
+        ('f', 12 | 16) | ('c', 24 | 32) => return Err(LONG_DOUBLE),
         _ => {}
     }
     let code = match kind {
