@@ -426,3 +426,35 @@ def test_torch_complex32_is_named_in_its_refusal() -> None:
 
     with pytest.raises(ValueError, match=r"torch\.complex32"):
         devmm.empty((2,), torch.complex32)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "np.from_dlpack(devmm.from_dlpack(x))",
+        "devmm.from_dlpack(x)",
+        "devmm.from_dlpack(x.__dlpack__(max_version=(1, 1)))",
+        "devmm.from_dlpack(x.buffer)",
+    ],
+)
+def test_a_long_chain_of_imports_and_exports_releases_without_recursing(step: str) -> None:
+    # Each devmm import of a devmm export (or of a NumPy view of one) takes
+    # the original memory: no chain of deleters forms, at any depth.
+    run_isolated(
+        f"""
+        import gc
+        import numpy as np
+        import devmm
+
+        first = np.arange(6, dtype=np.uint8)
+        x = devmm.from_dlpack(first) if "buffer" in {step!r} else first
+        before = devmm.foreign_memory()["live_count"]
+        for _ in range(100_000):
+            x = {step}
+        assert bytes(np.asarray(x)) == bytes(range(6)), np.asarray(x)
+        assert devmm.foreign_memory()["live_count"] <= before + 2, devmm.foreign_memory()
+        del x
+        gc.collect()
+        print("ok")
+        """
+    )

@@ -83,6 +83,10 @@ pub struct DeviceBuffer {
     /// Memory its producer lent read-only: every write through devmm is
     /// refused ([`Error::ReadOnly`]), and every tensor over it is read-only.
     read_only: bool,
+    /// The devmm buffer whose memory this one views (a DLPack import of a
+    /// devmm export holds that buffer directly): a later import of this
+    /// one views that buffer too, so imports never nest.
+    views: Option<Arc<DeviceBuffer>>,
 }
 
 impl DeviceBuffer {
@@ -108,6 +112,7 @@ impl DeviceBuffer {
             state: Mutex::default(),
             foreign: false,
             read_only: false,
+            views: None,
         })
     }
 
@@ -145,7 +150,19 @@ impl DeviceBuffer {
             state: Mutex::default(),
             foreign: true,
             read_only: false,
+            views: None,
         })
+    }
+
+    /// Records that this buffer views `origin`'s memory.
+    pub(crate) fn viewing(mut self, origin: Arc<DeviceBuffer>) -> Self {
+        self.views = Some(origin);
+        self
+    }
+
+    /// The buffer that owns this one's memory: the one it views, else itself.
+    pub(crate) fn origin(self: &Arc<Self>) -> &Arc<DeviceBuffer> {
+        self.views.as_ref().unwrap_or(self)
     }
 
     /// The same buffer, its memory read-only: devmm refuses every write to

@@ -76,6 +76,48 @@ impl ManagedStruct for DLManagedTensor {
     }
 }
 
+/// The tensor a devmm export (of `flavor`, at `raw`) exports, or `None`
+/// for any other producer's managed tensor, or an export already deleted.
+///
+/// # Safety
+///
+/// `raw` is a live managed struct of `flavor`.
+pub(super) unsafe fn exported_tensor(raw: *mut c_void, flavor: DlpackFlavor) -> Option<Tensor> {
+    /// The block's owner when `raw`'s deleter is ours and `manager_ctx` its
+    /// own address, as `build` leaves every export.
+    ///
+    /// # Safety
+    ///
+    /// As for `exported_tensor`.
+    unsafe fn owner<M: ManagedStruct>(raw: *mut c_void, ctx: *mut c_void) -> Option<Tensor> {
+        let managed = raw.cast::<M>();
+        // SAFETY: a live struct of `M` (the caller's contract).
+        let deleter = unsafe { (*managed).deleter() }?;
+        let ours: unsafe extern "C" fn(*mut M) = delete::<M>;
+        if !std::ptr::fn_addr_eq(deleter, ours) || ctx != raw {
+            return None;
+        }
+        let block = managed.cast::<Block<M>>();
+        // SAFETY: our deleter and our context make `raw` the head of a
+        // `Block<M>`; its owner is set until the deleter takes it, which
+        // sets `deleted` first.
+        unsafe { (!(*block).deleted.load(Ordering::Acquire)).then(|| (*(*block).owner).clone()) }
+    }
+    // SAFETY: forwarded; `manager_ctx` is read from the live struct.
+    unsafe {
+        match flavor {
+            DlpackFlavor::Versioned => {
+                let ctx = (*raw.cast::<DLManagedTensorVersioned>()).manager_ctx;
+                owner::<DLManagedTensorVersioned>(raw, ctx)
+            }
+            DlpackFlavor::Legacy => {
+                let ctx = (*raw.cast::<DLManagedTensor>()).manager_ctx;
+                owner::<DLManagedTensor>(raw, ctx)
+            }
+        }
+    }
+}
+
 /// Runs the deleter stored in the struct, as a consumer would.
 ///
 /// # Safety

@@ -8,6 +8,7 @@
 //! and no devmm resource ever frees it.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use super::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
@@ -105,7 +106,7 @@ impl Tensor {
     /// `dl_tensor` must describe memory that stays valid until the deleter runs.
     pub unsafe fn from_dlpack(raw: *mut c_void, flavor: DlpackFlavor) -> Result<Tensor> {
         // SAFETY: forwarded from the caller.
-        unsafe { import(raw, flavor, None) }
+        unsafe { import(raw, flavor, None, None) }
     }
 
     /// [`from_dlpack`](Self::from_dlpack), with `stream` as the buffer's
@@ -120,7 +121,31 @@ impl Tensor {
         stream: &Stream,
     ) -> Result<Tensor> {
         // SAFETY: forwarded from the caller.
-        unsafe { import(raw, flavor, Some(stream)) }
+        unsafe { import(raw, flavor, Some(stream), None) }
+    }
+
+    /// [`from_dlpack`](Self::from_dlpack) (on `stream` when given) of a
+    /// producer that views the memory of `origin`, a managed struct the
+    /// producer itself imported (NumPy's array made by `np.from_dlpack`
+    /// keeps it in its `base`). When `origin` is a devmm export, the import
+    /// takes that export's buffer directly and lets go of `raw` (and so of
+    /// the producer) at once: a chain of imports through such producers
+    /// never nests.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_dlpack`](Self::from_dlpack); `origin` is a live
+    /// managed struct of `origin_flavor` that stays live during the call
+    /// and is not handed over.
+    pub unsafe fn from_dlpack_viewing(
+        raw: *mut c_void,
+        flavor: DlpackFlavor,
+        stream: Option<&Stream>,
+        origin: *mut c_void,
+        origin_flavor: DlpackFlavor,
+    ) -> Result<Tensor> {
+        // SAFETY: forwarded from the caller.
+        unsafe { import(raw, flavor, stream, Some((origin, origin_flavor))) }
     }
 }
 
@@ -131,6 +156,7 @@ unsafe fn import(
     raw: *mut c_void,
     flavor: DlpackFlavor,
     stream: Option<&Stream>,
+    origin: Option<(*mut c_void, DlpackFlavor)>,
 ) -> Result<Tensor> {
     if raw.is_null() {
         return Err(refusal(
@@ -171,6 +197,20 @@ unsafe fn import(
         }
         None => crate::defaults::stream(described.device)?,
     };
+    // SAFETY: `raw` is live (the caller's contract) and so is `origin`.
+    let exported = unsafe {
+        super::export::exported_tensor(raw, flavor).or_else(|| {
+            origin.and_then(|(origin, flavor)| super::export::exported_tensor(origin, flavor))
+        })
+    };
+    if let Some(exported) = exported
+        && let Some(tensor) = view_export(&exported, &described, read_only, &stream)?
+    {
+        // The memory is held through its devmm buffer now: the producer's
+        // struct (and whatever it keeps alive) goes at once.
+        drop(managed);
+        return Ok(tensor);
+    }
     let owner = format!(
         "DLPack import ({})",
         match flavor {
@@ -201,6 +241,59 @@ unsafe fn import(
         described.layout,
         offset,
     )
+}
+
+/// The import of `described`, memory of the devmm export of `exported`,
+/// as a view of the buffer that owns that memory, held by an export of
+/// its own: an import of an import of ... a devmm buffer holds that buffer
+/// directly, so releasing any of them never recurses. `None` (import as
+/// foreign memory instead) when the owner was freed already, or
+/// `described` is not inside its memory.
+fn view_export(
+    exported: &Tensor,
+    described: &Described,
+    read_only: bool,
+    stream: &Stream,
+) -> Result<Option<Tensor>> {
+    let origin = Arc::clone(exported.buffer().origin());
+    let start = origin.ptr().addr();
+    let data = described.data.addr();
+    let needed = described.layout.required_nbytes();
+    let offset = match needed {
+        // An empty view addresses nothing, wherever its pointer is.
+        0 => 0,
+        _ => match data
+            .checked_add(described.byte_offset)
+            .and_then(|first| first.checked_sub(start))
+        {
+            Some(offset)
+                if offset
+                    .checked_add(needed)
+                    .is_some_and(|end| end <= origin.nbytes()) =>
+            {
+                offset
+            }
+            _ => return Ok(None),
+        },
+    };
+    if described.device != origin.device() || origin.acquire_export().is_err() {
+        return Ok(None);
+    }
+    let held = Arc::clone(&origin);
+    let ordered_after = (stream != origin.stream()).then(|| stream.clone());
+    let resource = ForeignMemoryResource::new(
+        origin.device(),
+        format!("DLPack import of a devmm export ({})", origin.device()),
+        move || held.release_export_after(ordered_after.as_ref()),
+    );
+    // A failed adoption drops the resource, whose release ends the export.
+    let mut buffer = DeviceBuffer::adopt(origin.ptr(), origin.nbytes(), resource, stream)?
+        .viewing(Arc::clone(&origin));
+    if read_only || exported.is_read_only() || origin.is_read_only() {
+        buffer = buffer.into_read_only();
+    }
+    let layout = described.layout.clone();
+    Tensor::from_buffer(Arc::new(buffer), described.dtype, layout, offset).map(Some)
 }
 
 /// What a `DLTensor` describes, checked.
