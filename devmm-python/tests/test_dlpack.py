@@ -458,3 +458,30 @@ def test_a_long_chain_of_imports_and_exports_releases_without_recursing(step: st
         print("ok")
         """
     )
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["np.asarray(devmm.from_dlpack(x))", "torch.from_dlpack(devmm.from_dlpack(x))"],
+)
+def test_a_chain_through_other_producers_releases_iteratively(step: str) -> None:
+    # Here each import holds the producer's export, which holds the array,
+    # which holds the devmm import before it: devmm releases the chain one
+    # link after the other, where the release recursed and overflowed the stack.
+    run_isolated(
+        f"""
+        import gc
+        import numpy as np
+        import torch
+        import devmm
+
+        x = np.arange(6, dtype=np.uint8)
+        for _ in range(100_000):
+            x = {step}
+        assert bytes(np.asarray(x)) == bytes(range(6))
+        del x
+        gc.collect()
+        assert devmm.foreign_memory()["live_count"] == 0, devmm.foreign_memory()
+        print("ok")
+        """
+    )

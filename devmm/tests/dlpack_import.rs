@@ -412,3 +412,32 @@ fn the_last_handle_may_drop_on_another_thread() {
     std::thread::spawn(move || drop(t)).join().expect("joins");
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn imports_of_devmm_exports_view_the_first_buffer_at_any_depth() {
+    let _serial = serial();
+    let source = empty(&[6], DType::UINT8, &EmptyOptions::new()).expect("allocates");
+    let before = foreign_memory().live_count;
+    let request = DlpackRequest::new().max_version(1, 1);
+    let mut x = source.clone();
+    // Each import takes the memory from the first buffer: no chain forms,
+    // so dropping the last one releases one link, not 100,000 nested ones.
+    for _ in 0..100_000 {
+        let export = x.to_dlpack(&request).expect("exports");
+        // SAFETY: a live export, handed over once.
+        x = unsafe { Tensor::from_dlpack(export.into_raw(), DlpackFlavor::Versioned) }
+            .expect("imports");
+    }
+    assert_eq!(x.data_ptr(), source.data_ptr());
+    assert_eq!(source.buffer().live_exports(), 1, "the last import's own");
+    assert_eq!(foreign_memory().live_count, before + 1);
+    // Read-only survives the unwrapping, for the buffer too.
+    let export = source.to_read_only().to_dlpack(&request).expect("exports");
+    // SAFETY: as above.
+    let ro = unsafe { Tensor::from_dlpack(export.into_raw(), DlpackFlavor::Versioned) }
+        .expect("imports");
+    assert!(ro.is_read_only() && ro.buffer().is_read_only());
+    drop((x, ro));
+    assert_eq!(source.buffer().live_exports(), 0);
+    assert_eq!(foreign_memory().live_count, before);
+}

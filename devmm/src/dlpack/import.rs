@@ -7,6 +7,7 @@
 //! The memory counts as foreign ([`foreign_memory`](crate::foreign_memory))
 //! and no devmm resource ever frees it.
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -38,21 +39,74 @@ impl Drop for Managed {
     fn drop(&mut self) {
         // SAFETY: `raw` is a live managed struct of `flavor` that this
         // owner took from the caller of `from_dlpack`; it is deleted only
-        // here, once. Only the deleter field is read, which sits at the same
-        // place in every version with the same major.
-        unsafe {
-            match self.flavor {
-                DlpackFlavor::Versioned => {
-                    let m = self.raw as *mut DLManagedTensorVersioned;
-                    if let Some(deleter) = (*m).deleter {
-                        deleter(m);
-                    }
+        // here, once.
+        unsafe { release_iteratively(self.raw, self.flavor) }
+    }
+}
+
+thread_local! {
+    /// Producer deleters waiting for the one running on this thread to
+    /// return; `None` while none runs.
+    static WAITING: RefCell<Option<Vec<(usize, DlpackFlavor)>>> = const { RefCell::new(None) };
+}
+
+/// Runs the deleter of `raw`, or, when one already runs on this thread
+/// (the deleter of an import releases what it held, which released
+/// another import...), queues it for that one to run once it returns. A
+/// chain of imports of producers that hold imports (`np.asarray` of
+/// `devmm.from_dlpack` of ..., 100,000 deep) is released one link after
+/// another on a flat stack, where each link recursed into the next and
+/// overflowed the native stack.
+///
+/// # Safety
+///
+/// `raw` is a live managed struct of `flavor`, deleted by nobody else.
+unsafe fn release_iteratively(raw: usize, flavor: DlpackFlavor) {
+    let queued = WAITING.try_with(|waiting| match waiting.borrow_mut().as_mut() {
+        Some(waiting) => {
+            waiting.push((raw, flavor));
+            true
+        }
+        None => false,
+    });
+    if queued == Ok(true) {
+        return;
+    }
+    // Marked running unless the thread is exiting (nothing nests then).
+    let _ = WAITING.try_with(|waiting| *waiting.borrow_mut() = Some(Vec::new()));
+    let mut next = Some((raw, flavor));
+    while let Some((raw, flavor)) = next {
+        // SAFETY: `raw` is this call's struct or one a nested call queued,
+        // each live and deleted once (the contract of the call that gave it).
+        unsafe { run_deleter(raw, flavor) };
+        next = WAITING
+            .try_with(|waiting| waiting.borrow_mut().as_mut().and_then(Vec::pop))
+            .ok()
+            .flatten();
+    }
+    let _ = WAITING.try_with(|waiting| *waiting.borrow_mut() = None);
+}
+
+/// Calls the deleter of the managed struct at `raw`.
+///
+/// # Safety
+///
+/// As for [`release_iteratively`].
+unsafe fn run_deleter(raw: usize, flavor: DlpackFlavor) {
+    // SAFETY: the caller's contract. Only the deleter field is read, which
+    // sits at the same place in every version with the same major.
+    unsafe {
+        match flavor {
+            DlpackFlavor::Versioned => {
+                let m = raw as *mut DLManagedTensorVersioned;
+                if let Some(deleter) = (*m).deleter {
+                    deleter(m);
                 }
-                DlpackFlavor::Legacy => {
-                    let m = self.raw as *mut DLManagedTensor;
-                    if let Some(deleter) = (*m).deleter {
-                        deleter(m);
-                    }
+            }
+            DlpackFlavor::Legacy => {
+                let m = raw as *mut DLManagedTensor;
+                if let Some(deleter) = (*m).deleter {
+                    deleter(m);
                 }
             }
         }
