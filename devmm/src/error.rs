@@ -103,7 +103,8 @@ pub enum Error {
     /// A write to memory its producer lent read-only (a DLPack import
     /// flagged `READ_ONLY`).
     #[error(
-        "cannot {operation}: the buffer of {nbytes} bytes on {device} is read-only (its producer          lent it read-only); copy it into a new buffer and write there"
+        "cannot {operation}: the buffer of {nbytes} bytes on {device} is read-only (its producer \
+         lent it read-only); copy it into a new buffer and write there"
     )]
     ReadOnly {
         /// What was asked (`"copy 2 bytes from the host into it"`).
