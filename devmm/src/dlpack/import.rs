@@ -6,6 +6,12 @@
 //! the last re-export) lets go, or at once when the import is refused.
 //! The memory counts as foreign ([`foreign_memory`](crate::foreign_memory))
 //! and no devmm resource ever frees it.
+//!
+//! An import of a devmm export (directly, or through a producer that
+//! views one) is the exception: it views the devmm buffer that owns the
+//! memory, holding an export of that buffer, and lets the producer go at
+//! once, so imports of imports never nest. Deleters that release other
+//! imports run one after another, never nested on the stack.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
