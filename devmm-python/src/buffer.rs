@@ -447,7 +447,7 @@ impl PyDeviceBuffer {
     }
 
     /// The CUDA Array Interface (version 3) of the bytes, for CUDA memory;
-    /// `AttributeError` elsewhere.
+    /// `AttributeError` elsewhere; `BufferError` once freed.
     ///
     /// Python type: `dict[str, object]`
     #[getter]

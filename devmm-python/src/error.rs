@@ -185,7 +185,9 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::Misuse { .. }
         | devmm::Error::Stream { .. }
         | devmm::Error::NotDereferenceable { .. }
-        | devmm::Error::BufferClosed { .. } => PyValueError::new_err(message),
+        | devmm::Error::BufferClosed { .. }
+        // As NumPy's "assignment destination is read-only".
+        | devmm::Error::ReadOnly { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
         devmm::Error::Handoff { .. } | devmm::Error::StreamCapture { .. } => {

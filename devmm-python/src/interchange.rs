@@ -3,7 +3,7 @@
 //! dictionaries. The rules (what each interface may describe, type
 //! strings, import ownership) live in the core; this module converts.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, c_void, CStr};
 
 use devmm::dlpack::ffi::{DLPACK_MAJOR_VERSION as MAJOR, DLPACK_MINOR_VERSION as MINOR};
 use devmm::dlpack::DlpackFlavor;
@@ -94,15 +94,19 @@ pub(crate) unsafe fn release_buffer(view: *mut ffi::Py_buffer) {
 
 /// The dictionary of `__array_interface__` or `__cuda_array_interface__`;
 /// an `AttributeError` (so `hasattr` is false) where the interface cannot
-/// describe the memory.
+/// describe the memory. Freed memory is a `BufferError` instead, as the
+/// buffer protocol and `__dlpack__` refuse it: NumPy reads an
+/// `AttributeError` as "no interface" and would wrap the tensor in a 0-d
+/// object array rather than fail.
 pub(crate) fn array_interface<'py>(
     py: Python<'py>,
     tensor: &devmm::Tensor,
     kind: ArrayInterfaceKind,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ai = tensor
-        .array_interface(kind)
-        .map_err(|e| PyAttributeError::new_err(e.to_string()))?;
+    let ai = tensor.array_interface(kind).map_err(|e| match e {
+        devmm::Error::BufferClosed { .. } => buffer_error(e),
+        other => PyAttributeError::new_err(other.to_string()),
+    })?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &ai.shape)?)?;
     dict.set_item(intern!(py, "typestr"), &ai.typestr)?;
@@ -132,7 +136,7 @@ pub(crate) fn import(
                  producer itself with stream=, or the capsule without it",
             ));
         }
-        return take_capsule(capsule, None);
+        return take_capsule(capsule, None, None);
     }
     let (ty, id): (i32, i32) = obj
         .call_method0(intern!(py, "__dlpack_device__"))
@@ -163,7 +167,36 @@ pub(crate) fn import(
     let capsule = made
         .cast_into::<PyCapsule>()
         .map_err(|_| PyTypeError::new_err("__dlpack__ returned something other than a capsule"))?;
-    take_capsule(&capsule, Some(&ours))
+    take_capsule(&capsule, Some(&ours), viewed_export(obj))
+}
+
+/// The managed struct NumPy keeps in the `base` of an array it imported
+/// with `np.from_dlpack` (and of every view of one), which the core
+/// recognises when it is a devmm export: devmm then imports that export's
+/// buffer instead of NumPy's export of the array, so a chain of
+/// `np.from_dlpack(devmm.from_dlpack(x))` never nests (its release
+/// recursed through NumPy's deleters, one native frame per link, until
+/// the stack overflowed). `None` for any other object.
+fn viewed_export(obj: &Bound<'_, PyAny>) -> Option<(*mut c_void, DlpackFlavor)> {
+    let base = obj.getattr(intern!(obj.py(), "base")).ok()?;
+    let capsule = base.cast::<PyCapsule>().ok()?;
+    [
+        (c"numpy_dltensor_versioned", DlpackFlavor::Versioned),
+        (c"numpy_dltensor", DlpackFlavor::Legacy),
+    ]
+    .into_iter()
+    .find_map(|(name, flavor)| {
+        // SAFETY: a live capsule; IsValid sets no exception, and with the
+        // name checked GetPointer cannot fail.
+        unsafe {
+            (ffi::PyCapsule_IsValid(capsule.as_ptr(), name.as_ptr()) == 1).then(|| {
+                (
+                    ffi::PyCapsule_GetPointer(capsule.as_ptr(), name.as_ptr()),
+                    flavor,
+                )
+            })
+        }
+    })
 }
 
 /// Takes ownership of an unconsumed capsule: renames it `used_...` so its
@@ -171,6 +204,7 @@ pub(crate) fn import(
 fn take_capsule(
     capsule: &Bound<'_, PyCapsule>,
     stream: Option<&devmm::Stream>,
+    viewed: Option<(*mut c_void, DlpackFlavor)>,
 ) -> PyResult<devmm::Tensor> {
     let flavor = [DlpackFlavor::Versioned, DlpackFlavor::Legacy]
         .into_iter()
@@ -193,11 +227,15 @@ fn take_capsule(
         return Err(PyErr::fetch(capsule.py()));
     }
     // SAFETY: the capsule was unconsumed and is now marked used, so the
-    // managed tensor is ours alone; the core deletes it exactly once.
+    // managed tensor is ours alone; the core deletes it exactly once. The
+    // viewed struct lives in the producer's `base`, which the caller holds.
     let imported = unsafe {
-        match stream {
-            Some(stream) => devmm::Tensor::from_dlpack_on(raw, flavor, stream),
-            None => devmm::Tensor::from_dlpack(raw, flavor),
+        match (viewed, stream) {
+            (Some((origin, origin_flavor)), stream) => {
+                devmm::Tensor::from_dlpack_viewing(raw, flavor, stream, origin, origin_flavor)
+            }
+            (None, Some(stream)) => devmm::Tensor::from_dlpack_on(raw, flavor, stream),
+            (None, None) => devmm::Tensor::from_dlpack(raw, flavor),
         }
     };
     imported.map_err(to_py_err)

@@ -85,7 +85,8 @@ impl PyTensor {
     }
 
     /// NumPy's array interface (version 3), for host-accessible tensors;
-    /// `AttributeError` elsewhere. `np.asarray(t)` is a zero-copy view.
+    /// `AttributeError` elsewhere; `BufferError` once the memory was freed.
+    /// `np.asarray(t)` is a zero-copy view.
     ///
     /// Python type: `dict[str, object]`
     #[getter]
@@ -94,7 +95,7 @@ impl PyTensor {
     }
 
     /// The CUDA Array Interface (version 3, with `stream`), for CUDA
-    /// memory; `AttributeError` elsewhere.
+    /// memory; `AttributeError` elsewhere; `BufferError` once freed.
     ///
     /// Python type: `dict[str, object]`
     #[getter]
@@ -620,6 +621,9 @@ pub(crate) fn empty_like(
 /// `__dlpack_device__`, or an unconsumed DLPack capsule) as a devmm
 /// `Tensor`, zero-copy. The tensor owns the producer's export and releases
 /// it exactly once; its memory counts as foreign (`foreign_memory()`).
+/// A devmm export, or a NumPy array `np.from_dlpack` made from one, is let
+/// go at once: the tensor views the devmm buffer that owns the memory, so
+/// round trips never nest. Memory lent read-only refuses devmm's writes.
 /// `stream` is where the data is used next (the device's default when
 /// `None`); the producer orders its work before it.
 #[pyfunction]

@@ -354,3 +354,147 @@ def test_a_consumer_on_another_thread_lets_the_producer_go() -> None:
     worker.join()
     gc.collect()
     assert ref() is None
+
+
+def run_isolated(code: str) -> None:
+    """Runs `code` in a fresh interpreter, so that a crash (an abort on a
+    double free, a stack overflow) fails the test rather than the suite."""
+    import subprocess
+    import sys
+    import textwrap
+
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert done.stdout.strip().endswith("ok"), done.stdout
+
+
+@pytest.mark.parametrize("max_version", [(1, 1), None])
+def test_a_consumer_calling_the_deleter_twice_gets_a_no_op_the_second_time(max_version: object) -> None:
+    run_isolated(
+        f"""
+        import ctypes
+        import devmm
+        from devmm._dlpack import _abi
+
+        get_name = ctypes.pythonapi.PyCapsule_GetName
+        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        set_name = ctypes.pythonapi.PyCapsule_SetName
+        set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+        t = devmm.empty((3, 4), "float32")
+        for _ in range(3):
+            capsule = t.__dlpack__(max_version={max_version!r})
+            name = get_name(capsule)
+            raw = get_pointer(capsule, name)
+            set_name(capsule, b"used_" + name)  # consumed: the deleter is ours to call
+            struct = _abi.DLManagedTensorVersioned if name == b"dltensor_versioned" else _abi.DLManagedTensor
+            managed = struct.from_address(raw)
+            deleter = managed.deleter
+            pointer = ctypes.cast(raw, ctypes.POINTER(struct))
+            assert t.buffer.live_exports == 1
+            deleter(pointer)
+            assert t.buffer.live_exports == 0
+            deleter(pointer)  # a protocol violation: must be a no-op
+            assert t.buffer.live_exports == 0
+            del capsule
+        t.buffer.free()
+        print("ok")
+        """
+    )
+
+
+def test_an_extent_beyond_dlpack_s_int64_is_a_buffer_error() -> None:
+    # Empty, so any extent is a valid layout; DLPack's int64 cannot carry it.
+    t = devmm.empty((0, 2**63), "uint8")
+    with pytest.raises(BufferError, match="does not fit DLPack's int64"):
+        t.__dlpack__(max_version=(1, 1))
+    assert t.buffer.live_exports == 0
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, "f16", "c32"])
+def test_numpy_s_long_double_is_refused_as_a_dtype(dtype: object) -> None:
+    if np.dtype(np.longdouble).itemsize == np.dtype(np.float64).itemsize:
+        pytest.fail("this platform's long double is a double: the test needs an x86-64 NumPy")
+    with pytest.raises(ValueError, match="longdouble"):
+        devmm.empty((2,), dtype)
+
+
+def test_torch_complex32_is_named_in_its_refusal() -> None:
+    # In a fresh interpreter: torch loads its CUDA runtime library, which
+    # changes what devmm's runtime discovery finds for the tests after.
+    run_isolated(
+        """
+        import re
+        import torch
+        import devmm
+
+        try:
+            devmm.empty((2,), torch.complex32)
+        except ValueError as e:
+            assert re.search(r"torch\\.complex32", str(e)), e
+        else:
+            raise AssertionError("torch.complex32 was accepted")
+        print("ok")
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "np.from_dlpack(devmm.from_dlpack(x))",
+        "devmm.from_dlpack(x)",
+        "devmm.from_dlpack(x.__dlpack__(max_version=(1, 1)))",
+        "devmm.from_dlpack(x.buffer)",
+    ],
+)
+def test_a_long_chain_of_imports_and_exports_releases_without_recursing(step: str) -> None:
+    # Each devmm import of a devmm export (or of a NumPy view of one) takes
+    # the original memory: no chain of deleters forms, at any depth.
+    run_isolated(
+        f"""
+        import gc
+        import numpy as np
+        import devmm
+
+        first = np.arange(6, dtype=np.uint8)
+        x = devmm.from_dlpack(first) if "buffer" in {step!r} else first
+        before = devmm.foreign_memory()["live_count"]
+        for _ in range(100_000):
+            x = {step}
+        assert bytes(np.asarray(x)) == bytes(range(6)), np.asarray(x)
+        assert devmm.foreign_memory()["live_count"] <= before + 2, devmm.foreign_memory()
+        del x
+        gc.collect()
+        print("ok")
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["np.asarray(devmm.from_dlpack(x))", "torch.from_dlpack(devmm.from_dlpack(x))"],
+)
+def test_a_chain_through_other_producers_releases_iteratively(step: str) -> None:
+    # Here each import holds the producer's export, which holds the array,
+    # which holds the devmm import before it: devmm releases the chain one
+    # link after the other, where the release recursed and overflowed the stack.
+    run_isolated(
+        f"""
+        import gc
+        import numpy as np
+        import torch
+        import devmm
+
+        x = np.arange(6, dtype=np.uint8)
+        for _ in range(100_000):
+            x = {step}
+        assert bytes(np.asarray(x)) == bytes(range(6))
+        del x
+        gc.collect()
+        assert devmm.foreign_memory()["live_count"] == 0, devmm.foreign_memory()
+        print("ok")
+        """
+    )

@@ -29,12 +29,13 @@ class LegacyProducer:
         return (1, 0)
 
 
-def simple_buffer(obj: object) -> None:
-    """Asks for a PyBUF_SIMPLE buffer through the C API, and releases it."""
+def simple_buffer(obj: object, writable: bool = False) -> None:
+    """Asks for a PyBUF_SIMPLE buffer (PyBUF_WRITABLE if `writable`)
+    through the C API, and releases it."""
     view = ctypes.create_string_buffer(256)  # larger than any Py_buffer
     get = ctypes.pythonapi.PyObject_GetBuffer
     get.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
-    get(obj, ctypes.addressof(view), 0)
+    get(obj, ctypes.addressof(view), 1 if writable else 0)
     release = ctypes.pythonapi.PyBuffer_Release
     release.argtypes = [ctypes.c_void_p]
     release(ctypes.addressof(view))
@@ -313,3 +314,77 @@ def test_raw_copies_refuse_negative_addresses_and_counts_with_a_value_error() ->
         devmm.copy_host_to_ptr(b"x", -1)
     with pytest.raises(ValueError, match="db must be a non-negative integer from 0"):
         devmm.copy_ptr_to_host(-1, bytearray(1))
+
+
+def test_every_array_interface_of_freed_memory_says_it_was_freed() -> None:
+    # An AttributeError would read as "no interface" to NumPy, which then
+    # wraps the tensor in a 0-d object array instead of failing.
+    t = devmm.empty((2, 3), "float32")
+    address = t.buffer.ptr
+    t.buffer.free()
+    assert t.buffer.ptr == address, "the seed's ptr keeps the address"
+    for read in (
+        lambda: t.__array_interface__,
+        lambda: t.__cuda_array_interface__,
+        lambda: t.buffer.__cuda_array_interface__,
+        lambda: np.asarray(t),
+        lambda: np.array(t),
+        lambda: memoryview(t),
+        lambda: memoryview(t.buffer),
+        lambda: np.from_dlpack(t),
+    ):
+        with pytest.raises((BufferError, ValueError), match="freed") as raised:
+            read()
+        assert not isinstance(raised.value, AttributeError)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (5, 0), (2, 0, 3), (0, 0, 0, 1)])
+def test_zero_size_arrays_import_whatever_their_strides(shape: tuple[int, ...]) -> None:
+    empty = np.empty(shape, dtype=np.float64)
+    for producer in (empty, np.ascontiguousarray(empty), np.asfortranarray(empty), empty[::-1]):
+        t = devmm.from_dlpack(producer)
+        assert (t.shape, t.dtype.name) == (shape, "float64")
+        assert np.from_dlpack(t).shape == shape
+
+
+def read_only_capsule(array: np.ndarray) -> object:
+    """A hand-made DLPack 1.1 capsule over `array`'s bytes, flagged
+    READ_ONLY, with no deleter (the capsule keeps its structs alive)."""
+    from devmm._dlpack import _abi
+
+    shape = (ctypes.c_int64 * 1)(array.nbytes)
+    managed = _abi.DLManagedTensorVersioned()
+    managed.version.major, managed.version.minor = 1, 1
+    managed.flags = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+    managed.dl_tensor.data = array.ctypes.data
+    managed.dl_tensor.device.device_type, managed.dl_tensor.device.device_id = 1, 0
+    managed.dl_tensor.ndim = 1
+    managed.dl_tensor.dtype.code, managed.dl_tensor.dtype.bits, managed.dl_tensor.dtype.lanes = 1, 8, 1
+    managed.dl_tensor.shape = shape
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(managed), b"dltensor_versioned", None)
+    read_only_capsule.kept.append((managed, shape, array))  # type: ignore[attr-defined]
+    return capsule
+
+
+read_only_capsule.kept = []  # type: ignore[attr-defined]
+
+
+def test_read_only_imports_refuse_every_devmm_write_path() -> None:
+    frozen = np.arange(8, dtype=np.uint8)
+    frozen.flags.writeable = False
+    for t in (devmm.from_dlpack(frozen), devmm.from_dlpack(read_only_capsule(np.arange(8, dtype=np.uint8)))):
+        assert t.read_only
+        before = bytes(t)
+        with pytest.raises(ValueError, match="read-only"):
+            t.buffer.copy_from_host(b"\xff\xff")
+        with pytest.raises(ValueError, match="read-only"):
+            t.buffer.copy_from_host(b"\xff", offset=3)
+        assert bytes(t) == before, "nothing was written"
+        assert memoryview(t.buffer).readonly
+        assert not np.from_dlpack(t.buffer).flags.writeable
+        assert not np.asarray(t).flags.writeable
+        for obj in (t, t.buffer):
+            with pytest.raises(BufferError, match="read-only"):
+                simple_buffer(obj, writable=True)

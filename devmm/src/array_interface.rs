@@ -248,6 +248,17 @@ impl DType {
 /// The dtype of a NumPy kind and item size, or why DLPack has none.
 fn numpy_kind(kind: char, itemsize: usize) -> std::result::Result<DType, &'static str> {
     const WIDTH: &str = "is not 1 to 31 bytes wide, as DLPack's 8-bit size needs";
+    // NumPy's long double is the platform's C `long double` (x87 extended
+    // precision padded to 16 bytes on x86-64), not DLPack's IEEE float128:
+    // exported as one, no consumer (NumPy included) would read it back.
+    const LONG_DOUBLE: &str = "is NumPy's longdouble (or clongdouble), the C long double, which \
+                               no DLPack type describes; convert it with .astype(np.float64) \
+                               (or np.complex128) first";
+    match (kind, itemsize) {
+        // 12 bytes on 32-bit x86, 16 on x86-64 (and binary128 on AArch64).
+        ('f', 12 | 16) | ('c', 24 | 32) => return Err(LONG_DOUBLE),
+        _ => {}
+    }
     let code = match kind {
         'b' => DTypeCode::Bool,
         'i' => DTypeCode::Int,

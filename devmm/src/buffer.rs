@@ -80,6 +80,13 @@ pub struct DeviceBuffer {
     state: Mutex<BufferState>,
     /// Adopted memory: its owner outside devmm may still read and write it.
     foreign: bool,
+    /// Memory its producer lent read-only: every write through devmm is
+    /// refused ([`Error::ReadOnly`]), and every tensor over it is read-only.
+    read_only: bool,
+    /// The devmm buffer whose memory this one views (a DLPack import of a
+    /// devmm export holds that buffer directly): a later import of this
+    /// one views that buffer too, so imports never nest.
+    views: Option<Arc<DeviceBuffer>>,
 }
 
 impl DeviceBuffer {
@@ -106,6 +113,8 @@ impl DeviceBuffer {
             exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: false,
+            read_only: false,
+            views: None,
         })
     }
 
@@ -142,7 +151,41 @@ impl DeviceBuffer {
             exports: AtomicUsize::new(0),
             state: Mutex::default(),
             foreign: true,
+            read_only: false,
+            views: None,
         })
+    }
+
+    /// Records that this buffer views `origin`'s memory.
+    pub(crate) fn viewing(mut self, origin: Arc<DeviceBuffer>) -> Self {
+        self.views = Some(origin);
+        self
+    }
+
+    /// The buffer that owns this one's memory: the one it views, else itself.
+    pub(crate) fn origin(self: &Arc<Self>) -> &Arc<DeviceBuffer> {
+        self.views.as_ref().unwrap_or(self)
+    }
+
+    /// The same buffer, its memory read-only: devmm refuses every write to
+    /// it ([`Error::ReadOnly`]) and every tensor over it is read-only.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(4, devmm::Device::CPU)?.into_read_only();
+    /// assert!(buf.is_read_only());
+    /// // SAFETY: the CPU's default resource hands out real host memory.
+    /// let refused = unsafe { buf.copy_from_host(b"hi") }.unwrap_err();
+    /// assert!(matches!(refused, devmm::Error::ReadOnly { .. }));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn into_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether the memory is read-only ([`into_read_only`](Self::into_read_only)).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Allocates `nbytes` on `device` from its current resource
@@ -538,6 +581,16 @@ impl DeviceBuffer {
         src: &[u8],
         stream: &Stream,
     ) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                operation: format!(
+                    "copy {} bytes from the host into it at offset {offset}",
+                    src.len()
+                ),
+                device: self.device(),
+                nbytes: self.nbytes,
+            });
+        }
         let _hold = self.hold_for_copy(offset, src.len())?;
         // The memory must be of a device the stream's runtime serves.
         stream.runtime_serving(self.device())?;

@@ -247,7 +247,19 @@ impl DType {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn from_torch_name(text: &str) -> Result<DType, Error> {
-        text.strip_prefix("torch.").unwrap_or(text).parse()
+        text.strip_prefix("torch.")
+            .unwrap_or(text)
+            .parse()
+            .map_err(|_| {
+                // Named as torch names it: "complex32" alone reads as a
+                // devmm name the user never wrote.
+                Error::parse(
+                    "torch dtype",
+                    text,
+                    "one devmm holds (torch.complex32, the quantized and the bit types have no \
+                     devmm dtype); convert the tensor first, e.g. .to(torch.complex64)",
+                )
+            })
     }
 
     /// Whether an element is a whole number of bytes, so elements can be
@@ -430,7 +442,12 @@ mod tests {
         assert_eq!(DType::from_torch_name("torch.bool").unwrap(), DType::BOOL);
         assert_eq!(DType::from_torch_name("float16").unwrap(), DType::FLOAT16);
         let err = DType::from_torch_name("torch.quint8").unwrap_err();
-        assert!(err.to_string().contains("unknown dtype string \"quint8\""));
+        // Named as torch names it, with the way out.
+        assert!(
+            err.to_string().contains("torch dtype \"torch.quint8\""),
+            "{err}"
+        );
+        assert!(err.to_string().contains(".to(torch.complex64)"), "{err}");
         // One prefix only: a doubled one is no torch name.
         assert!(DType::from_torch_name("torch.torch.float32").is_err());
     }

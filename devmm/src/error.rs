@@ -106,6 +106,21 @@ pub enum Error {
         nbytes: usize,
     },
 
+    /// A write to memory its producer lent read-only (a DLPack import
+    /// flagged `READ_ONLY`).
+    #[error(
+        "cannot {operation}: the buffer of {nbytes} bytes on {device} is read-only (its producer \
+         lent it read-only); copy it into a new buffer and write there"
+    )]
+    ReadOnly {
+        /// What was asked (`"copy 2 bytes from the host into it"`).
+        operation: String,
+        /// The device of the buffer.
+        device: Device,
+        /// Its size.
+        nbytes: usize,
+    },
+
     /// A value did not parse.
     #[error("{what} {input:?}: expected {expected}")]
     Parse {

@@ -75,13 +75,15 @@ impl Tensor {
                 layout.base_alignment()
             )));
         }
+        // A tensor over read-only memory is read-only: no view writes it.
+        let read_only = buffer.is_read_only();
         Ok(Tensor {
             inner: Arc::new(TensorInner {
                 buffer,
                 dtype,
                 layout,
                 byte_offset,
-                read_only: false,
+                read_only,
             }),
         })
     }

@@ -675,3 +675,38 @@ fn a_cpu_export_refuses_every_named_stream_and_exports_without_one() {
     assert!(err.to_string().contains("cpu:1"), "{err}");
     assert_eq!(other.buffer().live_exports(), 0);
 }
+
+#[test]
+fn a_second_deleter_call_is_a_no_op() {
+    // A consumer breaking the protocol: the second call found freed memory
+    // and aborted the process with a double free.
+    let heap = Arc::new(HeapMemoryResource::new());
+    let t = tensor_on(heap, &[3], DType::FLOAT32, RowMajor);
+    for request in [DlpackRequest::new(), DlpackRequest::new().max_version(1, 1)] {
+        let export = t.to_dlpack(&request).unwrap();
+        let flavor = export.flavor();
+        let raw = export.into_raw();
+        // SAFETY: a live export of `flavor`; its deleter is ours, called
+        // twice on purpose (the second call must do nothing).
+        unsafe {
+            match flavor {
+                DlpackFlavor::Versioned => {
+                    let m = raw.cast::<ffi::DLManagedTensorVersioned>();
+                    let deleter = (*m).deleter.unwrap();
+                    deleter(m);
+                    assert_eq!(t.buffer().live_exports(), 0);
+                    deleter(m);
+                }
+                DlpackFlavor::Legacy => {
+                    let m = raw.cast::<ffi::DLManagedTensor>();
+                    let deleter = (*m).deleter.unwrap();
+                    deleter(m);
+                    assert_eq!(t.buffer().live_exports(), 0);
+                    deleter(m);
+                }
+            }
+        }
+        assert_eq!(t.buffer().live_exports(), 0);
+    }
+    assert!(t.buffer().free(t.buffer().stream()).is_ok());
+}

@@ -225,6 +225,15 @@ fn strides_byte_offset_and_read_only_are_honoured() {
     assert_eq!((t.strides(), t.byte_offset()), (&[1, 2][..], 4));
     assert_eq!(t.data_ptr().addr(), t.buffer().ptr().addr() + 4);
     assert!(t.is_read_only());
+    // The memory is read-only, not only this tensor: its buffer, and any
+    // tensor made over it again, refuse writes.
+    assert!(t.buffer().is_read_only());
+    // SAFETY: host memory the producer keeps alive until the deleter.
+    let write = unsafe { t.buffer().copy_from_host(&[0; 4]) };
+    assert!(matches!(write, Err(Error::ReadOnly { .. })), "{write:?}");
+    let again = Tensor::bytes_of(Arc::clone(t.buffer())).expect("views the bytes");
+    assert!(again.is_read_only());
+    drop(again);
     // SAFETY: initialised by the producer.
     let row_major_only = unsafe { t.as_slice::<f32>() };
     assert!(matches!(row_major_only, Err(Error::InvalidLayout { .. })));
@@ -240,6 +249,27 @@ fn extent_one_dimensions_may_carry_any_stride() {
     spec.strides = Some(vec![0, 1]);
     let (t, _) = import(&spec, DlpackFlavor::Legacy);
     assert_eq!(t.expect("imports").strides(), &[1, 1]);
+}
+
+#[test]
+fn zero_size_imports_take_any_strides() {
+    let _serial = serial();
+    // NumPy sends (0, 0) for an empty (0, 5); nothing is addressed, so any
+    // stride (zero, negative) describes the same empty tensor.
+    for (shape, strides) in [
+        (vec![0, 5], vec![0, 0]),
+        (vec![5, 0], vec![0, 0]),
+        (vec![2, 0, 3], vec![-3, 0, -1]),
+    ] {
+        let mut spec = Spec::f32s(&[], &shape);
+        spec.strides = Some(strides);
+        spec.null_data = true;
+        let (t, deleted) = import(&spec, DlpackFlavor::Versioned);
+        let t = t.expect("an empty tensor imports whatever its strides");
+        assert_eq!((t.numel(), t.shape().len()), (0, shape.len()));
+        drop(t);
+        assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    }
 }
 
 #[test]
@@ -381,4 +411,33 @@ fn the_last_handle_may_drop_on_another_thread() {
     let t = t.expect("imports");
     std::thread::spawn(move || drop(t)).join().expect("joins");
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn imports_of_devmm_exports_view_the_first_buffer_at_any_depth() {
+    let _serial = serial();
+    let source = empty(&[6], DType::UINT8, &EmptyOptions::new()).expect("allocates");
+    let before = foreign_memory().live_count;
+    let request = DlpackRequest::new().max_version(1, 1);
+    let mut x = source.clone();
+    // Each import takes the memory from the first buffer: no chain forms,
+    // so dropping the last one releases one link, not 100,000 nested ones.
+    for _ in 0..100_000 {
+        let export = x.to_dlpack(&request).expect("exports");
+        // SAFETY: a live export, handed over once.
+        x = unsafe { Tensor::from_dlpack(export.into_raw(), DlpackFlavor::Versioned) }
+            .expect("imports");
+    }
+    assert_eq!(x.data_ptr(), source.data_ptr());
+    assert_eq!(source.buffer().live_exports(), 1, "the last import's own");
+    assert_eq!(foreign_memory().live_count, before + 1);
+    // Read-only survives the unwrapping, for the buffer too.
+    let export = source.to_read_only().to_dlpack(&request).expect("exports");
+    // SAFETY: as above.
+    let ro = unsafe { Tensor::from_dlpack(export.into_raw(), DlpackFlavor::Versioned) }
+        .expect("imports");
+    assert!(ro.is_read_only() && ro.buffer().is_read_only());
+    drop((x, ro));
+    assert_eq!(source.buffer().live_exports(), 0);
+    assert_eq!(foreign_memory().live_count, before);
 }

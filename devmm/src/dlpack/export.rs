@@ -8,11 +8,14 @@
 //! once its last export is gone.
 
 use std::alloc::Layout as AllocLayout;
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use super::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -73,6 +76,48 @@ impl ManagedStruct for DLManagedTensor {
     }
 }
 
+/// The tensor a devmm export (of `flavor`, at `raw`) exports, or `None`
+/// for any other producer's managed tensor, or an export already deleted.
+///
+/// # Safety
+///
+/// `raw` is a live managed struct of `flavor`.
+pub(super) unsafe fn exported_tensor(raw: *mut c_void, flavor: DlpackFlavor) -> Option<Tensor> {
+    /// The block's owner when `raw`'s deleter is ours and `manager_ctx` its
+    /// own address, as `build` leaves every export.
+    ///
+    /// # Safety
+    ///
+    /// As for `exported_tensor`.
+    unsafe fn owner<M: ManagedStruct>(raw: *mut c_void, ctx: *mut c_void) -> Option<Tensor> {
+        let managed = raw.cast::<M>();
+        // SAFETY: a live struct of `M` (the caller's contract).
+        let deleter = unsafe { (*managed).deleter() }?;
+        let ours: unsafe extern "C" fn(*mut M) = delete::<M>;
+        if !std::ptr::fn_addr_eq(deleter, ours) || ctx != raw {
+            return None;
+        }
+        let block = managed.cast::<Block<M>>();
+        // SAFETY: our deleter and our context make `raw` the head of a
+        // `Block<M>`; its owner is set until the deleter takes it, which
+        // sets `deleted` first.
+        unsafe { (!(*block).deleted.load(Ordering::Acquire)).then(|| (*(*block).owner).clone()) }
+    }
+    // SAFETY: forwarded; `manager_ctx` is read from the live struct.
+    unsafe {
+        match flavor {
+            DlpackFlavor::Versioned => {
+                let ctx = (*raw.cast::<DLManagedTensorVersioned>()).manager_ctx;
+                owner::<DLManagedTensorVersioned>(raw, ctx)
+            }
+            DlpackFlavor::Legacy => {
+                let ctx = (*raw.cast::<DLManagedTensor>()).manager_ctx;
+                owner::<DLManagedTensor>(raw, ctx)
+            }
+        }
+    }
+}
+
 /// Runs the deleter stored in the struct, as a consumer would.
 ///
 /// # Safety
@@ -101,6 +146,9 @@ struct Block<M> {
     held: ManuallyDrop<Option<ExportOwner>>,
     /// The block's allocation layout, for the deleter.
     layout: AllocLayout,
+    /// Set by the first deleter call: a second call (a consumer breaking
+    /// the protocol) finds it set and does nothing.
+    deleted: AtomicBool,
 }
 
 impl<M> Block<M> {
@@ -178,9 +226,13 @@ fn build<M: ManagedStruct>(
             .chain(strides)
             .find(|&&v| i64::try_from(v).is_err())
             .map_or(all_bits, |&v| v);
-        return Err(Error::layout(format!(
-            "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
-        )));
+        // A DLPack refusal (a `BufferError` in Python, as the protocol
+        // asks), not a bad layout: devmm holds the tensor fine.
+        return Err(Error::Dlpack {
+            reason: format!(
+                "extent or stride {v} does not fit DLPack's int64; use a smaller shape"
+            ),
+        });
     }
     let dtype = tensor.dtype();
     let (device_type, device_id) = device.dlpack_device();
@@ -211,24 +263,67 @@ fn build<M: ManagedStruct>(
         (&raw mut (*head).consumer).write(ManuallyDrop::new(consumer));
         (&raw mut (*head).held).write(ManuallyDrop::new(None));
         (&raw mut (*head).layout).write(layout);
+        (&raw mut (*head).deleted).write(AtomicBool::new(false));
     }
     Ok(block.cast())
 }
 
-/// The deleter of both flavours: frees the block, then ends the export on
-/// the buffer (which may release the buffer's memory), ordered after the
-/// consumer's stream.
+/// How many deleted blocks [`retire`] keeps allocated before freeing the
+/// oldest: a consumer that calls a deleter twice (a protocol violation)
+/// within this many deletions finds the block still there, marked deleted.
+const QUARANTINE: usize = 256;
+
+/// Deleted blocks not yet freed, oldest first: `(address, layout)`.
+static RETIRED: Mutex<VecDeque<(usize, AllocLayout)>> = Mutex::new(VecDeque::new());
+
+/// Frees the block at `block` once [`QUARANTINE`] later blocks were
+/// deleted, instead of at once, so that a second deleter call soon after
+/// the first reads a block marked deleted rather than freed memory (which
+/// aborted the process with a double free).
 ///
 /// # Safety
 ///
-/// `managed` is null or an export built by [`build`] that was not deleted yet.
+/// `block` was allocated with `layout`, its deleter has run, and nothing
+/// but a repeated deleter call reads it again.
+unsafe fn retire(block: *mut u8, layout: AllocLayout) {
+    let oldest = {
+        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.push_back((block as usize, layout));
+        (retired.len() > QUARANTINE)
+            .then(|| retired.pop_front())
+            .flatten()
+    };
+    if let Some((addr, layout)) = oldest {
+        // SAFETY: a retired block, allocated with `layout` (this function's
+        // contract) and retired once, so freed once.
+        unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+    }
+}
+
+/// The deleter of both flavours: ends the export on the buffer (which may
+/// release the buffer's memory), ordered after the consumer's stream, and
+/// retires the block. A second call on the same export does nothing.
+///
+/// # Safety
+///
+/// `managed` is null or an export built by [`build`], not freed yet (a
+/// second call soon after the first is a no-op, see [`retire`]).
 unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     if managed.is_null() {
         return;
     }
     let block = managed.cast::<Block<M>>();
-    // SAFETY: `managed` is the first field of a live `Block<M>` (see `build`),
-    // so `block` is that block; we take its owner exactly once, here.
+    // SAFETY: `managed` is the first field of a `Block<M>` still allocated
+    // (see `build` and `retire`).
+    if unsafe { (*block).deleted.swap(true, Ordering::AcqRel) } {
+        tracing::error!(
+            target: "devmm::dlpack",
+            "a DLPack consumer called the deleter of an export twice; the second call does nothing"
+        );
+        return;
+    }
+    // SAFETY: `block` is a live block whose `deleted` flag this call set,
+    // so its owner is taken exactly once, here.
     let (owner, consumer, held, layout) = unsafe {
         (
             ManuallyDrop::take(&mut (*block).owner),
@@ -237,9 +332,9 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
             (*block).layout,
         )
     };
-    // SAFETY: the block was allocated with `layout` in `build` and nothing
-    // reads it after this point.
-    unsafe { std::alloc::dealloc(block.cast(), layout) };
+    // SAFETY: the block was allocated with `layout` in `build`; only a
+    // repeated deleter call reads it (its `deleted` flag) from now on.
+    unsafe { retire(block.cast(), layout) };
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
@@ -637,9 +732,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!(
-                "invalid layout: extent or stride {huge} does not fit DLPack's int64; use a smaller shape"
-            )
+            format!("extent or stride {huge} does not fit DLPack's int64; use a smaller shape")
         );
         assert_eq!(t.buffer().live_exports(), 0);
         let shape = Layout::new(&[0, 3], &[3, 1], DType::UINT8, 1).unwrap();

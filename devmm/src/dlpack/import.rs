@@ -6,8 +6,16 @@
 //! the last re-export) lets go, or at once when the import is refused.
 //! The memory counts as foreign ([`foreign_memory`](crate::foreign_memory))
 //! and no devmm resource ever frees it.
+//!
+//! An import of a devmm export (directly, or through a producer that
+//! views one) is the exception: it views the devmm buffer that owns the
+//! memory, holding an export of that buffer, and lets the producer go at
+//! once, so imports of imports never nest. Deleters that release other
+//! imports run one after another, never nested on the stack.
 
+use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use super::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
@@ -37,21 +45,74 @@ impl Drop for Managed {
     fn drop(&mut self) {
         // SAFETY: `raw` is a live managed struct of `flavor` that this
         // owner took from the caller of `from_dlpack`; it is deleted only
-        // here, once. Only the deleter field is read, which sits at the same
-        // place in every version with the same major.
-        unsafe {
-            match self.flavor {
-                DlpackFlavor::Versioned => {
-                    let m = self.raw as *mut DLManagedTensorVersioned;
-                    if let Some(deleter) = (*m).deleter {
-                        deleter(m);
-                    }
+        // here, once.
+        unsafe { release_iteratively(self.raw, self.flavor) }
+    }
+}
+
+thread_local! {
+    /// Producer deleters waiting for the one running on this thread to
+    /// return; `None` while none runs.
+    static WAITING: RefCell<Option<Vec<(usize, DlpackFlavor)>>> = const { RefCell::new(None) };
+}
+
+/// Runs the deleter of `raw`, or, when one already runs on this thread
+/// (the deleter of an import releases what it held, which released
+/// another import...), queues it for that one to run once it returns. A
+/// chain of imports of producers that hold imports (`np.asarray` of
+/// `devmm.from_dlpack` of ..., 100,000 deep) is released one link after
+/// another on a flat stack, where each link recursed into the next and
+/// overflowed the native stack.
+///
+/// # Safety
+///
+/// `raw` is a live managed struct of `flavor`, deleted by nobody else.
+unsafe fn release_iteratively(raw: usize, flavor: DlpackFlavor) {
+    let queued = WAITING.try_with(|waiting| match waiting.borrow_mut().as_mut() {
+        Some(waiting) => {
+            waiting.push((raw, flavor));
+            true
+        }
+        None => false,
+    });
+    if queued == Ok(true) {
+        return;
+    }
+    // Marked running unless the thread is exiting (nothing nests then).
+    let _ = WAITING.try_with(|waiting| *waiting.borrow_mut() = Some(Vec::new()));
+    let mut next = Some((raw, flavor));
+    while let Some((raw, flavor)) = next {
+        // SAFETY: `raw` is this call's struct or one a nested call queued,
+        // each live and deleted once (the contract of the call that gave it).
+        unsafe { run_deleter(raw, flavor) };
+        next = WAITING
+            .try_with(|waiting| waiting.borrow_mut().as_mut().and_then(Vec::pop))
+            .ok()
+            .flatten();
+    }
+    let _ = WAITING.try_with(|waiting| *waiting.borrow_mut() = None);
+}
+
+/// Calls the deleter of the managed struct at `raw`.
+///
+/// # Safety
+///
+/// As for [`release_iteratively`].
+unsafe fn run_deleter(raw: usize, flavor: DlpackFlavor) {
+    // SAFETY: the caller's contract. Only the deleter field is read, which
+    // sits at the same place in every version with the same major.
+    unsafe {
+        match flavor {
+            DlpackFlavor::Versioned => {
+                let m = raw as *mut DLManagedTensorVersioned;
+                if let Some(deleter) = (*m).deleter {
+                    deleter(m);
                 }
-                DlpackFlavor::Legacy => {
-                    let m = self.raw as *mut DLManagedTensor;
-                    if let Some(deleter) = (*m).deleter {
-                        deleter(m);
-                    }
+            }
+            DlpackFlavor::Legacy => {
+                let m = raw as *mut DLManagedTensor;
+                if let Some(deleter) = (*m).deleter {
+                    deleter(m);
                 }
             }
         }
@@ -105,7 +166,7 @@ impl Tensor {
     /// `dl_tensor` must describe memory that stays valid until the deleter runs.
     pub unsafe fn from_dlpack(raw: *mut c_void, flavor: DlpackFlavor) -> Result<Tensor> {
         // SAFETY: forwarded from the caller.
-        unsafe { import(raw, flavor, None) }
+        unsafe { import(raw, flavor, None, None) }
     }
 
     /// [`from_dlpack`](Self::from_dlpack), with `stream` as the buffer's
@@ -120,7 +181,31 @@ impl Tensor {
         stream: &Stream,
     ) -> Result<Tensor> {
         // SAFETY: forwarded from the caller.
-        unsafe { import(raw, flavor, Some(stream)) }
+        unsafe { import(raw, flavor, Some(stream), None) }
+    }
+
+    /// [`from_dlpack`](Self::from_dlpack) (on `stream` when given) of a
+    /// producer that views the memory of `origin`, a managed struct the
+    /// producer itself imported (NumPy's array made by `np.from_dlpack`
+    /// keeps it in its `base`). When `origin` is a devmm export, the import
+    /// takes that export's buffer directly and lets go of `raw` (and so of
+    /// the producer) at once: a chain of imports through such producers
+    /// never nests.
+    ///
+    /// # Safety
+    ///
+    /// As for [`from_dlpack`](Self::from_dlpack); `origin` is a live
+    /// managed struct of `origin_flavor` that stays live during the call
+    /// and is not handed over.
+    pub unsafe fn from_dlpack_viewing(
+        raw: *mut c_void,
+        flavor: DlpackFlavor,
+        stream: Option<&Stream>,
+        origin: *mut c_void,
+        origin_flavor: DlpackFlavor,
+    ) -> Result<Tensor> {
+        // SAFETY: forwarded from the caller.
+        unsafe { import(raw, flavor, stream, Some((origin, origin_flavor))) }
     }
 }
 
@@ -131,6 +216,7 @@ unsafe fn import(
     raw: *mut c_void,
     flavor: DlpackFlavor,
     stream: Option<&Stream>,
+    origin: Option<(*mut c_void, DlpackFlavor)>,
 ) -> Result<Tensor> {
     if raw.is_null() {
         return Err(refusal(
@@ -171,6 +257,20 @@ unsafe fn import(
         }
         None => crate::defaults::stream(described.device)?,
     };
+    // SAFETY: `raw` is live (the caller's contract) and so is `origin`.
+    let exported = unsafe {
+        super::export::exported_tensor(raw, flavor).or_else(|| {
+            origin.and_then(|(origin, flavor)| super::export::exported_tensor(origin, flavor))
+        })
+    };
+    if let Some(exported) = exported
+        && let Some(tensor) = view_export(&exported, &described, read_only, &stream)?
+    {
+        // The memory is held through its devmm buffer now: the producer's
+        // struct (and whatever it keeps alive) goes at once.
+        drop(managed);
+        return Ok(tensor);
+    }
     let owner = format!(
         "DLPack import ({})",
         match flavor {
@@ -189,18 +289,71 @@ unsafe fn import(
         )?;
         (described.data, nbytes, described.byte_offset)
     };
-    let buffer = DeviceBuffer::adopt(ptr, nbytes, resource, &stream)?;
-    let tensor = Tensor::from_buffer(
+    let mut buffer = DeviceBuffer::adopt(ptr, nbytes, resource, &stream)?;
+    if read_only {
+        // The producer lent the memory read-only: the buffer refuses writes,
+        // not only the tensor (`t.buffer.copy_from_host` wrote through it).
+        buffer = buffer.into_read_only();
+    }
+    Tensor::from_buffer(
         std::sync::Arc::new(buffer),
         described.dtype,
         described.layout,
         offset,
-    )?;
-    Ok(if read_only {
-        tensor.to_read_only()
-    } else {
-        tensor
-    })
+    )
+}
+
+/// The import of `described`, memory of the devmm export of `exported`,
+/// as a view of the buffer that owns that memory, held by an export of
+/// its own: an import of an import of ... a devmm buffer holds that buffer
+/// directly, so releasing any of them never recurses. `None` (import as
+/// foreign memory instead) when the owner was freed already, or
+/// `described` is not inside its memory.
+fn view_export(
+    exported: &Tensor,
+    described: &Described,
+    read_only: bool,
+    stream: &Stream,
+) -> Result<Option<Tensor>> {
+    let origin = Arc::clone(exported.buffer().origin());
+    let start = origin.ptr().addr();
+    let data = described.data.addr();
+    let needed = described.layout.required_nbytes();
+    let offset = match needed {
+        // An empty view addresses nothing, wherever its pointer is.
+        0 => 0,
+        _ => match data
+            .checked_add(described.byte_offset)
+            .and_then(|first| first.checked_sub(start))
+        {
+            Some(offset)
+                if offset
+                    .checked_add(needed)
+                    .is_some_and(|end| end <= origin.nbytes()) =>
+            {
+                offset
+            }
+            _ => return Ok(None),
+        },
+    };
+    if described.device != origin.device() || origin.acquire_export().is_err() {
+        return Ok(None);
+    }
+    let held = Arc::clone(&origin);
+    let ordered_after = (stream != origin.stream()).then(|| stream.clone());
+    let resource = ForeignMemoryResource::new(
+        origin.device(),
+        format!("DLPack import of a devmm export ({})", origin.device()),
+        move || held.release_export_after(ordered_after.as_ref()),
+    );
+    // A failed adoption drops the resource, whose release ends the export.
+    let mut buffer = DeviceBuffer::adopt(origin.ptr(), origin.nbytes(), resource, stream)?
+        .viewing(Arc::clone(&origin));
+    if read_only || exported.is_read_only() || origin.is_read_only() {
+        buffer = buffer.into_read_only();
+    }
+    let layout = described.layout.clone();
+    Tensor::from_buffer(Arc::new(buffer), described.dtype, layout, offset).map(Some)
 }
 
 /// What a `DLTensor` describes, checked.
@@ -245,7 +398,10 @@ unsafe fn describe(t: &DLTensor) -> Result<Described> {
         .map(|i| unsafe { *t.shape.add(i) })
         .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
         .collect::<Result<_>>()?;
-    let strides = if t.strides.is_null() {
+    // An empty tensor addresses no element, so its strides mean nothing:
+    // producers send anything there (NumPy sends zeros), and devmm reads
+    // them as row-major.
+    let strides = if t.strides.is_null() || shape.contains(&0) {
         c_contiguous(&shape)?
     } else {
         let mut strides = Dims::new();
