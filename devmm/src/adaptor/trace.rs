@@ -34,6 +34,7 @@ pub struct TraceAdaptor<U, W: Write = std::fs::File> {
     format: TraceFormat,
     call_site_depth: usize,
     out: Mutex<W>,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: std::fmt::Debug, W: Write> std::fmt::Debug for TraceAdaptor<U, W> {
@@ -71,6 +72,7 @@ impl<U: MemoryResource, W: Write + Send> TraceAdaptor<U, W> {
             format,
             call_site_depth: 0,
             out: Mutex::new(out),
+            probes: super::UpstreamProbes::new(),
         })
     }
 
@@ -164,7 +166,7 @@ impl<U: MemoryResource, W: Write + Send> MemoryResource for TraceAdaptor<U, W> {
         Ok(())
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()
