@@ -7,7 +7,8 @@ use std::cell::RefCell;
 use std::fmt;
 
 use pyo3::exceptions::{
-    PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+    PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -128,8 +129,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 }
 
 /// Converts a devmm error to the Python exception users expect:
-/// a Python callback's exception → itself; out-of-memory, limits and NULL
-/// allocations → `MemoryError`, a test double's misuse reports →
+/// a Python callback's exception → itself; out-of-memory, limits, counter
+/// overflows and NULL allocations → `MemoryError`, file errors → `OSError`, a test double's misuse reports →
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
 /// `BufferError`, failed stream hand-offs → [`StreamError`] (a
@@ -163,6 +164,9 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         // C convention for "no memory", so the Python one for it too.
         devmm::Error::OutOfMemory { .. }
         | devmm::Error::LimitExceeded { .. }
+        // Bytes an adaptor cannot count, as a limit it cannot pass: the
+        // allocation went back, so there is no memory to be had through it.
+        | devmm::Error::CounterOverflow { .. }
         | devmm::Error::Misuse {
             kind: devmm::MisuseKind::NullAllocation,
             ..
@@ -178,6 +182,12 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
         devmm::Error::Handoff { .. } => StreamError::new_err(message),
+        devmm::Error::Io { errno, .. } => match errno {
+            // `OSError(errno, message)`, which Python turns into the
+            // subclass the number names (`PermissionError`, ...).
+            Some(errno) => PyOSError::new_err((errno, message)),
+            None => PyOSError::new_err(message),
+        },
         _ => PyRuntimeError::new_err(message),
     }
 }

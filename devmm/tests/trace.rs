@@ -212,3 +212,19 @@ fn csv_times_past_midnight_too_often_are_refused_not_wrapped() {
         "{error}"
     );
 }
+
+/// A trace file that cannot be created or written is the operating
+/// system's error, with its number, not a bad argument.
+#[test]
+fn a_trace_file_that_cannot_be_written_is_an_io_error() {
+    let error = TraceAdaptor::to_file(
+        MallocMemoryResource::new(),
+        std::path::Path::new("/dev/full"),
+        TraceFormat::Csv,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&error, devmm::Error::Io { errno: Some(28), what, .. } if what == "cannot write the trace header"),
+        "{error:?}"
+    );
+}
