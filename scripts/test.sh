@@ -49,6 +49,9 @@ cargo test -p devmm-cli --locked --test debian_hip -- --nocapture
 # (the figures come from `cargo bench`, never from tests).
 cargo test -p devmm --benches --locked
 
+step "miri: the core's unit tests, for undefined behaviour in unsafe code (nightly; a few minutes)"
+bash scripts/miri.sh
+
 step "DLPack export, deleter and resource tests under valgrind memcheck"
 bash scripts/valgrind.sh
 

@@ -1,6 +1,6 @@
-//! `devmm replay`: a recorded trace replayed against a resource stack, one
-//! thread per recorded thread, to see its peak, its failures and what each
-//! operation costs there.
+//! `devmm replay`: a recorded trace replayed against a resource stack, its
+//! recorded threads interleaved on a bounded set of OS threads, to see its
+//! peak, its failures and what each operation costs there.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,7 +71,11 @@ pub(crate) struct ReplayReport {
     /// statistics adaptor on top).
     stack: String,
     events: usize,
+    /// Threads the trace recorded.
     threads: usize,
+    /// OS threads the replay interleaved them on (at most
+    /// [`MAX_REPLAY_THREADS`]).
+    replay_threads: usize,
     /// Peak live bytes the trace itself records.
     recorded_peak_bytes: usize,
     /// Peak live bytes on replay.
@@ -98,6 +102,7 @@ impl Report for ReplayReport {
             ("stack", self.stack.clone()),
             ("events", self.events.to_string()),
             ("threads", self.threads.to_string()),
+            ("replayed on", format!("{} OS threads", self.replay_threads)),
             ("recorded peak", units::bytes(self.recorded_peak_bytes)),
             ("replayed peak", units::bytes(self.peak_bytes)),
             ("allocations", self.allocations.to_string()),
@@ -176,29 +181,67 @@ enum Slot {
 }
 
 /// The allocations of the trace, shared by the replay threads: a free on
-/// one thread of what another allocated waits until that allocation has
-/// been replayed. Every wait is on an earlier line of the trace, and each
-/// thread replays its lines in trace order, so the earliest pending line
-/// can always go on: the replay cannot deadlock.
+/// one recorded thread of what another allocated waits until that
+/// allocation has been replayed. Every wait is on an earlier line of the
+/// trace, and each recorded thread replays its lines in trace order, so the
+/// earliest line not yet replayed can always go on: the replay cannot
+/// deadlock, however the recorded threads share the OS threads.
 struct Slots {
-    slots: Mutex<Vec<Slot>>,
+    state: Mutex<SlotState>,
     changed: Condvar,
 }
 
+struct SlotState {
+    slots: Vec<Slot>,
+    /// Bumped on every change, so a replay thread that found nothing to do
+    /// sleeps only until something changed since it looked.
+    changes: u64,
+}
+
 impl Slots {
+    fn new(count: usize) -> Slots {
+        Slots {
+            state: Mutex::new(SlotState {
+                slots: vec![Slot::Pending; count],
+                changes: 0,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn set(&self, slot: usize, value: Slot) {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())[slot] = value;
+        let mut state = self.lock();
+        state.slots[slot] = value;
+        // Only compared for equality: a wrap would need 2^64 changes.
+        state.changes = state.changes.wrapping_add(1);
+        drop(state);
         self.changed.notify_all();
     }
 
-    fn take_when_replayed(&self, slot: usize) -> Option<DevicePtr> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        while slots[slot] == Slot::Pending {
-            slots = self.changed.wait(slots).unwrap_or_else(|e| e.into_inner());
+    /// The pointer to free once its allocation was replayed (`None` when
+    /// that failed); `Err` with the change count seen while it has not.
+    fn try_take(&self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        let mut state = self.lock();
+        if state.slots[slot] == Slot::Pending {
+            return Err(state.changes);
         }
-        match std::mem::replace(&mut slots[slot], Slot::Gone) {
-            Slot::Live(ptr) => Some(ptr),
-            _ => None,
+        Ok(
+            match std::mem::replace(&mut state.slots[slot], Slot::Gone) {
+                Slot::Live(ptr) => Some(ptr),
+                _ => None,
+            },
+        )
+    }
+
+    /// Sleeps until a slot changed after the change count was `seen`.
+    fn wait_for_change(&self, seen: u64) {
+        let mut state = self.lock();
+        while state.changes == seen {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -255,49 +298,135 @@ struct Tally {
     free_time: Duration,
 }
 
-fn replay_thread(
-    ops: &[Op<'_>],
+/// Replays one operation; `Err` with the change count seen when it is a
+/// free whose allocation another recorded thread has not replayed yet.
+fn replay_op(
+    op: &Op<'_>,
+    mr: &dyn MemoryResource,
+    stream: &Stream,
+    slots: &Slots,
+    tally: &mut Tally,
+) -> Result<(), u64> {
+    match op.event.action {
+        Action::Allocate => {
+            let start = Instant::now();
+            let result = mr.allocate(op.event.nbytes, stream);
+            tally.allocate_time += start.elapsed();
+            match result {
+                Ok(ptr) => {
+                    tally.allocations += 1;
+                    slots.set(op.slot, Slot::Live(ptr));
+                }
+                Err(_) => {
+                    tally.failures += 1;
+                    slots.set(op.slot, Slot::Gone);
+                }
+            }
+        }
+        Action::Free => {
+            if let Some(ptr) = slots.try_take(op.slot)? {
+                let start = Instant::now();
+                // SAFETY: `ptr` came from `mr.allocate` with this size
+                // (the trace's free matches its allocation's size) and
+                // its slot hands it out once.
+                let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
+                tally.free_time += start.elapsed();
+                if freed.is_ok() {
+                    tally.frees += 1;
+                }
+            }
+        }
+        Action::AllocateFailure => {}
+    }
+    Ok(())
+}
+
+/// Replays the recorded threads `programs` on this OS thread, interleaved:
+/// each goes on until its next free waits for an allocation not yet
+/// replayed, then the next one does; when all wait, the thread sleeps until
+/// another thread replays something (see [`Slots`]).
+fn replay_programs(
+    programs: &[&[Op<'_>]],
     mr: &dyn MemoryResource,
     stream: &Stream,
     slots: &Slots,
     bar: &indicatif::ProgressBar,
 ) -> Tally {
     let mut tally = Tally::default();
-    for op in ops {
-        match op.event.action {
-            Action::Allocate => {
-                let start = Instant::now();
-                let result = mr.allocate(op.event.nbytes, stream);
-                tally.allocate_time += start.elapsed();
-                match result {
-                    Ok(ptr) => {
-                        tally.allocations += 1;
-                        slots.set(op.slot, Slot::Live(ptr));
+    let mut next = vec![0; programs.len()];
+    loop {
+        let (mut progressed, mut waiting) = (false, None);
+        for (program, at) in programs.iter().zip(&mut next) {
+            while let Some(op) = program.get(*at) {
+                match replay_op(op, mr, stream, slots, &mut tally) {
+                    Ok(()) => {
+                        *at += 1;
+                        progressed = true;
+                        bar.inc(1);
                     }
-                    Err(_) => {
-                        tally.failures += 1;
-                        slots.set(op.slot, Slot::Gone);
-                    }
-                }
-            }
-            Action::Free => {
-                if let Some(ptr) = slots.take_when_replayed(op.slot) {
-                    let start = Instant::now();
-                    // SAFETY: `ptr` came from `mr.allocate` with this size
-                    // (the trace's free matches its allocation's size) and
-                    // its slot hands it out once.
-                    let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
-                    tally.free_time += start.elapsed();
-                    if freed.is_ok() {
-                        tally.frees += 1;
+                    Err(seen) => {
+                        // The first count seen is the oldest: any change
+                        // since then may have let a program go on.
+                        waiting.get_or_insert(seen);
+                        break;
                     }
                 }
             }
-            Action::AllocateFailure => {}
         }
-        bar.inc(1);
+        match waiting {
+            None => return tally,
+            Some(seen) if !progressed => slots.wait_for_change(seen),
+            Some(_) => {}
+        }
     }
-    tally
+}
+
+/// The most OS threads a replay runs on. A trace may record thousands of
+/// threads (each a program to replay); they are dealt out among at most
+/// this many OS threads, which interleave them, so what a trace recorded
+/// does not decide how many threads (and stacks) the replay needs.
+const MAX_REPLAY_THREADS: usize = 64;
+
+/// Replays `programs` on at most [`MAX_REPLAY_THREADS`] OS threads, this one
+/// included; a share whose thread cannot be started (a thread or address
+/// space limit) is replayed here too. Returns each thread's tally.
+fn replay_all(
+    programs: &[Vec<Op<'_>>],
+    mr: &dyn MemoryResource,
+    stream: &Stream,
+    slots: &Slots,
+    bar: &indicatif::ProgressBar,
+) -> Vec<Tally> {
+    let threads = programs.len().clamp(1, MAX_REPLAY_THREADS);
+    let mut shares: Vec<Vec<&[Op<'_>]>> = vec![Vec::new(); threads];
+    for (index, program) in programs.iter().enumerate() {
+        shares[index % threads].push(program);
+    }
+    std::thread::scope(|scope| {
+        let (here, others) = shares.split_first().expect("at least one share");
+        let mut mine: Vec<&[Op<'_>]> = here.clone();
+        let mut handles = Vec::new();
+        for share in others {
+            let started = std::thread::Builder::new()
+                .name("devmm-replay".into())
+                .spawn_scoped(scope, move || {
+                    replay_programs(share, mr, stream, slots, bar)
+                });
+            match started {
+                Ok(handle) => handles.push(handle),
+                Err(_) => mine.extend_from_slice(share),
+            }
+        }
+        let mut tallies = vec![replay_programs(&mine, mr, stream, slots, bar)];
+        for handle in handles {
+            tallies.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        tallies
+    })
 }
 
 fn mean_ns(total: Duration, count: usize) -> f64 {
@@ -314,35 +443,21 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
     let stats = Arc::new(StatisticsAdaptor::new(stack(args)?));
     let stream = devmm::runtime_for(args.device)?.default_stream(args.device)?;
     let (programs, slot_count) = programs(&events);
-    let slots = Slots {
-        slots: Mutex::new(vec![Slot::Pending; slot_count]),
-        changed: Condvar::new(),
-    };
+    let slots = Slots::new(slot_count);
     let ops: usize = programs.iter().map(Vec::len).sum();
     let bar = progress::bar(ops as u64);
     bar.set_message("replaying");
     let start = Instant::now();
-    let tallies: Vec<Tally> = std::thread::scope(|scope| {
-        let handles: Vec<_> = programs
-            .iter()
-            .map(|ops| {
-                let (stats, stream, slots, bar) = (&stats, &stream, &slots, &bar);
-                scope.spawn(move || replay_thread(ops, &**stats, stream, slots, bar))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
+    let tallies = replay_all(&programs, &*stats, &stream, &slots, &bar);
     let wall = start.elapsed();
     bar.finish_and_clear();
     // What the trace never freed is freed now, so the stack ends clean.
     let mut unfreed = 0;
-    let leftovers = slots.slots.into_inner().unwrap_or_else(|e| e.into_inner());
+    let leftovers = slots
+        .state
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .slots;
     let sizes = events
         .iter()
         .filter(|e| e.action == Action::Allocate)
@@ -368,6 +483,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         stack: devmm::resource_chain(&*stats),
         events: events.len(),
         threads: programs.len(),
+        replay_threads: programs.len().clamp(1, MAX_REPLAY_THREADS),
         recorded_peak_bytes: Timeline::of(&events).peak_bytes(),
         peak_bytes: stats.peak_bytes(),
         failures: total.failures,

@@ -198,3 +198,49 @@ fn snapshot_writes_a_pickle_of_what_is_live_at_the_end() {
     let bytes = std::fs::read(&output).unwrap();
     assert_eq!((&bytes[..2], bytes.last()), (&b"\x80\x02"[..], Some(&b'.')));
 }
+
+/// A trace of 3,000 recorded threads, replayed where the address space
+/// (2 GiB, as `ulimit -v`) cannot hold a stack for each: the recorded
+/// threads interleave on a bounded set of OS threads, so the replay runs
+/// to its report instead of panicking because a thread could not start.
+#[test]
+fn a_trace_of_thousands_of_threads_replays_under_an_address_space_limit() {
+    const THREADS: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("threads.csv");
+    let mut text = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    // Each thread allocates; each frees the block of the thread after it,
+    // so the frees wait on other threads' allocations.
+    for t in 0..THREADS {
+        text.push_str(&format!(
+            "{t},10:00:00.{t:06},allocate,{:#x},64,0\n",
+            0x1000 * (t + 1)
+        ));
+    }
+    for t in 0..THREADS {
+        let owner = (t + 1) % THREADS;
+        text.push_str(&format!(
+            "{t},10:00:01.{t:06},free,{:#x},64,0\n",
+            0x1000 * (owner + 1)
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && exec \"$0\" replay \"$1\" --json")
+        .arg(env!("CARGO_BIN_EXE_devmm"))
+        .arg(&path)
+        .env_remove("DEVMM_RUNTIME")
+        .output()
+        .expect("sh runs");
+    let report = json(&out);
+    assert_eq!(report["threads"], THREADS);
+    assert_eq!(
+        (report["allocations"].as_u64(), report["frees"].as_u64()),
+        (Some(THREADS), Some(THREADS))
+    );
+    assert_eq!(
+        (report["failures"].as_u64(), report["unfreed"].as_u64()),
+        (Some(0), Some(0))
+    );
+}

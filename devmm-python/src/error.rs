@@ -7,7 +7,8 @@ use std::cell::RefCell;
 use std::fmt;
 
 use pyo3::exceptions::{
-    PyBufferError, PyImportError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+    PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -138,7 +139,8 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 /// Converts a devmm error to the Python exception users expect:
 /// a Python callback's exception → itself; out-of-memory and limits →
 /// `devmm.OutOfMemoryError` (a `MemoryError`) with the failure's figures,
-/// NULL allocations → `MemoryError`, a test double's misuse reports →
+/// counter overflows and NULL allocations → `MemoryError`, file errors →
+/// `OSError`, a test double's misuse reports →
 /// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
 /// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
 /// `BufferError`, failed stream hand-offs and operations refused under
@@ -172,9 +174,12 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         devmm::Error::OutOfMemory { .. } | devmm::Error::LimitExceeded { .. } => {
             out_of_memory_error(message, err.out_of_memory_figures())
         }
-        // A resource that returned NULL for a non-empty request: the
+        // Bytes an adaptor cannot count, as a limit it cannot pass: the
+        // allocation went back, so there is no memory to be had through it.
+        // And a resource that returned NULL for a non-empty request: the
         // C convention for "no memory", so the Python one for it too.
-        devmm::Error::Misuse {
+        devmm::Error::CounterOverflow { .. }
+        | devmm::Error::Misuse {
             kind: devmm::MisuseKind::NullAllocation,
             ..
         } => PyMemoryError::new_err(message),
@@ -196,6 +201,12 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         // A GPU runtime used in a process forked after it started: the
         // runtime cannot work here (not a missing one: RuntimeError).
         devmm::Error::ForkedAfterStart { .. } => PyRuntimeError::new_err(message),
+        devmm::Error::Io { errno, .. } => match errno {
+            // `OSError(errno, message)`, which Python turns into the
+            // subclass the number names (`PermissionError`, ...).
+            Some(errno) => PyOSError::new_err((errno, message)),
+            None => PyOSError::new_err(message),
+        },
         _ => PyRuntimeError::new_err(message),
     }
 }

@@ -16,6 +16,7 @@
 //! resource.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -646,6 +647,52 @@ impl PythonRef {
         let obj = self.slot().take();
         drop(obj);
     }
+}
+
+impl Drop for PythonRef {
+    fn drop(&mut self) {
+        let slot = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(obj) = slot.take() {
+            release_flat(obj);
+        }
+    }
+}
+
+thread_local! {
+    /// The references let go of while another is being let go of on this
+    /// thread, for the outermost release to drop one after another.
+    static RELEASING: RefCell<Option<Vec<Py<PyAny>>>> = const { RefCell::new(None) };
+}
+
+/// Lets go of `obj` without nesting: the last reference to an adaptor's
+/// upstream object deallocates it, which drops its core resource, which
+/// lets go of the next object down, and so on, one native stack frame
+/// group per link, so a chain thousands deep overflowed the stack. A
+/// release inside another is queued for the outermost one instead.
+fn release_flat(obj: Py<PyAny>) {
+    let queued = RELEASING.try_with(|releasing| match releasing.borrow_mut().as_mut() {
+        Some(queue) => {
+            queue.push(obj);
+            None
+        }
+        None => Some(obj),
+    });
+    let obj = match queued {
+        Ok(Some(obj)) => obj,
+        // Queued for the outer release; or the thread is ending, its queue
+        // is gone, and `obj` went with the closure, dropped at once.
+        Ok(None) | Err(_) => return,
+    };
+    let _ = RELEASING.try_with(|releasing| *releasing.borrow_mut() = Some(Vec::new()));
+    drop(obj);
+    while let Some(next) = RELEASING
+        .try_with(|releasing| releasing.borrow_mut().as_mut().and_then(Vec::pop))
+        .ok()
+        .flatten()
+    {
+        drop(next);
+    }
+    let _ = RELEASING.try_with(|releasing| *releasing.borrow_mut() = None);
 }
 
 /// A Rust resource named `name` whose allocate and deallocate call the

@@ -517,20 +517,19 @@ pub(crate) fn empty(
     Request::new(py, layout, device, mr)?.allocate(py, &shape.0, dtype.0, stream)
 }
 
-/// `obj.name` for `empty_like`, naming what was missing when it is. As in
-/// the seed, a missing `shape` or `dtype` stays an `AttributeError` and a
-/// missing `__dlpack_device__` is a `TypeError` (`missing`).
+/// `obj.name` for `empty_like`, naming what was missing when it is: an
+/// object without `shape`, `dtype` or `__dlpack_device__` is the wrong
+/// type of argument, so a `TypeError` saying what is accepted.
 fn array_attr<'py>(
     obj: &Bound<'py, PyAny>,
     name: &Bound<'py, PyString>,
-    missing: fn(String) -> PyErr,
 ) -> PyResult<Bound<'py, PyAny>> {
     obj.getattr(name).map_err(|err| {
         if !err.is_instance_of::<PyAttributeError>(obj.py()) {
             return err;
         }
         let kind = obj.get_type().name().map(|n| n.to_string());
-        missing(format!(
+        PyTypeError::new_err(format!(
             "empty_like(obj): {} has no {name}; pass a devmm Tensor or an array with \
              __dlpack_device__, shape and dtype (a NumPy array, say)",
             kind.unwrap_or_default()
@@ -582,15 +581,10 @@ pub(crate) fn empty_like(
             )
         }
         Err(_) => {
-            let shape: ShapeArg =
-                array_attr(obj, intern!(py, "shape"), PyAttributeError::new_err)?.extract()?;
+            let shape: ShapeArg = array_attr(obj, intern!(py, "shape"))?.extract()?;
             let dtype = match dtype {
                 Some(dtype) => dtype,
-                None => dtype_like(&array_attr(
-                    obj,
-                    intern!(py, "dtype"),
-                    PyAttributeError::new_err,
-                )?)?,
+                None => dtype_like(&array_attr(obj, intern!(py, "dtype"))?)?,
             };
             // NumPy-like producers report strides (in bytes, either sign).
             let strides: Option<Vec<isize>> = match obj.getattr(intern!(py, "strides")) {
@@ -603,8 +597,7 @@ pub(crate) fn empty_like(
             let obj_device = match &device {
                 Some(device) => device.0,
                 None => {
-                    let dlpack_device =
-                        array_attr(obj, intern!(py, "__dlpack_device__"), PyTypeError::new_err)?;
+                    let dlpack_device = array_attr(obj, intern!(py, "__dlpack_device__"))?;
                     let (ty, id): (i32, i32) = dlpack_device.call0()?.extract()?;
                     devmm::Device::from_dlpack(ty, id).py()?
                 }

@@ -45,10 +45,7 @@ impl PyTraceAdaptor {
     ) -> PyResult<()> {
         let format: devmm::trace::TraceFormat = format.parse().py()?;
         let (trace, base) = adapt(upstream, |mr| {
-            let file = std::fs::File::create(&path).map_err(|e| {
-                PyOSError::new_err(format!("cannot create the trace file {path}: {e}"))
-            })?;
-            Ok(devmm::TraceAdaptor::new(mr, file, format)
+            Ok(devmm::TraceAdaptor::to_file(mr, path.as_ref(), format)
                 .py()?
                 .with_call_sites(call_sites))
         })?;

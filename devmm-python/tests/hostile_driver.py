@@ -2,6 +2,10 @@
 arguments (negative, huge, wrong type, NaN, None, subclasses, devmm's own
 objects in the wrong place), with hypothesis.
 
+It also builds reference cycles over resources whose ``deallocate`` raises
+(each pointer must come back once) and replays traces with hundreds of
+recorded threads and extreme times (issue 33).
+
 Run by ``test_hostile_inputs.py`` in a subprocess: a signal, an abort or a
 hang kills only this process, and the test reports it. Here, one of the
 exceptions the seed names for bad input (``EXPECTED``) is the answer to a
@@ -22,6 +26,7 @@ import ctypes
 import faulthandler
 import gc
 import inspect
+import logging
 import math
 import os
 import sys
@@ -296,6 +301,98 @@ def drive_setters() -> None:
                 )
 
 
+HOSTILE_SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
+
+
+def drive_collected_failing_resources() -> None:
+    """Reference cycles of buffers and tensors over a Python resource whose
+    `deallocate` raises (a driver that freed, then reported an earlier
+    error): the collector gives each pointer back exactly once."""
+    global CALLS
+    logger = logging.getLogger("devmm")
+
+    @HOSTILE_SETTINGS
+    @given(kinds=st.lists(st.sampled_from(["buffer", "tensor"]), min_size=1, max_size=4), fail=st.booleans())
+    def run(kinds: list[str], fail: bool) -> None:
+        global CALLS
+        addresses = iter(range(0x10000, 0x10000 + 0x100 * len(kinds), 0x100))
+        given_back: list[int] = []
+
+        class Failing(devmm.DeviceMemoryResource):
+            def allocate(self, nbytes: int, stream: Any = None) -> int:
+                return next(addresses)
+
+            def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+                given_back.append(ptr)
+                if fail:
+                    raise RuntimeError("freed, then an earlier asynchronous error")
+
+        mr = Failing()
+        held = [devmm.DeviceBuffer(16, mr=mr) if k == "buffer" else devmm.empty((4,), "float32", mr=mr) for k in kinds]
+        made = sorted(h.ptr if isinstance(h, devmm.DeviceBuffer) else h.data_ptr for h in held)
+        mr.held = held  # type: ignore[attr-defined]  # the cycle: mr -> held -> buffers -> mr
+        del mr, held
+        gc.collect()
+        CALLS += 1
+        assert sorted(given_back) == made, (kinds, fail, given_back, made)
+
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # every failed free is logged: expected here
+    try:
+        run()
+    finally:
+        logger.setLevel(level)
+
+
+def drive_trace_replays() -> None:
+    """`devmm replay` of traces with many recorded threads (ids up to
+    2**64 - 1) and extreme times (a CSV passing midnight on every line,
+    JSON times at both ends of 64 bits): a report or a refusal, exit 0, 1
+    or 2, never a panic or an overflow."""
+    import tempfile
+
+    from devmm._devmm import _cli_main
+
+    @HOSTILE_SETTINGS
+    @given(
+        threads=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=400),
+        csv=st.booleans(),
+        times=st.lists(st.sampled_from(["23:59:59.999999", "00:00:00.0", "12:00:00.5", "00:00:60.999999999"]), min_size=1),
+        json_times=st.lists(st.sampled_from([0, 1, 2**63, 2**64 - 1]), min_size=1),
+    )
+    def run(threads: list[int], csv: bool, times: list[str], json_times: list[int]) -> None:
+        global CALLS
+        lines = ["Thread,Time,Action,Pointer,Size,Stream"] if csv else []
+        events = [(t, "allocate", 0x1000 * (k + 1)) for k, t in enumerate(threads)]
+        # Each freed by the next thread: frees wait on other threads.
+        events += [(threads[(k + 1) % len(threads)], "free", 0x1000 * (k + 1)) for k in range(len(threads))]
+        for k, (thread, action, ptr) in enumerate(events):
+            if csv:
+                lines.append(f"{thread},{times[k % len(times)]},{action},{ptr:#x},64,0")
+            else:
+                time_ns = json_times[k % len(json_times)]
+                lines.append(
+                    f'{{"thread":{thread},"time_ns":{time_ns},"action":"{action}","ptr":{ptr},"size":64,"stream":0}}'
+                )
+        with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        stdout = os.dup(1)
+        try:
+            with open(os.devnull, "w") as quiet:
+                os.dup2(quiet.fileno(), 1)
+                code = _cli_main(["devmm", "replay", f.name, "--json"])
+        finally:
+            os.dup2(stdout, 1)
+            os.close(stdout)
+            os.unlink(f.name)
+        CALLS += 1
+        assert code in (0, 1, 2), code
+
+    run()
+
+
 def main() -> int:
     faulthandler.enable()
     # A hang prints every thread's stack before the parent's timeout hits.
@@ -304,6 +401,8 @@ def main() -> int:
     for label, target in all_targets:
         drive(label, target)
     drive_setters()
+    drive_collected_failing_resources()
+    drive_trace_replays()
     del SAMPLES[:]
     gc.collect()
     print(f"hostile targets: {len(all_targets)}")

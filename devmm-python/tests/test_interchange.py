@@ -291,16 +291,16 @@ def test_ctypes_sees_the_same_bytes() -> None:
     assert ctypes.string_at(buf.ptr, 3) == b"xyz"
 
 
-def test_empty_like_refuses_what_has_no_shape_with_the_seed_s_attribute_error() -> None:
-    # The seed reads `obj.shape` first: its absence is that AttributeError.
-    with pytest.raises(AttributeError, match=r"empty_like\(obj\): int has no shape"):
+def test_empty_like_refuses_what_has_no_shape_with_a_type_error() -> None:
+    # `obj.shape` is read first: its absence makes `obj` the wrong type.
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): int has no shape"):
         devmm.empty_like(3)
 
     class NoShape:
         def __dlpack_device__(self) -> tuple[int, int]:
             return (1, 0)
 
-    with pytest.raises(AttributeError, match=r"empty_like\(obj\): NoShape has no shape"):
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): NoShape has no shape"):
         devmm.empty_like(NoShape())
 
 

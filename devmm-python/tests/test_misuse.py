@@ -76,7 +76,7 @@ def test_statistics_counter_overflow_is_a_typed_error_and_returns_the_memory(str
     freed: list[int] = []
     stats = devmm.StatisticsAdaptor(fake_huge_resource(freed))
     first = stats.allocate(2**63, stream)
-    with pytest.raises(RuntimeError, match="overflow") as raised:
+    with pytest.raises(MemoryError, match="would overflow the current_bytes counter") as raised:
         stats.allocate(2**63, stream)
     assert "StatisticsAdaptor" in str(raised.value)
     assert len(freed) == 1 and freed[0] != first  # the second block went back upstream
@@ -335,6 +335,41 @@ def test_a_collected_cycle_gives_its_memory_back_through_the_whole_resource(
     assert alive() is None
     assert sorted(freed) == sorted(given) and not blocks, "each block came back once"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("holder", ["buffer", "tensor"])
+def test_a_failed_deallocate_in_a_collected_cycle_is_called_once(
+    holder: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The finalizer and the cycle's clear both release through the
+    # resource, and then the object drops: with the first release failing,
+    # a second would free the same pointer twice. The tries are counted
+    # outside the resource, whose attributes the collector clears.
+    deallocated: list[int] = []
+
+    class FailingPool(devmm.DeviceMemoryResource):
+        """A driver that freed the memory and then reported an earlier error."""
+
+        def allocate(self, nbytes: int, stream: Any = None) -> int:
+            return 0x4000
+
+        def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+            deallocated.append(ptr)
+            raise RuntimeError("an earlier asynchronous error")
+
+    mr = FailingPool()
+    if holder == "buffer":
+        mr.held = devmm.DeviceBuffer(16, mr=mr)  # type: ignore[attr-defined]
+    else:
+        mr.held = devmm.empty((4,), "float32", mr=mr)  # type: ignore[attr-defined]
+    alive = weakref.ref(mr)
+    del mr
+    with caplog.at_level(logging.ERROR, logger="devmm"):
+        gc.collect()
+    assert alive() is None
+    assert deallocated == [0x4000], "deallocate is called exactly once"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("given up" in m and "earlier asynchronous error" in m for m in messages), messages
 
 
 def test_a_tensor_collected_while_its_buffer_object_lives_leaves_the_memory_to_it() -> None:

@@ -176,3 +176,24 @@ def test_eight_threads_end_with_exact_counters_and_nothing_live() -> None:
     assert numpy_stats.allocations > THREADS
     assert numpy_stats.current_bytes == 0
     assert numpy_stats._debug_live_count() == 0
+
+
+def test_a_chain_twenty_thousand_adaptors_deep_builds_and_drops() -> None:
+    # In a subprocess: a stack overflow kills only it. Building asked each
+    # new adaptor's device down the whole chain (quadratic), and dropping
+    # let each Python object go from inside the one above it (one stack
+    # frame group per link).
+    import subprocess
+    import sys
+
+    script = """
+import devmm
+mr = devmm.mrs.cpu.MallocMemoryResource()
+for i in range(20_000):
+    mr = (devmm.StatisticsAdaptor, devmm.LoggingAdaptor, devmm.TrackingAdaptor)[i % 3](mr)
+assert mr.device == devmm.Device("cpu")
+del mr
+print("dropped")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout == "dropped\n", (run.returncode, run.stderr[-2000:])

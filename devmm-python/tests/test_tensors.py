@@ -69,9 +69,9 @@ def test_empty_like_tensors_and_numpy_arrays() -> None:
 
 
 def test_empty_like_reads_shape_and_dtype_as_attributes() -> None:
-    # The seed reads `obj.shape` and `obj.dtype`, so a missing one is their
-    # AttributeError; only a missing __dlpack_device__ is a TypeError.
-    with pytest.raises(AttributeError, match=r"empty_like\(obj\): list has no shape"):
+    # An object without `shape`, `dtype` or `__dlpack_device__` is the wrong
+    # type of argument: a TypeError saying what is accepted (issue 33).
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): list has no shape; pass a devmm Tensor or an array"):
         devmm.empty_like([1, 2, 3])
 
     class NoDType:
@@ -80,7 +80,7 @@ def test_empty_like_reads_shape_and_dtype_as_attributes() -> None:
         def __dlpack_device__(self) -> tuple[int, int]:
             return (1, 0)
 
-    with pytest.raises(AttributeError, match=r"empty_like\(obj\): NoDType has no dtype"):
+    with pytest.raises(TypeError, match=r"empty_like\(obj\): NoDType has no dtype"):
         devmm.empty_like(NoDType())
     assert devmm.empty_like(NoDType(), dtype="int8").shape == (2,)
 

@@ -4,6 +4,7 @@ snapshot read by PyTorch's own viewer."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -75,6 +76,14 @@ def test_trace_adaptor_refuses_bad_arguments(tmp_path: Path) -> None:
         devmm.TraceAdaptor(MallocMemoryResource(), str(tmp_path / "t"), format="xml")
     with pytest.raises(OSError, match="cannot create the trace file"):
         devmm.TraceAdaptor(MallocMemoryResource(), str(tmp_path / "missing" / "t.csv"))
+
+
+def test_a_trace_file_that_cannot_be_written_is_an_os_error() -> None:
+    # The file opens, its header cannot be written: the docstring's OSError,
+    # with the operating system's number.
+    with pytest.raises(OSError, match="cannot write the trace header") as raised:
+        devmm.TraceAdaptor(MallocMemoryResource(), "/dev/full")
+    assert raised.value.errno == errno.ENOSPC
 
 
 def memory_viz() -> str:

@@ -291,6 +291,17 @@ impl DeviceBuffer {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn free(&self, stream: &Stream) -> Result<()> {
+        self.close_and_release(stream, AfterFailure::Reopen)
+            .map_err(|source| Error::FreeFailed {
+                device: self.device(),
+                nbytes: self.nbytes,
+                source: Box::new(source),
+            })
+    }
+
+    /// `free`, with what a failed deallocation leaves decided by the
+    /// caller; the error is the resource's own.
+    fn close_and_release(&self, stream: &Stream, after_failure: AfterFailure) -> Result<()> {
         // The lock orders `free` calls and keeps a deferred releaser from
         // reading `free_stream` before it is stored (see `exports`).
         let mut state = self.state();
@@ -307,14 +318,11 @@ impl DeviceBuffer {
         if !due {
             return Ok(());
         }
-        self.deallocate(stream).map_err(|source| {
-            let mut state = self.state();
-            self.exports.fetch_and(COUNT, Ordering::Release);
-            state.released = false;
-            Error::FreeFailed {
-                device: self.device(),
-                nbytes: self.nbytes,
-                source: Box::new(source),
+        self.deallocate(stream).inspect_err(|_| {
+            if after_failure == AfterFailure::Reopen {
+                let mut state = self.state();
+                self.exports.fetch_and(COUNT, Ordering::Release);
+                state.released = false;
             }
         })
     }
@@ -511,6 +519,11 @@ impl DeviceBuffer {
     /// of returning it: for a garbage collector breaking a cycle, which has
     /// no caller to report to (as a drop has none).
     ///
+    /// A failed release here is final, as a failed drop is: the buffer
+    /// closes and the memory is given up (logged), never deallocated again
+    /// by a later call or the drop, since nobody is there to fix the cause
+    /// and a driver may have freed it before reporting an earlier error.
+    ///
     /// ```
     /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
     /// buf.free_or_log();
@@ -518,8 +531,14 @@ impl DeviceBuffer {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn free_or_log(&self) {
-        if let Err(error) = self.free(&self.stream) {
-            tracing::error!(target: "devmm::buffer", %error, "release by the collector failed");
+        if let Err(error) = self.close_and_release(&self.stream, AfterFailure::GiveUp) {
+            tracing::error!(
+                target: "devmm::buffer",
+                %error,
+                nbytes = self.nbytes,
+                device = %self.device(),
+                "release by the collector failed; the memory is given up, not deallocated again"
+            );
         }
     }
 
@@ -648,6 +667,17 @@ impl DeviceBuffer {
         unsafe { buffer.copy_from_host_at(0, data, stream) }?;
         Ok(buffer)
     }
+}
+
+/// What a failed deallocation leaves: an explicit `free` has a caller who
+/// may fix the cause and call it again; the collector's release has none.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AfterFailure {
+    /// The buffer is live and open again, so `free` may be retried (and a
+    /// drop retries it).
+    Reopen,
+    /// The buffer stays closed and released: no second deallocate.
+    GiveUp,
 }
 
 /// Marks the memory released; true when the caller must now deallocate it.

@@ -305,6 +305,19 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// A file devmm writes could not be created or written (a trace's
+    /// file, its header): the operating system's error, with its number.
+    /// Python raises it as `OSError`.
+    #[error("{what}: {reason}")]
+    Io {
+        /// What was being done, and to which file.
+        what: String,
+        /// The operating system's words for the failure.
+        reason: String,
+        /// Its error number, when it has one (`ENOSPC`: 28).
+        errno: Option<i32>,
+    },
+
     /// A stream operation that cannot be done as asked.
     #[error("stream error on {device}: {reason}")]
     Stream {

@@ -254,13 +254,22 @@ pub fn check_alignment(resource: &str, alignment: usize) -> Result<()> {
 /// );
 /// ```
 pub fn resource_chain(mr: &dyn MemoryResource) -> String {
-    let mut links = Vec::new();
+    let mut chain = String::new();
     let mut next = Some(mr);
+    let mut shown = 0;
     while let Some(mr) = next {
-        links.push(link_name(mr));
+        if shown > 0 {
+            chain.push_str(" -> ");
+        }
+        if shown == CHAIN_LINKS_SHOWN {
+            chain.push_str("... (deeper links not shown)");
+            break;
+        }
+        push_link_name(&mut chain, mr);
+        shown += 1;
         next = mr.upstream();
     }
-    links.join(" -> ")
+    chain
 }
 
 /// The first link of `mr`'s chain with a pool of its own (through any
@@ -283,16 +292,47 @@ pub fn pool_of_chain(
     None
 }
 
-/// One link of a chain: the resource's Debug output without its upstream,
-/// so adaptors show as their name alone.
-fn link_name(mr: &dyn MemoryResource) -> String {
-    let debug = format!("{mr:?}");
-    if mr.upstream().is_some() {
-        let end = debug.find([' ', '(', '{']).unwrap_or(debug.len());
-        debug[..end].to_owned()
-    } else {
-        debug
+/// The links [`resource_chain`] names at most: enough for any chain built
+/// on purpose, and a bound on the walk and the text for one built in a
+/// loop (a tracking adaptor names its chain as it is made, so an unbounded
+/// walk made a deep chain of them quadratic to build).
+const CHAIN_LINKS_SHOWN: usize = 32;
+
+/// Appends one link of a chain: the resource's Debug output, but of an
+/// adaptor only its name, cut at the first `' '`, `'('` or `'{'` before the
+/// rest is formatted (the rest is its whole upstream chain, whose
+/// formatting would make naming a chain quadratic in its depth).
+fn push_link_name(out: &mut String, mr: &dyn MemoryResource) {
+    use std::fmt::Write;
+    if mr.upstream().is_none() {
+        let _ = write!(out, "{mr:?}");
+        return;
     }
+    /// Takes the text up to the name's end, then refuses the rest.
+    struct Name<'a> {
+        out: &'a mut String,
+        ended: bool,
+    }
+    impl Write for Name<'_> {
+        fn write_str(&mut self, text: &str) -> fmt::Result {
+            if self.ended {
+                return Err(fmt::Error);
+            }
+            match text.find([' ', '(', '{']) {
+                Some(end) => {
+                    self.out.push_str(&text[..end]);
+                    self.ended = true;
+                    Err(fmt::Error)
+                }
+                None => {
+                    self.out.push_str(text);
+                    Ok(())
+                }
+            }
+        }
+    }
+    // An error here is the name's end, by design.
+    let _ = write!(Name { out, ended: false }, "{mr:?}");
 }
 
 /// The probes every wrapper of one resource answers as that resource

@@ -538,3 +538,97 @@ fn reset_peak_starts_a_window_at_the_live_bytes() {
         stats.deallocate(kept, 100, &stream).unwrap();
     }
 }
+
+/// A resource that counts how often a chain above it asks its probes: the
+/// measure of a chain's walks, with no clock.
+#[derive(Debug, Default)]
+struct ProbeCounting {
+    inner: MallocMemoryResource,
+    probes: std::sync::atomic::AtomicUsize,
+}
+
+impl ProbeCounting {
+    fn asked(&self) -> usize {
+        self.probes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl MemoryResource for ProbeCounting {
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> devmm::Result<DevicePtr> {
+        self.inner.allocate(nbytes, stream)
+    }
+    unsafe fn deallocate(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> devmm::Result<()> {
+        // SAFETY: forwarded from the caller; `inner` allocated `ptr`.
+        unsafe { self.inner.deallocate(ptr, nbytes, stream) }
+    }
+    fn device(&self) -> Device {
+        self.asked();
+        self.inner.device()
+    }
+    fn stream_ordered(&self) -> bool {
+        self.asked();
+        false
+    }
+    fn guaranteed_alignment(&self) -> usize {
+        self.asked();
+        self.inner.guaranteed_alignment()
+    }
+    fn dereferenceable(&self) -> bool {
+        self.asked();
+        true
+    }
+    fn detects_misuse(&self) -> bool {
+        self.asked();
+        false
+    }
+    fn available_memory(&self) -> devmm::Result<devmm::MemoryInfo> {
+        self.inner.available_memory()
+    }
+}
+
+/// Building a chain asks each new adaptor its device and alignment (as the
+/// Python binding does): with every probe walking down to the base that
+/// was quadratic in the depth; an adaptor answers from its upstream's
+/// answers, asked once, so the base is asked a fixed number of times
+/// however deep the chain.
+#[test]
+fn building_a_deep_chain_asks_the_base_a_fixed_number_of_times() {
+    const DEPTH: usize = 400;
+    let base = Arc::new(ProbeCounting::default());
+    let mut top: Arc<dyn MemoryResource> = base.clone();
+    for level in 0..DEPTH {
+        top = match level % 4 {
+            0 => Arc::new(StatisticsAdaptor::new(top)),
+            1 => Arc::new(LimitingAdaptor::new(top, usize::MAX)),
+            2 => Arc::new(LoggingAdaptor::new(top)),
+            _ => Arc::new(devmm::TrackingAdaptor::new(top)),
+        };
+        // The binding wraps each adaptor for its Python object, too.
+        top = Arc::new(devmm::WithOrigin::new(top, Arc::new(level)));
+        assert_eq!(top.device(), Device::CPU);
+        assert!(top.dereferenceable() && !top.stream_ordered() && !top.detects_misuse());
+        assert_eq!(top.guaranteed_alignment(), 64);
+    }
+    let asked = base.probes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        asked <= 10,
+        "the base was asked {asked} probes for a chain of {DEPTH}"
+    );
+    // Naming the chain walks a bounded part of it.
+    let named = resource_chain(&*top);
+    assert!(
+        named.ends_with(" -> ... (deeper links not shown)"),
+        "{named}"
+    );
+    assert_eq!(named.matches(" -> ").count(), 32, "{named}");
+    let s = Stream::cpu();
+    let p = top.allocate(8, &s).unwrap();
+    // SAFETY: freed once with the size it was allocated with.
+    unsafe { top.deallocate(p, 8, &s).unwrap() };
+}

@@ -364,6 +364,45 @@ fn a_failed_free_leaves_the_buffer_live_and_open() {
     );
 }
 
+/// The collector's release (`free_or_log`: a finalizer, a cycle's clear)
+/// has no caller to retry a failed free, and a driver may have freed the
+/// memory before it reported the error: the buffer gives up the memory
+/// then, and neither a second collector call nor the drop deallocates it
+/// again.
+#[test]
+fn a_failed_release_by_the_collector_is_the_only_deallocate() {
+    use devmm::{CallbackMemoryResource, Device, DevicePtr};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mr = CallbackMemoryResource::new(
+        Device::CPU,
+        1,
+        |_, _| Ok(DevicePtr::from_addr(0x3000)),
+        move |_, _, _| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Err(Error::InvalidArgument {
+                reason: "an earlier asynchronous error".into(),
+            })
+        },
+    )
+    .unwrap();
+    let buf = DeviceBuffer::new(8, Arc::new(mr), &Stream::cpu()).unwrap();
+    // A finalizer, then the cycle's clear: both reach `free_or_log`.
+    buf.free_or_log();
+    assert!(
+        buf.is_closed(),
+        "the collector's failed release closes the buffer"
+    );
+    buf.free_or_log();
+    drop(buf);
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        1,
+        "deallocate called more than once"
+    );
+}
+
 #[test]
 fn offset_copies_are_bounds_and_overflow_checked() {
     let buf = DeviceBuffer::on_device(8, devmm::Device::CPU).expect("allocates");

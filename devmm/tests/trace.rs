@@ -190,3 +190,41 @@ fn csv_times_past_midnight_keep_increasing() {
     let events = parse_trace(text, "t").unwrap();
     assert_eq!(events[1].time_ns - events[0].time_ns, 2_000);
 }
+
+/// A time-of-day trace that passes midnight more often than 64-bit
+/// nanoseconds can count (about 213,500 days) is refused at the line where
+/// the clock runs out, neither a panic nor a wrapped time.
+#[test]
+fn csv_times_past_midnight_too_often_are_refused_not_wrapped() {
+    const DAYS_IN_U64_NS: usize = (u64::MAX / 86_400_000_000_000) as usize;
+    let mut text = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    for _ in 0..=DAYS_IN_U64_NS {
+        text.push_str("1,23:59:59.999999,allocate failure,(nil),8,0\n");
+        text.push_str("1,00:00:00.0,allocate failure,(nil),8,0\n");
+    }
+    let error = parse_trace(&text, "t").unwrap_err().to_string();
+    // Pair n (from 0) is lines 2n + 2 and 2n + 3, its second line on day
+    // n + 1: the clock runs out before the end of the day that pair
+    // DAYS_IN_U64_NS starts on.
+    let line = 2 * DAYS_IN_U64_NS + 2;
+    assert!(
+        error.starts_with(&format!("t:{line}: ")) && error.contains("midnight"),
+        "{error}"
+    );
+}
+
+/// A trace file that cannot be created or written is the operating
+/// system's error, with its number, not a bad argument.
+#[test]
+fn a_trace_file_that_cannot_be_written_is_an_io_error() {
+    let error = TraceAdaptor::to_file(
+        MallocMemoryResource::new(),
+        std::path::Path::new("/dev/full"),
+        TraceFormat::Csv,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&error, devmm::Error::Io { errno: Some(28), what, .. } if what == "cannot write the trace header"),
+        "{error:?}"
+    );
+}

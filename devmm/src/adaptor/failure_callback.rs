@@ -40,6 +40,7 @@ type Callback = dyn Fn(usize, usize, &Error) -> Result<bool, CallbackError> + Se
 /// ```
 pub struct FailureCallbackAdaptor<U> {
     upstream: U,
+    probes: super::UpstreamProbes,
     callback: Box<Callback>,
 }
 
@@ -60,6 +61,7 @@ impl<U: MemoryResource> FailureCallbackAdaptor<U> {
     ) -> Self {
         FailureCallbackAdaptor {
             upstream,
+            probes: super::UpstreamProbes::new(),
             callback: Box::new(callback),
         }
     }
@@ -113,7 +115,7 @@ impl<U: MemoryResource> MemoryResource for FailureCallbackAdaptor<U> {
         unsafe { self.upstream.deallocate(ptr, nbytes, stream) }
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

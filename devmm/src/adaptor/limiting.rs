@@ -24,6 +24,7 @@ pub struct LimitingAdaptor<U> {
     upstream: U,
     limit: usize,
     used: AtomicUsize,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: MemoryResource> LimitingAdaptor<U> {
@@ -33,6 +34,7 @@ impl<U: MemoryResource> LimitingAdaptor<U> {
             upstream,
             limit: limit_bytes,
             used: AtomicUsize::new(0),
+            probes: super::UpstreamProbes::new(),
         }
     }
 
@@ -108,7 +110,7 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
         }
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         let upstream = self.upstream.available_memory()?;

@@ -27,6 +27,7 @@ pub const LOG_TARGET: &str = "devmm::mr";
 pub struct LoggingAdaptor<U> {
     upstream: U,
     logger: Option<Box<str>>,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: MemoryResource> LoggingAdaptor<U> {
@@ -35,6 +36,7 @@ impl<U: MemoryResource> LoggingAdaptor<U> {
         LoggingAdaptor {
             upstream,
             logger: None,
+            probes: super::UpstreamProbes::new(),
         }
     }
 
@@ -51,6 +53,7 @@ impl<U: MemoryResource> LoggingAdaptor<U> {
         LoggingAdaptor {
             upstream,
             logger: Some(logger.into()),
+            probes: super::UpstreamProbes::new(),
         }
     }
 
@@ -125,7 +128,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
         self.upstream.available_memory()
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 }
 
 /// One [`LoggingAdaptor`] event read back from its fields, for a

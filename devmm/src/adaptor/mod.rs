@@ -7,23 +7,89 @@
 //! outermost adaptor and every buffer allocated through it.
 
 /// The probes an adaptor forwards unchanged to the field `$field`:
-/// everything but `allocate`, `deallocate` and `available_memory`.
+/// everything but `allocate`, `deallocate` and `available_memory`. The
+/// fixed ones are answered from the adaptor's [`UpstreamProbes`] `$probes`.
 macro_rules! forward_probes {
-    ($field:ident) => {
-        $crate::resource::forward_device_probes!($field);
+    ($field:ident, $probes:ident) => {
+        fn device(&self) -> $crate::Device {
+            self.$probes.of(&self.$field).device
+        }
+
+        fn stream_ordered(&self) -> bool {
+            self.$probes.of(&self.$field).stream_ordered
+        }
+
+        fn guaranteed_alignment(&self) -> usize {
+            self.$probes.of(&self.$field).guaranteed_alignment
+        }
+
+        fn dereferenceable(&self) -> bool {
+            self.$probes.of(&self.$field).dereferenceable
+        }
 
         fn upstream(&self) -> Option<&dyn $crate::MemoryResource> {
             Some(&self.$field)
         }
 
         fn detects_misuse(&self) -> bool {
-            self.$field.detects_misuse()
+            self.$probes.of(&self.$field).detects_misuse
         }
 
         fn live_count(&self) -> Option<usize> {
             self.$field.live_count()
         }
+
+        fn managed_memory(&self) -> Option<&dyn $crate::ManagedMemory> {
+            self.$field.managed_memory()
+        }
     };
+}
+
+/// An adaptor's copy of its upstream's fixed answers: device, alignment,
+/// stream ordering, dereferenceability, misuse detection. An upstream
+/// adaptor forwards its own probes in turn, so asking afresh walked the
+/// whole chain on every probe, and building a chain of `n` adaptors (each
+/// asked its device as it is made) cost `n²` steps. A resource's answers
+/// never change, so the first probe takes one copy and later ones read it:
+/// each answer costs one step, however deep the chain.
+#[derive(Default)]
+pub(crate) struct UpstreamProbes(std::sync::OnceLock<Probes>);
+
+/// The answers [`UpstreamProbes`] keeps.
+#[derive(Clone, Copy)]
+pub(crate) struct Probes {
+    pub(crate) device: crate::Device,
+    pub(crate) stream_ordered: bool,
+    pub(crate) guaranteed_alignment: usize,
+    pub(crate) dereferenceable: bool,
+    pub(crate) detects_misuse: bool,
+}
+
+impl UpstreamProbes {
+    /// None taken yet (`const`, for adaptors made in statics).
+    pub(crate) const fn new() -> Self {
+        UpstreamProbes(std::sync::OnceLock::new())
+    }
+
+    /// The answers of `upstream`, which must be the one adaptor field they
+    /// are asked for each time.
+    #[inline]
+    pub(crate) fn of(&self, upstream: &impl crate::MemoryResource) -> &Probes {
+        self.0.get_or_init(|| Probes {
+            device: upstream.device(),
+            stream_ordered: upstream.stream_ordered(),
+            guaranteed_alignment: upstream.guaranteed_alignment(),
+            dereferenceable: upstream.dereferenceable(),
+            detects_misuse: upstream.detects_misuse(),
+        })
+    }
+}
+
+impl std::fmt::Debug for UpstreamProbes {
+    // The upstream's own `Debug` says all of it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 /// Refuses `deallocate(NULL, n > 0)` before it reaches an adaptor's

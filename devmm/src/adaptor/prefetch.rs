@@ -20,6 +20,7 @@ use crate::stream::Stream;
 #[derive(Debug)]
 pub struct PrefetchAdaptor<U> {
     upstream: U,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: MemoryResource> PrefetchAdaptor<U> {
@@ -29,7 +30,10 @@ impl<U: MemoryResource> PrefetchAdaptor<U> {
         if upstream.managed_memory().is_none() {
             return Err(not_managed("PrefetchAdaptor", "its upstream", &upstream));
         }
-        Ok(PrefetchAdaptor { upstream })
+        Ok(PrefetchAdaptor {
+            upstream,
+            probes: super::UpstreamProbes::new(),
+        })
     }
 
     /// The wrapped resource.
@@ -69,7 +73,7 @@ impl<U: MemoryResource> MemoryResource for PrefetchAdaptor<U> {
         unsafe { self.upstream.deallocate(ptr, nbytes, stream) }
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

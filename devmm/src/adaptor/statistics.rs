@@ -45,6 +45,7 @@ pub struct Statistics {
 pub struct StatisticsAdaptor<U> {
     upstream: U,
     counts: ShardedCounts,
+    probes: super::UpstreamProbes,
 }
 
 impl<U> fmt::Debug for StatisticsAdaptor<U>
@@ -66,6 +67,7 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
         StatisticsAdaptor {
             upstream,
             counts: ShardedCounts::new(),
+            probes: super::UpstreamProbes::new(),
         }
     }
 
@@ -161,7 +163,7 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
         }
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

@@ -34,6 +34,7 @@ pub struct TraceAdaptor<U, W: Write = std::fs::File> {
     format: TraceFormat,
     call_site_depth: usize,
     out: Mutex<W>,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: std::fmt::Debug, W: Write> std::fmt::Debug for TraceAdaptor<U, W> {
@@ -49,10 +50,22 @@ impl<U: std::fmt::Debug, W: Write> std::fmt::Debug for TraceAdaptor<U, W> {
 impl<U: MemoryResource> TraceAdaptor<U, std::fs::File> {
     /// Traces to a new file at `path` (truncated if it exists).
     pub fn to_file(upstream: U, path: &std::path::Path, format: TraceFormat) -> Result<Self> {
-        let file = std::fs::File::create(path).map_err(|e| crate::Error::InvalidArgument {
-            reason: format!("cannot create the trace file {}: {e}", path.display()),
+        let file = std::fs::File::create(path).map_err(|e| {
+            io_error(
+                format!("cannot create the trace file {}", path.display()),
+                &e,
+            )
         })?;
         TraceAdaptor::new(upstream, file, format)
+    }
+}
+
+/// The [`Error::Io`](crate::Error::Io) for `what`, which failed with `error`.
+fn io_error(what: String, error: &std::io::Error) -> crate::Error {
+    crate::Error::Io {
+        what,
+        reason: error.to_string(),
+        errno: error.raw_os_error(),
     }
 }
 
@@ -62,15 +75,14 @@ impl<U: MemoryResource, W: Write + Send> TraceAdaptor<U, W> {
         if let Some(header) = trace::header(format) {
             writeln!(out, "{header}")
                 .and_then(|()| out.flush())
-                .map_err(|e| crate::Error::InvalidArgument {
-                    reason: format!("cannot write the trace header: {e}"),
-                })?;
+                .map_err(|e| io_error("cannot write the trace header".into(), &e))?;
         }
         Ok(TraceAdaptor {
             upstream,
             format,
             call_site_depth: 0,
             out: Mutex::new(out),
+            probes: super::UpstreamProbes::new(),
         })
     }
 
@@ -164,7 +176,7 @@ impl<U: MemoryResource, W: Write + Send> MemoryResource for TraceAdaptor<U, W> {
         Ok(())
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

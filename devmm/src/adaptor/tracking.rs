@@ -79,6 +79,7 @@ pub struct TrackingAdaptor<U> {
     depth: usize,
     ledger: Arc<Ledger>,
     report_on_drop: bool,
+    probes: super::UpstreamProbes,
 }
 
 impl<U: fmt::Debug> fmt::Debug for TrackingAdaptor<U> {
@@ -115,6 +116,7 @@ impl<U: MemoryResource> TrackingAdaptor<U> {
             depth,
             ledger,
             report_on_drop,
+            probes: super::UpstreamProbes::new(),
         };
         *lock(&adaptor.ledger.chain) = crate::resource_chain(&adaptor);
         adaptor
@@ -195,7 +197,7 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
         freed
     }
 
-    forward_probes!(upstream);
+    forward_probes!(upstream, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

@@ -344,7 +344,13 @@ fn view_export(
     let resource = ForeignMemoryResource::new(
         origin.device(),
         format!("DLPack import of a devmm export ({})", origin.device()),
-        move || held.release_export_after(ordered_after.as_ref()),
+        move || {
+            if !held.release_export_after(ordered_after.as_ref()) {
+                // Unordered, the release could free memory the consumer
+                // still reads: the buffer is kept for the process's life.
+                std::mem::forget(held);
+            }
+        },
     );
     // A failed adoption drops the resource, whose release ends the export.
     let mut buffer = DeviceBuffer::adopt(origin.ptr(), origin.nbytes(), resource, stream)?

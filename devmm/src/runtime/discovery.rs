@@ -131,6 +131,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "lists the loaded libraries through dl_iterate_phdr, a foreign function miri cannot run"
+    )]
     fn a_library_the_process_loaded_is_found_by_its_stem() {
         // Every Rust test binary on Linux links libc dynamically.
         let found = loaded(&["libc.so.6"]).expect("libc is loaded");
@@ -147,6 +151,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "makes directories, which miri's isolation refuses")]
     fn install_roots_and_wheel_directories_are_searched_in_order() {
         let root = std::env::temp_dir().join(format!("devmm-discovery-{}", std::process::id()));
         let lib = root.join("lib64");

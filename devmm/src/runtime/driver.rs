@@ -359,6 +359,10 @@ mod tests {
     };
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "opens libraries through dlopen, a foreign function miri cannot run"
+    )]
     fn a_missing_library_names_every_name_tried_and_the_override() {
         assert!(!Driver::<Absent>::probe(&NOWHERE));
         let Err(Error::RuntimeUnavailable { name, reason }) =

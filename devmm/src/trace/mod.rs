@@ -205,27 +205,46 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
         event.line = line;
         events.push(event);
     }
-    settle_times(&mut events, format);
+    settle_times(&mut events, format).map_err(|(line, reason)| malformed(line, reason))?;
     check_consistency(&events).map_err(|(line, reason)| malformed(line, reason))?;
     Ok(events)
 }
 
 /// rmm's CSV has the time of day only: a trace that runs past midnight
-/// goes back by almost a day, which means one day later.
-fn settle_times(events: &mut [TraceEvent], format: TraceFormat) {
+/// goes back by almost a day, which means one day later. A trace that
+/// passes midnight more often than 64-bit nanoseconds count (about 213,500
+/// days) is refused at the line where the clock runs out, not wrapped.
+fn settle_times(events: &mut [TraceEvent], format: TraceFormat) -> Result<(), (usize, String)> {
     const DAY_NS: u64 = 86_400_000_000_000;
     if format != TraceFormat::Csv {
-        return;
+        return Ok(());
     }
-    let mut offset = 0;
-    let mut previous = 0;
+    let (mut offset, mut previous) = (0u64, 0u64);
     for event in events {
-        if event.time_ns + offset + DAY_NS / 2 < previous {
-            offset += DAY_NS;
-        }
-        event.time_ns += offset;
-        previous = event.time_ns;
+        let (line, days) = (event.line, offset / DAY_NS);
+        let out_of_clock = move || {
+            (
+                line,
+                format!(
+                    "the time of day went back past midnight {} times before this line, more \
+                     days than 64-bit nanoseconds count: split the trace",
+                    days
+                ),
+            )
+        };
+        let settled = event.time_ns.checked_add(offset).ok_or_else(out_of_clock)?;
+        // Compared without adding half a day to a time near the top.
+        let settled = match previous.saturating_sub(settled) > DAY_NS / 2 {
+            true => {
+                offset = offset.checked_add(DAY_NS).ok_or_else(out_of_clock)?;
+                settled.checked_add(DAY_NS).ok_or_else(out_of_clock)?
+            }
+            false => settled,
+        };
+        event.time_ns = settled;
+        previous = settled;
     }
+    Ok(())
 }
 
 fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
