@@ -9,27 +9,35 @@
 #   DEVMM_FUZZ_SECONDS=300 scripts/fuzz.sh layout_resolve
 #
 # Needs the nightly toolchain (rustup toolchain install nightly) and
-# cargo-fuzz, which this script installs when it is missing (about a minute).
+# cargo-fuzz. Where cargo-fuzz is missing this script installs it under the
+# clone, in target/tools (a few minutes), never in the user's cargo bin. The
+# fuzz builds go to target/fuzz; fuzz/Cargo.lock is checked, never
+# rewritten (a stale one fails the run: `cd fuzz && cargo update --workspace`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 seconds="${DEVMM_FUZZ_SECONDS:-12}"
+tools="$root/target/tools"
+export PATH="$tools/bin:$PATH"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "installing cargo-fuzz"
-    cargo install cargo-fuzz --locked
+    echo "installing cargo-fuzz into $tools"
+    cargo install --locked --root "$tools" cargo-fuzz --version 0.13.2
 fi
 
 cd fuzz
+# cargo-fuzz has no --locked of its own: resolve with --locked first, so a
+# lock that would need rewriting fails here instead of being rewritten.
+cargo +nightly metadata --locked --format-version 1 >/dev/null
 # Optimised, with debug assertions (and so overflow checks) on.
-cargo +nightly fuzz build 2>&1 | tail -1
+cargo +nightly fuzz build --target-dir "$root/target/fuzz" 2>&1 | tail -1
 mapfile -t targets < <(if [ "$#" -gt 0 ]; then printf '%s\n' "$@"; else cargo +nightly fuzz list; fi)
 total_runs=0
 for target in "${targets[@]}"; do
     scratch="$root/target/fuzz-corpus/$target"
     log="$root/target/fuzz-corpus/$target.log"
     mkdir -p "$scratch" "corpus/$target"
-    if ! cargo +nightly fuzz run "$target" "$scratch" "corpus/$target" -- \
+    if ! cargo +nightly fuzz run --target-dir "$root/target/fuzz" "$target" "$scratch" "corpus/$target" -- \
         -max_total_time="$seconds" -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
         tail -40 "$log" >&2
         echo "!! fuzz target $target failed; the input is under fuzz/artifacts/$target" >&2
