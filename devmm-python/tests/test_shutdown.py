@@ -142,6 +142,8 @@ DAEMONS_AT_EXIT = textwrap.dedent(
         blocks = {}
 
         def alloc(n, s):
+            # Python work long enough that the exit finds threads inside it.
+            sum(range(1000))
             b = ctypes.create_string_buffer(max(n, 1))
             blocks[ctypes.addressof(b)] = b
             return ctypes.addressof(b)
