@@ -9,5 +9,5 @@ use pyo3::prelude::*;
 /// while it runs, so a replay's threads and other Python threads go on.
 #[pyfunction]
 pub(crate) fn _cli_main(py: Python<'_>, argv: Vec<String>) -> u8 {
-    py.detach(|| devmm_cli::run_status(argv))
+    crate::gil::detach(py, || devmm_cli::run_status(argv))
 }

@@ -31,11 +31,21 @@ pub(crate) fn holds_gil() -> bool {
 /// does not hold it, whatever PyO3's count says; `None` once the
 /// interpreter is finalised (there is nothing to attach to).
 pub(crate) fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    // PyO3's PyGILState_Ensure blocks the thread, rather than let it be
+    // ended, once the interpreter is finalising; but Python code `f` runs
+    // may release the GIL and be ended when it asks again: the guard stops
+    // that unwind before it reaches a frame that would catch it.
+    let guard = HangOnForcedUnwind;
+    let result = attached(f);
+    std::mem::forget(guard);
+    result
+}
+
+fn attached<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     if holds_gil() {
         return Python::try_attach(f);
     }
-    // SAFETY: Py_IsInitialized may be called at any time, without the GIL.
-    if unsafe { ffi::Py_IsInitialized() } == 0 {
+    if !initialized() {
         return None;
     }
     // SAFETY: the interpreter is initialised, and the state is released
@@ -45,4 +55,63 @@ pub(crate) fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> 
     // SAFETY: `state` came from the matching PyGILState_Ensure above.
     unsafe { ffi::PyGILState_Release(state) };
     result
+}
+
+/// Runs `f` detached from the interpreter (the GIL released), as
+/// `Python::detach` does, except that a thread finding the interpreter
+/// finalising when it would attach again blocks for good instead of
+/// being ended. CPython before 3.14 ends such a thread with
+/// `pthread_exit`, whose forced unwind the catch frame of PyO3's
+/// trampoline below us turns into an abort ("FATAL: exception not
+/// rethrown"); the process is exiting, so a parked thread costs nothing.
+/// PyO3 0.27 does the same for `PyGILState_Ensure` but not for
+/// re-attaching after `detach` (ADR 0019).
+pub(crate) fn detach<T, F>(py: Python<'_>, f: F) -> T
+where
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    // Covers the window between the check below and PyO3 re-attaching, and
+    // a callback's Python code ended inside `f` the same way.
+    let guard = HangOnForcedUnwind;
+    // The thread finalising the interpreter (a finaliser freeing a buffer
+    // at exit) may attach again, and must, or the process never exits.
+    let finalizing = !initialized();
+    let result = py.detach(|| {
+        let result = f();
+        if !finalizing && !initialized() {
+            hang();
+        }
+        result
+    });
+    std::mem::forget(guard);
+    result
+}
+
+/// Whether the interpreter is initialised and not finalising.
+fn initialized() -> bool {
+    // SAFETY: Py_IsInitialized may be called at any time, without the GIL.
+    // CPython clears it in the same step that marks finalisation, and
+    // `Py_IsFinalizing` is not in the stable ABI before 3.13.
+    unsafe { ffi::Py_IsInitialized() != 0 }
+}
+
+fn hang() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Dropped only when a frame it lives in is unwound: by a Rust panic, which
+/// it lets through, or by the forced unwind of `pthread_exit`, which it
+/// stops by blocking the thread before the unwind reaches a frame that
+/// would catch it.
+struct HangOnForcedUnwind;
+
+impl Drop for HangOnForcedUnwind {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            hang();
+        }
+    }
 }

@@ -34,7 +34,7 @@ fn driver_init<R: devmm::MemoryResource + 'static>(
     make: impl FnOnce(devmm::Device) -> devmm::Result<R> + Send,
 ) -> PyResult<()> {
     let device = device.map_or(default, |d| d.0);
-    let mr = slf.py().detach(|| make(device)).py()?;
+    let mr = crate::gil::detach(slf.py(), || make(device)).py()?;
     PyMemoryResource::install(slf, PyMemoryResource::checked(mr))
 }
 
@@ -250,7 +250,7 @@ where
     R: devmm::MemoryResource + Send + Sync + 'static,
 {
     let device = device.map_or(default, |d| d.0);
-    let mr = Arc::new(slf.py().detach(|| make(device)).py()?);
+    let mr = Arc::new(crate::gil::detach(slf.py(), || make(device)).py()?);
     let base = PyMemoryResource::checked(Arc::clone(&mr));
     PyMemoryResource::install(slf.as_super(), base)?;
     // `install` refused a second `__init__`, so the state is empty here.
@@ -264,7 +264,7 @@ fn pool_figures<'py>(
     py: Python<'py>,
     mr: &(dyn devmm::MemoryResource + Sync),
 ) -> PyResult<Bound<'py, PyAny>> {
-    let figures = py.detach(|| mr.pool_statistics().transpose()).py()?;
+    let figures = crate::gil::detach(py, || mr.pool_statistics().transpose()).py()?;
     match figures {
         Some(figures) => crate::statistics::pool_statistics_object(py, &figures),
         None => Err(PyValueError::new_err(format!(
@@ -362,7 +362,7 @@ impl PyCudaAsyncMemoryResource {
     /// Resets both high-water marks to the current figures.
     fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
         let mr = built(&self.pool)?;
-        py.detach(|| mr.reset_pool_high_water()).py()
+        crate::gil::detach(py, || mr.reset_pool_high_water()).py()
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay
@@ -371,7 +371,7 @@ impl PyCudaAsyncMemoryResource {
     #[pyo3(text_signature = "($self, keep_bytes=0)")]
     fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
         let mr = built(&self.pool)?;
-        py.detach(|| mr.trim(keep_bytes.get())).py()
+        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -433,7 +433,7 @@ impl PyHipAsyncMemoryResource {
     /// Resets both high-water marks to the current figures.
     fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
         let mr = built(&self.pool)?;
-        py.detach(|| mr.reset_pool_high_water()).py()
+        crate::gil::detach(py, || mr.reset_pool_high_water()).py()
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay reserved.
@@ -441,7 +441,7 @@ impl PyHipAsyncMemoryResource {
     #[pyo3(text_signature = "($self, keep_bytes=0)")]
     fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
         let mr = built(&self.pool)?;
-        py.detach(|| mr.trim(keep_bytes.get())).py()
+        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

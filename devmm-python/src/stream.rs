@@ -97,7 +97,7 @@ pub(crate) fn maybe_detached<T: Send>(
     if device.ty() == devmm::DeviceType::Cpu {
         f()
     } else {
-        py.detach(f)
+        crate::gil::detach(py, f)
     }
 }
 

@@ -258,7 +258,7 @@ fn run_mr_conformance(
             subject_of(mr).map_err(|e| hook_failure(py, "factory", e))
         })
     };
-    py.detach(|| devmm::testing::mr_conformance(factory, &options))
+    crate::gil::detach(py, || devmm::testing::mr_conformance(factory, &options))
 }
 
 /// What the suite checks for the resource `obj`: a native one as devmm
@@ -356,7 +356,9 @@ fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
 #[pyfunction]
 pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<()> {
     // Deleters run on other threads in the suite; they may need the GIL.
-    raise_on_failure(py.detach(|| devmm::testing::dlpack_conformance(device.0)))
+    raise_on_failure(crate::gil::detach(py, || {
+        devmm::testing::dlpack_conformance(device.0)
+    }))
 }
 
 pyo3::create_exception!(

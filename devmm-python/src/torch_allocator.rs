@@ -106,7 +106,7 @@ pub(crate) fn torch_pool_statistics(
     py: Python<'_>,
     device: i32,
 ) -> PyResult<Option<Bound<'_, PyAny>>> {
-    let Some(figures) = py.detach(|| TorchRoutes::pool_statistics(device)) else {
+    let Some(figures) = crate::gil::detach(py, || TorchRoutes::pool_statistics(device)) else {
         return Ok(None);
     };
     let figures = figures.py()?;

@@ -1,9 +1,13 @@
 """Exports and buffers still alive when the interpreter exits are released
 safely, whatever resource they came from."""
 
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
+
+import pytest
 
 
 def test_live_exports_at_interpreter_exit_are_safe() -> None:
@@ -88,4 +92,120 @@ def test_a_logging_adaptor_alive_at_interpreter_exit_exits_quietly() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "ok"
     assert done.stdout.count("allocate device=cpu:0") == 2  # logged while the program ran
+    assert done.stderr == "", done.stderr
+
+
+# Daemon threads still inside a devmm call when the interpreter exits:
+# CPython before 3.14 ends such a thread with `pthread_exit` when it asks
+# for the GIL again, and that forced unwind must never reach a Rust frame
+# that catches it (the process aborts: "FATAL: exception not rethrown").
+DAEMONS_AT_EXIT = textwrap.dedent(
+    """
+    import ctypes, sys, threading
+    import devmm
+
+    case = sys.argv[1]
+    if case == "gpu":
+        # Over the fake CUDA runtime: synchronize and allocation release the GIL.
+        import devmm.mrs.cuda as mrs
+        gpu = devmm.Device.from_string("cuda:0")
+        stream = devmm.runtime_for(gpu).create_stream(gpu)
+        mr = mrs.CudaRuntimeMemoryResource()
+
+        def work():
+            while True:
+                stream.synchronize()
+                devmm.DeviceBuffer(64, mr=mr, stream=stream).free()
+    elif case == "python_resource":
+        # A Python-defined resource on the (fake) GPU, called back from the
+        # core on a thread that released the GIL.
+        blocks = {}
+
+        def alloc(n, s):
+            b = ctypes.create_string_buffer(n)
+            blocks[ctypes.addressof(b)] = b
+            return ctypes.addressof(b)
+
+        def dealloc(p, n, s):
+            del blocks[p]
+
+        mr = devmm.CallbackMemoryResource(alloc, dealloc, device="cuda:0")
+
+        def work():
+            while True:
+                devmm.empty((64,), "float32", mr=mr).free()
+    else:
+        # NumPy's arrays through devmm's handler over a Python resource.
+        import numpy as np
+        import devmm.integrations.numpy as devmm_numpy
+
+        blocks = {}
+
+        def alloc(n, s):
+            # Python work long enough that the exit finds threads inside it.
+            sum(range(1000))
+            b = ctypes.create_string_buffer(max(n, 1))
+            blocks[ctypes.addressof(b)] = b
+            return ctypes.addressof(b)
+
+        def dealloc(p, n, s):
+            del blocks[p]
+
+        devmm_numpy.install(devmm.CallbackMemoryResource(alloc, dealloc, dereferenceable=True))
+
+        def work():
+            while True:
+                np.ones(1000).sum()
+
+    for _ in range(4):
+        threading.Thread(target=work, daemon=True).start()
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("case", ["gpu", "python_resource", "numpy_handler"])
+def test_daemon_threads_inside_devmm_calls_at_interpreter_exit_never_abort(
+    case: str, fake_library: Callable[[str], str]
+) -> None:
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    failures = []
+    for _ in range(20):
+        done = subprocess.run(
+            [sys.executable, "-c", DAEMONS_AT_EXIT, case], capture_output=True, text=True, timeout=120, env=env
+        )
+        if done.returncode != 0 or done.stdout.strip() != "ok" or "FATAL" in done.stderr:
+            failures.append((done.returncode, done.stderr[-300:]))
+    assert failures == [], f"{len(failures)} of 20 runs failed: {failures[:3]}"
+
+
+def test_a_finalizer_calling_the_gpu_while_the_interpreter_exits_returns(
+    fake_library: Callable[[str], str],
+) -> None:
+    # The thread finalising the interpreter releases the GIL around driver
+    # calls too; unlike a daemon thread it must get it back, or exit hangs.
+    script = textwrap.dedent(
+        """
+        import sys
+        import devmm
+        import devmm.mrs.cuda as mrs
+
+        gpu = devmm.Device.from_string("cuda:0")
+        stream = devmm.runtime_for(gpu).create_stream(gpu)
+        mr = mrs.CudaRuntimeMemoryResource()
+
+        class Late:
+            def __del__(self):
+                stream.synchronize()
+                devmm.DeviceBuffer(64, mr=mr, stream=stream).free()
+                print("finalized", flush=True)
+
+        sys.modules["__keep__"] = [Late()]
+        print("ok")
+        """
+    )
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "finalized"], done.stdout
     assert done.stderr == "", done.stderr
