@@ -273,8 +273,18 @@ fn build<M: ManagedStruct>(
 /// within this many deletions finds the block still there, marked deleted.
 const QUARANTINE: usize = 256;
 
-/// Deleted blocks not yet freed, oldest first: `(address, layout)`.
-static RETIRED: Mutex<VecDeque<(usize, AllocLayout)>> = Mutex::new(VecDeque::new());
+/// Deleted blocks not yet freed, oldest first.
+static RETIRED: Mutex<VecDeque<Retired>> = Mutex::new(VecDeque::new());
+
+/// A deleted block and its layout. Kept as a pointer, not an address, so
+/// the blocks stay reachable from [`RETIRED`] (leak checkers such as
+/// miri's and valgrind's see them held, not lost).
+struct Retired(NonNull<u8>, AllocLayout);
+
+// SAFETY: a retired block is only read by a repeated deleter call (through
+// its own pointer, on any thread, as DLPack deleters may run) and freed
+// once, by whichever thread pops it; the queue's mutex orders both.
+unsafe impl Send for Retired {}
 
 /// Frees the block at `block` once [`QUARANTINE`] later blocks were
 /// deleted, instead of at once, so that a second deleter call soon after
@@ -285,18 +295,18 @@ static RETIRED: Mutex<VecDeque<(usize, AllocLayout)>> = Mutex::new(VecDeque::new
 ///
 /// `block` was allocated with `layout`, its deleter has run, and nothing
 /// but a repeated deleter call reads it again.
-unsafe fn retire(block: *mut u8, layout: AllocLayout) {
+unsafe fn retire(block: NonNull<u8>, layout: AllocLayout) {
     let oldest = {
         let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
-        retired.push_back((block as usize, layout));
+        retired.push_back(Retired(block, layout));
         (retired.len() > QUARANTINE)
             .then(|| retired.pop_front())
             .flatten()
     };
-    if let Some((addr, layout)) = oldest {
+    if let Some(Retired(block, layout)) = oldest {
         // SAFETY: a retired block, allocated with `layout` (this function's
         // contract) and retired once, so freed once.
-        unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
     }
 }
 
@@ -309,9 +319,9 @@ unsafe fn retire(block: *mut u8, layout: AllocLayout) {
 /// `managed` is null or an export built by [`build`], not freed yet (a
 /// second call soon after the first is a no-op, see [`retire`]).
 unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
-    if managed.is_null() {
+    let Some(retiring) = NonNull::new(managed.cast::<u8>()) else {
         return;
-    }
+    };
     let block = managed.cast::<Block<M>>();
     // SAFETY: `managed` is the first field of a `Block<M>` still allocated
     // (see `build` and `retire`).
@@ -334,7 +344,7 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     };
     // SAFETY: the block was allocated with `layout` in `build`; only a
     // repeated deleter call reads it (its `deleted` flag) from now on.
-    unsafe { retire(block.cast(), layout) };
+    unsafe { retire(retiring, layout) };
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
