@@ -1,4 +1,6 @@
-#![doc = include_str!("../../docs/api.md")]
+// `docs/api.md` in this crate is a link to the repository's `docs/api.md`:
+// one file, doctested here, that `cargo package` copies into the crate.
+#![doc = include_str!("../docs/api.md")]
 
 mod adaptor;
 mod array_interface;
@@ -79,6 +81,11 @@ pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The crate's own README (crates.io's page), run as doctests too.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct CrateReadmeDoctests;
 
 pub use devmm_macros::{Element, layout, memory_resource};
 
