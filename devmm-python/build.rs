@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .map(|(n, t)| (n.as_str(), t.as_str()))
         .collect();
     let stub = devmm_codegen::stubs::generate(&sources, "devmm._devmm")?;
-    let out = manifest.join("python").join("devmm").join("_devmm.pyi");
+    let out = package_dir(&manifest)?.join("_devmm.pyi");
     // Regenerate when the stub is deleted or edited by hand, too.
     println!("cargo:rerun-if-changed={}", out.display());
     // Rewrite only on change, so an unchanged stub does not look new to
@@ -36,6 +36,26 @@ fn main() -> Result<(), Box<dyn Error>> {
         fs::write(&out, stub)?;
     }
     Ok(())
+}
+
+/// The Python package's folder: `python/devmm` beside this manifest in the
+/// repository, `../python/devmm` in the sdist, where maturin puts
+/// `pyproject.toml` and its `python-source` at the archive's root.
+fn package_dir(manifest: &Path) -> Result<PathBuf, Box<dyn Error>> {
+    let candidates = [manifest.join("python"), manifest.join("../python")];
+    candidates
+        .iter()
+        .map(|source| source.join("devmm"))
+        .find(|dir| dir.is_dir())
+        .ok_or_else(|| {
+            format!(
+                "the Python package folder (python/devmm) is neither in {} nor in {}: \
+                 build from the repository or from an sdist made by maturin",
+                candidates[0].display(),
+                candidates[1].display()
+            )
+            .into()
+        })
 }
 
 fn relative(base: &Path, path: &Path) -> String {

@@ -83,7 +83,7 @@ fi
 step "Python wheel (abi3)"
 venv="${DEVMM_VENV:-$root/.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.16,<2"
 (cd devmm-python && "$venv/bin/maturin" build "${release[@]}" --locked --quiet --out "$bundle/wheel")
 ls "$bundle"/wheel/devmm-*-abi3-*.whl >/dev/null
 

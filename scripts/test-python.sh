@@ -20,7 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "maturin>=1.5,<2" numpy pytest mypy \
+"$venv/bin/python" -m pip install --quiet "maturin>=1.16,<2" numpy pytest mypy \
     -r scripts/requirements-test.txt
 # The frameworks the bridges are tested against (torch is the big one: see
 # the file).

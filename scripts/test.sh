@@ -183,6 +183,9 @@ suite "python: build into .venv, pytest, seed examples, docs/python.md, stubtest
 suite "valgrind-py: Python DLPack lifetime, NEP-49 and free/retry tests under valgrind memcheck" \
     python bash scripts/valgrind-python.sh
 
+suite "release: crates package and verify; sdist builds with pip; manylinux2014 wheel (auditwheel)" \
+    checks bash scripts/release-check.sh
+
 rehearsal() {
     GPU_BUNDLE="$PWD/target/gpu-bundle-rehearsal" GPU_BUNDLE_PROFILE=debug bash scripts/gpu-bundle.sh
     GPU_BUNDLE="$PWD/target/gpu-bundle-rehearsal" PYTHON="$PWD/.venv/bin/python" bash scripts/gpu-smoke.sh --rehearse

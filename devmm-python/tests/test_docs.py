@@ -17,6 +17,7 @@ DOCUMENTS = [
     HERE / "seed_001_readme.md",
     REPO / "docs" / "python.md",
     REPO / "docs" / "observability.md",
+    REPO / "devmm-python" / "README.md",
 ]
 FENCE = re.compile(r"^```[a-z]*[ \t]*$", re.MULTILINE)
 
