@@ -258,9 +258,12 @@ pub enum Error {
 
     /// Freeing a buffer failed; the buffer is still live, and
     /// [`DeviceBuffer::free`](crate::DeviceBuffer::free) may be called again.
+    /// Dropped or collected without that, its memory is given up, never
+    /// deallocated a second time behind the caller's back.
     #[error(
         "freeing the buffer of {nbytes} bytes on {device} failed, so the buffer is still live: \
-         fix the cause and call free() again ({source})"
+         fix the cause and call free() again; dropped without that, its memory is given up, \
+         not freed ({source})"
     )]
     FreeFailed {
         /// The device of the buffer.
