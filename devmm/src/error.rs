@@ -347,6 +347,25 @@ pub enum Error {
         /// Why it cannot be part of the capture, and what to do instead.
         reason: String,
     },
+
+    /// A call through a chain of adaptors nested deeper than devmm follows:
+    /// each link takes native stack, so a chain of thousands would
+    /// overflow it and abort the process.
+    #[error(
+        "{operation} on {device} went through more than {limit} adaptors, deeper than devmm \
+         follows (each link takes native stack); build a shorter chain: {chain} (the link \
+         reached at that depth)"
+    )]
+    ChainTooDeep {
+        /// What was asked (`allocate`, `deallocate`, `available_memory`).
+        operation: &'static str,
+        /// The device of the resource reached.
+        device: Device,
+        /// The most adaptors a call goes through.
+        limit: usize,
+        /// The resource chain from the link reached at that depth.
+        chain: String,
+    },
 }
 
 /// A status a driver call returned: the call, the code and what the
