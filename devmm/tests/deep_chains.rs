@@ -64,10 +64,11 @@ fn a_deep_chain_is_built_and_dropped_without_overflowing_the_stack() {
     in_child_on_a_default_stack(
         "a_deep_chain_is_built_and_dropped_without_overflowing_the_stack",
         || {
-            let base = Arc::new(MallocMemoryResource::new());
-            let top = on(base.clone());
-            let base = Arc::downgrade(&base);
+            let base: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
+            let weak = Arc::downgrade(&base);
+            let top = on(base);
             drop(top);
+            let base = weak;
             assert!(base.upgrade().is_none(), "every link was let go");
         },
     );
