@@ -159,6 +159,10 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
     fn origin(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.0.origin()
     }
+
+    fn fmt_name(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_name(f)
+    }
 }
 
 /// An upstream queued for the outermost drop, boxed, with the drop of its
