@@ -75,13 +75,20 @@ pub fn memory_resource(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// `layout!(ELEMENT, [EXTENT, ..], POLICY)` with POLICY one of `row_major`
 /// (the default), `col_major`, `permuted(D, ..)` or
-/// `aligned(POLICY, unit_stride = N, base = N)`.
+/// `aligned(POLICY, unit_stride = N, base = N)`. An EXTENT is an integer
+/// literal or the name of a `usize` constant: a const item, or a const
+/// generic of the function it is written in.
 ///
 /// ```
 /// const ROWS: devmm::StaticLayout<2> =
 ///     devmm::layout!(f32, [3, 5], aligned(row_major, unit_stride = 32, base = 64));
 /// assert_eq!(ROWS.strides(), &[8, 1]);
 /// assert_eq!(ROWS.required_nbytes(), 128);
+///
+/// fn points<const N: usize>() -> devmm::StaticLayout<2> {
+///     devmm::layout!(f32, [N, 3])
+/// }
+/// assert_eq!(points::<4>().shape(), &[4, 3]);
 /// ```
 #[proc_macro]
 pub fn layout(input: TokenStream) -> TokenStream {

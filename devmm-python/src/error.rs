@@ -7,8 +7,8 @@ use std::cell::RefCell;
 use std::fmt;
 
 use pyo3::exceptions::{
-    PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError,
-    PyValueError,
+    PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRecursionError, PyRuntimeError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -194,6 +194,8 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         // As NumPy's "assignment destination is read-only".
         | devmm::Error::ReadOnly { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
+        // Python's own name for a call nested deeper than it follows.
+        devmm::Error::ChainTooDeep { .. } => PyRecursionError::new_err(message),
         devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
         devmm::Error::Handoff { .. } | devmm::Error::StreamCapture { .. } => {
             StreamError::new_err(message)

@@ -309,13 +309,18 @@ HOSTILE_SETTINGS = settings(
 def drive_collected_failing_resources() -> None:
     """Reference cycles of buffers and tensors over a Python resource whose
     `deallocate` raises (a driver that freed, then reported an earlier
-    error): the collector gives each pointer back exactly once."""
+    error), some after an explicit `free()` that failed: the collector
+    gives each pointer back exactly once, and never after a failed free."""
     global CALLS
     logger = logging.getLogger("devmm")
 
     @HOSTILE_SETTINGS
-    @given(kinds=st.lists(st.sampled_from(["buffer", "tensor"]), min_size=1, max_size=4), fail=st.booleans())
-    def run(kinds: list[str], fail: bool) -> None:
+    @given(
+        kinds=st.lists(st.sampled_from(["buffer", "tensor"]), min_size=1, max_size=4),
+        fail=st.booleans(),
+        freed_first=st.booleans(),
+    )
+    def run(kinds: list[str], fail: bool, freed_first: bool) -> None:
         global CALLS
         addresses = iter(range(0x10000, 0x10000 + 0x100 * len(kinds), 0x100))
         given_back: list[int] = []
@@ -332,6 +337,12 @@ def drive_collected_failing_resources() -> None:
         mr = Failing()
         held = [devmm.DeviceBuffer(16, mr=mr) if k == "buffer" else devmm.empty((4,), "float32", mr=mr) for k in kinds]
         made = sorted(h.ptr if isinstance(h, devmm.DeviceBuffer) else h.data_ptr for h in held)
+        for buffer in [h if isinstance(h, devmm.DeviceBuffer) else h.buffer for h in held] if freed_first else []:
+            try:
+                buffer.free()
+            except RuntimeError:
+                assert fail
+        buffer = None  # the cycle alone holds the buffers now
         mr.held = held  # type: ignore[attr-defined]  # the cycle: mr -> held -> buffers -> mr
         del mr, held
         gc.collect()

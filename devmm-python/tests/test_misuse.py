@@ -372,6 +372,50 @@ def test_a_failed_deallocate_in_a_collected_cycle_is_called_once(
     assert any("given up" in m and "earlier asynchronous error" in m for m in messages), messages
 
 
+class _FailingOnce(devmm.DeviceMemoryResource):
+    """A driver that freed the memory and then reported an earlier error,
+    once: a second `deallocate` of the pointer would free it twice. The
+    calls are counted outside the resource, whose attributes the collector
+    clears."""
+
+    def __init__(self, calls: list[int]) -> None:
+        self.calls = calls
+
+    def allocate(self, nbytes: int, stream: Any = None) -> int:
+        return 0x5000
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any = None) -> None:
+        self.calls.append(ptr)
+        if len(self.calls) == 1:
+            raise RuntimeError("an earlier asynchronous error")
+
+
+@pytest.mark.parametrize("holder", ["buffer", "tensor"])
+@pytest.mark.parametrize("path", ["del", "cycle"])
+def test_a_failed_free_is_the_only_deallocate_when_the_object_goes(
+    holder: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The caller saw the error and did not retry: neither the reference
+    # count reaching zero nor the collector breaking a cycle may
+    # deallocate the pointer again; the memory is given up, logged.
+    calls: list[int] = []
+    mr = _FailingOnce(calls)
+    held: Any = devmm.DeviceBuffer(16, mr=mr) if holder == "buffer" else devmm.empty((4,), "float32", mr=mr)
+    buffer = held if holder == "buffer" else held.buffer
+    with pytest.raises(RuntimeError, match="earlier asynchronous error"):
+        buffer.free()
+    del buffer
+    if path == "cycle":
+        mr.held = held  # type: ignore[attr-defined]  # mr -> held -> mr
+    alive = weakref.ref(mr)
+    del mr, held
+    with caplog.at_level(logging.ERROR, logger="devmm"):
+        gc.collect()
+    assert alive() is None
+    assert calls == [0x5000], "deallocate is called exactly once"
+    assert any("given up" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
 def test_a_tensor_collected_while_its_buffer_object_lives_leaves_the_memory_to_it() -> None:
     # The tensor is garbage (reachable only from a dead cycle), but its
     # `buffer` object is not: the collector must not free memory the

@@ -197,3 +197,25 @@ print("dropped")
 """
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout == "dropped\n", (run.returncode, run.stderr[-2000:])
+
+
+def test_allocating_through_a_chain_too_deep_raises_recursion_error() -> None:
+    # In a subprocess: a stack overflow kills only it. Each adaptor a call
+    # goes through takes native stack; past the core's depth limit the
+    # call is refused, as Python refuses a recursion too deep.
+    import subprocess
+    import sys
+
+    script = """
+import devmm
+mr = devmm.mrs.cpu.MallocMemoryResource()
+for i in range(20_000):
+    mr = (devmm.StatisticsAdaptor, devmm.LimitingAdaptor)[i % 2](mr, *[2**40][: i % 2])
+try:
+    mr.allocate(64)
+except RecursionError as e:
+    assert "build a shorter chain" in str(e), e
+    print("refused")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout == "refused\n", (run.returncode, run.stderr[-2000:])

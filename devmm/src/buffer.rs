@@ -18,6 +18,11 @@ struct BufferState {
     released: bool,
     /// The stream `free` named, kept for a deferred release.
     free_stream: Option<Stream>,
+    /// An explicit `free` failed and was not retried with success: the
+    /// drop and the collector's release give the memory up rather than
+    /// deallocate the pointer again (the driver may have freed it before
+    /// reporting the error).
+    free_failed: bool,
 }
 
 /// Set in [`DeviceBuffer::exports`] once `free` was called: no new exports,
@@ -264,7 +269,12 @@ impl DeviceBuffer {
     /// When the resource fails to free the memory (a driver error, a
     /// callback that raised), the buffer stays live and open and the error
     /// is an [`Error::FreeFailed`]: call `free` again once the cause is
-    /// fixed, rather than lose the memory.
+    /// fixed, rather than lose the memory. Only such an explicit retry
+    /// deallocates the pointer a second time: the drop, or the collector's
+    /// [`free_or_log`](Self::free_or_log), of a buffer whose last `free`
+    /// failed gives the memory up (logged) instead, since a driver may have
+    /// freed it before reporting an earlier error and nobody is there to
+    /// know.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -314,8 +324,13 @@ impl DeviceBuffer {
             return Ok(());
         }
         let due = take_release(&mut state);
+        let failed_before = state.free_failed;
         drop(state);
         if !due {
+            return Ok(());
+        }
+        if failed_before && after_failure == AfterFailure::GiveUp {
+            self.give_up("its last free failed");
             return Ok(());
         }
         self.deallocate(stream).inspect_err(|_| {
@@ -323,8 +338,22 @@ impl DeviceBuffer {
                 let mut state = self.state();
                 self.exports.fetch_and(COUNT, Ordering::Release);
                 state.released = false;
+                state.free_failed = true;
             }
         })
+    }
+
+    /// Logs memory given up without a deallocate: a buffer whose explicit
+    /// `free` failed, released by the drop or the collector.
+    #[cold]
+    fn give_up(&self, why: &str) {
+        tracing::error!(
+            target: "devmm::buffer",
+            nbytes = self.nbytes,
+            device = %self.device(),
+            "{why}, so the memory is given up, not deallocated again; call free() again \
+             and check its result to return it"
+        );
     }
 
     /// Returns the memory to the resource. The lock is not held here: a
@@ -523,6 +552,8 @@ impl DeviceBuffer {
     /// closes and the memory is given up (logged), never deallocated again
     /// by a later call or the drop, since nobody is there to fix the cause
     /// and a driver may have freed it before reporting an earlier error.
+    /// After an explicit [`free`](Self::free) that failed, it deallocates
+    /// nothing: it closes the buffer and gives the memory up (logged).
     ///
     /// ```
     /// let buf = devmm::DeviceBuffer::on_device(8, devmm::Device::CPU)?;
@@ -673,8 +704,8 @@ impl DeviceBuffer {
 /// may fix the cause and call it again; the collector's release has none.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum AfterFailure {
-    /// The buffer is live and open again, so `free` may be retried (and a
-    /// drop retries it).
+    /// The buffer is live and open again, so `free` may be retried; the
+    /// drop and the collector's release give the memory up instead.
     Reopen,
     /// The buffer stays closed and released: no second deallocate.
     GiveUp,
@@ -712,9 +743,12 @@ impl Drop for BufferHold<'_> {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if take_release(state)
-            && let Err(error) = self.deallocate(&self.stream)
-        {
+        if !take_release(state) {
+            return;
+        }
+        if state.free_failed {
+            self.give_up("a buffer whose last free failed was dropped");
+        } else if let Err(error) = self.deallocate(&self.stream) {
             tracing::error!(target: "devmm::buffer", %error, "release on drop failed");
         }
     }

@@ -258,9 +258,12 @@ pub enum Error {
 
     /// Freeing a buffer failed; the buffer is still live, and
     /// [`DeviceBuffer::free`](crate::DeviceBuffer::free) may be called again.
+    /// Dropped or collected without that, its memory is given up, never
+    /// deallocated a second time behind the caller's back.
     #[error(
         "freeing the buffer of {nbytes} bytes on {device} failed, so the buffer is still live: \
-         fix the cause and call free() again ({source})"
+         fix the cause and call free() again; dropped without that, its memory is given up, \
+         not freed ({source})"
     )]
     FreeFailed {
         /// The device of the buffer.
@@ -343,6 +346,25 @@ pub enum Error {
         operation: String,
         /// Why it cannot be part of the capture, and what to do instead.
         reason: String,
+    },
+
+    /// A call through a chain of adaptors nested deeper than devmm follows:
+    /// each link takes native stack, so a chain of thousands would
+    /// overflow it and abort the process.
+    #[error(
+        "{operation} on {device} went through more than {limit} adaptors, deeper than devmm \
+         follows (each link takes native stack); build a shorter chain: {chain} (the link \
+         reached at that depth)"
+    )]
+    ChainTooDeep {
+        /// What was asked (`allocate`, `deallocate`, `available_memory`).
+        operation: &'static str,
+        /// The device of the resource reached.
+        device: Device,
+        /// The most adaptors a call goes through.
+        limit: usize,
+        /// The resource chain from the link reached at that depth.
+        chain: String,
     },
 }
 

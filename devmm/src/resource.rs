@@ -92,6 +92,23 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// The device the memory lives on.
     fn device(&self) -> Device;
 
+    /// Writes the name [`resource_chain`] gives this resource: its `Debug`
+    /// output unless the resource names itself (`#[memory_resource]`
+    /// resources write `Name(device=cpu:0, alignment=64)`, as the shipped
+    /// ones do). For an adaptor, the text up to the first `' '`, `'('` or
+    /// `'{'` is its name.
+    ///
+    /// ```
+    /// use devmm::{resource_chain, MallocMemoryResource};
+    /// assert_eq!(
+    ///     resource_chain(&MallocMemoryResource::new()),
+    ///     "MallocMemoryResource(device=cpu:0, alignment=64)"
+    /// );
+    /// ```
+    fn fmt_name(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+
     /// Whether allocation and deallocation are ordered on the stream passed
     /// (cudaMallocAsync) rather than immediate (cudaMalloc, malloc).
     fn stream_ordered(&self) -> bool {
@@ -304,8 +321,16 @@ const CHAIN_LINKS_SHOWN: usize = 32;
 /// formatting would make naming a chain quadratic in its depth).
 fn push_link_name(out: &mut String, mr: &dyn MemoryResource) {
     use std::fmt::Write;
-    if mr.upstream().is_none() {
-        let _ = write!(out, "{mr:?}");
+    /// The link's own name ([`MemoryResource::fmt_name`]).
+    struct Named<'a>(&'a dyn MemoryResource);
+    impl fmt::Display for Named<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.fmt_name(f)
+        }
+    }
+    let mr = Named(mr);
+    if mr.0.upstream().is_none() {
+        let _ = write!(out, "{mr}");
         return;
     }
     /// Takes the text up to the name's end, then refuses the rest.
@@ -332,7 +357,7 @@ fn push_link_name(out: &mut String, mr: &dyn MemoryResource) {
         }
     }
     // An error here is the name's end, by design.
-    let _ = write!(Name { out, ended: false }, "{mr:?}");
+    let _ = write!(Name { out, ended: false }, "{mr}");
 }
 
 /// The probes every wrapper of one resource answers as that resource
@@ -380,6 +405,10 @@ macro_rules! forward_transparent_probes {
             self.$field.upstream()
         }
 
+        fn fmt_name(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            self.$field.fmt_name(f)
+        }
+
         fn pool_statistics(&self) -> Option<$crate::Result<$crate::PoolStatistics>> {
             self.$field.pool_statistics()
         }
@@ -400,6 +429,9 @@ macro_rules! forward_memory_resource {
             }
             fn device(&self) -> Device {
                 (**self).device()
+            }
+            fn fmt_name(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                (**self).fmt_name(f)
             }
             fn stream_ordered(&self) -> bool {
                 (**self).stream_ordered()

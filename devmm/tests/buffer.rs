@@ -364,6 +364,63 @@ fn a_failed_free_leaves_the_buffer_live_and_open() {
     );
 }
 
+/// A resource whose `deallocate` fails the first time, then succeeds, and
+/// counts every call: a driver that freed the memory and then reported an
+/// earlier asynchronous error, so a second call frees the pointer twice.
+fn failing_once(
+    calls: &Arc<std::sync::atomic::AtomicUsize>,
+    addr: usize,
+) -> Arc<dyn devmm::MemoryResource> {
+    use std::sync::atomic::Ordering;
+    let counted = calls.clone();
+    let mr = devmm::CallbackMemoryResource::new(
+        devmm::Device::CPU,
+        1,
+        move |_, _| Ok(devmm::DevicePtr::from_addr(addr)),
+        move |_, _, _| match counted.fetch_add(1, Ordering::Relaxed) {
+            0 => Err(Error::InvalidArgument {
+                reason: "an earlier asynchronous error".into(),
+            }),
+            _ => Ok(()),
+        },
+    )
+    .unwrap();
+    Arc::new(mr)
+}
+
+/// An explicit `free` that failed leaves the retry to its caller: the drop
+/// (no caller to report to) gives the memory up instead of deallocating
+/// the same pointer a second time.
+#[test]
+fn a_drop_after_a_failed_free_does_not_deallocate_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let s = Stream::cpu();
+    let buf = DeviceBuffer::new(8, failing_once(&calls, 0x5000), &s).unwrap();
+    assert!(matches!(buf.free(&s), Err(Error::FreeFailed { .. })));
+    drop(buf);
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        1,
+        "deallocate called again on drop"
+    );
+}
+
+/// The same after a failed `free`, for the collector's release and then
+/// the drop: one deallocate in all.
+#[test]
+fn a_collector_release_after_a_failed_free_does_not_deallocate_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let s = Stream::cpu();
+    let buf = DeviceBuffer::new(8, failing_once(&calls, 0x6000), &s).unwrap();
+    assert!(buf.free(&s).is_err());
+    buf.free_or_log();
+    assert!(buf.is_closed(), "the collector's release closes the buffer");
+    drop(buf);
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "deallocate called again");
+}
+
 /// The collector's release (`free_or_log`: a finalizer, a cycle's clear)
 /// has no caller to retry a failed free, and a driver may have freed the
 /// memory before it reported the error: the buffer gives up the memory

@@ -5,7 +5,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::parse::Input;
-use super::validate::{self, Order};
+use super::validate::{self, Extent, Order};
 
 /// Expands `layout!`; on errors, a block of them that still has a type
 /// (`!`), so the surrounding code does not fail as well.
@@ -19,9 +19,21 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
     };
     let rank = layout.shape.len();
     let element = &layout.element;
-    let extents = layout.shape.iter().map(|e| {
-        let digits = syn::LitInt::new(&format!("{}usize", e.base10_digits()), e.span());
-        quote!(#digits)
+    let extents = layout.shape.iter().map(|extent| match extent {
+        Extent::Literal(e) => {
+            let digits = syn::LitInt::new(&format!("{}usize", e.base10_digits()), e.span());
+            quote!(#digits)
+        }
+        // Checked where the layout is evaluated, pointing at the name.
+        Extent::Named(name) => quote_spanned! {name.span()=>
+            match #name {
+                0 => ::core::panic!(::core::concat!(
+                    "layout!: the extent `", ::core::stringify!(#name),
+                    "` is zero, which makes a layout with no elements: use an extent of at least 1"
+                )),
+                extent => extent,
+            }
+        },
     });
     let mut plan = match &layout.order {
         Order::RowMajor => quote!(::devmm::__private::StaticPlan::<#rank>::row_major()),
@@ -42,9 +54,11 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
             ::core::panic!("layout!: the layout's size overflows usize: use a smaller shape")
         }
     };
+    // An inline `const` block, not a `const` item: it may name the const
+    // generics of the function it is written in.
     Ok(quote! {
-        {
-            const LAYOUT: ::devmm::__private::StaticLayout<#rank> = match ::devmm::__private::StaticLayout::<#rank>::resolve(
+        const {
+            match ::devmm::__private::StaticLayout::<#rank>::resolve(
                 [#(#extents),*],
                 <#element as ::devmm::__private::Element>::DTYPE,
                 #plan,
@@ -53,8 +67,7 @@ pub(crate) fn expand(input: Input) -> syn::Result<TokenStream> {
                 #overflow
                 // The macro has already refused bad orders and alignments.
                 ::core::result::Result::Err(_) => ::core::panic!("layout!: invalid layout"),
-            };
-            LAYOUT
+            }
         }
     })
 }

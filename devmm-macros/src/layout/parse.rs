@@ -1,17 +1,19 @@
-//! `layout!(ELEMENT, [EXTENT, ..] [, POLICY])`, where POLICY is
-//! `row_major`, `col_major`, `permuted(D, ..)` or
-//! `aligned(INNER, unit_stride = N, base = N)`.
+//! `layout!(ELEMENT, [EXTENT, ..] [, POLICY])`, where EXTENT is an integer
+//! literal or the path of a `usize` constant, and POLICY is `row_major`,
+//! `col_major`, `permuted(D, ..)` or `aligned(INNER, unit_stride = N, base = N)`.
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{bracketed, parenthesized, token, Ident, LitInt, Token, Type};
+use syn::{bracketed, parenthesized, token, Expr, Ident, LitInt, Token, Type};
 
 pub(crate) struct Input {
     pub(crate) element: Type,
     pub(crate) bracket: token::Bracket,
-    pub(crate) shape: Punctuated<LitInt, Token![,]>,
+    /// The extents as written; validation sorts literals from named
+    /// constants and refuses anything else.
+    pub(crate) shape: Punctuated<Expr, Token![,]>,
     pub(crate) policy: Option<Policy>,
 }
 

@@ -31,3 +31,8 @@ fn every_error_at_once() {
         aligned(permuted(0, 0), unit_stride = 3, colour = 1)
     )));
 }
+
+#[test]
+fn named_extents() {
+    insta::assert_snapshot!(expand_macro(quote!(f32, [N, Self::COLS, 3])));
+}

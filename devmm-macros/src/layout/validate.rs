@@ -4,18 +4,25 @@
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::{Ident, LitInt, Type};
+use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitInt, Path, Type};
 
 use super::parse::{Input, Policy, PolicyArgs};
 use crate::diagnostics::Errors;
 
 pub(crate) struct Layout {
     pub(crate) element: Type,
-    pub(crate) shape: Vec<LitInt>,
+    pub(crate) shape: Vec<Extent>,
     /// The tokens of the shape, where overflow is reported.
     pub(crate) shape_tokens: TokenStream,
     pub(crate) order: Order,
     pub(crate) aligned: Option<Aligned>,
+}
+
+/// One extent: checked here when a literal, at compile time when named.
+pub(crate) enum Extent {
+    Literal(LitInt),
+    /// A const item or const generic, by path (`N`, `Self::ROWS`).
+    Named(Path),
 }
 
 pub(crate) enum Order {
@@ -35,16 +42,34 @@ const POLICIES: &str =
 pub(crate) fn validate(input: Input) -> syn::Result<Layout> {
     let mut errors = Errors::default();
     let rank = input.shape.len();
+    let mut shape = Vec::with_capacity(rank);
     for extent in &input.shape {
-        match extent.base10_parse::<u64>() {
-            Ok(0) => errors.spanned(
-                extent,
-                "a zero extent makes a layout with no elements: use an extent of at least 1",
-            ),
-            Ok(_) => {}
-            Err(_) => errors.spanned(
-                extent,
-                format_args!("extent {extent} does not fit a 64-bit size: use a smaller shape"),
+        match extent {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(extent),
+                ..
+            }) => {
+                match extent.base10_parse::<u64>() {
+                    Ok(0) => errors.spanned(
+                        extent,
+                        "a zero extent makes a layout with no elements: use an extent of at least 1",
+                    ),
+                    Ok(_) => {}
+                    Err(_) => errors.spanned(
+                        extent,
+                        format_args!("extent {extent} does not fit a 64-bit size: use a smaller shape"),
+                    ),
+                }
+                shape.push(Extent::Literal(extent.clone()));
+            }
+            Expr::Path(ExprPath {
+                qself: None, path, ..
+            }) => shape.push(Extent::Named(path.clone())),
+            other => errors.spanned(
+                other,
+                "an extent is an integer literal or the name of a `usize` constant (a const item \
+                 or a const generic): write e.g. `[480, COLS]`, with `const COLS: usize = 2 * 320;` \
+                 for a computed extent",
             ),
         }
     }
@@ -82,7 +107,7 @@ pub(crate) fn validate(input: Input) -> syn::Result<Layout> {
     };
     let layout = Layout {
         element: input.element,
-        shape: input.shape.into_iter().collect(),
+        shape,
         shape_tokens,
         order: order.unwrap_or(Order::RowMajor),
         aligned,

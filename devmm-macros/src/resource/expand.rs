@@ -2,7 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
-use syn::{ImplItemFn, Type};
+use syn::{ImplItemFn, LitStr, Type};
 
 use super::parse::{Args, Item};
 use super::signature;
@@ -101,7 +101,24 @@ fn impl_block(model: &ImplModel) -> TokenStream {
             (user_fns, methods, written)
         }
         Kind::Resource(resource) => {
-            let (user_fns, methods) = resource_methods(resource, &is_written);
+            let (user_fns, mut methods) = resource_methods(resource, &is_written);
+            let name = resource
+                .name
+                .as_ref()
+                .map_or_else(|| type_name(self_ty), LitStr::value);
+            // Named as the shipped resources are, not by the derived `Debug`
+            // (every field, the ledger's included).
+            methods.extend(quote! {
+                fn fmt_name(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    ::core::write!(
+                        f,
+                        "{}(device={}, alignment={})",
+                        #name,
+                        ::devmm::__private::MemoryResource::device(self),
+                        ::devmm::__private::MemoryResource::guaranteed_alignment(self),
+                    )
+                }
+            });
             (user_fns, methods, written.iter().collect())
         }
     };

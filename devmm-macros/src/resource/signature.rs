@@ -2,7 +2,10 @@
 //! the check of a written method against them.
 
 use quote::ToTokens;
-use syn::{FnArg, Ident, ImplItemFn, ReceiverKind, ReturnType, Safety, Type};
+use syn::{
+    FnArg, GenericArgument, Ident, ImplItemFn, PathArguments, ReceiverKind, ReturnType, Safety,
+    Type,
+};
 
 use crate::diagnostics::Errors;
 
@@ -151,7 +154,19 @@ pub(crate) fn check_signature(
         _ => "Option",
     };
     match &sig.output {
-        ReturnType::Type(_, ty) if is_named(ty, returns) => {}
+        ReturnType::Type(_, ty) if is_named(ty, returns) => {
+            if wrong_result_argument(ty, name) {
+                let ok = expected.rsplit_once("-> ").map_or(expected, |(_, ret)| ret);
+                let hint = match name {
+                    "allocate" => {
+                        " (a host pointer becomes one with `DevicePtr::from_host_ptr(ptr)`, \
+                         an address with `DevicePtr::from_addr(addr)`)"
+                    }
+                    _ => "",
+                };
+                errors.spanned(ty, must(&format!("expected `{ok}`{hint}")));
+            }
+        }
         ReturnType::Type(_, ty) => errors.spanned(ty, must(&format!("expected `{returns}`"))),
         ReturnType::Default => errors.spanned(
             &sig.ident,
@@ -159,4 +174,28 @@ pub(crate) fn check_signature(
         ),
     }
     takes_stream
+}
+
+/// Whether `ty`, a `Result<..>`, holds another value than the method's
+/// (`DevicePtr` for `allocate`, `()` for `deallocate`, `MemoryInfo` for
+/// `available_memory`): checked here so the error points at the user's
+/// type, not into the generated code.
+fn wrong_result_argument(ty: &Type, method: &str) -> bool {
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    let Some(PathArguments::AngleBracketed(args)) =
+        path.path.segments.last().map(|segment| &segment.arguments)
+    else {
+        return false;
+    };
+    let Some(GenericArgument::Type(value)) = args.args.first() else {
+        return false;
+    };
+    match method {
+        "allocate" => !is_named(value, "DevicePtr"),
+        "deallocate" => !matches!(value, Type::Tuple(unit) if unit.elems.is_empty()),
+        "available_memory" => !is_named(value, "MemoryInfo"),
+        _ => false,
+    }
 }

@@ -4,7 +4,8 @@
 use proc_macro2::Span;
 use quote::ToTokens;
 use syn::{
-    Attribute, Expr, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Lit, LitBool, LitInt, Member, Type,
+    Attribute, Expr, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Lit, LitBool, LitInt, LitStr,
+    Member, Type,
 };
 
 use super::parse::{Arg, Args};
@@ -12,7 +13,7 @@ use super::signature::{check_signature, METHODS};
 use crate::diagnostics::Errors;
 use crate::names;
 
-const KEYS: &str = "device, alignment, stream_ordered, ledger, debug";
+const KEYS: &str = "device, alignment, stream_ordered, ledger, debug, name";
 
 /// An adaptor's struct: `impl Adaptor` is generated for it.
 pub(crate) struct AdaptorStruct {
@@ -49,6 +50,8 @@ pub(crate) struct Resource {
     pub(crate) alignment: Option<LitInt>,
     pub(crate) stream_ordered: Option<LitBool>,
     pub(crate) tracking: Tracking,
+    /// The name in resource chains (`name = ".."`); the type's by default.
+    pub(crate) name: Option<LitStr>,
 }
 
 /// The user's `allocate` or `deallocate`, kept as an inherent method.
@@ -148,6 +151,7 @@ struct ResourceArgs<'a> {
     stream_ordered: Option<LitBool>,
     ledger: Option<(&'a Arg, Member)>,
     debug: Option<LitBool>,
+    name: Option<LitStr>,
 }
 
 impl<'a> ResourceArgs<'a> {
@@ -224,6 +228,14 @@ fn resource_args<'a>(args: &'a Args, errors: &mut Errors) -> ResourceArgs<'a> {
                 _ => errors.spanned(
                     &arg.value,
                     format_args!("`{key}` takes `true` or `false`"),
+                ),
+            },
+            "name" => match lit(&arg.value) {
+                Some(Lit::Str(text)) if !text.value().is_empty() => out.name = Some(text.clone()),
+                _ => errors.spanned(
+                    &arg.value,
+                    "`name` takes a non-empty string, the resource's name in resource chains: \
+                     e.g. `name = \"Arena\"` (the type's name when left out)",
                 ),
             },
             "ledger" => match member(&arg.value) {
@@ -447,6 +459,7 @@ fn resource_kind(
                 alignment: args.alignment.map(|(_, a)| a),
                 stream_ordered: args.stream_ordered,
                 tracking,
+                name: args.name,
             })))
         }
         // Each missing part has recorded its error.

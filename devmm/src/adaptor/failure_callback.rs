@@ -39,7 +39,7 @@ type Callback = dyn Fn(usize, usize, &Error) -> Result<bool, CallbackError> + Se
 /// assert!(err.to_string().contains("FailureCallbackAdaptor -> LimitingAdaptor"));
 /// ```
 pub struct FailureCallbackAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     probes: super::UpstreamProbes,
     callback: Box<Callback>,
 }
@@ -60,7 +60,7 @@ impl<U: MemoryResource> FailureCallbackAdaptor<U> {
         callback: impl Fn(usize, usize, &Error) -> Result<bool, CallbackError> + Send + Sync + 'static,
     ) -> Self {
         FailureCallbackAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             probes: super::UpstreamProbes::new(),
             callback: Box::new(callback),
         }

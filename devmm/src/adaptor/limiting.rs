@@ -21,7 +21,7 @@ use crate::stream::Stream;
 // Its own cache lines, for the reason given on `StatisticsAdaptor`.
 #[repr(align(64))]
 pub struct LimitingAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     limit: usize,
     used: AtomicUsize,
     probes: super::UpstreamProbes,
@@ -31,7 +31,7 @@ impl<U: MemoryResource> LimitingAdaptor<U> {
     /// Wraps `upstream` with a budget of `limit_bytes`.
     pub fn new(upstream: U, limit_bytes: usize) -> Self {
         LimitingAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             limit: limit_bytes,
             used: AtomicUsize::new(0),
             probes: super::UpstreamProbes::new(),

@@ -25,7 +25,7 @@ pub const LOG_TARGET: &str = "devmm::mr";
 /// ```
 #[derive(Debug)]
 pub struct LoggingAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     logger: Option<Box<str>>,
     probes: super::UpstreamProbes,
 }
@@ -34,7 +34,7 @@ impl<U: MemoryResource> LoggingAdaptor<U> {
     /// Wraps `upstream`.
     pub fn new(upstream: U) -> Self {
         LoggingAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             logger: None,
             probes: super::UpstreamProbes::new(),
         }
@@ -51,7 +51,7 @@ impl<U: MemoryResource> LoggingAdaptor<U> {
     /// ```
     pub fn with_logger(upstream: U, logger: impl Into<Box<str>>) -> Self {
         LoggingAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             logger: Some(logger.into()),
             probes: super::UpstreamProbes::new(),
         }

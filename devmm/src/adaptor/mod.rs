@@ -73,15 +73,50 @@ impl UpstreamProbes {
 
     /// The answers of `upstream`, which must be the one adaptor field they
     /// are asked for each time.
+    ///
+    /// A chain built without asking would be asked down its whole depth
+    /// at once, one native frame group per link: past
+    /// [`upstream::MAX_NESTED_LINKS`] the links below are asked first, from
+    /// the base up, each then answering from the one below it.
     #[inline]
     pub(crate) fn of(&self, upstream: &impl crate::MemoryResource) -> &Probes {
-        self.0.get_or_init(|| Probes {
+        self.0.get_or_init(|| {
+            upstream::one_link_deeper(|| Probes::of(upstream)).unwrap_or_else(|| {
+                upstream::unnested(|| {
+                    ask_from_the_base_up(upstream);
+                    Probes::of(upstream)
+                })
+            })
+        })
+    }
+}
+
+impl Probes {
+    /// Asks `upstream`.
+    fn of(upstream: &impl crate::MemoryResource) -> Probes {
+        Probes {
             device: upstream.device(),
             stream_ordered: upstream.stream_ordered(),
             guaranteed_alignment: upstream.guaranteed_alignment(),
             dereferenceable: upstream.dereferenceable(),
             detects_misuse: upstream.detects_misuse(),
-        })
+        }
+    }
+}
+
+/// Asks each link below `upstream` its device, the deepest first, so each
+/// takes its answers from a link that has them.
+#[cold]
+#[inline(never)]
+fn ask_from_the_base_up(upstream: &dyn crate::MemoryResource) {
+    let mut below = Vec::new();
+    let mut link = upstream.upstream();
+    while let Some(next) = link {
+        below.push(next);
+        link = next.upstream();
+    }
+    for link in below.iter().rev() {
+        link.device();
     }
 }
 
@@ -203,6 +238,7 @@ mod prefetch;
 mod statistics;
 mod trace;
 mod tracking;
+pub(crate) mod upstream;
 
 pub use failure_callback::FailureCallbackAdaptor;
 pub use limiting::LimitingAdaptor;

@@ -19,7 +19,7 @@ use crate::stream::Stream;
 /// ```
 #[derive(Debug)]
 pub struct PrefetchAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     probes: super::UpstreamProbes,
 }
 
@@ -31,7 +31,7 @@ impl<U: MemoryResource> PrefetchAdaptor<U> {
             return Err(not_managed("PrefetchAdaptor", "its upstream", &upstream));
         }
         Ok(PrefetchAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             probes: super::UpstreamProbes::new(),
         })
     }

@@ -43,7 +43,7 @@ pub struct Statistics {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub struct StatisticsAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     counts: ShardedCounts,
     probes: super::UpstreamProbes,
 }
@@ -65,7 +65,7 @@ impl<U: MemoryResource> StatisticsAdaptor<U> {
     /// Wraps `upstream`, with every counter at zero.
     pub const fn new(upstream: U) -> Self {
         StatisticsAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             counts: ShardedCounts::new(),
             probes: super::UpstreamProbes::new(),
         }

@@ -30,7 +30,7 @@ use crate::trace::{self, Action, TraceEvent, TraceFormat};
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub struct TraceAdaptor<U, W: Write = std::fs::File> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     format: TraceFormat,
     call_site_depth: usize,
     out: Mutex<W>,
@@ -78,7 +78,7 @@ impl<U: MemoryResource, W: Write + Send> TraceAdaptor<U, W> {
                 .map_err(|e| io_error("cannot write the trace header".into(), &e))?;
         }
         Ok(TraceAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             format,
             call_site_depth: 0,
             out: Mutex::new(out),

@@ -75,7 +75,7 @@ struct Ledger {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub struct TrackingAdaptor<U> {
-    upstream: U,
+    upstream: super::upstream::Upstream<U>,
     depth: usize,
     ledger: Arc<Ledger>,
     report_on_drop: bool,
@@ -112,7 +112,7 @@ impl<U: MemoryResource> TrackingAdaptor<U> {
             watch_at_exit(&ledger);
         }
         let adaptor = TrackingAdaptor {
-            upstream,
+            upstream: super::upstream::Upstream::new(upstream),
             depth,
             ledger,
             report_on_drop,

@@ -27,8 +27,10 @@
 mod export;
 pub mod ffi;
 mod import;
+mod received;
 mod request;
 
 pub use export::{DlpackExport, ExportOwner};
 pub use import::consumer_stream_value;
+pub use received::ReceivedTensor;
 pub use request::{DlpackFlavor, DlpackRequest};

@@ -1,0 +1,235 @@
+//! An adaptor's link to its upstream: calls through it are counted, so a
+//! chain too deep for the native stack is refused with
+//! [`Error::ChainTooDeep`] rather than overflowing it, and letting go of it
+//! takes a bounded stack however deep the chain below.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::ptr::NonNull;
+
+use crate::{DevicePtr, Error, MemoryInfo, MemoryResource, Result, Stream};
+
+/// The most adaptor links one call goes through on a thread. Each takes a
+/// few native frames (about 1 KiB in a debug build): 512 of them fit a
+/// 2 MiB thread stack with room for the caller, and no real chain comes
+/// near (rmm's are a handful deep).
+pub(crate) const MAX_NESTED_LINKS: usize = 512;
+
+/// Links let go of inline, one inside another, before the rest of a chain
+/// is queued for the outermost drop: deep enough that an ordinary chain
+/// never allocates a queue, shallow enough for any stack.
+const INLINE_DROPS: usize = 64;
+
+thread_local! {
+    /// Adaptor links the calls on this thread are nested in now. Const and
+    /// without a destructor: usable inside a global allocator.
+    static NESTED: Cell<usize> = const { Cell::new(0) };
+    /// Upstream drops nested in this thread's drops now.
+    static DROPPING: Cell<usize> = const { Cell::new(0) };
+    /// Upstreams waiting for the outermost drop to let them go.
+    static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The upstream field of an adaptor: the resource itself, answering as it
+/// does (transparent in a resource chain and in `Debug`), with the calls
+/// that walk down the chain counted, and a drop that does not nest.
+pub(crate) struct Upstream<U>(ManuallyDrop<U>);
+
+impl<U> Upstream<U> {
+    /// Holds `upstream` (`const`, for adaptors made in statics).
+    pub(crate) const fn new(upstream: U) -> Self {
+        Upstream(ManuallyDrop::new(upstream))
+    }
+}
+
+impl<U> Deref for Upstream<U> {
+    type Target = U;
+
+    fn deref(&self) -> &U {
+        &self.0
+    }
+}
+
+impl<U: fmt::Debug> fmt::Debug for Upstream<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        U::fmt(self, f)
+    }
+}
+
+/// Resets the nesting count when a nested call ends, unwinding included.
+struct Restore(&'static std::thread::LocalKey<Cell<usize>>, usize);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = self.0.try_with(|nested| nested.set(self.1));
+    }
+}
+
+/// Runs `call` one link deeper, or `None` when [`MAX_NESTED_LINKS`] are
+/// nested already.
+#[inline(always)]
+pub(crate) fn one_link_deeper<T>(call: impl FnOnce() -> T) -> Option<T> {
+    let nested = NESTED.get();
+    if nested >= MAX_NESTED_LINKS {
+        return None;
+    }
+    NESTED.set(nested + 1);
+    let _restore = Restore(&NESTED, nested);
+    Some(call())
+}
+
+/// Runs `call` as if no link were nested: for work whose depth is bounded
+/// some other way.
+pub(crate) fn unnested<T>(call: impl FnOnce() -> T) -> T {
+    let _restore = Restore(&NESTED, NESTED.replace(0));
+    call()
+}
+
+impl<U: MemoryResource> Upstream<U> {
+    #[cold]
+    #[inline(never)]
+    fn too_deep(&self, operation: &'static str) -> Error {
+        Error::ChainTooDeep {
+            operation,
+            device: unnested(|| self.device()),
+            limit: MAX_NESTED_LINKS,
+            chain: unnested(|| crate::resource_chain(&**self)),
+        }
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for Upstream<U> {
+    #[inline]
+    fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
+        one_link_deeper(|| self.0.allocate(nbytes, stream))
+            .unwrap_or_else(|| Err(self.too_deep("allocate")))
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
+        // SAFETY: forwarded verbatim; the caller upholds the contract.
+        one_link_deeper(|| unsafe { self.0.deallocate(ptr, nbytes, stream) })
+            .unwrap_or_else(|| Err(self.too_deep("deallocate")))
+    }
+
+    fn available_memory(&self) -> Result<MemoryInfo> {
+        one_link_deeper(|| self.0.available_memory())
+            .unwrap_or_else(|| Err(self.too_deep("available_memory")))
+    }
+
+    /// Unknown (`None`) through a chain too deep to follow.
+    fn live_count(&self) -> Option<usize> {
+        one_link_deeper(|| self.0.live_count()).flatten()
+    }
+
+    fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
+        one_link_deeper(|| self.0.managed_memory()).flatten()
+    }
+
+    fn pool_statistics(&self) -> Option<Result<crate::PoolStatistics>> {
+        one_link_deeper(|| self.0.pool_statistics()).flatten()
+    }
+
+    fn device(&self) -> crate::Device {
+        self.0.device()
+    }
+
+    fn stream_ordered(&self) -> bool {
+        self.0.stream_ordered()
+    }
+
+    fn guaranteed_alignment(&self) -> usize {
+        self.0.guaranteed_alignment()
+    }
+
+    fn dereferenceable(&self) -> bool {
+        self.0.dereferenceable()
+    }
+
+    fn detects_misuse(&self) -> bool {
+        self.0.detects_misuse()
+    }
+
+    fn upstream(&self) -> Option<&dyn MemoryResource> {
+        self.0.upstream()
+    }
+
+    fn origin(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.0.origin()
+    }
+
+    fn fmt_name(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_name(f)
+    }
+}
+
+/// An upstream queued for the outermost drop, boxed, with the drop of its
+/// type.
+struct Deferred {
+    boxed: NonNull<()>,
+    drop_boxed: unsafe fn(NonNull<()>),
+}
+
+/// Drops the `Box<U>` that `boxed` is.
+///
+/// # Safety
+///
+/// `boxed` came from `Box::<U>::into_raw` and is dropped once, here.
+unsafe fn drop_boxed<U>(boxed: NonNull<()>) {
+    // SAFETY: forwarded from the caller.
+    drop(unsafe { Box::from_raw(boxed.cast::<U>().as_ptr()) });
+}
+
+impl<U> Drop for Upstream<U> {
+    /// Letting go of the last reference to an upstream adaptor lets go of
+    /// its upstream in turn, one native frame group per link, so a chain
+    /// thousands deep overflowed the stack. Past [`INLINE_DROPS`] nested
+    /// drops, an upstream is queued instead, and the outermost drop lets
+    /// the queue go one after another.
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; the field is never used again.
+        let upstream = unsafe { ManuallyDrop::take(&mut self.0) };
+        let Ok(dropping) = DROPPING.try_with(Cell::get) else {
+            // The thread is ending and its queue is gone: inline.
+            return drop(upstream);
+        };
+        if dropping >= INLINE_DROPS {
+            let boxed = NonNull::from(Box::leak(Box::new(upstream))).cast::<()>();
+            let deferred = Deferred {
+                boxed,
+                drop_boxed: drop_boxed::<U>,
+            };
+            match DEFERRED.try_with(|queue| queue.borrow_mut().push(deferred)) {
+                Ok(()) => return,
+                // SAFETY: `boxed` is the box just made, not queued.
+                Err(_) => return unsafe { drop_boxed::<U>(boxed) },
+            }
+        }
+        DROPPING.set(dropping + 1);
+        let _restore = Restore(&DROPPING, dropping);
+        if dropping > 0 {
+            return drop(upstream);
+        }
+        // The outermost drop: the queue holds upstreams its own drop let
+        // go of, so what they borrow is still alive until it returns.
+        let _forget = ForgetQueued;
+        drop(upstream);
+        while let Some(next) = DEFERRED.with(|queue| queue.borrow_mut().pop()) {
+            // SAFETY: each queued box is popped, and so dropped, once.
+            unsafe { (next.drop_boxed)(next.boxed) };
+        }
+    }
+}
+
+/// Ends the outermost drop: what a panicking drop left queued is leaked,
+/// never let go of by a later drop, when what it borrows may be gone.
+struct ForgetQueued;
+
+impl Drop for ForgetQueued {
+    fn drop(&mut self) {
+        // `Deferred` has no drop: taking the queue frees only its buffer.
+        let _ = DEFERRED.try_with(RefCell::take);
+    }
+}

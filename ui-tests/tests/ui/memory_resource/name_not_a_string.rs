@@ -1,0 +1,18 @@
+use devmm::{memory_resource, DevicePtr, Ledger, Result};
+
+#[derive(Debug, Default)]
+struct Arena {
+    ledger: Ledger,
+}
+
+#[memory_resource(device = "cpu", alignment = 64, ledger = ledger, name = Arena)]
+impl Arena {
+    fn allocate(&self, _nbytes: usize) -> Result<DevicePtr> {
+        Ok(DevicePtr::NULL)
+    }
+    unsafe fn deallocate(&self, _ptr: DevicePtr, _nbytes: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn main() {}
