@@ -50,6 +50,25 @@ pub(crate) fn upstream_of(
 
 /// Counts bytes and calls through its upstream: `current_bytes`,
 /// `peak_bytes`, `total_bytes`, `allocations`, `deallocations`.
+///
+/// `StatisticsAdaptor(upstream)`: `upstream` is any `DeviceMemoryResource`.
+/// `statistics` returns all counters at once.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+/// >>> ptr = stats.allocate(64)
+/// >>> stats.current_bytes, stats.total_bytes, stats.allocations
+/// (64, 64, 1)
+/// >>> stats.deallocate(ptr, 64)
+/// >>> stats.current_bytes, stats.peak_bytes
+/// (0, 64)
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "StatisticsAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyStatisticsAdaptor {
@@ -120,6 +139,25 @@ impl PyStatisticsAdaptor {
 
 /// Refuses (with `MemoryError`) any allocation that would take its usage
 /// past `limit_bytes`, without asking its upstream.
+///
+/// `LimitingAdaptor(upstream, limit_bytes)`: `limit_bytes` is an int; the
+/// refusal is a `devmm.OutOfMemoryError` whose `largest_fit` is the budget
+/// left.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+/// >>> limited.deallocate(limited.allocate(64), 64)
+/// >>> limited.allocate(65)
+/// Traceback (most recent call last):
+///     ...
+/// devmm._out_of_memory.OutOfMemoryError: limit exceeded: allocation of 65 bytes on cpu:0 would exceed the 64-byte limit ...
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "LimitingAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyLimitingAdaptor {
@@ -181,6 +219,28 @@ impl PyLimitingAdaptor {
 /// Logs every call as a structured record on `logger` (the `devmm.mr`
 /// logger when `None`), with the attributes `op`, `ptr`, `nbytes`,
 /// `stream`, `device`, and `error` on failure.
+///
+/// `LoggingAdaptor(upstream, logger=None)`: `logger` is a `logging.Logger`
+/// (or anything with its `isEnabledFor` and `log`); records are at `DEBUG`
+/// level, failures at `ERROR`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import logging, sys
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> logger = logging.getLogger("devmm.example")
+/// >>> logger.setLevel(logging.DEBUG)
+/// >>> logger.propagate = False
+/// >>> logger.addHandler(logging.StreamHandler(sys.stdout))
+/// >>> logged = devmm.LoggingAdaptor(MallocMemoryResource(), logger=logger)
+/// >>> logged.deallocate(logged.allocate(64), 64)
+/// allocate device=cpu:0 nbytes=64 ptr=0x... stream=0
+/// deallocate device=cpu:0 nbytes=64 ptr=0x... stream=0
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "LoggingAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyLoggingAdaptor {
@@ -249,6 +309,34 @@ impl<'py> FromPyObject<'_, 'py> for LoggerArg {
 /// `alignment` is a `ValueError` and a NULL pointer for a non-empty request a
 /// `MemoryError`. Pass `dereferenceable=True` when the pointers are real
 /// memory of `device`; otherwise host copies and NumPy refuse them.
+///
+/// `CallbackMemoryResource(alloc_fn, dealloc_fn, device=None, alignment=1,
+/// dereferenceable=False)`: `device` is a `Device` or a string (`"cpu"`
+/// when `None`).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import ctypes
+/// >>> import devmm
+/// >>> live = {}
+/// >>> def alloc(nbytes, stream):
+/// ...     block = ctypes.create_string_buffer(nbytes)
+/// ...     live[ctypes.addressof(block)] = block
+/// ...     return ctypes.addressof(block)
+/// >>> def dealloc(ptr, nbytes, stream):
+/// ...     del live[ptr]
+/// >>> mr = devmm.CallbackMemoryResource(alloc, dealloc, "cpu", dereferenceable=True)
+/// >>> buf = devmm.DeviceBuffer(16, mr=mr)
+/// >>> len(live), buf.free(), len(live)
+/// (1, None, 0)
+/// >>> devmm.CallbackMemoryResource(alloc, dealloc, alignment=3)
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: CallbackMemoryResource alignment must be a power of two (1 for none), not 3
+///
+/// ```
 #[pyclass(
     extends = PyMemoryResource,
     subclass,

@@ -23,6 +23,37 @@ use crate::stream::{maybe_detached, resolve_stream, stream_object, KeptStreamArg
 /// and is idempotent; a `with` block frees it on exit, and dropping the last
 /// reference frees it too. While DLPack exports of it are alive, `free()`
 /// closes it and the memory goes back when the last consumer lets go.
+///
+/// `DeviceBuffer(nbytes=None, *, mr=None, stream=None, device=None,
+/// size=None)`: `nbytes` (or rmm's `size`) is an int, 0 when neither is
+/// given; `mr` a `DeviceMemoryResource` (the current resource of `device`
+/// when `None`); `stream` a `Stream` or a sentinel (the device's default
+/// when `None`); `device` a `Device` or a string (the default device when
+/// `None`). `ptr`, `size`/`nbytes`, `device`, `stream`, `mr` and `closed`
+/// describe it.
+///
+/// Raises `ValueError` for a negative or oversized `nbytes` and for a freed
+/// buffer's copies, `OutOfMemoryError` (a `MemoryError`) when the resource
+/// cannot serve it, `RuntimeUnavailableError` when the device's runtime is
+/// absent.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> with devmm.DeviceBuffer(64, mr=MallocMemoryResource()) as buf:
+/// ...     buf.nbytes, buf.device, buf.closed
+/// (64, Device(type=<DeviceType.CPU: 1>, index=0), False)
+/// >>> buf.closed  # freed by the with block
+/// True
+/// >>> devmm.DeviceBuffer(-1)
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: nbytes must be a non-negative integer from 0 to 18446744073709551615, not -1
+///
+/// ```
 #[pyclass(frozen, weakref, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
     pub(crate) buffer: Arc<devmm::DeviceBuffer>,
@@ -331,6 +362,21 @@ impl PyDeviceBuffer {
 
     /// Frees the memory, ordered on `stream` (the allocation stream when
     /// `None`). Idempotent.
+    ///
+    /// `stream` is a `Stream`, a sentinel or `None`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> buf = devmm.DeviceBuffer(64)
+    /// >>> buf.free()
+    /// >>> buf.free()  # idempotent
+    /// >>> buf.closed
+    /// True
+    ///
+    /// ```
     #[pyo3(signature = (stream = None))]
     fn free(&self, py: Python<'_>, stream: Option<StreamArg>) -> PyResult<()> {
         free(py, &self.buffer, stream)
@@ -341,6 +387,22 @@ impl PyDeviceBuffer {
     /// stream the copy is done when this returns; on another it is
     /// asynchronous and `data` must stay unchanged until the stream is
     /// synchronized (rmm's rule).
+    ///
+    /// A copy that does not fit, or a freed buffer, is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> buf = devmm.DeviceBuffer(4)
+    /// >>> buf.copy_from_host(b"ab", offset=2)
+    /// >>> buf.copy_from_host(b"abcde")
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: cannot copy 5 bytes at offset 0 of a 4-byte buffer on cpu:0: the copy does not fit; copy fewer bytes or use a larger buffer
+    ///
+    /// ```
     #[pyo3(signature = (data, stream = None, *, offset = 0))]
     fn copy_from_host(
         &self,
@@ -365,6 +427,23 @@ impl PyDeviceBuffer {
     /// follows `offset` when `None`) to the host: into `out` (any writable
     /// bytes-like object of at least that size), returned, or into a new
     /// NumPy `uint8` array.
+    ///
+    /// `stream` is as for `free`. A range past the buffer, an `out` too small,
+    /// or a freed buffer is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> buf = devmm.DeviceBuffer.to_device(b"abcd")
+    /// >>> buf.copy_to_host()
+    /// array([ 97,  98,  99, 100], dtype=uint8)
+    /// >>> out = bytearray(2)
+    /// >>> buf.copy_to_host(out, offset=2)
+    /// bytearray(b'cd')
+    ///
+    /// ```
     #[pyo3(signature = (out = None, *, offset = 0, nbytes = None, stream = None))]
     fn copy_to_host<'py>(
         &self,
@@ -410,6 +489,17 @@ impl PyDeviceBuffer {
     /// A new buffer holding a copy of `data` (any bytes-like object), from
     /// `mr` (the current resource of `device` when `None`), copied on
     /// `stream` with rmm's default-stream rule (see `copy_from_host`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> buf = devmm.DeviceBuffer.to_device(b"abcd", device="cpu")
+    /// >>> buf.nbytes, bytes(buf.copy_to_host())
+    /// (4, b'abcd')
+    ///
+    /// ```
     #[staticmethod]
     #[pyo3(signature = (data, *, stream = None, mr = None, device = None))]
     fn to_device(

@@ -26,6 +26,21 @@ fn raw_stream(stream: Option<StreamArg>) -> PyResult<devmm::Stream> {
 /// a default stream the copy is done when this returns; on another it is
 /// asynchronous and `hb` must stay alive and unchanged until the stream is
 /// synchronized. Like ctypes, it trusts the address it is given.
+///
+/// `db` is an int address; `stream` a `Stream`, a sentinel or `None`. An
+/// `hb` that is not contiguous is a `ValueError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> buf = devmm.DeviceBuffer(4)
+/// >>> devmm.copy_host_to_ptr(b"abcd", buf.ptr)
+/// >>> bytes(buf.copy_to_host())
+/// b'abcd'
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (hb, db, stream = None))]
 pub(crate) fn copy_host_to_ptr(
@@ -51,6 +66,21 @@ pub(crate) fn copy_host_to_ptr(
 
 /// Copies `len(hb)` bytes from device address `db` into `hb` (a writable
 /// bytes-like object), on `stream` (see `copy_host_to_ptr`).
+///
+/// A read-only or non-contiguous `hb` is a `ValueError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> buf = devmm.DeviceBuffer.to_device(b"abcd")
+/// >>> out = bytearray(4)
+/// >>> devmm.copy_ptr_to_host(buf.ptr, out)
+/// >>> out
+/// bytearray(b'abcd')
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (db, hb, stream = None))]
 pub(crate) fn copy_ptr_to_host(
@@ -78,6 +108,20 @@ pub(crate) fn copy_ptr_to_host(
 
 /// Copies `count` bytes from device address `d_src` to `d_dst`, on
 /// `stream` (see `copy_host_to_ptr`).
+///
+/// `d_src`, `d_dst` and `count` are ints.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> src, dst = devmm.DeviceBuffer.to_device(b"abcd"), devmm.DeviceBuffer(4)
+/// >>> devmm.copy_device_to_ptr(src.ptr, dst.ptr, 4)
+/// >>> bytes(dst.copy_to_host())
+/// b'abcd'
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (d_src, d_dst, count, stream = None))]
 pub(crate) fn copy_device_to_ptr(
@@ -107,6 +151,20 @@ pub(crate) fn copy_device_to_ptr(
 /// `live_count`, `live_bytes`, `total_count`, `total_bytes`.
 ///
 /// Python type: `dict[str, int]`
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import numpy as np
+/// >>> import devmm
+/// >>> before = devmm.foreign_memory()
+/// >>> imported = devmm.from_dlpack(np.zeros(4, dtype=np.uint8))
+/// >>> after = devmm.foreign_memory()
+/// >>> after["live_count"] - before["live_count"], after["live_bytes"] - before["live_bytes"]
+/// (1, 4)
+///
+/// ```
 #[pyfunction]
 pub(crate) fn foreign_memory(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let stats = devmm::foreign_memory();

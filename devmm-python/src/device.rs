@@ -56,7 +56,14 @@ impl PyDeviceType {
                     .call(("DeviceType", members), Some(&options))?;
                 class.setattr(
                     "__doc__",
-                    "The kind of memory a device owns; the values are DLPack's DLDeviceType codes.",
+                    "The kind of memory a device owns; the values are DLPack's DLDeviceType codes.\n\n\
+                     Examples\n\
+                     --------\n\n\
+                     >>> import devmm\n\
+                     >>> devmm.DeviceType.CUDA, int(devmm.DeviceType.ROCM)\n\
+                     (<DeviceType.CUDA: 2>, 10)\n\
+                     >>> devmm.DeviceType(1) is devmm.DeviceType.CPU\n\
+                     True\n",
                 )?;
                 Ok::<_, PyErr>(class.unbind())
             })

@@ -19,14 +19,34 @@ pyo3::create_exception!(
     devmm,
     RuntimeUnavailableError,
     PyImportError,
-    "A runtime (CUDA, ROCm) or the library a resource wraps is not available on this machine."
+    "A runtime (CUDA, ROCm) or the library a resource wraps is not available on this machine. \
+     An `ImportError`: its message says what was tried and what to install or set.\n\n\
+     Examples\n\
+     --------\n\n\
+     >>> import devmm\n\
+     >>> try:\n\
+     ...     devmm.runtime_for(\"tpu\")\n\
+     ... except ImportError as error:  # a devmm.RuntimeUnavailableError\n\
+     ...     print(type(error).__name__, error)\n\
+     RuntimeUnavailableError runtime \"tpu\" is unavailable: no runtime is registered for it ...\n"
 );
 
 pyo3::create_exception!(
     devmm,
     StreamError,
     PyRuntimeError,
-    "A stream hand-off failed: the driver could not make one stream wait for another (`Stream.wait`, `wait_raw`, `make_stream_wait`, a DLPack `stream=` exchange), or a stream operation was refused because a stream is capturing a graph."
+    "A stream hand-off failed: the driver could not make one stream wait for another (`Stream.wait`, `wait_raw`, `make_stream_wait`, a DLPack `stream=` exchange), or a stream operation was refused because a stream is capturing a graph. \
+     A `RuntimeError`; only GPU runtimes raise it.\n\n\
+     Examples\n\
+     --------\n\n\
+     >>> import devmm\n\
+     >>> issubclass(devmm.StreamError, RuntimeError)\n\
+     True\n\
+     >>> stream = devmm.runtime_for(\"cpu\").default_stream(\"cpu\")\n\
+     >>> try:\n\
+     ...     stream.wait(stream)  # on a GPU, a failed event wait raises StreamError\n\
+     ... except devmm.StreamError as error:\n\
+     ...     print(error)\n"
 );
 
 /// An exception raised by Python code devmm called, carried by the core as

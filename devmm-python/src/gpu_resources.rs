@@ -74,6 +74,35 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
 }
 
 /// CUDA device memory: `cudaMallocAsync` (stream-ordered) where the runtime has it, `cudaMalloc` otherwise.
+///
+/// `CudaRuntimeMemoryResource(device=None, *, async_alloc="auto")`: `device` is a `Device` or a string.
+/// `async_alloc` is `"auto"`, `True` or `False` (anything else a
+/// `ValueError`).
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cuda import CudaRuntimeMemoryResource
+/// >>> try:
+/// ...     mr = CudaRuntimeMemoryResource("cuda:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> CudaRuntimeMemoryResource("cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: CudaRuntimeMemoryResource serves cuda devices, not cpu:0; pass a cuda device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaRuntimeMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaRuntimeMemoryResource;
@@ -105,6 +134,33 @@ impl PyCudaRuntimeMemoryResource {
 }
 
 /// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
+///
+/// `CudaPinnedMemoryResource(device=None)`: `device` is a `Device` or a string. (`cuda_host:0` when `None`)
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
+/// >>> try:
+/// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> CudaPinnedMemoryResource("cuda:0")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: CudaPinnedMemoryResource serves cuda_host devices, not cuda:0; pass a cuda_host device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource;
@@ -126,6 +182,33 @@ impl PyCudaPinnedMemoryResource {
 }
 
 /// CUDA managed (unified) memory from `cudaMallocManaged`, on a `cuda_managed` device.
+///
+/// `CudaManagedMemoryResource(device=None)`: `device` is a `Device` or a string. (`cuda_managed:0` when `None`)
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cuda import CudaManagedMemoryResource
+/// >>> try:
+/// ...     mr = CudaManagedMemoryResource("cuda_managed:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> CudaManagedMemoryResource("cuda:0")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: CudaManagedMemoryResource serves cuda_managed devices, not cuda:0; pass a cuda_managed device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaManagedMemoryResource;
@@ -147,6 +230,34 @@ impl PyCudaManagedMemoryResource {
 }
 
 /// ROCm device memory: `hipMallocAsync` (stream-ordered) where HIP has it, `hipMalloc` otherwise.
+///
+/// `HipRuntimeMemoryResource(device=None, *, async_alloc="auto")`: `device` is a `Device` or a string. (`rocm:0` when `None`); `async_alloc` is as for
+/// `CudaRuntimeMemoryResource`.
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.rocm import HipRuntimeMemoryResource
+/// >>> try:
+/// ...     mr = HipRuntimeMemoryResource("rocm:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> HipRuntimeMemoryResource("cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: HipRuntimeMemoryResource serves rocm devices, not cpu:0; pass a rocm device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipRuntimeMemoryResource;
@@ -176,6 +287,33 @@ impl PyHipRuntimeMemoryResource {
 }
 
 /// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
+///
+/// `HipPinnedMemoryResource(device=None)`: `device` is a `Device` or a string. (`rocm_host:0` when `None`)
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.rocm import HipPinnedMemoryResource
+/// >>> try:
+/// ...     mr = HipPinnedMemoryResource("rocm_host:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> HipPinnedMemoryResource("rocm:0")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: HipPinnedMemoryResource serves rocm_host devices, not rocm:0; pass a rocm_host device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipPinnedMemoryResource;
@@ -197,6 +335,33 @@ impl PyHipPinnedMemoryResource {
 }
 
 /// HIP managed memory from `hipMallocManaged`.
+///
+/// `HipManagedMemoryResource(device=None)`: `device` is a `Device` or a string. (`rocm:0` when `None`)
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.rocm import HipManagedMemoryResource
+/// >>> try:
+/// ...     mr = HipManagedMemoryResource("rocm:0")
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> HipManagedMemoryResource("cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: HipManagedMemoryResource serves rocm devices, not cpu:0; pass a rocm device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipManagedMemoryResource;
@@ -302,6 +467,35 @@ fn pool_repr(obj: &Bound<'_, PyAny>, options: &PoolOptions) -> PyResult<String> 
 }
 
 /// Stream-ordered CUDA device memory from a pool of its own (`cudaMemPoolCreate`, `cudaMallocFromPoolAsync`), named as rmm's.
+///
+/// `CudaAsyncMemoryResource(device=None, *, initial_pool_size=None, release_threshold=None, max_pool_size=None, enable_ipc=False, peer_access=())`: `device` is a `Device` or a string. (`cuda:0` when `None`); the sizes are ints in bytes or `None`;
+/// `peer_access` is a sequence of devices. `pool_statistics()` reads the
+/// pool's figures.
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+/// >>> try:
+/// ...     mr = CudaAsyncMemoryResource("cuda:0", initial_pool_size=1 << 20)
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> CudaAsyncMemoryResource("cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: CudaAsyncMemoryResource serves cuda devices, not cpu:0; pass a cuda device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaAsyncMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyCudaAsyncMemoryResource {
@@ -355,11 +549,46 @@ impl PyCudaAsyncMemoryResource {
     /// is reached on its stream).
     ///
     /// Python type: `devmm.statistics.PoolStatistics`
+    ///
+    /// Returns a `devmm.statistics.PoolStatistics`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> buf = devmm.DeviceBuffer(1 << 20, mr=pool)  # doctest: +SKIP
+    /// >>> pool.pool_statistics().used_bytes >= 1 << 20  # doctest: +SKIP
+    /// True
+    ///
+    /// ```
     fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         pool_figures(py, &**built(&self.pool)?)
     }
 
     /// Resets both high-water marks to the current figures.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> pool.reset_pool_high_water()  # doctest: +SKIP
+    /// >>> stats = pool.pool_statistics()  # doctest: +SKIP
+    /// >>> stats.used_high_bytes == stats.used_bytes  # doctest: +SKIP
+    /// True
+    ///
+    /// ```
     fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
         let mr = built(&self.pool)?;
         crate::gil::detach(py, || mr.reset_pool_high_water()).py()
@@ -367,6 +596,24 @@ impl PyCudaAsyncMemoryResource {
 
     /// Hands unused memory back to the device until `keep_bytes` stay
     /// reserved (never memory that live blocks use).
+    ///
+    /// `keep_bytes` is an int (a negative one is a `ValueError`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> pool.trim(0)  # doctest: +SKIP
+    /// >>> pool.pool_statistics().fragmentation_bytes  # doctest: +SKIP
+    /// 0
+    ///
+    /// ```
     #[pyo3(signature = (keep_bytes = Count::of(0)))]
     #[pyo3(text_signature = "($self, keep_bytes=0)")]
     fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
@@ -381,6 +628,34 @@ impl PyCudaAsyncMemoryResource {
 }
 
 /// Stream-ordered ROCm device memory from a pool of its own (`hipMemPoolCreate`, `hipMallocFromPoolAsync`).
+///
+/// `HipAsyncMemoryResource(device=None, *, initial_pool_size=None, release_threshold=None, max_pool_size=None, enable_ipc=False, peer_access=())`: `device` is a `Device` or a string. (`rocm:0` when `None`); the arguments are as for
+/// `CudaAsyncMemoryResource`.
+///
+/// Raises `RuntimeUnavailableError` (an `ImportError`) where the runtime
+/// library or a device is missing, and `ValueError` for a device of another
+/// kind.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to allocate; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
+/// >>> try:
+/// ...     mr = HipAsyncMemoryResource("rocm:0", initial_pool_size=1 << 20)
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> HipAsyncMemoryResource("cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: HipAsyncMemoryResource serves rocm devices, not cpu:0; pass a rocm device
+/// >>> ptr = mr.allocate(1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+/// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipAsyncMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyHipAsyncMemoryResource {
@@ -426,17 +701,70 @@ impl PyHipAsyncMemoryResource {
     /// The pool's figures from the driver, as for `CudaAsyncMemoryResource`.
     ///
     /// Python type: `devmm.statistics.PoolStatistics`
+    ///
+    /// Returns a `devmm.statistics.PoolStatistics`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = HipAsyncMemoryResource("rocm:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> buf = devmm.DeviceBuffer(1 << 20, mr=pool)  # doctest: +SKIP
+    /// >>> pool.pool_statistics().used_bytes >= 1 << 20  # doctest: +SKIP
+    /// True
+    ///
+    /// ```
     fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         pool_figures(py, &**built(&self.pool)?)
     }
 
     /// Resets both high-water marks to the current figures.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = HipAsyncMemoryResource("rocm:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> pool.reset_pool_high_water()  # doctest: +SKIP
+    /// >>> stats = pool.pool_statistics()  # doctest: +SKIP
+    /// >>> stats.used_high_bytes == stats.used_bytes  # doctest: +SKIP
+    /// True
+    ///
+    /// ```
     fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
         let mr = built(&self.pool)?;
         crate::gil::detach(py, || mr.reset_pool_high_water()).py()
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay reserved.
+    ///
+    /// `keep_bytes` is an int (a negative one is a `ValueError`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
+    /// >>> try:
+    /// ...     pool = HipAsyncMemoryResource("rocm:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     pool = None
+    /// >>> pool.trim(0)  # doctest: +SKIP
+    /// >>> pool.pool_statistics().fragmentation_bytes  # doctest: +SKIP
+    /// 0
+    ///
+    /// ```
     #[pyo3(signature = (keep_bytes = Count::of(0)))]
     #[pyo3(text_signature = "($self, keep_bytes=0)")]
     fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {

@@ -15,6 +15,25 @@ use crate::error::IntoPyResult;
 use crate::resource::{built, shipped_new, PyMemoryResource};
 
 /// `posix_memalign` / `free` from the C library: the CPU's default resource.
+///
+/// `MallocMemoryResource(device=None, *, alignment=64)`: `device` is a
+/// host device (`"cpu"`, the default) as a `Device` or a string; another is
+/// a `ValueError`. `alignment` is a power of two in bytes.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> mr = MallocMemoryResource(alignment=256)
+/// >>> mr, mr.stream_ordered
+/// (MallocMemoryResource(device=cpu:0, alignment=256), False)
+/// >>> MallocMemoryResource("cuda:0")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: MallocMemoryResource requires a cpu device: ...
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyMallocMemoryResource;
@@ -169,6 +188,26 @@ impl devmm::MemoryResource for BytearrayResource {
 /// Pointers meet the `alignment` asked for, but `guaranteed_alignment()`
 /// is 1, as the seed's: the alignment comes from offsetting into the
 /// storage, not from the allocator.
+///
+/// `BytearrayMemoryResource(device=None, *, alignment=1)`: `device` is a
+/// host device (`"cpu"`, the default).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import BytearrayMemoryResource
+/// >>> mr = BytearrayMemoryResource(alignment=64)
+/// >>> ptr = mr.allocate(10)
+/// >>> ptr % 64, mr.guaranteed_alignment()
+/// (0, 1)
+/// >>> mr.deallocate(ptr, 12)
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: ...
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource {

@@ -37,6 +37,29 @@ pub(crate) type ShapeArg = Dims<Shape>;
 /// policies written in Python: a subclass overrides the two properties and
 /// `__call__` (instantiating one that does not is a `TypeError`), and
 /// `empty` calls it for the layout to allocate.
+///
+/// Calling a policy: `policy(shape, dtype, device)`, with `shape` a tuple
+/// of ints, `dtype` a `DType` and `device` a `Device`, returns a `Layout`
+/// (a shape or dtype it cannot lay out is a `ValueError`).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> class Reversed(devmm.LayoutPolicy):  # a policy written in Python
+/// ...     base_alignment = 1
+/// ...     unit_stride_alignment = 1
+/// ...     def __call__(self, shape, dtype, device):
+/// ...         return devmm.ColMajor()(shape, dtype, device)
+/// >>> devmm.empty((2, 3), "float32", layout=Reversed()).strides
+/// (1, 2)
+/// >>> devmm.LayoutPolicy()
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: Can't instantiate abstract class LayoutPolicy with abstract methods base_alignment, unit_stride_alignment, __call__; ...
+///
+/// ```
 #[pyclass(frozen, subclass, name = "LayoutPolicy", module = "devmm")]
 pub(crate) struct PyLayoutPolicy {
     /// A shipped policy's core policy; `None` for a Python subclass, whose
@@ -175,6 +198,19 @@ impl PyLayoutPolicy {
 /// C order: the last dimension is contiguous.
 ///
 /// Python dataclass: `frozen` (devmm/_core/layout.py)
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> devmm.RowMajor()((2, 3), f32, devmm.Device("cpu")).strides
+/// (3, 1)
+/// >>> devmm.RowMajor() is devmm.RowMajor()
+/// True
+///
+/// ```
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "RowMajor", module = "devmm")]
 pub(crate) struct PyRowMajor;
 
@@ -191,6 +227,17 @@ impl PyRowMajor {
 /// Fortran order: the first dimension is contiguous.
 ///
 /// Python dataclass: `frozen` (devmm/_core/layout.py)
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> devmm.ColMajor()((2, 3), f32, devmm.Device("cpu")).strides
+/// (1, 2)
+///
+/// ```
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "ColMajor", module = "devmm")]
 pub(crate) struct PyColMajor;
 
@@ -225,6 +272,25 @@ impl<'py> FromPyObject<'_, 'py> for PermutationArg {
 /// Policies with equal permutations are equal.
 ///
 /// Python dataclass: `frozen` (devmm/_core/layout.py)
+///
+/// `Permuted(permutation)`: a sequence of ints listing each dimension once;
+/// anything else is a `ValueError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> nhwc = devmm.Permuted((0, 2, 3, 1))
+/// >>> nhwc((1, 3, 4, 4), f32, devmm.Device("cpu")).strides
+/// (48, 1, 12, 3)
+/// >>> devmm.Permuted((0, 0))
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid layout: [0, 0] is not a permutation of the 2 dimensions 0..2; ...
+///
+/// ```
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Permuted", module = "devmm")]
 pub(crate) struct PyPermuted {
     permutation: Vec<usize>,
@@ -294,6 +360,23 @@ impl devmm::LayoutPolicy for PythonPolicy {
 /// policies.
 ///
 /// Python dataclass: `frozen` (devmm/_core/layout.py)
+///
+/// `Aligned(inner, unit_stride_alignment=128, base_alignment=256)`: `inner`
+/// is any `LayoutPolicy` (one written in Python too), the alignments ints
+/// in bytes.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> aligned = devmm.Aligned(devmm.RowMajor(), unit_stride_alignment=128, base_alignment=256)
+/// >>> layout = aligned((4, 3), f32, devmm.Device("cpu"))
+/// >>> layout.strides, layout.required_nbytes, layout.policy is aligned
+/// ((32, 1), 512, True)
+///
+/// ```
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "Aligned", module = "devmm")]
 pub(crate) struct PyAligned {
     inner: Py<PyLayoutPolicy>,
@@ -360,6 +443,21 @@ impl PyAligned {
 /// the host.
 ///
 /// Python dataclass: `frozen` (devmm/_core/layout.py)
+///
+/// The layout `empty` uses when none is given.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> devmm.DeviceOptimal()((4, 3), f32, devmm.Device("cpu")).strides
+/// (16, 1)
+/// >>> devmm.DeviceOptimal()((4, 3), f32, devmm.Device("cuda")).strides
+/// (32, 1)
+///
+/// ```
 #[pyclass(frozen, extends = PyLayoutPolicy, name = "DeviceOptimal", module = "devmm")]
 pub(crate) struct PyDeviceOptimal;
 
@@ -375,6 +473,26 @@ impl PyDeviceOptimal {
 
 /// A resolved layout: shape, strides in elements (DLPack's convention),
 /// the bytes to allocate, the base alignment, and the policy that made it.
+///
+/// `Layout(shape, strides, dtype, *, base_alignment=1, policy=None)`:
+/// `shape` and `strides` are tuples of ints, `dtype` a `DType` (or any
+/// spelling `DType.from_any` reads); overlapping strides, or ones that do
+/// not fit, are a `ValueError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> devmm.Layout((2, 3), (3, 1), f32)
+/// Layout(shape=(2, 3), strides=(3, 1), itemsize=4, required_nbytes=24, base_alignment=1, policy=None)
+/// >>> devmm.Layout((2, 3), (1, 1), f32)
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid layout: stride 1 of dimension 0 overlaps the 3 elements spanned by the dimensions inside it; ...
+///
+/// ```
 #[pyclass(frozen, name = "Layout", module = "devmm")]
 pub(crate) struct PyLayout {
     pub(crate) layout: devmm::Layout,
@@ -415,6 +533,21 @@ impl PyLayout {
     /// With `shape` and `itemsize`, as the seed's `validate(shape,
     /// itemsize)` takes them, also checks the layout is for that shape and
     /// element size.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> f32 = devmm.DType.from_string("float32")
+    /// >>> layout = devmm.RowMajor()((2, 3), f32, devmm.Device("cpu"))
+    /// >>> layout.validate((2, 3), 4)
+    /// >>> layout.validate((3, 2), 4)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: ...
+    ///
+    /// ```
     #[pyo3(signature = (shape = None, itemsize = None))]
     fn validate(
         &self,
@@ -488,6 +621,20 @@ impl PyLayout {
     }
 
     /// Whether the elements are densely packed in row-major order.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> f32 = devmm.DType.from_string("float32")
+    /// >>> cpu = devmm.Device("cpu")
+    /// >>> devmm.RowMajor()((2, 3), f32, cpu).is_c_contiguous()
+    /// True
+    /// >>> devmm.ColMajor()((2, 3), f32, cpu).is_c_contiguous()
+    /// False
+    ///
+    /// ```
     fn is_c_contiguous(&self) -> bool {
         self.layout.is_c_contiguous()
     }

@@ -66,6 +66,24 @@ fn stream_for(
 /// runtime, or `"cpu"` for the host) on `stream` (the buffer's stream when
 /// `None`). Memory that is not managed is a `ValueError` naming its
 /// resource.
+///
+/// `buffer` is a `DeviceBuffer`; `device` a `Device` or a string; `stream`
+/// a `Stream`, a sentinel or `None`. Returns `None`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> devmm.prefetch(devmm.DeviceBuffer(8), "cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: prefetching needs managed memory, but this 8-byte buffer on cpu:0 comes from MallocMemoryResource(...); ...
+/// >>> from devmm.mrs.cuda import CudaManagedMemoryResource
+/// >>> managed = devmm.DeviceBuffer(1 << 20, mr=CudaManagedMemoryResource("cuda:0"))  # doctest: +SKIP
+/// >>> devmm.prefetch(managed, "cuda:0")  # doctest: +SKIP
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (buffer, device, stream = None))]
 pub(crate) fn prefetch(
@@ -82,6 +100,23 @@ pub(crate) fn prefetch(
 /// such as `"set_read_mostly"`) about `buffer`'s managed memory and `device` (a device of its
 /// runtime, or `"cpu"`; the read-mostly advice ignores it). Memory that is
 /// not managed, or an unknown advice, is a `ValueError`.
+///
+/// Returns `None`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> devmm.advise(devmm.DeviceBuffer(8), "sideways", "cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: unknown memory advice "sideways"; use one of set_read_mostly, ...
+/// >>> from devmm.mrs.cuda import CudaManagedMemoryResource
+/// >>> managed = devmm.DeviceBuffer(1 << 20, mr=CudaManagedMemoryResource("cuda:0"))  # doctest: +SKIP
+/// >>> devmm.advise(managed, devmm.Advice.SET_READ_MOSTLY, "cuda:0")  # doctest: +SKIP
+///
+/// ```
 #[pyfunction]
 pub(crate) fn advise(
     buffer: &Bound<'_, PyDeviceBuffer>,
@@ -94,6 +129,23 @@ pub(crate) fn advise(
 /// Prefetches every allocation of its managed upstream to the upstream's
 /// device on the allocation's stream (rmm's `prefetch_resource_adaptor`).
 /// An upstream that is not managed memory is a `ValueError`.
+///
+/// `PrefetchAdaptor(upstream)`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> devmm.PrefetchAdaptor(MallocMemoryResource())
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: PrefetchAdaptor needs managed memory, but its upstream comes from MallocMemoryResource(...); ...
+/// >>> from devmm.mrs.cuda import CudaManagedMemoryResource
+/// >>> prefetching = devmm.PrefetchAdaptor(CudaManagedMemoryResource("cuda:0"))  # doctest: +SKIP
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "PrefetchAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyPrefetchAdaptor {

@@ -151,6 +151,21 @@ pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 
 /// NumPy's current data allocator (NEP 49) as a devmm resource:
 /// experimental. It uses the handler current when it is made.
+///
+/// `NumpyHandlerMemoryResource(device=None)`: `device` is a host device
+/// (`"cpu"`, the default).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> from devmm.mrs.cpu import NumpyHandlerMemoryResource
+/// >>> mr = NumpyHandlerMemoryResource()
+/// >>> mr
+/// NumpyHandlerMemoryResource(device=cpu:0, handler='default_allocator')
+/// >>> mr.deallocate(mr.allocate(64), 64)
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "NumpyHandlerMemoryResource", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyNumpyHandlerMemoryResource;

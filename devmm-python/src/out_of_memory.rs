@@ -54,6 +54,28 @@ fn raised_during(py: Python<'_>, raised: PyErr, error: &devmm::Error) -> devmm::
 /// long as the callback says retry: bound it with `attempt`. An exception
 /// the callback raises propagates, with the out-of-memory error as its
 /// `__context__`; a result that is not a `bool` is a `TypeError`.
+///
+/// `FailureCallbackAdaptor(upstream, callback)`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> tries = []
+/// >>> def retry_twice(nbytes, attempt):
+/// ...     tries.append(attempt)
+/// ...     return attempt < 3
+/// >>> limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+/// >>> adaptor = devmm.FailureCallbackAdaptor(limited, retry_twice)
+/// >>> try:
+/// ...     adaptor.allocate(100)
+/// ... except devmm.OutOfMemoryError:
+/// ...     print(tries)
+/// [1, 2, 3]
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "FailureCallbackAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyFailureCallbackAdaptor {
@@ -156,6 +178,22 @@ impl PyFailureCallbackAdaptor {
 
 /// The registration of an `on_out_of_memory` hook: `remove()` unregisters
 /// it; as a context manager it is removed when the block ends.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+/// >>> with devmm.on_out_of_memory(lambda error: print("hook:", error.nbytes)):
+/// ...     try:
+/// ...         devmm.DeviceBuffer(100, mr=limited)
+/// ...     except MemoryError:
+/// ...         pass
+/// hook: 100
+///
+/// ```
 #[pyclass(frozen, name = "OutOfMemoryHook", module = "devmm")]
 pub(crate) struct PyOutOfMemoryHook {
     hook: devmm::OutOfMemoryHook,
@@ -164,6 +202,17 @@ pub(crate) struct PyOutOfMemoryHook {
 #[pymethods]
 impl PyOutOfMemoryHook {
     /// Unregisters the hook; `False` when it was already removed.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> hook = devmm.on_out_of_memory(print)
+    /// >>> hook.remove(), hook.remove()
+    /// (True, False)
+    ///
+    /// ```
     fn remove(&self) -> bool {
         self.hook.remove()
     }
@@ -194,6 +243,27 @@ impl PyOutOfMemoryHook {
 /// exception is logged on the `devmm.out_of_memory` logger and the next
 /// hook runs. Returns a handle whose `remove()` unregisters it; dropping
 /// the handle keeps the hook registered.
+///
+/// `hook` is any callable taking one argument. Returns an
+/// `OutOfMemoryHook`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> seen = []
+/// >>> hook = devmm.on_out_of_memory(lambda error: seen.append((error.nbytes, str(error.device))))
+/// >>> limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+/// >>> try:
+/// ...     devmm.empty((100,), "uint8", mr=limited, layout=devmm.RowMajor())
+/// ... except devmm.OutOfMemoryError:
+/// ...     pass
+/// >>> seen, hook.remove()
+/// ([(100, 'cpu:0')], True)
+///
+/// ```
 #[pyfunction]
 pub(crate) fn on_out_of_memory(hook: &Bound<'_, PyAny>) -> PyResult<PyOutOfMemoryHook> {
     if !hook.is_callable() {

@@ -181,6 +181,24 @@ pub(crate) fn current(py: Python<'_>, device: devmm::Device) -> PyResult<Current
 /// The resource `empty` and `DeviceBuffer` use on `device` (the default
 /// device when `None`): the innermost `using_memory_resource` override of
 /// this context, else the process-wide one, else the runtime's default.
+///
+/// `device` is a `Device`, a string or `None`. Returns a
+/// `DeviceMemoryResource`; a device whose runtime is absent is a
+/// `RuntimeUnavailableError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> devmm.get_current_memory_resource("cpu")  # the runtime's default
+/// MallocMemoryResource(device=cpu:0, alignment=64)
+/// >>> stats = devmm.StatisticsAdaptor(devmm.get_current_memory_resource())
+/// >>> with devmm.using_memory_resource(stats):
+/// ...     devmm.get_current_memory_resource("cpu") is stats
+/// True
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (device = None))]
 pub(crate) fn get_current_memory_resource(
@@ -192,6 +210,24 @@ pub(crate) fn get_current_memory_resource(
 
 /// Makes `mr` the process-wide current resource of `mr.device`; returns
 /// the resource it replaces (`None` if there was none yet).
+///
+/// `mr` is a `DeviceMemoryResource` (another object is a `TypeError`). It
+/// changes the resource of every thread and task that has no override.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> mine = MallocMemoryResource(alignment=256)
+/// >>> previous = devmm.set_current_memory_resource(mine)
+/// >>> devmm.get_current_memory_resource("cpu") is mine
+/// True
+/// >>> devmm.set_current_memory_resource(previous) is mine  # put the previous one back
+/// True
+///
+/// ```
 #[pyfunction]
 pub(crate) fn set_current_memory_resource(
     py: Python<'_>,
@@ -206,6 +242,24 @@ pub(crate) fn set_current_memory_resource(
 /// `with` block (in this context only); `as` binds the resource. One object
 /// may be entered by several threads or async tasks at once: each entry's
 /// state lives in its own context.
+///
+/// `using_memory_resource(mr)`: `mr` is a `DeviceMemoryResource`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+/// >>> with devmm.using_memory_resource(stats) as active:
+/// ...     t = devmm.empty((256,), "float32", layout=devmm.RowMajor())
+/// >>> active is stats, stats.current_bytes
+/// (True, 1024)
+/// >>> devmm.get_current_memory_resource("cpu") is stats  # restored on exit
+/// False
+///
+/// ```
 #[pyclass(frozen, name = "using_memory_resource", module = "devmm")]
 pub(crate) struct PyUsingMemoryResource {
     obj: Py<PyMemoryResource>,

@@ -43,6 +43,35 @@ use crate::stream::{maybe_detached, resolve_stream, stream_object, StreamArg};
 /// CPU, and override `guaranteed_alignment()` to promise an alignment.
 /// Like an abstract base class, it cannot be instantiated until both are
 /// overridden. Resources are weak-referenceable.
+///
+/// `nbytes` and `ptr` are ints; `stream` is a `Stream`, a sentinel or
+/// `None` (the device's default stream). A negative size is a `ValueError`;
+/// a resource out of memory raises `OutOfMemoryError` (a `MemoryError`).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> class Counting(devmm.DeviceMemoryResource):
+/// ...     def __init__(self):
+/// ...         self.upstream, self.count = MallocMemoryResource(), 0
+/// ...     def allocate(self, nbytes, stream=None):
+/// ...         self.count += 1
+/// ...         return self.upstream.allocate(nbytes, stream)
+/// ...     def deallocate(self, ptr, nbytes, stream=None):
+/// ...         self.upstream.deallocate(ptr, nbytes, stream)
+/// >>> counting = Counting()
+/// >>> t = devmm.empty((4,), "float32", mr=counting)
+/// >>> counting.count, counting.device
+/// (1, Device(type=<DeviceType.CPU: 1>, index=0))
+/// >>> devmm.DeviceMemoryResource()
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: Can't instantiate abstract class DeviceMemoryResource with abstract methods allocate, deallocate; ...
+///
+/// ```
 #[pyclass(subclass, weakref, name = "DeviceMemoryResource", module = "devmm")]
 pub(crate) struct PyMemoryResource {
     pub(crate) native: Option<Arc<dyn devmm::MemoryResource>>,
@@ -274,6 +303,16 @@ impl PyMemoryResource {
     }
 
     /// The alignment in bytes every non-null pointer meets (1 promises nothing).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> MallocMemoryResource(alignment=256).guaranteed_alignment()
+    /// 256
+    ///
+    /// ```
     fn guaranteed_alignment(&self) -> usize {
         self.native
             .as_ref()
@@ -282,6 +321,17 @@ impl PyMemoryResource {
 
     /// `(free, total)` bytes as this resource sees them; `None` for a
     /// Python resource that does not override it (it cannot tell).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> free, total = MallocMemoryResource().available_memory()
+    /// >>> 0 < free <= total
+    /// True
+    ///
+    /// ```
     fn available_memory(&self, py: Python<'_>) -> PyResult<Option<(usize, usize)>> {
         let Some(mr) = &self.native else {
             return Ok(None);
@@ -292,6 +342,24 @@ impl PyMemoryResource {
 
     /// Allocates `nbytes` ordered on `stream` (the device's default stream
     /// when `None`) and returns the address.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> mr = MallocMemoryResource()
+    /// >>> ptr = mr.allocate(100, devmm.DEFAULT)
+    /// >>> ptr % mr.guaranteed_alignment()
+    /// 0
+    /// >>> mr.deallocate(ptr, 100, devmm.DEFAULT)
+    /// >>> mr.allocate(-1)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: nbytes must be a non-negative integer from 0 to 18446744073709551615, not -1
+    ///
+    /// ```
     #[pyo3(signature = (nbytes, stream = None))]
     fn allocate(
         slf: &Bound<'_, Self>,
@@ -316,6 +384,21 @@ impl PyMemoryResource {
     ///
     /// Resources that track their allocations report misuse as
     /// `ValueError`; others trust the caller, as rmm's do.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> mr = MallocMemoryResource()
+    /// >>> ptr = mr.allocate(100)
+    /// >>> mr.deallocate(ptr, 100)
+    /// >>> mr.deallocate(ptr, 100)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: misuse of MallocMemoryResource(device=cpu:0, alignment=64) on cpu:0: double-free: ...
+    ///
+    /// ```
     #[pyo3(signature = (ptr, nbytes, stream = None))]
     fn deallocate(
         slf: &Bound<'_, Self>,

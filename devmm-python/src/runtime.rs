@@ -15,6 +15,24 @@ use crate::resource::{default_object_of, PyMemoryResource};
 use crate::stream::{maybe_detached, stream_object, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
+///
+/// Not constructed directly: `devmm.runtime_for(device)` returns the one
+/// object per runtime (`TypeError` otherwise). A `device` argument of its
+/// methods is a `Device` or a string (`"cpu"`, `"cuda:1"`); a device the
+/// runtime does not serve is a `ValueError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> runtime = devmm.runtime_for("cpu")
+/// >>> runtime, runtime.name, runtime.device_types
+/// (DeviceRuntime(name="cpu"), 'cpu', frozenset({<DeviceType.CPU: 1>}))
+/// >>> runtime.devices()
+/// [Device(type=<DeviceType.CPU: 1>, index=0)]
+///
+/// ```
 #[pyclass(frozen, weakref, name = "DeviceRuntime", module = "devmm")]
 pub(crate) struct PyDeviceRuntime {
     inner: Arc<dyn devmm::DeviceRuntime>,
@@ -38,6 +56,18 @@ impl PyDeviceRuntime {
     }
 
     /// The devices of the primary type.
+    ///
+    /// Returns a list of `Device`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").devices()
+    /// [Device(type=<DeviceType.CPU: 1>, index=0)]
+    ///
+    /// ```
     fn devices(&self) -> PyResult<Vec<PyDevice>> {
         Ok(self
             .inner
@@ -50,6 +80,19 @@ impl PyDeviceRuntime {
 
     /// How many devices of `device_type` the runtime serves (0 for a type
     /// it does not serve); of its primary type when `None`.
+    ///
+    /// `device_type` is a `DeviceType` or `None`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> cpu = devmm.runtime_for("cpu")
+    /// >>> cpu.device_count(), cpu.device_count(devmm.DeviceType.CUDA)
+    /// (1, 0)
+    ///
+    /// ```
     #[pyo3(signature = (device_type = None))]
     fn device_count(&self, device_type: Option<PyDeviceType>) -> PyResult<usize> {
         match device_type {
@@ -60,6 +103,19 @@ impl PyDeviceRuntime {
 
     /// The resource the registry adopts for `device` when none was set: a
     /// new one each call (`MallocMemoryResource` on the CPU).
+    ///
+    /// `device` is a `Device` or a string; one the runtime does not serve is a
+    /// `ValueError`, a driver that cannot make one a `RuntimeUnavailableError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").default_memory_resource("cpu")
+    /// MallocMemoryResource(device=cpu:0, alignment=64)
+    ///
+    /// ```
     fn default_memory_resource(
         &self,
         py: Python<'_>,
@@ -73,6 +129,19 @@ impl PyDeviceRuntime {
     /// wait for the work queued so far on `producer` (an event on GPUs; on
     /// the CPU, host work is done when a call returns, so any handle has
     /// nothing to wait for): the `__dlpack__(stream=)` hand-off.
+    ///
+    /// Raises `StreamError` when the driver cannot record or wait on the event.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> runtime = devmm.runtime_for("cpu")
+    /// >>> producer = runtime.default_stream("cpu")
+    /// >>> runtime.make_stream_wait(0, producer)  # consumer handle 0: the CPU's stream
+    ///
+    /// ```
     fn make_stream_wait(
         &self,
         py: Python<'_>,
@@ -93,6 +162,30 @@ impl PyDeviceRuntime {
     /// device addresses is ordered on `stream`. The CPU copies host to host
     /// only; `CopyKind.DEFAULT` lets a GPU driver tell the memory apart. Like
     /// ctypes, it trusts the addresses it is given.
+    ///
+    /// `dst`, `src` and `nbytes` are ints, `kind` a `CopyKind` (or its code),
+    /// `stream` a `Stream` of this runtime. A direction the runtime cannot copy
+    /// is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import numpy as np
+    /// >>> import devmm
+    /// >>> runtime = devmm.runtime_for("cpu")
+    /// >>> src, dst = np.arange(4, dtype=np.uint8), np.zeros(4, dtype=np.uint8)
+    /// >>> runtime.memcpy(dst.ctypes.data, src.ctypes.data, 4, devmm.CopyKind.HOST_TO_HOST,
+    /// ...                runtime.default_stream("cpu"))
+    /// >>> dst
+    /// array([0, 1, 2, 3], dtype=uint8)
+    /// >>> runtime.memcpy(dst.ctypes.data, src.ctypes.data, 4, devmm.CopyKind.HOST_TO_DEVICE,
+    /// ...                runtime.default_stream("cpu"))
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: the cpu runtime copies host to host only, not HOST_TO_DEVICE; pass HOST_TO_HOST
+    ///
+    /// ```
     fn memcpy(
         &self,
         py: Python<'_>,
@@ -118,6 +211,23 @@ impl PyDeviceRuntime {
     /// A context manager that makes `device` the thread's active device
     /// inside its `with` block and restores the previous one after. A
     /// device the runtime does not serve is refused now, as the seed's.
+    ///
+    /// `device` is a `Device` or a string. `with device:` does the same.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> runtime = devmm.runtime_for("cpu")
+    /// >>> with runtime.activate_device("cpu"):
+    /// ...     pass
+    /// >>> runtime.activate_device("cuda:0")
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: the cpu runtime serves cpu devices and has only cpu:0, not cuda:0; pass cpu:0
+    ///
+    /// ```
     fn activate_device(&self, device: DeviceArg) -> PyResult<PyActivation> {
         // The runtime's own device check, without a driver call: its
         // default stream is a handle it names.
@@ -130,6 +240,19 @@ impl PyDeviceRuntime {
     }
 
     /// `(free, total)` bytes of `device`.
+    ///
+    /// `device` is a `Device` or a string. Returns a tuple of two ints.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> free, total = devmm.runtime_for("cpu").memory_info("cpu")
+    /// >>> 0 < free <= total
+    /// True
+    ///
+    /// ```
     fn memory_info(&self, py: Python<'_>, device: DeviceArg) -> PyResult<(usize, usize)> {
         let info = maybe_detached(py, device.0, || self.inner.memory_info(device.0)).py()?;
         Ok((info.free, info.total))
@@ -138,6 +261,18 @@ impl PyDeviceRuntime {
     /// The built-in stream `which` (a sentinel) of `device`.
     ///
     /// Python type: `Stream`
+    ///
+    /// `which` is `devmm.DEFAULT`, `LEGACY_DEFAULT` or `PER_THREAD_DEFAULT`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").stream("cpu", devmm.PER_THREAD_DEFAULT)
+    /// Stream(device=cpu:0, handle=0x0)
+    ///
+    /// ```
     fn stream<'py>(
         &self,
         py: Python<'py>,
@@ -151,6 +286,17 @@ impl PyDeviceRuntime {
     /// same object every time).
     ///
     /// Python type: `Stream`
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> stream = devmm.runtime_for("cpu").default_stream("cpu")
+    /// >>> stream, stream.is_default()
+    /// (Stream(device=cpu:0, handle=0x0), True)
+    ///
+    /// ```
     fn default_stream<'py>(
         &self,
         py: Python<'py>,
@@ -163,6 +309,19 @@ impl PyDeviceRuntime {
     /// (on the CPU, its one stream).
     ///
     /// Python type: `Stream`
+    ///
+    /// Raises `RuntimeUnavailableError` or `StreamError` when the driver cannot
+    /// make one.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").create_stream("cpu")
+    /// Stream(device=cpu:0, handle=0x0)
+    ///
+    /// ```
     fn create_stream<'py>(
         &self,
         py: Python<'py>,
@@ -179,6 +338,24 @@ impl PyDeviceRuntime {
     /// a `Stream` of `device`, returned as it is.
     ///
     /// Python type: `Stream`
+    ///
+    /// Any other object is a `TypeError`; a handle the runtime refuses or a
+    /// stream of another device a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> runtime = devmm.runtime_for("cpu")
+    /// >>> runtime.wrap_stream("cpu", 0), runtime.wrap_stream("cpu", devmm.DEFAULT).handle
+    /// (Stream(device=cpu:0, handle=0x0), 0)
+    /// >>> runtime.wrap_stream("cpu", "stream")
+    /// Traceback (most recent call last):
+    ///     ...
+    /// TypeError: expected an int stream handle, a sentinel, an object with __cuda_stream__, or a devmm.Stream, got str
+    ///
+    /// ```
     fn wrap_stream<'py>(
         &self,
         device: DeviceArg,
@@ -358,6 +535,19 @@ pub(crate) fn runtime_names(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
 
 /// The device `empty` uses when none is given: `cpu:0`, or device 0 of the
 /// runtime `DEVMM_RUNTIME` names.
+///
+/// Returns a `Device`; a `DEVMM_RUNTIME` naming a runtime that cannot run
+/// here is a `RuntimeUnavailableError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> devmm.default_device()  # with DEVMM_RUNTIME unset
+/// Device(type=<DeviceType.CPU: 1>, index=0)
+///
+/// ```
 #[pyfunction]
 pub(crate) fn default_device() -> PyResult<PyDevice> {
     Ok(devmm::default_device().py()?.into())

@@ -74,6 +74,23 @@ impl<'py> FromPyObject<'_, 'py> for StatisticsArg {
 }
 
 /// Per-name memory records that `profiler` fills; thread-safe.
+///
+/// `ProfilerRecords()`; `records` maps each name to a
+/// `devmm.statistics.MemoryRecord`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.statistics import ProfilerRecords, profiler
+/// >>> records = ProfilerRecords()
+/// >>> with profiler(records=records, name="load"):
+/// ...     devmm.DeviceBuffer(256).free()
+/// >>> records.records
+/// {'load': MemoryRecord(num_calls=1, memory_total=256, memory_peak=256)}
+///
+/// ```
 #[pyclass(frozen, name = "ProfilerRecords", module = "devmm.statistics")]
 pub(crate) struct PyProfilerRecords {
     inner: Arc<devmm::statistics::ProfilerRecords>,
@@ -90,6 +107,22 @@ impl PyProfilerRecords {
     }
 
     /// Adds one run of `name` that ended with counters `data`.
+    ///
+    /// `data` is a `devmm.statistics.Statistics` (its `total_bytes` and
+    /// `peak_bytes` are recorded).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.statistics import ProfilerRecords, Statistics
+    /// >>> records = ProfilerRecords()
+    /// >>> records.add("load", Statistics(current_bytes=0, peak_bytes=256, total_bytes=512,
+    /// ...                                allocations=2, deallocations=2))
+    /// >>> records.records["load"]
+    /// MemoryRecord(num_calls=1, memory_total=512, memory_peak=256)
+    ///
+    /// ```
     fn add(&self, name: &str, data: StatisticsArg) {
         self.inner.add(name, &data.0);
     }
@@ -109,6 +142,27 @@ impl PyProfilerRecords {
 
     /// The records as a table, largest first by `ordered_by`
     /// (`"num_calls"`, `"memory_peak"` or `"memory_total"`; else `ValueError`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.statistics import ProfilerRecords, Statistics
+    /// >>> records = ProfilerRecords()
+    /// >>> records.add("load", Statistics(0, 256, 512, 2, 2))
+    /// >>> print(records.report("num_calls"))
+    /// Memory Profiling
+    /// ================
+    /// <BLANKLINE>
+    /// Name      ncalls      peak bytes     total bytes
+    /// load           1             256             512
+    /// <BLANKLINE>
+    /// >>> records.report("size")
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: unknown report order "size": expected num_calls, memory_peak or memory_total
+    ///
+    /// ```
     #[pyo3(signature = (ordered_by = "memory_peak"))]
     fn report(&self, ordered_by: &str) -> PyResult<String> {
         Ok(self.inner.report(ordered_by.parse().py()?))

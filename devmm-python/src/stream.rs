@@ -15,6 +15,22 @@ use crate::error::{expected, IntoPyResult, PythonException};
 /// A platform-independent name for a runtime's built-in stream:
 /// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.
 /// Each runtime maps it to its own magic handle.
+///
+/// The three sentinels are module constants: not constructed (`TypeError`),
+/// copied or pickled as themselves. Pass one wherever a stream is taken;
+/// `DeviceRuntime.stream(device, sentinel)` resolves it.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> devmm.DEFAULT, devmm.DEFAULT is devmm.LEGACY_DEFAULT
+/// (devmm.DEFAULT, False)
+/// >>> devmm.runtime_for("cpu").stream("cpu", devmm.DEFAULT).handle
+/// 0
+///
+/// ```
 #[pyclass(frozen, eq, hash, name = "StreamSentinel", module = "devmm")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PyStreamSentinel {
@@ -56,6 +72,36 @@ impl PyStreamSentinel {
 /// stream is accepted wherever a stream is; devmm reads its `device` and
 /// `handle` when it is passed and calls its `synchronize` and `wait_raw`
 /// when work ordered on it must be.
+///
+/// `handle` is the native handle (an int), `device` its `Device`; streams
+/// compare equal when they name the same native stream. A stream of a
+/// device other than the one an operation runs on is a `ValueError`, a
+/// failed hand-off a `StreamError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> stream = devmm.runtime_for("cpu").default_stream("cpu")
+/// >>> stream, stream.handle, stream.device
+/// (Stream(device=cpu:0, handle=0x0), 0, Device(type=<DeviceType.CPU: 1>, index=0))
+/// >>> class HostStream(devmm.Stream):  # a stream written in Python
+/// ...     @property
+/// ...     def handle(self):
+/// ...         return 0
+/// ...     def synchronize(self):
+/// ...         pass
+/// ...     def wait_raw(self, other_handle):
+/// ...         pass
+/// >>> HostStream()
+/// HostStream(device=cpu:0, handle=0x0)
+/// >>> devmm.Stream()
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: Can't instantiate abstract class Stream with abstract methods handle, synchronize, wait_raw; ...
+///
+/// ```
 #[pyclass(subclass, frozen, weakref, name = "Stream", module = "devmm")]
 #[derive(Debug)]
 pub(crate) struct PyStream {
@@ -279,17 +325,51 @@ impl PyStream {
 
     /// Whether this is one of its runtime's default streams (rmm's
     /// `Stream.is_default()`); the CPU's one stream is.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").default_stream("cpu").is_default()
+    /// True
+    ///
+    /// ```
     fn is_default(slf: &Bound<'_, Self>) -> PyResult<bool> {
         stream_of(slf.as_any())?.is_default().py()
     }
 
     /// Blocks until all work queued on the stream has finished (GIL released).
+    ///
+    /// Raises `StreamError` when the driver reports a failure of the queued work.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").default_stream("cpu").synchronize()  # a no-op on the CPU
+    ///
+    /// ```
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let native = self.native()?;
         maybe_detached(py, native.device(), || native.synchronize()).py()
     }
 
     /// Makes this stream wait for the work queued so far on `other`.
+    ///
+    /// `other` is a `Stream` of the same device (a `ValueError` otherwise); a
+    /// failed hand-off is a `StreamError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> runtime = devmm.runtime_for("cpu")
+    /// >>> runtime.default_stream("cpu").wait(runtime.create_stream("cpu"))
+    ///
+    /// ```
     fn wait(slf: &Bound<'_, Self>, other: &Bound<'_, PyStream>) -> PyResult<()> {
         let (this, other) = (stream_of(slf.as_any())?, stream_of(other.as_any())?);
         maybe_detached(slf.py(), this.device(), || this.wait(&other)).py()
@@ -297,6 +377,18 @@ impl PyStream {
 
     /// Makes this stream wait for the work queued so far on the native
     /// stream `other_handle` of the same device.
+    ///
+    /// `other_handle` is an int (a `cudaStream_t`/`hipStream_t` on GPUs); a
+    /// failed hand-off is a `StreamError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.runtime_for("cpu").default_stream("cpu").wait_raw(0)
+    ///
+    /// ```
     fn wait_raw(&self, py: Python<'_>, other_handle: Count<Handle>) -> PyResult<()> {
         let (native, handle) = (self.native()?, other_handle.get());
         maybe_detached(py, native.device(), || native.wait_raw(handle)).py()
@@ -463,6 +555,27 @@ impl<'py> FromPyObject<'_, 'py> for StreamFlagsArg {
 /// A thread-safe pool of streams on one device, as rmm's `CudaStreamPool`:
 /// `get_stream()` hands them out round-robin (successive calls may return
 /// the same stream), `get_stream(id)` by index.
+///
+/// `StreamPool(pool_size=16, flags=None, *, device=None)`: `flags` is a
+/// `StreamFlags` or its int, `device` a `Device`, a string or `None`.
+///
+/// Raises `ValueError` for an empty pool or unknown flags, and
+/// `RuntimeUnavailableError` when the device's runtime is absent.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> pool = devmm.StreamPool(4, devmm.StreamFlags.NON_BLOCKING, device="cpu")
+/// >>> pool.get_pool_size(), pool.get_stream()
+/// (4, Stream(device=cpu:0, handle=0x0))
+/// >>> devmm.StreamPool(0, device="cpu")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: invalid argument: a stream pool on cpu:0 needs at least one stream; pass size >= 1
+///
+/// ```
 #[pyclass(frozen, name = "StreamPool", module = "devmm")]
 pub(crate) struct PyStreamPool {
     inner: devmm::StreamPool,
@@ -490,6 +603,16 @@ impl PyStreamPool {
     }
 
     /// The number of streams in the pool.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.StreamPool(device="cpu").get_pool_size()
+    /// 16
+    ///
+    /// ```
     fn get_pool_size(&self) -> usize {
         self.inner.pool_size()
     }
@@ -497,6 +620,23 @@ impl PyStreamPool {
     /// Stream `stream_id`, or the next one when `None`.
     ///
     /// Python type: `Stream`
+    ///
+    /// An id past the pool is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> pool = devmm.StreamPool(2, device="cpu")
+    /// >>> pool.get_stream(1)
+    /// Stream(device=cpu:0, handle=0x0)
+    /// >>> pool.get_stream(7)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: stream id 7 is out of range for a pool of 2 streams; pass 0..2
+    ///
+    /// ```
     #[pyo3(signature = (stream_id = None))]
     fn get_stream<'py>(
         &self,

@@ -21,6 +21,31 @@ use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, StreamArg};
 
 /// A typed, shaped view over an owning `DeviceBuffer`: what `empty` returns
 /// and what DLPack consumers take. Not an array: no arithmetic, no indexing.
+///
+/// `Tensor(buffer, dtype, shape, layout, offset=0, read_only=False)` views
+/// an existing `DeviceBuffer`; `empty`, `empty_like` and `from_dlpack` make
+/// tensors. `shape`, `strides` (in elements), `dtype`, `device`, `layout`,
+/// `buffer` and `read_only` describe it; `__dlpack__` exports it (a
+/// `BufferError` for every refusal: a freed buffer, `copy=True`, a device
+/// it cannot reach).
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import numpy as np
+/// >>> import devmm
+/// >>> t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor())
+/// >>> t
+/// Tensor(shape=(2, 3), dtype=float32, device=cpu:0, offset=0, read_only=False)
+/// >>> t.strides, np.from_dlpack(t).shape
+/// ((3, 1), (2, 3))
+/// >>> f32 = devmm.DType.from_string("float32")
+/// >>> layout = devmm.RowMajor()((2, 3), f32, devmm.Device("cpu"))
+/// >>> devmm.Tensor(devmm.DeviceBuffer(24), f32, (2, 3), layout).shape
+/// (2, 3)
+///
+/// ```
 #[pyclass(frozen, weakref, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
@@ -74,6 +99,17 @@ impl PyTensor {
 impl PyTensor {
     /// Imports any DLPack producer (or an unconsumed DLPack capsule) as a
     /// devmm `Tensor`, zero-copy; the same as `devmm.from_dlpack`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import numpy as np
+    /// >>> import devmm
+    /// >>> devmm.Tensor.from_dlpack(np.arange(3))
+    /// Tensor(shape=(3,), dtype=int64, device=cpu:0, offset=0, read_only=False)
+    ///
+    /// ```
     #[staticmethod]
     #[pyo3(signature = (obj, *, stream = None))]
     fn from_dlpack(
@@ -215,6 +251,23 @@ impl PyTensor {
     /// `buffer` object. Idempotent; while DLPack exports are alive it
     /// closes the buffer and the memory goes back when the last one is
     /// released.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import numpy as np
+    /// >>> import devmm
+    /// >>> t = devmm.empty((4,), "float32")
+    /// >>> t.free()
+    /// >>> t.buffer.closed
+    /// True
+    /// >>> np.from_dlpack(t)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// BufferError: cannot export a freed DeviceBuffer (use-after-free): ...
+    ///
+    /// ```
     #[pyo3(signature = (stream = None))]
     fn free(&self, py: Python<'_>, stream: Option<StreamArg>) -> PyResult<()> {
         crate::buffer::free(py, self.tensor.buffer(), stream)
@@ -257,6 +310,17 @@ impl PyTensor {
     }
 
     /// The same memory, flagged read-only for DLPack consumers.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> t = devmm.empty((4,), "float32")
+    /// >>> t.read_only, t.to_read_only().read_only
+    /// (False, True)
+    ///
+    /// ```
     fn to_read_only(&self, py: Python<'_>) -> PyTensor {
         PyTensor {
             tensor: self.tensor.to_read_only(),
@@ -503,6 +567,45 @@ impl Request {
 /// when `None`, or a `Layout` resolved for this shape and dtype) lays the
 /// shape out, `mr` (the current resource of `device` when `None`) allocates,
 /// ordered on `stream`.
+///
+/// Arguments:
+///
+/// - `shape`: a tuple (or sequence) of non-negative ints; an int for 1-D.
+/// - `dtype`: a `DType`; a name (`"float32"`, `"bfloat16"`, `"bool"`,
+///   `"float8_e4m3fn"`); a NumPy dtype, scalar type (`np.float32`) or type
+///   code (`"f4"`, `"<i8"`); a `torch` or `ml_dtypes` dtype (as
+///   `DType.from_any` reads them).
+/// - `layout`: a `LayoutPolicy` (`RowMajor()`, `ColMajor()`,
+///   `Aligned(...)`, ...), a `Layout`, or `None`.
+/// - `device`: a `Device`, a string (`"cpu"`, `"cuda:1"`) or `None` (the
+///   default device, or `mr`'s device when `mr` is given).
+/// - `mr`: a `DeviceMemoryResource` or `None`.
+/// - `stream`: a `Stream`, a sentinel (`devmm.DEFAULT`, ...) or `None`.
+///
+/// Returns a `Tensor` owning a new `DeviceBuffer`.
+///
+/// Raises `TypeError` for a dtype it cannot read, `ValueError` for a bad
+/// shape or dtype name or a layout that does not fit, `OutOfMemoryError` (a
+/// `MemoryError`) when the resource cannot serve it, and
+/// `RuntimeUnavailableError` when the device's runtime is absent.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import numpy as np
+/// >>> import devmm
+/// >>> t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor())
+/// >>> t.shape, t.strides, t.dtype
+/// ((2, 3), (3, 1), DType('float32'))
+/// >>> devmm.empty((2,), np.int16).dtype, devmm.empty(4, "f8", device="cpu").shape
+/// (DType('int16'), (4,))
+/// >>> devmm.empty((2,), "float33")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: unknown dtype string "float33": expected one of bool, int8, ...
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (shape, dtype, *, layout = None, device = None, mr = None, stream = None))]
 pub(crate) fn empty(
@@ -556,6 +659,27 @@ fn dtype_like(dtype: &Bound<'_, PyAny>) -> PyResult<devmm::DType> {
 /// gives a Fortran-order result) unless `layout` is given. `dtype` and
 /// `device` override what `obj` has; the other arguments are as for
 /// `empty`.
+///
+/// Returns a new `Tensor`. An `obj` without `shape`, `dtype` or
+/// `__dlpack_device__` is a `TypeError`; the other errors are `empty`'s.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import numpy as np
+/// >>> import devmm
+/// >>> like = devmm.empty_like(np.zeros((2, 2), dtype=np.int32))
+/// >>> like.shape, like.dtype
+/// ((2, 2), DType('int32'))
+/// >>> devmm.empty_like(like, dtype="int8").dtype
+/// DType('int8')
+/// >>> devmm.empty_like(3)
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: empty_like(obj): int has no shape; ...
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (obj, *, dtype = None, layout = None, device = None, mr = None, stream = None))]
 #[allow(clippy::too_many_arguments)] // the Python signature: one per keyword
@@ -619,6 +743,25 @@ pub(crate) fn empty_like(
 /// round trips never nest. Memory lent read-only refuses devmm's writes.
 /// `stream` is where the data is used next (the device's default when
 /// `None`); the producer orders its work before it.
+///
+/// Returns a `Tensor`. An object that is not a DLPack producer is a
+/// `TypeError`; a producer's refusal is its `BufferError`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import numpy as np
+/// >>> import devmm
+/// >>> t = devmm.from_dlpack(np.arange(6.0).reshape(2, 3))
+/// >>> t
+/// Tensor(shape=(2, 3), dtype=float64, device=cpu:0, offset=0, read_only=False)
+/// >>> devmm.from_dlpack(3)
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: int is not a DLPack producer (no __dlpack_device__); ...
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (obj, *, stream = None))]
 pub(crate) fn from_dlpack(

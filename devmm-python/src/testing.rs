@@ -49,6 +49,24 @@ fn hook_failure(py: Python<'_>, hook: &str, err: PyErr) -> devmm::Error {
 /// the streams the checks run on. Each hook may also take one more
 /// argument: `write(ptr, data, stream)`, `read(ptr, nbytes, stream)`,
 /// `stream_factory(device)`.
+///
+/// `mr_factory` is a callable returning a new `DeviceMemoryResource` (a
+/// class, say). Returns `None`; raises `AssertionError` naming each failed
+/// check.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm.testing
+/// >>> from devmm.mrs.cpu import BytearrayMemoryResource
+/// >>> devmm.testing.mr_conformance(BytearrayMemoryResource)  # raises on violation
+/// >>> devmm.testing.mr_conformance(lambda: None)
+/// Traceback (most recent call last):
+///     ...
+/// AssertionError: conformance violated: mr_conformance of a failing factory ...
+///
+/// ```
 #[pyfunction]
 #[pyo3(signature = (mr_factory, *, write = None, read = None, stream_factory = None, data_access = true))]
 pub(crate) fn mr_conformance(
@@ -353,6 +371,17 @@ fn takes_alignment(factory: &Bound<'_, PyAny>) -> bool {
 /// scope one with `using_memory_resource` to check a runtime with a
 /// particular resource. The suite never reads or writes the memory.
 /// Raises `AssertionError` naming each failed check.
+///
+/// `device` is a `Device` or a string. Returns `None`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm.testing
+/// >>> devmm.testing.dlpack_conformance("cpu")  # raises on violation
+///
+/// ```
 #[pyfunction]
 pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<()> {
     // Deleters run on other threads in the suite; they may need the GIL.
@@ -366,7 +395,16 @@ pyo3::create_exception!(
     RecordingMisuseError,
     PyAssertionError,
     "A caller broke the allocate/deallocate contract of a RecordingMemoryResource \
-     (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test."
+     (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test.\n\n\
+     Examples\n\
+     --------\n\n\
+     >>> from devmm.testing import RecordingMemoryResource, RecordingMisuseError\n\
+     >>> recording = RecordingMemoryResource()\n\
+     >>> try:\n\
+     ...     recording.deallocate(4096, 64)\n\
+     ... except RecordingMisuseError as error:\n\
+     ...     print(isinstance(error, AssertionError), error)\n\
+     True misuse of RecordingMemoryResource(device=cpu:0, alignment=256) on cpu:0: foreign-free: ...\n"
 );
 
 /// An allocator double: deterministic fake pointers (the first is the
@@ -376,6 +414,30 @@ pyo3::create_exception!(
 /// or through a buffer or adaptor (the call is logged either way). It
 /// never touches memory, so
 /// it stands in for any device.
+///
+/// `RecordingMemoryResource(device=None, *, stream_ordered=True,
+/// guaranteed_alignment=256)`: `device` is a `Device` or a string. `live`
+/// maps each live pointer to its size, `calls` is the call log.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.testing import RecordingMemoryResource
+/// >>> recording = RecordingMemoryResource()
+/// >>> buf = devmm.DeviceBuffer(64, mr=recording)
+/// >>> recording.live, recording.calls[0][:3]
+/// ({256: 64}, ('allocate', 256, 64))
+/// >>> buf.free()
+/// >>> recording.live
+/// {}
+/// >>> recording.deallocate(256, 64)
+/// Traceback (most recent call last):
+///     ...
+/// devmm.testing.RecordingMisuseError: misuse of RecordingMemoryResource(device=cpu:0, alignment=256) on cpu:0: double-free: ...
+///
+/// ```
 #[pyclass(
     extends = PyMemoryResource,
     subclass,

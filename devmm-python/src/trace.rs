@@ -18,6 +18,32 @@ type Upstream = Arc<dyn devmm::MemoryResource>;
 /// object a line with the device and, when `call_sites` > 0, the call site
 /// (that many native frames deep; the Python stack for calls from Python).
 /// An unknown format is a `ValueError`, a file that cannot be created an `OSError`.
+///
+/// `TraceAdaptor(upstream, path, format="csv", call_sites=0)`: `path` is a
+/// string or path-like.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import os, tempfile
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> path = os.path.join(tempfile.mkdtemp(), "trace.csv")
+/// >>> traced = devmm.TraceAdaptor(MallocMemoryResource(), path)
+/// >>> devmm.DeviceBuffer(32, mr=traced).free()
+/// >>> traced.flush()
+/// >>> print(open(path).read())
+/// Thread,Time,Action,Pointer,Size,Stream
+/// ...,allocate,0x...,32,0
+/// ...,free,0x...,32,0
+/// <BLANKLINE>
+/// >>> devmm.TraceAdaptor(MallocMemoryResource(), path, format="xml")
+/// Traceback (most recent call last):
+///     ...
+/// ValueError: unknown trace format "xml": use "csv" (rmm's) or "jsonl"
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "TraceAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyTraceAdaptor {
@@ -67,6 +93,22 @@ impl PyTraceAdaptor {
     }
 
     /// Flushes the file (`OSError` when writing failed).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import os, tempfile
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> path = os.path.join(tempfile.mkdtemp(), "trace.jsonl")
+    /// >>> traced = devmm.TraceAdaptor(MallocMemoryResource(), path, format="jsonl")
+    /// >>> buf = devmm.DeviceBuffer(8, mr=traced)
+    /// >>> traced.flush()
+    /// >>> len(open(path).readlines())
+    /// 1
+    ///
+    /// ```
     fn flush(&self) -> PyResult<()> {
         let (trace, path) = self.trace()?;
         trace

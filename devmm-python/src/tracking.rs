@@ -54,6 +54,24 @@ fn live_allocation<'py>(py: Python<'py>, a: devmm::LiveAllocation) -> PyResult<B
 /// `report()` groups them by call site, most live bytes first. With
 /// `DEVMM_LEAK_REPORT=1`, one still holding allocations when it is freed or
 /// when the process exits prints its report to stderr.
+///
+/// `TrackingAdaptor(upstream, depth=32)`.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cpu import MallocMemoryResource
+/// >>> tracking = devmm.TrackingAdaptor(MallocMemoryResource())
+/// >>> buf = devmm.DeviceBuffer(64, mr=tracking)
+/// >>> tracking.live_bytes, len(tracking.leaks())
+/// (64, 1)
+/// >>> buf.free()
+/// >>> tracking.live_bytes
+/// 0
+///
+/// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "TrackingAdaptor", module = "devmm")]
 #[derive(Default)]
 pub(crate) struct PyTrackingAdaptor {
@@ -100,18 +118,62 @@ impl PyTrackingAdaptor {
     /// Every live allocation, oldest first.
     ///
     /// Python type: `list[devmm._tracking.LiveAllocation]`
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> tracking = devmm.TrackingAdaptor(MallocMemoryResource())
+    /// >>> buf = devmm.DeviceBuffer(64, mr=tracking)
+    /// >>> [(leak.nbytes, leak.ptr == buf.ptr) for leak in tracking.leaks()]
+    /// [(64, True)]
+    ///
+    /// ```
     fn leaks<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let leaks = self.tracking()?.leaks().into_iter();
         leaks.map(|a| live_allocation(py, a)).collect()
     }
 
     /// The live allocations grouped by call site, most live bytes first, as text.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> tracking = devmm.TrackingAdaptor(MallocMemoryResource())
+    /// >>> buf = devmm.DeviceBuffer(64, mr=tracking)
+    /// >>> print(tracking.report())
+    /// devmm leak report: 1 live allocation (64 bytes) on cpu:0 through TrackingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)
+    ///   64 bytes in 1 allocation at <doctest ...>:1 in <module>
+    /// ...
+    ///
+    /// ```
     fn report(&self) -> PyResult<String> {
         Ok(self.tracking()?.report().to_string())
     }
 
     /// The live allocations as a PyTorch memory snapshot (the pickle
     /// `torch.cuda.memory._snapshot()` makes, read by `torch.cuda._memory_viz`).
+    ///
+    /// Returns `bytes`: the snapshot pickled.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import pickle
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> tracking = devmm.TrackingAdaptor(MallocMemoryResource())
+    /// >>> buf = devmm.DeviceBuffer(64, mr=tracking)
+    /// >>> sorted(pickle.loads(tracking.torch_snapshot()))
+    /// ['allocator_settings', 'device_traces', 'segments']
+    ///
+    /// ```
     fn torch_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         Ok(PyBytes::new(
             py,

@@ -27,7 +27,24 @@ class OutOfMemoryError(MemoryError):
     resources), and ``largest_fit`` the largest request that would succeed
     now when the resource can tell (a ``LimitingAdaptor`` knows its
     remaining budget; a driver does not know its largest free block:
-    ``None``)."""
+    ``None``).
+
+    devmm raises it; code handling it reads the fields. ``except
+    MemoryError`` catches it too.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> limited = devmm.LimitingAdaptor(MallocMemoryResource(), limit_bytes=64)
+    >>> try:
+    ...     limited.allocate(100, devmm.runtime_for("cpu").default_stream("cpu"))
+    ... except devmm.OutOfMemoryError as error:
+    ...     print(error.nbytes, error.device, error.largest_fit, error.pool)
+    ...     print(error.chain)
+    100 cpu:0 64 None
+    LimitingAdaptor -> MallocMemoryResource(device=cpu:0, alignment=64)
+    """
 
     device: Device
     nbytes: int

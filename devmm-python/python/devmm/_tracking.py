@@ -9,7 +9,23 @@ __all__ = ["LiveAllocation"]
 
 @dataclasses.dataclass(frozen=True)
 class LiveAllocation:
-    """One allocation made through a ``TrackingAdaptor`` and not yet freed."""
+    """One allocation made through a ``TrackingAdaptor`` and not yet freed,
+    as ``TrackingAdaptor.leaks()`` lists them (``frames`` is left out of the
+    repr).
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> tracking = devmm.TrackingAdaptor(MallocMemoryResource())
+    >>> buf = devmm.DeviceBuffer(64, mr=tracking)
+    >>> (leak,) = tracking.leaks()
+    >>> leak.ptr == buf.ptr, leak.nbytes, leak.stream
+    (True, 64, 0)
+    >>> buf.free()
+    >>> tracking.leaks()
+    []
+    """
 
     ptr: int
     """Its address."""

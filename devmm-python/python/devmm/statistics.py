@@ -63,7 +63,19 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 @dataclasses.dataclass(frozen=True)
 class Statistics:
     """A statistics adaptor's counters at one moment (its ``statistics``),
-    with devmm's names and rmm's (``current_count``, ``total_count``)."""
+    with devmm's names and rmm's (``current_count``, ``total_count``).
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    >>> buf = devmm.DeviceBuffer(100, mr=stats)
+    >>> stats.statistics
+    Statistics(current_bytes=100, peak_bytes=100, total_bytes=100, allocations=1, deallocations=0)
+    >>> stats.statistics.current_count, stats.statistics.total_count
+    (1, 1)
+    """
 
     current_bytes: int
     """Bytes allocated and not yet deallocated."""
@@ -92,7 +104,16 @@ class Statistics:
 class PoolStatistics:
     """A memory pool's figures as its driver keeps them
     (``cudaMemPoolGetAttribute``), from ``pool_statistics()`` of a resource
-    over a pool of its own (``CudaAsyncMemoryResource``)."""
+    over a pool of its own (``CudaAsyncMemoryResource``).
+
+    Examples
+    --------
+    >>> from devmm.statistics import PoolStatistics
+    >>> pool = PoolStatistics(reserved_bytes=4096, reserved_high_bytes=8192,
+    ...                       used_bytes=1024, used_high_bytes=2048)
+    >>> pool.fragmentation_bytes
+    3072
+    """
 
     reserved_bytes: int
     """Device memory the pool holds now, used or not."""
@@ -113,7 +134,19 @@ class PoolStatistics:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryRecord:
-    """What a ``profiler`` gathered for one name."""
+    """What a ``profiler`` gathered for one name: a value of
+    ``ProfilerRecords.records``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import ProfilerRecords, profiler
+    >>> records = ProfilerRecords()
+    >>> with profiler(records=records, name="load"):
+    ...     devmm.DeviceBuffer(256).free()
+    >>> records.records["load"]
+    MemoryRecord(num_calls=1, memory_total=256, memory_peak=256)
+    """
 
     num_calls: int
     """Times the named code ran."""
@@ -134,7 +167,36 @@ _pushed: contextvars.ContextVar[
 
 def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
     """Makes the process-wide current resource of ``device`` count its
-    allocations, and returns the ``StatisticsAdaptor`` that does."""
+    allocations, and returns the ``StatisticsAdaptor`` that does.
+
+    ``device``: a ``Device``, a string such as ``"cuda:0"``, or ``None``
+    for the default device. Wraps the current resource in a new
+    ``StatisticsAdaptor`` and installs it process-wide
+    (``set_current_memory_resource``), unless the current resource already
+    is one: then that one is returned and nothing changes.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not a device spelling.
+    RuntimeUnavailableError
+        No runtime serves ``device``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import enable_statistics, get_statistics
+    >>> previous = devmm.get_current_memory_resource("cpu")
+    >>> stats = enable_statistics("cpu")
+    >>> devmm.get_current_memory_resource("cpu") is stats is enable_statistics("cpu")
+    True
+    >>> buf = devmm.DeviceBuffer(100)
+    >>> get_statistics("cpu").current_bytes
+    100
+    >>> buf.free()
+    >>> devmm.set_current_memory_resource(previous) is stats  # undo: returns the one replaced
+    True
+    """
     current = get_current_memory_resource(device)
     if isinstance(current, StatisticsAdaptor):
         return current
@@ -145,7 +207,22 @@ def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
 
 def get_statistics(device: Device | str | None = None) -> Statistics | None:
     """The counters of ``device``'s current resource in this context, or
-    ``None`` when it is not a ``StatisticsAdaptor``."""
+    ``None`` when it is not a ``StatisticsAdaptor``.
+
+    ``device``: a ``Device``, a device string, or ``None`` for the default
+    device. Returns a :class:`Statistics` or ``None``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import get_statistics, statistics
+    >>> get_statistics("cpu") is None  # the default resource counts nothing
+    True
+    >>> with statistics("cpu"):
+    ...     buf = devmm.DeviceBuffer(32)
+    ...     print(get_statistics("cpu"))
+    Statistics(current_bytes=32, peak_bytes=32, total_bytes=32, allocations=1, deallocations=0)
+    """
     current = get_current_memory_resource(device)
     if isinstance(current, StatisticsAdaptor):
         return current.statistics
@@ -154,14 +231,41 @@ def get_statistics(device: Device | str | None = None) -> Statistics | None:
 
 @contextlib.contextmanager
 def statistics(device: Device | str | None = None) -> Iterator[StatisticsAdaptor]:
-    """A statistics scope for the ``with`` block; yields its adaptor."""
+    """A statistics scope for the ``with`` block; yields its adaptor.
+
+    A fresh ``StatisticsAdaptor`` over ``device``'s current resource (the
+    default device when ``None``) is current in this context until the
+    block ends; scopes nest, and an inner scope's allocations count in the
+    outer ones too.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import statistics
+    >>> with statistics("cpu") as outer:
+    ...     with statistics("cpu") as inner:
+    ...         devmm.DeviceBuffer(32).free()
+    >>> outer.total_bytes, inner.total_bytes, outer.current_bytes
+    (32, 32, 0)
+    """
     stats = StatisticsAdaptor(get_current_memory_resource(device))
     with using_memory_resource(stats):
         yield stats
 
 
 def push_statistics(device: Device | str | None = None) -> None:
-    """Opens a statistics scope in this context until ``pop_statistics``."""
+    """Opens a statistics scope in this context until ``pop_statistics``:
+    ``statistics(device)`` without a ``with`` block. Returns ``None``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import pop_statistics, push_statistics
+    >>> push_statistics("cpu")
+    >>> buf = devmm.DeviceBuffer(16)
+    >>> pop_statistics("cpu")
+    Statistics(current_bytes=16, peak_bytes=16, total_bytes=16, allocations=1, deallocations=0)
+    """
     stats = StatisticsAdaptor(get_current_memory_resource(device))
     scope = using_memory_resource(stats)
     scope.__enter__()
@@ -170,7 +274,19 @@ def push_statistics(device: Device | str | None = None) -> None:
 
 def pop_statistics(device: Device | str | None = None) -> Statistics | None:
     """Closes the innermost scope ``push_statistics`` opened on ``device``
-    in this context and returns its counters; ``None`` when none is open."""
+    in this context and returns its counters; ``None`` when none is open.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import pop_statistics, push_statistics
+    >>> push_statistics()
+    >>> devmm.DeviceBuffer(8).free()
+    >>> pop_statistics().total_bytes
+    8
+    >>> pop_statistics() is None  # nothing left open
+    True
+    """
     # The registry resolves the device (the default one when None): the
     # current resource's device is the one asked for.
     resolved = get_current_memory_resource(device).device
@@ -192,6 +308,39 @@ class profiler:
     (``with profiler(name="load"):``), the block is one run of ``name``.
     Each run is a statistics scope; at its end the scope's total and peak
     bytes go into ``records`` (``default_profiler_records`` unless given).
+
+    ``profiler(*, records=None, name="", device=None)``; ``device`` is a
+    ``Device``, a device string or ``None`` (the default device).
+
+    Raises
+    ------
+    ValueError
+        Entering a ``with profiler():`` block without a ``name``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.statistics import ProfilerRecords, profiler
+    >>> records = ProfilerRecords()
+    >>> @profiler(records=records, name="load")
+    ... def load():
+    ...     return devmm.DeviceBuffer(256)
+    >>> load().free()
+    >>> with profiler(records=records, name="block"):
+    ...     devmm.DeviceBuffer(10).free()
+    >>> print(records.report())
+    Memory Profiling
+    ================
+    <BLANKLINE>
+    Name       ncalls      peak bytes     total bytes
+    load            1             256             256
+    block           1              10              10
+    <BLANKLINE>
+    >>> with profiler():
+    ...     pass
+    Traceback (most recent call last):
+        ...
+    ValueError: profiler(name=...) needs a name when used as a context manager
     """
 
     def __init__(

@@ -33,7 +33,31 @@ class Device:
     native sense (``cudaSetDevice``, ``hipSetDevice``) for the block, for
     code that reads that state (rmm, HIP, kernel launches): the seed's
     convenience. devmm's own calls take their device explicitly and do not
-    read it."""
+    read it.
+
+    ``Device(type, index=0)``: ``type`` is a ``DeviceType``, its DLPack
+    code (``2``) or its name (``"cuda"``); ``index`` an ``int``.
+    :meth:`from_string` reads ``"cuda:1"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown type, or an ordinal below 0 or past ``int32``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> devmm.Device("cuda", 1)
+    Device(type=<DeviceType.CUDA: 2>, index=1)
+    >>> devmm.Device(2) == devmm.Device.from_string("cuda:0")
+    True
+    >>> str(devmm.Device(devmm.DeviceType.ROCM, 1)), devmm.Device("cpu").__dlpack_device__()
+    ('rocm:1', (1, 0))
+    >>> devmm.Device("cpu", -1)
+    Traceback (most recent call last):
+        ...
+    ValueError: index must be a device index from 0 to 2147483647; -1 is out of range
+    """
 
     type: DeviceType
     index: int = 0
@@ -52,8 +76,27 @@ class Device:
     @classmethod
     def from_string(cls, text: str) -> Device:
         """Parses ``"cpu"``, ``"cuda:1"``, ``"rocm:0"``, ``"cuda_host"`` (the
-        ordinal defaults to 0); anything else is a ``ValueError`` saying the
-        form expected."""
+        ordinal defaults to 0): ``TYPE`` or ``TYPE:ORDINAL``, ``TYPE`` one of
+        ``cpu``, ``cuda``, ``cuda_host``, ``rocm``, ``rocm_host``,
+        ``cuda_managed``. Returns the ``Device``.
+
+        Raises
+        ------
+        ValueError
+            Any other text, saying the form expected.
+
+        Examples
+        --------
+        >>> import devmm
+        >>> devmm.Device.from_string("cuda:1")
+        Device(type=<DeviceType.CUDA: 2>, index=1)
+        >>> devmm.Device.from_string("cpu").index
+        0
+        >>> devmm.Device.from_string("gpu")
+        Traceback (most recent call last):
+            ...
+        ValueError: unknown device type "gpu": expected TYPE or TYPE:ORDINAL, ...
+        """
         return cls(*_parse_device(text))
 
     def __str__(self) -> str:

@@ -40,7 +40,32 @@ class DType:
     ``DLDataTypeCode`` up to DLPack 1.1's float8/float6/float4 codes (17),
     ``bits`` per lane and ``lanes`` per element. A code devmm does not know,
     zero bits or lanes, or a field out of range is a ``ValueError`` naming
-    the field."""
+    the field.
+
+    ``DType(code, bits, lanes=1)``; :meth:`from_string` reads a standard
+    name and :meth:`from_any` every spelling ``devmm.empty`` accepts. The
+    standard dtypes are constants of ``devmm._core.dtypes`` (``float32``,
+    ``bool_``, ...). ``itemsize`` is the bytes per element, ``name`` the
+    standard name.
+
+    Raises
+    ------
+    ValueError
+        An unknown code, zero bits or lanes, or a field out of range.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> f32 = devmm.DType(2, 32)  # DLPack's kDLFloat, 32 bits
+    >>> f32, f32.itemsize, f32.name
+    (DType('float32'), 4, 'float32')
+    >>> f32 == devmm.DType.from_string("float32")
+    True
+    >>> devmm.DType(2, 0)
+    Traceback (most recent call last):
+        ...
+    ValueError: ...
+    """
 
     code: int
     bits: int
@@ -56,7 +81,18 @@ class DType:
     def from_string(cls, name: str) -> DType:
         """Parses a standard name: ``"float32"``, ``"bfloat16"``,
         ``"complex64"``, ``"bool"``, the float8/float6/float4 names; another
-        name is a ``ValueError`` listing them."""
+        name is a ``ValueError`` listing them.
+
+        Examples
+        --------
+        >>> import devmm
+        >>> devmm.DType.from_string("bfloat16")
+        DType('bfloat16')
+        >>> devmm.DType.from_string("float33")
+        Traceback (most recent call last):
+            ...
+        ValueError: unknown dtype string "float33": expected one of bool, int8, ...
+        """
         return cls(*_parse_dtype(name))
 
     @classmethod
@@ -66,7 +102,21 @@ class DType:
         type code (``"f4"``, ``"<i8"``); an object with NumPy's ``kind`` and
         ``itemsize``; an ``ml_dtypes`` type; a ``torch`` dtype. Anything
         else is a ``TypeError``, a type DLPack cannot express a
-        ``ValueError``."""
+        ``ValueError``. Returns the ``DType``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import devmm
+        >>> devmm.DType.from_any(np.float32), devmm.DType.from_any("<i8")
+        (DType('float32'), DType('int64'))
+        >>> devmm.DType.from_any(np.dtype("uint8")) == devmm.DType.from_any("uint8")
+        True
+        >>> devmm.DType.from_any(3.5)
+        Traceback (most recent call last):
+            ...
+        TypeError: argument 'obj': cannot interpret 3.5 as a dtype: ...
+        """
         if isinstance(obj, DType):
             return obj
         return _dtype_from_any(obj)

@@ -128,7 +128,16 @@ def runtime_names() -> tuple[str, ...]:
     ``devmm.runtimes`` entry points, read again on each call (milliseconds:
     it lists the installed distributions). ``DEVMM_RUNTIME`` restricts the
     list to ``cpu`` and the runtime it names, listed without probing
-    (forced, as the seed's: ``runtime_for`` then says why it cannot run)."""
+    (forced, as the seed's: ``runtime_for`` then says why it cannot run).
+
+    Returns a tuple of names; ``"cpu"`` is always among them.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> "cpu" in devmm.runtime_names()
+    True
+    """
     discover()
     return _devmm.runtime_names()
 
@@ -136,8 +145,29 @@ def runtime_names() -> tuple[str, ...]:
 def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
     """The runtime for a device, a device type (or its DLPack code) or a
     name; loaded on first use and the same object afterwards. A name may be
-    a third-party runtime's. Raises ``RuntimeUnavailableError`` (an ``ImportError``) when
-    none serves it."""
+    a third-party runtime's.
+
+    ``which``: a ``Device``, a ``DeviceType``, its DLPack code (``1``) or a
+    runtime name (``"cpu"``, ``"cuda"``, ``"rocm"`` or a registered one).
+    Returns the ``DeviceRuntime``.
+
+    Raises
+    ------
+    RuntimeUnavailableError
+        (an ``ImportError``) No runtime serves ``which``, or its driver is
+        absent, saying why.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> cpu = devmm.runtime_for("cpu")
+    >>> cpu.name, cpu is devmm.runtime_for(devmm.Device("cpu")) is devmm.runtime_for(1)
+    ('cpu', True)
+    >>> devmm.runtime_for("tpu")
+    Traceback (most recent call last):
+        ...
+    devmm.RuntimeUnavailableError: runtime "tpu" is unavailable: no runtime is registered for it ...
+    """
     if not isinstance(which, str):
         return _devmm.runtime_for(which)
     if which in _scanned():
@@ -154,7 +184,16 @@ def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
 
 def available_runtimes() -> tuple[DeviceRuntime | Any, ...]:
     """Every runtime ``runtime_names()`` lists that loads and can run here,
-    in that order, each the object ``runtime_for`` returns for it."""
+    in that order, each the object ``runtime_for`` returns for it. The CPU
+    runtime is always first.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> runtimes = devmm.available_runtimes()
+    >>> runtimes[0].name, runtimes[0] is devmm.runtime_for("cpu")
+    ('cpu', True)
+    """
     runtimes: list[DeviceRuntime | Any] = list(_devmm.available_runtimes())
     for name in runtime_names():
         if name in _scanned():

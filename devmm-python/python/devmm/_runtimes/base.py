@@ -17,7 +17,14 @@ class CopyKind(enum.IntEnum):
     """The direction of a :meth:`DeviceRuntime.memcpy`. The values are the
     ``cudaMemcpyKind`` / ``hipMemcpyKind`` codes, which the core checks
     (``devmm::CopyKind``); ``DEFAULT`` lets a GPU driver with unified
-    addressing tell host from device memory itself."""
+    addressing tell host from device memory itself.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> int(devmm.CopyKind.HOST_TO_DEVICE), devmm.CopyKind(2)
+    (1, <CopyKind.DEVICE_TO_HOST: 2>)
+    """
 
     HOST_TO_HOST = 0
     HOST_TO_DEVICE = 1

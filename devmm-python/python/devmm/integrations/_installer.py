@@ -27,6 +27,20 @@ class Installer:
     that first) and stays installed, as it does when ``restore`` raises
     (the library could not go back). ``mr`` is the resource installed, if
     one is.
+
+    ``Installer(library, restore, *, mr=None, is_current=None)``;
+    ``installed`` says whether it has not been undone yet.
+
+    Examples
+    --------
+    >>> from devmm.integrations import Installer
+    >>> installer = Installer("demo", lambda: print("restored"))
+    >>> with installer:
+    ...     installer.installed
+    True
+    restored
+    >>> installer.installed, installer.uninstall()  # a second uninstall does nothing
+    (False, None)
     """
 
     def __init__(
@@ -49,7 +63,24 @@ class Installer:
         return self._restore is not None
 
     def uninstall(self) -> None:
-        """Restores the library's previous state (the first call only)."""
+        """Restores the library's previous state (the first call only).
+
+        Raises
+        ------
+        RuntimeError
+            Something installed later is current (uninstall that first), or
+            the library cannot go back; the installer stays installed.
+
+        Examples
+        --------
+        >>> import devmm
+        >>> import devmm.integrations.numpy
+        >>> from devmm.mrs.cpu import MallocMemoryResource
+        >>> installer = devmm.integrations.numpy.install(MallocMemoryResource())
+        >>> installer.uninstall()
+        >>> installer.installed
+        False
+        """
         # Taken under the lock, so two threads cannot both restore; restore
         # (library code, which may call back into this installer) runs
         # outside it.

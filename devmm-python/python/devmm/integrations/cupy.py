@@ -64,7 +64,24 @@ def install(mr: DeviceMemoryResource) -> Installer:
     :class:`~devmm.integrations.Installer` that undoes it.
 
     Raises ``ValueError`` for a resource that allocates through CuPy itself
-    (a cycle) or that is not on a CUDA device."""
+    (a cycle) or that is not on a CUDA device, and
+    ``RuntimeUnavailableError`` where CuPy is not importable.
+
+    Examples
+    --------
+    >>> import devmm.integrations.cupy
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> devmm.integrations.cupy.install(MallocMemoryResource())
+    Traceback (most recent call last):
+        ...
+    ValueError: CuPy allocates CUDA memory, so the installed resource must live on a cuda device; ...
+
+    With a CUDA device:
+
+    >>> from devmm.mrs.cuda import CudaRuntimeMemoryResource
+    >>> with devmm.integrations.cupy.install(CudaRuntimeMemoryResource("cuda:0")):  # doctest: +SKIP
+    ...     x = cupy.zeros(1000)  # allocated by devmm
+    """
     refuse_cycle("cupy", mr)
     if mr.device.type is not DeviceType.CUDA:
         raise ValueError(

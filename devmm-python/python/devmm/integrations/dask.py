@@ -50,7 +50,30 @@ class DevmmWorkerPlugin(WorkerPlugin):
     ``arrows`` over it. Register with ``client.register_plugin(plugin)``.
 
     PyTorch never lets go of an allocator (see ``devmm.integrations.torch``),
-    so a ``"torch"`` arrow stays when the plugin is removed."""
+    so a ``"torch"`` arrow stays when the plugin is removed.
+
+    ``DevmmWorkerPlugin(factory, *, arrows=(), name="devmm")``: ``arrows``
+    names provide arrows among ``"cupy"`` and ``"torch"``; ``name`` is the
+    plugin's name on the workers (:func:`cluster_statistics` finds it by it).
+
+    Raises
+    ------
+    ValueError
+        An arrow that is not ``"cupy"`` or ``"torch"`` (``"numpy"`` cannot
+        be worker-wide: it says why).
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.integrations.dask import DevmmWorkerPlugin
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> plugin = DevmmWorkerPlugin(MallocMemoryResource)
+    >>> client.register_plugin(plugin)  # doctest: +SKIP
+    >>> DevmmWorkerPlugin(MallocMemoryResource, arrows=["numpy"])
+    Traceback (most recent call last):
+        ...
+    ValueError: NumPy's allocator is per contextvars context ...
+    """
 
     def __init__(
         self,
@@ -77,6 +100,20 @@ class DevmmWorkerPlugin(WorkerPlugin):
         self._installers: list[Installer] = []
 
     def setup(self, worker: Worker) -> None:
+        """Dask's call on each worker: makes ``factory()`` the current
+        resource of its device (process-wide) and installs the arrows.
+
+        Examples
+        --------
+        >>> import devmm
+        >>> from devmm.integrations.dask import DevmmWorkerPlugin
+        >>> from devmm.mrs.cpu import MallocMemoryResource
+        >>> plugin = DevmmWorkerPlugin(lambda: devmm.StatisticsAdaptor(MallocMemoryResource()))
+        >>> plugin.setup(worker=None)  # what Dask does on each worker
+        >>> devmm.get_current_memory_resource("cpu") is plugin.mr
+        True
+        >>> plugin.teardown(worker=None)
+        """
         mr = self.factory()
         previous = get_current_memory_resource(mr.device)
         installers: list[Installer] = []
@@ -90,6 +127,21 @@ class DevmmWorkerPlugin(WorkerPlugin):
         self.mr, self._previous, self._installers = mr, previous, installers
 
     def teardown(self, worker: Worker) -> None:
+        """Dask's call when the plugin leaves a worker: uninstalls the arrows
+        (but ``"torch"``'s) and restores the previous current resource.
+
+        Examples
+        --------
+        >>> import devmm
+        >>> from devmm.integrations.dask import DevmmWorkerPlugin
+        >>> from devmm.mrs.cpu import MallocMemoryResource
+        >>> before = devmm.get_current_memory_resource("cpu")
+        >>> plugin = DevmmWorkerPlugin(MallocMemoryResource)
+        >>> plugin.setup(worker=None)
+        >>> plugin.teardown(worker=None)
+        >>> devmm.get_current_memory_resource("cpu") is before, plugin.mr
+        (True, None)
+        """
         if self.mr is None or self._previous is None:
             return
         _uninstall(self._installers)
@@ -126,6 +178,24 @@ def _worker_statistics(name: str, dask_worker: Worker) -> dict[str, int]:
 def cluster_statistics(client: Client, name: str = "devmm") -> dict[str, dict[str, int]]:
     """Each worker's statistics, by worker address: a row of
     :data:`COLUMNS` from the ``StatisticsAdaptor`` in the stack that the
-    plugin ``name`` built there."""
+    plugin ``name`` built there.
+
+    Raises
+    ------
+    ValueError
+        A worker has no plugin ``name``, or its stack no
+        ``StatisticsAdaptor``.
+
+    Examples
+    --------
+    >>> import devmm
+    >>> from devmm.integrations.dask import COLUMNS, DevmmWorkerPlugin, cluster_statistics
+    >>> COLUMNS
+    ('current_bytes', 'peak_bytes', 'total_bytes', 'allocations', 'deallocations')
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> client.register_plugin(DevmmWorkerPlugin(lambda: devmm.StatisticsAdaptor(MallocMemoryResource())))  # doctest: +SKIP
+    >>> cluster_statistics(client)  # doctest: +SKIP
+    {'tcp://127.0.0.1:40325': {'current_bytes': 0, 'peak_bytes': 0, ...}}
+    """
     rows = client.run(_worker_statistics, name)
     return dict(sorted(rows.items()))

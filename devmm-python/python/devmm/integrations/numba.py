@@ -99,7 +99,22 @@ def _make_plugin_class(numba_cuda: Any) -> type:
         driver (``GetIpcHandleMixin``, ``cuIpcGetMemHandle``), which serves
         only ``cudaMalloc`` memory: ``get_ipc_handle`` refuses devmm memory
         from any other allocator (``cudaMallocAsync``, the default) with a
-        ``ValueError``."""
+        ``ValueError``.
+
+        Numba makes it (``DevmmEMMPlugin(context=...)``) for each context
+        once :func:`install` selected it; user code does not call its
+        methods.
+
+        Examples
+        --------
+        >>> from devmm.integrations.numba import DevmmEMMPlugin
+        >>> DevmmEMMPlugin(context=None).interface_version
+        1
+        >>> from numba import cuda  # doctest: +SKIP
+        >>> devmm.integrations.numba.install()  # doctest: +SKIP
+        >>> cuda.device_array(1000).gpu_data  # doctest: +SKIP
+        <numba.cuda.cudadrv.driver.AutoFreePointer object at 0x...>
+        """
 
         #: Contexts that used this plugin (counted by ``initialize``).
         contexts_made = 0
@@ -128,6 +143,18 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             return info if info is not None else runtime_for(self.device).memory_info(self.device)
 
         def initialize(self) -> None:
+            """Numba's call when a context starts using the plugin: counts
+            the context (``contexts_made``), after which ``uninstall()``
+            raises.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> before = DevmmEMMPlugin.contexts_made
+            >>> DevmmEMMPlugin(context=None).initialize()  # doctest: +SKIP
+            >>> DevmmEMMPlugin.contexts_made >= before
+            True
+            """
             Plugin.contexts_made += 1
             # Numba flushes pending frees past a share of the device's
             # memory; a base without Numba's queue (a stand-in's) has none.
@@ -145,6 +172,18 @@ def _make_plugin_class(numba_cuda: Any) -> type:
                 return self.context
 
         def memalloc(self, size: int) -> Any:
+            """Numba's device allocation: a ``DeviceBuffer`` of ``size``
+            bytes from devmm's current resource for the context's device,
+            wrapped in Numba's ``AutoFreePointer``.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> from numba import cuda
+            >>> context = cuda.current_context()  # doctest: +SKIP
+            >>> context.memalloc(1024).size  # through DevmmEMMPlugin.memalloc  # doctest: +SKIP
+            1024
+            """
             # The EMM interface carries no stream: Numba's allocations are
             # on the device's default stream (handle 0), as rmm's plugin's.
             if self._stream is None:
@@ -169,6 +208,19 @@ def _make_plugin_class(numba_cuda: Any) -> type:
                 buffer.free()
 
         def get_ipc_handle(self, memory: Any) -> Any:
+            """An IPC handle for ``memory``, from the driver
+            (``cuIpcGetMemHandle``), which serves only ``cudaMalloc``
+            memory: anything else is a ``ValueError``.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> from numba import cuda
+            >>> cuda.device_array(16).get_ipc_handle()  # doctest: +SKIP
+            Traceback (most recent call last):
+                ...
+            ValueError: ... allocates with cudaMallocAsync ...
+            """
             address = int(memory.device_pointer)
             buffer = self._owner_of(address)
             if buffer is not None:
@@ -194,6 +246,17 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             return None
 
         def memhostalloc(self, size: int, mapped: bool = False, portable: bool = False, wc: bool = False) -> Any:
+            """Numba's pinned host allocation: devmm's
+            ``CudaPinnedMemoryResource`` serves it, unless ``mapped`` or
+            ``wc`` asks for driver flags only Numba's own path sets.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> from numba import cuda
+            >>> cuda.pinned_array(16).nbytes  # through DevmmEMMPlugin.memhostalloc  # doctest: +SKIP
+            128
+            """
             if mapped or wc:
                 # Mapped and write-combined memory need driver flags devmm's
                 # pinned resource does not take: Numba's own path serves them.
@@ -207,10 +270,27 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             return numba_cuda.PinnedMemory(self._context(), buffer.ptr, size, owner=buffer)
 
         def get_memory_info(self) -> Any:
+            """``MemoryInfo(free, total)`` of the current resource
+            (``available_memory()``), or of the device when it cannot tell.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> from numba import cuda
+            >>> free, total = cuda.current_context().get_memory_info()  # doctest: +SKIP
+            """
             free, total = self._memory_info()
             return numba_cuda.MemoryInfo(free=free, total=total)
 
         def reset(self) -> None:
+            """Numba's reset: frees every allocation still live.
+
+            Examples
+            --------
+            >>> from devmm.integrations.numba import DevmmEMMPlugin
+            >>> from numba import cuda
+            >>> cuda.current_context().reset()  # doctest: +SKIP
+            """
             super().reset()
             live, self._live = self._live, {}
             for buffer in live.values():
@@ -246,7 +326,21 @@ def install() -> Installer:
     for their device (:class:`DevmmEMMPlugin`); returns the
     :class:`~devmm.integrations.Installer` that restores Numba's previous
     memory manager. Must run before Numba makes a context: once one used
-    the plugin, ``uninstall()`` raises ``RuntimeError``."""
+    the plugin, ``uninstall()`` raises ``RuntimeError``.
+
+    Raises
+    ------
+    RuntimeUnavailableError
+        numba-cuda is not importable.
+
+    Examples
+    --------
+    >>> import devmm.integrations.numba
+    >>> installer = devmm.integrations.numba.install()  # before Numba's first context
+    >>> installer.installed
+    True
+    >>> installer.uninstall()  # no context used it yet, so Numba can go back
+    """
     numba_cuda = _numba_cuda_module()
     driver = numba_cuda.cudadrv.driver
     plugin = _plugin_class()

@@ -45,7 +45,23 @@ def install(mr: DeviceMemoryResource) -> Installer:
     ``mr``; returns the :class:`~devmm.integrations.Installer` that undoes it.
 
     Raises ``ValueError`` for a resource that allocates through rmm itself
-    (a cycle) or that is not on a CUDA or ROCm device."""
+    (a cycle) or that is not on a CUDA or ROCm device.
+
+    Examples
+    --------
+    >>> import devmm.integrations.rmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> devmm.integrations.rmm.install(MallocMemoryResource())
+    Traceback (most recent call last):
+        ...
+    ValueError: rmm serves cuda/rocm devices (rmm CUDA ones, hipMM ROCm ones); ...
+
+    With a CUDA device:
+
+    >>> from devmm.mrs.cuda import CudaRuntimeMemoryResource
+    >>> with devmm.integrations.rmm.install(CudaRuntimeMemoryResource("cuda:0")):  # doctest: +SKIP
+    ...     buf = rmm.DeviceBuffer(size=1024)  # allocated by devmm
+    """
     refuse_cycle("rmm", mr)  # hipMM too
     device = mr.device
     platform = _PLATFORM.get(device.type)

@@ -68,7 +68,16 @@ def _resources(resources: Resources) -> list[DeviceMemoryResource]:
 
 class TorchInstaller(Installer):
     """PyTorch allocating through devmm, from ``install``. PyTorch cannot
-    go back to another allocator, so ``uninstall()`` raises ``RuntimeError``."""
+    go back to another allocator, so ``uninstall()`` raises ``RuntimeError``.
+    ``resources`` lists the resources PyTorch allocates through.
+
+    Examples
+    --------
+    >>> from devmm.integrations.torch import TorchInstaller
+    >>> installer = TorchInstaller([])  # what install() returns
+    >>> installer.installed, installer.library
+    (True, 'torch')
+    """
 
     library = "torch"
 
@@ -80,6 +89,17 @@ class TorchInstaller(Installer):
         return True
 
     def uninstall(self) -> None:
+        """Always raises ``RuntimeError``: PyTorch keeps its allocator until
+        the process exits.
+
+        Examples
+        --------
+        >>> from devmm.integrations.torch import TorchInstaller
+        >>> TorchInstaller([]).uninstall()
+        Traceback (most recent call last):
+            ...
+        RuntimeError: PyTorch cannot swap away from a pluggable CUDA allocator once it is made ...
+        """
         raise RuntimeError(
             "PyTorch cannot swap away from a pluggable CUDA allocator once it is made (it is "
             "initialised on creation), so devmm keeps serving PyTorch's allocations until the "
@@ -94,7 +114,36 @@ def install(resources: Resources) -> TorchInstaller:
     """Makes PyTorch allocate CUDA memory through devmm: ``resources`` is one
     resource (for its device) or a mapping ``{device: mr}``. Must run before
     PyTorch initialises CUDA; raises ``RuntimeError`` otherwise, and when
-    devmm already serves PyTorch."""
+    devmm already serves PyTorch.
+
+    ``resources``: a ``DeviceMemoryResource`` on a CUDA device (or managed
+    memory), or a mapping from devices (``0``, ``"cuda:1"``, a
+    ``torch.device`` or a ``Device``) to such resources. Returns the
+    :class:`TorchInstaller`.
+
+    Raises
+    ------
+    ValueError
+        A resource is not on a CUDA device.
+    RuntimeError
+        PyTorch has initialised CUDA, or devmm already serves it.
+
+    Examples
+    --------
+    >>> import devmm.integrations.torch
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> devmm.integrations.torch.install(MallocMemoryResource())
+    Traceback (most recent call last):
+        ...
+    ValueError: invalid argument: PyTorch's CUDA allocator needs CUDA device (or managed) memory; ...
+
+    With a CUDA device, before PyTorch's first CUDA tensor:
+
+    >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    >>> devmm.integrations.torch.install(CudaAsyncMemoryResource("cuda:0"))  # doctest: +SKIP
+    <TorchInstaller torch -> [CudaAsyncMemoryResource(...)]>
+    >>> torch.zeros(1000, device="cuda")  # allocated by devmm  # doctest: +SKIP
+    """
     chosen = _resources(resources)
     if torch.cuda.is_initialized():
         raise RuntimeError(
@@ -135,7 +184,24 @@ def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
     ``reserved_bytes.all.current`` and ``.peak`` are that pool's reserved
     bytes and their high-water mark, as PyTorch's caching allocator reports
     what it holds; another pool below devmm (rmm's, the device's default
-    one) is not seen here."""
+    one) is not seen here.
+
+    ``device``: ``None`` (PyTorch's current device), an ordinal,
+    ``"cuda:1"``, a ``torch.device`` or a ``Device``. Returns an
+    ``OrderedDict`` of ints.
+
+    Raises
+    ------
+    RuntimeError
+        devmm does not serve PyTorch (``install`` was not called).
+
+    Examples
+    --------
+    >>> from devmm.integrations.torch import memory_stats, reset_peak_memory_stats
+    >>> stats = memory_stats(0)  # after install(...)  # doctest: +SKIP
+    >>> stats["allocated_bytes.all.current"]  # doctest: +SKIP
+    0
+    """
     ordinal, (current, peak, total, allocations, deallocations, ooms) = _statistics(device)
     stats: dict[str, int] = {"num_ooms": ooms, "num_alloc_retries": 0}
     for name in ("allocated_bytes", "reserved_bytes", "active_bytes"):
@@ -156,6 +222,15 @@ def memory_stats(device: Any = None) -> "OrderedDict[str, int]":
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     """Starts a new peak for PyTorch's blocks on ``device``: the peak keys
-    of :func:`memory_stats` become the bytes live now."""
+    of :func:`memory_stats` become the bytes live now. ``device`` is spelled
+    as for :func:`memory_stats`.
+
+    Examples
+    --------
+    >>> from devmm.integrations.torch import memory_stats, reset_peak_memory_stats
+    >>> reset_peak_memory_stats(0)  # after install(...)  # doctest: +SKIP
+    >>> memory_stats(0)["allocated_bytes.all.peak"] == memory_stats(0)["allocated_bytes.all.current"]  # doctest: +SKIP
+    True
+    """
     ordinal, _ = _statistics(device)
     _devmm.torch_reset_peak(ordinal)

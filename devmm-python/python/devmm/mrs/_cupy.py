@@ -47,7 +47,33 @@ class CupyAllocatorMemoryResource(CheckedResource):
     (its memory pool unless set otherwise) at each allocation. It runs with
     ``device`` current and the devmm stream as CuPy's current stream, so a
     pool caches by the right stream; the ``MemoryPointer`` is held until
-    ``deallocate``."""
+    ``deallocate``.
+
+    ``CupyAllocatorMemoryResource(allocator=None, device=None)``: ``device``
+    is a CUDA ``Device`` or string (``"cuda:0"`` when ``None``). CuPy is
+    imported at the first allocation.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not a CUDA device, or ``allocator`` is devmm's own
+        CuPy allocator (a cycle).
+    RuntimeUnavailableError
+        At the first allocation, where CuPy is not importable.
+
+    Examples
+    --------
+    >>> from devmm.mrs.cuda import CupyAllocatorMemoryResource
+    >>> CupyAllocatorMemoryResource(device="cpu")
+    Traceback (most recent call last):
+        ...
+    ValueError: CupyAllocatorMemoryResource requires a cuda device: CuPy allocates on CUDA devices, not cpu:0; pass a cuda device
+    >>> mr = CupyAllocatorMemoryResource(device="cuda:0")
+    >>> mr.device, mr.allocator
+    (Device(type=<DeviceType.CUDA: 2>, index=0), None)
+    >>> ptr = mr.allocate(1024, None)  # needs CuPy and a GPU  # doctest: +SKIP
+    >>> mr.deallocate(ptr, 1024, None)  # doctest: +SKIP
+    """
 
     consumes = "cupy"
     # CuPy's pointers are real device memory: devmm's copies may use them.
@@ -109,6 +135,14 @@ class CupyAllocatorMemoryResource(CheckedResource):
         return True
 
     def guaranteed_alignment(self) -> int:
+        """256: CuPy's allocations start on 256-byte boundaries.
+
+        Examples
+        --------
+        >>> from devmm.mrs.cuda import CupyAllocatorMemoryResource
+        >>> CupyAllocatorMemoryResource(device="cuda:0").guaranteed_alignment()
+        256
+        """
         return _ALIGNMENT
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:

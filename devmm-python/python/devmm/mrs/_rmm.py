@@ -222,13 +222,53 @@ class RmmMemoryResource(_RmmFamilyResource):
     """Allocates through an rmm ``DeviceMemoryResource``: ``inner``, or
     rmm's per-device resource for ``device`` when it is made (so a pool or
     managed memory configured in rmm serves devmm). Stream-ordered on the
-    stream passed; ``inner`` lives as long as this resource."""
+    stream passed; ``inner`` lives as long as this resource.
+
+    ``RmmMemoryResource(inner=None, device=None)``: ``device`` is a CUDA
+    ``Device`` or string (``"cuda:0"`` when ``None``).
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not a CUDA device, or rmm's resource is devmm's own
+        (``devmm.integrations.rmm`` installed: a cycle).
+    RuntimeUnavailableError
+        rmm is not importable (when ``inner`` is not given).
+
+    Examples
+    --------
+    >>> from devmm.mrs.cuda import RmmMemoryResource
+    >>> RmmMemoryResource(device="rocm:0")
+    Traceback (most recent call last):
+        ...
+    ValueError: RmmMemoryResource serves CUDA devices, not rocm:0; HipmmMemoryResource is the one for that platform
+    >>> mr = RmmMemoryResource(device="cuda:0")  # needs rmm  # doctest: +SKIP
+    >>> mr.deallocate(mr.allocate(1024, None), 1024, None)  # needs a GPU  # doctest: +SKIP
+    """
 
     _platform = "cuda"
 
 
 class HipmmMemoryResource(_RmmFamilyResource):
     """The same as :class:`RmmMemoryResource` over hipMM, ROCm's port of
-    rmm (which is imported as ``rmm`` too), on ROCm devices."""
+    rmm (which is imported as ``rmm`` too), on ROCm devices
+    (``"rocm:0"`` when ``device`` is ``None``).
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not a ROCm device, or hipMM's resource is devmm's own.
+    RuntimeUnavailableError
+        No ``rmm`` module targeting ROCm (hipMM) is importable.
+
+    Examples
+    --------
+    >>> from devmm.mrs.rocm import HipmmMemoryResource
+    >>> HipmmMemoryResource(device="cuda:0")
+    Traceback (most recent call last):
+        ...
+    ValueError: HipmmMemoryResource serves ROCM devices, not cuda:0; RmmMemoryResource is the one for that platform
+    >>> mr = HipmmMemoryResource(device="rocm:0")  # needs hipMM and a GPU  # doctest: +SKIP
+    """
 
     _platform = "rocm"
