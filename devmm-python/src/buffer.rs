@@ -449,7 +449,7 @@ impl PyDeviceBuffer {
     /// DLPack 1.3's C exchange API for the bytes, as `Tensor`'s (its
     /// optional `dltensor_from_py_object_no_sync` entry is NULL).
     ///
-    /// Python type: `typing.Any`
+    /// Python type: `object`
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
         crate::exchange::capsule(py, &crate::exchange::BUFFER_API)

@@ -294,7 +294,7 @@ impl PyTensor {
     /// `"dlpack_exchange_api"` over devmm's `DLPackExchangeAPI` table, which
     /// C consumers call instead of `__dlpack__` (same zero-copy exports).
     ///
-    /// Python type: `typing.Any`
+    /// Python type: `object`
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
         crate::exchange::capsule(py, &crate::exchange::TENSOR_API)

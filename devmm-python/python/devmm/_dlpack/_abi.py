@@ -9,7 +9,7 @@ field order and types."""
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # What a function-pointer field reads as; typeshed has it in `_ctypes` only.
@@ -190,7 +190,7 @@ class DLPackExchangeAPI(ctypes.Structure):
     ]
 
     @classmethod
-    def of(cls, producer_type: type) -> DLPackExchangeAPI:
+    def of(cls, producer_type: type[Any]) -> DLPackExchangeAPI:
         """The table ``producer_type.__dlpack_c_exchange_api__`` points at."""
         get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
         get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
