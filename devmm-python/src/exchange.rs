@@ -14,6 +14,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::sync::{Mutex, PoisonError};
 
 use devmm::dlpack::ffi::{
     DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
@@ -24,6 +25,7 @@ use pyo3::exceptions::{PyRuntimeError, PySystemError, PyTypeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use crate::buffer::PyDeviceBuffer;
 use crate::dlpack::{export_error, hold_producer};
@@ -275,14 +277,44 @@ unsafe extern "C" fn current_work_stream(
     }
 }
 
+/// How many producer types [`producer_api`] remembers the answer for.
+const REMEMBERED_TYPES: usize = 32;
+
+/// The answers of [`producer_api`] per type, by the type's address; each
+/// type is kept alive (a strong reference never given back), so its
+/// address cannot name another type later. DLPack lets a consumer cache
+/// the table per type.
+static REMEMBERED: Mutex<Vec<(usize, Option<&'static DLPackExchangeAPI>)>> = Mutex::new(Vec::new());
+
 /// The exchange table `type(obj)` publishes, when it is one devmm reads:
 /// a `"dlpack_exchange_api"` capsule whose header says DLPack 1.x with x
 /// at least 3, with an export entry. `None` sends `from_dlpack` to
-/// `__dlpack__`.
+/// `__dlpack__`. The answer is remembered per type: a failed attribute
+/// lookup builds an `AttributeError`, which every NumPy import would pay.
 pub(crate) fn producer_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
-    let found = obj
-        .get_type()
-        .getattr(intern!(obj.py(), "__dlpack_c_exchange_api__"))
+    let ty = obj.get_type();
+    let key = ty.as_ptr() as usize;
+    let remember = || REMEMBERED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, api)) = remember().iter().find(|(seen, _)| *seen == key) {
+        return api;
+    }
+    // Looked up unlocked: the lookup may run Python code (a metaclass's
+    // `__getattr__`) that imports through here again.
+    let api = table_of(&ty);
+    let mut remembered = remember();
+    let known = remembered.iter().any(|(seen, _)| *seen == key);
+    if !known && remembered.len() < REMEMBERED_TYPES {
+        // Kept alive for good, so the address stays this type's.
+        let _ = ty.into_ptr();
+        remembered.push((key, api));
+    }
+    api
+}
+
+/// The table `ty` publishes, looked up (see [`producer_api`]).
+fn table_of(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
+    let found = ty
+        .getattr(intern!(ty.py(), "__dlpack_c_exchange_api__"))
         .ok()?;
     // SAFETY: a live object; IsValid sets no exception, and with the name
     // checked GetPointer cannot fail.
