@@ -536,6 +536,15 @@ impl PyDeviceBuffer {
         self.buffer.device().dlpack_device()
     }
 
+    /// DLPack 1.3's C exchange API for the bytes, as `Tensor`'s (its
+    /// optional `dltensor_from_py_object_no_sync` entry is NULL).
+    ///
+    /// Python type: `object`
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::exchange::capsule(py, &crate::exchange::BUFFER_API)
+    }
+
     /// The CUDA Array Interface (version 3) of the bytes, for CUDA memory;
     /// `AttributeError` elsewhere; `BufferError` once freed.
     ///

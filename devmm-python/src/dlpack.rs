@@ -21,7 +21,7 @@ use crate::stream::maybe_detached;
 /// asks: the core's refusals, a closed buffer, and a `stream=` value the
 /// device has no use for. Anything else (out of memory, a driver failure)
 /// converts as everywhere.
-fn export_error(err: devmm::Error) -> PyErr {
+pub(crate) fn export_error(err: devmm::Error) -> PyErr {
     match err {
         devmm::Error::BufferClosed { .. } | devmm::Error::Stream { .. } => {
             PyBufferError::new_err(err.to_string())
@@ -185,10 +185,7 @@ pub(crate) fn export_capsule<'py>(
     let py = producer.py();
     let mut export =
         maybe_detached(py, tensor.device(), || tensor.to_dlpack(&request)).map_err(export_error)?;
-    let held = producer.clone().into_ptr();
-    // SAFETY: `held` is a strong reference of our own (never null), and
-    // `release_held` gives it back from any thread.
-    export.hold(unsafe { ExportOwner::new(NonNull::new_unchecked(held.cast()), release_held) });
+    hold_producer(&mut export, producer);
     let flavor = export.flavor();
     let destructor: unsafe extern "C" fn(*mut ffi::PyObject) = match flavor {
         DlpackFlavor::Versioned => destroy_versioned,
@@ -205,6 +202,15 @@ pub(crate) fn export_capsule<'py>(
     }
     // SAFETY: a new reference, or NULL with an exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
+}
+
+/// Keeps `producer` alive until `export`'s deleter runs (the exchange
+/// API's exports hold their object as `__dlpack__`'s do).
+pub(crate) fn hold_producer(export: &mut DlpackExport, producer: &Bound<'_, PyAny>) {
+    let held = producer.clone().into_ptr();
+    // SAFETY: `held` is a strong reference of our own (never null), and
+    // `release_held` gives it back from any thread.
+    export.hold(unsafe { ExportOwner::new(NonNull::new_unchecked(held.cast()), release_held) });
 }
 
 /// Gives back the reference an export held, on the thread running its

@@ -17,6 +17,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod error;
+mod exchange;
 mod gil;
 mod gpu_resources;
 mod host_resources;

@@ -354,6 +354,16 @@ impl PyTensor {
         self.tensor.device().dlpack_device()
     }
 
+    /// DLPack 1.3's C exchange API: a `PyCapsule` named
+    /// `"dlpack_exchange_api"` over devmm's `DLPackExchangeAPI` table, which
+    /// C consumers call instead of `__dlpack__` (same zero-copy exports).
+    ///
+    /// Python type: `object`
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::exchange::capsule(py, &crate::exchange::TENSOR_API)
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.policy)?;
         visit.call(&self.mr)?;
@@ -736,7 +746,8 @@ pub(crate) fn empty_like(
 
 /// Imports any DLPack producer (an object with `__dlpack__` and
 /// `__dlpack_device__`, or an unconsumed DLPack capsule) as a devmm
-/// `Tensor`, zero-copy. The tensor owns the producer's export and releases
+/// `Tensor`, zero-copy, through the DLPack 1.3 C exchange API when the
+/// producer's type publishes one (`__dlpack_c_exchange_api__`). The tensor owns the producer's export and releases
 /// it exactly once; its memory counts as foreign (`foreign_memory()`).
 /// A devmm export, or a NumPy array `np.from_dlpack` made from one, is let
 /// go at once: the tensor views the devmm buffer that owns the memory, so
@@ -769,7 +780,10 @@ pub(crate) fn from_dlpack(
     obj: &Bound<'_, PyAny>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let tensor = crate::interchange::import(py, obj, stream)?;
+    let tensor = match crate::exchange::producer_api(obj) {
+        Some(api) => crate::exchange::import(py, obj, api, stream)?,
+        None => crate::interchange::import(py, obj, stream)?,
+    };
     PyTensor::imported(py, tensor)
 }
 

@@ -58,6 +58,15 @@ COMMON = textwrap.dedent(
     assert t.buffer.live_exports == 0
     assert devmm.foreign_memory()["live_count"] == before
 
+    # DLPack 1.3's C exchange API: the current work stream of the device is
+    # the runtime's default stream, the one devmm queues work on.
+    import ctypes
+    from devmm._dlpack import _abi
+    api = _abi.DLPackExchangeAPI.of(devmm.Tensor)
+    current = ctypes.c_void_p(0x5EED)
+    assert api.current_work_stream(t.__dlpack_device__()[0], 0, ctypes.byref(current)) == 0
+    assert (current.value or 0) == rt.default_stream(gpu).handle, current
+
     # Device memory has no host views.
     for attempt in (lambda: memoryview(t), lambda: bytes(src)):
         try:

@@ -4,7 +4,7 @@
 //! The header is not in this repository: it comes from a registry package
 //! installed at test-setup time. `python3 -m pip install apache-tvm-ffi==0.1.15.post2`
 //! ships the upstream header (`tvm-ffi-config --dlpack-includedir`); any
-//! directory holding `dlpack/dlpack.h` of DLPack 1.1 or newer can be named
+//! directory holding `dlpack/dlpack.h` of DLPack 1.3 or newer can be named
 //! with `DEVMM_DLPACK_INCLUDE` instead.
 
 use std::collections::BTreeMap;
@@ -13,15 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use devmm::dlpack::ffi::{
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackVersion,
-    DLTensor,
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+    DLPACK_EXCHANGE_API_MINOR_VERSION, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION, DLPackExchangeAPI,
+    DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
 };
 use devmm::{DTypeCode, DeviceType};
 
 const INSTALL: &str = "install the official header with `python3 -m pip install apache-tvm-ffi==0.1.15.post2` \
     (it ships dlpack/dlpack.h; `tvm-ffi-config --dlpack-includedir` prints where), or set \
-    DEVMM_DLPACK_INCLUDE to a directory holding dlpack/dlpack.h of DLPack 1.1 or newer";
+    DEVMM_DLPACK_INCLUDE to a directory holding dlpack/dlpack.h of DLPack 1.3 or newer";
 
 /// Where `dlpack/dlpack.h` is, in order: the env override, then the
 /// directory tvm-ffi reports (its console script, then its module).
@@ -58,8 +59,8 @@ const PROBE: &str = r#"
 #include <stddef.h>
 #include <dlpack/dlpack.h>
 
-#if DLPACK_MAJOR_VERSION != 1 || DLPACK_MINOR_VERSION < 1
-#error "devmm mirrors DLPack 1.1: this dlpack.h is of another ABI"
+#if DLPACK_MAJOR_VERSION != 1 || DLPACK_MINOR_VERSION < 3
+#error "devmm mirrors DLPack 1.1 and the 1.3 exchange API: this dlpack.h is of another ABI"
 #endif
 
 #define LAYOUT(T) \
@@ -82,6 +83,14 @@ int main(void) {
     LAYOUT(DLManagedTensorVersioned) FIELD(DLManagedTensorVersioned, version)
         FIELD(DLManagedTensorVersioned, manager_ctx) FIELD(DLManagedTensorVersioned, deleter)
         FIELD(DLManagedTensorVersioned, flags) FIELD(DLManagedTensorVersioned, dl_tensor)
+    LAYOUT(DLPackExchangeAPIHeader) FIELD(DLPackExchangeAPIHeader, version)
+        FIELD(DLPackExchangeAPIHeader, prev_api)
+    LAYOUT(DLPackExchangeAPI) FIELD(DLPackExchangeAPI, header)
+        FIELD(DLPackExchangeAPI, managed_tensor_allocator)
+        FIELD(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync)
+        FIELD(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync)
+        FIELD(DLPackExchangeAPI, dltensor_from_py_object_no_sync)
+        FIELD(DLPackExchangeAPI, current_work_stream)
     CONST(DLPACK_MAJOR_VERSION)
     CONST(DLPACK_FLAG_BITMASK_READ_ONLY) CONST(DLPACK_FLAG_BITMASK_IS_COPIED)
     CONST(kDLCPU) CONST(kDLCUDA) CONST(kDLCUDAHost) CONST(kDLROCM) CONST(kDLROCMHost)
@@ -184,6 +193,16 @@ fn rust_facts() -> BTreeMap<String, u64> {
     field!(DLManagedTensorVersioned, deleter);
     field!(DLManagedTensorVersioned, flags);
     field!(DLManagedTensorVersioned, dl_tensor);
+    layout!(DLPackExchangeAPIHeader);
+    field!(DLPackExchangeAPIHeader, version);
+    field!(DLPackExchangeAPIHeader, prev_api);
+    layout!(DLPackExchangeAPI);
+    field!(DLPackExchangeAPI, header);
+    field!(DLPackExchangeAPI, managed_tensor_allocator);
+    field!(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync);
+    field!(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync);
+    field!(DLPackExchangeAPI, dltensor_from_py_object_no_sync);
+    field!(DLPackExchangeAPI, current_work_stream);
     let consts: [(&str, u64); 16] = [
         ("DLPACK_MAJOR_VERSION", u64::from(DLPACK_MAJOR_VERSION)),
         (
@@ -256,5 +275,9 @@ fn devmm_stamps_a_version_the_header_can_describe() {
     assert!(
         minor >= DLPACK_MINOR_VERSION,
         "dlpack.h is 1.{minor}, devmm stamps 1.{DLPACK_MINOR_VERSION}"
+    );
+    assert!(
+        minor >= DLPACK_EXCHANGE_API_MINOR_VERSION,
+        "dlpack.h is 1.{minor}, devmm's exchange API table is 1.{DLPACK_EXCHANGE_API_MINOR_VERSION}"
     );
 }

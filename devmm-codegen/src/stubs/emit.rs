@@ -178,6 +178,10 @@ fn render_class(out: &mut String, class: &Class) {
         empty = false;
         match member {
             Member::Method(f) => render_function(out, f, INDENT, Some(&class.name)),
+            Member::ClassAttr { name, ty, doc } => {
+                let _ = writeln!(out, "{INDENT}{name}: ClassVar[{ty}]");
+                write_doc(out, doc, INDENT);
+            }
             Member::Property {
                 name,
                 ty,

@@ -81,6 +81,12 @@ pub(super) struct Class {
 /// A class member.
 pub(super) enum Member {
     Method(Function),
+    /// A `#[classattr]`: an attribute of the class itself.
+    ClassAttr {
+        name: String,
+        ty: String,
+        doc: String,
+    },
     Property {
         name: String,
         ty: String,
@@ -554,7 +560,17 @@ impl Crate {
                 continue;
             }
             let attrs = &f.attrs;
-            if let Some(getter) = find_attr(attrs, "getter") {
+            if has_attr(attrs, "classattr") {
+                let ty = match declared_type(attrs) {
+                    Some(declared) => declared,
+                    None => self.return_type(file, &f.sig.output)?,
+                };
+                members.push(Member::ClassAttr {
+                    name: f.sig.ident.to_string(),
+                    ty,
+                    doc: doc_of(attrs),
+                });
+            } else if let Some(getter) = find_attr(attrs, "getter") {
                 let name = accessor_name(getter, &f.sig.ident, "get_");
                 let ty = match declared_type(attrs) {
                     Some(declared) => declared,

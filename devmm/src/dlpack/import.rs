@@ -378,32 +378,12 @@ struct Described {
 /// `t` is a live `DLTensor` whose `shape` (and non-null `strides`) point at
 /// `ndim` values.
 unsafe fn describe(t: &DLTensor) -> Result<Described> {
-    let (dev_ty, dev_id) = (t.device.device_type, t.device.device_id);
-    let device = Device::from_dlpack(dev_ty, dev_id).map_err(|e| {
-        refusal(format!(
-            "cannot import memory on DLPack device ({dev_ty}, {dev_id}): {e}"
-        ))
-    })?;
-    let code = DTypeCode::from_dlpack(t.dtype.code).ok_or_else(|| {
-        refusal(format!(
-            "DLPack dtype code {} is not one devmm knows; import int, uint, float, bfloat, \
-             complex or bool data",
-            t.dtype.code
-        ))
-    })?;
-    let dtype = DType::new(code, t.dtype.bits, t.dtype.lanes)?;
-    let ndim = usize::try_from(t.ndim)
-        .map_err(|_| refusal(format!("DLPack ndim {} is negative", t.ndim)))?;
-    if ndim > 0 && t.shape.is_null() {
-        return Err(refusal(format!(
-            "the DLPack tensor has {ndim} dimensions but a null shape"
-        )));
-    }
-    let shape: Dims = (0..ndim)
-        // SAFETY: `shape` holds `ndim` values (caller's contract, null checked).
-        .map(|i| unsafe { *t.shape.add(i) })
-        .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
-        .collect::<Result<_>>()?;
+    // SAFETY: forwarded from the caller.
+    let Header {
+        device,
+        dtype,
+        shape,
+    } = unsafe { header(t) }?;
     // An empty tensor addresses no element, so its strides mean nothing:
     // producers send anything there (NumPy sends zeros), and devmm reads
     // them as row-major.
@@ -439,17 +419,65 @@ unsafe fn describe(t: &DLTensor) -> Result<Described> {
             layout.numel()
         )));
     }
-    if device.ty() == DeviceType::Cpu && dev_id != 0 {
-        return Err(refusal(format!(
-            "DLPack cpu device id {dev_id}: host memory has device id 0"
-        )));
-    }
     Ok(Described {
         device,
         dtype,
         layout,
         data,
         byte_offset,
+    })
+}
+
+/// What every `DLTensor` says besides its memory: the device, the element
+/// type and the shape, checked.
+pub(super) struct Header {
+    pub(super) device: Device,
+    pub(super) dtype: DType,
+    pub(super) shape: Dims,
+}
+
+/// Reads and checks the device, dtype and shape of `t` (all an exchange
+/// API allocator's prototype gives).
+///
+/// # Safety
+///
+/// `t.shape`, when not null, points at `t.ndim` values.
+pub(super) unsafe fn header(t: &DLTensor) -> Result<Header> {
+    let (dev_ty, dev_id) = (t.device.device_type, t.device.device_id);
+    let device = Device::from_dlpack(dev_ty, dev_id).map_err(|e| {
+        refusal(format!(
+            "cannot import memory on DLPack device ({dev_ty}, {dev_id}): {e}"
+        ))
+    })?;
+    let code = DTypeCode::from_dlpack(t.dtype.code).ok_or_else(|| {
+        refusal(format!(
+            "DLPack dtype code {} is not one devmm knows; import int, uint, float, bfloat, \
+             complex or bool data",
+            t.dtype.code
+        ))
+    })?;
+    let dtype = DType::new(code, t.dtype.bits, t.dtype.lanes)?;
+    let ndim = usize::try_from(t.ndim)
+        .map_err(|_| refusal(format!("DLPack ndim {} is negative", t.ndim)))?;
+    if ndim > 0 && t.shape.is_null() {
+        return Err(refusal(format!(
+            "the DLPack tensor has {ndim} dimensions but a null shape"
+        )));
+    }
+    let shape: Dims = (0..ndim)
+        // SAFETY: `shape` holds `ndim` values (caller's contract, null checked).
+        .map(|i| unsafe { *t.shape.add(i) })
+        .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
+        .collect::<Result<_>>()?;
+    if device.ty() == DeviceType::Cpu && dev_id != 0 {
+        return Err(refusal(format!(
+            "DLPack cpu device id {dev_id}: host memory has device id 0"
+        )));
+    }
+    Ok(Header {
+        device,
+        dtype,
+        shape,
     })
 }
 

@@ -1,4 +1,5 @@
-//! DLPack 1.1 export and import: every [`Tensor`](crate::Tensor) is a
+//! DLPack 1.1 export and import, and the rules of DLPack 1.3's C exchange
+//! API ([`allocate_like`], [`current_work_stream`]): every [`Tensor`](crate::Tensor) is a
 //! zero-copy producer, and [`Tensor::from_dlpack`](crate::Tensor::from_dlpack)
 //! takes any producer's managed tensor (either struct version).
 //!
@@ -24,12 +25,14 @@
 //! # Ok::<(), devmm::Error>(())
 //! ```
 
+mod exchange;
 mod export;
 pub mod ffi;
 mod import;
 mod received;
 mod request;
 
+pub use exchange::{allocate_like, current_work_stream};
 pub use export::{DlpackExport, ExportOwner};
 pub use import::consumer_stream_value;
 pub use received::ReceivedTensor;

@@ -1,13 +1,15 @@
-"""ctypes mirrors of the DLPack 1.1 header (``dlpack.h``): what a Python
-caller needs to read a devmm capsule (``PyCapsule_GetPointer`` then
-``DLManagedTensorVersioned.from_address``). The core's ``repr(C)`` structs
+"""ctypes mirrors of the DLPack 1.1 header (``dlpack.h``), and of the C
+exchange API table of DLPack 1.3: what a Python caller needs to read a
+devmm capsule (``PyCapsule_GetPointer`` then
+``DLManagedTensorVersioned.from_address``) or call a type's
+``__dlpack_c_exchange_api__`` table as a C consumer would. The core's ``repr(C)`` structs
 are checked against the real header by a C compiler; these follow the same
 field order and types."""
 
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # What a function-pointer field reads as; typeshed has it in `_ctypes` only.
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DLPACK_FLAG_BITMASK_IS_COPIED",
     "DLPACK_FLAG_BITMASK_READ_ONLY",
+    "DLPACK_EXCHANGE_API_VERSION",
     "DLPACK_VERSION",
     "DLDataType",
     "DLDevice",
@@ -23,6 +26,8 @@ __all__ = [
     "DLManagedTensorDeleter",
     "DLManagedTensorVersioned",
     "DLManagedTensorVersionedDeleter",
+    "DLPackExchangeAPI",
+    "DLPackExchangeAPIHeader",
     "DLPackVersion",
     "DLTensor",
 ]
@@ -30,6 +35,9 @@ __all__ = [
 #: ``(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)``: the newest version devmm
 #: stamps into a versioned capsule.
 DLPACK_VERSION: tuple[int, int] = (1, 1)
+
+#: The version of the ``DLPackExchangeAPI`` table devmm publishes.
+DLPACK_EXCHANGE_API_VERSION: tuple[int, int] = (1, 3)
 
 #: ``DLManagedTensorVersioned.flags``: consumers must not write.
 DLPACK_FLAG_BITMASK_READ_ONLY = 1 << 0
@@ -124,3 +132,67 @@ DLManagedTensorVersioned._fields_ = [
     ("flags", ctypes.c_uint64),
     ("dl_tensor", DLTensor),
 ]
+
+
+class DLPackExchangeAPIHeader(ctypes.Structure):
+    """``DLPackExchangeAPIHeader``: the table's version and an older table."""
+
+    version: DLPackVersion
+    prev_api: int | None
+
+    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
+
+
+_OUT_MANAGED = ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned))
+
+
+class DLPackExchangeAPI(ctypes.Structure):
+    """``DLPackExchangeAPI``: the table a ``"dlpack_exchange_api"`` capsule
+    points at (``type(x).__dlpack_c_exchange_api__``). The entries taking
+    Python objects keep the GIL and raise the error they set, as
+    ``ctypes.PYFUNCTYPE`` calls do; the allocator releases it, as a C
+    consumer may call it, and reports through its ``SetError`` callback."""
+
+    header: DLPackExchangeAPIHeader
+    managed_tensor_allocator: CFuncPtr
+    managed_tensor_from_py_object_no_sync: CFuncPtr
+    managed_tensor_to_py_object_no_sync: CFuncPtr
+    dltensor_from_py_object_no_sync: CFuncPtr
+    current_work_stream: CFuncPtr
+
+    #: ``SetError(error_ctx, kind, message)``, the allocator's error callback.
+    SetError = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+
+    _fields_ = [
+        ("header", DLPackExchangeAPIHeader),
+        (
+            "managed_tensor_allocator",
+            ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor), _OUT_MANAGED, ctypes.c_void_p, SetError),
+        ),
+        (
+            "managed_tensor_from_py_object_no_sync",
+            ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, _OUT_MANAGED),
+        ),
+        (
+            "managed_tensor_to_py_object_no_sync",
+            ctypes.PYFUNCTYPE(
+                ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned), ctypes.POINTER(ctypes.c_void_p)
+            ),
+        ),
+        (
+            "dltensor_from_py_object_no_sync",
+            ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor)),
+        ),
+        (
+            "current_work_stream",
+            ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)),
+        ),
+    ]
+
+    @classmethod
+    def of(cls, producer_type: type[Any]) -> DLPackExchangeAPI:
+        """The table ``producer_type.__dlpack_c_exchange_api__`` points at."""
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        address = get_pointer(producer_type.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+        return cls.from_address(address)
