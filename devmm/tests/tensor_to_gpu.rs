@@ -96,18 +96,23 @@ fn orders_the_copy_after_the_source_and_before_its_release(fake: &FakeControl, g
     let on = |stream: &Stream| EmptyOptions::new().device(gpu).stream(stream.clone());
 
     // The source is written on s1 (a device copy, asynchronous), held
-    // back; the copy on s2 must wait for it.
-    let staging = host(&[8], RowMajor).to(gpu, None, None).unwrap();
+    // back; the copy on s2 must wait for it. Its values (elements 32 to 39
+    // of the staging tensor) are on no block freed earlier, which the pool
+    // may hand out again as the source.
+    let staging = host(&[40], RowMajor).to(gpu, None, None).unwrap();
+    let data = expected(40)[32..].to_vec();
     let src = empty(&[8], DType::UINT32, &on(&s1).layout(RowMajor)).unwrap();
+    let tail = staging.data_ptr().offset(32 * 4).unwrap();
     fake.hold_work(true);
-    // SAFETY: two live 32-byte allocations of the fake device.
-    unsafe { runtime.copy_device_to_device(src.data_ptr(), staging.data_ptr(), 32, &s1) }.unwrap();
+    // SAFETY: the source and the last 32 bytes of the staging tensor, live
+    // allocations of the fake device.
+    unsafe { runtime.copy_device_to_device(src.data_ptr(), tail, 32, &s1) }.unwrap();
     fake.hold_work(false);
     let copy = src.to(gpu, Some(&s2), None).unwrap();
     fake.release_work();
     assert_eq!(
         values_anywhere(&copy),
-        expected(8),
+        data,
         "{gpu}: the copy waited for s1"
     );
     s1.synchronize().unwrap();
@@ -121,7 +126,7 @@ fn orders_the_copy_after_the_source_and_before_its_release(fake: &FakeControl, g
     fake.release_work();
     assert_eq!(
         values_anywhere(&copy),
-        expected(8),
+        data,
         "{gpu}: the release waited for the copy"
     );
 }
