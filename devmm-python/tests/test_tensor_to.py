@@ -7,6 +7,7 @@ from collections.abc import Callable
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,6 +55,29 @@ def test_a_resolved_layout_is_used_as_given() -> None:
     np.testing.assert_array_equal(np.asarray(copy), reference)
     with pytest.raises(ValueError, match="resolve a layout for this shape"):
         src.to("cpu", layout=devmm.ColMajor()((3, 4), "float64", src.device))
+
+
+class PaddedColumns(devmm.LayoutPolicy):
+    """A policy written in Python: column-major, columns padded to 4 elements."""
+
+    @property
+    def base_alignment(self) -> int:
+        return 16
+
+    @property
+    def unit_stride_alignment(self) -> int:
+        return 1
+
+    def __call__(self, shape: tuple[int, ...], dtype: Any, device: Any) -> devmm.Layout:
+        return devmm.Layout(shape, (1, 4), dtype, base_alignment=16, policy=self)
+
+
+def test_a_python_policy_lays_the_copy_out() -> None:
+    src, reference = filled((3, 2), "float32", devmm.RowMajor())
+    policy = PaddedColumns()
+    copy = src.to("cpu", layout=policy)
+    assert (copy.strides, copy.layout.policy) == ((1, 4), policy)
+    np.testing.assert_array_equal(np.asarray(copy), reference)
 
 
 def test_a_read_only_import_gives_a_writable_copy() -> None:
