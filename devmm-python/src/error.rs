@@ -167,7 +167,7 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
 /// stream capture → [`StreamError`] (a `RuntimeError`), a GPU runtime used
 /// in a forked child and other driver failures → `RuntimeError`. A stream error is a
 /// stream (or stream value) that does not fit the call, so a bad argument:
-/// `ValueError`.
+/// `ValueError`; so is a tensor copy to a device devmm cannot copy to.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     if let Some(interrupt) = take_deferred_interrupt() {
         return interrupt;
@@ -211,6 +211,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         | devmm::Error::Stream { .. }
         | devmm::Error::NotDereferenceable { .. }
         | devmm::Error::BufferClosed { .. }
+        | devmm::Error::CannotCopy { .. }
         // As NumPy's "assignment destination is read-only".
         | devmm::Error::ReadOnly { .. } => PyValueError::new_err(message),
         devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),

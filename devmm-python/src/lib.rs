@@ -34,6 +34,7 @@ mod runtime;
 mod statistics;
 mod stream;
 mod tensor;
+mod tensor_to;
 mod testing;
 mod torch_allocator;
 mod trace;

@@ -95,6 +95,30 @@ impl PyTensor {
     }
 }
 
+impl PyTensor {
+    /// The tensor `Tensor.to` made of this one: from the resource the core
+    /// allocated it from, its layout's provenance `policy` when a layout
+    /// was given (`Some`), else this tensor's; `stream` is the `Stream`
+    /// object its buffer was allocated on, if one was given.
+    pub(crate) fn copied(
+        &self,
+        py: Python<'_>,
+        copy: devmm::Tensor,
+        policy: Option<Option<Py<PyAny>>>,
+        stream: Option<Py<PyAny>>,
+    ) -> PyResult<PyTensor> {
+        let policy = policy.unwrap_or_else(|| self.policy.as_ref().map(|p| p.clone_ref(py)));
+        Ok(PyTensor {
+            mr: object_of(py, copy.buffer().resource())?,
+            tensor: copy,
+            policy,
+            buffer: OnceLock::new(),
+            stream,
+            bridge: None,
+        })
+    }
+}
+
 #[pymethods]
 impl PyTensor {
     /// Imports any DLPack producer (or an unconsumed DLPack capsule) as a

@@ -180,6 +180,7 @@ def test_cross_device_export() -> None:
     with pytest.raises(BufferError, match="cross-device export is not supported") as raised:
         devmm.empty((2, 3), "float32").__dlpack__(dl_device=(2, 0))
     assert "cpu:0" in str(raised.value)
+    assert 'call Tensor.to("cuda:0") for a copy on cuda:0 and export that' in str(raised.value)
 
 
 @pytest.mark.parametrize("max_version", [None, (0, 8)])

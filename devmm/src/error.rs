@@ -366,6 +366,19 @@ pub enum Error {
         /// The resource chain from the link reached at that depth.
         chain: String,
     },
+    /// A copy of a tensor ([`Tensor::to`](crate::Tensor::to)) between two
+    /// devices devmm does not copy between (two GPUs, a GPU and another
+    /// platform's, memory types it has no copy for). Python raises it as
+    /// `ValueError`.
+    #[error("cannot copy a tensor from {from} to {to}: {reason}")]
+    CannotCopy {
+        /// The source tensor's device.
+        from: Device,
+        /// The device asked for.
+        to: Device,
+        /// Why, and what to do instead.
+        reason: String,
+    },
 }
 
 /// A status a driver call returned: the call, the code and what the

@@ -1,5 +1,7 @@
 //! `Tensor` and `empty`: typed, shaped views over a shared `DeviceBuffer`.
 
+mod to;
+
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 

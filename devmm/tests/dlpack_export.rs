@@ -197,8 +197,13 @@ fn refusals_are_typed_and_say_what_to_do() {
         cross.contains("dl_device=(2, 0)") && cross.contains("omit dl_device"),
         "{cross}"
     );
+    assert!(
+        cross.contains(r#"call Tensor.to("cuda:0") for a copy on cuda:0 and export that"#),
+        "the refusal points at the explicit copy: {cross}"
+    );
     // A device type devmm does not even know (OpenCL) is a refusal too, not a parse error.
-    refusal(DlpackRequest::new().dl_device(4, 0));
+    let unknown = refusal(DlpackRequest::new().dl_device(4, 0));
+    assert!(unknown.contains("call Tensor.to(device)"), "{unknown}");
     // The accepted spellings of the same arguments.
     drop(
         t.to_dlpack(

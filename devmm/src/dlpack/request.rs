@@ -3,6 +3,7 @@
 use std::ffi::CStr;
 
 use super::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -111,13 +112,16 @@ impl DlpackRequest {
             && asked != tensor.device().dlpack_device()
         {
             let own = tensor.device().dlpack_device();
+            // Exports stay zero-copy (the seed's rule); the copy is explicit.
+            let copy = match Device::from_dlpack(asked.0, asked.1) {
+                Ok(device) => format!("call Tensor.to(\"{device}\") for a copy on {device}"),
+                Err(_) => "call Tensor.to(device) for a copy on a device devmm knows".to_owned(),
+            };
             return Err(refusal(format!(
                 "cross-device export is not supported: dl_device={asked:?} was asked, but the \
-                 tensor lives on {} {own:?} and devmm never copies across devices; omit \
-                 dl_device, or copy the data with the \
-                 consumer's library after importing it on {}",
+                 tensor lives on {} {own:?} and exports are zero-copy; {copy} and export \
+                 that, or omit dl_device",
                 tensor.device(),
-                tensor.device()
             )));
         }
         let flavor = self.flavor();

@@ -2,3 +2,4 @@
 
 pub(crate) mod fake_driver;
 pub(crate) mod fork;
+pub(crate) mod strided;
