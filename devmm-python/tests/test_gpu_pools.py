@@ -259,3 +259,18 @@ def test_the_profilers_report_shows_each_pools_figures(platform: str, fake_libra
     # The last figures recorded: after the final add_pool, nothing is used.
     assert used == 0 and used_high == 192 << 20 and fragmentation == reserved, row
     assert reserved >= 192 << 20 and reserved_high >= reserved, row
+
+
+def test_the_observability_pages_pool_report_is_what_its_program_prints(fake_library: Callable[[str], str]) -> None:
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    section = page.split("\n## A pool's figures\n", 1)[1]
+    found = re.search(r"```python\n(.*?)```\n\n```text\n(.*?)```", section, re.DOTALL)
+    assert found, "docs/observability.md lost its profiled pool example"
+    program, printed = found.groups()
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == printed + "\n", done.stdout
