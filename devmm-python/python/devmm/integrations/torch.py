@@ -28,8 +28,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Mapping, Union
 
-import functools
-
 import torch
 
 from .. import _devmm
@@ -121,13 +119,18 @@ def install(resources: Resources) -> TorchInstaller:
 _served: dict[int, DeviceMemoryResource] = {}
 
 
-@functools.cache
+_allocator: "torch.cuda.memory.CUDAPluggableAllocator | None" = None
+
+
 def _pluggable_allocator() -> "torch.cuda.memory.CUDAPluggableAllocator":
     """PyTorch's allocator over devmm's entry points, made once: ``install``
     and every :func:`mem_pool` share it."""
-    return torch.cuda.memory.CUDAPluggableAllocator(
-        _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
-    )
+    global _allocator
+    if _allocator is None:
+        _allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
+        )
+    return _allocator
 
 
 def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
