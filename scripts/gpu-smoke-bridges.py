@@ -6,6 +6,9 @@ process of its own (PyTorch and Numba keep an allocator for life).
     python scripts/gpu-smoke-bridges.py torch rmm  # some
     python scripts/gpu-smoke-bridges.py --one numba  # one, here (what the smoke runs)
 
+``torch-pool`` is PyTorch again, in a process of its own: a
+``torch.cuda.use_mem_pool`` block over devmm after PyTorch started CUDA.
+
 Needs a CUDA GPU and the devmm wheel; scripts/gpu-smoke.sh runs each bridge
 as a step of its own (``bridge-NAME``). A bridge whose framework (of
 scripts/requirements-bridges.txt) is not installed is skipped, with "not
@@ -65,6 +68,35 @@ def check_torch() -> None:
     assert bridge.memory_stats(0)["num_ooms"] == 1
     z = torch.zeros(16, device="cuda")  # the context survived the failure
     assert int(z.sum()) == 0
+
+
+def check_torch_pool() -> None:
+    """A use_mem_pool block over devmm, after PyTorch started CUDA: its
+    tensors come from devmm, and freed after the block they go back
+    through devmm (issue 30)."""
+    import torch
+
+    import devmm
+    import devmm.integrations.torch as bridge
+    from devmm.mrs.cuda import CudaRuntimeMemoryResource
+
+    outside = torch.ones(16, device="cuda")  # PyTorch's own allocator, CUDA started
+    counted = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource())
+    pool = bridge.mem_pool(counted)
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.full((16 * MIB,), 2.0, device="cuda")  # 64 MiB
+    made = counted.allocations
+    assert made >= 1 and counted.current_bytes >= 64 * MIB, counted
+    y = torch.ones(MIB, device="cuda")  # after the block: PyTorch's allocator again
+    assert counted.allocations == made, counted
+    assert float((x * y[0]).sum()) == 32.0 * MIB
+    del x
+    del pool
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the pool's cached segments go back to its allocator
+    assert counted.current_bytes == 0, counted
+    assert counted.deallocations == counted.allocations, counted
+    assert float(outside.sum()) == 16.0 and float(y.sum()) == float(MIB)
 
 
 def check_cupy() -> None:
@@ -162,13 +194,20 @@ def check_rmm() -> None:
 
 CHECKS: dict[str, Callable[[], None]] = {
     "torch": check_torch,
+    "torch-pool": check_torch_pool,
     "cupy": check_cupy,
     "numba": check_numba,
     "rmm": check_rmm,
 }
 
 #: The distribution each bridge's framework is (a top-level module name).
-FRAMEWORKS = {"torch": "torch", "cupy": "cupy", "numba": "numba_cuda", "rmm": "rmm"}
+FRAMEWORKS = {
+    "torch": "torch",
+    "torch-pool": "torch",
+    "cupy": "cupy",
+    "numba": "numba_cuda",
+    "rmm": "rmm",
+}
 
 SKIPPED = 3
 

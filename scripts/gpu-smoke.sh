@@ -23,6 +23,8 @@
 #                    the middle one freed). Adding a test with such a name
 #                    is enough; no test matching is a failure on hardware
 #                    and a skip in a rehearsal
+#   prefetch         the gpu_runtimes test cuda::managed_memory_prefetch
+#                    (issue 30: prefetch and advice on managed memory)
 #   semantics-other  the rest of gpu_semantics
 #   rust-override    the Rust suites with DEVMM_CUDART_PATH naming libcudart
 #   rust-preloaded   the same with pip's libcudart (torch's) already loaded
@@ -36,6 +38,10 @@
 #   bridge-torch bridge-cupy bridge-numba bridge-rmm
 #                    scripts/gpu-smoke-bridges.py, one bridge a step;
 #                    bridge-numba: pinned arrays (#2), IPC refused (#3)
+#   bridge-torch-pool
+#                    a torch.cuda.use_mem_pool block over devmm after
+#                    PyTorch started CUDA; its tensors freed after the
+#                    block go back through devmm's statistics (issue 30)
 #   sanitizer        compute-sanitizer --tool memcheck over the Rust suite
 #                    (not the fork test: the tool would follow its child)
 #
@@ -81,6 +87,8 @@ declare -A checks=(
     [capture]="#5: stream capture (graphs)"
     [default-pool]="#6: the device's default memory pool left as the driver set it up"
     [own-pool]="#6: devmm's own memory pools and their figures"
+    [prefetch]="issue 30: managed memory prefetched to a device and the host, and advised"
+    [bridge-torch-pool]="issue 30: a torch.cuda.use_mem_pool block over devmm, its tensors freed through devmm after it"
     [bridge-numba]="#2 #3: numba.cuda.pinned_array over devmm's pinned memory; get_ipc_handle refused on cudaMallocAsync memory"
 )
 
@@ -209,9 +217,9 @@ export -f picked
 # 2. The Rust suites, libcudart by discovery; the defects of issue 29, by
 # test name.
 run rust-discovery 120 0 bash -c 'suites "$1"' _ "$bundle"
-steps=(per-thread capture default-pool fork own-pool)
-suite_of=(gpu_semantics gpu_semantics gpu_semantics gpu_runtimes gpu_runtimes)
-filters=(per_thread capture pool cuda::a_child_forked cuda::own_pool)
+steps=(per-thread capture default-pool fork own-pool prefetch)
+suite_of=(gpu_semantics gpu_semantics gpu_semantics gpu_runtimes gpu_runtimes gpu_runtimes)
+filters=(per_thread capture pool cuda::a_child_forked cuda::own_pool cuda::managed_memory_prefetch)
 skips=()
 for i in "${!steps[@]}"; do
     run "${steps[$i]}" 60 "$rehearse" bash -c 'picked "$@"' _ "$bundle" "$rehearse" \
@@ -259,6 +267,7 @@ done
 for bridge in torch cupy numba rmm; do
     run "bridge-$bridge" 120 1 "$python" "$bundle/smoke/gpu-smoke-bridges.py" --one "$bridge"
 done
+run bridge-torch-pool 120 1 "$python" "$bundle/smoke/gpu-smoke-bridges.py" --one torch-pool
 
 # 6. compute-sanitizer memcheck over the Rust runtime suite. The suite
 # provokes API errors on purpose (out of memory, invalid handles) and

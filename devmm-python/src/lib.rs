@@ -158,6 +158,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_route, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_allocator::torch_serve, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_statistics, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_reset_peak, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_pool_statistics, m)?)?;

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::error::{expected, IntoPyResult};
+use crate::resource::{resource_of, PyMemoryResource};
 use crate::value_class::ValueClass;
 
 /// The module's dataclasses that carry the counters and the records.
@@ -140,8 +141,32 @@ impl PyProfilerRecords {
         Ok(records)
     }
 
+    /// Records the figures of the pool below `mr` (the first resource of its
+    /// chain with a pool of its own), as the driver tells them now, under
+    /// that resource as resource chains name it; returns whether there was
+    /// one. `profiler` does this at the end of each run.
+    fn add_pool(&self, py: Python<'_>, mr: &Bound<'_, PyMemoryResource>) -> PyResult<bool> {
+        let mr = resource_of(mr)?;
+        crate::gil::detach(py, || self.inner.add_pool(&*mr)).py()
+    }
+
+    /// The figures of each pool below a profiled resource at the end of
+    /// its last run, by the pool's resource as devmm's resource chains name it.
+    ///
+    /// Python type: `dict[str, devmm.statistics.PoolStatistics]`
+    #[getter]
+    fn pools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let pools = PyDict::new(py);
+        for (name, figures) in self.inner.pools() {
+            pools.set_item(name, pool_statistics_object(py, &figures)?)?;
+        }
+        Ok(pools)
+    }
+
     /// The records as a table, largest first by `ordered_by`
-    /// (`"num_calls"`, `"memory_peak"` or `"memory_total"`; else `ValueError`).
+    /// (`"num_calls"`, `"memory_peak"` or `"memory_total"`; else `ValueError`),
+    /// then the pools' figures and fragmentation (reserved minus used), if
+    /// a profiled resource had a pool.
     ///
     /// Examples
     /// --------

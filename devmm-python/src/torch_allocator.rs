@@ -89,6 +89,14 @@ pub(crate) fn torch_route(resources: Vec<Bound<'_, PyMemoryResource>>) -> PyResu
     }
 }
 
+/// Routes PyTorch's allocations on the resource's CUDA device to it, next
+/// to the routes there are; `False`, changing nothing, when devmm serves
+/// the device already. Refuses non-CUDA resources (`ValueError`).
+#[pyfunction]
+pub(crate) fn torch_serve(resource: &Bound<'_, PyMemoryResource>) -> PyResult<bool> {
+    TorchRoutes::serve(resource_of(resource)?).py()
+}
+
 /// Stops routing new allocations; blocks PyTorch still holds go back to
 /// the resources that made them when freed.
 #[pyfunction]

@@ -26,7 +26,8 @@ def load():  # type: ignore[no-untyped-def]
 def test_the_smoke_script_compiles_and_covers_every_bridge() -> None:
     py_compile.compile(str(SCRIPT), doraise=True)
     smoke = load()
-    assert sorted(smoke.CHECKS) == sorted(smoke.FRAMEWORKS) == ["cupy", "numba", "rmm", "torch"]
+    assert sorted(smoke.CHECKS) == sorted(smoke.FRAMEWORKS) == ["cupy", "numba", "rmm", "torch", "torch-pool"]
+    assert smoke.FRAMEWORKS["torch-pool"] == "torch"
     assert all(callable(check) and check.__doc__ for check in smoke.CHECKS.values())
     assert smoke.main(["jax"]) == 2
 

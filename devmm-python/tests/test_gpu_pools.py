@@ -202,3 +202,75 @@ def test_devmm_info_shows_the_current_resources_pool(platform: str, fake_library
     pools = text.stdout.split("\nPools\n", 1)[1]
     row = next(line for line in pools.splitlines() if line.startswith(f"{p['device']}:0"))
     assert "128 MiB" in row and p["pool_mr"] in row, pools
+
+
+PROFILER_SCRIPT = textwrap.dedent(
+    """
+    import devmm
+    import devmm.mrs.{module} as mrs
+    from devmm.statistics import PoolStatistics, ProfilerRecords, profiler
+
+    MIB = 1 << 20
+    gpu = devmm.Device.from_string("{device}:0")
+    stream = devmm.runtime_for(gpu).create_stream(gpu)
+    mr = mrs.{pool_mr}()
+    records = ProfilerRecords()
+    with devmm.using_memory_resource(mr):
+        with profiler(records=records, name="three blocks", device=gpu):
+            blocks = [devmm.DeviceBuffer(64 * MIB, device=gpu, stream=stream) for _ in range(3)]
+            blocks[1].free()
+            stream.synchronize()
+    # Host memory has no pool: its run adds none.
+    with profiler(records=records, name="host", device="cpu"):
+        devmm.DeviceBuffer(64, device="cpu")
+    # The figures when the run ended, not now.
+    for block in (blocks[0], blocks[2]):
+        block.free()
+    stream.synchronize()
+    name = "{pool_mr}(device={device}:0, alignment=256)"
+    assert list(records.pools) == [name], records.pools
+    s = records.pools[name]
+    assert isinstance(s, PoolStatistics), s
+    assert s.used_bytes == 128 * MIB and s.used_high_bytes == 192 * MIB, s
+    assert s.reserved_bytes >= 192 * MIB and s.fragmentation_bytes == s.reserved_bytes - 128 * MIB, s
+    assert mr.pool_statistics().used_bytes == 0
+    assert records.add_pool(devmm.StatisticsAdaptor(mr)) and records.pools[name].used_bytes == 0
+    assert not records.add_pool(devmm.mrs.cpu.MallocMemoryResource())
+    print(records.report(), end="")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_the_profilers_report_shows_each_pools_figures(platform: str, fake_library: Callable[[str], str]) -> None:
+    p = PLATFORMS[platform]
+    env = dict(os.environ, **{p["path_var"]: fake_library(p["env"])})
+    done = subprocess.run(
+        [sys.executable, "-c", PROFILER_SCRIPT.format(**p)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    names, pools = done.stdout.split("\nMemory Pools\n============\n\n")
+    assert "three blocks" in names and "host" in names, done.stdout
+    header, row = pools.splitlines()
+    assert header.split() == ["Pool", "reserved", "bytes", "reserved", "high", "used", "bytes", "used", "high", "fragmentation"]
+    name = f"{p['pool_mr']}(device={p['device']}:0, alignment=256)"
+    assert row.startswith(name + "  "), row
+    reserved, reserved_high, used, used_high, fragmentation = map(int, row[len(name):].split())
+    # The last figures recorded: after the final add_pool, nothing is used.
+    assert used == 0 and used_high == 192 << 20 and fragmentation == reserved, row
+    assert reserved >= 192 << 20 and reserved_high >= reserved, row
+
+
+def test_the_observability_pages_pool_report_is_what_its_program_prints(fake_library: Callable[[str], str]) -> None:
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    section = page.split("\n## A pool's figures\n", 1)[1]
+    found = re.search(r"```python\n(.*?)```\n\n```text\n(.*?)```", section, re.DOTALL)
+    assert found, "docs/observability.md lost its profiled pool example"
+    program, printed = found.groups()
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == printed + "\n", done.stdout

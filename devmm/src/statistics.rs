@@ -2,7 +2,8 @@
 //! [`enable_statistics`], [`get_statistics`], [`push_statistics`] /
 //! [`pop_statistics`], the scope guard [`statistics`], and a profiler
 //! ([`profile`], [`Profiler`]) that gathers per-name call counts, peak and
-//! total bytes into [`ProfilerRecords`].
+//! total bytes into [`ProfilerRecords`], with the figures of the memory
+//! pool below the profiled resource when it has one.
 //!
 //! A scope is a [`StatisticsAdaptor`] over the resource current when it
 //! opens, made current for the thread until it closes (a
@@ -39,7 +40,7 @@ use crate::adaptor::{Statistics, StatisticsAdaptor};
 use crate::device::Device;
 use crate::error::Result;
 use crate::registry::{self, ResourceGuard};
-use crate::resource::MemoryResource;
+use crate::resource::{MemoryResource, PoolStatistics, pool_of_chain};
 
 type SharedResource = Arc<dyn MemoryResource>;
 
@@ -215,6 +216,9 @@ impl std::str::FromStr for OrderBy {
 #[derive(Debug, Default)]
 pub struct ProfilerRecords {
     records: Mutex<BTreeMap<String, MemoryRecord>>,
+    /// The figures of each pool below a profiled resource when its last
+    /// run ended, by the pool's resource as it prints.
+    pools: Mutex<BTreeMap<String, PoolStatistics>>,
 }
 
 impl ProfilerRecords {
@@ -240,6 +244,39 @@ impl ProfilerRecords {
             .clone()
     }
 
+    /// Records the figures of the pool below `mr` (the first link of its
+    /// chain with a pool of its own), as the driver tells them now, under
+    /// that link as it prints; returns whether there was one. A profiled
+    /// run does this at its end, so each pool shows its figures at the end
+    /// of the last run that used it and its high-water marks since it was
+    /// made (or its marks were reset). The driver's error, if it cannot
+    /// tell the figures, is returned and nothing is recorded.
+    ///
+    /// ```
+    /// use devmm::statistics::ProfilerRecords;
+    /// use devmm::{MallocMemoryResource, StatisticsAdaptor};
+    /// let records = ProfilerRecords::new();
+    /// // Host memory has no pool: nothing to record.
+    /// assert!(!records.add_pool(&StatisticsAdaptor::new(MallocMemoryResource::new()))?);
+    /// assert!(records.pools().is_empty());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn add_pool(&self, mr: &dyn MemoryResource) -> Result<bool> {
+        let Some((pool, figures)) = pool_of_chain(mr) else {
+            return Ok(false);
+        };
+        let figures = figures?;
+        let name = format!("{pool:?}");
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.insert(name, figures);
+        Ok(true)
+    }
+
+    /// A copy of the pools' figures, by the pool's resource as it prints.
+    pub fn pools(&self) -> BTreeMap<String, PoolStatistics> {
+        self.pools.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// A table of the records, ordered by `order`, largest first.
     pub fn report(&self, order: OrderBy) -> String {
         let mut rows: Vec<(String, MemoryRecord)> = self.records().into_iter().collect();
@@ -261,6 +298,31 @@ impl ProfilerRecords {
                 "{name:<name_width$}  {:>10}  {:>14}  {:>14}\n",
                 r.num_calls, r.memory_peak, r.memory_total
             ));
+        }
+        let pools = self.pools();
+        if !pools.is_empty() {
+            // Fragmentation: memory the pool holds that no block uses.
+            out.push_str("\nMemory Pools\n============\n\n");
+            let pool_width = pools.keys().map(String::len).max().unwrap_or(4).max(4);
+            out.push_str(&format!(
+                "{:<pool_width$}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}\n",
+                "Pool",
+                "reserved bytes",
+                "reserved high",
+                "used bytes",
+                "used high",
+                "fragmentation"
+            ));
+            for (name, f) in &pools {
+                out.push_str(&format!(
+                    "{name:<pool_width$}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}\n",
+                    f.reserved_bytes,
+                    f.reserved_high_bytes,
+                    f.used_bytes,
+                    f.used_high_bytes,
+                    f.fragmentation_bytes()
+                ));
+            }
         }
         out
     }
@@ -303,6 +365,11 @@ impl<'r> Profiler<'r> {
 impl Drop for Profiler<'_> {
     fn drop(&mut self) {
         self.records.add(&self.name, &self.scope.statistics());
+        // A drop cannot return the driver's error: it is logged, and the
+        // pool keeps the figures of its last run that could be read.
+        if let Err(error) = self.records.add_pool(&**self.scope.adaptor()) {
+            tracing::warn!(target: "devmm::statistics", %error, name = %self.name, "the profiled pool's figures could not be read");
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use devmm::mrs::cuda::{CudaAsyncMemoryResource, CudaManagedMemoryResource, PoolO
 use devmm::mrs::rocm::{HipAsyncMemoryResource, HipManagedMemoryResource};
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
+use devmm::statistics::{OrderBy, ProfilerRecords, profile};
 use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
     Device, DeviceBuffer, DeviceRuntime, DeviceType, Error, MallocMemoryResource, MemoryResource,
@@ -1507,6 +1508,96 @@ fn own_pool_figures_after_freeing_the_middle_of_three_blocks(p: &'static Platfor
     u.assert_no_leaks();
 }
 
+/// The statistics profiler's report shows the pool below the profiled
+/// resource: its figures when the run ended (issue 30's three 64 MiB
+/// blocks, the middle one freed: 128 MiB used, at least 192 MiB reserved)
+/// and the fragmentation, reserved minus used. Run by the smoke on
+/// hardware with the other own-pool checks.
+fn own_pool_figures_in_the_profilers_report(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let mr = (p.own_pool)(u.fake_path(), dev, PoolOptions::default()).unwrap();
+    let current: Arc<dyn MemoryResource> = mr.clone();
+    let guard = devmm::using_memory_resource(current);
+    let stream = u.rt.default_stream(dev).unwrap();
+    let records = ProfilerRecords::new();
+    let kept = profile("three blocks", &records, dev, || {
+        // The profiler's scope, over the pool (the test's runtime is not
+        // the process's, so the buffers name their stream).
+        let scope = devmm::get_current_memory_resource(dev).unwrap();
+        let mut blocks: Vec<_> = (0..3)
+            .map(|_| DeviceBuffer::new(64 * MIB, Arc::clone(&scope), &stream).unwrap())
+            .collect();
+        blocks.remove(1).free(&stream).unwrap();
+        stream.synchronize().unwrap();
+        blocks
+    })
+    .unwrap();
+    // A run over memory without a pool adds no pool.
+    profile("host", &records, Device::CPU, || {
+        DeviceBuffer::on_device(64, Device::CPU).unwrap()
+    })
+    .unwrap();
+    let pools = records.pools();
+    let name = format!("{mr:?}");
+    assert_eq!(pools.keys().collect::<Vec<_>>(), [&name]);
+    let figures = pools[&name];
+    assert_eq!(figures.used_bytes, 128 << 20, "{figures:?}");
+    assert_eq!(figures.used_high_bytes, 192 << 20, "{figures:?}");
+    assert!(figures.reserved_bytes >= 192 << 20, "{figures:?}");
+    let fragmentation = figures.reserved_bytes - figures.used_bytes;
+    let report = records.report(OrderBy::MemoryPeak);
+    let table = report
+        .split_once("\nMemory Pools\n============\n\n")
+        .unwrap_or_else(|| panic!("no pool table in:\n{report}"))
+        .1;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|t| !t.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "Pool",
+            "reserved bytes",
+            "reserved high",
+            "used bytes",
+            "used high",
+            "fragmentation"
+        ],
+        "{report}"
+    );
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(&format!("{name}  ")), "{report}");
+    let numbers: Vec<u64> = row[name.len()..]
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(
+        numbers,
+        [
+            figures.reserved_bytes,
+            figures.reserved_high_bytes,
+            128 << 20,
+            192 << 20,
+            fragmentation
+        ],
+        "{report}"
+    );
+    assert_eq!(lines.next(), None, "one pool: {report}");
+    for block in &kept {
+        block.free(&stream).unwrap();
+    }
+    drop((kept, guard));
+    stream.synchronize().unwrap();
+    drop(mr);
+    u.assert_no_leaks();
+}
+
 /// A pool's own settings: the initial size is reserved at once, a release
 /// threshold of 0 hands freed memory back at synchronization, the maximum
 /// size refuses with an out-of-memory error that shows the pool's figures,
@@ -1722,6 +1813,7 @@ macro_rules! suite {
             missing_library_is_runtime_unavailable,
             a_child_forked_after_the_runtime_started_is_refused,
             own_pool_figures_after_freeing_the_middle_of_three_blocks,
+            own_pool_figures_in_the_profilers_report,
             own_pool_settings_and_refusals,
             own_pool_driver_calls,
         );

@@ -14,8 +14,11 @@
   without a ``with`` block; ``pop_statistics`` returns its counters.
 - ``profiler`` (a decorator and a context manager) records per-name call
   counts, peak and total bytes into ``ProfilerRecords``
-  (``default_profiler_records`` unless told otherwise); ``report()`` makes
-  the table.
+  (``default_profiler_records`` unless told otherwise), and, when the
+  profiled resource has a pool of its own below it, that pool's figures at
+  the run's end (``ProfilerRecords.pools``); ``report()`` makes the table,
+  with each pool's reserved, used and high-water bytes and its
+  fragmentation (reserved minus used).
 
 The counting and the records' arithmetic and report live in the Rust core
 (``devmm::statistics``), and so does the registry these scopes are made
@@ -307,7 +310,9 @@ class profiler:
     named after it (``module.qualname``); as a context manager
     (``with profiler(name="load"):``), the block is one run of ``name``.
     Each run is a statistics scope; at its end the scope's total and peak
-    bytes go into ``records`` (``default_profiler_records`` unless given).
+    bytes go into ``records`` (``default_profiler_records`` unless given),
+    and so do the figures of the pool below the profiled resource, if it
+    has one (``records.pools``).
 
     ``profiler(*, records=None, name="", device=None)``; ``device`` is a
     ``Device``, a device string or ``None`` (the default device).
@@ -397,3 +402,4 @@ class profiler:
         self._open.set(opened[:-1])
         scope.__exit__(None, None, None)
         self.records.add(self.name, stats.statistics)
+        self.records.add_pool(stats)

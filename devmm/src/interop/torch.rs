@@ -30,6 +30,31 @@ struct Route {
     ooms: AtomicUsize,
 }
 
+impl Route {
+    /// `mr` as PyTorch's resource for its CUDA ordinal; refuses memory
+    /// that is not CUDA device (or managed) memory.
+    fn new(mr: Arc<dyn MemoryResource>) -> Result<(i32, Self)> {
+        let device = mr.device();
+        if !matches!(device.ty(), DeviceType::Cuda | DeviceType::CudaManaged) {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "PyTorch's CUDA allocator needs CUDA device (or managed) memory; {mr:?} \
+                     allocates on {device}"
+                ),
+            });
+        }
+        let ordinal = i32::try_from(device.index()).map_err(|_| Error::InvalidArgument {
+            reason: format!("{device} is not a CUDA ordinal"),
+        })?;
+        let route = Route {
+            mr: StatisticsAdaptor::new(mr),
+            device: Device::try_new(DeviceType::Cuda, device.index())?,
+            ooms: AtomicUsize::new(0),
+        };
+        Ok((ordinal, route))
+    }
+}
+
 #[derive(Default)]
 struct Table {
     /// By CUDA ordinal, as PyTorch names devices.
@@ -73,23 +98,7 @@ impl TorchRoutes {
     pub fn install(resources: Vec<Arc<dyn MemoryResource>>) -> Result<bool> {
         let mut routes = HashMap::new();
         for mr in resources {
-            let device = mr.device();
-            if !matches!(device.ty(), DeviceType::Cuda | DeviceType::CudaManaged) {
-                return Err(Error::InvalidArgument {
-                    reason: format!(
-                        "PyTorch's CUDA allocator needs CUDA device (or managed) memory; {mr:?} \
-                         allocates on {device}"
-                    ),
-                });
-            }
-            let ordinal = i32::try_from(device.index()).map_err(|_| Error::InvalidArgument {
-                reason: format!("{device} is not a CUDA ordinal"),
-            })?;
-            let route = Route {
-                mr: StatisticsAdaptor::new(mr),
-                device: Device::try_new(DeviceType::Cuda, device.index())?,
-                ooms: AtomicUsize::new(0),
-            };
+            let (ordinal, route) = Route::new(mr)?;
             if routes.insert(ordinal, Arc::new(route)).is_some() {
                 return Err(Error::InvalidArgument {
                     reason: format!(
@@ -103,6 +112,31 @@ impl TorchRoutes {
             return Ok(false);
         }
         table.routes = routes;
+        Ok(true)
+    }
+
+    /// Routes PyTorch's allocations on `mr`'s CUDA device to it, next to
+    /// any routes there are (for a `torch.cuda.MemPool` over devmm's
+    /// entry points, which PyTorch may make at any time): the entry points
+    /// are told the device, never the pool, so a device has one resource.
+    /// `Ok(false)`, changing nothing, when the device is served already;
+    /// memory that is not CUDA memory is refused (`InvalidArgument`).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use devmm::interop::TorchRoutes;
+    /// use devmm::{MallocMemoryResource, MemoryResource};
+    /// let host: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
+    /// let refused = TorchRoutes::serve(host).unwrap_err();
+    /// assert!(refused.to_string().contains("needs CUDA device (or managed) memory"));
+    /// ```
+    pub fn serve(mr: Arc<dyn MemoryResource>) -> Result<bool> {
+        let (ordinal, route) = Route::new(mr)?;
+        let mut table = table();
+        if table.routes.contains_key(&ordinal) {
+            return Ok(false);
+        }
+        table.routes.insert(ordinal, Arc::new(route));
         Ok(true)
     }
 

@@ -19,7 +19,9 @@ counted in ``memory_stats()["num_ooms"]``.
 PyTorch swaps its allocator only before CUDA is initialised, and never
 away from a pluggable one: ``install`` refuses once PyTorch has used CUDA,
 and ``uninstall()`` raises ``RuntimeError`` (the resources keep serving
-PyTorch until the process exits)."""
+PyTorch until the process exits). :func:`mem_pool` works at any time: a
+``torch.cuda.MemPool`` over the same entry points, for the allocations of
+``with torch.cuda.use_mem_pool(pool):`` blocks only."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from .._core.device import Device
 from .._devmm import DeviceMemoryResource
 from ._installer import Installer
 
-__all__ = ["TorchInstaller", "install", "memory_stats", "reset_peak_memory_stats"]
+__all__ = ["TorchInstaller", "install", "mem_pool", "memory_stats", "reset_peak_memory_stats"]
 
 Resources = Union[DeviceMemoryResource, Mapping[Any, DeviceMemoryResource]]
 
@@ -152,14 +154,65 @@ def install(resources: Resources) -> TorchInstaller:
         )
     _devmm.torch_route(chosen)
     try:
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
-        )
-        torch.cuda.memory.change_current_allocator(allocator)
+        torch.cuda.memory.change_current_allocator(_pluggable_allocator())
     except RuntimeError as e:
         _devmm.torch_unroute()
         raise RuntimeError(f"PyTorch refused devmm's allocator: {e}") from e
+    _served.update((mr.device.index, mr) for mr in chosen)
     return TorchInstaller(chosen)
+
+
+#: The resource serving each CUDA ordinal, by ``install`` or ``mem_pool``:
+#: PyTorch's entry points are told a device, never a pool, so a device has
+#: one resource for the life of the process.
+_served: dict[int, DeviceMemoryResource] = {}
+
+
+_allocator: "torch.cuda.memory.CUDAPluggableAllocator | None" = None
+
+
+def _pluggable_allocator() -> "torch.cuda.memory.CUDAPluggableAllocator":
+    """PyTorch's allocator over devmm's entry points, made once: ``install``
+    and every :func:`mem_pool` share it."""
+    global _allocator
+    if _allocator is None:
+        _allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
+        )
+    return _allocator
+
+
+def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
+    """A ``torch.cuda.MemPool`` whose memory comes from ``mr`` through
+    devmm's allocator entry points, for ``with torch.cuda.use_mem_pool(pool):``
+    blocks; unlike :func:`install` it works after PyTorch has started CUDA,
+    and PyTorch's own allocator keeps serving everything outside the blocks.
+
+    PyTorch caches the pool's blocks and returns them through the pool's
+    allocator, so a tensor made in a block goes back to ``mr`` when PyTorch
+    releases its memory (``torch.cuda.empty_cache()``, or the pool's end),
+    even after the block has ended; :func:`memory_stats` counts the pool's
+    blocks. PyTorch tells the entry points only the device, so a device has
+    one devmm resource: ``ValueError`` for another one than ``install`` or an
+    earlier pool gave it, or for memory that is not CUDA memory;
+    ``RuntimeError`` when PyTorch has no CUDA."""
+    if not isinstance(mr, DeviceMemoryResource):
+        raise TypeError(f"mem_pool needs a devmm memory resource, not {type(mr).__name__}")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"PyTorch {torch.__version__} has no usable CUDA (torch.cuda.is_available() is "
+            f"False), so it has no caching allocator to hold a MemPool over {mr!r}; run on a "
+            f"machine with a CUDA GPU and a CUDA build of PyTorch"
+        )
+    ordinal = mr.device.index
+    if not _devmm.torch_serve(mr) and _served.get(ordinal) is not mr:
+        raise ValueError(
+            f"CUDA device {ordinal} is served to PyTorch by {_served.get(ordinal)!r} already, "
+            f"and PyTorch's allocator entry points are told the device, not the pool: use that "
+            f"resource for every devmm MemPool on the device, not {mr!r}"
+        )
+    _served[ordinal] = mr
+    return torch.cuda.MemPool(_pluggable_allocator().allocator())
 
 
 def _statistics(device: Any) -> tuple[int, tuple[int, int, int, int, int, int]]:

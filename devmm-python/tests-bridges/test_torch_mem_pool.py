@@ -1,0 +1,133 @@
+"""``devmm.integrations.torch.mem_pool`` against the real torch wheel over
+devmm's fake CUDA runtime. PyTorch makes a ``MemPool`` only with a driver,
+so here the wiring is checked up to it: the pool is given the pluggable
+allocator built from devmm's own module and entry points, those entry
+points serve the resource, and what cannot work says so. A
+``use_mem_pool`` block with tensors runs in scripts/gpu-smoke-bridges.py.
+
+Routes are for the life of the process, so each test runs in a process of
+its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+PRELUDE = textwrap.dedent(
+    """
+    import ctypes
+    import torch
+    import devmm
+    import devmm.integrations.torch as bridge
+    from devmm import _devmm
+    from devmm.mrs.cuda import CudaRuntimeMemoryResource
+
+    lib = ctypes.CDLL(_devmm.__file__)
+    malloc = getattr(lib, _devmm.TORCH_MALLOC_SYMBOL)
+    malloc.restype = ctypes.c_void_p
+    malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    free = getattr(lib, _devmm.TORCH_FREE_SYMBOL)
+    free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    """
+)
+
+
+def run(script: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_without_cuda_in_pytorch_the_pool_is_refused_and_nothing_is_routed() -> None:
+    out = run(
+        """
+        mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
+        assert not torch.cuda.is_available()
+        try:
+            bridge.mem_pool(mr)
+        except RuntimeError as e:
+            print(e)
+        assert _devmm.torch_statistics(0) is None
+        """
+    )
+    assert "has no usable CUDA (torch.cuda.is_available() is False)" in out, out
+    assert "StatisticsAdaptor" in out and "run on a machine with a CUDA GPU" in out, out
+
+
+def test_the_pool_is_made_over_devmms_entry_points_which_serve_the_resource() -> None:
+    out = run(
+        """
+        made = []
+        class Recorded(torch.cuda.memory.CUDAPluggableAllocator):
+            def __init__(self, *args):
+                made.append(args)
+                super().__init__(*args)
+        class Pool:  # stands in for torch.cuda.MemPool, which needs a driver
+            def __init__(self, allocator):
+                self.allocator = allocator
+        torch.cuda.memory.CUDAPluggableAllocator = Recorded
+        torch.cuda.MemPool = Pool
+        torch.cuda.is_available = lambda: True
+
+        mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
+        pool = bridge.mem_pool(mr)
+        assert made == [(_devmm.__file__, "devmm_torch_malloc", "devmm_torch_free")], made
+        assert isinstance(pool.allocator, torch._C._cuda_CUDAAllocator), pool.allocator
+        # A second pool over the same resource shares the allocator.
+        again = bridge.mem_pool(mr)
+        assert again.allocator is pool.allocator and len(made) == 1
+
+        # What PyTorch does in a use_mem_pool block: the pool's allocator
+        # calls the entry points, which allocate from mr.
+        block = malloc(4096, 0, None)
+        assert mr.current_bytes == 4096 and block % 256 == 0
+        assert bridge.memory_stats(0)["allocated_bytes.all.current"] == 4096
+        # After the block has ended PyTorch frees through the same entry point.
+        free(block, 4096, 0, None)
+        assert mr.current_bytes == 0 and mr.deallocations == 1
+        assert bridge.memory_stats(0)["allocation.all.freed"] == 1
+
+        # A device has one resource: another one, or host memory, is refused.
+        for other in (devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0")),
+                      devmm.mrs.cpu.MallocMemoryResource()):
+            try:
+                bridge.mem_pool(other)
+            except ValueError as e:
+                print(e)
+        try:
+            bridge.mem_pool("cuda:0")
+        except TypeError as e:
+            print(e)
+        # Device 1 gets a resource of its own.
+        on1 = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:1"))
+        bridge.mem_pool(on1)
+        free(malloc(64, 1, None), 64, 1, None)
+        assert on1.allocations == 1 and mr.allocations == 1
+        """
+    )
+    lines = out.splitlines()
+    assert len(lines) == 3, out
+    assert "CUDA device 0 is served to PyTorch by StatisticsAdaptor" in lines[0], out
+    assert "use that resource for every devmm MemPool on the device" in lines[0], out
+    assert "needs CUDA device (or managed) memory" in lines[1], out
+    assert lines[2] == "mem_pool needs a devmm memory resource, not str", out
+
+
+def test_a_pool_after_install_takes_the_installed_resource() -> None:
+    out = run(
+        """
+        mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
+        bridge.install(mr)
+        torch.cuda.is_available = lambda: True
+        torch.cuda.MemPool = lambda allocator: allocator
+        bridge.mem_pool(mr)
+        try:
+            bridge.mem_pool(devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0")))
+        except ValueError as e:
+            print(e)
+        """
+    )
+    assert "CUDA device 0 is served to PyTorch by" in out, out
