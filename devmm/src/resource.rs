@@ -155,6 +155,19 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         None
     }
 
+    /// A descriptor another process maps the live block `ptr` of `nbytes`
+    /// (allocated here) with: `Some` for a resource over a pool made for
+    /// IPC (`CudaAsyncMemoryResource` with `enable_ipc`), `None` for every
+    /// other. A transparent wrapper answers as its inner resource.
+    fn ipc_export(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+    ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+        let _ = (ptr, nbytes);
+        None
+    }
+
     /// The managed memory this resource hands out, whose pages can be
     /// prefetched and advised ([`prefetch`](crate::prefetch),
     /// [`advise`](crate::advise)): the managed resources answer, adaptors
@@ -382,6 +395,14 @@ macro_rules! forward_transparent_probes {
 
         fn pool_statistics(&self) -> Option<$crate::Result<$crate::PoolStatistics>> {
             self.$field.pool_statistics()
+        }
+
+        fn ipc_export(
+            &self,
+            ptr: $crate::DevicePtr,
+            nbytes: usize,
+        ) -> Option<$crate::Result<$crate::ipc::IpcDescriptor>> {
+            self.$field.ipc_export(ptr, nbytes)
         }
     };
 }
