@@ -449,6 +449,13 @@ macro_rules! forward_memory_resource {
             fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
                 (**self).pool_statistics()
             }
+            fn ipc_export(
+                &self,
+                ptr: DevicePtr,
+                nbytes: usize,
+            ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+                (**self).ipc_export(ptr, nbytes)
+            }
             fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
                 (**self).managed_memory()
             }

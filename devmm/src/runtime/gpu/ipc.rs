@@ -119,14 +119,16 @@ impl<P: Platform> GpuRuntime<P> {
                 0,
             )
         };
-        check(&driver, open.name, status, Some(device))?;
+        check(&driver, open.name, status, Some(device))
+            .map_err(|e| not_importable(descriptor, e))?;
         let pool = OwnedPool::new(Arc::clone(&driver), device, handle as usize);
         let mut data = *descriptor.export_data();
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-parameter; `data` holds the 64 bytes
         // the call reads; the imported pool is live.
         let status = unsafe { (pointer.f)(&mut ptr, handle, data.as_mut_ptr().cast()) };
-        check(&driver, pointer.name, status, Some(device))?;
+        check(&driver, pointer.name, status, Some(device))
+            .map_err(|e| not_importable(descriptor, e))?;
         let ptr = DevicePtr::from_addr(ptr as usize);
         let owner = format!("IPC import from process {}", descriptor.exporter_pid());
         let release = move || {
@@ -138,6 +140,20 @@ impl<P: Platform> GpuRuntime<P> {
         };
         let resource = ForeignMemoryResource::new(device, owner, release);
         DeviceBuffer::adopt(ptr, descriptor.nbytes(), resource, stream)
+    }
+}
+
+/// A descriptor the driver refused to import: bad input, said as such.
+fn not_importable(descriptor: &IpcDescriptor, driver: Error) -> Error {
+    Error::InvalidArgument {
+        reason: format!(
+            "the IPC descriptor of {} bytes on {} from process {} cannot be imported ({driver}); \
+             pass a descriptor that buffer.ipc_descriptor() made in another process, for a \
+             buffer it has not freed",
+            descriptor.nbytes(),
+            descriptor.device(),
+            descriptor.exporter_pid()
+        ),
     }
 }
 
