@@ -90,7 +90,7 @@ impl Arena {
     pub(crate) fn create(device: c_int, platform: &str) -> Result<Arena, Fault> {
         // SAFETY: `sysconf` reads a constant.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if u64::try_from(page).map_or(true, |p| p == 0 || PAGE % p != 0) {
+        if u64::try_from(page).map_or(true, |p| p == 0 || !PAGE.is_multiple_of(p)) {
             return Err(Fault::NotSupported);
         }
         // SAFETY: the name is a NUL-terminated string; the flags are valid.
