@@ -32,6 +32,9 @@
 #   wheel            the devmm wheel installed into a temporary target dir
 #   py-conformance   devmm's conformance suites after `import torch`
 #   last-error       a handled out-of-memory leaves cudaGetLastError clean
+#   ipc              issue 30: a buffer of a CudaAsyncMemoryResource with
+#                    enable_ipc=True, mapped by a process started with spawn;
+#                    both read and write the same bytes
 #   torch cupy jax numba
 #                    DLPack round trips on non-default streams, with
 #                    torch.cuda._sleep around the export and the release
@@ -261,6 +264,8 @@ else
     run py-conformance 120 0 "$python" "$smoke" conformance
 fi
 run last-error 60 0 env DEVMM_SMOKE_CUDART="${cudart:-libcudart.so}" "$python" "$smoke" last_error
+# Issue 30: a buffer shared with a second process started with spawn.
+run ipc 120 0 "$python" "$smoke" ipc
 for lib in torch cupy jax numba; do
     run "$lib" 120 1 "$python" "$smoke" "$lib"
 done

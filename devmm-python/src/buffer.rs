@@ -13,6 +13,7 @@ use crate::count::{Count, Nbytes, Size};
 use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
+use crate::ipc::PyIpcDescriptor;
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, stream_object, KeptStreamArg, StreamArg};
@@ -515,6 +516,46 @@ impl PyDeviceBuffer {
         let made = PyDeviceBuffer::py_new(py, Some(nbytes), mr, stream, device, None)?;
         made.copy_from_host(py, bytes.as_any(), copy_stream, 0)?;
         Ok(made)
+    }
+
+    /// A descriptor another process maps this buffer with
+    /// (`DeviceBuffer.from_ipc_descriptor`). The buffer must come from a
+    /// pool made with `enable_ipc=True` (`ValueError` otherwise). Send it
+    /// through `multiprocessing`; the importer frees its buffer before this
+    /// one is freed.
+    fn ipc_descriptor(&self, py: Python<'_>) -> PyResult<PyIpcDescriptor> {
+        // Registers the pickler `multiprocessing` sends descriptors with.
+        py.import(intern!(py, "devmm._ipc"))?;
+        let device = self.buffer.device();
+        let descriptor = maybe_detached(py, device, || self.buffer.ipc_descriptor()).py()?;
+        Ok(PyIpcDescriptor {
+            inner: std::sync::Mutex::new(descriptor),
+        })
+    }
+
+    /// Maps the buffer `descriptor` names, exported by another process, on
+    /// `stream` (the device's default when `None`). Its `free()` releases
+    /// only this process's mapping, never the exporter's memory. A closed
+    /// descriptor, one used in the process that exported it, or one the
+    /// driver does not recognise is a `ValueError`.
+    #[staticmethod]
+    #[pyo3(signature = (descriptor, *, stream = None))]
+    fn from_ipc_descriptor(
+        py: Python<'_>,
+        descriptor: &Bound<'_, PyIpcDescriptor>,
+        stream: Option<KeptStreamArg>,
+    ) -> PyResult<Self> {
+        let (stream, stream_obj) = KeptStreamArg::split(stream);
+        let descriptor = descriptor.get().lock();
+        let device = descriptor.device();
+        let stream = resolve_stream(stream, device)?;
+        let buffer = maybe_detached(py, device, || {
+            devmm::DeviceBuffer::from_ipc_descriptor(&descriptor, &stream)
+        })
+        .py()?;
+        let buffer = Arc::new(buffer);
+        let mr = Py::new(py, PyMemoryResource::native(Arc::clone(buffer.resource())))?;
+        Ok(PyDeviceBuffer::wrap(buffer, mr, stream_obj))
     }
 
     /// The buffer as a 1-D `uint8` DLPack tensor (as cuda.core's `Buffer`

@@ -22,6 +22,7 @@ mod gil;
 mod gpu_resources;
 mod host_resources;
 mod interchange;
+mod ipc;
 mod layout;
 mod log_bridge;
 mod managed;
@@ -175,6 +176,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::default_device, m)?)?;
 
     m.add_class::<buffer::PyDeviceBuffer>()?;
+    m.add_class::<ipc::PyIpcDescriptor>()?;
     m.add_class::<tensor::PyTensor>()?;
     // PyO3 0.27 gives a class no `tp_finalize`: setting `__del__` on the
     // type again makes CPython install its slot, so the collector runs it

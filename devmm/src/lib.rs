@@ -16,6 +16,7 @@ mod error;
 mod foreign;
 mod host_view;
 pub mod interop;
+pub mod ipc;
 mod layout;
 mod ledger;
 mod managed;

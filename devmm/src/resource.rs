@@ -172,6 +172,19 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         None
     }
 
+    /// A descriptor another process maps the live block `ptr` of `nbytes`
+    /// (allocated here) with: `Some` for a resource over a pool made for
+    /// IPC (`CudaAsyncMemoryResource` with `enable_ipc`), `None` for every
+    /// other. A transparent wrapper answers as its inner resource.
+    fn ipc_export(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+    ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+        let _ = (ptr, nbytes);
+        None
+    }
+
     /// The managed memory this resource hands out, whose pages can be
     /// prefetched and advised ([`prefetch`](crate::prefetch),
     /// [`advise`](crate::advise)): the managed resources answer, adaptors
@@ -412,6 +425,14 @@ macro_rules! forward_transparent_probes {
         fn pool_statistics(&self) -> Option<$crate::Result<$crate::PoolStatistics>> {
             self.$field.pool_statistics()
         }
+
+        fn ipc_export(
+            &self,
+            ptr: $crate::DevicePtr,
+            nbytes: usize,
+        ) -> Option<$crate::Result<$crate::ipc::IpcDescriptor>> {
+            self.$field.ipc_export(ptr, nbytes)
+        }
     };
 }
 
@@ -459,6 +480,13 @@ macro_rules! forward_memory_resource {
             }
             fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
                 (**self).pool_statistics()
+            }
+            fn ipc_export(
+                &self,
+                ptr: DevicePtr,
+                nbytes: usize,
+            ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+                (**self).ipc_export(ptr, nbytes)
             }
             fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
                 (**self).managed_memory()

@@ -1788,6 +1788,62 @@ macro_rules! platform_tests {
     };
 }
 
+fn ipc_descriptor_of_an_ipc_pool_and_refusals(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let plain: Arc<dyn MemoryResource> =
+        (p.own_pool)(u.fake_path(), dev, PoolOptions::default()).unwrap();
+    let buf = DeviceBuffer::new(256, plain, &stream).unwrap();
+    let err = buf.ipc_descriptor().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("{}(enable_ipc=True)", p.pool_mr)),
+        "{text}"
+    );
+    assert!(text.contains("enable_ipc: true"), "{text}");
+    buf.free(&stream).unwrap();
+
+    let options = PoolOptions {
+        enable_ipc: true,
+        ..PoolOptions::default()
+    };
+    let shared: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let buf = DeviceBuffer::new(300, shared, &stream).unwrap();
+    let mut descriptor = buf.ipc_descriptor().unwrap();
+    assert_eq!(
+        (
+            descriptor.device(),
+            descriptor.nbytes(),
+            descriptor.exporter_pid()
+        ),
+        (dev, 300, std::process::id())
+    );
+    assert!(descriptor.handle().is_some());
+    assert_ne!(descriptor.export_data(), &[0u8; 64]);
+    // Its own process uses the buffer, not the descriptor.
+    let err = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap_err();
+    assert!(
+        err.to_string().contains("exported by this process"),
+        "{err}"
+    );
+    descriptor.close();
+    let err = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert!(err.to_string().contains("is closed"), "{err}");
+    // No other process imported it: the exporter frees as usual.
+    buf.free(&stream).unwrap();
+    if let Some(fake) = u.fake() {
+        let prefix = p.prefix;
+        assert_eq!(fake.call_count(&format!("{prefix}MemPoolExportPointer")), 1);
+        assert_eq!(
+            fake.call_count(&format!("{prefix}MemPoolExportToShareableHandle")),
+            1
+        );
+    }
+}
+
 macro_rules! suite {
     ($($module:ident, $platform:ident);*) => {$(
         platform_tests!($module, $platform:
@@ -1816,6 +1872,7 @@ macro_rules! suite {
             own_pool_figures_in_the_profilers_report,
             own_pool_settings_and_refusals,
             own_pool_driver_calls,
+            ipc_descriptor_of_an_ipc_pool_and_refusals,
         );
     )*};
 }

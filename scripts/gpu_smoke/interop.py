@@ -189,6 +189,45 @@ def check_last_error() -> str:
     return f"MemoryError raised, cudaPeekAtLastError() == 0 ({library})"
 
 
+def _ipc_child(descriptor, conn) -> None:
+    import devmm
+
+    shared = devmm.DeviceBuffer.from_ipc_descriptor(descriptor)
+    conn.send(bytes(shared.copy_to_host()))
+    shared.copy_from_host(b"child")
+    shared.free()
+    conn.send("freed")
+
+
+def check_ipc() -> str:
+    """Issue 30: a buffer of an IPC-enabled pool, mapped by a second process
+    started with spawn; both read and write the same bytes."""
+    import multiprocessing as mp
+
+    import devmm.mrs.cuda
+
+    devmm, gpu, rt = devmm_gpu()
+    mr = devmm.mrs.cuda.CudaAsyncMemoryResource(gpu, enable_ipc=True)
+    buf = devmm.DeviceBuffer.to_device(b"parent", mr=mr)
+    ctx = mp.get_context("spawn")
+    parent, end = ctx.Pipe()
+    child = ctx.Process(target=_ipc_child, args=(buf.ipc_descriptor(), end), daemon=True)
+    child.start()
+    seen = parent.recv()
+    if seen != b"parent":
+        raise AssertionError(f"the child read {seen!r}, not b'parent'")
+    if parent.recv() != "freed":
+        raise AssertionError("the child did not free its mapping")
+    child.join(60)
+    if child.exitcode != 0:
+        raise AssertionError(f"the child exited with {child.exitcode}")
+    back = bytes(buf.copy_to_host())
+    if back != b"childt":
+        raise AssertionError(f"the parent reads {back!r} after the child's write, not b'childt'")
+    buf.free()
+    return "a spawned process mapped, read and wrote a 6-byte buffer; the parent saw its write"
+
+
 def check_torch() -> str:
     torch = need("torch")
     devmm, gpu, rt = devmm_gpu()
@@ -280,6 +319,7 @@ CHECKS = {
     "conformance": check_conformance,
     "conformance_without_torch": check_conformance_without_torch,
     "last_error": check_last_error,
+    "ipc": check_ipc,
     "torch": check_torch,
     "cupy": check_cupy,
     "jax": check_jax,

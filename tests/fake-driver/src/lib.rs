@@ -32,7 +32,10 @@
 //! - pools made with `*MemPoolCreate` keep the driver's figures: they reserve in 2 MiB chunks,
 //!   never past their maximum size, hand unused memory back down to their release threshold at
 //!   every synchronization and to `*MemPoolTrimTo`'s argument, and outlive `*MemPoolDestroy`
-//!   until their last block is freed (`fake_live_pools`).
+//!   until their last block is freed (`fake_live_pools`);
+//! - a pool made with the POSIX file descriptor handle type keeps its blocks in a `memfd` that
+//!   another process maps after `*MemPoolImportFromShareableHandle` and `*MemPoolImportPointer`,
+//!   so both read and write the same bytes (see `entry::ipc`).
 //!
 //! Every cdylib that links this crate also exports the `fake_*` control API ([`control`]); each
 //! library has its own state, so the CUDA and HIP fakes never see each other's calls.
@@ -55,6 +58,7 @@ pub mod entry;
 mod event;
 mod handle;
 mod inject;
+mod ipc;
 mod log;
 mod memory;
 mod out;

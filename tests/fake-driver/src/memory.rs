@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
+use crate::ipc::Mapping;
 use crate::platform::Fault;
 
 /// Alignment of device and managed allocations, as the CUDA runtime guarantees.
@@ -57,6 +58,9 @@ pub(crate) struct Allocation {
     pub(crate) pool: Option<usize>,
     /// Prefetches and advice given for managed memory, for `*MemRangeGetAttribute`.
     pub(crate) advice: Advice,
+    /// A block of an IPC-capable pool, mapped from the pool's file (see `crate::ipc`), rather
+    /// than from the host allocator.
+    pub(crate) shared: Option<Mapping>,
 }
 
 /// What `*MemPrefetchAsync` and `*MemAdvise` last set on a managed block. The fake keeps them
@@ -122,9 +126,40 @@ impl Memory {
                 device,
                 pool: None,
                 advice: Advice::default(),
+                shared: None,
             },
         );
         Ok(ptr.as_ptr().cast())
+    }
+
+    /// Records a block of an IPC-capable pool (exported or imported), mapped from its file.
+    pub(crate) fn insert_shared(
+        &mut self,
+        mapping: Mapping,
+        device: c_int,
+        pool: usize,
+    ) -> Result<*mut c_void, Fault> {
+        let layout = Layout::from_size_align(mapping.size(), crate::ipc::PAGE as usize)
+            .map_err(|_| Fault::OutOfMemory)?;
+        let ptr = NonNull::new(mapping.ptr()).ok_or(Fault::OutOfMemory)?;
+        self.live.insert(
+            ptr.as_ptr() as usize,
+            Allocation {
+                block: Block(ptr),
+                layout,
+                kind: Kind::Device,
+                device: Some(device),
+                pool: Some(pool),
+                advice: Advice::default(),
+                shared: Some(mapping),
+            },
+        );
+        Ok(ptr.as_ptr().cast())
+    }
+
+    /// The mapping of the live block starting exactly at `ptr`, if it is a shared one.
+    pub(crate) fn shared(&self, ptr: *const c_void) -> Option<&Mapping> {
+        self.live.get(&(ptr as usize))?.shared.as_ref()
     }
 
     /// Records that the live block at `ptr` came from `pool`.
@@ -140,6 +175,15 @@ impl Memory {
     pub(crate) fn remove(&mut self, ptr: *mut c_void, kinds: &[Kind]) -> Result<Allocation, Fault> {
         let address = ptr as usize;
         match self.live.get(&address) {
+            // The reference: importers free an exported block before its exporter does.
+            Some(allocation)
+                if allocation
+                    .shared
+                    .as_ref()
+                    .is_some_and(Mapping::imported_elsewhere) =>
+            {
+                return Err(Fault::InvalidValue);
+            }
             Some(allocation) if kinds.contains(&allocation.kind) => {}
             _ => return Err(Fault::InvalidValue),
         }
@@ -149,6 +193,12 @@ impl Memory {
     /// Poisons a freed block and keeps it mapped for a while, so work that was not ordered
     /// before the free reads [`POISON`] (a visible corruption) instead of freed memory.
     pub(crate) fn retire(&mut self, allocation: Allocation) {
+        // An importer's free releases its mapping and nothing else: the bytes are the
+        // exporter's, still live there.
+        if allocation.shared.as_ref().is_some_and(|m| m.imported) {
+            release(allocation);
+            return;
+        }
         // SAFETY: the block is owned by `allocation` and `size` bytes long.
         unsafe { std::ptr::write_bytes(allocation.block.0.as_ptr(), POISON, allocation.size()) };
         self.quarantined_bytes += allocation.size();
@@ -201,6 +251,10 @@ impl Memory {
 
 /// Returns a block to the host allocator.
 fn release(allocation: Allocation) {
+    if allocation.shared.is_some() {
+        // Dropping the mapping unmaps it (see `crate::ipc`).
+        return;
+    }
     // SAFETY: the block was allocated by `insert` with this layout and has left every table,
     // so it is freed exactly once.
     unsafe { alloc::dealloc(allocation.block.0.as_ptr(), allocation.layout) };

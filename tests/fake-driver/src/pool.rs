@@ -45,6 +45,9 @@ pub(crate) struct Pool {
     reuse: [bool; 3],
     /// Destroyed with blocks still live: invisible to the API, kept for their frees.
     destroyed: bool,
+    /// The file an IPC-capable pool keeps its blocks in, or the one an imported pool maps
+    /// them from (see `crate::ipc`).
+    pub(crate) link: Option<crate::ipc::Link>,
 }
 
 impl Pool {
@@ -59,6 +62,7 @@ impl Pool {
             max_size,
             reuse: [true; 3],
             destroyed: false,
+            link: None,
         }
     }
 

@@ -52,6 +52,14 @@ pub struct Calls {
     pub(crate) mem_pool_trim_to: Option<Call<unsafe extern "C" fn(Handle, usize) -> Status>>,
     pub(crate) mem_pool_set_access:
         Option<Call<unsafe extern "C" fn(Handle, *const c_void, usize) -> Status>>,
+    pub(crate) mem_pool_export_to_shareable_handle:
+        Option<Call<unsafe extern "C" fn(*mut c_void, Handle, c_int, c_uint) -> Status>>,
+    pub(crate) mem_pool_export_pointer:
+        Option<Call<unsafe extern "C" fn(*mut c_void, *mut c_void) -> Status>>,
+    pub(crate) mem_pool_import_from_shareable_handle:
+        Option<Call<unsafe extern "C" fn(*mut Handle, *mut c_void, c_int, c_uint) -> Status>>,
+    pub(crate) mem_pool_import_pointer:
+        Option<Call<unsafe extern "C" fn(*mut *mut c_void, Handle, *mut c_void) -> Status>>,
     pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_managed:
         Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,

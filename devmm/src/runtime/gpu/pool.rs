@@ -82,10 +82,21 @@ impl PoolOptions {
 
 /// The pool a resource made, destroyed when the resource drops: the driver
 /// gives its memory back once the blocks still live in it are freed.
-struct OwnedPool<P: Platform> {
-    driver: Arc<Driver<P>>,
+pub(super) struct OwnedPool<P: Platform> {
+    pub(super) driver: Arc<Driver<P>>,
     device: Device,
     handle: usize,
+}
+
+impl<P: Platform> OwnedPool<P> {
+    /// Takes ownership of `handle`, a pool created or imported on `device`.
+    pub(super) fn new(driver: Arc<Driver<P>>, device: Device, handle: usize) -> Self {
+        OwnedPool {
+            driver,
+            device,
+            handle,
+        }
+    }
 }
 
 impl<P: Platform> Drop for OwnedPool<P> {
@@ -330,5 +341,16 @@ impl<P: Platform> MemoryResource for GpuAsyncMemory<P> {
 
     fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
         Some(GpuAsyncMemory::pool_statistics(self))
+    }
+
+    fn ipc_export(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+    ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+        let pool = &self.pool;
+        self.options
+            .enable_ipc
+            .then(|| super::ipc::export(&pool.driver, pool.device, pool.handle, ptr, nbytes))
     }
 }

@@ -41,6 +41,16 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
     ("mem_pool_set_attribute", "pool::mem_pool_set_attribute"),
     ("mem_pool_trim_to", "pool::mem_pool_trim_to"),
     ("mem_pool_set_access", "pool::mem_pool_set_access"),
+    (
+        "mem_pool_export_to_shareable_handle",
+        "ipc::export_to_shareable_handle",
+    ),
+    ("mem_pool_export_pointer", "ipc::export_pointer"),
+    (
+        "mem_pool_import_from_shareable_handle",
+        "ipc::import_from_shareable_handle",
+    ),
+    ("mem_pool_import_pointer", "ipc::import_pointer"),
     ("malloc", "memory::malloc"),
     ("free", "memory::free"),
     ("malloc_async", "memory::malloc_async"),
@@ -85,8 +95,13 @@ pub const STREAM_ORDERED_ROLES: &[&str] = &[
     "mem_pool_set_attribute",
     "mem_pool_trim_to",
     "mem_pool_set_access",
+    "mem_pool_export_to_shareable_handle",
+    "mem_pool_export_pointer",
+    "mem_pool_import_from_shareable_handle",
+    "mem_pool_import_pointer",
 ];
 pub mod event;
+pub mod ipc;
 pub mod managed;
 pub mod memory;
 pub mod pool;

@@ -22,6 +22,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::call::Call;
 use crate::handle;
+use crate::ipc::{Arena, Link};
 use crate::memory::Kind;
 use crate::out::Out;
 use crate::platform::{Fault, Platform};
@@ -35,6 +36,8 @@ const LOCATION_DEVICE: c_int = 1;
 /// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
 /// the handle types a pool on Linux may export.
 const HANDLE_TYPES: c_int = 0x1;
+/// `cudaMemHandleTypePosixFileDescriptor` / `hipMemHandleTypePosixFileDescriptor`.
+pub(crate) const HANDLE_POSIX_FD: c_int = 0x1;
 /// `cudaMemAccessFlagsProtNone` / `...ProtReadWrite`: what a pool's access may be set to.
 const ACCESS_NONE: c_int = 0;
 const ACCESS_READ_WRITE: c_int = 3;
@@ -116,7 +119,12 @@ pub unsafe fn mem_pool_create(
             return Err(Fault::NotSupported);
         }
         let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
-        let created = state.pools.create(Pool::new(props.location_id, max_size));
+        let mut created = Pool::new(props.location_id, max_size);
+        if props.handle_types & HANDLE_POSIX_FD != 0 {
+            let arena = Arena::create(props.location_id, platform.device_name)?;
+            created.link = Some(Link::Exporter(arena));
+        }
+        let created = state.pools.create(created);
         out.set(handle::to_ptr(created));
         args.note_hex("pool", created);
         Ok(())
@@ -160,15 +168,26 @@ pub unsafe fn malloc_from_pool_async(
             let out = unsafe { Out::new(ptr) }?;
             stream::resolve(state, platform, stream)?;
             let state = &mut *state;
-            let device = state.pools.get_mut(pool as usize)?.device;
+            let found = state.pools.get_mut(pool as usize)?;
+            let device = found.device;
             args.note("device", device);
+            // The reference: imported pools make no new allocations.
+            if matches!(found.link, Some(Link::Importer(_))) {
+                return Err(Fault::InvalidValue);
+            }
             if size == 0 {
                 out.set(std::ptr::null_mut());
                 return Ok(());
             }
             let bytes = u64::try_from(size).map_err(|_| Fault::OutOfMemory)?;
             state.pools.take(pool as usize, &mut state.devices, bytes)?;
-            match state.memory.insert(Kind::Device, size, Some(device)) {
+            let placed = match &mut state.pools.get_mut(pool as usize)?.link {
+                Some(Link::Exporter(arena)) => arena
+                    .allocate(size)
+                    .and_then(|m| state.memory.insert_shared(m, device, pool as usize)),
+                _ => state.memory.insert(Kind::Device, size, Some(device)),
+            };
+            match placed {
                 Ok(block) => {
                     state.memory.set_pool(block, pool as usize);
                     out.set(block);

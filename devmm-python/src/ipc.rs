@@ -1,0 +1,133 @@
+//! `devmm.IpcDescriptor`: the core's [`devmm::ipc::IpcDescriptor`], with the
+//! conversions `multiprocessing` needs to send its file descriptor
+//! (`devmm/_ipc.py` registers them with its pickler).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::device::PyDevice;
+
+/// What another process needs to map a buffer of an IPC-enabled pool:
+/// made by `DeviceBuffer.ipc_descriptor()`, mapped by
+/// `DeviceBuffer.from_ipc_descriptor()` in another process. It holds the
+/// pool's file descriptor, so it travels through `multiprocessing` (whose
+/// pickler passes the descriptor to the receiving process) and refuses
+/// plain `pickle`.
+#[pyclass(frozen, name = "IpcDescriptor", module = "devmm")]
+pub(crate) struct PyIpcDescriptor {
+    pub(crate) inner: Mutex<devmm::ipc::IpcDescriptor>,
+}
+
+impl PyIpcDescriptor {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, devmm::ipc::IpcDescriptor> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl PyIpcDescriptor {
+    /// The device the memory is on.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        self.lock().device().into()
+    }
+
+    /// The buffer's size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.lock().nbytes()
+    }
+
+    /// The id of the process that exported the buffer.
+    #[getter]
+    fn exporter_pid(&self) -> u32 {
+        self.lock().exporter_pid()
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.lock().is_closed()
+    }
+
+    /// Closes the file descriptor; the descriptor imports nothing after.
+    fn close(&self) {
+        self.lock().close();
+    }
+
+    /// Plain `pickle` cannot carry a file descriptor: send descriptors
+    /// through `multiprocessing` (a `Process` argument, a `Queue`, a
+    /// `Pipe`), whose pickler passes it to the receiving process.
+    fn __reduce__(&self) -> PyResult<Py<PyAny>> {
+        Err(PyTypeError::new_err(
+            "an IpcDescriptor holds a file descriptor, which plain pickle cannot carry; send it \
+             through multiprocessing (a Process argument, a Queue or a Pipe), whose pickler \
+             passes the descriptor to the receiving process",
+        ))
+    }
+
+    /// `(device, nbytes, fd, export_data, exporter_pid)` for `devmm._ipc`'s
+    /// reducer; the descriptor keeps `fd`.
+    fn _parts<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(String, usize, i32, Bound<'py, PyBytes>, u32)> {
+        let this = self.lock();
+        let fd = this.handle().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the IPC descriptor of {} bytes on {} is closed; export the buffer again",
+                this.nbytes(),
+                this.device()
+            ))
+        })?;
+        Ok((
+            this.device().to_string(),
+            this.nbytes(),
+            fd.as_raw_fd(),
+            PyBytes::new(py, this.export_data()),
+            this.exporter_pid(),
+        ))
+    }
+
+    /// A descriptor from `_parts` received in another process; it takes
+    /// ownership of `fd`, a descriptor passed to this process.
+    #[staticmethod]
+    fn _from_parts(device: &str, nbytes: usize, fd: i32, data: &[u8], pid: u32) -> PyResult<Self> {
+        if fd < 0 {
+            return Err(PyValueError::new_err(format!(
+                "{fd} is not a file descriptor"
+            )));
+        }
+        let data: [u8; devmm::ipc::EXPORT_DATA_BYTES] = data.try_into().map_err(|_| {
+            PyValueError::new_err(format!(
+                "IPC export data is {} bytes, not {}",
+                data.len(),
+                devmm::ipc::EXPORT_DATA_BYTES
+            ))
+        })?;
+        let device = device.parse().map_err(crate::error::to_py_err)?;
+        // SAFETY: the caller (`devmm._ipc`'s rebuild) owns `fd`, detached
+        // from multiprocessing's handle, and hands it over here.
+        let handle = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(PyIpcDescriptor {
+            inner: Mutex::new(devmm::ipc::IpcDescriptor::from_parts(
+                device, nbytes, handle, data, pid,
+            )),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let this = self.lock();
+        format!(
+            "IpcDescriptor(device={}, nbytes={}, exporter_pid={}{})",
+            this.device(),
+            this.nbytes(),
+            this.exporter_pid(),
+            if this.is_closed() { ", closed" } else { "" }
+        )
+    }
+}

@@ -1,0 +1,169 @@
+//! Exporting a block of an IPC-capable pool and importing it in another
+//! process, for both platforms (`crate::ipc` is the public side): the
+//! driver calls, turned into [`Error`]s, and the imported buffer, whose
+//! release frees only this process's mapping and then closes the imported
+//! pool.
+
+use std::ffi::{c_int, c_void};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::buffer::DeviceBuffer;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::foreign::ForeignMemoryResource;
+use crate::ipc::{EXPORT_DATA_BYTES, IpcDescriptor};
+use crate::ptr::DevicePtr;
+use crate::runtime::driver::Driver;
+use crate::stream::Stream;
+
+use super::pool::OwnedPool;
+use super::result::check;
+use super::{GpuRuntime, Platform, device};
+
+/// `cudaMemHandleTypePosixFileDescriptor` / `hipMemHandleTypePosixFileDescriptor`.
+const HANDLE_POSIX_FD: c_int = 1;
+
+/// The call a library without the IPC calls lacks, named for errors.
+fn missing<P: Platform>(call: &str) -> Error {
+    Error::InvalidArgument {
+        reason: format!(
+            "the {} library has no {call}, which sharing pool memory between processes needs; \
+             install a runtime that has it (CUDA 11.2+, HIP 5.2+)",
+            P::RUNTIME
+        ),
+    }
+}
+
+/// A descriptor for the live block `ptr` of `nbytes` in the IPC-capable
+/// `pool` on `device`.
+pub(crate) fn export<P: Platform>(
+    driver: &Arc<Driver<P>>,
+    device: Device,
+    pool: usize,
+    ptr: DevicePtr,
+    nbytes: usize,
+) -> Result<IpcDescriptor> {
+    let calls = driver.roles();
+    let to_handle = calls
+        .mem_pool_export_to_shareable_handle
+        .ok_or_else(|| missing::<P>("cudaMemPoolExportToShareableHandle"))?;
+    let pointer = calls
+        .mem_pool_export_pointer
+        .ok_or_else(|| missing::<P>("cudaMemPoolExportPointer"))?;
+    let _active = device::activate(driver, device)?;
+    let mut data = [0u8; EXPORT_DATA_BYTES];
+    // SAFETY: `data` holds the 64 bytes the call writes; `ptr` is a live
+    // block of the pool (the caller's buffer is open).
+    let status = unsafe { (pointer.f)(data.as_mut_ptr().cast(), ptr.as_host_ptr::<c_void>()) };
+    check(driver, pointer.name, status, Some(device))?;
+    let mut fd: c_int = -1;
+    // SAFETY: `fd` is valid for the `int` the call writes; `pool` is live
+    // (its resource holds it).
+    let status = unsafe {
+        (to_handle.f)(
+            std::ptr::from_mut(&mut fd).cast(),
+            pool as *mut c_void,
+            HANDLE_POSIX_FD,
+            0,
+        )
+    };
+    check(driver, to_handle.name, status, Some(device))?;
+    if fd < 0 {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "{} returned no file descriptor for the pool on {device}",
+                to_handle.name
+            ),
+        });
+    }
+    // SAFETY: the driver returned a new descriptor, the caller's to close.
+    let handle = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(crate::ipc::descriptor(device, nbytes, handle, data))
+}
+
+impl<P: Platform> GpuRuntime<P> {
+    /// Maps the block `descriptor` names (checked usable by the caller) as a
+    /// buffer on `stream`.
+    pub(crate) fn import_ipc(
+        &self,
+        descriptor: &IpcDescriptor,
+        stream: &Stream,
+    ) -> Result<DeviceBuffer> {
+        let device = descriptor.device();
+        self.check(device)?;
+        let calls = self.driver().roles();
+        let open = calls
+            .mem_pool_import_from_shareable_handle
+            .ok_or_else(|| missing::<P>("cudaMemPoolImportFromShareableHandle"))?;
+        let pointer = calls
+            .mem_pool_import_pointer
+            .ok_or_else(|| missing::<P>("cudaMemPoolImportPointer"))?;
+        let fd = descriptor
+            .handle()
+            .map(|fd| fd.as_raw_fd())
+            .ok_or_else(|| Error::InvalidArgument {
+                reason: format!("the IPC descriptor for {device} is closed"),
+            })?;
+        let driver = Arc::clone(self.driver());
+        let _active = device::activate(&driver, device)?;
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `handle` is a valid out-parameter; a POSIX descriptor is
+        // passed as its value, and stays open (the descriptor owns it)
+        // through the call.
+        let status = unsafe {
+            (open.f)(
+                &mut handle,
+                std::ptr::without_provenance_mut(fd as usize),
+                HANDLE_POSIX_FD,
+                0,
+            )
+        };
+        check(&driver, open.name, status, Some(device))
+            .map_err(|e| not_importable(descriptor, e))?;
+        let pool = OwnedPool::new(Arc::clone(&driver), device, handle as usize);
+        let mut data = *descriptor.export_data();
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` is a valid out-parameter; `data` holds the 64 bytes
+        // the call reads; the imported pool is live.
+        let status = unsafe { (pointer.f)(&mut ptr, handle, data.as_mut_ptr().cast()) };
+        check(&driver, pointer.name, status, Some(device))
+            .map_err(|e| not_importable(descriptor, e))?;
+        let ptr = DevicePtr::from_addr(ptr as usize);
+        let owner = format!("IPC import from process {}", descriptor.exporter_pid());
+        let release = move || {
+            // Only this process's mapping: the exporter's memory stays.
+            if let Err(e) = unmap(&pool.driver, device, ptr) {
+                tracing::warn!(target: "devmm::runtime", error = %e, "could not release an imported IPC mapping");
+            }
+            drop(pool);
+        };
+        let resource = ForeignMemoryResource::new(device, owner, release);
+        DeviceBuffer::adopt(ptr, descriptor.nbytes(), resource, stream)
+    }
+}
+
+/// A descriptor the driver refused to import: bad input, said as such.
+fn not_importable(descriptor: &IpcDescriptor, driver: Error) -> Error {
+    Error::InvalidArgument {
+        reason: format!(
+            "the IPC descriptor of {} bytes on {} from process {} cannot be imported ({driver}); \
+             pass a descriptor that buffer.ipc_descriptor() made in another process, for a \
+             buffer it has not freed",
+            descriptor.nbytes(),
+            descriptor.device(),
+            descriptor.exporter_pid()
+        ),
+    }
+}
+
+/// Frees an imported pointer with `*Free`, which returns once it is done,
+/// so the exporter may free its block after this returns.
+fn unmap<P: Platform>(driver: &Arc<Driver<P>>, device: Device, ptr: DevicePtr) -> Result<()> {
+    let _active = device::activate(driver, device)?;
+    let call = driver.roles().free;
+    // SAFETY: `ptr` was imported once and is freed once (the adopting
+    // resource runs its release once).
+    let status = unsafe { (call.f)(ptr.as_host_ptr::<c_void>()) };
+    check(driver, call.name, status, Some(device))
+}

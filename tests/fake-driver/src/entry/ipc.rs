@@ -1,0 +1,191 @@
+//! Sharing a pool's memory with another process: `*MemPoolExportToShareableHandle`,
+//! `*MemPoolExportPointer`, `*MemPoolImportFromShareableHandle`, `*MemPoolImportPointer`. The
+//! model (a `memfd` per IPC-capable pool) and its rules are in the crate's `ipc` module; a
+//! pointer imported here is freed with `*Free` / `*FreeAsync`, which releases only its mapping.
+//!
+//! ```
+//! use fake_driver::{entry::{ipc, pool}, Platform};
+//! let p = &Platform::EXAMPLE;
+//! let mut props = pool::PoolProps::on_device(0);
+//! props.handle_types = 1; // a POSIX file descriptor
+//! let mut handle = std::ptr::null_mut();
+//! // SAFETY: both pointers are valid.
+//! assert_eq!(unsafe { pool::mem_pool_create(p, "cudaMemPoolCreate", &mut handle, (&raw const props).cast()) }, 0);
+//! let mut fd: std::ffi::c_int = -1;
+//! // SAFETY: `fd` is valid for a write of an `int`.
+//! assert_eq!(unsafe { ipc::export_to_shareable_handle(p, "cudaMemPoolExportToShareableHandle", (&raw mut fd).cast(), handle, 1, 0) }, 0);
+//! // Importing in the pool's own process is an invalid value.
+//! let mut imported = std::ptr::null_mut();
+//! let as_handle = std::ptr::without_provenance_mut(fd as usize);
+//! // SAFETY: `imported` is valid for a write.
+//! assert_eq!(unsafe { ipc::import_from_shareable_handle(p, "cudaMemPoolImportFromShareableHandle", &mut imported, as_handle, 1, 0) }, 1);
+//! assert_eq!(pool::mem_pool_destroy(p, "cudaMemPoolDestroy", handle), 0);
+//! ```
+
+use std::ffi::{c_int, c_uint, c_void};
+use std::os::fd::AsRawFd;
+
+use crate::call::Call;
+use crate::entry::pool::HANDLE_POSIX_FD;
+use crate::handle;
+use crate::ipc::{Imported, Link, EXPORT_DATA_BYTES};
+use crate::out::Out;
+use crate::platform::{Fault, Platform};
+use crate::pool::Pool;
+
+/// `cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
+/// cudaMemAllocationHandleType handleType, unsigned int flags)`: a new descriptor (an `int`
+/// written to `handle`, close-on-exec, the caller's to close) for a pool created with the POSIX
+/// file descriptor handle type; any other pool, type or flags is an invalid value.
+///
+/// # Safety
+/// `handle` is null or valid for a write of an `int`.
+pub unsafe fn export_to_shareable_handle(
+    platform: &'static Platform,
+    name: &'static str,
+    handle: *mut c_void,
+    pool: *mut c_void,
+    handle_type: c_int,
+    flags: c_uint,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .arg("type", handle_type)
+        .arg("flags", flags)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(handle.cast::<c_int>()) }?;
+            if handle_type != HANDLE_POSIX_FD || flags != 0 {
+                return Err(Fault::InvalidValue);
+            }
+            let Some(Link::Exporter(arena)) = &state.pools.get_mut(pool as usize)?.link else {
+                return Err(Fault::InvalidValue);
+            };
+            // SAFETY: the arena's descriptor is open; the duplicate is a new descriptor.
+            let fd = unsafe { libc::fcntl(arena.file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+            if fd < 0 {
+                return Err(Fault::OutOfMemory);
+            }
+            out.set(fd);
+            args.note("fd", fd);
+            Ok(())
+        })
+}
+
+/// `cudaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr)`: the 64 bytes
+/// naming the live block starting at `ptr` of an IPC-capable pool; anything else is an invalid
+/// value.
+///
+/// # Safety
+/// `data` is null or valid for a write of 64 bytes.
+pub unsafe fn export_pointer(
+    platform: &'static Platform,
+    name: &'static str,
+    data: *mut c_void,
+    ptr: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .run(|state, _| {
+            if data.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            let pool = state
+                .memory
+                .find(ptr, 1)
+                .filter(|a| a.shared.as_ref().is_some_and(|m| !m.imported))
+                .and_then(|a| a.pool)
+                .ok_or(Fault::InvalidValue)?;
+            let mapping = state.memory.shared(ptr).ok_or(Fault::InvalidValue)?;
+            let Some(Link::Exporter(arena)) = &state.pools.get_mut(pool)?.link else {
+                return Err(Fault::InvalidValue);
+            };
+            let bytes = arena.export(mapping);
+            // SAFETY: `data` is valid for 64 bytes by this function's contract.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), EXPORT_DATA_BYTES)
+            };
+            Ok(())
+        })
+}
+
+/// `cudaMemPoolImportFromShareableHandle(cudaMemPool_t* memPool, void* shareableHandle,
+/// cudaMemAllocationHandleType handleType, unsigned int flags)`: for a POSIX file descriptor
+/// the handle is the descriptor's value; the caller keeps (and closes) it. The pool makes no
+/// allocations; it only imports pointers.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+pub unsafe fn import_from_shareable_handle(
+    platform: &'static Platform,
+    name: &'static str,
+    out: *mut *mut c_void,
+    handle: *mut c_void,
+    handle_type: c_int,
+    flags: c_uint,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("fd", handle as usize)
+        .arg("type", handle_type)
+        .arg("flags", flags)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(out) }?;
+            if handle_type != HANDLE_POSIX_FD || flags != 0 {
+                return Err(Fault::InvalidValue);
+            }
+            let fd = c_int::try_from(handle as usize).map_err(|_| Fault::InvalidValue)?;
+            let (imported, device) = Imported::open(fd, platform.device_name)?;
+            state.devices.pools_supported(device)?;
+            let mut pool = Pool::new(device, 0);
+            pool.link = Some(Link::Importer(imported));
+            let created = state.pools.create(pool);
+            out.set(handle::to_ptr(created));
+            args.note("device", device);
+            args.note_hex("pool", created);
+            Ok(())
+        })
+}
+
+/// `cudaMemPoolImportPointer(void** ptr, cudaMemPool_t memPool, cudaMemPoolPtrExportData*
+/// exportData)`: maps the block `data` names, exported from the pool `pool` was imported
+/// from; anything else is an invalid value.
+///
+/// # Safety
+/// `ptr` is null or valid for a write; `data` is null or valid for a read of 64 bytes.
+pub unsafe fn import_pointer(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    pool: *mut c_void,
+    data: *const c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("pool", pool as usize)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            if data.is_null() {
+                return Err(Fault::InvalidValue);
+            }
+            let mut bytes = [0u8; EXPORT_DATA_BYTES];
+            // SAFETY: `data` is valid for 64 bytes by this function's contract.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.cast::<u8>(),
+                    bytes.as_mut_ptr(),
+                    EXPORT_DATA_BYTES,
+                )
+            };
+            let found = state.pools.get_mut(pool as usize)?;
+            let device = found.device;
+            let Some(Link::Importer(imported)) = &found.link else {
+                return Err(Fault::InvalidValue);
+            };
+            let mapping = imported.import(&bytes)?;
+            let block = state.memory.insert_shared(mapping, device, pool as usize)?;
+            out.set(block);
+            args.note_hex("ptr", block as usize);
+            Ok(())
+        })
+}
