@@ -60,6 +60,8 @@ own_pool!(CudaAsyncMemoryResource, HipAsyncMemoryResource);
 struct Platform {
     /// The devmm runtime name, also the `DEVMM_GPU_SMOKE` value.
     runtime: &'static str,
+    /// The variable naming the library the process-wide runtime loads.
+    path_var: &'static str,
     /// The fake library.
     fake: fn(&FakeLibraries) -> &PathBuf,
     /// The fake without `*MallocAsync`.
@@ -92,6 +94,7 @@ struct Platform {
 
 const CUDA: Platform = Platform {
     runtime: "cuda",
+    path_var: "DEVMM_CUDART_PATH",
     fake: |f| &f.cudart,
     fake_sync: |f| &f.cudart_sync,
     prefix: "cuda",
@@ -134,6 +137,7 @@ const CUDA: Platform = Platform {
 
 const ROCM: Platform = Platform {
     runtime: "rocm",
+    path_var: "DEVMM_HIP_PATH",
     fake: |f| &f.hip,
     fake_sync: |f| &f.hip_sync,
     prefix: "hip",
@@ -1844,6 +1848,115 @@ fn ipc_descriptor_of_an_ipc_pool_and_refusals(p: &'static Platform) {
     }
 }
 
+/// Set in the child `ipc_round_trip_with_another_process` starts: the
+/// descriptor's parts (`nbytes,pid,export data in hex`); its file
+/// descriptor is the child's fd [`IPC_CHILD_FD`].
+const IPC_CHILD: &str = "DEVMM_TEST_IPC_CHILD";
+const IPC_CHILD_FD: i32 = 3;
+
+/// The child's side: maps the parent's buffer through the process-wide
+/// runtime (the fake named by the path variable, or the real driver),
+/// reads it, writes to it, and frees its mapping.
+fn ipc_child(p: &'static Platform, parts: &str) {
+    use std::os::fd::FromRawFd;
+    let mut parts = parts.split(',');
+    let mut next = || parts.next().expect("three parts");
+    let nbytes: usize = next().parse().unwrap();
+    let pid: u32 = next().parse().unwrap();
+    let hex = next();
+    let mut data = [0u8; 64];
+    for (i, byte) in data.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    // SAFETY: the parent passed this descriptor to the child, which owns it.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(IPC_CHILD_FD) };
+    let dev = p.dev(0);
+    let descriptor = devmm::ipc::IpcDescriptor::from_parts(dev, nbytes, fd, data, pid);
+    let stream = devmm::runtime::stream_for(dev, None).unwrap();
+    let mapped = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap();
+    assert!(mapped.is_foreign());
+    let mut seen = vec![0u8; nbytes];
+    // SAFETY: `seen` holds the buffer's bytes; device memory is copied.
+    unsafe { mapped.copy_to_host(&mut seen) }.unwrap();
+    assert_eq!(seen, b"parent bytes");
+    // SAFETY: as above.
+    unsafe { mapped.copy_from_host(b"CHILD") }.unwrap();
+    mapped.free(&stream).unwrap();
+}
+
+fn ipc_round_trip_with_another_process(p: &'static Platform) {
+    if let Ok(parts) = std::env::var(IPC_CHILD) {
+        return ipc_child(p, &parts);
+    }
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let options = PoolOptions {
+        enable_ipc: true,
+        ..PoolOptions::default()
+    };
+    let shared: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let buf = DeviceBuffer::new(12, shared, &stream).unwrap();
+    // SAFETY: a 12-byte device buffer, copied from the host.
+    unsafe { buf.copy_from_host(b"parent bytes") }.unwrap();
+    stream.synchronize().unwrap();
+    let descriptor = buf.ipc_descriptor().unwrap();
+    let hex: String = descriptor
+        .export_data()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let fd = descriptor.handle().unwrap().as_raw_fd();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            &format!("{}::ipc_round_trip_with_another_process", p.runtime),
+            "--nocapture",
+        ])
+        .env(
+            IPC_CHILD,
+            format!(
+                "{},{},{hex}",
+                descriptor.nbytes(),
+                descriptor.exporter_pid()
+            ),
+        );
+    if let Some(path) = u.fake_path() {
+        child.env(p.path_var, path);
+    }
+    // SAFETY: between fork and exec, only async-signal-safe calls: the
+    // descriptor is placed at the fd the child reads, without close-on-exec.
+    unsafe {
+        child.pre_exec(move || {
+            let placed = if fd == IPC_CHILD_FD {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, IPC_CHILD_FD)
+            };
+            if placed < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = child.output().unwrap();
+    assert!(
+        output.status.success(),
+        "the importing process failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The child's write is here, and its free left the memory alone.
+    let mut back = [0u8; 12];
+    // SAFETY: `back` holds the buffer's 12 bytes.
+    unsafe { buf.copy_to_host(&mut back) }.unwrap();
+    assert_eq!(&back, b"CHILDt bytes");
+    buf.free(&stream).unwrap();
+}
+
 macro_rules! suite {
     ($($module:ident, $platform:ident);*) => {$(
         platform_tests!($module, $platform:
@@ -1873,6 +1986,7 @@ macro_rules! suite {
             own_pool_settings_and_refusals,
             own_pool_driver_calls,
             ipc_descriptor_of_an_ipc_pool_and_refusals,
+            ipc_round_trip_with_another_process,
         );
     )*};
 }
