@@ -2,6 +2,8 @@
 //! recorded threads interleaved on a bounded set of OS threads, to see its
 //! peak, its failures and what each operation costs there.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Condvar, Mutex};
@@ -88,7 +90,8 @@ pub(crate) struct ReplayReport {
     unfreed: usize,
     allocations: usize,
     frees: usize,
-    /// Mean nanoseconds per allocate and per free on replay.
+    /// Mean nanoseconds per allocate and per free on replay (each kind's
+    /// first 64 per replay thread timed, then one in 16).
     allocate_mean_ns: f64,
     free_mean_ns: f64,
     wall_ns: u128,
@@ -196,6 +199,10 @@ struct SlotState {
     /// Bumped on every change, so a replay thread that found nothing to do
     /// sleeps only until something changed since it looked.
     changes: u64,
+    /// Threads asleep in [`Slots::wait_for_change`]: a change wakes them
+    /// only when there are some (a wake is a `futex` call, which on every
+    /// allocation cost more than the allocation).
+    sleepers: usize,
 }
 
 impl Slots {
@@ -204,6 +211,7 @@ impl Slots {
             state: Mutex::new(SlotState {
                 slots: vec![Slot::Pending; count],
                 changes: 0,
+                sleepers: 0,
             }),
             changed: Condvar::new(),
         }
@@ -218,8 +226,13 @@ impl Slots {
         state.slots[slot] = value;
         // Only compared for equality: a wrap would need 2^64 changes.
         state.changes = state.changes.wrapping_add(1);
+        // A sleeper counted itself under this lock before it looked at
+        // `changes`, so none can miss this change unwoken.
+        let wake = state.sleepers > 0;
         drop(state);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     /// The pointer to free once its allocation was replayed (`None` when
@@ -240,9 +253,11 @@ impl Slots {
     /// Sleeps until a slot changed after the change count was `seen`.
     fn wait_for_change(&self, seen: u64) {
         let mut state = self.lock();
+        state.sleepers += 1;
         while state.changes == seen {
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
+        state.sleepers -= 1;
     }
 }
 
@@ -257,7 +272,7 @@ struct Op<'t> {
 /// order, with the slot each refers to; and the number of slots.
 fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
     let mut threads: Vec<(u64, Vec<Op<'_>>)> = Vec::new();
-    let mut live = std::collections::HashMap::new();
+    let mut live = HashMap::with_hasher(BuildHasherDefault::<AddressHasher>::default());
     let mut slots = 0;
     for event in events {
         let slot = match event.action {
@@ -289,13 +304,58 @@ fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
     (threads.into_iter().map(|(_, ops)| ops).collect(), slots)
 }
 
+/// Hashes the trace's (device, address) keys with one multiplication:
+/// std's SipHash was a tenth of a replay's instructions, and its
+/// resistance to chosen keys buys nothing against a trace the user hands
+/// to a command on their own machine.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        // Fibonacci hashing: the product's high bits, which hashbrown
+        // uses for its tags, depend on every bit of the key.
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One replay thread's counts. Not every operation is timed: two clock
+/// reads cost a third of a 64-byte `malloc`/`free` pair, so the first
+/// [`TIME_ALL_FIRST`] of each kind are, then one in [`TIME_ONE_IN`]; the
+/// means are over the timed ones.
 #[derive(Default)]
 struct Tally {
     allocations: usize,
     frees: usize,
     failures: usize,
     allocate_time: Duration,
+    allocates_timed: usize,
     free_time: Duration,
+    frees_timed: usize,
+}
+
+/// Every operation of a kind is timed up to this many per replay thread…
+const TIME_ALL_FIRST: usize = 64;
+/// … then one in this many.
+const TIME_ONE_IN: usize = 16;
+
+/// Whether the operation after `done` of its kind is timed.
+fn timed(done: usize) -> bool {
+    done < TIME_ALL_FIRST || done.is_multiple_of(TIME_ONE_IN)
 }
 
 /// Replays one operation; `Err` with the change count seen when it is a
@@ -309,9 +369,12 @@ fn replay_op(
 ) -> Result<(), u64> {
     match op.event.action {
         Action::Allocate => {
-            let start = Instant::now();
+            let start = timed(tally.allocations + tally.failures).then(Instant::now);
             let result = mr.allocate(op.event.nbytes, stream);
-            tally.allocate_time += start.elapsed();
+            if let Some(start) = start {
+                tally.allocate_time += start.elapsed();
+                tally.allocates_timed += 1;
+            }
             match result {
                 Ok(ptr) => {
                     tally.allocations += 1;
@@ -325,12 +388,15 @@ fn replay_op(
         }
         Action::Free => {
             if let Some(ptr) = slots.try_take(op.slot)? {
-                let start = Instant::now();
+                let start = timed(tally.frees).then(Instant::now);
                 // SAFETY: `ptr` came from `mr.allocate` with this size
                 // (the trace's free matches its allocation's size) and
                 // its slot hands it out once.
                 let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
-                tally.free_time += start.elapsed();
+                if let Some(start) = start {
+                    tally.free_time += start.elapsed();
+                    tally.frees_timed += 1;
+                }
                 if freed.is_ok() {
                     tally.frees += 1;
                 }
@@ -354,6 +420,10 @@ fn replay_programs(
 ) -> Tally {
     let mut tally = Tally::default();
     let mut next = vec![0; programs.len()];
+    // The bar moves in steps: an update per operation was a twentieth of
+    // a replay.
+    const STEP: u64 = 1024;
+    let mut unshown = 0;
     loop {
         let (mut progressed, mut waiting) = (false, None);
         for (program, at) in programs.iter().zip(&mut next) {
@@ -362,7 +432,11 @@ fn replay_programs(
                     Ok(()) => {
                         *at += 1;
                         progressed = true;
-                        bar.inc(1);
+                        unshown += 1;
+                        if unshown == STEP {
+                            bar.inc(STEP);
+                            unshown = 0;
+                        }
                     }
                     Err(seen) => {
                         // The first count seen is the oldest: any change
@@ -372,6 +446,10 @@ fn replay_programs(
                     }
                 }
             }
+        }
+        if waiting.is_none() || !progressed {
+            bar.inc(unshown);
+            unshown = 0;
         }
         match waiting {
             None => return tally,
@@ -475,7 +553,9 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         sum.frees += t.frees;
         sum.failures += t.failures;
         sum.allocate_time += t.allocate_time;
+        sum.allocates_timed += t.allocates_timed;
         sum.free_time += t.free_time;
+        sum.frees_timed += t.frees_timed;
         sum
     });
     let report = ReplayReport {
@@ -484,7 +564,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         events: events.len(),
         threads: programs.len(),
         replay_threads: programs.len().clamp(1, MAX_REPLAY_THREADS),
-        recorded_peak_bytes: Timeline::of(&events).peak_bytes(),
+        recorded_peak_bytes: Timeline::peak_bytes_of(&events),
         peak_bytes: stats.peak_bytes(),
         failures: total.failures,
         recorded_failures: events
@@ -494,8 +574,8 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         unfreed,
         allocations: total.allocations,
         frees: total.frees,
-        allocate_mean_ns: mean_ns(total.allocate_time, total.allocations + total.failures),
-        free_mean_ns: mean_ns(total.free_time, total.frees),
+        allocate_mean_ns: mean_ns(total.allocate_time, total.allocates_timed),
+        free_mean_ns: mean_ns(total.free_time, total.frees_timed),
         wall_ns: wall.as_nanos(),
     };
     report::emit(&report, args.json)?;

@@ -31,7 +31,7 @@ pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKi
 const FREED_MEMORY: usize = 1024;
 
 /// The live map, keyed by address, hashed by [`AddressHasher`].
-type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
+pub(crate) type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
 
 /// Hashes addresses so that nearby ones land in nearby buckets.
 ///
@@ -48,7 +48,7 @@ type AddressMap<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
 /// buckets do not share a tag. SipHash's DoS resistance buys nothing for
 /// pointers the process itself was handed.
 #[derive(Default)]
-struct AddressHasher(u64);
+pub(crate) struct AddressHasher(u64);
 
 impl AddressHasher {
     /// Multiplies and folds the 128-bit product: every input bit reaches

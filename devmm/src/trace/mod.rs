@@ -29,12 +29,12 @@ mod pickle;
 mod timeline;
 mod torch;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::callsite::Frame;
 use crate::device::Device;
+use crate::ledger::AddressMap;
 
 pub use timeline::{DeviceTimeline, UNKNOWN_SITE};
 pub use timeline::{Sample, SiteTotal, Timeline};
@@ -186,11 +186,13 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
             ));
         }
     };
-    let mut events = Vec::new();
+    // One event a line: sized once rather than grown (and copied) twenty
+    // times over a million-line trace.
+    let mut events = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
     let mut header_seen = false;
     for (index, text) in text.lines().enumerate() {
         let line = index + 1;
-        if text.trim().is_empty() {
+        if blank(text) {
             continue;
         }
         let parsed = match format {
@@ -208,6 +210,15 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
     settle_times(&mut events, format).map_err(|(line, reason)| malformed(line, reason))?;
     check_consistency(&events).map_err(|(line, reason)| malformed(line, reason))?;
     Ok(events)
+}
+
+/// Whether `line` is empty or white space only; a line that starts with
+/// printable ASCII (every event) is told without `str::trim`.
+fn blank(line: &str) -> bool {
+    match line.as_bytes().first() {
+        Some(byte) if byte.is_ascii_graphic() => false,
+        _ => line.trim().is_empty(),
+    }
 }
 
 /// rmm's CSV has the time of day only: a trace that runs past midnight
@@ -248,9 +259,12 @@ fn settle_times(events: &mut [TraceEvent], format: TraceFormat) -> Result<(), (u
 }
 
 fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
-    // Address -> (size, line) of the live allocations. Null pointers
-    // (zero-byte allocations) may be live many times over.
-    let mut live: HashMap<(Option<Device>, usize), (usize, usize)> = HashMap::new();
+    // Per device, address -> (size, line) of the live allocations, hashed
+    // as the ledgers hash addresses (SipHash of a device and address pair
+    // was a tenth of a replay). Null pointers (zero-byte allocations) may
+    // be live many times over.
+    type Live = AddressMap<(usize, usize)>;
+    let mut devices: Vec<(Option<Device>, Live)> = Vec::new();
     for e in events {
         if e.ptr == 0 {
             if e.action != Action::AllocateFailure && e.nbytes != 0 {
@@ -265,7 +279,15 @@ fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
             }
             continue;
         }
-        let key = (e.device, e.ptr);
+        let at = match devices.iter().position(|(device, _)| *device == e.device) {
+            Some(at) => at,
+            None => {
+                devices.push((e.device, AddressMap::default()));
+                devices.len() - 1
+            }
+        };
+        let live = &mut devices[at].1;
+        let key = e.ptr;
         match e.action {
             Action::AllocateFailure => {}
             Action::Allocate => {

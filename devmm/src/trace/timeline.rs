@@ -65,7 +65,7 @@ impl Timeline {
         let mut devices: Vec<DeviceTimeline> = Vec::new();
         let mut live: Vec<usize> = Vec::new();
         let mut sites: HashMap<String, SiteTotal> = HashMap::new();
-        let (mut total, mut total_peak, mut failures) = (0usize, 0usize, 0);
+        let mut failures = 0;
         for e in events {
             if e.action == Action::AllocateFailure {
                 failures += 1;
@@ -88,7 +88,6 @@ impl Timeline {
             };
             if e.action == Action::Allocate {
                 live[index] = live[index].saturating_add(e.nbytes);
-                total = total.saturating_add(e.nbytes);
                 let site = e
                     .frames
                     .first()
@@ -104,9 +103,7 @@ impl Timeline {
                 entry.largest = entry.largest.max(e.nbytes);
             } else {
                 live[index] = live[index].saturating_sub(e.nbytes);
-                total = total.saturating_sub(e.nbytes);
             }
-            total_peak = total_peak.max(total);
             let sample = Sample {
                 time_ns: e.time_ns.saturating_sub(start),
                 live_bytes: live[index],
@@ -124,8 +121,35 @@ impl Timeline {
             sites,
             failures,
             duration_ns: events.last().map_or(0, |e| e.time_ns.saturating_sub(start)),
-            total_peak,
+            total_peak: Timeline::peak_bytes_of(events),
         }
+    }
+
+    /// The most bytes `events` hold live at once, all devices together:
+    /// [`Timeline::of`]`(events).`[`peak_bytes`](Timeline::peak_bytes)`()`
+    /// without the curves and call sites (`devmm replay` reports only this).
+    ///
+    /// ```
+    /// use devmm::trace::{parse_trace, Timeline};
+    /// let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+    ///            7,10:00:00.000001,allocate,0x1000,64,0\n\
+    ///            7,10:00:00.000002,allocate,0x2000,32,0\n\
+    ///            7,10:00:00.000003,free,0x1000,64,0\n";
+    /// let events = parse_trace(csv, "rmm.csv")?;
+    /// assert_eq!(Timeline::peak_bytes_of(&events), 96);
+    /// # Ok::<(), devmm::trace::TraceError>(())
+    /// ```
+    pub fn peak_bytes_of(events: &[TraceEvent]) -> usize {
+        let (mut total, mut peak) = (0usize, 0usize);
+        for e in events {
+            match e.action {
+                Action::Allocate => total = total.saturating_add(e.nbytes),
+                Action::Free => total = total.saturating_sub(e.nbytes),
+                Action::AllocateFailure => {}
+            }
+            peak = peak.max(total);
+        }
+        peak
     }
 
     /// The most bytes live at once, all devices together.
@@ -187,6 +211,8 @@ mod tests {
             }
         );
         assert_eq!(t.peak_bytes(), 45);
+        // `devmm replay`'s shortcut agrees with the whole timeline.
+        assert_eq!(Timeline::peak_bytes_of(&events), 45);
         assert_eq!((t.failures, t.duration_ns), (1, 400));
         assert_eq!(t.sites[0].site, "a.rs:2 in f");
         assert_eq!((t.sites[0].bytes, t.sites[0].allocations), (30, 1));
