@@ -523,6 +523,30 @@ impl PyDeviceBuffer {
     /// pool made with `enable_ipc=True` (`ValueError` otherwise). Send it
     /// through `multiprocessing`; the importer frees its buffer before this
     /// one is freed.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.DeviceBuffer(16, device="cpu").ipc_descriptor()
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: a buffer of 16 bytes on cpu:0 from MallocMemoryResource(...) cannot be shared with another process: only a pool made for IPC can; allocate it from CudaAsyncMemoryResource(enable_ipc=True) or HipAsyncMemoryResource(enable_ipc=True) ...
+    ///
+    /// ```
+    ///
+    /// With a CUDA device, the descriptor goes to another process:
+    ///
+    /// ```python
+    /// >>> import multiprocessing
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> mr = CudaAsyncMemoryResource("cuda:0", enable_ipc=True)  # doctest: +SKIP
+    /// >>> buf = devmm.DeviceBuffer.to_device(b"shared", mr=mr)  # doctest: +SKIP
+    /// >>> queue = multiprocessing.get_context("spawn").Queue()  # doctest: +SKIP
+    /// >>> queue.put(buf.ipc_descriptor())  # the other process: queue.get()  # doctest: +SKIP
+    ///
+    /// ```
     fn ipc_descriptor(&self, py: Python<'_>) -> PyResult<PyIpcDescriptor> {
         // Registers the pickler `multiprocessing` sends descriptors with.
         py.import(intern!(py, "devmm._ipc"))?;
@@ -538,6 +562,29 @@ impl PyDeviceBuffer {
     /// only this process's mapping, never the exporter's memory. A closed
     /// descriptor, one used in the process that exported it, or one the
     /// driver does not recognise is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.DeviceBuffer.from_ipc_descriptor(b"not a descriptor")
+    /// Traceback (most recent call last):
+    ///     ...
+    /// TypeError: ...
+    ///
+    /// ```
+    ///
+    /// In the process that received `descriptor` (see `ipc_descriptor`):
+    ///
+    /// ```python
+    /// >>> descriptor = queue.get()  # doctest: +SKIP
+    /// >>> mapped = devmm.DeviceBuffer.from_ipc_descriptor(descriptor)  # doctest: +SKIP
+    /// >>> bytes(mapped.copy_to_host())  # doctest: +SKIP
+    /// b'shared'
+    /// >>> mapped.free()  # the exporter's memory stays  # doctest: +SKIP
+    ///
+    /// ```
     #[staticmethod]
     #[pyo3(signature = (descriptor, *, stream = None))]
     fn from_ipc_descriptor(

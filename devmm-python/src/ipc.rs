@@ -17,6 +17,33 @@ use crate::device::PyDevice;
 /// pool's file descriptor, so it travels through `multiprocessing` (whose
 /// pickler passes the descriptor to the receiving process) and refuses
 /// plain `pickle`.
+///
+/// Examples
+/// --------
+///
+/// A GPU is needed to share memory; the example runs without one too:
+///
+/// ```python
+/// >>> import devmm
+/// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+/// >>> try:
+/// ...     mr = CudaAsyncMemoryResource("cuda:0", enable_ipc=True)
+/// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+/// ...     mr = None
+/// >>> devmm.IpcDescriptor()  # made by DeviceBuffer.ipc_descriptor() only
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: cannot create 'devmm.IpcDescriptor' instances
+/// >>> descriptor = devmm.DeviceBuffer(1024, mr=mr).ipc_descriptor()  # doctest: +SKIP
+/// >>> descriptor.nbytes  # doctest: +SKIP
+/// 1024
+/// >>> import pickle
+/// >>> pickle.dumps(descriptor)  # doctest: +SKIP
+/// Traceback (most recent call last):
+///     ...
+/// TypeError: an IpcDescriptor holds a file descriptor, which plain pickle cannot carry; ...
+///
+/// ```
 #[pyclass(frozen, name = "IpcDescriptor", module = "devmm")]
 pub(crate) struct PyIpcDescriptor {
     pub(crate) inner: Mutex<devmm::ipc::IpcDescriptor>,
@@ -55,6 +82,25 @@ impl PyIpcDescriptor {
     }
 
     /// Closes the file descriptor; the descriptor imports nothing after.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// A GPU is needed to share memory; the example runs without one too:
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> try:
+    /// ...     mr = CudaAsyncMemoryResource("cuda:0", enable_ipc=True)
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     mr = None
+    /// >>> descriptor = devmm.DeviceBuffer(1024, mr=mr).ipc_descriptor()  # doctest: +SKIP
+    /// >>> descriptor.close()  # doctest: +SKIP
+    /// >>> descriptor.closed  # doctest: +SKIP
+    /// True
+    ///
+    /// ```
     fn close(&self) {
         self.lock().close();
     }

@@ -145,6 +145,24 @@ impl PyProfilerRecords {
     /// chain with a pool of its own), as the driver tells them now, under
     /// that resource as resource chains name it; returns whether there was
     /// one. `profiler` does this at the end of each run.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> from devmm.statistics import ProfilerRecords
+    /// >>> from devmm.mrs.cpu import MallocMemoryResource
+    /// >>> records = ProfilerRecords()
+    /// >>> records.add_pool(MallocMemoryResource())  # malloc has no pool
+    /// False
+    /// >>> records.pools
+    /// {}
+    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    /// >>> records.add_pool(CudaAsyncMemoryResource("cuda:0"))  # doctest: +SKIP
+    /// True
+    /// >>> print(records.report())  # doctest: +SKIP
+    ///
+    /// ```
     fn add_pool(&self, py: Python<'_>, mr: &Bound<'_, PyMemoryResource>) -> PyResult<bool> {
         let mr = resource_of(mr)?;
         crate::gil::detach(py, || self.inner.add_pool(&*mr)).py()

@@ -23,6 +23,23 @@ impl PyTensor {
     /// (copies from or to the host are always finished). CPU ↔ CUDA,
     /// CPU ↔ ROCm, and within one device; any other pair is a `ValueError`
     /// naming both devices, as is a stream of another device.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm, numpy as np
+    /// >>> t = devmm.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
+    /// >>> copy = t.to("cpu", layout=devmm.ColMajor())
+    /// >>> copy.shape, copy.strides, copy.read_only
+    /// ((2, 3), (1, 2), False)
+    /// >>> np.from_dlpack(copy)
+    /// array([[0., 1., 2.],
+    ///        [3., 4., 5.]], dtype=float32)
+    /// >>> on_gpu = t.to("cuda:0")  # doctest: +SKIP
+    /// >>> back = on_gpu.to("cpu")  # doctest: +SKIP
+    ///
+    /// ```
     #[pyo3(signature = (device, *, stream = None, layout = None))]
     fn to(
         slf: &Bound<'_, Self>,

@@ -190,7 +190,7 @@ fn refusals_are_typed_and_say_what_to_do() {
     };
     assert_eq!(
         refusal(DlpackRequest::new().max_version(1, 1).copy(true)),
-        "copy=True is not supported; devmm exports are always zero-copy"
+        "copy=True is not supported; devmm exports are always zero-copy; call Tensor.to(device) for a copy and export that"
     );
     let cross = refusal(DlpackRequest::new().max_version(1, 1).dl_device(2, 0));
     assert!(

@@ -629,7 +629,7 @@ impl Tensor {
     /// let t = empty(&[2, 2], DType::FLOAT32, &EmptyOptions::new())?;
     /// let refused = t.to_dlpack(&DlpackRequest::new().copy(true)).unwrap_err();
     /// assert!(matches!(refused, Error::Dlpack { .. }));
-    /// assert_eq!(refused.to_string(), "copy=True is not supported; devmm exports are always zero-copy");
+    /// assert_eq!(refused.to_string(), "copy=True is not supported; devmm exports are always zero-copy; call Tensor.to(device) for a copy and export that");
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn to_dlpack(&self, request: &DlpackRequest) -> Result<DlpackExport> {

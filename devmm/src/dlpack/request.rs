@@ -103,8 +103,10 @@ impl DlpackRequest {
     #[inline]
     pub(crate) fn negotiate(&self, tensor: &Tensor) -> Result<DlpackFlavor> {
         if self.copy == Some(true) {
+            // The seed's sentence, then the way to a copy (ADR 0016 item 42).
             return Err(refusal(
-                "copy=True is not supported; devmm exports are always zero-copy",
+                "copy=True is not supported; devmm exports are always zero-copy; call \
+                 Tensor.to(device) for a copy and export that",
             ));
         }
         // The tensor's device costs a virtual call: only asked when needed.

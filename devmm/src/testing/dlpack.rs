@@ -354,7 +354,8 @@ fn refuse_copy(bench: &Bench) -> CheckResult {
         "copy=True",
     )?;
     ensure(
-        reason == "copy=True is not supported; devmm exports are always zero-copy",
+        reason
+            == "copy=True is not supported; devmm exports are always zero-copy; call Tensor.to(device) for a copy and export that",
         || format!("copy=True was refused with {reason:?}"),
     )?;
     export(&tensor, &DlpackRequest::new().max_version(1, 1).copy(false))?;

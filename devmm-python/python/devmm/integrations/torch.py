@@ -195,7 +195,24 @@ def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
     blocks. PyTorch tells the entry points only the device, so a device has
     one devmm resource: ``ValueError`` for another one than ``install`` or an
     earlier pool gave it, or for memory that is not CUDA memory;
-    ``RuntimeError`` when PyTorch has no CUDA."""
+    ``RuntimeError`` when PyTorch has no CUDA.
+
+    Examples
+    --------
+    >>> import devmm.integrations.torch
+    >>> devmm.integrations.torch.mem_pool("cuda:0")
+    Traceback (most recent call last):
+        ...
+    TypeError: mem_pool needs a devmm memory resource, not str
+
+    With a CUDA device and a CUDA build of PyTorch:
+
+    >>> import torch
+    >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+    >>> pool = devmm.integrations.torch.mem_pool(CudaAsyncMemoryResource("cuda:0"))  # doctest: +SKIP
+    >>> with torch.cuda.use_mem_pool(pool):  # doctest: +SKIP
+    ...     x = torch.zeros(1000, device="cuda")  # allocated by devmm
+    """
     if not isinstance(mr, DeviceMemoryResource):
         raise TypeError(f"mem_pool needs a devmm memory resource, not {type(mr).__name__}")
     if not torch.cuda.is_available():
