@@ -22,19 +22,22 @@ pub(crate) enum Kind {
     Managed,
     /// Pinned host memory: charged to no device.
     Host,
+    /// Another process's `*Malloc` block, mapped by `*IpcOpenMemHandle`: charged to no device
+    /// here, released only by `*IpcCloseMemHandle`.
+    IpcOpened,
 }
 
 impl Kind {
     fn alignment(self) -> usize {
         match self {
             Kind::Device | Kind::Managed => DEVICE_ALIGNMENT,
-            Kind::Host => HOST_ALIGNMENT,
+            Kind::Host | Kind::IpcOpened => HOST_ALIGNMENT,
         }
     }
 
     /// Device-accessible memory: what a copy's device side must point into.
     pub(crate) fn on_device(self) -> bool {
-        matches!(self, Kind::Device | Kind::Managed)
+        matches!(self, Kind::Device | Kind::Managed | Kind::IpcOpened)
     }
 }
 
@@ -132,12 +135,15 @@ impl Memory {
         Ok(ptr.as_ptr().cast())
     }
 
-    /// Records a block of an IPC-capable pool (exported or imported), mapped from its file.
+    /// Records a block mapped from a shareable file (see `crate::ipc`): of an IPC-capable pool
+    /// (exported or imported: `pool` names it), or a `*Malloc` block (`Kind::Device`, no pool)
+    /// or one opened from another process (`Kind::IpcOpened`).
     pub(crate) fn insert_shared(
         &mut self,
         mapping: Mapping,
+        kind: Kind,
         device: c_int,
-        pool: usize,
+        pool: Option<usize>,
     ) -> Result<*mut c_void, Fault> {
         let layout = Layout::from_size_align(mapping.size(), crate::ipc::PAGE as usize)
             .map_err(|_| Fault::OutOfMemory)?;
@@ -147,9 +153,9 @@ impl Memory {
             Allocation {
                 block: Block(ptr),
                 layout,
-                kind: Kind::Device,
+                kind,
                 device: Some(device),
-                pool: Some(pool),
+                pool,
                 advice: Advice::default(),
                 shared: Some(mapping),
             },
