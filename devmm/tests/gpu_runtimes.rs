@@ -2004,6 +2004,13 @@ fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {
     let err = buf.ipc_descriptor().unwrap_err();
     assert!(err.to_string().contains("buffer.ipc_handle()"), "{err}");
     buf.free(&stream).unwrap();
+    // An adaptor hands out its upstream's pointers: the handle is the upstream's.
+    let counted: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(
+        (p.sync_device)(u.fake_path(), dev).unwrap(),
+    ));
+    let buf = DeviceBuffer::new(64, counted, &stream).unwrap();
+    assert_eq!(buf.ipc_handle().unwrap().nbytes(), 64);
+    buf.free(&stream).unwrap();
 
     // Stream-ordered memory and an IPC pool's memory have no legacy handle.
     let ordered = u.rt.default_resource(dev).unwrap();
@@ -2025,7 +2032,7 @@ fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {
     let err = DeviceBuffer::from_ipc_handle(&cpu, &stream).unwrap_err();
     assert!(err.to_string().contains("no GPU allocator"), "{err}");
     if let Some(fake) = u.fake() {
-        assert_eq!(fake.call_count(&p.call("IpcGetMemHandle")), 1);
+        assert_eq!(fake.call_count(&p.call("IpcGetMemHandle")), 2);
         assert_eq!(fake.call_count(&p.call("IpcOpenMemHandle")), 0);
     }
 }
