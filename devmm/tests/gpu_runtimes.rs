@@ -2062,9 +2062,14 @@ fn ipc_handle_child(p: &'static Platform, parts: &str) {
     // SAFETY: `seen` holds the buffer's bytes; device memory is copied.
     unsafe { opened.copy_to_host(&mut seen) }.unwrap();
     assert_eq!(seen, b"parent bytes");
-    // SAFETY: as above.
-    unsafe { opened.copy_from_host(b"CHILD") }.unwrap();
+    // Opened again, the driver returns the same pointer and counts the
+    // opening: closing one leaves the other mapped.
+    let again = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap();
+    assert_eq!(again.ptr(), opened.ptr());
     opened.free(&stream).unwrap();
+    // SAFETY: as above.
+    unsafe { again.copy_from_host(b"CHILD") }.unwrap();
+    again.free(&stream).unwrap();
 }
 
 fn ipc_handle_round_trip_with_another_process(p: &'static Platform) {

@@ -43,6 +43,15 @@ const PLATFORM_BYTES: usize = 32;
 #[derive(Debug, Default)]
 pub(crate) struct Legacy {
     arenas: std::collections::HashMap<c_int, Arena>,
+    /// Blocks of other processes this one opened, by [`handle_key`]: the pointer and how many
+    /// opens are not closed yet.
+    pub(crate) opened: std::collections::HashMap<(u64, u64), (usize, u64)>,
+}
+
+/// What names a block across processes in a `cudaIpcMemHandle_t`: its arena's id and offset.
+pub(crate) fn handle_key(data: &[u8; EXPORT_DATA_BYTES]) -> (u64, u64) {
+    let word = |i: usize| u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    (word(1), word(2))
 }
 
 impl Legacy {
