@@ -2,9 +2,11 @@
 fake CUDA runtime. numba-cuda imports without a GPU (its libcudart comes
 from nvidia-cuda-runtime) but cannot make a context, so the plugin's
 methods are called on their own, with a stand-in for the context Numba
-would pass (only its device ordinal is read). ``mempin``, mapped host
-memory and ``get_ipc_handle`` are Numba's own driver calls and run only
-on a GPU (scripts/gpu-smoke-bridges.py)."""
+would pass (only its device ordinal and identity are read). ``mempin``,
+mapped host memory, ``get_ipc_handle`` of memory devmm did not allocate and
+``IpcHandle.open`` are Numba's own driver calls and run only on a GPU
+(scripts/gpu-smoke-bridges.py); ``get_ipc_handle`` of devmm's ``cudaMalloc``
+memory is devmm's, over the fake."""
 
 from __future__ import annotations
 
