@@ -342,7 +342,8 @@ impl Mapping {
         })
     }
 
-    fn len(&self) -> usize {
+    /// The mapping's length: the header page and the bytes, in whole pages.
+    pub(crate) fn len(&self) -> usize {
         // `map` checked that the span fits.
         usize::try_from(span(self.size).unwrap_or(0)).unwrap_or(0)
     }

@@ -83,6 +83,12 @@ impl Allocation {
     pub(crate) fn size(&self) -> usize {
         self.layout.size()
     }
+
+    /// What the block holds of the host: a mapped block its whole pages (so the quarantine
+    /// of `*Malloc` blocks, one mapping each, stays far below the process's mapping limit).
+    fn footprint(&self) -> usize {
+        self.shared.as_ref().map_or(self.size(), Mapping::len)
+    }
 }
 
 /// Freed blocks kept mapped (and poisoned) so that work still reading them reads
@@ -207,13 +213,13 @@ impl Memory {
         }
         // SAFETY: the block is owned by `allocation` and `size` bytes long.
         unsafe { std::ptr::write_bytes(allocation.block.0.as_ptr(), POISON, allocation.size()) };
-        self.quarantined_bytes += allocation.size();
+        self.quarantined_bytes += allocation.footprint();
         self.quarantine.push_back(allocation);
         while self.quarantined_bytes > QUARANTINE_BYTES {
             let Some(oldest) = self.quarantine.pop_front() else {
                 break;
             };
-            self.quarantined_bytes -= oldest.size();
+            self.quarantined_bytes -= oldest.footprint();
             release(oldest);
         }
     }
@@ -305,6 +311,23 @@ mod tests {
             memory.remove(host, &[Kind::Host]).err(),
             Some(Fault::InvalidValue)
         );
+    }
+
+    #[test]
+    fn the_quarantine_of_mapped_blocks_stays_below_the_mapping_limit() {
+        // Each `*Malloc` block is a mapping; quarantined by their 256 bytes rather than
+        // their pages, 64 MiB of them would pass Linux's default 65530 mappings.
+        let mut legacy = crate::ipc::Legacy::default();
+        let mut memory = Memory::default();
+        for _ in 0..70_000 {
+            let mapping = legacy.allocate(0, "Fake GPU", 256).unwrap();
+            let ptr = memory
+                .insert_shared(mapping, Kind::Device, 0, None)
+                .unwrap();
+            let freed = memory.remove(ptr, &[Kind::Device]).unwrap();
+            memory.retire(freed);
+        }
+        memory.clear();
     }
 
     #[test]
