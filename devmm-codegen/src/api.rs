@@ -25,7 +25,8 @@
 //! optionally preceded by `const` and followed by any number of `*`, and
 //! `struct N`: an opaque struct of N bytes passed by value (a C struct of
 //! one `char reserved[N]`, such as `cudaIpcMemHandle_t`), which the
-//! generated code spells `SUPPORT::Opaque<N>`.
+//! generated code spells `Opaque<N>` at the consumer's path (the table's
+//! support path, the fake's entry path), a `#[repr(C)]` struct of `[u8; N]`.
 //!
 //! A trailing `as ROLE` names the function's role: the generated table's
 //! `roles()` fills the field `ROLE` of the consumer's role struct (the
