@@ -165,7 +165,7 @@ def check_numba() -> None:
                 raise AssertionError("get_ipc_handle on cudaMallocAsync memory must be refused")
     with devmm.using_memory_resource(CudaRuntimeMemoryResource(async_alloc=False)):
         shared = cuda.device_array(256, dtype=np.float32)
-        handle = shared.get_ipc_handle()  # Numba's driver path serves cudaMalloc memory
+        handle = shared.get_ipc_handle()  # devmm's cudaIpcGetMemHandle, in Numba's IpcHandle
         assert handle is not None
 
 

@@ -22,7 +22,11 @@
 //! `unsigned int` (or `unsigned`), `long`, `unsigned long`, `long long`,
 //! `unsigned long long`, `float`, `double`, `size_t`, the fixed-width
 //! `int8_t` .. `uint64_t`, and aliases declared earlier with `type`, each
-//! optionally preceded by `const` and followed by any number of `*`.
+//! optionally preceded by `const` and followed by any number of `*`, and
+//! `struct N`: an opaque struct of N bytes passed by value (a C struct of
+//! one `char reserved[N]`, such as `cudaIpcMemHandle_t`), which the
+//! generated code spells `Opaque<N>` at the consumer's path (the table's
+//! support path, the fake's entry path), a `#[repr(C)]` struct of `[u8; N]`.
 //!
 //! A trailing `as ROLE` names the function's role: the generated table's
 //! `roles()` fills the field `ROLE` of the consumer's role struct (the
@@ -166,6 +170,8 @@ pub enum BaseType {
     Scalar(Scalar),
     /// An alias declared with `type`.
     Alias(String),
+    /// `struct N`: an opaque struct of `N` bytes, passed by value.
+    Opaque(usize),
 }
 
 impl fmt::Display for BaseType {
@@ -174,6 +180,7 @@ impl fmt::Display for BaseType {
             BaseType::Void => f.write_str("void"),
             BaseType::Scalar(s) => f.write_str(s.c_name()),
             BaseType::Alias(name) => f.write_str(name),
+            BaseType::Opaque(bytes) => write!(f, "struct {bytes}"),
         }
     }
 }

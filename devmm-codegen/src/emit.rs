@@ -61,7 +61,7 @@ pub fn emit(api: &Api, source_name: &str, support: &str) -> Result<String, syn::
 fn tokens(api: &Api, source_name: &str, support: &syn::Path) -> TokenStream {
     let aliases = api.types.iter().map(|alias| {
         let name = ident(&alias.name);
-        let ty = rust_type(&alias.ty);
+        let ty = rust_type(&alias.ty, support);
         let doc = format!(" C type `{}` (`{}`).", alias.name, alias.ty);
         quote! {
             #[doc = #doc]
@@ -77,7 +77,7 @@ fn tokens(api: &Api, source_name: &str, support: &syn::Path) -> TokenStream {
     );
     let fields = api.functions.iter().map(|f| {
         let name = ident(&f.name);
-        let ty = field_type(f);
+        let ty = field_type(f, support);
         let availability = match f.availability {
             Availability::Required => "required",
             Availability::Optional => "optional",
@@ -91,7 +91,7 @@ fn tokens(api: &Api, source_name: &str, support: &syn::Path) -> TokenStream {
 
     let resolves = api.functions.iter().map(|f| {
         let name = ident(&f.name);
-        let fn_ty = fn_pointer_type(f);
+        let fn_ty = fn_pointer_type(f, support);
         let symbol = syn::LitCStr::new(
             &std::ffi::CString::new(f.name.as_str()).unwrap_or_default(),
             Span::call_site(),
@@ -206,31 +206,33 @@ pub(crate) fn ident(name: &str) -> Ident {
 }
 
 /// The field type: the function pointer, in an `Option` when optional.
-fn field_type(f: &Function) -> TokenStream {
-    let fn_ty = fn_pointer_type(f);
+fn field_type(f: &Function, support: &syn::Path) -> TokenStream {
+    let fn_ty = fn_pointer_type(f, support);
     match f.availability {
         Availability::Required => fn_ty,
         Availability::Optional => quote!(::core::option::Option<#fn_ty>),
     }
 }
 
-fn fn_pointer_type(f: &Function) -> TokenStream {
+fn fn_pointer_type(f: &Function, support: &syn::Path) -> TokenStream {
     let params = f.params.iter().map(|p| {
         let name = ident(&p.name);
-        let ty = rust_type(&p.ty);
+        let ty = rust_type(&p.ty, support);
         quote!(#name: #ty)
     });
     let ret = if f.ret.is_void() {
         TokenStream::new()
     } else {
-        let ty = rust_type(&f.ret);
+        let ty = rust_type(&f.ret, support);
         quote!(-> #ty)
     };
     quote!(unsafe extern "C" fn(#(#params),*) #ret)
 }
 
 /// The Rust type with the ABI of `ty`; `const` binds to the innermost pointer.
-pub(crate) fn rust_type(ty: &CType) -> TokenStream {
+/// An opaque struct is `opaque::Opaque<N>`, a `#[repr(C)]` struct of `[u8; N]`
+/// the consumer defines at that path.
+pub(crate) fn rust_type(ty: &CType, opaque: &syn::Path) -> TokenStream {
     let mut out = match &ty.base {
         BaseType::Void if ty.pointers == 0 => quote!(()),
         BaseType::Void => quote!(::core::ffi::c_void),
@@ -238,6 +240,10 @@ pub(crate) fn rust_type(ty: &CType) -> TokenStream {
         BaseType::Alias(name) => {
             let name = ident(name);
             quote!(#name)
+        }
+        BaseType::Opaque(bytes) => {
+            let bytes = proc_macro2::Literal::usize_unsuffixed(*bytes);
+            quote!(#opaque::Opaque<#bytes>)
         }
     };
     for level in 0..ty.pointers {

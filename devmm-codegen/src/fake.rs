@@ -77,7 +77,7 @@ fn exported(
 ) -> TokenStream {
     let name = ident(&f.name);
     let symbol = &f.name;
-    let resolve = |ty: &CType| rust_type(&resolved(api, ty));
+    let resolve = |ty: &CType| rust_type(&resolved(api, ty), entry);
     let params = f.params.iter().map(|p| {
         let param = ident(&p.name);
         let ty = resolve(&p.ty);

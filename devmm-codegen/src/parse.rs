@@ -259,6 +259,17 @@ impl Parser<'_> {
         }
         let base = match tokens.next() {
             Some(Token::Word(w)) if w == "void" => BaseType::Void,
+            Some(Token::Word(w)) if w == "struct" => {
+                let bytes = match tokens.next() {
+                    Some(Token::Word(n)) => n.parse::<usize>().ok().filter(|&n| n > 0),
+                    _ => None,
+                };
+                BaseType::Opaque(bytes.ok_or_else(|| {
+                    "expected `struct N`, an opaque struct of N > 0 bytes passed by value \
+                     (`struct 64` for `cudaIpcMemHandle_t`)"
+                        .to_owned()
+                })?)
+            }
             Some(Token::Word(w)) if scalar_start(&w) => BaseType::Scalar(scalar(&w, tokens)?),
             Some(Token::Word(w)) if self.types.iter().any(|t| t.name == w) => BaseType::Alias(w),
             Some(Token::Word(w)) => {

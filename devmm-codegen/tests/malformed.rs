@@ -205,3 +205,31 @@ fn bad_table_and_env_names() {
         ]
     );
 }
+
+#[test]
+fn an_opaque_struct_by_value_and_its_refusals() {
+    let api = parse(
+        "ok.api",
+        &format!(
+            "{HEADER}type handle_t = struct 64\n\
+             fn required 1.0 int testOpen(void** ptr, handle_t handle)\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(api.types[0].ty.base, BaseType::Opaque(64));
+    assert_eq!(api.types[0].ty.to_string(), "struct 64");
+    let code = devmm_codegen::emit::emit(&api, "ok.api", "crate::calls").unwrap();
+    assert!(
+        code.contains("pub type handle_t = crate::calls::Opaque<64>;"),
+        "{code}"
+    );
+    let wanted = "test.api:5: expected `struct N`, an opaque struct of N > 0 bytes passed by \
+                  value (`struct 64` for `cudaIpcMemHandle_t`)";
+    for bad in ["struct 0", "struct x", "struct"] {
+        assert_eq!(
+            errors(&format!("type h = {bad}\nfn required 1.0 int f(void)\n")),
+            [wanted],
+            "{bad}"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use crate::count::{Count, Nbytes, Size};
 use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
-use crate::ipc::PyIpcDescriptor;
+use crate::ipc::{PyIpcDescriptor, PyIpcMemHandle};
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, stream_object, KeptStreamArg, StreamArg};
@@ -598,6 +598,89 @@ impl PyDeviceBuffer {
         let stream = resolve_stream(stream, device)?;
         let buffer = maybe_detached(py, device, || {
             devmm::DeviceBuffer::from_ipc_descriptor(&descriptor, &stream)
+        })
+        .py()?;
+        let buffer = Arc::new(buffer);
+        let mr = Py::new(py, PyMemoryResource::native(Arc::clone(buffer.resource())))?;
+        Ok(PyDeviceBuffer::wrap(buffer, mr, stream_obj))
+    }
+
+    /// The legacy IPC handle (`cudaIpcGetMemHandle`) another process opens
+    /// this buffer with (`DeviceBuffer.from_ipc_handle`). The buffer must
+    /// be `cudaMalloc` memory: from `CudaRuntimeMemoryResource(device,
+    /// async_alloc=False)` (`ValueError` otherwise; pool memory shares
+    /// through `ipc_descriptor`). The handle is plain data: send it any
+    /// way; every process that opened it frees its buffer before this one
+    /// is freed.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> devmm.DeviceBuffer(16, device="cpu").ipc_handle()
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: a buffer of 16 bytes on cpu:0 from MallocMemoryResource(...) has no IPC handle: only cudaMalloc memory has one; allocate it from CudaRuntimeMemoryResource(async_alloc=False) ...
+    ///
+    /// ```
+    ///
+    /// With a CUDA device:
+    ///
+    /// ```python
+    /// >>> from devmm.mrs.cuda import CudaRuntimeMemoryResource
+    /// >>> mr = CudaRuntimeMemoryResource("cuda:0", async_alloc=False)  # doctest: +SKIP
+    /// >>> buf = devmm.DeviceBuffer.to_device(b"shared", mr=mr)  # doctest: +SKIP
+    /// >>> handle = buf.ipc_handle()  # send it to another process  # doctest: +SKIP
+    ///
+    /// ```
+    fn ipc_handle(&self, py: Python<'_>) -> PyResult<PyIpcMemHandle> {
+        let device = self.buffer.device();
+        let inner = maybe_detached(py, device, || self.buffer.ipc_handle()).py()?;
+        Ok(PyIpcMemHandle { inner })
+    }
+
+    /// Opens the buffer `handle` names, exported by another process, on
+    /// `stream` (the device's default when `None`). Its `free()` closes
+    /// only this process's mapping (`cudaIpcCloseMemHandle`), never the
+    /// exporter's memory. A handle used in the process that exported it, or
+    /// one the driver cannot open, is a `ValueError`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> handle = devmm.IpcMemHandle._from_parts("cpu", 16, bytes(64), 1)
+    /// >>> devmm.DeviceBuffer.from_ipc_handle(handle)
+    /// Traceback (most recent call last):
+    ///     ...
+    /// ValueError: invalid argument: an IPC handle names memory on cpu:0, which no GPU allocator shares; ...
+    ///
+    /// ```
+    ///
+    /// In the process that received `handle` (see `ipc_handle`):
+    ///
+    /// ```python
+    /// >>> opened = devmm.DeviceBuffer.from_ipc_handle(handle)  # doctest: +SKIP
+    /// >>> bytes(opened.copy_to_host())  # doctest: +SKIP
+    /// b'shared'
+    /// >>> opened.free()  # the exporter's memory stays  # doctest: +SKIP
+    ///
+    /// ```
+    #[staticmethod]
+    #[pyo3(signature = (handle, *, stream = None))]
+    fn from_ipc_handle(
+        py: Python<'_>,
+        handle: &Bound<'_, PyIpcMemHandle>,
+        stream: Option<KeptStreamArg>,
+    ) -> PyResult<Self> {
+        let (stream, stream_obj) = KeptStreamArg::split(stream);
+        let handle = handle.get().inner;
+        let device = handle.device();
+        let stream = resolve_stream(stream, device)?;
+        let buffer = maybe_detached(py, device, || {
+            devmm::DeviceBuffer::from_ipc_handle(&handle, &stream)
         })
         .py()?;
         let buffer = Arc::new(buffer);

@@ -177,3 +177,110 @@ impl PyIpcDescriptor {
         )
     }
 }
+
+/// `_from_parts`'s arguments: `(device, nbytes, handle, exporter_pid)`.
+///
+/// Python type: `tuple[str, int, bytes, int]`
+type HandleParts<'py> = (String, usize, Bound<'py, PyBytes>, u32);
+
+/// The legacy IPC handle of a `cudaMalloc` buffer (`cudaIpcGetMemHandle`):
+/// made by `DeviceBuffer.ipc_handle()`, opened by
+/// `DeviceBuffer.from_ipc_handle()` in another process. Plain data (the
+/// driver's 64 bytes, the device, the size and the exporter's process id):
+/// it pickles and travels any way bytes do.
+///
+/// Examples
+/// --------
+///
+/// ```python
+/// >>> import pickle
+/// >>> import devmm
+/// >>> handle = devmm.IpcMemHandle._from_parts("cuda:0", 1024, bytes(64), 1)
+/// >>> handle
+/// IpcMemHandle(device=cuda:0, nbytes=1024, exporter_pid=1)
+/// >>> pickle.loads(pickle.dumps(handle)) == handle
+/// True
+/// >>> len(handle.handle)
+/// 64
+///
+/// ```
+///
+/// With a CUDA device, from `cudaMalloc` memory:
+///
+/// ```python
+/// >>> from devmm.mrs.cuda import CudaRuntimeMemoryResource
+/// >>> mr = CudaRuntimeMemoryResource("cuda:0", async_alloc=False)  # doctest: +SKIP
+/// >>> handle = devmm.DeviceBuffer(1024, mr=mr).ipc_handle()  # doctest: +SKIP
+///
+/// ```
+#[pyclass(frozen, eq, name = "IpcMemHandle", module = "devmm")]
+#[derive(PartialEq)]
+pub(crate) struct PyIpcMemHandle {
+    pub(crate) inner: devmm::ipc::IpcMemHandle,
+}
+
+#[pymethods]
+impl PyIpcMemHandle {
+    /// The device the memory is on.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        self.inner.device().into()
+    }
+
+    /// The buffer's size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.nbytes()
+    }
+
+    /// The id of the process that exported the buffer.
+    #[getter]
+    fn exporter_pid(&self) -> u32 {
+        self.inner.exporter_pid()
+    }
+
+    /// The driver's 64 bytes (`cudaIpcMemHandle_t`).
+    #[getter]
+    fn handle<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.handle_bytes())
+    }
+
+    /// A handle from its parts, as received from another process.
+    #[staticmethod]
+    fn _from_parts(device: &str, nbytes: usize, handle: &[u8], pid: u32) -> PyResult<Self> {
+        let handle: [u8; devmm::ipc::MEM_HANDLE_BYTES] = handle.try_into().map_err(|_| {
+            PyValueError::new_err(format!(
+                "an IPC memory handle is {} bytes, not {}",
+                devmm::ipc::MEM_HANDLE_BYTES,
+                handle.len()
+            ))
+        })?;
+        let device = device.parse().map_err(crate::error::to_py_err)?;
+        Ok(PyIpcMemHandle {
+            inner: devmm::ipc::IpcMemHandle::from_parts(device, nbytes, handle, pid),
+        })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, HandleParts<'py>)> {
+        let this = &slf.get().inner;
+        let rebuild = slf.get_type().getattr("_from_parts")?;
+        Ok((
+            rebuild,
+            (
+                this.device().to_string(),
+                this.nbytes(),
+                PyBytes::new(slf.py(), this.handle_bytes()),
+                this.exporter_pid(),
+            ),
+        ))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "IpcMemHandle(device={}, nbytes={}, exporter_pid={})",
+            self.inner.device(),
+            self.inner.nbytes(),
+            self.inner.exporter_pid()
+        )
+    }
+}

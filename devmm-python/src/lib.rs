@@ -177,6 +177,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<buffer::PyDeviceBuffer>()?;
     m.add_class::<ipc::PyIpcDescriptor>()?;
+    m.add_class::<ipc::PyIpcMemHandle>()?;
     m.add_class::<tensor::PyTensor>()?;
     // PyO3 0.27 gives a class no `tp_finalize`: setting `__del__` on the
     // type again makes CPython install its slot, so the collector runs it

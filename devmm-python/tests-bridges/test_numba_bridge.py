@@ -2,9 +2,11 @@
 fake CUDA runtime. numba-cuda imports without a GPU (its libcudart comes
 from nvidia-cuda-runtime) but cannot make a context, so the plugin's
 methods are called on their own, with a stand-in for the context Numba
-would pass (only its device ordinal is read). ``mempin``, mapped host
-memory and ``get_ipc_handle`` are Numba's own driver calls and run only
-on a GPU (scripts/gpu-smoke-bridges.py)."""
+would pass (only its device ordinal and identity are read). ``mempin``,
+mapped host memory, ``get_ipc_handle`` of memory devmm did not allocate and
+``IpcHandle.open`` are Numba's own driver calls and run only on a GPU
+(scripts/gpu-smoke-bridges.py); ``get_ipc_handle`` of devmm's ``cudaMalloc``
+memory is devmm's, over the fake."""
 
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ class Context:
     """What the plugin reads of Numba's context."""
 
     def __init__(self, ordinal: int = 0) -> None:
-        self.device = SimpleNamespace(id=ordinal)
+        identity = {"pci_domain_id": 0, "pci_bus_id": ordinal, "pci_device_id": 0}
+        self.device = SimpleNamespace(id=ordinal, get_device_identity=lambda: identity)
 
 
 @pytest.fixture(autouse=True)
@@ -261,17 +264,52 @@ def test_ipc_of_memory_devmm_cannot_vouch_for_is_refused(plugin: DevmmEMMPlugin,
     plugin.deallocations.clear()
 
 
-def test_ipc_of_cudamalloc_memory_is_numbas(plugin: DevmmEMMPlugin, cuda0: devmm.Device, monkeypatch: pytest.MonkeyPatch) -> None:
-    # cudaMalloc memory, through pass-through adaptors: Numba's own driver
-    # path (cuIpcGetMemHandle) serves it, as for Numba's own allocations.
+def handle_bytes(handle: object) -> bytes:
+    """The 64 bytes of a CUDA bindings ``CUipcMemHandle``."""
+    import ctypes
+
+    return bytes((ctypes.c_char * 64).from_address(handle.getPtr()))  # type: ignore[attr-defined]
+
+
+OPEN_IN_CHILD = """
+import sys
+import devmm
+handle = devmm.IpcMemHandle._from_parts("cuda:0", int(sys.argv[2]), bytes.fromhex(sys.argv[1]), int(sys.argv[3]))
+opened = devmm.DeviceBuffer.from_ipc_handle(handle)
+data = bytes(opened.copy_to_host())
+opened.copy_from_host(b"CHILD")
+opened.free()
+print(data.hex())
+"""
+
+
+def test_ipc_of_cudamalloc_memory_is_devmms_handle_in_numbas_shape(plugin: DevmmEMMPlugin, cuda0: devmm.Device) -> None:
+    # cudaMalloc memory, through pass-through adaptors: the handle is
+    # devmm's cudaIpcGetMemHandle of the allocation, in Numba's IpcHandle
+    # with the view's offset, as Numba's own manager makes it.
     from numba import cuda
 
-    served = []
-    monkeypatch.setattr(cuda.GetIpcHandleMixin, "get_ipc_handle", lambda self, memory: served.append(memory) or "handle")
     synchronous = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(cuda0, async_alloc=False), limit_bytes=1 << 20)
     with devmm.using_memory_resource(devmm.StatisticsAdaptor(synchronous)):
         memory = plugin.memalloc(64)
-    assert plugin.get_ipc_handle(memory) == "handle" and served == [memory]
-    del memory, served
+    buffer = plugin._live[device_pointer(memory)]
+    buffer.copy_from_host(bytes(range(64)))
+    view = memory.view(16)
+    handle = plugin.get_ipc_handle(view)
+    assert isinstance(handle, cuda.IpcHandle)
+    assert (handle.base, handle.size, handle.offset) == (view, 48, 16)
+    assert handle.source_info == plugin.context.device.get_device_identity()
+    data = handle_bytes(handle.handle)
+    assert data == buffer.ipc_handle().handle
+    # Another process opens the allocation with those bytes (cudaIpcOpenMemHandle).
+    env = dict(os.environ, DEVMM_CUDART_PATH=os.environ["DEVMM_TEST_FAKE_CUDART"])
+    result = subprocess.run(
+        [sys.executable, "-c", OPEN_IN_CHILD, data.hex(), "64", str(os.getpid())],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert bytes.fromhex(result.stdout.strip()) == bytes(range(64))
+    assert bytes(buffer.copy_to_host(nbytes=5)) == b"CHILD"
+    del memory, view, handle, buffer
     gc.collect()
     plugin.deallocations.clear()

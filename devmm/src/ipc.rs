@@ -5,6 +5,14 @@
 //! or HIP's), and [`DeviceBuffer::from_ipc_descriptor`] maps the same memory
 //! in another process.
 //!
+//! Memory from the driver's synchronous allocator (`cudaMalloc`:
+//! `CudaRuntimeMemoryResource` without stream-ordered allocation) shares
+//! through the legacy path instead: [`DeviceBuffer::ipc_handle`] gives an
+//! [`IpcMemHandle`] (`cudaIpcGetMemHandle`'s 64 bytes, plain data with no
+//! file descriptor), and [`DeviceBuffer::from_ipc_handle`] opens it in
+//! another process (`cudaIpcOpenMemHandle`); the opened buffer's free is
+//! `cudaIpcCloseMemHandle`, which leaves the exporter's memory alone.
+//!
 //! The driver's rule, which the importer keeps by construction: "the
 //! imported memory must be freed from all importing processes before being
 //! freed in the exporting process". An imported buffer's free releases only
@@ -127,6 +135,75 @@ impl IpcDescriptor {
     }
 }
 
+/// `cudaIpcMemHandle_t` / `hipIpcMemHandle_t`: 64 opaque bytes.
+pub const MEM_HANDLE_BYTES: usize = 64;
+
+/// The legacy IPC handle of a `cudaMalloc` buffer: its device, size, the
+/// driver's 64 bytes (`cudaIpcGetMemHandle`) and the exporting process's
+/// id. Plain data: send it to another process any way bytes travel.
+///
+/// ```
+/// use devmm::ipc::IpcMemHandle;
+/// use devmm::{Device, DeviceType};
+/// let handle = IpcMemHandle::from_parts(Device::new(DeviceType::Cuda, 0), 256, [7; 64], 1);
+/// assert_eq!((handle.nbytes(), handle.exporter_pid()), (256, 1));
+/// assert_eq!(handle.handle_bytes()[0], 7);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpcMemHandle {
+    device: Device,
+    nbytes: usize,
+    handle: [u8; MEM_HANDLE_BYTES],
+    pid: u32,
+}
+
+impl IpcMemHandle {
+    /// A handle from its parts, as received from another process: `pid`
+    /// is the exporting process's id.
+    pub fn from_parts(
+        device: Device,
+        nbytes: usize,
+        handle: [u8; MEM_HANDLE_BYTES],
+        pid: u32,
+    ) -> IpcMemHandle {
+        IpcMemHandle {
+            device,
+            nbytes,
+            handle,
+            pid,
+        }
+    }
+
+    /// The device the memory is on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The buffer's size in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// The driver's 64 bytes (`cudaIpcMemHandle_t`).
+    pub fn handle_bytes(&self) -> &[u8; MEM_HANDLE_BYTES] {
+        &self.handle
+    }
+
+    /// The id of the process that exported the buffer.
+    pub fn exporter_pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+/// Made by a resource's [`ipc_handle`](crate::MemoryResource::ipc_handle).
+pub(crate) fn mem_handle(
+    device: Device,
+    nbytes: usize,
+    handle: [u8; MEM_HANDLE_BYTES],
+) -> IpcMemHandle {
+    IpcMemHandle::from_parts(device, nbytes, handle, std::process::id())
+}
+
 /// Made by a resource's [`ipc_export`](crate::MemoryResource::ipc_export).
 pub(crate) fn descriptor(
     device: Device,
@@ -163,10 +240,90 @@ impl DeviceBuffer {
                      only a pool made for IPC can; allocate it from \
                      CudaAsyncMemoryResource(enable_ipc=True) or \
                      HipAsyncMemoryResource(enable_ipc=True) (in Rust, PoolOptions {{ \
-                     enable_ipc: true, .. }})",
+                     enable_ipc: true, .. }}); cudaMalloc memory shares through \
+                     buffer.ipc_handle() instead",
                     self.nbytes(),
                     self.device(),
                     crate::resource::resource_chain(&**self.resource()),
+                ),
+            }),
+        }
+    }
+
+    /// The legacy IPC handle (`cudaIpcGetMemHandle`) another process opens
+    /// this buffer with ([`from_ipc_handle`](Self::from_ipc_handle)). The
+    /// buffer must come from the driver's synchronous allocator
+    /// (`CudaRuntimeMemoryResource` with `async_alloc=False`, or
+    /// [`synchronous`](crate::mrs::cuda::CudaRuntimeMemoryResource::synchronous));
+    /// any other is refused with an [`Error::InvalidArgument`] that says
+    /// what to use. The exporter must not free the buffer before every
+    /// process that opened it has freed its own.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use devmm::{DeviceBuffer, MallocMemoryResource, Stream};
+    /// let stream = Stream::cpu();
+    /// let buf = DeviceBuffer::new(64, Arc::new(MallocMemoryResource::new()), &stream)?;
+    /// let refused = buf.ipc_handle().unwrap_err();
+    /// assert!(refused.to_string().contains("async_alloc=False"));
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn ipc_handle(&self) -> Result<IpcMemHandle> {
+        self.check_open()?;
+        match self.resource().ipc_handle(self.ptr(), self.nbytes()) {
+            Some(handle) => handle,
+            None => Err(Error::InvalidArgument {
+                reason: format!(
+                    "a buffer of {} bytes on {} from {} has no IPC handle: only cudaMalloc \
+                     memory has one; allocate it from CudaRuntimeMemoryResource(\
+                     async_alloc=False) (in Rust, CudaRuntimeMemoryResource::synchronous), or \
+                     share pool memory with buffer.ipc_descriptor() from an IPC pool \
+                     (enable_ipc=True)",
+                    self.nbytes(),
+                    self.device(),
+                    crate::resource::resource_chain(&**self.resource()),
+                ),
+            }),
+        }
+    }
+
+    /// Opens the memory `handle` names, exported by another process, as a
+    /// buffer ordered on `stream` (a stream of the handle's device). Its
+    /// free closes only this process's mapping (`cudaIpcCloseMemHandle`).
+    ///
+    /// A handle used in the process that exported it, or one for a device
+    /// that is not a GPU, is an [`Error::InvalidArgument`], as is one the
+    /// driver cannot open (a buffer freed, a process gone).
+    ///
+    /// ```
+    /// use devmm::ipc::IpcMemHandle;
+    /// use devmm::{Device, DeviceBuffer, DeviceType, Stream};
+    /// let handle = IpcMemHandle::from_parts(Device::CPU, 256, [0; 64], 1);
+    /// let refused = DeviceBuffer::from_ipc_handle(&handle, &Stream::cpu());
+    /// assert!(matches!(refused, Err(devmm::Error::InvalidArgument { .. })));
+    /// ```
+    pub fn from_ipc_handle(handle: &IpcMemHandle, stream: &Stream) -> Result<DeviceBuffer> {
+        if handle.pid == std::process::id() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "the IPC handle of {} bytes on {} was exported by this process ({}); use \
+                     the buffer itself here, and open the handle in another process",
+                    handle.nbytes, handle.device, handle.pid
+                ),
+            });
+        }
+        match handle.device.ty() {
+            DeviceType::Cuda => {
+                crate::runtime::cuda::CudaRuntime::load()?.open_ipc_handle(handle, stream)
+            }
+            DeviceType::Rocm => {
+                crate::runtime::rocm::RocmRuntime::load()?.open_ipc_handle(handle, stream)
+            }
+            _ => Err(Error::InvalidArgument {
+                reason: format!(
+                    "an IPC handle names memory on {}, which no GPU allocator shares; only \
+                     cuda and rocm devices export memory",
+                    handle.device
                 ),
             }),
         }

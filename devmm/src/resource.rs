@@ -185,6 +185,20 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The legacy IPC handle (`cudaIpcGetMemHandle`) another process opens
+    /// the live block `ptr` of `nbytes` (allocated here) with: `Some` for a
+    /// resource over the driver's synchronous allocator
+    /// (`CudaRuntimeMemoryResource` on `cudaMalloc`), `None` for every
+    /// other. A transparent wrapper answers as its inner resource.
+    fn ipc_handle(
+        &self,
+        ptr: DevicePtr,
+        nbytes: usize,
+    ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+        let _ = (ptr, nbytes);
+        None
+    }
+
     /// The managed memory this resource hands out, whose pages can be
     /// prefetched and advised ([`prefetch`](crate::prefetch),
     /// [`advise`](crate::advise)): the managed resources answer, adaptors
@@ -433,6 +447,14 @@ macro_rules! forward_transparent_probes {
         ) -> Option<$crate::Result<$crate::ipc::IpcDescriptor>> {
             self.$field.ipc_export(ptr, nbytes)
         }
+
+        fn ipc_handle(
+            &self,
+            ptr: $crate::DevicePtr,
+            nbytes: usize,
+        ) -> Option<$crate::Result<$crate::ipc::IpcMemHandle>> {
+            self.$field.ipc_handle(ptr, nbytes)
+        }
     };
 }
 
@@ -487,6 +509,13 @@ macro_rules! forward_memory_resource {
                 nbytes: usize,
             ) -> Option<Result<crate::ipc::IpcDescriptor>> {
                 (**self).ipc_export(ptr, nbytes)
+            }
+            fn ipc_handle(
+                &self,
+                ptr: DevicePtr,
+                nbytes: usize,
+            ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+                (**self).ipc_handle(ptr, nbytes)
             }
             fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
                 (**self).managed_memory()

@@ -14,8 +14,12 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
-use devmm::mrs::cuda::{CudaAsyncMemoryResource, CudaManagedMemoryResource, PoolOptions};
-use devmm::mrs::rocm::{HipAsyncMemoryResource, HipManagedMemoryResource};
+use devmm::mrs::cuda::{
+    CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaRuntimeMemoryResource, PoolOptions,
+};
+use devmm::mrs::rocm::{
+    HipAsyncMemoryResource, HipManagedMemoryResource, HipRuntimeMemoryResource,
+};
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
 use devmm::statistics::{OrderBy, ProfilerRecords, profile};
@@ -87,6 +91,8 @@ struct Platform {
     /// A managed-memory resource over the library at a path, or the
     /// process-wide runtime.
     managed_resource: ManagedLoader,
+    /// Device memory through the synchronous allocator (`*Malloc`).
+    sync_device: ManagedLoader,
     /// The resource over a pool of its own, and its name.
     own_pool: OwnPoolLoader,
     pool_mr: &'static str,
@@ -120,6 +126,15 @@ const CUDA: Platform = Platform {
             None => CudaRuntime::load()?,
         };
         Ok(Arc::new(CudaManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
+    sync_device: |path, device| {
+        let rt = match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        };
+        Ok(Arc::new(CudaRuntimeMemoryResource::synchronous(
             &rt, device,
         )?))
     },
@@ -163,6 +178,15 @@ const ROCM: Platform = Platform {
             None => RocmRuntime::load()?,
         };
         Ok(Arc::new(HipManagedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
+    sync_device: |path, device| {
+        let rt = match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        };
+        Ok(Arc::new(HipRuntimeMemoryResource::synchronous(
             &rt, device,
         )?))
     },
@@ -1957,6 +1981,145 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
     buf.free(&stream).unwrap();
 }
 
+fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let sync = (p.sync_device)(u.fake_path(), dev).unwrap();
+    let buf = DeviceBuffer::new(300, sync, &stream).unwrap();
+    let handle = buf.ipc_handle().unwrap();
+    assert_eq!(
+        (handle.device(), handle.nbytes(), handle.exporter_pid()),
+        (dev, 300, std::process::id())
+    );
+    assert_ne!(handle.handle_bytes(), &[0u8; 64]);
+    // Its own process uses the buffer, not the handle.
+    let err = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("exported by this process"),
+        "{err}"
+    );
+    // No pool descriptor for cudaMalloc memory: the refusal names the handle.
+    let err = buf.ipc_descriptor().unwrap_err();
+    assert!(err.to_string().contains("buffer.ipc_handle()"), "{err}");
+    buf.free(&stream).unwrap();
+    // An adaptor hands out its upstream's pointers: the handle is the upstream's.
+    let counted: Arc<dyn MemoryResource> = Arc::new(StatisticsAdaptor::new(
+        (p.sync_device)(u.fake_path(), dev).unwrap(),
+    ));
+    let buf = DeviceBuffer::new(64, counted, &stream).unwrap();
+    assert_eq!(buf.ipc_handle().unwrap().nbytes(), 64);
+    buf.free(&stream).unwrap();
+
+    // Stream-ordered memory and an IPC pool's memory have no legacy handle.
+    let ordered = u.rt.default_resource(dev).unwrap();
+    assert!(ordered.stream_ordered());
+    let options = PoolOptions {
+        enable_ipc: true,
+        ..PoolOptions::default()
+    };
+    let pool: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    for mr in [ordered, pool] {
+        let buf = DeviceBuffer::new(64, mr, &stream).unwrap();
+        let err = buf.ipc_handle().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert!(err.to_string().contains("async_alloc=False"), "{err}");
+        buf.free(&stream).unwrap();
+    }
+    // A handle for a device no GPU allocator has.
+    let cpu = devmm::ipc::IpcMemHandle::from_parts(Device::CPU, 8, [0; 64], 1);
+    let err = DeviceBuffer::from_ipc_handle(&cpu, &stream).unwrap_err();
+    assert!(err.to_string().contains("no GPU allocator"), "{err}");
+    if let Some(fake) = u.fake() {
+        assert_eq!(fake.call_count(&p.call("IpcGetMemHandle")), 2);
+        assert_eq!(fake.call_count(&p.call("IpcOpenMemHandle")), 0);
+    }
+}
+
+/// Set in the child `ipc_handle_round_trip_with_another_process` starts:
+/// the handle's parts (`nbytes,pid,handle in hex`).
+const IPC_HANDLE_CHILD: &str = "DEVMM_TEST_IPC_HANDLE_CHILD";
+
+/// The child's side: opens the parent's buffer, reads it, writes to it,
+/// and closes its mapping.
+fn ipc_handle_child(p: &'static Platform, parts: &str) {
+    let mut parts = parts.split(',');
+    let mut next = || parts.next().expect("three parts");
+    let nbytes: usize = next().parse().unwrap();
+    let pid: u32 = next().parse().unwrap();
+    let hex = next();
+    let mut bytes = [0u8; 64];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let dev = p.dev(0);
+    let handle = devmm::ipc::IpcMemHandle::from_parts(dev, nbytes, bytes, pid);
+    let stream = devmm::runtime::stream_for(dev, None).unwrap();
+    let opened = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap();
+    assert!(opened.is_foreign());
+    let mut seen = vec![0u8; nbytes];
+    // SAFETY: `seen` holds the buffer's bytes; device memory is copied.
+    unsafe { opened.copy_to_host(&mut seen) }.unwrap();
+    assert_eq!(seen, b"parent bytes");
+    // Opened again, the driver returns the same pointer and counts the
+    // opening: closing one leaves the other mapped.
+    let again = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap();
+    assert_eq!(again.ptr(), opened.ptr());
+    opened.free(&stream).unwrap();
+    // SAFETY: as above.
+    unsafe { again.copy_from_host(b"CHILD") }.unwrap();
+    again.free(&stream).unwrap();
+}
+
+fn ipc_handle_round_trip_with_another_process(p: &'static Platform) {
+    if let Ok(parts) = std::env::var(IPC_HANDLE_CHILD) {
+        return ipc_handle_child(p, &parts);
+    }
+    let u = Under::new(p);
+    let dev = p.dev(0);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let sync = (p.sync_device)(u.fake_path(), dev).unwrap();
+    let buf = DeviceBuffer::new(12, sync, &stream).unwrap();
+    // SAFETY: a 12-byte device buffer, copied from the host.
+    unsafe { buf.copy_from_host(b"parent bytes") }.unwrap();
+    stream.synchronize().unwrap();
+    let handle = buf.ipc_handle().unwrap();
+    let hex: String = handle
+        .handle_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            &format!("{}::ipc_handle_round_trip_with_another_process", p.runtime),
+            "--nocapture",
+        ])
+        .env(
+            IPC_HANDLE_CHILD,
+            format!("{},{},{hex}", handle.nbytes(), handle.exporter_pid()),
+        );
+    if let Some(path) = u.fake_path() {
+        child.env(p.path_var, path);
+    }
+    let output = child.output().unwrap();
+    assert!(
+        output.status.success(),
+        "the opening process failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
+    // The child's write is here, and its close left the memory alone.
+    let mut back = [0u8; 12];
+    // SAFETY: `back` holds the buffer's 12 bytes.
+    unsafe { buf.copy_to_host(&mut back) }.unwrap();
+    assert_eq!(&back, b"CHILDt bytes");
+    buf.free(&stream).unwrap();
+}
+
 macro_rules! suite {
     ($($module:ident, $platform:ident);*) => {$(
         platform_tests!($module, $platform:
@@ -1987,6 +2150,8 @@ macro_rules! suite {
             own_pool_driver_calls,
             ipc_descriptor_of_an_ipc_pool_and_refusals,
             ipc_round_trip_with_another_process,
+            ipc_handle_of_malloc_memory_and_refusals,
+            ipc_handle_round_trip_with_another_process,
         );
     )*};
 }

@@ -42,6 +42,16 @@ macro_rules! forward_probes {
         fn managed_memory(&self) -> Option<&dyn $crate::ManagedMemory> {
             self.$field.managed_memory()
         }
+
+        /// An adaptor hands out its upstream's pointers unchanged, so the
+        /// upstream's driver handle names the same allocation.
+        fn ipc_handle(
+            &self,
+            ptr: $crate::DevicePtr,
+            nbytes: usize,
+        ) -> Option<$crate::Result<$crate::ipc::IpcMemHandle>> {
+            self.$field.ipc_handle(ptr, nbytes)
+        }
     };
 }
 

@@ -175,6 +175,14 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
         one_link_deeper(|| self.0.pool_statistics()).flatten()
     }
 
+    fn ipc_handle(
+        &self,
+        ptr: crate::DevicePtr,
+        nbytes: usize,
+    ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+        one_link_deeper(|| self.0.ipc_handle(ptr, nbytes)).flatten()
+    }
+
     fn device(&self) -> crate::Device {
         self.0.device()
     }

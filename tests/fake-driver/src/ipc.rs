@@ -39,6 +39,79 @@ pub(crate) const POINTER_MAGIC: u64 = u64::from_le_bytes(*b"FAKEIPCX");
 /// a CUDA pool.
 const PLATFORM_BYTES: usize = 32;
 
+/// The `*Malloc` arenas of this process, one per device, made at the device's first `*Malloc`.
+#[derive(Debug, Default)]
+pub(crate) struct Legacy {
+    arenas: std::collections::HashMap<c_int, Arena>,
+    /// Blocks of other processes this one opened, by [`handle_key`]: the pointer and how many
+    /// opens are not closed yet.
+    pub(crate) opened: std::collections::HashMap<(u64, u64), (usize, u64)>,
+}
+
+/// What names a block across processes in a `cudaIpcMemHandle_t`: its arena's id and offset.
+pub(crate) fn handle_key(data: &[u8; EXPORT_DATA_BYTES]) -> (u64, u64) {
+    let word = |i: usize| u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    (word(1), word(2))
+}
+
+impl Legacy {
+    /// A block of `size` bytes of `device`'s arena, the arena made on first use.
+    pub(crate) fn allocate(
+        &mut self,
+        device: c_int,
+        platform: &str,
+        size: usize,
+    ) -> Result<Mapping, Fault> {
+        let arena = match self.arenas.entry(device) {
+            std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(Arena::create(device, platform)?)
+            }
+        };
+        arena.allocate(size)
+    }
+
+    /// The 64-byte `cudaIpcMemHandle_t` of `mapping`, a block of `device`'s arena.
+    pub(crate) fn handle(
+        &self,
+        device: c_int,
+        mapping: &Mapping,
+    ) -> Option<[u8; EXPORT_DATA_BYTES]> {
+        let arena = self.arenas.get(&device)?;
+        let mut data = arena.export(mapping);
+        data[32..40].copy_from_slice(&own_pid().to_le_bytes());
+        data[40..48].copy_from_slice(&i64::from(arena.file.as_raw_fd()).to_le_bytes());
+        Some(data)
+    }
+}
+
+/// Maps the block a `cudaIpcMemHandle_t` names, exported by another process: opens the
+/// exporter's arena through `/proc/PID/fd/N`. Returns the mapping and its device; a handle of
+/// this process, of a process or block gone, or of another platform is an invalid value.
+pub(crate) fn open_handle(
+    data: &[u8; EXPORT_DATA_BYTES],
+    platform: &str,
+) -> Result<(Mapping, c_int), Fault> {
+    let word = |i: usize| u64::from_le_bytes(data[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    let (pid, fd) = (word(4), word(5) as i64);
+    if pid == 0 || fd < 0 {
+        return Err(Fault::InvalidValue);
+    }
+    // The reference: a handle is opened by other processes; its own uses the pointer.
+    if pid == own_pid() {
+        return Err(Fault::InvalidValue);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/fd/{fd}"))
+        .map_err(|_| Fault::InvalidValue)?;
+    let (imported, device) = Imported::open(file.as_raw_fd(), platform)?;
+    let mut pointer = *data;
+    pointer[32..].fill(0);
+    Ok((imported.import(&pointer)?, device))
+}
+
 /// A serial for pool ids, unique within the process; the process id makes them unique across.
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -269,7 +342,8 @@ impl Mapping {
         })
     }
 
-    fn len(&self) -> usize {
+    /// The mapping's length: the header page and the bytes, in whole pages.
+    pub(crate) fn len(&self) -> usize {
         // `map` checked that the span fits.
         usize::try_from(span(self.size).unwrap_or(0)).unwrap_or(0)
     }
@@ -391,6 +465,70 @@ mod tests {
         let other = std::fs::File::open("/proc/self/status").unwrap();
         assert_eq!(
             Imported::open(other.as_raw_fd(), "Fake GPU").err(),
+            Some(Fault::InvalidValue)
+        );
+    }
+
+    /// Set in the child process `a_malloc_block_is_opened_by_another_process` starts: the
+    /// handle's 64 bytes in hex.
+    const LEGACY_CHILD: &str = "FAKE_DRIVER_TEST_LEGACY_IPC_CHILD";
+
+    #[test]
+    fn a_malloc_block_is_opened_by_another_process() {
+        if let Ok(hex) = std::env::var(LEGACY_CHILD) {
+            let mut handle = [0u8; EXPORT_DATA_BYTES];
+            for (i, byte) in handle.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+            }
+            let (seen, device) = open_handle(&handle, "Fake GPU").unwrap();
+            assert_eq!((device, seen.size()), (1, 100));
+            // SAFETY: the exporter's 100 live bytes, mapped here.
+            unsafe {
+                assert_eq!(seen.ptr().read(), 7);
+                seen.ptr().write(9);
+            }
+            // Another platform's process cannot open it.
+            assert_eq!(
+                open_handle(&handle, "Other GPU").err(),
+                Some(Fault::InvalidValue)
+            );
+            return;
+        }
+        let mut legacy = Legacy::default();
+        let block = legacy.allocate(1, "Fake GPU", 100).unwrap();
+        // SAFETY: a live 100-byte block.
+        unsafe { block.ptr().write(7) };
+        let handle = legacy.handle(1, &block).unwrap();
+        assert_eq!(legacy.handle(0, &block), None, "no arena on device 0");
+        // The reference: the exporting process uses the pointer, not the handle.
+        assert_eq!(
+            open_handle(&handle, "Fake GPU").err(),
+            Some(Fault::InvalidValue)
+        );
+        let hex: String = handle.iter().map(|b| format!("{b:02x}")).collect();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "ipc::tests::a_malloc_block_is_opened_by_another_process",
+            ])
+            .env(LEGACY_CHILD, hex)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert!(String::from_utf8_lossy(&output.stdout).contains("1 passed"));
+        // SAFETY: as above; the child's write is visible here.
+        assert_eq!(unsafe { block.ptr().read() }, 9);
+        // The child exited: its mapping is gone, the exporter may free.
+        assert!(!block.imported_elsewhere());
+        // A handle naming another process's descriptor we may not open is refused.
+        let mut forged = handle;
+        forged[32..40].copy_from_slice(&1u64.to_le_bytes());
+        assert_eq!(
+            open_handle(&forged, "Fake GPU").err(),
             Some(Fault::InvalidValue)
         );
     }

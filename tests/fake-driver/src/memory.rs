@@ -22,19 +22,22 @@ pub(crate) enum Kind {
     Managed,
     /// Pinned host memory: charged to no device.
     Host,
+    /// Another process's `*Malloc` block, mapped by `*IpcOpenMemHandle`: charged to no device
+    /// here, released only by `*IpcCloseMemHandle`.
+    IpcOpened,
 }
 
 impl Kind {
     fn alignment(self) -> usize {
         match self {
             Kind::Device | Kind::Managed => DEVICE_ALIGNMENT,
-            Kind::Host => HOST_ALIGNMENT,
+            Kind::Host | Kind::IpcOpened => HOST_ALIGNMENT,
         }
     }
 
     /// Device-accessible memory: what a copy's device side must point into.
     pub(crate) fn on_device(self) -> bool {
-        matches!(self, Kind::Device | Kind::Managed)
+        matches!(self, Kind::Device | Kind::Managed | Kind::IpcOpened)
     }
 }
 
@@ -79,6 +82,12 @@ pub(crate) struct Advice {
 impl Allocation {
     pub(crate) fn size(&self) -> usize {
         self.layout.size()
+    }
+
+    /// What the block holds of the host: a mapped block its whole pages (so the quarantine
+    /// of `*Malloc` blocks, one mapping each, stays far below the process's mapping limit).
+    fn footprint(&self) -> usize {
+        self.shared.as_ref().map_or(self.size(), Mapping::len)
     }
 }
 
@@ -132,12 +141,15 @@ impl Memory {
         Ok(ptr.as_ptr().cast())
     }
 
-    /// Records a block of an IPC-capable pool (exported or imported), mapped from its file.
+    /// Records a block mapped from a shareable file (see `crate::ipc`): of an IPC-capable pool
+    /// (exported or imported: `pool` names it), or a `*Malloc` block (`Kind::Device`, no pool)
+    /// or one opened from another process (`Kind::IpcOpened`).
     pub(crate) fn insert_shared(
         &mut self,
         mapping: Mapping,
+        kind: Kind,
         device: c_int,
-        pool: usize,
+        pool: Option<usize>,
     ) -> Result<*mut c_void, Fault> {
         let layout = Layout::from_size_align(mapping.size(), crate::ipc::PAGE as usize)
             .map_err(|_| Fault::OutOfMemory)?;
@@ -147,9 +159,9 @@ impl Memory {
             Allocation {
                 block: Block(ptr),
                 layout,
-                kind: Kind::Device,
+                kind,
                 device: Some(device),
-                pool: Some(pool),
+                pool,
                 advice: Advice::default(),
                 shared: Some(mapping),
             },
@@ -201,13 +213,13 @@ impl Memory {
         }
         // SAFETY: the block is owned by `allocation` and `size` bytes long.
         unsafe { std::ptr::write_bytes(allocation.block.0.as_ptr(), POISON, allocation.size()) };
-        self.quarantined_bytes += allocation.size();
+        self.quarantined_bytes += allocation.footprint();
         self.quarantine.push_back(allocation);
         while self.quarantined_bytes > QUARANTINE_BYTES {
             let Some(oldest) = self.quarantine.pop_front() else {
                 break;
             };
-            self.quarantined_bytes -= oldest.size();
+            self.quarantined_bytes -= oldest.footprint();
             release(oldest);
         }
     }
@@ -299,6 +311,23 @@ mod tests {
             memory.remove(host, &[Kind::Host]).err(),
             Some(Fault::InvalidValue)
         );
+    }
+
+    #[test]
+    fn the_quarantine_of_mapped_blocks_stays_below_the_mapping_limit() {
+        // Each `*Malloc` block is a mapping; quarantined by their 256 bytes rather than
+        // their pages, 64 MiB of them would pass Linux's default 65530 mappings.
+        let mut legacy = crate::ipc::Legacy::default();
+        let mut memory = Memory::default();
+        for _ in 0..70_000 {
+            let mapping = legacy.allocate(0, "Fake GPU", 256).unwrap();
+            let ptr = memory
+                .insert_shared(mapping, Kind::Device, 0, None)
+                .unwrap();
+            let freed = memory.remove(ptr, &[Kind::Device]).unwrap();
+            memory.retire(freed);
+        }
+        memory.clear();
     }
 
     #[test]

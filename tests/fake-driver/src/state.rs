@@ -80,6 +80,8 @@ pub(crate) struct State {
     pub(crate) memory: Memory,
     /// Pools made with `*MemPoolCreate`.
     pub(crate) pools: Pools,
+    /// The files `*Malloc` blocks live in, so another process can map them.
+    pub(crate) legacy: crate::ipc::Legacy,
     pub(crate) streams: Handles<Stream>,
     pub(crate) events: Handles<Event>,
     /// Active stream captures.

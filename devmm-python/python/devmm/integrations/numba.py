@@ -95,11 +95,12 @@ def _make_plugin_class(numba_cuda: Any) -> type:
 
         Device frees go through Numba's pending-deallocation queue, so
         ``defer_cleanup()`` (inherited) defers them as it defers Numba's own;
-        ``reset()`` frees everything still live. IPC handles come from the
-        driver (``GetIpcHandleMixin``, ``cuIpcGetMemHandle``), which serves
-        only ``cudaMalloc`` memory: ``get_ipc_handle`` refuses devmm memory
-        from any other allocator (``cudaMallocAsync``, the default) with a
-        ``ValueError``.
+        ``reset()`` frees everything still live. IPC handles of devmm's
+        ``cudaMalloc`` memory come from ``DeviceBuffer.ipc_handle()``
+        (``cudaIpcGetMemHandle``, the handle ``cuIpcGetMemHandle`` gives),
+        shaped as Numba's own ``IpcHandle``; ``get_ipc_handle`` refuses
+        devmm memory from any other allocator (``cudaMallocAsync``, the
+        default) with a ``ValueError``.
 
         Numba makes it (``DevmmEMMPlugin(context=...)``) for each context
         once :func:`install` selected it; user code does not call its
@@ -208,9 +209,13 @@ def _make_plugin_class(numba_cuda: Any) -> type:
                 buffer.free()
 
         def get_ipc_handle(self, memory: Any) -> Any:
-            """An IPC handle for ``memory``, from the driver
-            (``cuIpcGetMemHandle``), which serves only ``cudaMalloc``
-            memory: anything else is a ``ValueError``.
+            """Numba's ``IpcHandle`` for ``memory``: for devmm's
+            ``cudaMalloc`` memory, the handle of its allocation from
+            ``DeviceBuffer.ipc_handle()`` (``cudaIpcGetMemHandle``) with the
+            offset of ``memory`` in it, as Numba's own manager shapes it;
+            memory Numba was handed from elsewhere goes to Numba's own
+            ``cuIpcGetMemHandle``. devmm memory from any other allocator is
+            a ``ValueError``.
 
             Examples
             --------
@@ -232,9 +237,18 @@ def _make_plugin_class(numba_cuda: Any) -> type:
                         f"share from CudaRuntimeMemoryResource(device, async_alloc=False) (cudaMalloc), "
                         f"e.g. in a devmm.using_memory_resource(...) block around them"
                     )
-            # cudaMalloc memory, or memory Numba was handed from elsewhere
-            # (as_cuda_array): the driver serves it or says why not, as for
-            # Numba's own allocations.
+                # The allocation's handle, as Numba's own manager makes it for
+                # the base of the allocation holding `memory`.
+                handle = buffer.ipc_handle()
+                return numba_cuda.IpcHandle(
+                    memory,
+                    _numba_ipc_mem_handle(handle.handle),
+                    memory.size,
+                    self.context.device.get_device_identity(),
+                    offset=address - buffer.ptr,
+                )
+            # Memory Numba was handed from elsewhere (as_cuda_array): the
+            # driver serves it or says why not, as for Numba's own allocations.
             return super().get_ipc_handle(memory)
 
         def _owner_of(self, address: int) -> DeviceBuffer | None:
@@ -303,6 +317,19 @@ def _make_plugin_class(numba_cuda: Any) -> type:
 #: Adaptors that hand out their upstream's pointers unchanged: what their
 #: upstream allocated is what the driver sees.
 _PASS_THROUGH = (StatisticsAdaptor, LimitingAdaptor, LoggingAdaptor, TrackingAdaptor, TraceAdaptor)
+
+
+def _numba_ipc_mem_handle(data: bytes) -> Any:
+    """The driver's 64 handle bytes as the ``CUipcMemHandle`` of the CUDA
+    bindings Numba uses (what its ``cuIpcGetMemHandle`` returns). Written
+    at the struct's address: some releases of the bindings do not expose
+    its ``reserved`` member."""
+    binding = importlib.import_module("numba.cuda.cudadrv.driver").binding
+    handle = binding.CUipcMemHandle()
+    if len(data) != 64:
+        raise ValueError(f"a CUDA IPC memory handle is 64 bytes, not {len(data)}")
+    ctypes.memmove(handle.getPtr(), data, 64)
+    return handle
 
 
 def _legacy_ipc_refusal(mr: DeviceMemoryResource) -> str | None:

@@ -12,6 +12,13 @@ pub(crate) use crate::runtime::driver::{DriverTable, MissingSymbol};
 
 use super::{Handle, Status};
 
+/// An opaque C struct of `N` bytes passed by value (`struct N` in the
+/// descriptions): `cudaIpcMemHandle_t` is `struct { char reserved[64]; }`,
+/// which `#[repr(C)]` lays out and passes the same way.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opaque<const N: usize>(pub [u8; N]);
+
 /// A driver entry point and its C name, for error messages.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Call<F> {
@@ -60,6 +67,11 @@ pub struct Calls {
         Option<Call<unsafe extern "C" fn(*mut Handle, *mut c_void, c_int, c_uint) -> Status>>,
     pub(crate) mem_pool_import_pointer:
         Option<Call<unsafe extern "C" fn(*mut *mut c_void, Handle, *mut c_void) -> Status>>,
+    pub(crate) ipc_get_mem_handle:
+        Option<Call<unsafe extern "C" fn(*mut Opaque<64>, *mut c_void) -> Status>>,
+    pub(crate) ipc_open_mem_handle:
+        Option<Call<unsafe extern "C" fn(*mut *mut c_void, Opaque<64>, c_uint) -> Status>>,
+    pub(crate) ipc_close_mem_handle: Option<Call<unsafe extern "C" fn(*mut c_void) -> Status>>,
     pub(crate) host_free: Call<unsafe extern "C" fn(*mut c_void) -> Status>,
     pub(crate) malloc_managed:
         Call<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,

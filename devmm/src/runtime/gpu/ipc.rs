@@ -12,11 +12,12 @@ use crate::buffer::DeviceBuffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::foreign::ForeignMemoryResource;
-use crate::ipc::{EXPORT_DATA_BYTES, IpcDescriptor};
+use crate::ipc::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES};
 use crate::ptr::DevicePtr;
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
+use super::calls::Opaque;
 use super::pool::OwnedPool;
 use super::result::check;
 use super::{GpuRuntime, Platform, device};
@@ -166,4 +167,98 @@ fn unmap<P: Platform>(driver: &Arc<Driver<P>>, device: Device, ptr: DevicePtr) -
     // resource runs its release once).
     let status = unsafe { (call.f)(ptr.as_host_ptr::<c_void>()) };
     check(driver, call.name, status, Some(device))
+}
+
+/// `cudaIpcMemLazyEnablePeerAccess` / `hipIpcMemLazyEnablePeerAccess`: the
+/// flag the reference asks `*IpcOpenMemHandle` for.
+const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: std::ffi::c_uint = 1;
+
+/// The legacy handle (`*IpcGetMemHandle`) of the live `*Malloc` block `ptr`
+/// of `nbytes` on `device`.
+pub(crate) fn get_mem_handle<P: Platform>(
+    driver: &Arc<Driver<P>>,
+    device: Device,
+    ptr: DevicePtr,
+    nbytes: usize,
+) -> Result<IpcMemHandle> {
+    let call = driver
+        .roles()
+        .ipc_get_mem_handle
+        .ok_or_else(|| missing_legacy::<P>("cudaIpcGetMemHandle"))?;
+    let _active = device::activate(driver, device)?;
+    let mut handle = Opaque([0u8; MEM_HANDLE_BYTES]);
+    // SAFETY: `handle` holds the 64 bytes the call writes; `ptr` is a live
+    // block of the resource (the caller's buffer is open).
+    let status = unsafe { (call.f)(&mut handle, ptr.as_host_ptr::<c_void>()) };
+    check(driver, call.name, status, Some(device))?;
+    Ok(crate::ipc::mem_handle(device, nbytes, handle.0))
+}
+
+/// The call a library without the legacy IPC calls lacks, named for errors.
+fn missing_legacy<P: Platform>(call: &str) -> Error {
+    Error::InvalidArgument {
+        reason: format!(
+            "the {} library has no {call}, which sharing device memory between processes \
+             needs; install a runtime that has it, or share through an IPC pool \
+             (enable_ipc=True)",
+            P::RUNTIME
+        ),
+    }
+}
+
+impl<P: Platform> GpuRuntime<P> {
+    /// Opens the legacy handle `handle` (checked usable by the caller) as a
+    /// buffer on `stream`; its release is `*IpcCloseMemHandle`.
+    pub(crate) fn open_ipc_handle(
+        &self,
+        handle: &IpcMemHandle,
+        stream: &Stream,
+    ) -> Result<DeviceBuffer> {
+        let device = handle.device();
+        self.check(device)?;
+        let calls = self.driver().roles();
+        let open = calls
+            .ipc_open_mem_handle
+            .ok_or_else(|| missing_legacy::<P>("cudaIpcOpenMemHandle"))?;
+        let close = calls
+            .ipc_close_mem_handle
+            .ok_or_else(|| missing_legacy::<P>("cudaIpcCloseMemHandle"))?;
+        let driver = Arc::clone(self.driver());
+        let _active = device::activate(&driver, device)?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` is a valid out-parameter; the handle is passed by
+        // value as the 64-byte struct the C API declares.
+        let status = unsafe {
+            (open.f)(
+                &mut ptr,
+                Opaque(*handle.handle_bytes()),
+                IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+            )
+        };
+        check(&driver, open.name, status, Some(device)).map_err(|e| Error::InvalidArgument {
+            reason: format!(
+                "the IPC handle of {} bytes on {device} from process {} cannot be opened \
+                     ({e}); pass a handle that buffer.ipc_handle() made in another process, \
+                     for a buffer it has not freed",
+                handle.nbytes(),
+                handle.exporter_pid()
+            ),
+        })?;
+        let ptr = DevicePtr::from_addr(ptr as usize);
+        let owner = format!("IPC handle from process {}", handle.exporter_pid());
+        let release = move || {
+            // Only this process's mapping: the exporter's memory stays.
+            let closed = device::activate(&driver, device).and_then(|_active| {
+                // SAFETY: `ptr` was opened once and is closed once (the
+                // adopting resource runs its release once).
+                let status = unsafe { (close.f)(ptr.as_host_ptr::<c_void>()) };
+                check(&driver, close.name, status, Some(device))
+            });
+            if let Err(e) = closed {
+                tracing::warn!(target: "devmm::runtime", error = %e, "could not close an opened IPC handle");
+            }
+        };
+        let resource = ForeignMemoryResource::new(device, owner, release);
+        DeviceBuffer::adopt(ptr, handle.nbytes(), resource, stream)
+    }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
+use crate::ipc::IpcMemHandle;
 use crate::managed::ManagedMemory;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
@@ -375,6 +376,13 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
 
     fn dereferenceable(&self) -> bool {
         true
+    }
+
+    /// Only `*Malloc` memory has a legacy IPC handle: the driver refuses
+    /// pool memory (`*MallocAsync`), pinned and managed memory.
+    fn ipc_handle(&self, ptr: DevicePtr, nbytes: usize) -> Option<Result<IpcMemHandle>> {
+        (self.allocator == Allocator::Device && self.device.ty() == P::DEVICE)
+            .then(|| super::ipc::get_mem_handle(&self.driver, self.device, ptr, nbytes))
     }
 
     fn managed_memory(&self) -> Option<&dyn ManagedMemory> {

@@ -29,6 +29,7 @@ use crate::call::Call;
 use crate::entry::pool::HANDLE_POSIX_FD;
 use crate::handle;
 use crate::ipc::{Imported, Link, EXPORT_DATA_BYTES};
+use crate::memory::Kind;
 use crate::out::Out;
 use crate::platform::{Fault, Platform};
 use crate::pool::Pool;
@@ -183,9 +184,164 @@ pub unsafe fn import_pointer(
                 return Err(Fault::InvalidValue);
             };
             let mapping = imported.import(&bytes)?;
-            let block = state.memory.insert_shared(mapping, device, pool as usize)?;
+            let block =
+                state
+                    .memory
+                    .insert_shared(mapping, Kind::Device, device, Some(pool as usize))?;
             out.set(block);
             args.note_hex("ptr", block as usize);
+            Ok(())
+        })
+}
+
+/// `cudaIpcMemHandle_t` / `hipIpcMemHandle_t`: `struct { char reserved[64]; }`, passed by value
+/// (`struct 64` in the API descriptions).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opaque<const N: usize>(pub [u8; N]);
+
+/// `cudaIpcMemLazyEnablePeerAccess` / `hipIpcMemLazyEnablePeerAccess`: the only flag, and the
+/// one the reference says to pass.
+pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
+
+/// `cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr)`: the 64 bytes another
+/// process opens the `*Malloc` block starting at `ptr` with. Anything else (pool or
+/// `*MallocAsync` memory, managed or pinned host memory, an interior or unknown pointer, a
+/// block opened from another process) is an invalid value.
+///
+/// ```
+/// use fake_driver::entry::{ipc, memory};
+/// use fake_driver::Platform;
+/// let p = &Platform::EXAMPLE;
+/// let mut handle = ipc::Opaque([0u8; 64]);
+/// let (mut plain, mut ordered, mut managed) =
+///     (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+/// // SAFETY: every out-pointer is valid for a write.
+/// unsafe {
+///     assert_eq!(memory::malloc(p, "cudaMalloc", &mut plain, 256), 0);
+///     assert_eq!(memory::malloc_async(p, "cudaMallocAsync", &mut ordered, 256, std::ptr::null_mut()), 0);
+///     assert_eq!(memory::malloc_managed(p, "cudaMallocManaged", &mut managed, 256, 1), 0);
+///     assert_eq!(ipc::ipc_get_mem_handle(p, "cudaIpcGetMemHandle", &mut handle, plain), 0);
+///     // Pool (`*MallocAsync`) and managed memory, an interior pointer: invalid values.
+///     for refused in [ordered, managed, plain.cast::<u8>().add(1).cast()] {
+///         assert_eq!(ipc::ipc_get_mem_handle(p, "cudaIpcGetMemHandle", &mut handle, refused), 1);
+///     }
+///     // The exporting process cannot open its own handle, nor pass other flags.
+///     let mut opened = std::ptr::null_mut();
+///     assert_eq!(ipc::ipc_open_mem_handle(p, "cudaIpcOpenMemHandle", &mut opened, handle, 1), 1);
+///     assert_eq!(ipc::ipc_open_mem_handle(p, "cudaIpcOpenMemHandle", &mut opened, handle, 0), 1);
+/// }
+/// // Only an opened pointer closes; `*Malloc` memory is freed with `*Free`.
+/// assert_eq!(ipc::ipc_close_mem_handle(p, "cudaIpcCloseMemHandle", plain), 1);
+/// assert_eq!(memory::free(p, "cudaFree", plain), 0);
+/// assert_eq!(memory::free(p, "cudaFree", managed), 0);
+/// assert_eq!(memory::free(p, "cudaFree", ordered), 0);
+/// ```
+///
+/// # Safety
+/// `handle` is null or valid for a write of 64 bytes.
+pub unsafe fn ipc_get_mem_handle(
+    platform: &'static Platform,
+    name: &'static str,
+    handle: *mut Opaque<EXPORT_DATA_BYTES>,
+    ptr: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .run(|state, _| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(handle) }?;
+            let allocation = state
+                .memory
+                .find(ptr, 1)
+                .filter(|a| a.kind == Kind::Device && a.pool.is_none())
+                .ok_or(Fault::InvalidValue)?;
+            let device = allocation.device.ok_or(Fault::InvalidValue)?;
+            let mapping = state
+                .memory
+                .shared(ptr)
+                .filter(|m| !m.imported)
+                .ok_or(Fault::InvalidValue)?;
+            let bytes = state
+                .legacy
+                .handle(device, mapping)
+                .ok_or(Fault::InvalidValue)?;
+            out.set(Opaque(bytes));
+            Ok(())
+        })
+}
+
+/// `cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags)`: maps
+/// the block another process exported, on the device it lives on. `flags` must be
+/// `*IpcMemLazyEnablePeerAccess`; a handle this process exported, or one of a block or process
+/// gone, is an invalid value. The pointer is released with `*IpcCloseMemHandle` only.
+///
+/// # Safety
+/// `ptr` is null or valid for a write.
+pub unsafe fn ipc_open_mem_handle(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut *mut c_void,
+    handle: Opaque<EXPORT_DATA_BYTES>,
+    flags: c_uint,
+) -> c_int {
+    Call::new(platform, name)
+        .arg("flags", flags)
+        .run(|state, args| {
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(ptr) }?;
+            if flags != IPC_MEM_LAZY_ENABLE_PEER_ACCESS {
+                return Err(Fault::InvalidValue);
+            }
+            // The reference: a handle this process already opened returns the same pointer,
+            // its count one higher.
+            let key = crate::ipc::handle_key(&handle.0);
+            if let Some(opened) = state.legacy.opened.get_mut(&key) {
+                opened.1 += 1;
+                out.set(opened.0 as *mut c_void);
+                args.note_hex("ptr", opened.0);
+                return Ok(());
+            }
+            let (mapping, device) = crate::ipc::open_handle(&handle.0, platform.device_name)?;
+            state.devices.pools_supported(device)?;
+            let block = state
+                .memory
+                .insert_shared(mapping, Kind::IpcOpened, device, None)?;
+            state.legacy.opened.insert(key, (block as usize, 1));
+            out.set(block);
+            args.note("device", device);
+            args.note_hex("ptr", block as usize);
+            Ok(())
+        })
+}
+
+/// `cudaIpcCloseMemHandle(void* devPtr)`: closes one opening of a pointer
+/// `*IpcOpenMemHandle` returned, unmapping it at the last; the exporter's memory stays. Any
+/// other pointer is an invalid value.
+pub fn ipc_close_mem_handle(
+    platform: &'static Platform,
+    name: &'static str,
+    ptr: *mut c_void,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("ptr", ptr as usize)
+        .run(|state, _| {
+            let key = state
+                .legacy
+                .opened
+                .iter()
+                .find(|(_, opened)| opened.0 == ptr as usize)
+                .map(|(key, _)| *key)
+                .ok_or(Fault::InvalidValue)?;
+            let count = state.legacy.opened.get_mut(&key).map(|opened| {
+                opened.1 -= 1;
+                opened.1
+            });
+            if count == Some(0) {
+                state.legacy.opened.remove(&key);
+                let allocation = state.memory.remove(ptr, &[Kind::IpcOpened])?;
+                state.memory.retire(allocation);
+            }
             Ok(())
         })
 }

@@ -52,7 +52,17 @@ pub unsafe fn malloc(
             // Not stream-ordered: a capture cannot record it.
             state.captures.check_unsafe_call()?;
             let device = state.devices.current_with_context()?;
-            allocate(state, args, out, Kind::Device, size, Some(device))
+            // Mapped from the device's shareable file, so `*IpcGetMemHandle` can export it.
+            let shareable = Some(platform.device_name);
+            allocate(
+                state,
+                args,
+                out,
+                Kind::Device,
+                size,
+                Some(device),
+                shareable,
+            )
         })
 }
 
@@ -77,7 +87,7 @@ pub unsafe fn malloc_async(
             if !state.devices.pools_supported(device)? {
                 return Err(Fault::NotSupported);
             }
-            allocate(state, args, out, Kind::Device, size, Some(device))
+            allocate(state, args, out, Kind::Device, size, Some(device), None)
         })
 }
 
@@ -104,7 +114,7 @@ pub unsafe fn malloc_host(
             if flags & !platform.host_alloc_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
-            allocate(state, args, out, Kind::Host, size, None)
+            allocate(state, args, out, Kind::Host, size, None, None)
         })
 }
 
@@ -132,7 +142,7 @@ pub unsafe fn malloc_managed(
                 return Err(Fault::InvalidValue);
             }
             let device = state.devices.current_with_context()?;
-            allocate(state, args, out, Kind::Managed, size, Some(device))
+            allocate(state, args, out, Kind::Managed, size, Some(device), None)
         })
 }
 
@@ -284,6 +294,7 @@ fn allocate(
     kind: Kind,
     size: usize,
     device: Option<c_int>,
+    shareable: Option<&str>,
 ) -> Result<(), Fault> {
     if let Some(device) = device {
         args.note("device", device);
@@ -295,7 +306,14 @@ fn allocate(
     if let Some(device) = device {
         state.devices.reserve(device, size)?;
     }
-    match state.memory.insert(kind, size, device) {
+    let inserted = match (shareable, device) {
+        (Some(platform), Some(device)) => state
+            .legacy
+            .allocate(device, platform, size)
+            .and_then(|mapping| state.memory.insert_shared(mapping, kind, device, None)),
+        _ => state.memory.insert(kind, size, device),
+    };
+    match inserted {
         Ok(block) => {
             out.set(block);
             args.note_hex("ptr", block as usize);

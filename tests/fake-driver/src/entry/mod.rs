@@ -51,6 +51,9 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
         "ipc::import_from_shareable_handle",
     ),
     ("mem_pool_import_pointer", "ipc::import_pointer"),
+    ("ipc_get_mem_handle", "ipc::ipc_get_mem_handle"),
+    ("ipc_open_mem_handle", "ipc::ipc_open_mem_handle"),
+    ("ipc_close_mem_handle", "ipc::ipc_close_mem_handle"),
     ("malloc", "memory::malloc"),
     ("free", "memory::free"),
     ("malloc_async", "memory::malloc_async"),
@@ -107,3 +110,5 @@ pub mod memory;
 pub mod pool;
 pub mod stream;
 pub mod version;
+
+pub use ipc::Opaque;

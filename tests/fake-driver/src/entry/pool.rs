@@ -182,9 +182,11 @@ pub unsafe fn malloc_from_pool_async(
             let bytes = u64::try_from(size).map_err(|_| Fault::OutOfMemory)?;
             state.pools.take(pool as usize, &mut state.devices, bytes)?;
             let placed = match &mut state.pools.get_mut(pool as usize)?.link {
-                Some(Link::Exporter(arena)) => arena
-                    .allocate(size)
-                    .and_then(|m| state.memory.insert_shared(m, device, pool as usize)),
+                Some(Link::Exporter(arena)) => arena.allocate(size).and_then(|m| {
+                    state
+                        .memory
+                        .insert_shared(m, Kind::Device, device, Some(pool as usize))
+                }),
                 _ => state.memory.insert(Kind::Device, size, Some(device)),
             };
             match placed {
