@@ -33,6 +33,12 @@ use crate::stream;
 const ALLOCATION_PINNED: c_int = 1;
 /// `cudaMemLocationTypeDevice` / `hipMemLocationTypeDevice`.
 const LOCATION_DEVICE: c_int = 1;
+/// `cudaMemLocationTypeHost` (the id ignored) and `cudaMemLocationTypeHostNuma` (the id a host
+/// NUMA node): pinned host memory, from CUDA 13.0 and 12.2 on.
+const LOCATION_HOST: c_int = 2;
+const LOCATION_HOST_NUMA: c_int = 3;
+/// The host NUMA nodes the fake has: node 0, as any Linux machine.
+const NUMA_NODES: c_int = 1;
 /// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
 /// the handle types a pool on Linux may export.
 const HANDLE_TYPES: c_int = 0x1;
@@ -105,20 +111,26 @@ pub unsafe fn mem_pool_create(
         }
         // SAFETY: non-null, and a `PoolProps` by this function's contract.
         let props = unsafe { props.cast::<PoolProps>().read_unaligned() };
+        args.note("location_type", props.location_type);
         args.note("device", props.location_id);
         args.note("handle_types", props.handle_types);
         args.note("max_size", props.max_size);
         let valid = props.alloc_type == ALLOCATION_PINNED
-            && props.location_type == LOCATION_DEVICE
             && props.handle_types & !HANDLE_TYPES == 0
             && props.reserved.iter().all(|&b| b == 0);
         if !valid {
             return Err(Fault::InvalidValue);
         }
+        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
+        if props.location_type != LOCATION_DEVICE {
+            let created = host_pool(state, platform, &props, max_size)?;
+            out.set(handle::to_ptr(created));
+            args.note_hex("pool", created);
+            return Ok(());
+        }
         if !state.devices.pools_supported(props.location_id)? {
             return Err(Fault::NotSupported);
         }
-        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
         let mut created = Pool::new(props.location_id, max_size);
         if props.handle_types & HANDLE_POSIX_FD != 0 {
             let arena = Arena::create(props.location_id, platform.device_name)?;
@@ -129,6 +141,30 @@ pub unsafe fn mem_pool_create(
         args.note_hex("pool", created);
         Ok(())
     })
+}
+
+/// A pool of pinned host memory, as the reference allows it: from the platform's
+/// `host_pools_since` runtime on (an invalid value before, as an unknown location type), a
+/// host NUMA node that exists or (from CUDA 13.0) the host as a whole, and no IPC handle type.
+fn host_pool(
+    state: &mut crate::state::State,
+    platform: &'static Platform,
+    props: &PoolProps,
+    max_size: u64,
+) -> Result<usize, Fault> {
+    let runtime = state.versions.unwrap_or(platform.default_versions).0;
+    let since = platform.host_pools_since.ok_or(Fault::InvalidValue)?;
+    let accepted = match props.location_type {
+        LOCATION_HOST_NUMA => runtime >= since && (0..NUMA_NODES).contains(&props.location_id),
+        LOCATION_HOST => runtime >= crate::platform::HOST_LOCATION_SINCE,
+        _ => false,
+    };
+    if !accepted || props.handle_types != 0 {
+        return Err(Fault::InvalidValue);
+    }
+    let mut created = Pool::new(0, max_size);
+    created.host = true;
+    Ok(state.pools.create(created))
 }
 
 /// `cudaMemPoolDestroy(cudaMemPool_t memPool)`: at once, or, with blocks still live, once the
@@ -169,7 +205,7 @@ pub unsafe fn malloc_from_pool_async(
             stream::resolve(state, platform, stream)?;
             let state = &mut *state;
             let found = state.pools.get_mut(pool as usize)?;
-            let device = found.device;
+            let (device, host) = (found.device, found.host);
             args.note("device", device);
             // The reference: imported pools make no new allocations.
             if matches!(found.link, Some(Link::Importer(_))) {
@@ -185,6 +221,7 @@ pub unsafe fn malloc_from_pool_async(
                 Some(Link::Exporter(arena)) => arena
                     .allocate(size)
                     .and_then(|m| state.memory.insert_shared(m, device, pool as usize)),
+                _ if host => state.memory.insert(Kind::Host, size, None),
                 _ => state.memory.insert(Kind::Device, size, Some(device)),
             };
             match placed {
