@@ -17,6 +17,40 @@
 //! assert_eq!((got, reserved), (0, 0));
 //! assert_eq!(pool::mem_pool_destroy(p, "cudaMemPoolDestroy", handle), 0);
 //! ```
+//!
+//! A pool of pinned host memory takes a host NUMA node from CUDA 12.2 on and the host as a
+//! whole from CUDA 13.0 on, never an IPC handle type; before, the location is an invalid value:
+//!
+//! ```
+//! use fake_driver::{control::fake_set_version, entry::{memory, pool}, Platform};
+//! let p = &Platform::EXAMPLE;
+//! let create = |location_type, handle_types| {
+//!     let props = pool::PoolProps { location_type, handle_types, ..pool::PoolProps::on_device(0) };
+//!     let mut handle = std::ptr::null_mut();
+//!     // SAFETY: both pointers are valid.
+//!     let status = unsafe { pool::mem_pool_create(p, "cudaMemPoolCreate", &mut handle, (&raw const props).cast()) };
+//!     (status, handle)
+//! };
+//! let (numa, host) = (3, 2);
+//! fake_set_version(12010, 12010);
+//! assert_eq!(create(numa, 0).0, 1, "CUDA 12.1 has no host pools");
+//! fake_set_version(12020, 12020);
+//! assert_eq!(create(host, 0).0, 1, "the host as a whole only from CUDA 13.0");
+//! assert_eq!(create(numa, 1).0, 1, "a host pool has no IPC");
+//! let (status, handle) = create(numa, 0);
+//! assert_eq!(status, 0);
+//! let mut block = std::ptr::null_mut();
+//! // SAFETY: `block` is a valid out-parameter; stream 0 is built in.
+//! let got = unsafe { pool::malloc_from_pool_async(p, "cudaMallocFromPoolAsync", &mut block, 64, handle, std::ptr::null_mut()) };
+//! assert_eq!(got, 0);
+//! // The block is host memory: the host writes it.
+//! // SAFETY: a live 64-byte block.
+//! unsafe { block.cast::<u8>().write_bytes(7, 64) };
+//! assert_eq!(memory::free_host(p, "cudaFreeHost", block), 1, "a pool's block is freed async");
+//! assert_eq!(memory::free_async(p, "cudaFreeAsync", block, std::ptr::null_mut()), 0);
+//! fake_set_version(13000, 13000);
+//! assert_eq!(create(host, 0).0, 0);
+//! ```
 
 use std::ffi::{c_int, c_void};
 
