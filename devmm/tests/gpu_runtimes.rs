@@ -1054,9 +1054,15 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     let rt = &u.rt;
     let host = Device::new(p.host, 0);
     let pinned = rt.default_resource(host).unwrap();
+    // The fake CUDA runtime is 12.4, which has pools of pinned host memory.
+    let pool = if p.runtime == "cuda" {
+        ", host_pool=true"
+    } else {
+        ""
+    };
     assert_eq!(
         format!("{pinned:?}"),
-        format!("{}(device={host}, alignment=256)", p.pinned_mr)
+        format!("{}(device={host}, alignment=256{pool})", p.pinned_mr)
     );
     let s = rt.default_stream(host).unwrap();
     let ptr = pinned.allocate(100, &s).unwrap();
@@ -1068,8 +1074,7 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 100, &s).unwrap() };
     if let Some(fake) = u.fake() {
-        // The fake CUDA runtime is 12.4, which has pools of pinned host
-        // memory; HIP has none.
+        // HIP has no pools of pinned host memory.
         let pooled = p.runtime == "cuda";
         assert_eq!(pinned.stream_ordered(), pooled);
         let synchronous = if pooled { (0, 0) } else { (1, 1) };

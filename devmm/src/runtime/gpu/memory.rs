@@ -320,8 +320,10 @@ impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
             "{name}(device={}, alignment={GPU_ALIGNMENT}",
             self.device
         )?;
-        if self.allocator == Allocator::DeviceAsync {
-            f.write_str(", stream_ordered=true")?;
+        match self.allocator {
+            Allocator::DeviceAsync => f.write_str(", stream_ordered=true")?,
+            Allocator::HostPool(_) => f.write_str(", host_pool=true")?,
+            _ => {}
         }
         f.write_str(")")
     }
