@@ -1054,8 +1054,9 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     let rt = &u.rt;
     let host = Device::new(p.host, 0);
     let pinned = rt.default_resource(host).unwrap();
-    // The fake CUDA runtime is 12.4, which has pools of pinned host memory.
-    let pool = if p.runtime == "cuda" {
+    // Over a pool of pinned host memory (the fake CUDA runtime is 12.4,
+    // which has them), the resource is stream-ordered and says so.
+    let pool = if pinned.stream_ordered() {
         ", host_pool=true"
     } else {
         ""
@@ -1213,6 +1214,18 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
             "{version}: every block was freed"
         );
     }
+    // A driver that has host pools but refuses to make one (a system
+    // without host NUMA pools) still pins, synchronously.
+    fake.reset();
+    let rt = (p.load)(u.fake_path()).unwrap();
+    assert_eq!(fake.fail_next(&p.call("MemPoolCreate"), 801), 0);
+    let pinned = rt.default_resource(host).unwrap();
+    assert!(!pinned.stream_ordered(), "{pinned:?}");
+    let s = rt.default_stream(host).unwrap();
+    let ptr = pinned.allocate(64, &s).unwrap();
+    // SAFETY: allocated above, freed once.
+    unsafe { pinned.deallocate(ptr, 64, &s).unwrap() };
+    assert_eq!(fake.call_count(p.host_malloc), 1);
 }
 
 fn managed_memory_prefetch_and_advice(p: &'static Platform) {

@@ -155,12 +155,15 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
 
     /// Whether a host pool's block can be ordered on `stream`: a stream of
     /// this runtime on the device with this resource's index (the pinned
-    /// device's streams, the GPU's), which the driver knows.
+    /// device's streams, the GPU's), which the driver knows, and whose
+    /// handle means that stream on this thread (not another thread's
+    /// per-thread default stream).
     fn orders_on(&self, stream: &Stream) -> bool {
         let on = stream.device();
         matches!(self.allocator, Allocator::HostPool(_))
             && P::DEVICE_TYPES.contains(&on.ty())
             && on.index() == self.device.index()
+            && stream.is_usable_here()
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
@@ -279,9 +282,10 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
     /// memory the resource made (`cudaMemPoolCreate` with a host location,
     /// CUDA 12.2 on) rather than `cudaMallocHost` / `hipHostMalloc`. Its
     /// allocations and frees are then ordered on the stream they are given
-    /// (a stream of this runtime on the same device index; another stream
-    /// is synchronized first), so the host touches a block after its stream
-    /// has reached the allocation.
+    /// when it is a stream of this runtime on the same device index, so the
+    /// host touches a block after its stream has reached the allocation; on
+    /// any other stream a block is allocated on the default stream and
+    /// waited for, and a free waits for the stream first.
     ///
     /// ```no_run
     /// use devmm::mrs::cuda::CudaPinnedMemoryResource;
