@@ -48,6 +48,42 @@ struct RuntimeEntry {
     /// (a library that failed to load or cannot run is passed over).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     discovery: Vec<String>,
+    /// Where its pinned host memory comes from, for runtimes that have it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pinned_memory: Option<PinnedEntry>,
+}
+
+/// Where a runtime's pinned host memory comes from.
+#[derive(Debug, Serialize)]
+struct PinnedEntry {
+    /// The pinned-memory device (`cuda_host:0`).
+    device: String,
+    /// Whether a stream-ordered pool of pinned host memory serves it (CUDA
+    /// 12.2 on), rather than the synchronous page-locked allocator
+    /// (`cudaMallocHost`, `hipHostMalloc`).
+    host_pool: bool,
+    /// Its resource, as `Debug` names it.
+    resource: String,
+}
+
+/// Where `rt`'s pinned host memory comes from: the default resource of its
+/// pinned-memory device, which is stream-ordered only over a host pool.
+fn pinned_of(rt: &dyn devmm::DeviceRuntime) -> Option<Result<PinnedEntry, String>> {
+    let ty = rt.device_types().iter().copied().find(|ty| {
+        matches!(
+            ty,
+            devmm::DeviceType::CudaHost | devmm::DeviceType::RocmHost
+        )
+    })?;
+    let device = devmm::Device::new(ty, 0);
+    Some(match rt.default_resource(device) {
+        Ok(mr) => Ok(PinnedEntry {
+            device: device.to_string(),
+            host_pool: mr.stream_ordered(),
+            resource: format!("{mr:?}"),
+        }),
+        Err(e) => Err(format!("pinned memory: {e}")),
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -126,6 +162,7 @@ fn collect() -> InfoReport {
                     runtime_version: None,
                     driver_version: None,
                     discovery: Vec::new(),
+                    pinned_memory: None,
                 });
                 continue;
             }
@@ -140,15 +177,24 @@ fn collect() -> InfoReport {
         };
         match rt.devices() {
             Ok(list) => {
+                let (pinned_memory, reason) = match pinned_of(&*rt) {
+                    Some(Ok(entry)) => (Some(entry), versions_error),
+                    Some(Err(e)) => (
+                        None,
+                        Some(versions_error.map_or(e.clone(), |v| format!("{v}; {e}"))),
+                    ),
+                    None => (None, versions_error),
+                };
                 runtimes.push(RuntimeEntry {
                     name: found.name.clone(),
                     available: true,
                     devices: Some(list.len()),
-                    reason: versions_error,
+                    reason,
                     library: rt.library_file(),
                     runtime_version,
                     driver_version,
                     discovery: rt.library_discovery().to_vec(),
+                    pinned_memory,
                 });
                 devices.extend(list.into_iter().map(|device| {
                     let mut errors = Vec::new();
@@ -195,6 +241,7 @@ fn collect() -> InfoReport {
                 runtime_version,
                 driver_version,
                 discovery: rt.library_discovery().to_vec(),
+                pinned_memory: None,
             }),
         }
     }
@@ -296,6 +343,31 @@ impl Report for InfoReport {
         }
         if !with_pools.is_empty() {
             text.push_str(&format!("\nPools\n\n{}", pools.render()));
+        }
+        let mut pinned = Table::new(&[
+            ("DEVICE", Align::Left),
+            ("SOURCE", Align::Left),
+            ("RESOURCE", Align::Left),
+        ]);
+        let pinned_rows: Vec<_> = self
+            .runtimes
+            .iter()
+            .filter_map(|rt| rt.pinned_memory.as_ref())
+            .collect();
+        for entry in &pinned_rows {
+            pinned.row(vec![
+                entry.device.clone(),
+                if entry.host_pool {
+                    "stream-ordered host pool"
+                } else {
+                    "page-locked allocator"
+                }
+                .to_owned(),
+                entry.resource.clone(),
+            ]);
+        }
+        if !pinned_rows.is_empty() {
+            text.push_str(&format!("\nPinned memory\n\n{}", pinned.render()));
         }
         for d in &self.devices {
             for e in &d.errors {

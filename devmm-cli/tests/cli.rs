@@ -457,6 +457,45 @@ mod over_fake_drivers {
         }
     }
 
+    /// The fake CUDA runtime (12.4) has pools of pinned host memory, HIP none:
+    /// `devmm info` says which source serves each runtime's pinned memory.
+    #[test]
+    fn info_says_where_pinned_memory_comes_from() {
+        let out = devmm_with_fakes(&["info", "--json"]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        for (runtime, device, host_pool) in [
+            ("cuda", "cuda_host:0", true),
+            ("rocm", "rocm_host:0", false),
+        ] {
+            let rt = report["runtimes"]
+                .as_array()
+                .and_then(|rts| rts.iter().find(|r| r["name"] == runtime))
+                .expect("the runtime is listed");
+            let pinned = &rt["pinned_memory"];
+            assert_eq!(
+                (&pinned["device"], &pinned["host_pool"]),
+                (&device.into(), &host_pool.into()),
+                "{rt}"
+            );
+        }
+        let text = stdout(&devmm_with_fakes(&["info"]));
+        let section = text
+            .split("Pinned memory")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no pinned memory section in:\n{text}"));
+        for (device, source) in [
+            ("cuda_host:0", "stream-ordered host pool"),
+            ("rocm_host:0", "page-locked allocator"),
+        ] {
+            let row = section
+                .lines()
+                .find(|l| l.starts_with(device))
+                .unwrap_or_else(|| panic!("no {device} row in:\n{section}"));
+            assert!(row.contains(source), "{row}");
+        }
+    }
+
     #[test]
     fn info_shows_the_device_table_an_nvidia_smi_user_expects() {
         let out = devmm_with_fakes(&["info"]);

@@ -133,7 +133,9 @@ impl PyCudaRuntimeMemoryResource {
     }
 }
 
-/// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
+/// Page-locked host memory on a `cuda_host` device: stream-ordered from a pool of pinned host memory where the runtime has one (CUDA 12.2 on), else from `cudaMallocHost`.
+///
+/// `uses_host_pool` says which.
 ///
 /// `CudaPinnedMemoryResource(device=None)`: `device` is a `Device` or a string. (`cuda_host:0` when `None`)
 ///
@@ -178,6 +180,27 @@ impl PyCudaPinnedMemoryResource {
             CudaPinnedMemoryResource::default_device(),
             CudaPinnedMemoryResource::new,
         )
+    }
+
+    /// Whether the memory comes from a stream-ordered pool of pinned host memory the resource made (`cudaMemPoolCreate` with a host location, CUDA 12.2 on) rather than `cudaMallocHost`: then allocation and release are ordered on the stream passed, as `stream_ordered` says.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
+    /// >>> try:
+    /// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     mr = None
+    /// >>> mr is None or mr.uses_host_pool == mr.stream_ordered
+    /// True
+    ///
+    /// ```
+    #[getter]
+    fn uses_host_pool(slf: &Bound<'_, Self>) -> bool {
+        slf.as_super().borrow().stream_ordered()
     }
 }
 
@@ -331,6 +354,27 @@ impl PyHipPinnedMemoryResource {
             HipPinnedMemoryResource::default_device(),
             HipPinnedMemoryResource::new,
         )
+    }
+
+    /// Whether the memory comes from a stream-ordered pool of pinned host memory: never on ROCm, whose pools take device locations only, so `hipHostMalloc` serves it (the property is there to match `CudaPinnedMemoryResource`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.rocm import HipPinnedMemoryResource
+    /// >>> try:
+    /// ...     mr = HipPinnedMemoryResource("rocm_host:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     mr = None
+    /// >>> mr is None or mr.uses_host_pool is False
+    /// True
+    ///
+    /// ```
+    #[getter]
+    fn uses_host_pool(slf: &Bound<'_, Self>) -> bool {
+        slf.as_super().borrow().stream_ordered()
     }
 }
 

@@ -290,7 +290,7 @@ impl PyMemoryResource {
 
     /// Whether allocation and release are ordered on the stream passed.
     #[getter]
-    fn stream_ordered(&self) -> bool {
+    pub(crate) fn stream_ordered(&self) -> bool {
         self.native.as_ref().is_some_and(|mr| mr.stream_ordered())
     }
 

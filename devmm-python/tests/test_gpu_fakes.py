@@ -625,3 +625,42 @@ def test_a_driver_out_of_memory_is_an_out_of_memory_error_that_a_callback_can_re
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+PINNED_SCRIPT = textwrap.dedent(
+    """
+    import ctypes
+    import devmm
+    import devmm.mrs.{module} as mrs
+
+    # The fake reports this runtime version from now on (before devmm loads it).
+    fake = ctypes.CDLL({library!r})
+    fake.fake_set_version({version}, {version})
+    pinned = mrs.{pinned_mr}()
+    print(pinned.uses_host_pool, pinned.stream_ordered)
+    buf = devmm.DeviceBuffer(100, mr=pinned)
+    buf.stream.synchronize()
+    # Pinned memory is host memory: the host writes and reads it.
+    ctypes.memmove(buf.ptr, b"x" * 100, 100)
+    assert ctypes.string_at(buf.ptr, 100) == b"x" * 100
+    buf.free()
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("platform", "version", "host_pool"),
+    [("cuda", 12010, False), ("cuda", 12020, True), ("cuda", 13000, True), ("rocm", 60_241_133, False)],
+)
+def test_pinned_memory_comes_from_a_host_pool_where_the_runtime_has_one(
+    platform: str, version: int, host_pool: bool, fake_library: Callable[[str], str]
+) -> None:
+    """CUDA 12.2 on has pools of pinned host memory; older CUDA and HIP pin
+    with the synchronous allocator. Either way the host writes the memory."""
+    p = PLATFORMS[platform]
+    library = fake_library(str(p["env"]))
+    env = dict(os.environ, **{str(p["path_var"]): library})
+    script = PINNED_SCRIPT.format(library=library, version=version, **p)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{host_pool} {host_pool}"

@@ -1078,9 +1078,16 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     let rt = &u.rt;
     let host = Device::new(p.host, 0);
     let pinned = rt.default_resource(host).unwrap();
+    // Over a pool of pinned host memory (the fake CUDA runtime is 12.4,
+    // which has them), the resource is stream-ordered and says so.
+    let pool = if pinned.stream_ordered() {
+        ", host_pool=true"
+    } else {
+        ""
+    };
     assert_eq!(
         format!("{pinned:?}"),
-        format!("{}(device={host}, alignment=256)", p.pinned_mr)
+        format!("{}(device={host}, alignment=256{pool})", p.pinned_mr)
     );
     let s = rt.default_stream(host).unwrap();
     let ptr = pinned.allocate(100, &s).unwrap();
@@ -1092,9 +1099,13 @@ fn pinned_and_managed_resources(p: &'static Platform) {
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 100, &s).unwrap() };
     if let Some(fake) = u.fake() {
+        // HIP has no pools of pinned host memory.
+        let pooled = p.runtime == "cuda";
+        assert_eq!(pinned.stream_ordered(), pooled);
+        let synchronous = if pooled { (0, 0) } else { (1, 1) };
         assert_eq!(
             (fake.call_count(p.host_malloc), fake.call_count(p.host_free)),
-            (1, 1)
+            synchronous
         );
     }
     assert!(pinned.available_memory().unwrap().total > 0);
@@ -1165,6 +1176,82 @@ fn range_attribute(
 /// through any adaptor; the driver records them per range. Other memory,
 /// a target of another kind, and an absent device are refused with errors
 /// naming the resource, the target or the driver call.
+/// Pinned memory comes from a pool of pinned host memory where the runtime
+/// has one (CUDA 12.2 on: a host NUMA node, CUDA 13 on: the host), else from
+/// the synchronous pinned allocator; host-accessible and writable either way.
+fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("sets the fake's runtime version");
+    };
+    let host = Device::new(p.host, 0);
+    // (runtime version, the pool's location type, if a pool is expected).
+    let cases: [(i32, Option<&str>); 3] = [(12010, None), (12020, Some("3")), (13000, Some("2"))];
+    for (version, location) in cases {
+        fake.reset();
+        fake.set_version(version, version);
+        let rt = (p.load)(u.fake_path()).unwrap();
+        fake.clear_calls();
+        let pinned = rt.default_resource(host).unwrap();
+        let expected = if p.runtime == "cuda" { location } else { None };
+        let created = log_of(fake, &p.call("MemPoolCreate"));
+        match expected {
+            Some(location) => {
+                assert_eq!(created.len(), 1, "{version}: {created:?}");
+                assert!(created[0].ends_with(" -> 0"), "{created:?}");
+                assert_eq!(field(&created[0], "location_type"), location);
+            }
+            None => assert!(created.is_empty(), "{version}: {created:?}"),
+        }
+        assert_eq!(pinned.stream_ordered(), expected.is_some(), "{version}");
+        // Both a stream of the pinned device and one of the GPU order it.
+        for stream in [
+            rt.default_stream(host).unwrap(),
+            rt.create_stream(p.dev(0)).unwrap(),
+        ] {
+            let ptr = pinned.allocate(300, &stream).unwrap();
+            assert_eq!(ptr.addr() % 256, 0);
+            stream.synchronize().unwrap();
+            // Pinned memory is host memory: the host writes and reads it.
+            // SAFETY: `ptr` is a live, host-accessible 300-byte allocation
+            // whose stream has reached it.
+            unsafe { ptr.as_host_ptr::<u8>().write_bytes(9, 300) };
+            // SAFETY: as above.
+            assert_eq!(unsafe { ptr.as_host_ptr::<u8>().add(299).read() }, 9);
+            // SAFETY: allocated above, freed once.
+            unsafe { pinned.deallocate(ptr, 300, &stream).unwrap() };
+            stream.synchronize().unwrap();
+        }
+        let from_pool = fake.call_count(&p.call("MallocFromPoolAsync"));
+        let synchronous = fake.call_count(p.host_malloc);
+        let (pool_calls, host_calls) = if expected.is_some() { (2, 0) } else { (0, 2) };
+        assert_eq!(
+            (from_pool, synchronous),
+            (pool_calls, host_calls),
+            "{version}"
+        );
+        drop(pinned);
+        drop(rt);
+        assert_eq!(
+            fake.live_allocations(),
+            0,
+            "{version}: every block was freed"
+        );
+    }
+    // A driver that has host pools but refuses to make one (a system
+    // without host NUMA pools) still pins, synchronously.
+    fake.reset();
+    let rt = (p.load)(u.fake_path()).unwrap();
+    assert_eq!(fake.fail_next(&p.call("MemPoolCreate"), 801), 0);
+    let pinned = rt.default_resource(host).unwrap();
+    assert!(!pinned.stream_ordered(), "{pinned:?}");
+    let s = rt.default_stream(host).unwrap();
+    let ptr = pinned.allocate(64, &s).unwrap();
+    // SAFETY: allocated above, freed once.
+    unsafe { pinned.deallocate(ptr, 64, &s).unwrap() };
+    assert_eq!(fake.call_count(p.host_malloc), 1);
+}
+
 fn managed_memory_prefetch_and_advice(p: &'static Platform) {
     const LAST_PREFETCH: i32 = 4;
     const READ_MOSTLY: i32 = 1;
@@ -2140,6 +2227,7 @@ macro_rules! suite {
             stream_ordered_allocation_when_present,
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
+            pinned_memory_from_a_host_pool_where_the_runtime_has_one,
             managed_memory_prefetch_and_advice,
             prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,

@@ -112,6 +112,8 @@ pub(crate) static CUDA: Platform = Platform {
     unrecognized: row(-1, c"unrecognized error code", c"unrecognized error code"),
     // CUDA 12.4 (1000 * major + 10 * minor).
     default_versions: (12040, 12040),
+    // CUDA 12.2: cudaMemPoolCreate takes a host NUMA node as the location.
+    host_pools_since: Some(12020),
     attributes: Attributes {
         memory_pools_supported: 115,
         unified_addressing: 41,

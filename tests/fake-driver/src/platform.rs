@@ -121,11 +121,19 @@ pub struct Platform {
     pub unrecognized: ErrorInfo,
     /// `*RuntimeGetVersion` and `*DriverGetVersion` until `fake_set_version` changes them.
     pub default_versions: (c_int, c_int),
+    /// The first runtime version whose pools may live in host memory
+    /// (`*MemLocationTypeHostNuma`; `*MemLocationTypeHost` from CUDA 13.0);
+    /// `None` where no version has host pools.
+    pub host_pools_since: Option<c_int>,
     /// Device attribute numbers the fake answers (`cudaDeviceAttr` / `hipDeviceAttribute_t`).
     pub attributes: Attributes,
     /// What `*GetDeviceProperties` names devices (`{name} {ordinal}`).
     pub device_name: &'static str,
 }
+
+/// The first CUDA runtime whose pools take `cudaMemLocationTypeHost` (no NUMA node): 13.0;
+/// 12.2 to 12.9 name a host NUMA node (`cudaMemLocationTypeHostNuma`).
+pub(crate) const HOST_LOCATION_SINCE: c_int = 13000;
 
 /// The attribute numbers of the platform, and the compute capability the fake reports.
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +181,7 @@ impl Platform {
             description: c"unrecognized error code",
         },
         default_versions: (12040, 12040),
+        host_pools_since: Some(12020),
         attributes: Attributes {
             memory_pools_supported: 115,
             unified_addressing: 41,

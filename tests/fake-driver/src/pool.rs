@@ -45,6 +45,8 @@ pub(crate) struct Pool {
     reuse: [bool; 3],
     /// Destroyed with blocks still live: invisible to the API, kept for their frees.
     destroyed: bool,
+    /// A pool of pinned host memory (a host location): its reserve is charged to no device.
+    pub(crate) host: bool,
     /// The file an IPC-capable pool keeps its blocks in, or the one an imported pool maps
     /// them from (see `crate::ipc`).
     pub(crate) link: Option<crate::ipc::Link>,
@@ -62,6 +64,7 @@ impl Pool {
             max_size,
             reuse: [true; 3],
             destroyed: false,
+            host: false,
             link: None,
         }
     }
@@ -73,7 +76,9 @@ impl Pool {
         let target = keep.max(in_use).min(self.reserved);
         let freed = self.reserved - target;
         self.reserved = target;
-        device.release(self.device, usize::try_from(freed).unwrap_or(usize::MAX));
+        if !self.host {
+            device.release(self.device, usize::try_from(freed).unwrap_or(usize::MAX));
+        }
     }
 }
 
@@ -120,10 +125,12 @@ impl Pools {
                 }
                 grow = grow.min(room);
             }
-            devices.reserve(
-                pool.device,
-                usize::try_from(grow).map_err(|_| Fault::OutOfMemory)?,
-            )?;
+            if !pool.host {
+                devices.reserve(
+                    pool.device,
+                    usize::try_from(grow).map_err(|_| Fault::OutOfMemory)?,
+                )?;
+            }
             pool.reserved += grow;
             pool.reserved_high = pool.reserved_high.max(pool.reserved);
         }

@@ -109,6 +109,8 @@ pub(crate) static HIP: Platform = Platform {
     unrecognized: row(999, c"hipErrorUnknown", c"unknown error"),
     // HIP 6.2.41133 (10000000 * major + 100000 * minor + patch).
     default_versions: (60_241_133, 60_241_133),
+    // hipMemPoolCreate takes device locations only.
+    host_pools_since: None,
     attributes: Attributes {
         memory_pools_supported: 88,
         unified_addressing: 85,

@@ -57,7 +57,10 @@ pub type CudaRuntimeMemoryResource = GpuMemory<CudaRuntimeTable, DeviceKind>;
 /// ```
 pub type CudaAsyncMemoryResource = GpuAsyncMemory<CudaRuntimeTable>;
 
-/// Page-locked host memory from `cudaMallocHost`, on a `cuda_host` device.
+/// Page-locked host memory on a `cuda_host` device: stream-ordered from a
+/// pool of pinned host memory the resource makes where the runtime has such
+/// pools (CUDA 12.2 on: `cudaMemPoolCreate` with a host location), else from
+/// `cudaMallocHost`; `uses_host_pool()` says which.
 ///
 /// ```no_run
 /// use devmm::mrs::cuda::CudaPinnedMemoryResource;

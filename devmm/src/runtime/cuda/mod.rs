@@ -62,6 +62,7 @@ impl Platform for sys::CudaRuntimeTable {
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
     const MEM_LOCATION_SINCE: Option<i32> = Some(13000);
+    const HOST_POOLS_SINCE: Option<(i32, i32)> = Some((12020, 13000));
     const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["CUDA_PATH", "CUDA_HOME"],
         default_roots: &["/usr/local/cuda"],

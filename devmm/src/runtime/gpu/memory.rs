@@ -12,10 +12,11 @@ use crate::error::{Error, Result};
 use crate::ipc::IpcMemHandle;
 use crate::managed::ManagedMemory;
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
+use crate::resource::{MemoryInfo, MemoryResource, PoolStatistics, resource_chain};
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
+use super::pool::OwnedPool;
 use super::result::memory::Allocator;
 use super::{GpuRuntime, Platform, ResourceNames, device, result};
 
@@ -97,6 +98,9 @@ pub struct GpuMemory<P: Platform, K: Kind> {
     device: Device,
     allocator: Allocator,
     kind: PhantomData<K>,
+    /// The pool of pinned host memory this resource made and allocates
+    /// from (`Allocator::HostPool`), destroyed when it drops.
+    host_pool: Option<OwnedPool<P>>,
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
@@ -142,11 +146,25 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             device,
             allocator,
             kind: PhantomData,
+            host_pool: None,
         })
     }
 
     pub(super) fn driver(&self) -> &Arc<Driver<P>> {
         &self.driver
+    }
+
+    /// Whether a host pool's block can be ordered on `stream`: a stream of
+    /// this runtime on the device with this resource's index (the pinned
+    /// device's streams, the GPU's), which the driver knows, and whose
+    /// handle means that stream on this thread (not another thread's
+    /// per-thread default stream).
+    fn orders_on(&self, stream: &Stream) -> bool {
+        let on = stream.device();
+        matches!(self.allocator, Allocator::HostPool(_))
+            && P::DEVICE_TYPES.contains(&on.ty())
+            && on.index() == self.device.index()
+            && stream.is_usable_here()
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
@@ -232,9 +250,53 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
         Self::with_runtime(&*Self::runtime_for(device)?, device)
     }
 
-    /// Pinned host memory from `rt`.
+    /// Pinned host memory from `rt`: stream-ordered, from a pool of pinned
+    /// host memory the resource makes (`cudaMemPoolCreate` with a host
+    /// location), where the runtime has such pools (CUDA 12.2 on) and the
+    /// driver makes one; else `cudaMallocHost` / `hipHostMalloc`.
+    /// [`uses_host_pool`](Self::uses_host_pool) says which.
     pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
-        GpuMemory::build(rt, device, Allocator::Pinned)
+        let mut memory = GpuMemory::build(rt, device, Allocator::Pinned)?;
+        if P::HOST_POOLS_SINCE.is_none() {
+            return Ok(memory);
+        }
+        let version = result::version::get(rt.driver())?.0;
+        let _active = device::activate(rt.driver(), device)?;
+        match result::pool::create_host(rt.driver(), device, version) {
+            Ok(Some(handle)) => {
+                memory.allocator = Allocator::HostPool(handle);
+                let driver = Arc::clone(rt.driver());
+                memory.host_pool = Some(OwnedPool::new(driver, device, handle));
+            }
+            Ok(None) => {}
+            // A driver that has the calls but refuses a host pool (no
+            // host NUMA pools on this system) still pins through the
+            // synchronous allocator.
+            Err(e) => {
+                tracing::debug!(target: "devmm::runtime", error = %e, "no pool of pinned host memory; using the synchronous pinned allocator");
+            }
+        }
+        Ok(memory)
+    }
+
+    /// Whether the memory comes from a stream-ordered pool of pinned host
+    /// memory the resource made (`cudaMemPoolCreate` with a host location,
+    /// CUDA 12.2 on) rather than `cudaMallocHost` / `hipHostMalloc`. Its
+    /// allocations and frees are then ordered on the stream they are given
+    /// when it is a stream of this runtime on the same device index, so the
+    /// host touches a block after its stream has reached the allocation; on
+    /// any other stream a block is allocated on the default stream and
+    /// waited for, and a free waits for the stream first.
+    ///
+    /// ```no_run
+    /// use devmm::mrs::cuda::CudaPinnedMemoryResource;
+    /// use devmm::{Device, DeviceType, MemoryResource};
+    /// let mr = CudaPinnedMemoryResource::new(Device::new(DeviceType::CudaHost, 0))?;
+    /// assert_eq!(mr.stream_ordered(), mr.uses_host_pool());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn uses_host_pool(&self) -> bool {
+        matches!(self.allocator, Allocator::HostPool(_))
     }
 }
 
@@ -263,8 +325,10 @@ impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
             "{name}(device={}, alignment={GPU_ALIGNMENT}",
             self.device
         )?;
-        if self.allocator == Allocator::DeviceAsync {
-            f.write_str(", stream_ordered=true")?;
+        match self.allocator {
+            Allocator::DeviceAsync => f.write_str(", stream_ordered=true")?,
+            Allocator::HostPool(_) => f.write_str(", host_pool=true")?,
+            _ => {}
         }
         f.write_str(")")
     }
@@ -275,28 +339,57 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         if nbytes == 0 {
             return Ok(DevicePtr::NULL);
         }
-        let ordered = self.stream_ordered();
+        let host_pool = matches!(self.allocator, Allocator::HostPool(_));
+        let ordered = self.stream_ordered() && (!host_pool || self.orders_on(stream));
         if ordered {
-            stream.check_device(self.device)?;
+            if !host_pool {
+                stream.check_device(self.device)?;
+            }
             stream.check_usable_here("a stream-ordered allocation")?;
-        } else if stream.is_capturing()? {
+        }
+        if (!ordered || host_pool) && stream.is_capturing()? {
             // The driver fails a synchronous allocation during a capture and
-            // invalidates the capture: refuse before the call.
+            // invalidates the capture, and a graph's allocation nodes hold
+            // device memory only: refuse before the call.
+            let why = if host_pool {
+                "a graph records allocations of device memory only, not of pinned host memory"
+            } else {
+                "the allocator is not stream-ordered, so the graph cannot record it"
+            };
             return Err(Error::StreamCapture {
                 device: stream.device(),
                 operation: format!("allocating {nbytes} bytes from {self:?}"),
-                reason: "the allocator is not stream-ordered, so the graph cannot record it; \
-                         allocate before the capture begins, or from a stream-ordered resource \
-                         (whose allocations become graph nodes)"
-                    .into(),
+                reason: format!(
+                    "{why}; allocate before the capture begins, or from a stream-ordered \
+                     device memory resource (whose allocations become graph nodes)"
+                ),
             });
         }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
-        match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
-            Ok(ptr) => Ok(DevicePtr::from_host_ptr(ptr)),
-            Err((call, status)) => Err(self.out_of_memory(nbytes, call, status)),
+        let ptr = match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
+            Ok(ptr) => DevicePtr::from_host_ptr(ptr),
+            Err((call, status)) => return Err(self.out_of_memory(nbytes, call, status)),
+        };
+        if host_pool && !ordered {
+            // Allocated on the default stream for a stream this runtime
+            // cannot order on (the host's): the block is the host's once
+            // that stream reaches the allocation.
+            if let Err(e) = result::stream::synchronize(&self.driver, self.device, 0) {
+                // SAFETY: allocated just above, used by nothing, freed once.
+                let _ = unsafe {
+                    result::memory::free(
+                        &self.driver,
+                        self.allocator,
+                        ptr.as_host_ptr(),
+                        0,
+                        self.device,
+                    )
+                };
+                return Err(e);
+            }
         }
+        Ok(ptr)
     }
 
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
@@ -336,7 +429,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             let _active = device::activate(&self.driver, self.device)?;
             result::device::synchronize(&self.driver, self.device)?;
             0
-        } else if stream.device() == self.device {
+        } else if stream.device() == self.device || self.orders_on(stream) {
             stream.handle()
         } else {
             // A stream of another device (or runtime) means nothing to this
@@ -366,7 +459,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
     fn stream_ordered(&self) -> bool {
         matches!(
             self.allocator,
-            Allocator::DeviceAsync | Allocator::FromPool(_)
+            Allocator::DeviceAsync | Allocator::FromPool(_) | Allocator::HostPool(_)
         )
     }
 
@@ -387,6 +480,15 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
 
     fn managed_memory(&self) -> Option<&dyn ManagedMemory> {
         K::managed(self)
+    }
+
+    fn pool_statistics(&self) -> Option<Result<PoolStatistics>> {
+        let pool = self.host_pool.as_ref()?;
+        Some(result::pool::statistics(
+            &pool.driver,
+            self.device,
+            pool.handle(),
+        ))
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {

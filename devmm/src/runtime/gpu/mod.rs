@@ -81,6 +81,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// prefetch and advice take a location struct instead of an ordinal
     /// (CUDA 13); `None` where every version takes the ordinal.
     const MEM_LOCATION_SINCE: Option<i32>;
+    /// The first runtime versions whose memory pools may hold pinned host
+    /// memory: on a host NUMA node (CUDA 12.2), then on the host as a whole
+    /// (CUDA 13.0); `None` where no version has such pools.
+    const HOST_POOLS_SINCE: Option<(i32, i32)>;
     /// Where the library is installed besides the loader's search path.
     const SEARCH: super::discovery::SearchPath<'static>;
 

@@ -89,6 +89,11 @@ pub(super) struct OwnedPool<P: Platform> {
 }
 
 impl<P: Platform> OwnedPool<P> {
+    /// The pool's native handle.
+    pub(super) fn handle(&self) -> usize {
+        self.handle
+    }
+
     /// Takes ownership of `handle`, a pool created or imported on `device`.
     pub(super) fn new(driver: Arc<Driver<P>>, device: Device, handle: usize) -> Self {
         OwnedPool {

@@ -353,6 +353,10 @@ pub(crate) mod memory {
         /// with this handle (a resource's own, made only where the library
         /// has the pool calls), freed with `*FreeAsync`.
         FromPool(usize),
+        /// `*MallocFromPoolAsync` from a pool of pinned host memory with
+        /// this handle (made only where the library has the pool calls),
+        /// freed with `*FreeAsync`.
+        HostPool(usize),
     }
 
     /// Allocates `nbytes` (non-zero) with `allocator` on the current device,
@@ -371,7 +375,7 @@ pub(crate) mod memory {
         // table never changes), so `FromPool` falls back like `DeviceAsync`
         // in name only.
         let (name, status) = match (allocator, calls.malloc_async, from_pool) {
-            (Allocator::FromPool(pool), _, Some(c)) => {
+            (Allocator::FromPool(pool) | Allocator::HostPool(pool), _, Some(c)) => {
                 // SAFETY: `ptr` is a valid out-parameter; `pool` is live and
                 // `stream` is a stream of the current device.
                 let status =
@@ -389,7 +393,7 @@ pub(crate) mod memory {
                 let status = unsafe { (calls.malloc.f)(&mut ptr, nbytes) };
                 (calls.malloc.name, status)
             }
-            (Allocator::Pinned, _, _) => {
+            (Allocator::Pinned | Allocator::HostPool(_), _, _) => {
                 let (name, status, p) = driver.table().host_malloc(nbytes);
                 ptr = p;
                 (name, status)
@@ -435,11 +439,11 @@ pub(crate) mod memory {
         // The caller guarantees `ptr` came from the matching allocation
         // call and is freed once; each arm frees it with that call's pair.
         let (call, status) = match (allocator, calls.free_async) {
-            (Allocator::DeviceAsync | Allocator::FromPool(_), Some(c)) => {
+            (Allocator::DeviceAsync | Allocator::FromPool(_) | Allocator::HostPool(_), Some(c)) => {
                 // SAFETY: see above; `stream` is a stream of the current device.
                 (c.name, unsafe { (c.f)(ptr, stream as *mut c_void) })
             }
-            (Allocator::Pinned, _) => {
+            (Allocator::Pinned | Allocator::HostPool(_), _) => {
                 // SAFETY: see above.
                 (calls.host_free.name, unsafe { (calls.host_free.f)(ptr) })
             }
@@ -520,6 +524,10 @@ pub(crate) mod pool {
     /// (HIP's are the same).
     const ALLOCATION_PINNED: c_int = 1;
     const LOCATION_DEVICE: c_int = 1;
+    /// `cudaMemLocationTypeHost` (the id ignored) and
+    /// `cudaMemLocationTypeHostNuma` (the id a host NUMA node).
+    const LOCATION_HOST: c_int = 2;
+    const LOCATION_HOST_NUMA: c_int = 3;
     const HANDLE_POSIX_FD: c_int = 1;
     const ACCESS_READ_WRITE: c_int = 3;
 
@@ -572,6 +580,19 @@ pub(crate) mod pool {
         max_size: usize,
         ipc: bool,
     ) -> Result<usize> {
+        let ordinal = super::super::device::ordinal(device);
+        create_at(driver, device, LOCATION_DEVICE, ordinal, max_size, ipc)
+    }
+
+    /// A new pool at the location `location_type`/`location_id`.
+    fn create_at<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        location_type: c_int,
+        location_id: c_int,
+        max_size: usize,
+        ipc: bool,
+    ) -> Result<usize> {
         let call = driver
             .roles()
             .mem_pool_create
@@ -579,8 +600,8 @@ pub(crate) mod pool {
         let props = Props {
             alloc_type: ALLOCATION_PINNED,
             handle_types: if ipc { HANDLE_POSIX_FD } else { 0 },
-            location_type: LOCATION_DEVICE,
-            location_id: super::super::device::ordinal(device),
+            location_type,
+            location_id,
             win32_security_attributes: std::ptr::null_mut(),
             max_size,
             reserved: [0; 56],
@@ -591,6 +612,30 @@ pub(crate) mod pool {
         let status = unsafe { (call.f)(&mut pool, std::ptr::from_ref(&props).cast()) };
         check(driver, call.name, status, Some(device))?;
         Ok(pool as usize)
+    }
+
+    /// A new pool of pinned host memory for `device` (a `*_host` device):
+    /// on the host as a whole where the runtime at `version` takes that,
+    /// else on host NUMA node 0, which every Linux machine has. `None`
+    /// where the runtime has no host pools; the driver's refusal is an
+    /// error, which the caller may fall back from.
+    pub(crate) fn create_host<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        version: i32,
+    ) -> Result<Option<usize>> {
+        let Some((numa_since, host_since)) = P::HOST_POOLS_SINCE else {
+            return Ok(None);
+        };
+        if version < numa_since || !supported(driver) {
+            return Ok(None);
+        }
+        let location_type = if version >= host_since {
+            LOCATION_HOST
+        } else {
+            LOCATION_HOST_NUMA
+        };
+        create_at(driver, device, location_type, 0, 0, false).map(Some)
     }
 
     /// Destroys `pool`; its memory goes back to the device once the blocks

@@ -55,7 +55,8 @@ pub type HipRuntimeMemoryResource = GpuMemory<HipTable, DeviceKind>;
 /// ```
 pub type HipAsyncMemoryResource = GpuAsyncMemory<HipTable>;
 
-/// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device.
+/// Page-locked host memory from `hipHostMalloc`, on a `rocm_host` device:
+/// HIP's pools take device locations only, so there is no host pool here.
 ///
 /// ```no_run
 /// use devmm::mrs::rocm::HipPinnedMemoryResource;

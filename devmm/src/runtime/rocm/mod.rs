@@ -61,6 +61,8 @@ impl Platform for sys::HipTable {
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
     const MEM_LOCATION_SINCE: Option<i32> = None;
+    // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
+    const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
     const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["ROCM_PATH", "HIP_PATH"],
         default_roots: &["/opt/rocm"],

@@ -207,7 +207,13 @@ pub fn free_async(
                     .captures
                     .refuse_on(key, crate::capture::CaptureFault::Unsupported));
             }
-            if let Some(allocation) = release(state, ptr, DEVICE_KINDS)? {
+            // A host pool's blocks are pinned host memory, freed like any pool's block.
+            let kinds = if from_host_pool(state, ptr) {
+                &[Kind::Host]
+            } else {
+                DEVICE_KINDS
+            };
+            if let Some(allocation) = release(state, ptr, kinds)? {
                 // The block is poisoned when the stream reaches the free, not before.
                 stream::submit(state, &target, Box::new(move || retire(allocation)))?;
             }
@@ -215,9 +221,23 @@ pub fn free_async(
         })
 }
 
-/// `cudaFreeHost(void* ptr)`: pinned host blocks only; null is a no-op.
+/// `cudaFreeHost(void* ptr)`: pinned host blocks only, not a host pool's (freed with
+/// `*FreeAsync`); null is a no-op.
 pub fn free_host(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -> c_int {
+    if from_host_pool(&state::lock(), ptr) {
+        return Call::new(platform, name)
+            .arg_hex("ptr", ptr as usize)
+            .run(|_, _| Err(Fault::InvalidValue));
+    }
     free_synchronously(platform, name, ptr, &[Kind::Host])
+}
+
+/// Whether `ptr` starts a block of a pool of pinned host memory.
+fn from_host_pool(state: &State, ptr: *mut c_void) -> bool {
+    state
+        .memory
+        .find(ptr, 1)
+        .is_some_and(|a| a.kind == Kind::Host && a.pool.is_some())
 }
 
 /// `cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind)`. Every side

@@ -17,6 +17,40 @@
 //! assert_eq!((got, reserved), (0, 0));
 //! assert_eq!(pool::mem_pool_destroy(p, "cudaMemPoolDestroy", handle), 0);
 //! ```
+//!
+//! A pool of pinned host memory takes a host NUMA node from CUDA 12.2 on and the host as a
+//! whole from CUDA 13.0 on, never an IPC handle type; before, the location is an invalid value:
+//!
+//! ```
+//! use fake_driver::{control::fake_set_version, entry::{memory, pool}, Platform};
+//! let p = &Platform::EXAMPLE;
+//! let create = |location_type, handle_types| {
+//!     let props = pool::PoolProps { location_type, handle_types, ..pool::PoolProps::on_device(0) };
+//!     let mut handle = std::ptr::null_mut();
+//!     // SAFETY: both pointers are valid.
+//!     let status = unsafe { pool::mem_pool_create(p, "cudaMemPoolCreate", &mut handle, (&raw const props).cast()) };
+//!     (status, handle)
+//! };
+//! let (numa, host) = (3, 2);
+//! fake_set_version(12010, 12010);
+//! assert_eq!(create(numa, 0).0, 1, "CUDA 12.1 has no host pools");
+//! fake_set_version(12020, 12020);
+//! assert_eq!(create(host, 0).0, 1, "the host as a whole only from CUDA 13.0");
+//! assert_eq!(create(numa, 1).0, 1, "a host pool has no IPC");
+//! let (status, handle) = create(numa, 0);
+//! assert_eq!(status, 0);
+//! let mut block = std::ptr::null_mut();
+//! // SAFETY: `block` is a valid out-parameter; stream 0 is built in.
+//! let got = unsafe { pool::malloc_from_pool_async(p, "cudaMallocFromPoolAsync", &mut block, 64, handle, std::ptr::null_mut()) };
+//! assert_eq!(got, 0);
+//! // The block is host memory: the host writes it.
+//! // SAFETY: a live 64-byte block.
+//! unsafe { block.cast::<u8>().write_bytes(7, 64) };
+//! assert_eq!(memory::free_host(p, "cudaFreeHost", block), 1, "a pool's block is freed async");
+//! assert_eq!(memory::free_async(p, "cudaFreeAsync", block, std::ptr::null_mut()), 0);
+//! fake_set_version(13000, 13000);
+//! assert_eq!(create(host, 0).0, 0);
+//! ```
 
 use std::ffi::{c_int, c_void};
 
@@ -33,6 +67,12 @@ use crate::stream;
 const ALLOCATION_PINNED: c_int = 1;
 /// `cudaMemLocationTypeDevice` / `hipMemLocationTypeDevice`.
 const LOCATION_DEVICE: c_int = 1;
+/// `cudaMemLocationTypeHost` (the id ignored) and `cudaMemLocationTypeHostNuma` (the id a host
+/// NUMA node): pinned host memory, from CUDA 13.0 and 12.2 on.
+const LOCATION_HOST: c_int = 2;
+const LOCATION_HOST_NUMA: c_int = 3;
+/// The host NUMA nodes the fake has: node 0, as any Linux machine.
+const NUMA_NODES: c_int = 1;
 /// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
 /// the handle types a pool on Linux may export.
 const HANDLE_TYPES: c_int = 0x1;
@@ -105,20 +145,26 @@ pub unsafe fn mem_pool_create(
         }
         // SAFETY: non-null, and a `PoolProps` by this function's contract.
         let props = unsafe { props.cast::<PoolProps>().read_unaligned() };
+        args.note("location_type", props.location_type);
         args.note("device", props.location_id);
         args.note("handle_types", props.handle_types);
         args.note("max_size", props.max_size);
         let valid = props.alloc_type == ALLOCATION_PINNED
-            && props.location_type == LOCATION_DEVICE
             && props.handle_types & !HANDLE_TYPES == 0
             && props.reserved.iter().all(|&b| b == 0);
         if !valid {
             return Err(Fault::InvalidValue);
         }
+        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
+        if props.location_type != LOCATION_DEVICE {
+            let created = host_pool(state, platform, &props, max_size)?;
+            out.set(handle::to_ptr(created));
+            args.note_hex("pool", created);
+            return Ok(());
+        }
         if !state.devices.pools_supported(props.location_id)? {
             return Err(Fault::NotSupported);
         }
-        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
         let mut created = Pool::new(props.location_id, max_size);
         if props.handle_types & HANDLE_POSIX_FD != 0 {
             let arena = Arena::create(props.location_id, platform.device_name)?;
@@ -129,6 +175,30 @@ pub unsafe fn mem_pool_create(
         args.note_hex("pool", created);
         Ok(())
     })
+}
+
+/// A pool of pinned host memory, as the reference allows it: from the platform's
+/// `host_pools_since` runtime on (an invalid value before, as an unknown location type), a
+/// host NUMA node that exists or (from CUDA 13.0) the host as a whole, and no IPC handle type.
+fn host_pool(
+    state: &mut crate::state::State,
+    platform: &'static Platform,
+    props: &PoolProps,
+    max_size: u64,
+) -> Result<usize, Fault> {
+    let runtime = state.versions.unwrap_or(platform.default_versions).0;
+    let since = platform.host_pools_since.ok_or(Fault::InvalidValue)?;
+    let accepted = match props.location_type {
+        LOCATION_HOST_NUMA => runtime >= since && (0..NUMA_NODES).contains(&props.location_id),
+        LOCATION_HOST => runtime >= crate::platform::HOST_LOCATION_SINCE,
+        _ => false,
+    };
+    if !accepted || props.handle_types != 0 {
+        return Err(Fault::InvalidValue);
+    }
+    let mut created = Pool::new(0, max_size);
+    created.host = true;
+    Ok(state.pools.create(created))
 }
 
 /// `cudaMemPoolDestroy(cudaMemPool_t memPool)`: at once, or, with blocks still live, once the
@@ -169,7 +239,7 @@ pub unsafe fn malloc_from_pool_async(
             stream::resolve(state, platform, stream)?;
             let state = &mut *state;
             let found = state.pools.get_mut(pool as usize)?;
-            let device = found.device;
+            let (device, host) = (found.device, found.host);
             args.note("device", device);
             // The reference: imported pools make no new allocations.
             if matches!(found.link, Some(Link::Importer(_))) {
@@ -187,6 +257,7 @@ pub unsafe fn malloc_from_pool_async(
                         .memory
                         .insert_shared(m, Kind::Device, device, Some(pool as usize))
                 }),
+                _ if host => state.memory.insert(Kind::Host, size, None),
                 _ => state.memory.insert(Kind::Device, size, Some(device)),
             };
             match placed {
