@@ -25,6 +25,12 @@
 #                    and a skip in a rehearsal
 #   prefetch         the gpu_runtimes test cuda::managed_memory_prefetch
 #                    (issue 30: prefetch and advice on managed memory)
+#   ipc-rust legacy-ipc
+#                    the gpu_runtimes tests cuda::ipc_round_trip_with_another
+#                    _process (an IPC pool's buffer) and cuda::ipc_handle_round
+#                    _trip_with_another_process (cudaMalloc memory through
+#                    cudaIpcGetMemHandle): a child process maps the buffer,
+#                    reads the parent's bytes and writes its own (issue 30)
 #   semantics-other  the rest of gpu_semantics
 #   rust-override    the Rust suites with DEVMM_CUDART_PATH naming libcudart
 #   rust-preloaded   the same with pip's libcudart (torch's) already loaded
@@ -91,6 +97,8 @@ declare -A checks=(
     [default-pool]="#6: the device's default memory pool left as the driver set it up"
     [own-pool]="#6: devmm's own memory pools and their figures"
     [prefetch]="issue 30: managed memory prefetched to a device and the host, and advised"
+    [ipc-rust]="issue 30: an IPC pool's buffer mapped by a child process (Rust)"
+    [legacy-ipc]="issue 30: cudaMalloc memory shared through cudaIpcGetMemHandle with a child process"
     [bridge-torch-pool]="issue 30: a torch.cuda.use_mem_pool block over devmm, its tensors freed through devmm after it"
     [bridge-numba]="#2 #3: numba.cuda.pinned_array over devmm's pinned memory; get_ipc_handle refused on cudaMallocAsync memory"
 )
@@ -220,9 +228,11 @@ export -f picked
 # 2. The Rust suites, libcudart by discovery; the defects of issue 29, by
 # test name.
 run rust-discovery 120 0 bash -c 'suites "$1"' _ "$bundle"
-steps=(per-thread capture default-pool fork own-pool prefetch)
-suite_of=(gpu_semantics gpu_semantics gpu_semantics gpu_runtimes gpu_runtimes gpu_runtimes)
-filters=(per_thread capture pool cuda::a_child_forked cuda::own_pool cuda::managed_memory_prefetch)
+steps=(per-thread capture default-pool fork own-pool prefetch ipc-rust legacy-ipc)
+suite_of=(gpu_semantics gpu_semantics gpu_semantics gpu_runtimes gpu_runtimes gpu_runtimes gpu_runtimes
+    gpu_runtimes)
+filters=(per_thread capture pool cuda::a_child_forked cuda::own_pool cuda::managed_memory_prefetch
+    cuda::ipc_round_trip_with_another_process cuda::ipc_handle_round_trip_with_another_process)
 skips=()
 for i in "${!steps[@]}"; do
     run "${steps[$i]}" 60 "$rehearse" bash -c 'picked "$@"' _ "$bundle" "$rehearse" \
