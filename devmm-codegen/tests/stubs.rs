@@ -245,6 +245,21 @@ fn init_takes_keywords_where_slot_methods_take_positions() {
     );
 }
 
+#[test]
+fn a_computed_default_shows_as_the_text_signature_writes_it() {
+    // `Count::of(core::CONSTANT)` is no literal; the text signature's `64`
+    // is what Python shows, so the stub says it too. Without one: `...`.
+    let source = "#[pyclass]\nstruct A;\n#[pymethods]\nimpl A {\n    \
+        #[pyo3(signature = (n = Count::of(core::N), m = Count::of(core::M)))]\n    \
+        #[pyo3(text_signature = \"($self, n=64, m)\")]\n    \
+        fn f(&self, n: usize, m: usize) {}\n}\n";
+    let stub = generate(&[("a.rs", source)], "a").unwrap();
+    assert!(
+        stub.contains("def f(self, n: int = 64, m: int = ...)"),
+        "{stub}"
+    );
+}
+
 /// A class `A` and a macro `m` whose rule `(matcher) => { ... }` writes a
 /// `#[pymethods]` block of `transcriber`, then `invocation`.
 fn block_macro(matcher: &str, transcriber: &str, invocation: &str) -> String {

@@ -14,20 +14,13 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyTuple};
 
-use crate::error::to_py_err;
+use crate::error::{protocol_error, Protocol};
 use crate::stream::maybe_detached;
 
-/// Every refusal of an export is a `BufferError`, as the DLPack protocol
-/// asks: the core's refusals, a closed buffer, and a `stream=` value the
-/// device has no use for. Anything else (out of memory, a driver failure)
-/// converts as everywhere.
+/// An export's failure as the DLPack protocol reports it (every refusal a
+/// `BufferError`; see [`Protocol::Dlpack`]).
 pub(crate) fn export_error(err: devmm::Error) -> PyErr {
-    match err {
-        devmm::Error::BufferClosed { .. } | devmm::Error::Stream { .. } => {
-            PyBufferError::new_err(err.to_string())
-        }
-        other => to_py_err(other),
-    }
+    protocol_error(Protocol::Dlpack, err)
 }
 
 /// `obj` as a `T` for the `__dlpack__` keyword `name`; a value of the wrong

@@ -6,9 +6,10 @@
 use std::cell::RefCell;
 use std::fmt;
 
+use devmm::ErrorKind;
 use pyo3::exceptions::{
-    PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRecursionError, PyRuntimeError,
-    PyTypeError, PyValueError,
+    PyAttributeError, PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRecursionError,
+    PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -156,81 +157,81 @@ pub(crate) fn take_deferred_interrupt() -> Option<PyErr> {
     INTERRUPT.take()
 }
 
-/// Converts a devmm error to the Python exception users expect:
-/// a Python callback's exception → itself; out-of-memory and limits →
-/// `devmm.OutOfMemoryError` (a `MemoryError`) with the failure's figures,
-/// counter overflows and NULL allocations → `MemoryError`, file errors →
-/// `OSError`, a test double's misuse reports →
-/// `RecordingMisuseError`, bad values → `ValueError`, missing runtimes
-/// → [`RuntimeUnavailableError`] (an `ImportError`), DLPack refusals →
-/// `BufferError`, failed stream hand-offs and operations refused under
-/// stream capture → [`StreamError`] (a `RuntimeError`), a GPU runtime used
-/// in a forked child and other driver failures → `RuntimeError`. A stream error is a
-/// stream (or stream value) that does not fit the call, so a bad argument:
-/// `ValueError`; so is a tensor copy to a device devmm cannot copy to.
+/// Converts a devmm error to the Python exception users expect, by its
+/// core [`ErrorKind`]: the one mapping of the binding, exhaustive, so a new
+/// kind does not compile until it is given its exception. A Python
+/// callback's exception comes back as itself; a failed free as its
+/// cause's, with a note that `free()` may be retried.
 pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
     if let Some(interrupt) = take_deferred_interrupt() {
         return interrupt;
     }
     let message = err.to_string();
-    match err {
-        devmm::Error::Callback { .. } => match raised(&err) {
+    match err.kind() {
+        ErrorKind::Callback => match raised(&err) {
             Some(raised) => Python::attach(|py| raised.clone_ref(py)),
             None => PyRuntimeError::new_err(message),
         },
-        devmm::Error::FreeFailed { source, .. } => {
-            // The cause's own exception (a callback's, unchanged), with a
-            // note that the buffer is still live and free() may be retried.
+        ErrorKind::FreeFailed => {
+            let devmm::Error::FreeFailed { source, .. } = err else {
+                unreachable!("only FreeFailed is of kind FreeFailed")
+            };
             let cause = to_py_err(*source);
             Python::attach(|py| {
                 let _ = cause.value(py).call_method1("add_note", (message,));
             });
             cause
         }
-        // The testing double's reports fail a test, whoever made the call.
-        devmm::Error::Misuse {
-            test_double: true, ..
-        } => crate::testing::RecordingMisuseError::new_err(message),
-        devmm::Error::OutOfMemory { .. } | devmm::Error::LimitExceeded { .. } => {
-            out_of_memory_error(message, err.out_of_memory_figures())
-        }
-        // Bytes an adaptor cannot count, as a limit it cannot pass: the
-        // allocation went back, so there is no memory to be had through it.
-        // And a resource that returned NULL for a non-empty request: the
-        // C convention for "no memory", so the Python one for it too.
-        devmm::Error::CounterOverflow { .. }
-        | devmm::Error::Misuse {
-            kind: devmm::MisuseKind::NullAllocation,
-            ..
-        } => PyMemoryError::new_err(message),
-        devmm::Error::InvalidLayout { .. }
-        | devmm::Error::Parse { .. }
-        | devmm::Error::InvalidArgument { .. }
-        | devmm::Error::Refused { .. }
-        | devmm::Error::Misuse { .. }
-        | devmm::Error::Stream { .. }
-        | devmm::Error::NotDereferenceable { .. }
-        | devmm::Error::BufferClosed { .. }
-        | devmm::Error::CannotCopy { .. }
-        // As NumPy's "assignment destination is read-only".
-        | devmm::Error::ReadOnly { .. } => PyValueError::new_err(message),
-        devmm::Error::RuntimeUnavailable { .. } => RuntimeUnavailableError::new_err(message),
+        ErrorKind::TestDoubleMisuse => crate::testing::RecordingMisuseError::new_err(message),
+        ErrorKind::OutOfMemory => out_of_memory_error(message, err.out_of_memory_figures()),
+        ErrorKind::MemoryExhausted => PyMemoryError::new_err(message),
+        ErrorKind::InvalidValue => PyValueError::new_err(message),
+        ErrorKind::RuntimeUnavailable => RuntimeUnavailableError::new_err(message),
         // Python's own name for a call nested deeper than it follows.
-        devmm::Error::ChainTooDeep { .. } => PyRecursionError::new_err(message),
-        devmm::Error::Dlpack { .. } => PyBufferError::new_err(message),
-        devmm::Error::Handoff { .. } | devmm::Error::StreamCapture { .. } => {
-            StreamError::new_err(message)
-        }
-        // A GPU runtime used in a process forked after it started: the
-        // runtime cannot work here (not a missing one: RuntimeError).
-        devmm::Error::ForkedAfterStart { .. } => PyRuntimeError::new_err(message),
-        devmm::Error::Io { errno, .. } => match errno {
+        ErrorKind::ChainTooDeep => PyRecursionError::new_err(message),
+        ErrorKind::Interchange => PyBufferError::new_err(message),
+        ErrorKind::StreamOrder => StreamError::new_err(message),
+        ErrorKind::Driver => PyRuntimeError::new_err(message),
+        ErrorKind::Io => match err {
             // `OSError(errno, message)`, which Python turns into the
             // subclass the number names (`PermissionError`, ...).
-            Some(errno) => PyOSError::new_err((errno, message)),
-            None => PyOSError::new_err(message),
+            devmm::Error::Io {
+                errno: Some(errno), ..
+            } => PyOSError::new_err((errno, message)),
+            _ => PyOSError::new_err(message),
         },
-        _ => PyRuntimeError::new_err(message),
+    }
+}
+
+/// The Python protocol a failure is reported through, where the protocol
+/// names its own exception for a refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// `__dlpack__` and the C exchange: every refusal (an invalid value,
+    /// a closed buffer, a `stream=` the device has no use for) is a
+    /// `BufferError`, as the DLPack protocol asks.
+    Dlpack,
+    /// The buffer protocol (PEP 3118): every failure is a `BufferError`.
+    Buffer,
+    /// `__array_interface__` / `__cuda_array_interface__`: memory it cannot
+    /// describe is an `AttributeError` (so `hasattr` is false), and freed
+    /// memory a `BufferError`, as the other protocols refuse it (NumPy reads
+    /// an `AttributeError` as "no interface" and would wrap the tensor in a
+    /// 0-d object array rather than fail).
+    ArrayInterface,
+}
+
+/// Converts `err` as `protocol` reports it; what the protocol does not
+/// name (out of memory, a driver failure) converts as [`to_py_err`].
+pub(crate) fn protocol_error(protocol: Protocol, err: devmm::Error) -> PyErr {
+    let refusal = err.kind() == ErrorKind::InvalidValue;
+    let closed = matches!(err, devmm::Error::BufferClosed { .. });
+    match protocol {
+        Protocol::Buffer => PyBufferError::new_err(err.to_string()),
+        Protocol::Dlpack if refusal => PyBufferError::new_err(err.to_string()),
+        Protocol::Dlpack => to_py_err(err),
+        Protocol::ArrayInterface if closed => PyBufferError::new_err(err.to_string()),
+        Protocol::ArrayInterface => PyAttributeError::new_err(err.to_string()),
     }
 }
 

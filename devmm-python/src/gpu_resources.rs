@@ -103,7 +103,7 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "CudaRuntimeMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaRuntimeMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
 pub(crate) struct PyCudaRuntimeMemoryResource;
 
@@ -163,7 +163,7 @@ impl PyCudaRuntimeMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource;
 
@@ -232,7 +232,7 @@ impl PyCudaPinnedMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaManagedMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
 pub(crate) struct PyCudaManagedMemoryResource;
 
@@ -281,7 +281,7 @@ impl PyCudaManagedMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipRuntimeMemoryResource", module = "devmm.mrs.rocm")]
 #[derive(Default)]
 pub(crate) struct PyHipRuntimeMemoryResource;
 
@@ -337,7 +337,7 @@ impl PyHipRuntimeMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm.mrs.rocm")]
 #[derive(Default)]
 pub(crate) struct PyHipPinnedMemoryResource;
 
@@ -406,7 +406,7 @@ impl PyHipPinnedMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipManagedMemoryResource", module = "devmm.mrs.rocm")]
 #[derive(Default)]
 pub(crate) struct PyHipManagedMemoryResource;
 
@@ -540,7 +540,7 @@ fn pool_repr(obj: &Bound<'_, PyAny>, options: &PoolOptions) -> PyResult<String> 
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "CudaAsyncMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "CudaAsyncMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
 pub(crate) struct PyCudaAsyncMemoryResource {
     pool: OnceLock<Arc<CudaAsyncMemoryResource>>,
@@ -700,7 +700,7 @@ impl PyCudaAsyncMemoryResource {
 /// >>> mr.deallocate(ptr, 1 << 20, devmm.DEFAULT)  # doctest: +SKIP
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "HipAsyncMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "HipAsyncMemoryResource", module = "devmm.mrs.rocm")]
 #[derive(Default)]
 pub(crate) struct PyHipAsyncMemoryResource {
     pool: OnceLock<Arc<HipAsyncMemoryResource>>,

@@ -34,7 +34,7 @@ use crate::resource::{built, shipped_new, PyMemoryResource};
 /// ValueError: invalid argument: MallocMemoryResource requires a cpu device: ...
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "MallocMemoryResource", module = "devmm.mrs.cpu")]
 #[derive(Default)]
 pub(crate) struct PyMallocMemoryResource;
 
@@ -44,7 +44,7 @@ shipped_new!(PyMallocMemoryResource);
 impl PyMallocMemoryResource {
     /// Host memory (`device` is `cpu:0` or `None`) with every pointer
     /// aligned to `alignment` bytes (a power of two).
-    #[pyo3(signature = (device = None, *, alignment = Count::of(64)))]
+    #[pyo3(signature = (device = None, *, alignment = Count::of(devmm::mrs::cpu::CPU_DEFAULT_ALIGNMENT)))]
     #[pyo3(text_signature = "($self, device=None, *, alignment=64)")]
     fn __init__(
         slf: &Bound<'_, Self>,
@@ -208,7 +208,7 @@ impl devmm::MemoryResource for BytearrayResource {
 /// ValueError: ...
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "BytearrayMemoryResource", module = "devmm.mrs.cpu")]
 #[derive(Default)]
 pub(crate) struct PyBytearrayMemoryResource {
     blocks: OnceLock<Arc<Blocks>>,

@@ -9,18 +9,18 @@ use devmm::dlpack::ffi::{DLPACK_MAJOR_VERSION as MAJOR, DLPACK_MINOR_VERSION as 
 use devmm::dlpack::DlpackFlavor;
 use devmm::interop::BufferView;
 use devmm::ArrayInterfaceKind;
-use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use crate::error::{to_py_err, type_name, IntoPyResult};
+use crate::error::{protocol_error, to_py_err, type_name, IntoPyResult, Protocol};
 use crate::stream::{resolve_stream, StreamArg};
 
-/// Every refusal of a buffer view is a `BufferError`.
+/// A buffer view's failure, as the buffer protocol reports it.
 fn buffer_error(err: devmm::Error) -> PyErr {
-    PyBufferError::new_err(err.to_string())
+    protocol_error(Protocol::Buffer, err)
 }
 
 /// Fills `view` for `tensor`'s memory on behalf of `owner`, from the
@@ -103,10 +103,9 @@ pub(crate) fn array_interface<'py>(
     tensor: &devmm::Tensor,
     kind: ArrayInterfaceKind,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ai = tensor.array_interface(kind).map_err(|e| match e {
-        devmm::Error::BufferClosed { .. } => buffer_error(e),
-        other => PyAttributeError::new_err(other.to_string()),
-    })?;
+    let ai = tensor
+        .array_interface(kind)
+        .map_err(|e| protocol_error(Protocol::ArrayInterface, e))?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &ai.shape)?)?;
     dict.set_item(intern!(py, "typestr"), &ai.typestr)?;

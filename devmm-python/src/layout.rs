@@ -396,7 +396,11 @@ impl PyAligned {
     }
 
     #[new]
-    #[pyo3(signature = (inner, unit_stride_alignment = Count::of(128), base_alignment = Count::of(256)))]
+    #[pyo3(signature = (
+        inner,
+        unit_stride_alignment = Count::of(devmm::Aligned::DEFAULT_UNIT_STRIDE_ALIGNMENT),
+        base_alignment = Count::of(devmm::Aligned::DEFAULT_BASE_ALIGNMENT),
+    ))]
     #[pyo3(text_signature = "(inner, unit_stride_alignment=128, base_alignment=256)")]
     fn py_new(
         inner: Bound<'_, PyLayoutPolicy>,

@@ -166,7 +166,7 @@ pub(crate) fn _numpy_handler(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// >>> mr.deallocate(mr.allocate(64), 64)
 ///
 /// ```
-#[pyclass(extends = PyMemoryResource, subclass, name = "NumpyHandlerMemoryResource", module = "devmm")]
+#[pyclass(extends = PyMemoryResource, subclass, name = "NumpyHandlerMemoryResource", module = "devmm.mrs.cpu")]
 #[derive(Default)]
 pub(crate) struct PyNumpyHandlerMemoryResource;
 

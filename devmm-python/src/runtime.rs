@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyInt, PyString, PyTuple};
@@ -363,23 +363,14 @@ impl PyDeviceRuntime {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = obj.py();
         if obj.cast::<PyStream>().is_ok() {
-            let on = stream_of(obj)?.device();
-            if on != device.0 {
-                return Err(PyValueError::new_err(format!(
-                    "the stream is on {on}, not on {}; pass a stream of {}",
-                    device.0, device.0
-                )));
-            }
+            stream_of(obj)?.check_device(device.0).py()?;
             return Ok(obj.clone());
         }
         if let Ok(sentinel) = obj.cast::<PyStreamSentinel>() {
             return stream_object(py, &self.inner.stream(device.0, sentinel.get().inner).py()?);
         }
         let handle: Count<Handle> = match obj.getattr_opt(intern!(py, "__cuda_stream__"))? {
-            // The protocol's handle is a CUDA stream: on a ROCm device it
-            // names nothing HIP could wait on. The CPU reads it as the seed's
-            // does (its one stream is handle 0; the runtime refuses others).
-            Some(protocol) if device.0.ty().runtime_name() != "rocm" => {
+            Some(protocol) if devmm::Stream::takes_cuda_stream_protocol(device.0) => {
                 protocol.call0()?.extract::<(u32, Count<Handle>)>()?.1
             }
             Some(_) => {
@@ -406,7 +397,7 @@ impl PyDeviceRuntime {
 
 /// What `DeviceRuntime.activate_device` returns: entering activates the
 /// device, leaving restores the previous one (blocks may nest).
-#[pyclass(unsendable, name = "DeviceActivation", module = "devmm")]
+#[pyclass(unsendable, name = "DeviceActivation", module = "devmm._devmm")]
 pub(crate) struct PyActivation {
     runtime: Arc<dyn devmm::DeviceRuntime>,
     device: devmm::Device,
@@ -481,8 +472,8 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
 /// and the same object afterwards. Raises `RuntimeUnavailableError` (an
 /// `ImportError`) when none serves it.
 #[pyfunction]
-pub(crate) fn runtime_for(py: Python<'_>, which: RuntimeArg) -> PyResult<Py<PyDeviceRuntime>> {
-    wrapper(py, which.0)
+pub(crate) fn runtime_for(py: Python<'_>, device: RuntimeArg) -> PyResult<Py<PyDeviceRuntime>> {
+    wrapper(py, device.0)
 }
 
 /// Every runtime that can run a device here, loaded (of those

@@ -456,7 +456,12 @@ impl PyRecordingMemoryResource {
     /// A recording resource on `device` (cpu when `None`) whose pointers
     /// meet `guaranteed_alignment` (a power of two), claiming
     /// stream-ordered allocation unless `stream_ordered=False`.
-    #[pyo3(signature = (device = None, *, stream_ordered = true, guaranteed_alignment = Count::of(256)))]
+    #[pyo3(signature = (
+        device = None,
+        *,
+        stream_ordered = true,
+        guaranteed_alignment = Count::of(devmm::testing::RECORDING_DEFAULT_ALIGNMENT),
+    ))]
     #[pyo3(
         text_signature = "($self, device=None, *, stream_ordered=True, guaranteed_alignment=256)"
     )]
@@ -512,7 +517,7 @@ impl PyRecordingMemoryResource {
 /// refused calls included. It is a sequence (`len`, indexing, slicing,
 /// `reversed`, `count`, `index`, `copy()` for a list) that compares equal
 /// to a list of the same tuples; `clear()` forgets the calls so far.
-#[pyclass(frozen, sequence, name = "RecordedCalls", module = "devmm.testing")]
+#[pyclass(frozen, sequence, name = "RecordedCalls", module = "devmm._devmm")]
 pub(crate) struct PyRecordedCalls {
     recording: Arc<devmm::testing::RecordingMemoryResource>,
 }

@@ -83,6 +83,22 @@ def test_numpy_in_a_task_allocates_through_the_worker_stack(client: Client) -> N
         client.unregister_worker_plugin("devmm-np")
 
 
+def test_a_factory_written_in_the_script_itself_reaches_every_worker(client: Client) -> None:
+    # The natural plugin: a lambda in the user's own script. cloudpickle sends
+    # it by value and the classes it names by reference, so each class must
+    # be where its __module__ says (MallocMemoryResource in devmm.mrs.cpu).
+    plugin = DevmmWorkerPlugin(lambda: devmm.StatisticsAdaptor(MallocMemoryResource()))
+    client.register_plugin(plugin, name="devmm-lambda")
+    try:
+        workers = sorted(client.scheduler_info()["workers"])
+        client.gather([client.submit(allocate_on_worker, 256, workers=[w], pure=False) for w in workers])
+        table = cluster_statistics(client, name="devmm-lambda")
+        assert sorted(table) == workers
+        assert all(row["total_bytes"] == 256 and row["current_bytes"] == 0 for row in table.values())
+    finally:
+        client.unregister_worker_plugin("devmm-lambda")
+
+
 def test_a_worker_wide_numpy_arrow_is_refused() -> None:
     # A plugin cannot reach the contexts Dask runs tasks in (NEP 49).
     with pytest.raises(ValueError, match="per contextvars context"):

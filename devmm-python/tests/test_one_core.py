@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import devmm
+import devmm.testing
 from devmm.mrs.cpu import BytearrayMemoryResource, MallocMemoryResource
 
 
@@ -160,3 +161,51 @@ def test_a_deallocate_exception_comes_back_as_the_same_object_with_a_note() -> N
     heap.raise_on_deallocate = None
     buf.free()
     assert heap.blocks == {}
+
+
+def _closed_tensor() -> devmm.Tensor:
+    t = devmm.empty((2,), "float32", layout=devmm.RowMajor())
+    t.buffer.free()
+    return t
+
+
+def _null_resource() -> devmm.CallbackMemoryResource:
+    return devmm.CallbackMemoryResource(lambda nbytes, stream: 0, lambda ptr, nbytes, stream: None)
+
+
+# One failure of each core ErrorKind the Python API can reach, and the
+# exception the binding's one mapping (devmm-python/src/error.rs) names for it.
+KINDS = {
+    "OutOfMemory": (lambda: devmm.LimitingAdaptor(MallocMemoryResource(), 64).allocate(65), devmm.OutOfMemoryError),
+    "MemoryExhausted": (lambda: _null_resource().allocate(16), MemoryError),
+    "InvalidValue": (lambda: devmm.Aligned(devmm.RowMajor(), 0), ValueError),
+    "InvalidValue (a closed buffer)": (lambda: _closed_tensor().to("cpu"), ValueError),
+    "TestDoubleMisuse": (lambda: devmm.testing.RecordingMemoryResource().deallocate(256, 64), devmm.testing.RecordingMisuseError),
+    "RuntimeUnavailable": (lambda: devmm.runtime_for("tpu"), devmm.RuntimeUnavailableError),
+    "Io": (lambda: devmm.TraceAdaptor(MallocMemoryResource(), "/nonexistent/dir/trace.csv"), OSError),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_error_kind_is_the_exception_the_mapping_names(kind: str) -> None:
+    fails, exception = KINDS[kind]
+    with pytest.raises(exception) as raised:
+        fails()
+    # The exception named, not a base class another mapping would also give
+    # (ValueError for everything was the old catch-all's habit).
+    assert type(raised.value) is exception or exception is OSError  # OSError picks its errno's subclass
+
+
+def test_a_closed_buffer_is_refused_as_each_protocol_refuses() -> None:
+    # The same core error (the buffer was freed) is one exception per
+    # protocol, chosen in one place: DLPack's and the buffer protocol's
+    # BufferError, the array interface's BufferError (not the AttributeError
+    # that would make NumPy wrap the tensor), a ValueError elsewhere.
+    with pytest.raises(BufferError, match="freed|closed"):
+        _closed_tensor().__dlpack__()
+    with pytest.raises(BufferError, match="freed|closed"):
+        memoryview(_closed_tensor())
+    with pytest.raises(BufferError, match="freed|closed"):
+        _closed_tensor().__array_interface__
+    with pytest.raises(ValueError, match="freed|closed"):
+        _closed_tensor().to("cpu")

@@ -433,6 +433,18 @@ def test_a_python_stream_must_report_a_device_and_a_handle(cpu: devmm.Device) ->
         devmm.empty((1,), "float32", device=cpu, stream=other)
 
 
+def test_a_stream_of_another_device_is_refused_by_the_cores_check(cpu: devmm.Device) -> None:
+    # wrap_stream and the allocation paths refuse it with one message, the
+    # core's Stream::check_device (issue 32: no second copy in the binding).
+    other = RecordingStream(devmm.Device.from_string("cuda:0"))
+    said = "stream device cuda:0 does not match the memory's device cpu:0; pass a stream of cpu:0"
+    with pytest.raises(ValueError) as wrapped:
+        devmm.runtime_for(cpu).wrap_stream(cpu, other)
+    with pytest.raises(ValueError) as allocated:
+        devmm.empty((1,), "float32", device=cpu, stream=other)
+    assert str(wrapped.value) == str(allocated.value) == said
+
+
 THIRD_PARTY = '''
 import devmm
 from devmm.mrs.cpu import MallocMemoryResource

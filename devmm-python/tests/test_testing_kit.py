@@ -152,6 +152,21 @@ class RefusesWithKeyError(HostBlocks):
             raise KeyError(ptr)
 
 
+class MissesDoubleFree(HostBlocks):
+    """Refuses a pointer it never handed out, but takes a second free of one
+    it did (it remembers the freed ones and ignores them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.freed: set[int] = set()
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+        if ptr in self.freed:
+            return
+        super().deallocate(ptr, nbytes, stream)
+        self.freed.add(ptr)
+
+
 class MiscountsLiveBlocks(HostBlocks):
     def _debug_live_count(self) -> int:
         return 0
@@ -164,10 +179,12 @@ class CountsNothing(HostBlocks):
 @pytest.mark.parametrize(
     ("broken", "says"),
     [
-        (FreesAnything, "FAILED misuse_detection: deallocating a pointer never allocated was accepted"),
-        (RefusesWithKeyError, "FAILED misuse_detection: deallocating a pointer never allocated returned"),
+        (FreesAnything, "FAILED misuse_detection: foreign-free: deallocating a pointer never allocated was accepted"),
+        (FreesAnything, "double-free: deallocating twice was accepted"),
+        (MissesDoubleFree, "FAILED misuse_detection: double-free: deallocating twice was accepted"),
+        (RefusesWithKeyError, "FAILED misuse_detection: foreign-free: deallocating a pointer never allocated returned"),
         (MiscountsLiveBlocks, "FAILED live_count: live_count"),
-        (CountsNothing, "FAILED live_count: required, but the resource does not track live allocations"),
+        (CountsNothing, r"FAILED live_count: required, but the resource does not track live allocations \(live_count\(\); Python: _debug_live_count\(\)\)"),
     ],
     ids=lambda v: getattr(v, "__name__", "says"),
 )

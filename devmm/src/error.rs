@@ -511,21 +511,44 @@ pub enum MisuseKind {
     },
 }
 
+impl MisuseKind {
+    /// The name the seed's Python devmm gives this misuse (`"double-free"`,
+    /// `"foreign-free"`, `"size-mismatch"`), which leads its message; `None`
+    /// for the resource's own faults, which the seed does not name.
+    ///
+    /// ```
+    /// use devmm::MisuseKind;
+    /// assert_eq!(MisuseKind::DoubleFree.seed_name(), Some("double-free"));
+    /// assert!(MisuseKind::DoubleFree.to_string().starts_with("double-free: "));
+    /// assert_eq!(MisuseKind::NullAllocation.seed_name(), None);
+    /// ```
+    pub fn seed_name(&self) -> Option<&'static str> {
+        match self {
+            MisuseKind::UnknownPointer => Some("foreign-free"),
+            MisuseKind::WrongSize { .. } => Some("size-mismatch"),
+            MisuseKind::DoubleFree => Some("double-free"),
+            MisuseKind::NullAllocation | MisuseKind::Misaligned { .. } => None,
+        }
+    }
+}
+
 impl fmt::Display for MisuseKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(name) = self.seed_name() {
+            write!(f, "{name}: ")?;
+        }
         match self {
             MisuseKind::UnknownPointer => f.write_str(
-                "foreign-free: the pointer is not a live allocation; this resource never \
-                     allocated it",
+                "the pointer is not a live allocation; this resource never allocated it",
             ),
             MisuseKind::WrongSize { allocated } => write!(
                 f,
-                "size-mismatch: size mismatch freeing the pointer: deallocate with the wrong size; \
+                "size mismatch freeing the pointer: deallocate with the wrong size; \
                  the pointer was allocated with {allocated} bytes"
             ),
-            MisuseKind::DoubleFree => f.write_str(
-                "double-free: the pointer is not a live allocation; it was already deallocated",
-            ),
+            MisuseKind::DoubleFree => {
+                f.write_str("the pointer is not a live allocation; it was already deallocated")
+            }
             MisuseKind::NullAllocation => {
                 f.write_str("allocate returned a null pointer for a non-empty request")
             }
@@ -625,6 +648,91 @@ impl Error {
             Error::OutOfMemory { .. } | Error::LimitExceeded { .. } => true,
             Error::Callback { source, .. } => source.is_out_of_memory(),
             _ => false,
+        }
+    }
+}
+
+/// What kind of failure an [`Error`] is: the one classification a binding
+/// maps to its own exceptions (Python's are named per kind), exhaustive so
+/// that a new kind is a compile error in every mapping until it is mapped.
+///
+/// ```
+/// use devmm::{Aligned, ErrorKind, LimitingAdaptor, MallocMemoryResource, MemoryResource, RowMajor, Stream};
+/// let mr = LimitingAdaptor::new(MallocMemoryResource::new(), 64);
+/// let err = mr.allocate(65, &Stream::cpu()).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::OutOfMemory);
+/// assert_eq!(Aligned::new(RowMajor, 0, 64).unwrap_err().kind(), ErrorKind::InvalidValue);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Memory could not be had: out of memory or past a limit, with the
+    /// failure's figures (Python: `devmm.OutOfMemoryError`, a `MemoryError`).
+    OutOfMemory,
+    /// No memory in another sense: a counter that cannot count the bytes,
+    /// or a resource returning null for a non-empty request (`MemoryError`).
+    MemoryExhausted,
+    /// An argument or state the call cannot take: a bad layout, text,
+    /// argument, stream or device, a closed or read-only buffer, misuse of a
+    /// resource (`ValueError`).
+    InvalidValue,
+    /// A test double's report of misuse, which fails the test that made it
+    /// (`devmm.testing.RecordingMisuseError`, an `AssertionError`).
+    TestDoubleMisuse,
+    /// No runtime serves the device, or its library is missing
+    /// (`devmm.RuntimeUnavailableError`, an `ImportError`).
+    RuntimeUnavailable,
+    /// A chain of adaptors deeper than devmm follows (`RecursionError`).
+    ChainTooDeep,
+    /// A DLPack exchange refused (`BufferError`).
+    Interchange,
+    /// Stream ordering that cannot be kept: a failed hand-off, or a call
+    /// refused while the stream is captured (`devmm.StreamError`, a
+    /// `RuntimeError`).
+    StreamOrder,
+    /// A driver call failed, or a GPU runtime is used in a process forked
+    /// after it started (`RuntimeError`).
+    Driver,
+    /// A file could not be read or written (`OSError`).
+    Io,
+    /// A callback (a resource written in another language) failed: the
+    /// binding gives back the callback's own error.
+    Callback,
+    /// A deallocation failed and the buffer is still live: its cause's
+    /// kind decides, with a note that `free()` may be retried.
+    FreeFailed,
+}
+
+impl Error {
+    /// The [`ErrorKind`] of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::OutOfMemory { .. } | Error::LimitExceeded { .. } => ErrorKind::OutOfMemory,
+            Error::CounterOverflow { .. }
+            | Error::Misuse {
+                kind: MisuseKind::NullAllocation,
+                ..
+            } => ErrorKind::MemoryExhausted,
+            Error::Misuse {
+                test_double: true, ..
+            } => ErrorKind::TestDoubleMisuse,
+            Error::InvalidLayout { .. }
+            | Error::Parse { .. }
+            | Error::InvalidArgument { .. }
+            | Error::Refused { .. }
+            | Error::Misuse { .. }
+            | Error::Stream { .. }
+            | Error::NotDereferenceable { .. }
+            | Error::BufferClosed { .. }
+            | Error::CannotCopy { .. }
+            | Error::ReadOnly { .. } => ErrorKind::InvalidValue,
+            Error::RuntimeUnavailable { .. } => ErrorKind::RuntimeUnavailable,
+            Error::ChainTooDeep { .. } => ErrorKind::ChainTooDeep,
+            Error::Dlpack { .. } => ErrorKind::Interchange,
+            Error::Handoff { .. } | Error::StreamCapture { .. } => ErrorKind::StreamOrder,
+            Error::Driver { .. } | Error::ForkedAfterStart { .. } => ErrorKind::Driver,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Callback { .. } => ErrorKind::Callback,
+            Error::FreeFailed { .. } => ErrorKind::FreeFailed,
         }
     }
 }

@@ -46,7 +46,7 @@ pub use callback::CallbackMemoryResource;
 pub use copy::{CopyKind, copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
 pub use device::{Device, DeviceType};
 pub use dtype::{DType, DTypeCode, Element};
-pub use error::{CallbackError, DriverError, Error, MisuseKind, Result};
+pub use error::{CallbackError, DriverError, Error, ErrorKind, MisuseKind, Result};
 pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
 pub use host_view::{HostSlice, HostSliceMut};
 pub use layout::{

@@ -299,6 +299,22 @@ impl Stream {
         }
     }
 
+    /// Whether a handle read from the CUDA stream protocol
+    /// (`__cuda_stream__`) can name a stream of `device`: on CUDA devices it
+    /// is a `cudaStream_t`, and the CPU reads it as its one stream (handle
+    /// 0, any other refused by the runtime); on a ROCm device it names
+    /// nothing HIP could wait on.
+    ///
+    /// ```
+    /// use devmm::{Device, Stream};
+    /// assert!(Stream::takes_cuda_stream_protocol(Device::cuda(0)));
+    /// assert!(Stream::takes_cuda_stream_protocol(Device::CPU));
+    /// assert!(!Stream::takes_cuda_stream_protocol(Device::rocm(0)));
+    /// ```
+    pub const fn takes_cuda_stream_protocol(device: Device) -> bool {
+        !matches!(device.ty(), DeviceType::Rocm | DeviceType::RocmHost)
+    }
+
     /// The object the stream stands for, when a binding made it for one
     /// ([`StreamOps::origin`]).
     ///

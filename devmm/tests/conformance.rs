@@ -530,6 +530,29 @@ fn a_resource_that_frees_on_a_wrong_size_is_reported_not_double_freed() {
     );
 }
 
+/// Every kind of misuse is tried and each miss named as the seed names it:
+/// `SizeBlind` forgets a freed pointer, so it calls a double free a foreign
+/// one, besides taking a wrong size.
+#[test]
+fn each_missed_misuse_is_named_a_double_free_included() {
+    let report = mr_conformance(|| Ok(SizeBlind::default()), &MrConformanceOptions::new());
+    let CheckStatus::Failed(why) = status(&report, "misuse_detection") else {
+        panic!("{report}")
+    };
+    assert!(
+        why.contains("double-free: deallocating twice was reported as foreign-free"),
+        "{why}"
+    );
+    assert!(
+        why.contains("size-mismatch: deallocating with the wrong size was accepted"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("foreign-free: deallocating a pointer never"),
+        "{why}"
+    );
+}
+
 #[test]
 fn default_copies_never_touch_pointers_that_are_not_memory() {
     // The recording resource's addresses are fake: copying to them would crash

@@ -681,6 +681,11 @@ impl Crate {
             .iter()
             .filter(|a| a.path().is_ident("pyo3"))
             .find_map(signature_items);
+        let shown = attrs
+            .iter()
+            .filter(|a| a.path().is_ident("pyo3"))
+            .find_map(text_signature)
+            .unwrap_or_default();
         let mut params = Vec::new();
         match signature {
             Some(items) => {
@@ -704,8 +709,14 @@ impl Crate {
                                     .names
                                     .annotation(ty.1, Position::Argument)
                                     .map_err(|m| err(file, format!("{name}: {m}")))?,
+                                // A default the signature computes (a core
+                                // constant) shows as the text signature
+                                // writes it, which a test holds equal.
+                                default: match default.as_deref() {
+                                    Some("...") => shown_default(&shown, &n).or(default),
+                                    _ => default,
+                                },
                                 name: n,
-                                default,
                             }
                         }
                     });
@@ -930,6 +941,38 @@ fn accessor_name(attr: &Attribute, ident: &syn::Ident, prefix: &str) -> String {
     }
     let name = py_ident(ident);
     name.strip_prefix(prefix).map(str::to_owned).unwrap_or(name)
+}
+
+/// The text of `#[pyo3(text_signature = "...")]`, if this attribute has one.
+fn text_signature(attr: &Attribute) -> Option<String> {
+    let Meta::List(list) = &attr.meta else {
+        return None;
+    };
+    let mut iter = list.tokens.clone().into_iter();
+    while let Some(tree) = iter.next() {
+        if !matches!(&tree, TokenTree::Ident(i) if i == "text_signature") {
+            continue;
+        }
+        iter.next(); // `=`
+        let Some(TokenTree::Literal(text)) = iter.next() else {
+            return None;
+        };
+        let Lit::Str(text) = Lit::new(text) else {
+            return None;
+        };
+        return Some(text.value());
+    }
+    None
+}
+
+/// The default `text` (a text signature, `"($self, a, *, b=64)"`) shows
+/// for the parameter `name`, when it shows one.
+fn shown_default(text: &str, name: &str) -> Option<String> {
+    let inside = text.trim().strip_prefix('(')?.strip_suffix(')')?;
+    inside.split(',').find_map(|param| {
+        let (n, default) = param.split_once('=')?;
+        (n.trim() == name).then(|| default.trim().to_owned())
+    })
 }
 
 /// One item of a PyO3 `signature = (...)`.

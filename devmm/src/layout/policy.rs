@@ -258,6 +258,13 @@ pub struct Aligned {
 }
 
 impl Aligned {
+    /// The row alignment the seed's `Aligned` takes when none is given:
+    /// 128 bytes, the GPU's coalescing width ([`DeviceOptimal`]'s on a GPU).
+    pub const DEFAULT_UNIT_STRIDE_ALIGNMENT: usize = 128;
+    /// The base alignment the seed's `Aligned` takes when none is given:
+    /// 256 bytes, what `cudaMalloc` and `hipMalloc` give.
+    pub const DEFAULT_BASE_ALIGNMENT: usize = 256;
+
     /// Wraps `inner`. `unit_stride_alignment` is any positive byte count
     /// (rows are padded to the least multiple of it and the item size, as
     /// the seed's rule pads them); `base_alignment` a power of two (it is a
@@ -364,7 +371,10 @@ pub struct DeviceOptimal;
 impl DeviceOptimal {
     /// GPU-resident memory (managed memory included: its demanding reader
     /// is the GPU): coalescing rows and the base the GPU allocators give.
-    const GPU: (usize, usize) = (128, 256);
+    const GPU: (usize, usize) = (
+        Aligned::DEFAULT_UNIT_STRIDE_ALIGNMENT,
+        Aligned::DEFAULT_BASE_ALIGNMENT,
+    );
     /// Host memory (pinned included): cache-line rows and base.
     const HOST: (usize, usize) = (64, 64);
 

@@ -74,7 +74,7 @@ class Device:
         object.__setattr__(self, "index", index)
 
     @classmethod
-    def from_string(cls, text: str) -> Device:
+    def from_string(cls, s: str) -> Device:
         """Parses ``"cpu"``, ``"cuda:1"``, ``"rocm:0"``, ``"cuda_host"`` (the
         ordinal defaults to 0): ``TYPE`` or ``TYPE:ORDINAL``, ``TYPE`` one of
         ``cpu``, ``cuda``, ``cuda_host``, ``rocm``, ``rocm_host``,
@@ -97,7 +97,7 @@ class Device:
             ...
         ValueError: unknown device type "gpu": expected TYPE or TYPE:ORDINAL, ...
         """
-        return cls(*_parse_device(text))
+        return cls(*_parse_device(s))
 
     def __str__(self) -> str:
         """``"cuda:1"``: the form ``from_string`` reads back."""

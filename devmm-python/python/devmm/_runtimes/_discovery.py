@@ -142,19 +142,19 @@ def runtime_names() -> tuple[str, ...]:
     return _devmm.runtime_names()
 
 
-def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
+def runtime_for(device: Device | DeviceType | int | str) -> DeviceRuntime | Any:
     """The runtime for a device, a device type (or its DLPack code) or a
     name; loaded on first use and the same object afterwards. A name may be
     a third-party runtime's.
 
-    ``which``: a ``Device``, a ``DeviceType``, its DLPack code (``1``) or a
+    ``device``: a ``Device``, a ``DeviceType``, its DLPack code (``1``) or a
     runtime name (``"cpu"``, ``"cuda"``, ``"rocm"`` or a registered one).
     Returns the ``DeviceRuntime``.
 
     Raises
     ------
     RuntimeUnavailableError
-        (an ``ImportError``) No runtime serves ``which``, or its driver is
+        (an ``ImportError``) No runtime serves ``device``, or its driver is
         absent, saying why.
 
     Examples
@@ -168,17 +168,17 @@ def runtime_for(which: Device | DeviceType | int | str) -> DeviceRuntime | Any:
         ...
     devmm.RuntimeUnavailableError: runtime "tpu" is unavailable: no runtime is registered for it ...
     """
-    if not isinstance(which, str):
-        return _devmm.runtime_for(which)
-    if which in _scanned():
-        return _load(which)
+    if not isinstance(device, str):
+        return _devmm.runtime_for(device)
+    if device in _scanned():
+        return _load(device)
     try:
-        return _devmm.runtime_for(which)
+        return _devmm.runtime_for(device)
     except RuntimeUnavailableError:
         # Perhaps a distribution installed since the last discovery.
         discover()
-        if which in _scanned():
-            return _load(which)
+        if device in _scanned():
+            return _load(device)
         raise
 
 
