@@ -124,6 +124,8 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.
     m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;
+    let check = wrap_pyfunction!(runtime::_check_runtime_plugin, m)?;
+    m.setattr("_check_runtime_plugin", check)?;
     let register = wrap_pyfunction!(runtime::_register_external_runtimes, m)?;
     m.setattr("_register_external_runtimes", register)?;
     let report = wrap_pyfunction!(tracking::_print_leak_reports, m)?;

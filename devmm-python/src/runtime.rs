@@ -544,6 +544,19 @@ pub(crate) fn default_device() -> PyResult<PyDevice> {
     Ok(devmm::default_device().py()?.into())
 }
 
+/// The core's check of a runtime an entry point made
+/// (`devmm::runtime::check_runtime_plugin`): registered under its own name
+/// and serving at least one device type, else a `ValueError`.
+#[pyfunction]
+pub(crate) fn _check_runtime_plugin(
+    registered_as: &str,
+    name: &str,
+    device_types: Vec<PyDeviceType>,
+) -> PyResult<()> {
+    let types: Vec<devmm::DeviceType> = device_types.into_iter().map(|t| t.0).collect();
+    devmm::runtime::check_runtime_plugin(registered_as, name, &types).py()
+}
+
 /// Names the third-party runtimes the package found (its `devmm.runtimes`
 /// entry points) to the core's discovery, in place of those named before,
 /// and returns why any was refused (a built-in runtime's name), then checks

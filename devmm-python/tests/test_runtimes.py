@@ -562,6 +562,41 @@ else:
     assert done.returncode == 0, done.stderr
 
 
+MISREGISTERED = """
+class Runtime:
+    name = {named!r}
+    device_types = {types}
+    def device_count(self): return 1
+    def default_memory_resource(self, device): raise NotImplementedError
+    def default_stream(self, device): raise NotImplementedError
+"""
+
+
+@pytest.mark.parametrize(
+    ("named", "types", "said"),
+    [
+        ("serveless", "()", 'runtime "serveless" registers no device types; list at least its primary one'),
+        ("other", "(__import__('devmm').DeviceType.CPU,)", 'the runtime registered as "serveless" is named "other"'),
+    ],
+)
+def test_an_entry_point_runtime_is_checked_by_the_cores_rule(tmp_path: pathlib.Path, named: str, types: str, said: str) -> None:
+    # The core's check_runtime_plugin, which register_runtime applies to a
+    # Rust registration: the same rule and the same exception (ValueError).
+    module = MISREGISTERED.format(named=named, types=types).replace("{", "{{").replace("}", "}}")
+    env = installed_runtime(tmp_path, "serveless", "serveless_rt:Runtime", module=module)
+    script = f"""
+import devmm
+try:
+    devmm.runtime_for("serveless")
+except ValueError as err:
+    assert {said!r} in str(err), err
+else:
+    raise AssertionError("loaded")
+"""
+    done = run_python(script, env)
+    assert done.returncode == 0, done.stderr
+
+
 def test_an_entry_point_may_not_take_a_built_in_runtime_s_name(tmp_path: pathlib.Path) -> None:
     env = installed_runtime(tmp_path, "cuda", "cuda_rt:Runtime")
     done = run_python("import devmm, sys; assert 'cuda_rt' not in sys.modules", env)

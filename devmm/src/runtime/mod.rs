@@ -30,8 +30,8 @@ pub use gpu::memory::GPU_ALIGNMENT;
 pub use gpu::pool::PoolOptions;
 pub use registry::{
     RUNTIME_ENV, RuntimeRegistration, RuntimeSelector, available_runtimes, check_runtime_override,
-    default_device, register_external_runtime, register_runtime, runtime_for, runtime_names,
-    set_external_runtimes, stream_for,
+    check_runtime_plugin, default_device, register_external_runtime, register_runtime, runtime_for,
+    runtime_names, set_external_runtimes, stream_for,
 };
 
 /// Everything devmm needs from one platform.

@@ -129,16 +129,53 @@ fn last_override() -> Option<String> {
         .clone()
 }
 
-/// Adds a third-party runtime. Names are unique.
-pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
-    if registration.device_types.is_empty() {
+/// Checks a third-party runtime as registered: the runtime registered as
+/// `registered_as` carries that name and serves at least one device type.
+/// [`register_runtime`] checks a Rust registration with it, and the Python
+/// package the runtime a `devmm.runtimes` entry point makes, so both refuse
+/// alike (`Error::InvalidArgument`).
+///
+/// ```
+/// use devmm::DeviceType;
+/// use devmm::runtime::check_runtime_plugin;
+/// assert!(check_runtime_plugin("mine", "mine", &[DeviceType::Cpu]).is_ok());
+/// let none = check_runtime_plugin("mine", "mine", &[]).unwrap_err();
+/// assert_eq!(
+///     none.to_string(),
+///     "invalid argument: runtime \"mine\" registers no device types; list at least its primary one"
+/// );
+/// assert!(check_runtime_plugin("mine", "theirs", &[DeviceType::Cpu]).is_err());
+/// ```
+pub fn check_runtime_plugin(
+    registered_as: &str,
+    name: &str,
+    device_types: &[DeviceType],
+) -> Result<()> {
+    if name != registered_as {
         return Err(Error::InvalidArgument {
             reason: format!(
-                "runtime {:?} registers no device types; list at least its primary one",
-                registration.name
+                "the runtime registered as {registered_as:?} is named {name:?}; register a \
+                 runtime under its own name"
             ),
         });
     }
+    if device_types.is_empty() {
+        return Err(Error::InvalidArgument {
+            reason: format!(
+                "runtime {name:?} registers no device types; list at least its primary one"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Adds a third-party runtime. Names are unique.
+pub fn register_runtime(registration: RuntimeRegistration) -> Result<()> {
+    check_runtime_plugin(
+        registration.name,
+        registration.name,
+        registration.device_types,
+    )?;
     let mut reg = registry().write().unwrap_or_else(|e| e.into_inner());
     if reg
         .registrations

@@ -108,16 +108,9 @@ def _load(name: str) -> Any:
                 f"the {GROUP} entry point {name!r} ({ep.value!r}) made {runtime!r}, which lacks "
                 f"{', '.join(missing)}; a runtime provides {', '.join(REQUIRED)}"
             )
-        if runtime.name != name:
-            raise TypeError(
-                f"the {GROUP} entry point {name!r} ({ep.value!r}) made a runtime named "
-                f"{runtime.name!r}; its entry point must carry the runtime's name"
-            )
-        types = list(runtime.device_types)
-        if not types or not all(isinstance(t, DeviceType) for t in types):
-            raise TypeError(
-                f"runtime {name!r} serves device_types={types!r}; give at least one devmm.DeviceType"
-            )
+        # The core's check, as for a runtime registered in Rust: its own
+        # name, at least one device type (a ValueError).
+        _devmm._check_runtime_plugin(name, runtime.name, list(runtime.device_types))
         _loaded[name] = runtime
         return runtime
 
