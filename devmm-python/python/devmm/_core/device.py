@@ -15,7 +15,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from .._devmm import DeviceActivation, DeviceType, _check_device, _device_str, _parse_device
+from .._devmm import DeviceActivation, DeviceType, _check_device, _device_str, _parse_device, runtime_for
 
 __all__ = ["Device", "DeviceType"]
 
@@ -116,9 +116,6 @@ class Device:
         to: the runtime creates none). The native active device is the
         thread's, shared by every task and generator on it, so a block must
         not stay open across ``await`` or ``yield``."""
-        # Imported here: the runtimes' discovery imports this module.
-        from .._runtimes import runtime_for
-
         activation = runtime_for(self).activate_device(self)
         activation.__enter__()
         _entered().append((self, activation))

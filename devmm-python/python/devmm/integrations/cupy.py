@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from .._devmm import DeviceBuffer, DeviceMemoryResource, DeviceType
+from .._provided import provided_class
 from ..mrs._cupy import import_cupy
 from ._installer import Installer, refuse_cycle
 from ._support import library_streams, stream_handle_of
@@ -19,6 +20,7 @@ from ._support import library_streams, stream_handle_of
 __all__ = ["install"]
 
 
+@provided_class
 class _DevmmCupyAllocator:
     """A CuPy allocator over a devmm resource: ``allocator(nbytes)`` returns
     a ``cupy.cuda.MemoryPointer`` owning a devmm buffer on CuPy's current

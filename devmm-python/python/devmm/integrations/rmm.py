@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from .._devmm import DeviceMemoryResource, DeviceType
+from .._provided import is_provided, provide, withdraw
 from ..mrs._rmm import rmm_module
 from ._installer import Installer, refuse_cycle
 from ._support import library_streams, stream_handle_of
@@ -19,13 +20,6 @@ from ._support import library_streams, stream_handle_of
 __all__ = ["install"]
 
 _PLATFORM = {DeviceType.CUDA: "cuda", DeviceType.ROCM: "rocm"}
-
-#: The rmm resources ``install`` made that are installed now: rmm's own
-#: ``CallbackMemoryResource`` objects, told apart by identity (a subclass
-#: marking them would need a class per rmm module, and a stand-in's class
-#: may not be subclassable).
-_bridges: list[Any] = []
-
 
 def _rmm_module_for(platform: str) -> ModuleType:
     """The ``rmm`` module serving ``platform`` (``"cuda"``: rmm, ``"rocm"``:
@@ -37,7 +31,7 @@ def _rmm_module_for(platform: str) -> ModuleType:
 def _is_devmm_bridge(resource: Any) -> bool:
     """Whether ``resource`` is an rmm resource that ``install`` made (and
     that is installed)."""
-    return any(resource is bridge for bridge in _bridges)
+    return is_provided(resource)
 
 
 def install(mr: DeviceMemoryResource) -> Installer:
@@ -85,11 +79,11 @@ def install(mr: DeviceMemoryResource) -> Installer:
     bridge = rmm.mr.CallbackMemoryResource(allocate, deallocate)
     previous = rmm.mr.get_per_device_resource(device.index)
     rmm.mr.set_per_device_resource(device.index, bridge)
-    _bridges.append(bridge)
+    provide(bridge)
 
     def restore() -> None:
         rmm.mr.set_per_device_resource(device.index, previous)
-        _bridges[:] = [kept for kept in _bridges if kept is not bridge]
+        withdraw(bridge)
 
     return Installer(
         "rmm",

@@ -14,10 +14,11 @@ from .._devmm import (
     Stream,
     StreamSentinel,
 )
+from .._provided import is_provided
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
-__all__ = ["CupyAllocatorMemoryResource", "cupy_module", "import_cupy"]
+__all__ = ["CupyAllocatorMemoryResource", "cupy_module", "find_cupy", "import_cupy"]
 
 #: CuPy's pool and ``cudaMalloc`` both hand out 256-byte aligned blocks.
 _ALIGNMENT = 256
@@ -33,12 +34,15 @@ def import_cupy() -> ModuleType:
         ) from e
 
 
-def cupy_module() -> ModuleType:
-    """CuPy, through ``devmm.mrs.cuda._cupy_module``, the seam where a test
-    may stand another module in (as the seed's tests do)."""
-    from . import cuda
+#: Where the resources find CuPy: ``devmm.mrs.cuda`` points it at its
+#: ``_cupy_module``, the seam where a test may stand another module in (as
+#: the seed's tests do), so that this module never imports that one.
+find_cupy: Callable[[], ModuleType] = import_cupy
 
-    return cuda._cupy_module()
+
+def cupy_module() -> ModuleType:
+    """CuPy, through :data:`find_cupy`."""
+    return find_cupy()
 
 
 class CupyAllocatorMemoryResource(CheckedResource):
@@ -116,9 +120,7 @@ class CupyAllocatorMemoryResource(CheckedResource):
         return alloc
 
     def _check_not_devmm(self, allocator: Callable[[int], Any]) -> None:
-        from ..integrations import cupy as bridge
-
-        if bridge._is_devmm_allocator(allocator):
+        if is_provided(allocator):
             raise ValueError(
                 "CuPy's allocator is devmm's own (devmm.integrations.cupy.install is active); "
                 "allocating through it from devmm is a cycle (consume and provide for one "

@@ -24,6 +24,7 @@ from .._devmm import (
     Stream,
     StreamSentinel,
 )
+from .._provided import is_provided
 from ._checked import CheckedResource
 from ._streams import resolve_stream
 
@@ -148,9 +149,7 @@ class _RmmFamilyResource(CheckedResource):
         if inner is None:
             inner = self._module().mr.get_per_device_resource(device.index)
         # The bridge devmm.integrations.rmm installed calls back into devmm.
-        from ..integrations import rmm as bridge
-
-        if bridge._is_devmm_bridge(inner):
+        if is_provided(inner):
             raise ValueError(
                 f"{_LIBRARY[self._platform]}'s resource for {device} is devmm's own "
                 f"(devmm.integrations.rmm.install is active); wrapping it is a cycle "

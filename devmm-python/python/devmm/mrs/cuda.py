@@ -39,6 +39,11 @@ def _cupy_module() -> _ModuleType:
     return _cupy.import_cupy()
 
 
+# The resources reach the seam through this module's global, read at each
+# call, so a stand-in assigned to it is the one they find.
+_cupy.find_cupy = lambda: _cupy_module()
+
+
 def _rmm_stream_class() -> _Any:
     """rmm's ``Stream`` class, what :class:`RmmMemoryResource` hands rmm
     devmm's streams as: the seam where a test may stand another class in."""
