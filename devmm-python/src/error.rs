@@ -191,7 +191,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
         ErrorKind::ChainTooDeep => PyRecursionError::new_err(message),
         ErrorKind::Interchange => PyBufferError::new_err(message),
         ErrorKind::StreamOrder => StreamError::new_err(message),
-        ErrorKind::Driver => PyRuntimeError::new_err(message),
+        ErrorKind::Driver | ErrorKind::WrongOrder => PyRuntimeError::new_err(message),
         ErrorKind::Io => match err {
             // `OSError(errno, message)`, which Python turns into the
             // subclass the number names (`PermissionError`, ...).

@@ -124,6 +124,14 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<statistics::PyProfilerRecords>()?;
     // Private entry points: attributes, not part of the module's `__all__`.
     m.setattr("_cli_main", wrap_pyfunction!(cli::_cli_main, m)?)?;
+    m.setattr(
+        "_push_override",
+        wrap_pyfunction!(registry::_push_override, m)?,
+    )?;
+    m.setattr(
+        "_pop_override",
+        wrap_pyfunction!(registry::_pop_override, m)?,
+    )?;
     let check = wrap_pyfunction!(runtime::_check_runtime_plugin, m)?;
     m.setattr("_check_runtime_plugin", check)?;
     let register = wrap_pyfunction!(runtime::_register_external_runtimes, m)?;

@@ -10,9 +10,8 @@
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyTuple};
@@ -24,24 +23,10 @@ use crate::resource::{default_object_of, object_of, resource_of, PyMemoryResourc
 
 type SharedResource = Arc<dyn devmm::MemoryResource>;
 
-/// One override; frames chain to the ones outside, and a context's value
-/// of the context variable is its innermost frame.
-#[pyclass(frozen, name = "_OverrideFrame", module = "devmm")]
-pub(crate) struct PyOverrideFrame {
-    mr: SharedResource,
-    parent: Option<Py<PyOverrideFrame>>,
-    /// The token of the `ContextVar.set` that made this frame current: it
-    /// lives with the frame, so each context resets the token it made.
-    token: OnceLock<Py<PyAny>>,
-}
-
-#[pymethods]
-impl PyOverrideFrame {
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.parent)?;
-        visit.call(self.token.get())
-    }
-}
+/// A context's overrides, the core's chain ([`devmm::Overrides`]), as the
+/// value of the context variable.
+#[pyclass(frozen, name = "_Overrides", module = "devmm._devmm")]
+pub(crate) struct PyOverrides(devmm::Overrides);
 
 /// The context variable, made once: lookups call its bound `get`.
 fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
@@ -63,29 +48,44 @@ fn context_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// Python call) with one atomic load.
 static OVERRIDES_USED: AtomicBool = AtomicBool::new(false);
 
-/// The scope the core asks: the innermost frame of the current context.
+/// The scope the core keeps its chain in: the context variable, so
+/// overrides follow threads and async tasks. Entering, looking up and
+/// exiting are the core's.
 struct ContextScope;
 
 impl devmm::OverrideScope for ContextScope {
-    fn current(&self, device: devmm::Device) -> Option<SharedResource> {
+    fn get(&self) -> devmm::Overrides {
         if !OVERRIDES_USED.load(Ordering::Acquire) {
-            return None;
+            return devmm::Overrides::default();
         }
         // During interpreter shutdown no context holds an override.
-        crate::gil::attach(|py| innermost(py, device).ok().flatten()).flatten()
+        crate::gil::attach(|py| {
+            let value = context_var(py).and_then(|var| var.call_method0(intern!(py, "get")));
+            match value {
+                Ok(value) => value
+                    .cast::<PyOverrides>()
+                    .map(|o| o.get().0.clone())
+                    .unwrap_or_default(),
+                Err(err) => {
+                    err.write_unraisable(py, None);
+                    devmm::Overrides::default()
+                }
+            }
+        })
+        .unwrap_or_default()
     }
 
     /// A failure to set the variable (or an interpreter shutting down) is
-    /// reported as unraisable and leaves nothing to restore.
-    fn enter(&self, mr: SharedResource) -> Box<dyn Any> {
-        let token = crate::gil::attach(|py| match enter(py, mr) {
-            Ok(frame) => frame.get().token.get().map(|t| t.clone_ref(py)),
-            Err(err) => {
+    /// reported as unraisable and leaves the context as it was.
+    fn set(&self, overrides: devmm::Overrides) {
+        OVERRIDES_USED.store(true, Ordering::Release);
+        crate::gil::attach(|py| {
+            let set = Bound::new(py, PyOverrides(overrides))
+                .and_then(|value| context_var(py)?.call_method1(intern!(py, "set"), (value,)));
+            if let Err(err) = set {
                 err.write_unraisable(py, None);
-                None
             }
         });
-        Box::new(ContextEntry(token.flatten()))
     }
 
     /// The runtime's default gets its Python object once, here, so every
@@ -103,63 +103,9 @@ impl devmm::OverrideScope for ContextScope {
     }
 }
 
-/// A Rust guard's override: reset when the guard drops, in the context
-/// (the thread and Python call) that made it.
-struct ContextEntry(Option<Py<PyAny>>);
-
-impl Drop for ContextEntry {
-    fn drop(&mut self) {
-        let Some(token) = self.0.take() else { return };
-        crate::gil::attach(|py| {
-            let reset =
-                context_var(py).and_then(|var| var.call_method1(intern!(py, "reset"), (token,)));
-            if let Err(err) = reset {
-                err.write_unraisable(py, None);
-            }
-        });
-    }
-}
-
 /// Installs the context-variable scope into the core, once per process.
 pub(crate) fn install() -> PyResult<()> {
     devmm::set_override_scope(ContextScope).py()
-}
-
-fn innermost(py: Python<'_>, device: devmm::Device) -> PyResult<Option<SharedResource>> {
-    let mut frame = context_var(py)?.call_method0(intern!(py, "get"))?;
-    while let Ok(found) = frame.cast_into::<PyOverrideFrame>() {
-        let f = found.get();
-        if f.mr.device() == device {
-            return Ok(Some(Arc::clone(&f.mr)));
-        }
-        match &f.parent {
-            Some(parent) => frame = parent.bind(py).clone().into_any(),
-            None => break,
-        }
-    }
-    Ok(None)
-}
-
-/// Makes `mr` the innermost override of the current context.
-fn enter(py: Python<'_>, mr: SharedResource) -> PyResult<Bound<'_, PyOverrideFrame>> {
-    OVERRIDES_USED.store(true, Ordering::Release);
-    let var = context_var(py)?;
-    let parent = var.call_method0(intern!(py, "get"))?;
-    let frame = Bound::new(
-        py,
-        PyOverrideFrame {
-            mr,
-            parent: parent
-                .cast_into::<PyOverrideFrame>()
-                .ok()
-                .map(Bound::unbind),
-            token: OnceLock::new(),
-        },
-    )?;
-    let token = var.call_method1(intern!(py, "set"), (&frame,))?;
-    // The frame is new and not yet seen by anyone else: this set wins.
-    let _ = frame.get().token.set(token.unbind());
-    Ok(frame)
 }
 
 /// The resource in force on `device` in the current context, as both the
@@ -281,29 +227,40 @@ impl PyUsingMemoryResource {
     }
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        enter(py, Arc::clone(&self.mr))?;
+        devmm::enter_override(Arc::clone(&self.mr));
         Ok(self.obj.clone_ref(py))
     }
 
-    /// Undoes the innermost entry of this context, which must be one of
-    /// this object's (`RuntimeError` otherwise: blocks exited out of order).
+    /// Ends this object's innermost override in this context, as the core
+    /// ends one (`devmm::exit_override`): wherever it is, the blocks entered
+    /// after it staying in force; a `RuntimeError` when it was not the
+    /// innermost, or is not in force here.
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        let var = context_var(py)?;
-        let current = var.call_method0(intern!(py, "get"))?;
-        let token = current
-            .cast::<PyOverrideFrame>()
-            .ok()
-            .filter(|frame| Arc::ptr_eq(&frame.get().mr, &self.mr))
-            .and_then(|frame| frame.get().token.get().map(|t| t.clone_ref(py)));
-        let Some(token) = token else {
-            return Err(PyRuntimeError::new_err(format!(
-                "using_memory_resource({}) is not the innermost override in this context; \
-                 exit with blocks in reverse order of entry",
-                self.obj.bind(py).repr()?
-            )));
-        };
-        var.call_method1(intern!(py, "reset"), (token,))?;
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        devmm::exit_override_of(&self.mr).py()?;
         Ok(false)
     }
+}
+
+/// Makes `mr` current on its device in this context until
+/// [`_pop_override`] closes it: the stack `devmm.statistics.push_statistics`
+/// keeps, in the core's one chain of overrides (`devmm::push_override`).
+#[pyfunction]
+pub(crate) fn _push_override(mr: &Bound<'_, PyMemoryResource>) -> PyResult<()> {
+    devmm::push_override(resource_of(mr)?);
+    Ok(())
+}
+
+/// Closes the innermost override [`_push_override`] opened on `device` (the
+/// default device when `None`) in this context and returns its resource;
+/// `None` when none is open (`devmm::pop_override`).
+#[pyfunction]
+#[pyo3(signature = (device = None))]
+pub(crate) fn _pop_override(
+    py: Python<'_>,
+    device: Option<DeviceArg>,
+) -> PyResult<Option<Py<PyMemoryResource>>> {
+    devmm::pop_override(DeviceArg::or_default(device)?)
+        .map(|mr| object_of(py, &mr))
+        .transpose()
 }

@@ -146,17 +146,41 @@ def test_one_using_object_entered_by_two_threads(cpu: devmm.Device) -> None:
     assert errors == []
 
 
-def test_using_blocks_exited_out_of_order_are_refused(cpu: devmm.Device) -> None:
-    outer = devmm.using_memory_resource(BytearrayMemoryResource())
-    inner = devmm.using_memory_resource(MallocMemoryResource())
+def test_a_block_exited_out_of_order_ends_and_says_so(cpu: devmm.Device) -> None:
+    # The core's one exit rule (devmm::exit_override, which a Rust guard's
+    # drop follows too): the block ends wherever it is, the blocks entered
+    # after it stay in force, and ending out of order is a RuntimeError.
+    first, second = BytearrayMemoryResource(), MallocMemoryResource()
+    outer = devmm.using_memory_resource(first)
+    inner = devmm.using_memory_resource(second)
+    before = devmm.get_current_memory_resource(cpu)
     outer.__enter__()
     inner.__enter__()
-    with pytest.raises(RuntimeError, match="reverse order of entry"):
+    with pytest.raises(RuntimeError, match="not the innermost in this context: it ended"):
         outer.__exit__(None, None, None)
+    assert devmm.get_current_memory_resource(cpu) is second
     inner.__exit__(None, None, None)
-    outer.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match="not the innermost"):
+    assert devmm.get_current_memory_resource(cpu) is before
+    with pytest.raises(RuntimeError, match="no override of .* is in force in this context"):
         outer.__exit__(None, None, None)
+
+
+def test_push_statistics_keeps_its_scopes_in_the_one_chain(cpu: devmm.Device) -> None:
+    from devmm.statistics import pop_statistics, push_statistics
+
+    # A pushed scope is an override like a block's: a block entered after it
+    # sees it, and popping it leaves the block in force.
+    push_statistics(cpu)
+    pushed = devmm.get_current_memory_resource(cpu)
+    assert isinstance(pushed, devmm.StatisticsAdaptor)
+    mine = MallocMemoryResource()
+    with devmm.using_memory_resource(mine):
+        devmm.DeviceBuffer(16, mr=pushed).free()
+        popped = pop_statistics(cpu)
+        assert popped is not None and popped.total_bytes == 16
+        assert devmm.get_current_memory_resource(cpu) is mine
+    assert devmm.get_current_memory_resource(cpu) is not pushed
+    assert pop_statistics(cpu) is None
 
 
 def test_overrides_only_apply_to_their_device(cpu: devmm.Device) -> None:

@@ -379,6 +379,14 @@ pub enum Error {
         /// Why, and what to do instead.
         reason: String,
     },
+
+    /// An override ended out of order, or one not in force in the caller's
+    /// context was ended ([`exit_override`](crate::exit_override)).
+    #[error("{reason}")]
+    OverrideOrder {
+        /// What was ended, and how to end overrides instead.
+        reason: String,
+    },
 }
 
 /// A status a driver call returned: the call, the code and what the
@@ -692,6 +700,9 @@ pub enum ErrorKind {
     /// A driver call failed, or a GPU runtime is used in a process forked
     /// after it started (`RuntimeError`).
     Driver,
+    /// Calls made in an order the API does not allow: an override ended
+    /// out of order or twice (`RuntimeError`).
+    WrongOrder,
     /// A file could not be read or written (`OSError`).
     Io,
     /// A callback (a resource written in another language) failed: the
@@ -730,6 +741,7 @@ impl Error {
             Error::Dlpack { .. } => ErrorKind::Interchange,
             Error::Handoff { .. } | Error::StreamCapture { .. } => ErrorKind::StreamOrder,
             Error::Driver { .. } | Error::ForkedAfterStart { .. } => ErrorKind::Driver,
+            Error::OverrideOrder { .. } => ErrorKind::WrongOrder,
             Error::Io { .. } => ErrorKind::Io,
             Error::Callback { .. } => ErrorKind::Callback,
             Error::FreeFailed { .. } => ErrorKind::FreeFailed,

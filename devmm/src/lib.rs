@@ -62,8 +62,9 @@ pub use out_of_memory::{
 };
 pub use ptr::DevicePtr;
 pub use registry::{
-    OverrideScope, ResourceGuard, get_current_memory_resource, set_current_memory_resource,
-    set_override_scope, using_memory_resource,
+    OverrideEntry, OverrideScope, Overrides, ResourceGuard, enter_override, exit_override,
+    exit_override_of, get_current_memory_resource, pop_override, push_override,
+    set_current_memory_resource, set_override_scope, using_memory_resource,
 };
 pub use resource::{
     MemoryInfo, MemoryResource, PoolStatistics, check_alignment, check_dereferenceable, device_for,

@@ -9,10 +9,9 @@
 //! them in a `contextvars.ContextVar`, so Rust code called inside a Python
 //! `with devmm.using_memory_resource(mr):` block sees `mr`).
 
-use std::any::Any;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::device::Device;
@@ -30,42 +29,120 @@ fn lookup(table: &[(Device, SharedResource)], device: Device) -> Option<&SharedR
     table.iter().find(|(d, _)| *d == device).map(|(_, mr)| mr)
 }
 
-/// Where [`using_memory_resource`] overrides live: the scope decides what
-/// "the caller's context" is (a thread, a Python `contextvars` context).
+/// One entered override: the token [`exit_override`] takes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OverrideEntry(u64);
+
+impl OverrideEntry {
+    fn next() -> OverrideEntry {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        OverrideEntry(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The overrides in force in one context (a thread, a Python `contextvars`
+/// context), innermost first: the one stack of the registry. It is a
+/// persistent chain, so a context that copies it (a Python task copying
+/// its parent's context) shares it, and an entry or exit in one context
+/// never changes another's. Scopes ([`OverrideScope`]) only keep it.
+#[derive(Clone, Default)]
+pub struct Overrides(Option<Arc<Frame>>);
+
+/// One override of the chain.
+struct Frame {
+    entry: OverrideEntry,
+    mr: SharedResource,
+    /// Entered by [`push_override`] (closed by [`pop_override`]), not by a
+    /// guard or a block.
+    pushed: bool,
+    parent: Overrides,
+}
+
+impl Overrides {
+    /// Whether no override is in force.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The innermost override for `device`: the rule every lookup follows.
+    pub fn innermost(&self, device: Device) -> Option<SharedResource> {
+        self.frames()
+            .find(|f| f.mr.device() == device)
+            .map(|f| Arc::clone(&f.mr))
+    }
+
+    fn frames(&self) -> impl Iterator<Item = &Frame> {
+        std::iter::successors(self.0.as_deref(), |f| f.parent.0.as_deref())
+    }
+
+    fn entered(&self, mr: SharedResource, pushed: bool) -> (Overrides, OverrideEntry) {
+        let entry = OverrideEntry::next();
+        let frame = Frame {
+            entry,
+            mr,
+            pushed,
+            parent: self.clone(),
+        };
+        (Overrides(Some(Arc::new(frame))), entry)
+    }
+
+    /// The chain without `entry`, wherever it is (the overrides entered
+    /// after it stay in force), and whether it was the innermost; `None`
+    /// where `entry` is not in force here. The one exit rule.
+    fn without(&self, entry: OverrideEntry) -> Option<(Overrides, bool)> {
+        let above: Vec<&Frame> = self.frames().take_while(|f| f.entry != entry).collect();
+        let found = self.frames().nth(above.len())?;
+        let rebuilt = above.iter().rev().fold(found.parent.clone(), |parent, f| {
+            Overrides(Some(Arc::new(Frame {
+                entry: f.entry,
+                mr: Arc::clone(&f.mr),
+                pushed: f.pushed,
+                parent,
+            })))
+        });
+        Some((rebuilt, above.is_empty()))
+    }
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.frames().map(|f| &f.mr))
+            .finish()
+    }
+}
+
+/// Where the registry keeps each context's [`Overrides`]: the scope decides
+/// what "the caller's context" is (a thread, a Python `contextvars`
+/// context). It only keeps the chain; entering, looking up and exiting are
+/// the registry's.
 ///
-/// [`current`](Self::current) runs on every `empty()` without a resource,
-/// so an implementation answers the no-override case without locking or
+/// [`get`](Self::get) runs on every `empty()` without a resource, so an
+/// implementation answers the no-override case without locking or
 /// calling out (the Python scope checks a flag before it asks Python).
 ///
 /// ```
-/// use std::any::Any;
-/// use std::sync::{Arc, Mutex};
-/// use devmm::{Device, MemoryResource, OverrideScope};
-/// /// One process-wide stack: overrides seen by every thread.
+/// use std::sync::Mutex;
+/// use devmm::{OverrideScope, Overrides};
+/// /// One process-wide chain: overrides seen by every thread.
 /// #[derive(Default)]
-/// struct Global(Arc<Mutex<Vec<Arc<dyn MemoryResource>>>>);
-/// struct Pop(Arc<Mutex<Vec<Arc<dyn MemoryResource>>>>);
-/// impl Drop for Pop {
-///     fn drop(&mut self) { self.0.lock().unwrap().pop(); }
-/// }
+/// struct Global(Mutex<Overrides>);
 /// impl OverrideScope for Global {
-///     fn current(&self, device: Device) -> Option<Arc<dyn MemoryResource>> {
-///         self.0.lock().unwrap().iter().rev().find(|mr| mr.device() == device).cloned()
+///     fn get(&self) -> Overrides {
+///         self.0.lock().unwrap().clone()
 ///     }
-///     fn enter(&self, mr: Arc<dyn MemoryResource>) -> Box<dyn Any> {
-///         self.0.lock().unwrap().push(mr);
-///         Box::new(Pop(Arc::clone(&self.0)))
+///     fn set(&self, overrides: Overrides) {
+///         *self.0.lock().unwrap() = overrides;
 ///     }
 /// }
 /// // Installed with `devmm::set_override_scope(Global::default())`, once per process.
 /// ```
 pub trait OverrideScope: Send + Sync {
-    /// The innermost override for `device` in the caller's context.
-    fn current(&self, device: Device) -> Option<SharedResource>;
+    /// The overrides of the caller's context.
+    fn get(&self) -> Overrides;
 
-    /// Makes `mr` current for its device in the caller's context until the
-    /// returned value drops (then what was current before is restored).
-    fn enter(&self, mr: SharedResource) -> Box<dyn Any>;
+    /// Makes `overrides` those of the caller's context.
+    fn set(&self, overrides: Overrides);
 
     /// What the registry installs as a device's lazily made default (the
     /// runtime's resource, `default`): a binding gives it its own object
@@ -80,50 +157,31 @@ pub trait OverrideScope: Send + Sync {
 struct ThreadScope;
 
 thread_local! {
-    /// This thread's overrides, innermost last, each tagged with its entry's id.
-    static OVERRIDES: RefCell<Vec<(u64, SharedResource)>> = const { RefCell::new(Vec::new()) };
-    static NEXT_ENTRY: Cell<u64> = const { Cell::new(0) };
+    /// This thread's overrides.
+    static OVERRIDES: RefCell<Overrides> = RefCell::new(Overrides::default());
 }
 
 /// Whether any thread-scope override was ever made: a scope installed
 /// later would not see it, so installing is refused then.
 static THREAD_SCOPE_USED: AtomicBool = AtomicBool::new(false);
 
-/// One [`ThreadScope`] override; removes itself on drop, even out of order.
-struct ThreadEntry(u64);
+impl OverrideScope for ThreadScope {
+    fn get(&self) -> Overrides {
+        // During thread teardown the chain may be gone already: none then.
+        OVERRIDES
+            .try_with(|o| o.try_borrow().map(|o| o.clone()).unwrap_or_default())
+            .unwrap_or_default()
+    }
 
-impl Drop for ThreadEntry {
-    fn drop(&mut self) {
-        // `try_with`: during thread teardown the stack may be gone already,
-        // and then there is nothing left to restore.
-        let _ = OVERRIDES.try_with(|stack| {
-            if let Ok(mut stack) = stack.try_borrow_mut() {
-                stack.retain(|(id, _)| *id != self.0);
+    fn set(&self, overrides: Overrides) {
+        if !overrides.is_empty() {
+            THREAD_SCOPE_USED.store(true, Ordering::Relaxed);
+        }
+        let _ = OVERRIDES.try_with(|o| {
+            if let Ok(mut o) = o.try_borrow_mut() {
+                *o = overrides;
             }
         });
-    }
-}
-
-impl OverrideScope for ThreadScope {
-    fn current(&self, device: Device) -> Option<SharedResource> {
-        OVERRIDES.with_borrow(|stack| {
-            stack
-                .iter()
-                .rev()
-                .find(|(_, mr)| mr.device() == device)
-                .map(|(_, mr)| Arc::clone(mr))
-        })
-    }
-
-    fn enter(&self, mr: SharedResource) -> Box<dyn Any> {
-        THREAD_SCOPE_USED.store(true, Ordering::Relaxed);
-        let id = NEXT_ENTRY.with(|next| {
-            let id = next.get();
-            next.set(id + 1);
-            id
-        });
-        OVERRIDES.with_borrow_mut(|stack| stack.push((id, mr)));
-        Box::new(ThreadEntry(id))
     }
 }
 
@@ -140,8 +198,8 @@ fn scope() -> &'static dyn OverrideScope {
 /// directly, not through the vtable, since `empty()` asks on every call.
 fn overridden(device: Device) -> Option<SharedResource> {
     match SCOPE.get() {
-        Some(scope) => scope.current(device),
-        None => ThreadScope.current(device),
+        Some(scope) => scope.get().innermost(device),
+        None => OVERRIDES.with_borrow(|o| o.innermost(device)),
     }
 }
 
@@ -154,8 +212,8 @@ fn overridden(device: Device) -> Option<SharedResource> {
 /// ```
 /// # struct Mine;
 /// # impl devmm::OverrideScope for Mine {
-/// #     fn current(&self, _: devmm::Device) -> Option<std::sync::Arc<dyn devmm::MemoryResource>> { None }
-/// #     fn enter(&self, _: std::sync::Arc<dyn devmm::MemoryResource>) -> Box<dyn std::any::Any> { Box::new(()) }
+/// #     fn get(&self) -> devmm::Overrides { devmm::Overrides::default() }
+/// #     fn set(&self, _: devmm::Overrides) {}
 /// # }
 /// let _guard = devmm::using_memory_resource(std::sync::Arc::new(devmm::MallocMemoryResource::new()));
 /// let refused = devmm::set_override_scope(Mine).unwrap_err();
@@ -230,8 +288,9 @@ pub fn set_current_memory_resource(mr: SharedResource) -> Option<SharedResource>
 
 /// Makes `mr` current for its device in the caller's context (this
 /// thread, or the installed [`OverrideScope`]'s notion of it) until the
-/// guard drops. Guards nest; dropping one restores what was current
-/// before it.
+/// guard drops. Guards nest; dropping one ends its override wherever it is
+/// in the chain (the overrides entered after it stay in force), as
+/// [`exit_override`] does.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -246,21 +305,132 @@ pub fn set_current_memory_resource(mr: SharedResource) -> Option<SharedResource>
 /// ```
 pub fn using_memory_resource(mr: SharedResource) -> ResourceGuard {
     ResourceGuard {
-        _entry: scope().enter(Arc::clone(&mr)),
+        entry: enter_override(Arc::clone(&mr)),
         mr,
         _not_send: PhantomData,
     }
 }
 
-/// Keeps a [`using_memory_resource`] override in force; restores on drop.
+/// Makes `mr` current for its device in the caller's context until
+/// [`exit_override`] takes the returned entry back: a guard-free
+/// [`using_memory_resource`], for bindings whose blocks end in a call (a
+/// Python `with` block's `__exit__`).
+pub fn enter_override(mr: SharedResource) -> OverrideEntry {
+    enter(mr, false)
+}
+
+fn enter(mr: SharedResource, pushed: bool) -> OverrideEntry {
+    let scope = scope();
+    let (overrides, entry) = scope.get().entered(mr, pushed);
+    scope.set(overrides);
+    entry
+}
+
+/// Ends the override `entry` in the caller's context, wherever it is in the
+/// chain: the overrides entered after it stay in force. It is ended all the
+/// same when it was not the innermost, but that is an
+/// [`Error::OverrideOrder`], as is an entry not in force in this context
+/// (ended already, or entered in another thread or task).
+///
+/// ```
+/// use std::sync::Arc;
+/// use devmm::{enter_override, exit_override, get_current_memory_resource, Device, HeapMemoryResource};
+/// let (a, b): (Arc<dyn devmm::MemoryResource>, Arc<dyn devmm::MemoryResource>) =
+///     (Arc::new(HeapMemoryResource::new()), Arc::new(HeapMemoryResource::new()));
+/// let outer = enter_override(Arc::clone(&a));
+/// let inner = enter_override(Arc::clone(&b));
+/// assert!(exit_override(outer).is_err()); // out of order: ended, b stays in force
+/// assert!(Arc::ptr_eq(&get_current_memory_resource(Device::CPU)?, &b));
+/// exit_override(inner)?;
+/// assert!(exit_override(inner).is_err()); // not in force any more
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn exit_override(entry: OverrideEntry) -> Result<()> {
+    let scope = scope();
+    let overrides = scope.get();
+    let Some((rest, innermost)) = overrides.without(entry) else {
+        return Err(Error::OverrideOrder {
+            reason: "the override is not in force in this context: it ended already, or was \
+                     entered in another thread or task; end an override in the context that \
+                     entered it, once"
+                .into(),
+        });
+    };
+    let mr = overrides
+        .frames()
+        .find(|f| f.entry == entry)
+        .map(|f| Arc::clone(&f.mr));
+    scope.set(rest);
+    if innermost {
+        return Ok(());
+    }
+    let mr = mr.map(|mr| format!("{mr:?}")).unwrap_or_default();
+    Err(Error::OverrideOrder {
+        reason: format!(
+            "the override of {mr} was not the innermost in this context: it ended, and the \
+             overrides entered after it stay in force; end overrides in reverse order of entry"
+        ),
+    })
+}
+
+/// [`exit_override`] of the innermost override of `mr` in the caller's
+/// context, for a binding whose block knows its resource, not its entry.
+pub fn exit_override_of(mr: &SharedResource) -> Result<()> {
+    let entry = scope()
+        .get()
+        .frames()
+        .find(|f| !f.pushed && Arc::ptr_eq(&f.mr, mr))
+        .map(|f| f.entry);
+    match entry {
+        Some(entry) => exit_override(entry),
+        None => Err(Error::OverrideOrder {
+            reason: format!(
+                "no override of {mr:?} is in force in this context: it ended already, or was \
+                 entered in another thread or task; end an override in the context that \
+                 entered it, once"
+            ),
+        }),
+    }
+}
+
+/// Makes `mr` current for its device in the caller's context until
+/// [`pop_override`] closes it: the stack `push_statistics` keeps, the same
+/// chain as every other override.
+pub fn push_override(mr: SharedResource) {
+    enter(mr, true);
+}
+
+/// Closes the innermost override [`push_override`] opened on `device` in
+/// the caller's context (the overrides entered after it stay in force) and
+/// returns its resource; `None` when none is open.
+pub fn pop_override(device: Device) -> Option<SharedResource> {
+    let scope = scope();
+    let overrides = scope.get();
+    let frame = overrides
+        .frames()
+        .find(|f| f.pushed && f.mr.device() == device)?;
+    let (rest, _) = overrides.without(frame.entry)?;
+    let mr = Arc::clone(&frame.mr);
+    scope.set(rest);
+    Some(mr)
+}
+
+/// Keeps a [`using_memory_resource`] override in force; ends it on drop.
 ///
 /// Not `Send`: the override belongs to the context that made it.
 #[must_use = "the override ends when the guard drops"]
 pub struct ResourceGuard {
     mr: SharedResource,
-    /// The scope's record of the override: dropping it restores.
-    _entry: Box<dyn Any>,
+    entry: OverrideEntry,
     _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ResourceGuard {
+    fn drop(&mut self) {
+        // Out of order is allowed for a guard (Rust drops in any order the
+        // code says); the override ends either way.
+        let _ = exit_override(self.entry);
+    }
 }
 
 impl std::fmt::Debug for ResourceGuard {
@@ -292,26 +462,40 @@ mod tests {
         let (a, b) = (malloc(), malloc());
         let outer = using_memory_resource(Arc::clone(&a));
         let inner = using_memory_resource(Arc::clone(&b));
-        assert!(Arc::ptr_eq(&ThreadScope.current(Device::CPU).unwrap(), &b));
-        std::thread::spawn(|| assert!(ThreadScope.current(Device::CPU).is_none()))
+        assert!(Arc::ptr_eq(&overridden(Device::CPU).unwrap(), &b));
+        std::thread::spawn(|| assert!(overridden(Device::CPU).is_none()))
             .join()
             .unwrap();
         drop(outer);
-        assert!(Arc::ptr_eq(&ThreadScope.current(Device::CPU).unwrap(), &b));
+        assert!(Arc::ptr_eq(&overridden(Device::CPU).unwrap(), &b));
         drop(inner);
-        assert!(ThreadScope.current(Device::CPU).is_none());
+        assert!(overridden(Device::CPU).is_none());
+    }
+
+    #[test]
+    fn an_exit_removes_its_entry_and_keeps_the_chain_a_copy_shares() {
+        let (a, b, c) = (malloc(), malloc(), malloc());
+        let (one, ea) = Overrides::default().entered(Arc::clone(&a), false);
+        let (two, eb) = one.entered(Arc::clone(&b), true);
+        let (three, ec) = two.entered(Arc::clone(&c), false);
+        let (rest, innermost) = three.without(eb).unwrap();
+        assert!(!innermost);
+        let kept: Vec<_> = rest.frames().map(|f| f.entry).collect();
+        assert_eq!(kept, [ec, ea]);
+        // The chain it came from is unchanged (a copied context keeps it).
+        assert_eq!(three.frames().count(), 3);
+        assert!(rest.without(eb).is_none());
+        assert!(rest.without(ec).unwrap().1);
     }
 
     #[test]
     fn a_scope_cannot_be_installed_after_thread_overrides() {
         struct Never;
         impl OverrideScope for Never {
-            fn current(&self, _: Device) -> Option<SharedResource> {
-                None
+            fn get(&self) -> Overrides {
+                Overrides::default()
             }
-            fn enter(&self, _: SharedResource) -> Box<dyn Any> {
-                Box::new(())
-            }
+            fn set(&self, _: Overrides) {}
         }
         drop(using_memory_resource(malloc()));
         let err = set_override_scope(Never).unwrap_err();

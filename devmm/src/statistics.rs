@@ -31,7 +31,6 @@
 //! # Ok::<(), devmm::Error>(())
 //! ```
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -137,26 +136,21 @@ pub fn statistics(device: Device) -> Result<StatisticsScope> {
     })
 }
 
-thread_local! {
-    /// Scopes opened by `push_statistics` on this thread, innermost last.
-    static PUSHED: RefCell<Vec<(Device, StatisticsScope)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Opens a scope on `device` for this thread, closed by [`pop_statistics`].
+/// Opens a scope on `device` in the caller's context (this thread, or the
+/// installed override scope's context), closed by [`pop_statistics`]: an
+/// override of the registry's one chain ([`push_override`](crate::push_override)).
 pub fn push_statistics(device: Device) -> Result<()> {
-    let scope = statistics(device)?;
-    PUSHED.with_borrow_mut(|stack| stack.push((device, scope)));
+    let current = registry::get_current_memory_resource(device)?;
+    let stats = Arc::new(StatisticsAdaptor::new(current));
+    registry::push_override(adopt(&stats));
     Ok(())
 }
 
-/// Closes the innermost scope [`push_statistics`] opened on `device` on
-/// this thread and returns its counters, or `None` when none is open.
+/// Closes the innermost scope [`push_statistics`] opened on `device` in the
+/// caller's context and returns its counters, or `None` when none is open.
 pub fn pop_statistics(device: Device) -> Option<Statistics> {
-    let scope = PUSHED.with_borrow_mut(|stack| {
-        let at = stack.iter().rposition(|(d, _)| *d == device)?;
-        Some(stack.remove(at).1)
-    })?;
-    Some(scope.statistics())
+    let popped = registry::pop_override(device)?;
+    adaptor_of(&popped).map(|stats| stats.statistics())
 }
 
 /// What the profiler gathered for one name.

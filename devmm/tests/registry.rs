@@ -61,3 +61,50 @@ fn the_guard_holds_a_strong_reference() {
     drop(guard);
     assert_eq!(Arc::strong_count(&stats), 1);
 }
+
+/// The one exit rule Python's `with` blocks follow too: an override ended
+/// out of order ends, the later ones stay, and the call says so.
+#[test]
+fn an_override_ended_out_of_order_ends_and_says_so() {
+    let (a, b) = (
+        shared(HeapMemoryResource::new()),
+        shared(HeapMemoryResource::new()),
+    );
+    let outer = devmm::enter_override(a.clone());
+    let inner = devmm::enter_override(b.clone());
+    let err = devmm::exit_override(outer).unwrap_err();
+    assert_eq!(err.kind(), devmm::ErrorKind::WrongOrder);
+    assert!(
+        err.to_string()
+            .contains("not the innermost in this context: it ended"),
+        "{err}"
+    );
+    assert!(same(&get_current_memory_resource(Device::CPU).unwrap(), &b));
+    devmm::exit_override(inner).unwrap();
+    assert!(devmm::exit_override(inner).is_err());
+    let after = get_current_memory_resource(Device::CPU).unwrap();
+    assert!(!same(&after, &a) && !same(&after, &b));
+}
+
+/// `push_statistics` keeps its scopes in the same chain: a guard entered
+/// after a push stays in force when the push is popped.
+#[test]
+fn pushed_statistics_share_the_chain_with_guards() {
+    devmm::statistics::push_statistics(Device::CPU).unwrap();
+    let pushed = get_current_memory_resource(Device::CPU).unwrap();
+    let mine = shared(HeapMemoryResource::new());
+    let guard = using_memory_resource(mine.clone());
+    drop(devmm::DeviceBuffer::new(16, pushed.clone(), &devmm::Stream::cpu()).unwrap());
+    let popped = devmm::statistics::pop_statistics(Device::CPU).unwrap();
+    assert_eq!(popped.total_bytes, 16);
+    assert!(same(
+        &get_current_memory_resource(Device::CPU).unwrap(),
+        &mine
+    ));
+    drop(guard);
+    assert!(!same(
+        &get_current_memory_resource(Device::CPU).unwrap(),
+        &pushed
+    ));
+    assert!(devmm::statistics::pop_statistics(Device::CPU).is_none());
+}

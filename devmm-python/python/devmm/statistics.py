@@ -24,8 +24,8 @@ The counting and the records' arithmetic and report live in the Rust core
 (``devmm::statistics``), and so does the registry these scopes are made
 current in (its override scope is a ``contextvars`` variable, so a scope
 counts what Rust code allocates inside it too). This module composes its
-scopes from the registry and keeps only the ``push_statistics`` stack of
-each context: the core's is per thread (docs/adr/0017)."""
+scopes from the registry; ``push_statistics`` keeps its scopes in the
+registry's one chain of overrides too (docs/adr/0017)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from typing import Any, TypeVar, cast
 from ._core.device import Device
 from ._devmm import (
     ProfilerRecords,
+    _pop_override,
+    _push_override,
     StatisticsAdaptor,
     get_current_memory_resource,
     set_current_memory_resource,
@@ -161,13 +163,6 @@ class MemoryRecord:
 default_profiler_records = ProfilerRecords()
 """The records a ``profiler`` fills when none are named."""
 
-# Scopes opened by push_statistics in this context, innermost last. A tuple,
-# so a task or thread that copied the context never changes its parent's.
-_pushed: contextvars.ContextVar[
-    tuple[tuple[Device, StatisticsAdaptor, using_memory_resource], ...]
-] = contextvars.ContextVar("devmm.statistics.pushed", default=())
-
-
 def enable_statistics(device: Device | str | None = None) -> StatisticsAdaptor:
     """Makes the process-wide current resource of ``device`` count its
     allocations, and returns the ``StatisticsAdaptor`` that does.
@@ -269,10 +264,7 @@ def push_statistics(device: Device | str | None = None) -> None:
     >>> pop_statistics("cpu")
     Statistics(current_bytes=16, peak_bytes=16, total_bytes=16, allocations=1, deallocations=0)
     """
-    stats = StatisticsAdaptor(get_current_memory_resource(device))
-    scope = using_memory_resource(stats)
-    scope.__enter__()
-    _pushed.set(_pushed.get() + ((stats.device, stats, scope),))
+    _push_override(StatisticsAdaptor(get_current_memory_resource(device)))
 
 
 def pop_statistics(device: Device | str | None = None) -> Statistics | None:
@@ -290,17 +282,9 @@ def pop_statistics(device: Device | str | None = None) -> Statistics | None:
     >>> pop_statistics() is None  # nothing left open
     True
     """
-    # The registry resolves the device (the default one when None): the
-    # current resource's device is the one asked for.
-    resolved = get_current_memory_resource(device).device
-    pushed = _pushed.get()
-    for at in range(len(pushed) - 1, -1, -1):
-        scope_device, stats, scope = pushed[at]
-        if scope_device == resolved:
-            scope.__exit__(None, None, None)
-            _pushed.set(pushed[:at] + pushed[at + 1 :])
-            return stats.statistics
-    return None
+    # The core's one chain of overrides keeps the pushed scopes, per context.
+    stats = _pop_override(device)
+    return stats.statistics if isinstance(stats, StatisticsAdaptor) else None
 
 
 class profiler:
