@@ -7,8 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::device::Device;
+use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
-use crate::resource::PoolStatistics;
 
 /// Result alias used throughout devmm.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
