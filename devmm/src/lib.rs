@@ -47,7 +47,7 @@ pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use copy::{CopyKind, copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
-pub use device::{Device, DeviceType};
+pub use device::{Device, DeviceType, ParseDeviceError};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{CallbackError, DriverError, Error, ErrorKind, MisuseKind, Result};
 pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};

@@ -80,7 +80,7 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     fn devices(&self) -> Result<Vec<Device>> {
         let ty = self.device_types()[0];
         (0..self.device_count()?)
-            .map(|i| Device::try_new(ty, u32::try_from(i).unwrap_or(u32::MAX)))
+            .map(|i| Ok(Device::try_new(ty, u32::try_from(i).unwrap_or(u32::MAX))?))
             .collect()
     }
 
