@@ -278,17 +278,18 @@ pub(crate) fn expected(what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
     PyTypeError::new_err(format!("expected {what}, got {}", type_name(obj)))
 }
 
-/// `Result<T, devmm::Error>` → `PyResult<T>`.
+/// `Result<T, devmm::Error>` (or of an error that converts into one, such
+/// as `devmm::ParseDeviceError`) → `PyResult<T>`.
 pub(crate) trait IntoPyResult<T> {
     /// Converts the error with [`to_py_err`].
     fn py(self) -> PyResult<T>;
 }
 
-impl<T> IntoPyResult<T> for devmm::Result<T> {
+impl<T, E: Into<devmm::Error>> IntoPyResult<T> for Result<T, E> {
     /// An interrupt deferred during the call wins over its result: a value
     /// the caller would have received is dropped (a buffer is freed).
     fn py(self) -> PyResult<T> {
-        let value = self.map_err(to_py_err)?;
+        let value = self.map_err(|e| to_py_err(e.into()))?;
         match take_deferred_interrupt() {
             Some(interrupt) => Err(interrupt),
             None => Ok(value),

@@ -155,7 +155,9 @@ impl PyIpcDescriptor {
                 devmm::ipc::EXPORT_DATA_BYTES
             ))
         })?;
-        let device = device.parse().map_err(crate::error::to_py_err)?;
+        let device = device
+            .parse()
+            .map_err(|e: devmm::ParseDeviceError| crate::error::to_py_err(e.into()))?;
         // SAFETY: the caller (`devmm._ipc`'s rebuild) owns `fd`, detached
         // from multiprocessing's handle, and hands it over here.
         let handle = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -255,7 +257,9 @@ impl PyIpcMemHandle {
                 handle.len()
             ))
         })?;
-        let device = device.parse().map_err(crate::error::to_py_err)?;
+        let device = device
+            .parse()
+            .map_err(|e: devmm::ParseDeviceError| crate::error::to_py_err(e.into()))?;
         Ok(PyIpcMemHandle {
             inner: devmm::ipc::IpcMemHandle::from_parts(device, nbytes, handle, pid),
         })

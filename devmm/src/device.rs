@@ -3,7 +3,67 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::Error;
+/// Why a device, a device type or an ordinal was refused: what
+/// [`Device`]'s and [`DeviceType`]'s fallible constructors and parsers
+/// return. Devices sit below devmm's [`Error`](crate::Error), which carries
+/// them, so they have an error of their own; it converts into `Error`
+/// (`?` in a function returning [`devmm::Result`](crate::Result)) as the
+/// variant its doc names, with the same message.
+///
+/// ```
+/// use devmm::{Device, Error, ParseDeviceError};
+/// let err = "gpu:0".parse::<Device>().unwrap_err();
+/// assert!(matches!(err, ParseDeviceError::Unrecognized { what: "unknown device type", .. }));
+/// assert!(matches!(Error::from(err), Error::Parse { what: "unknown device type", .. }));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseDeviceError {
+    /// Text or a DLPack code that names no device
+    /// ([`Error::Parse`](crate::Error::Parse)).
+    #[error("{what} {input:?}: expected {expected}")]
+    Unrecognized {
+        /// What is wrong with it ("malformed device string", ...).
+        what: &'static str,
+        /// The text given.
+        input: String,
+        /// The accepted forms.
+        expected: String,
+    },
+    /// A number outside what the argument it was given for takes; the
+    /// message names the argument, the range and the value
+    /// ([`Error::Refused`](crate::Error::Refused)).
+    #[error("{reason}")]
+    Refused {
+        /// The whole message.
+        reason: String,
+    },
+    /// An ordinal past [`Device::MAX_INDEX`] given with its type
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+    #[error("invalid argument: {reason}")]
+    InvalidIndex {
+        /// What was passed and what is accepted.
+        reason: String,
+    },
+}
+
+impl ParseDeviceError {
+    fn unrecognized(what: &'static str, input: &str, expected: impl Into<String>) -> Self {
+        ParseDeviceError::Unrecognized {
+            what,
+            input: input.to_owned(),
+            expected: expected.into(),
+        }
+    }
+
+    /// The refusal of `value`, given for the argument `name`, outside
+    /// `range`: the words of [`Error::out_of_range`](crate::Error::out_of_range).
+    fn out_of_range(name: &str, value: i128, range: &str) -> Self {
+        ParseDeviceError::Refused {
+            reason: format!("{name} must be {range}; {value} is out of range"),
+        }
+    }
+}
 
 /// The kind of memory a device owns.
 ///
@@ -73,8 +133,8 @@ impl DeviceType {
     }
 
     /// The device type of any integer `code`, as a caller reading untyped
-    /// numbers (Python's `Device(2, 0)`) gives it: one outside `i32` is an
-    /// [`Error::Refused`] naming the argument `type`, one devmm does not
+    /// numbers (Python's `Device(2, 0)`) gives it: one outside `i32` is a
+    /// [`ParseDeviceError::Refused`] naming the argument `type`, one devmm does not
     /// know is `"{code} is not a valid DeviceType"`, the words of Python's
     /// `enum` that `devmm.DeviceType` is.
     ///
@@ -85,9 +145,10 @@ impl DeviceType {
     /// assert!(DeviceType::from_code(1 << 40).unwrap_err().to_string().contains("out of range"));
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn from_code(code: i128) -> Result<DeviceType, Error> {
-        let code: i32 = Error::in_range("type", code, "a DeviceType code")?;
-        DeviceType::from_dlpack(code).ok_or_else(|| Error::Refused {
+    pub fn from_code(code: i128) -> Result<DeviceType, ParseDeviceError> {
+        let code = i32::try_from(code)
+            .map_err(|_| ParseDeviceError::out_of_range("type", code, "a DeviceType code"))?;
+        DeviceType::from_dlpack(code).ok_or_else(|| ParseDeviceError::Refused {
             reason: format!("{code} is not a valid DeviceType"),
         })
     }
@@ -142,13 +203,15 @@ impl fmt::Display for DeviceType {
 }
 
 impl FromStr for DeviceType {
-    type Err = Error;
+    type Err = ParseDeviceError;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, ParseDeviceError> {
         DeviceType::ALL
             .into_iter()
             .find(|ty| ty.name() == s)
-            .ok_or_else(|| Error::parse("unknown device type", s, device_type_names()))
+            .ok_or_else(|| {
+                ParseDeviceError::unrecognized("unknown device type", s, device_type_names())
+            })
     }
 }
 
@@ -210,9 +273,9 @@ impl Device {
     /// ```
     /// assert!(devmm::Device::try_new(devmm::DeviceType::Cuda, u32::MAX).is_err());
     /// ```
-    pub fn try_new(ty: DeviceType, index: u32) -> Result<Device, Error> {
+    pub fn try_new(ty: DeviceType, index: u32) -> Result<Device, ParseDeviceError> {
         if index > Device::MAX_INDEX {
-            return Err(Error::InvalidArgument {
+            return Err(ParseDeviceError::InvalidIndex {
                 reason: format!(
                     "device index {index} of {ty} out of range; DLPack device ids are int32, so \
                      give an index from 0 to {}",
@@ -224,7 +287,7 @@ impl Device {
     }
 
     /// A device ordinal given as any integer: one outside 0 to
-    /// [`Device::MAX_INDEX`] is an [`Error::Refused`] naming the argument
+    /// [`Device::MAX_INDEX`] is a [`ParseDeviceError::Refused`] naming the argument
     /// `index` and that range.
     ///
     /// ```
@@ -236,10 +299,10 @@ impl Device {
     /// assert!(Device::checked_index(i128::from(Device::MAX_INDEX) + 1).is_err());
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn checked_index(index: i128) -> Result<u32, Error> {
+    pub fn checked_index(index: i128) -> Result<u32, ParseDeviceError> {
         match u32::try_from(index) {
             Ok(fits) if fits <= Device::MAX_INDEX => Ok(fits),
-            _ => Err(Error::out_of_range(
+            _ => Err(ParseDeviceError::out_of_range(
                 "index",
                 index,
                 &format!("a device index from 0 to {}", Device::MAX_INDEX),
@@ -304,16 +367,16 @@ impl Device {
     /// assert!(devmm::Device::from_dlpack(2, -1).is_err());
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn from_dlpack(device_type: i32, device_id: i32) -> Result<Device, Error> {
+    pub fn from_dlpack(device_type: i32, device_id: i32) -> Result<Device, ParseDeviceError> {
         let ty = DeviceType::from_dlpack(device_type).ok_or_else(|| {
-            Error::parse(
+            ParseDeviceError::unrecognized(
                 "unknown DLPack device type",
                 &device_type.to_string(),
                 "one of 1 (cpu), 2 (cuda), 3 (cuda_host), 10 (rocm), 11 (rocm_host), 13 (cuda_managed)",
             )
         })?;
         let index = u32::try_from(device_id).map_err(|_| {
-            Error::parse(
+            ParseDeviceError::unrecognized(
                 "negative DLPack device id",
                 &device_id.to_string(),
                 "a non-negative ordinal",
@@ -330,13 +393,13 @@ impl fmt::Display for Device {
 }
 
 impl FromStr for Device {
-    type Err = Error;
+    type Err = ParseDeviceError;
 
     /// Parses `"cpu"`, `"cuda:1"`, `"rocm:0"`, `"cuda_host"`; the ordinal
     /// defaults to 0.
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, ParseDeviceError> {
         const EXPECTED: &str = "TYPE or TYPE:ORDINAL, TYPE one of cpu, cuda, cuda_host, rocm, rocm_host, cuda_managed (e.g. \"cuda:1\")";
-        let malformed = || Error::parse("malformed device string", s, EXPECTED);
+        let malformed = || ParseDeviceError::unrecognized("malformed device string", s, EXPECTED);
         let (ty, index) = match s.split_once(':') {
             Some((ty, index)) => (ty, Some(index)),
             None => (s, None),
@@ -353,7 +416,7 @@ impl FromStr for Device {
         };
         let ty = ty
             .parse::<DeviceType>()
-            .map_err(|_| Error::parse("unknown device type", s, EXPECTED))?;
+            .map_err(|_| ParseDeviceError::unrecognized("unknown device type", s, EXPECTED))?;
         let index = match index {
             None => 0,
             // All digits: too many for a `u32` is out of range too.
@@ -389,7 +452,7 @@ mod tests {
         );
         for past in [i128::from(Device::MAX_INDEX) + 1, u32::MAX.into(), 1 << 32] {
             let err = Device::checked_index(past).unwrap_err();
-            assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+            assert!(matches!(err, ParseDeviceError::Refused { .. }), "{err:?}");
             assert_eq!(
                 err.to_string(),
                 format!(

@@ -6,9 +6,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::device::Device;
+use crate::device::{Device, ParseDeviceError};
+use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
-use crate::resource::PoolStatistics;
 
 /// Result alias used throughout devmm.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -656,6 +656,26 @@ impl Error {
             Error::OutOfMemory { .. } | Error::LimitExceeded { .. } => true,
             Error::Callback { source, .. } => source.is_out_of_memory(),
             _ => false,
+        }
+    }
+}
+
+/// A device refusal as devmm's error: the variant its doc names, with the
+/// same message, so `?` takes it into a [`Result`].
+impl From<ParseDeviceError> for Error {
+    fn from(err: ParseDeviceError) -> Error {
+        match err {
+            ParseDeviceError::Unrecognized {
+                what,
+                input,
+                expected,
+            } => Error::Parse {
+                what,
+                input,
+                expected,
+            },
+            ParseDeviceError::Refused { reason } => Error::Refused { reason },
+            ParseDeviceError::InvalidIndex { reason } => Error::InvalidArgument { reason },
         }
     }
 }

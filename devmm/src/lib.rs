@@ -17,12 +17,15 @@ mod foreign;
 mod host_view;
 pub mod interop;
 pub mod ipc;
+mod ipc_data;
 mod layout;
 mod ledger;
 mod managed;
+mod managed_memory;
 pub mod mrs;
 mod origin;
 mod out_of_memory;
+mod pool_statistics;
 mod ptr;
 mod registry;
 mod resource;
@@ -44,7 +47,7 @@ pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
 pub use copy::{CopyKind, copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
-pub use device::{Device, DeviceType};
+pub use device::{Device, DeviceType, ParseDeviceError};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{CallbackError, DriverError, Error, ErrorKind, MisuseKind, Result};
 pub use foreign::{ForeignMemoryResource, ForeignStatistics, foreign_memory};
@@ -54,12 +57,14 @@ pub use layout::{
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
 pub use ledger::{Checked, Ledger};
-pub use managed::{Advice, ManagedMemory, advise, prefetch};
+pub use managed::{advise, prefetch};
+pub use managed_memory::{Advice, ManagedMemory};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
 pub use origin::WithOrigin;
 pub use out_of_memory::{
     OutOfMemoryFigures, OutOfMemoryHook, observe_allocation, on_out_of_memory,
 };
+pub use pool_statistics::PoolStatistics;
 pub use ptr::DevicePtr;
 pub use registry::{
     OverrideEntry, OverrideScope, Overrides, ResourceGuard, enter_override, exit_override,
@@ -67,16 +72,18 @@ pub use registry::{
     set_current_memory_resource, set_override_scope, using_memory_resource,
 };
 pub use resource::{
-    MemoryInfo, MemoryResource, PoolStatistics, check_alignment, check_dereferenceable, device_for,
-    pool_of_chain, resource_chain,
+    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, device_for, pool_of_chain,
+    resource_chain,
 };
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
     default_device, register_runtime, runtime_for, runtime_names,
 };
 pub use size::SizeOverflow;
-pub use stream::{DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamOps, StreamSentinel};
-pub use stream_pool::{StreamFlags, StreamPool};
+pub use stream::{
+    DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamFlags, StreamOps, StreamSentinel,
+};
+pub use stream_pool::StreamPool;
 pub use tensor::{EmptyOptions, Tensor, empty, empty_like};
 
 /// The README's examples, run as doctests so the front page cannot drift.

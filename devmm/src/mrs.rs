@@ -11,7 +11,7 @@ pub mod cpu {
 /// from a pool of its own, pinned host and managed memory, through the CUDA
 /// runtime loaded at run time.
 pub mod cuda {
-    pub use crate::resource::PoolStatistics;
+    pub use crate::pool_statistics::PoolStatistics;
     pub use crate::runtime::cuda::{
         CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaPinnedMemoryResource,
         CudaRuntimeMemoryResource,
@@ -23,7 +23,7 @@ pub mod cuda {
 /// from a pool of its own, pinned host and managed memory, through HIP loaded
 /// at run time.
 pub mod rocm {
-    pub use crate::resource::PoolStatistics;
+    pub use crate::pool_statistics::PoolStatistics;
     pub use crate::runtime::rocm::{
         HipAsyncMemoryResource, HipManagedMemoryResource, HipPinnedMemoryResource,
         HipRuntimeMemoryResource,

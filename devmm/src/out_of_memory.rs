@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device::Device;
 use crate::error::{CallbackError, Error, Result};
-use crate::resource::PoolStatistics;
+use crate::pool_statistics::PoolStatistics;
 
 /// What an out-of-memory failure tells a person who must act on it: the
 /// device, the size asked, the resource chain, the pool's figures when the

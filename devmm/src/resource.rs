@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::Result;
+use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
 use crate::stream::Stream;
 
@@ -16,40 +17,6 @@ pub struct MemoryInfo {
     pub free: usize,
     /// Bytes in all.
     pub total: usize,
-}
-
-/// The figures of a memory pool, as its driver keeps them
-/// (`cudaMemPoolGetAttribute`): what it has reserved from the device and
-/// how much of that its live blocks use, each with its high-water mark.
-///
-/// ```
-/// use devmm::PoolStatistics;
-/// let figures = PoolStatistics {
-///     reserved_bytes: 192 << 20,
-///     reserved_high_bytes: 192 << 20,
-///     used_bytes: 128 << 20,
-///     used_high_bytes: 192 << 20,
-/// };
-/// assert_eq!(figures.fragmentation_bytes(), 64 << 20);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolStatistics {
-    /// Device memory the pool holds now, used or not.
-    pub reserved_bytes: u64,
-    /// The most it held since it was made or its marks were reset.
-    pub reserved_high_bytes: u64,
-    /// Bytes of live blocks (freed blocks count until their free is reached on its stream).
-    pub used_bytes: u64,
-    /// The most its blocks used since it was made or its marks were reset.
-    pub used_high_bytes: u64,
-}
-
-impl PoolStatistics {
-    /// Reserved memory no block uses: what the pool keeps for reuse, and
-    /// what it could give back (`trim`).
-    pub fn fragmentation_bytes(&self) -> u64 {
-        self.reserved_bytes.saturating_sub(self.used_bytes)
-    }
 }
 
 /// Something that hands out and takes back memory on one device.
@@ -180,7 +147,7 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         &self,
         ptr: DevicePtr,
         nbytes: usize,
-    ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+    ) -> Option<Result<crate::ipc_data::IpcDescriptor>> {
         let _ = (ptr, nbytes);
         None
     }
@@ -194,7 +161,7 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         &self,
         ptr: DevicePtr,
         nbytes: usize,
-    ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+    ) -> Option<Result<crate::ipc_data::IpcMemHandle>> {
         let _ = (ptr, nbytes);
         None
     }
@@ -208,7 +175,7 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// use devmm::{MallocMemoryResource, MemoryResource};
     /// assert!(MallocMemoryResource::new().managed_memory().is_none());
     /// ```
-    fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
+    fn managed_memory(&self) -> Option<&dyn crate::managed_memory::ManagedMemory> {
         None
     }
 }
@@ -408,7 +375,7 @@ macro_rules! forward_device_probes {
             self.$field.dereferenceable()
         }
 
-        fn managed_memory(&self) -> Option<&dyn $crate::ManagedMemory> {
+        fn managed_memory(&self) -> Option<&dyn $crate::managed_memory::ManagedMemory> {
             self.$field.managed_memory()
         }
     };
@@ -444,7 +411,7 @@ macro_rules! forward_transparent_probes {
             &self,
             ptr: $crate::DevicePtr,
             nbytes: usize,
-        ) -> Option<$crate::Result<$crate::ipc::IpcDescriptor>> {
+        ) -> Option<$crate::Result<$crate::ipc_data::IpcDescriptor>> {
             self.$field.ipc_export(ptr, nbytes)
         }
 
@@ -452,7 +419,7 @@ macro_rules! forward_transparent_probes {
             &self,
             ptr: $crate::DevicePtr,
             nbytes: usize,
-        ) -> Option<$crate::Result<$crate::ipc::IpcMemHandle>> {
+        ) -> Option<$crate::Result<$crate::ipc_data::IpcMemHandle>> {
             self.$field.ipc_handle(ptr, nbytes)
         }
     };
@@ -507,17 +474,17 @@ macro_rules! forward_memory_resource {
                 &self,
                 ptr: DevicePtr,
                 nbytes: usize,
-            ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+            ) -> Option<Result<crate::ipc_data::IpcDescriptor>> {
                 (**self).ipc_export(ptr, nbytes)
             }
             fn ipc_handle(
                 &self,
                 ptr: DevicePtr,
                 nbytes: usize,
-            ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+            ) -> Option<Result<crate::ipc_data::IpcMemHandle>> {
                 (**self).ipc_handle(ptr, nbytes)
             }
-            fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
+            fn managed_memory(&self) -> Option<&dyn crate::managed_memory::ManagedMemory> {
                 (**self).managed_memory()
             }
         }

@@ -38,8 +38,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use crate::adaptor::{Statistics, StatisticsAdaptor};
 use crate::device::Device;
 use crate::error::Result;
+use crate::pool_statistics::PoolStatistics;
 use crate::registry::{self, ResourceGuard};
-use crate::resource::{MemoryResource, PoolStatistics, pool_of_chain};
+use crate::resource::{MemoryResource, pool_of_chain};
 
 type SharedResource = Arc<dyn MemoryResource>;
 

@@ -58,6 +58,44 @@ pub const LEGACY_DEFAULT: StreamSentinel = StreamSentinel::LegacyDefault;
 /// The per-thread default stream.
 pub const PER_THREAD_DEFAULT: StreamSentinel = StreamSentinel::PerThreadDefault;
 
+/// How a created stream orders against the legacy default stream, spelled
+/// as rmm's `CudaStreamFlags`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum StreamFlags {
+    /// Synchronizes with the legacy default stream (`cudaStreamDefault`).
+    #[default]
+    SyncDefault = 0,
+    /// Does not synchronize with the legacy default stream (`cudaStreamNonBlocking`).
+    NonBlocking = 1,
+}
+
+impl TryFrom<i64> for StreamFlags {
+    type Error = Error;
+
+    /// The flags of their code (`cudaStreamDefault` 0, `cudaStreamNonBlocking`
+    /// 1); any other value is an [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use devmm::StreamFlags;
+    /// assert_eq!(StreamFlags::try_from(1)?, StreamFlags::NonBlocking);
+    /// assert!(StreamFlags::try_from(2).is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn try_from(code: i64) -> Result<StreamFlags> {
+        match code {
+            0 => Ok(StreamFlags::SyncDefault),
+            1 => Ok(StreamFlags::NonBlocking),
+            other => Err(Error::InvalidArgument {
+                reason: format!(
+                    "stream flags must be 0 (synchronize with the default stream) or 1 \
+                     (non-blocking), not {other}"
+                ),
+            }),
+        }
+    }
+}
+
 /// The ordering operations a runtime provides for its streams.
 ///
 /// Implemented by each runtime (usually by the runtime type itself); users

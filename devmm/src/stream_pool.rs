@@ -1,49 +1,11 @@
-//! Stream flags and a thread-safe pool of streams, spelled as rmm's
-//! `CudaStreamFlags` and `CudaStreamPool`, on every runtime (the CPU's
-//! pool holds its one stream as often as asked).
+//! A thread-safe pool of streams, spelled as rmm's `CudaStreamPool`, on
+//! every runtime (the CPU's pool holds its one stream as often as asked).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::stream::Stream;
-
-/// How a created stream orders against the legacy default stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum StreamFlags {
-    /// Synchronizes with the legacy default stream (`cudaStreamDefault`).
-    #[default]
-    SyncDefault = 0,
-    /// Does not synchronize with the legacy default stream (`cudaStreamNonBlocking`).
-    NonBlocking = 1,
-}
-
-impl TryFrom<i64> for StreamFlags {
-    type Error = Error;
-
-    /// The flags of their code (`cudaStreamDefault` 0, `cudaStreamNonBlocking`
-    /// 1); any other value is an [`Error::InvalidArgument`].
-    ///
-    /// ```
-    /// use devmm::StreamFlags;
-    /// assert_eq!(StreamFlags::try_from(1)?, StreamFlags::NonBlocking);
-    /// assert!(StreamFlags::try_from(2).is_err());
-    /// # Ok::<(), devmm::Error>(())
-    /// ```
-    fn try_from(code: i64) -> Result<StreamFlags> {
-        match code {
-            0 => Ok(StreamFlags::SyncDefault),
-            1 => Ok(StreamFlags::NonBlocking),
-            other => Err(Error::InvalidArgument {
-                reason: format!(
-                    "stream flags must be 0 (synchronize with the default stream) or 1 \
-                     (non-blocking), not {other}"
-                ),
-            }),
-        }
-    }
-}
+use crate::stream::{Stream, StreamFlags};
 
 /// A fixed set of streams of one device, handed out round-robin or by id.
 /// Successive calls may return the same stream; the pool owns its streams

@@ -39,7 +39,7 @@ macro_rules! forward_probes {
             self.$field.live_count()
         }
 
-        fn managed_memory(&self) -> Option<&dyn $crate::ManagedMemory> {
+        fn managed_memory(&self) -> Option<&dyn $crate::managed_memory::ManagedMemory> {
             self.$field.managed_memory()
         }
 
@@ -49,7 +49,7 @@ macro_rules! forward_probes {
             &self,
             ptr: $crate::DevicePtr,
             nbytes: usize,
-        ) -> Option<$crate::Result<$crate::ipc::IpcMemHandle>> {
+        ) -> Option<$crate::Result<$crate::ipc_data::IpcMemHandle>> {
             self.$field.ipc_handle(ptr, nbytes)
         }
     };

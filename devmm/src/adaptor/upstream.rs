@@ -179,7 +179,7 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
         &self,
         ptr: crate::DevicePtr,
         nbytes: usize,
-    ) -> Option<Result<crate::ipc::IpcMemHandle>> {
+    ) -> Option<Result<crate::ipc_data::IpcMemHandle>> {
         one_link_deeper(|| self.0.ipc_handle(ptr, nbytes)).flatten()
     }
 

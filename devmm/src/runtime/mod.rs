@@ -23,7 +23,7 @@ use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
-use crate::stream::{Stream, StreamSentinel};
+use crate::stream::{Stream, StreamFlags, StreamSentinel};
 
 pub use description::{DeviceDescription, LibraryVersions};
 pub use gpu::memory::GPU_ALIGNMENT;
@@ -80,7 +80,7 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
     fn devices(&self) -> Result<Vec<Device>> {
         let ty = self.device_types()[0];
         (0..self.device_count()?)
-            .map(|i| Device::try_new(ty, u32::try_from(i).unwrap_or(u32::MAX)))
+            .map(|i| Ok(Device::try_new(ty, u32::try_from(i).unwrap_or(u32::MAX))?))
             .collect()
     }
 
@@ -100,13 +100,9 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
 
     /// A new stream on `device` created with `flags`. Runtimes without
     /// stream flags serve only [`StreamFlags::SyncDefault`](crate::StreamFlags).
-    fn create_stream_with_flags(
-        &self,
-        device: Device,
-        flags: crate::stream_pool::StreamFlags,
-    ) -> Result<Stream> {
+    fn create_stream_with_flags(&self, device: Device, flags: StreamFlags) -> Result<Stream> {
         match flags {
-            crate::stream_pool::StreamFlags::SyncDefault => self.create_stream(device),
+            StreamFlags::SyncDefault => self.create_stream(device),
             other => Err(crate::Error::Stream {
                 device,
                 reason: format!(

@@ -114,7 +114,7 @@ impl DeviceRuntime for CpuRuntime {
     fn create_stream_with_flags(
         &self,
         device: Device,
-        _flags: crate::StreamFlags,
+        _flags: crate::stream::StreamFlags,
     ) -> Result<Stream> {
         self.create_stream(device)
     }

@@ -12,7 +12,7 @@ use crate::buffer::DeviceBuffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::foreign::ForeignMemoryResource;
-use crate::ipc::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES};
+use crate::ipc_data::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES};
 use crate::ptr::DevicePtr;
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
@@ -80,7 +80,7 @@ pub(crate) fn export<P: Platform>(
     }
     // SAFETY: the driver returned a new descriptor, the caller's to close.
     let handle = unsafe { OwnedFd::from_raw_fd(fd) };
-    Ok(crate::ipc::descriptor(device, nbytes, handle, data))
+    Ok(crate::ipc_data::descriptor(device, nbytes, handle, data))
 }
 
 impl<P: Platform> GpuRuntime<P> {
@@ -191,7 +191,7 @@ pub(crate) fn get_mem_handle<P: Platform>(
     // block of the resource (the caller's buffer is open).
     let status = unsafe { (call.f)(&mut handle, ptr.as_host_ptr::<c_void>()) };
     check(driver, call.name, status, Some(device))?;
-    Ok(crate::ipc::mem_handle(device, nbytes, handle.0))
+    Ok(crate::ipc_data::mem_handle(device, nbytes, handle.0))
 }
 
 /// The call a library without the legacy IPC calls lacks, named for errors.

@@ -12,7 +12,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
-use crate::managed::{Advice, ManagedMemory};
+use crate::managed_memory::{Advice, ManagedMemory};
 use crate::ptr::DevicePtr;
 use crate::stream::Stream;
 

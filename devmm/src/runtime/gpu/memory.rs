@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
-use crate::ipc::IpcMemHandle;
-use crate::managed::ManagedMemory;
+use crate::ipc_data::IpcMemHandle;
+use crate::managed_memory::ManagedMemory;
+use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource, PoolStatistics, resource_chain};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 

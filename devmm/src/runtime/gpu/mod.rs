@@ -455,13 +455,13 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
     }
 
     fn create_stream(&self, device: Device) -> Result<Stream> {
-        self.create_stream_with_flags(device, crate::StreamFlags::SyncDefault)
+        self.create_stream_with_flags(device, crate::stream::StreamFlags::SyncDefault)
     }
 
     fn create_stream_with_flags(
         &self,
         device: Device,
-        flags: crate::StreamFlags,
+        flags: crate::stream::StreamFlags,
     ) -> Result<Stream> {
         self.check(device)?;
         let _active = device::activate(&self.driver, device)?;

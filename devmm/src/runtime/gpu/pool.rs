@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
-use crate::resource::{MemoryInfo, MemoryResource, PoolStatistics, resource_chain};
+use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::DeviceRuntime;
 use crate::runtime::driver::Driver;
 use crate::stream::{Stream, StreamSentinel};
@@ -352,7 +353,7 @@ impl<P: Platform> MemoryResource for GpuAsyncMemory<P> {
         &self,
         ptr: DevicePtr,
         nbytes: usize,
-    ) -> Option<Result<crate::ipc::IpcDescriptor>> {
+    ) -> Option<Result<crate::ipc_data::IpcDescriptor>> {
         let pool = &self.pool;
         self.options
             .enable_ipc

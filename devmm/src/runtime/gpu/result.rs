@@ -509,7 +509,7 @@ pub(crate) mod pool {
     use super::*;
     use std::ffi::c_void;
 
-    use crate::resource::PoolStatistics;
+    use crate::pool_statistics::PoolStatistics;
 
     /// `cudaMemPoolAttr` / `hipMemPoolAttr` (the same values): the `u64`
     /// attributes devmm reads and writes.
