@@ -158,6 +158,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     // The size check of the resources written in Python (devmm.mrs.cuda's).
     m.setattr("_check_nbytes", wrap_pyfunction!(count::_check_nbytes, m)?)?;
+    m.setattr(
+        "_frees_nothing",
+        wrap_pyfunction!(resource::_frees_nothing, m)?,
+    )?;
 
     m.add(
         "TORCH_MALLOC_SYMBOL",

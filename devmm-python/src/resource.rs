@@ -860,3 +860,22 @@ fn interpreter_gone(device: devmm::Device) -> devmm::Error {
             .into(),
     }
 }
+
+/// Whether `deallocate(ptr, nbytes)` on `mr` has nothing to free (null, 0
+/// bytes): the core's rule for null (`devmm::frees_nothing`), for the
+/// resources written in Python over a library (`devmm.mrs.cuda`'s rmm and
+/// CuPy ones). A null pointer with a size is a `ValueError` (a
+/// `foreign-free`), as devmm's own resources refuse it.
+#[pyfunction]
+pub(crate) fn _frees_nothing(
+    mr: &Bound<'_, PyMemoryResource>,
+    ptr: usize,
+    nbytes: Count<Nbytes>,
+) -> PyResult<bool> {
+    devmm::frees_nothing(
+        &*resource_of(mr)?,
+        devmm::DevicePtr::from_addr(ptr),
+        nbytes.get(),
+    )
+    .py()
+}

@@ -209,3 +209,31 @@ def test_a_closed_buffer_is_refused_as_each_protocol_refuses() -> None:
         _closed_tensor().__array_interface__
     with pytest.raises(ValueError, match="freed|closed"):
         _closed_tensor().to("cpu")
+
+
+def test_the_library_resources_free_null_by_the_cores_rule() -> None:
+    # devmm.mrs's rmm and CuPy resources share CheckedResource, which asks
+    # the core (devmm::frees_nothing): null with 0 bytes frees nothing, null
+    # with a size is a foreign-free, as MallocMemoryResource says.
+    from devmm.mrs._checked import CheckedResource
+
+    freed: list[tuple[int, int]] = []
+
+    class Library(CheckedResource):
+        def _allocate(self, nbytes: int, stream: Any) -> int:
+            return 4096
+
+        def _deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+            freed.append((ptr, nbytes))
+
+    mr = Library()
+    assert mr.allocate(0) == 0
+    mr.deallocate(0, 0)
+    mr.deallocate(mr.allocate(16), 16)
+    assert freed == [(4096, 16)]
+    with pytest.raises(ValueError, match="foreign-free") as ours:
+        mr.deallocate(0, 16)
+    with pytest.raises(ValueError, match="foreign-free") as native:
+        MallocMemoryResource().deallocate(0, 16)
+    assert str(ours.value).split(":")[2:] == str(native.value).split(":")[2:]
+    assert freed == [(4096, 16)]

@@ -26,6 +26,32 @@ pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKi
     }
 }
 
+/// [`check_null`] for a `deallocate(ptr, nbytes)` through `mr`, the
+/// misuse an error naming `mr`: `Ok(true)` when there is nothing to free
+/// (null, 0 bytes), `Ok(false)` when `mr` must free `ptr`. For resources
+/// written outside the crate that check their calls as devmm's do (the
+/// Python package's rmm and CuPy resources).
+///
+/// ```
+/// use devmm::{frees_nothing, DevicePtr, MallocMemoryResource};
+/// let mr = MallocMemoryResource::new();
+/// assert!(frees_nothing(&mr, DevicePtr::NULL, 0)?);
+/// assert!(!frees_nothing(&mr, DevicePtr::from_addr(64), 8)?);
+/// let err = frees_nothing(&mr, DevicePtr::NULL, 8).unwrap_err();
+/// assert!(err.to_string().contains("foreign-free"), "{err}");
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn frees_nothing(mr: &dyn MemoryResource, ptr: DevicePtr, nbytes: usize) -> Result<bool> {
+    check_null(ptr, nbytes).map_err(|kind| Error::Misuse {
+        kind,
+        ptr,
+        nbytes,
+        device: mr.device(),
+        resource: format!("{mr:?}"),
+        test_double: false,
+    })
+}
+
 /// How many of its latest frees a ledger remembers to tell a double free
 /// from an unknown pointer. Bounded so a long run does not grow it.
 const FREED_MEMORY: usize = 1024;

@@ -3,7 +3,7 @@ as devmm's native resources check it."""
 
 from __future__ import annotations
 
-from .._devmm import DeviceMemoryResource, Stream, StreamSentinel, _check_nbytes
+from .._devmm import DeviceMemoryResource, Stream, StreamSentinel, _check_nbytes, _frees_nothing
 
 __all__ = ["CheckedResource"]
 
@@ -11,9 +11,10 @@ __all__ = ["CheckedResource"]
 class CheckedResource(DeviceMemoryResource):
     """A devmm resource over a library's allocator: ``allocate`` and
     ``deallocate`` check ``nbytes`` as native resources do (``ValueError``
-    naming it), answer 0 bytes with the null pointer and freeing the null
-    pointer with nothing, and hand the rest to ``_allocate`` and
-    ``_deallocate``, which the library's resource defines."""
+    naming it), answer 0 bytes with the null pointer and freeing it with
+    nothing (a null pointer with a size is a ``ValueError``: the core's
+    rule for null), and hand the rest to ``_allocate`` and ``_deallocate``,
+    which the library's resource defines."""
 
     def allocate(self, nbytes: int, stream: Stream | StreamSentinel | None = None) -> int:
         if _check_nbytes(nbytes) == 0:
@@ -21,8 +22,8 @@ class CheckedResource(DeviceMemoryResource):
         return self._allocate(nbytes, stream)
 
     def deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None = None) -> None:
-        _check_nbytes(nbytes)
-        if ptr != 0:
+        # The core's rule: only a 0-byte allocation may be null.
+        if not _frees_nothing(self, ptr, nbytes):
             self._deallocate(ptr, nbytes, stream)
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
