@@ -57,8 +57,8 @@ impl ParseDeviceError {
     }
 
     /// The refusal of `value`, given for the argument `name`, outside
-    /// `range`: the words of [`Error::out_of_range`](crate::Error::out_of_range).
-    fn out_of_range(name: &str, value: i128, range: &str) -> Self {
+    /// `range` (also [`Error::out_of_range`](crate::Error::out_of_range)'s).
+    pub(crate) fn out_of_range(name: &str, value: i128, range: &str) -> Self {
         ParseDeviceError::Refused {
             reason: format!("{name} must be {range}; {value} is out of range"),
         }

@@ -602,9 +602,8 @@ impl Error {
     /// );
     /// ```
     pub fn out_of_range(name: &str, value: i128, range: &str) -> Error {
-        Error::Refused {
-            reason: format!("{name} must be {range}; {value} is out of range"),
-        }
+        // The words live with devices, which refuse ordinals below `Error`.
+        ParseDeviceError::out_of_range(name, value, range).into()
     }
 
     pub(crate) fn layout(reason: impl Into<String>) -> Error {
