@@ -42,14 +42,7 @@ pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKi
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn frees_nothing(mr: &dyn MemoryResource, ptr: DevicePtr, nbytes: usize) -> Result<bool> {
-    check_null(ptr, nbytes).map_err(|kind| Error::Misuse {
-        kind,
-        ptr,
-        nbytes,
-        device: mr.device(),
-        resource: format!("{mr:?}"),
-        test_double: false,
-    })
+    check_null(ptr, nbytes).map_err(|kind| misuse_of(mr, kind, ptr, nbytes))
 }
 
 /// How many of its latest frees a ledger remembers to tell a double free
