@@ -12,6 +12,7 @@ pub(crate) mod device;
 mod ipc;
 mod managed;
 pub(crate) mod memory;
+mod owned_pool;
 pub(crate) mod pool;
 pub(crate) mod result;
 pub(crate) mod stream;
