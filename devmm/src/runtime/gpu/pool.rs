@@ -13,7 +13,7 @@ use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::DeviceRuntime;
-use crate::stream::{Stream, StreamSentinel};
+use crate::stream::{Stream, StreamRuntime, StreamSentinel};
 
 use super::memory::{DeviceKind, GPU_ALIGNMENT, GpuMemory};
 use super::owned_pool::OwnedPool;
