@@ -481,9 +481,6 @@ fn core_src() -> PathBuf {
 }
 
 #[test]
-#[ignore = "issue 32, in progress: two cycles remain, copy/managed_memory/resource/runtime/stream \
-            (stream -> runtime: StreamOps::runtime and Stream::runtime name DeviceRuntime) and \
-            runtime::gpu::{ipc, memory, pool}; run with --ignored to see them"]
 fn the_core_crate_has_no_module_cycle() {
     let modules = read_crate(&core_src().join("lib.rs"));
     let edges = module_edges(&modules);

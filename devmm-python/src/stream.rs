@@ -238,8 +238,8 @@ impl devmm::StreamOps for PythonStreamOps {
 
     /// Asked for what only the device's runtime knows (a copy or an export
     /// on the stream, whether it is a default stream): the error says so.
-    fn runtime(self: Arc<Self>) -> devmm::Result<Arc<dyn devmm::DeviceRuntime>> {
-        devmm::runtime_for(self.device).map_err(|e| match e {
+    fn runtime(self: Arc<Self>) -> devmm::Result<Arc<dyn devmm::StreamRuntime>> {
+        let runtime = devmm::runtime_for(self.device).map_err(|e| match e {
             devmm::Error::RuntimeUnavailable { name, reason } => devmm::Error::RuntimeUnavailable {
                 name,
                 reason: format!(
@@ -250,7 +250,8 @@ impl devmm::StreamOps for PythonStreamOps {
                 ),
             },
             other => other,
-        })
+        })?;
+        Ok(runtime)
     }
 
     /// The Python object, for [`stream_object`].

@@ -8,6 +8,7 @@ mod buffer;
 mod callback;
 pub mod callsite;
 mod copy;
+mod copy_kind;
 mod defaults;
 mod device;
 pub mod dlpack;
@@ -46,7 +47,8 @@ pub use adaptor::{
 pub use array_interface::{ArrayInterface, ArrayInterfaceKind};
 pub use buffer::DeviceBuffer;
 pub use callback::CallbackMemoryResource;
-pub use copy::{CopyKind, copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
+pub use copy::{copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host};
+pub use copy_kind::CopyKind;
 pub use device::{Device, DeviceType, ParseDeviceError};
 pub use dtype::{DType, DTypeCode, Element};
 pub use error::{CallbackError, DriverError, Error, ErrorKind, MisuseKind, Result};
@@ -81,7 +83,8 @@ pub use runtime::{
 };
 pub use size::SizeOverflow;
 pub use stream::{
-    DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamFlags, StreamOps, StreamSentinel,
+    DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamFlags, StreamOps, StreamRuntime,
+    StreamSentinel,
 };
 pub use stream_pool::StreamPool;
 pub use tensor::{EmptyOptions, Tensor, empty, empty_like};

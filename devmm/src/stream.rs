@@ -3,17 +3,19 @@
 //! devmm never launches work. A stream is only something to allocate on,
 //! free on, synchronize, and make wait on another stream; each runtime
 //! supplies those operations through [`StreamOps`]. A stream carries its
-//! runtime, so copies, DLPack exports and hand-offs ask the stream, never a
-//! global lookup.
+//! runtime's operations table, [`StreamRuntime`], so copies, DLPack exports
+//! and hand-offs ask the stream, never a global lookup. The table is
+//! defined here, below the runtimes: a stream names no runtime type.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
 
+use crate::copy_kind::CopyKind;
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
-use crate::runtime::DeviceRuntime;
+use crate::ptr::DevicePtr;
 
 /// The platform-independent names for a runtime's built-in streams.
 ///
@@ -133,13 +135,14 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
     /// clone of an owning [`Stream`] drops.
     fn destroy(&self, device: Device, handle: usize);
 
-    /// The runtime these streams belong to: what [`Stream::runtime`]
-    /// answers, and what copies and DLPack exports on the stream call.
+    /// The operations table of the runtime these streams belong to (the
+    /// runtime itself, upcast): what [`Stream::runtime`] answers, and what
+    /// copies and DLPack exports on the stream call.
     /// Asked the first time it is needed; the stream keeps the first
     /// answer that is a runtime for its life, and asks again after an
     /// error (a binding's stream whose platform is loaded later, say), so
     /// a stream needs a runtime only for what only a runtime can do.
-    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>>;
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>>;
 
     /// The object these operations stand for, if a binding made them for
     /// one (a stream defined in Python), so that a stream handed back to
@@ -148,6 +151,216 @@ pub trait StreamOps: Send + Sync + fmt::Debug {
     /// have none.
     fn origin(&self) -> Option<&(dyn Any + Send + Sync)> {
         None
+    }
+}
+
+/// What a stream needs of the runtime it belongs to: its name and device
+/// types, its built-in, created and wrapped streams, the DLPack consumer
+/// streams, and the copies ordered on its streams. The table a stream
+/// holds ([`Stream::runtime`], [`StreamOps::runtime`]), defined here,
+/// below every runtime, so a stream is a plain value that names no runtime
+/// type; [`DeviceRuntime`](crate::DeviceRuntime) extends it with devices,
+/// memory and resources, and the whole runtime of a device is
+/// [`runtime_for`](crate::runtime_for)'s.
+///
+/// ```
+/// use devmm::{Device, Stream, StreamRuntime};
+/// let ops: std::sync::Arc<dyn StreamRuntime> = Stream::cpu().runtime()?;
+/// assert_eq!(ops.name(), "cpu");
+/// assert_eq!(ops.default_stream(Device::CPU)?, Stream::cpu());
+/// // The whole runtime is the registry's, and the same instance.
+/// let runtime = devmm::runtime_for(Device::CPU)?;
+/// assert_eq!(runtime.device_count()?, 1);
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub trait StreamRuntime: Send + Sync + fmt::Debug {
+    /// `"cpu"`, `"cuda"`, `"rocm"`, or a third party's name.
+    fn name(&self) -> &str;
+
+    /// The device types this runtime serves; the first is its primary type.
+    fn device_types(&self) -> &[DeviceType];
+
+    /// One of the built-in streams of `device`.
+    fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream>;
+
+    /// The default stream of `device`.
+    fn default_stream(&self, device: Device) -> Result<Stream> {
+        self.stream(device, StreamSentinel::Default)
+    }
+
+    /// A new stream on `device`, destroyed when its last clone drops.
+    fn create_stream(&self, device: Device) -> Result<Stream>;
+
+    /// A new stream on `device` created with `flags`. Runtimes without
+    /// stream flags serve only [`StreamFlags::SyncDefault`](crate::StreamFlags).
+    fn create_stream_with_flags(&self, device: Device, flags: StreamFlags) -> Result<Stream> {
+        match flags {
+            StreamFlags::SyncDefault => self.create_stream(device),
+            other => Err(crate::Error::Stream {
+                device,
+                reason: format!(
+                    "the {} runtime cannot create {other:?} streams; use StreamFlags::SyncDefault",
+                    self.name()
+                ),
+            }),
+        }
+    }
+
+    /// A stream over a native handle the caller owns.
+    fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream>;
+
+    /// The consumer stream a DLPack `__dlpack__(stream=...)` value names on
+    /// `device`, or `Ok(None)` when the consumer asked for no
+    /// synchronization (`-1`, or nothing on platforms without streams).
+    ///
+    /// `value` is the protocol's integer as given; `None` means the consumer
+    /// passed none, which each platform maps by the DLPack rules (CUDA: the
+    /// legacy default stream; ROCm: the default stream; CPU: no stream).
+    /// Values the protocol forbids on the platform are refused.
+    fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>>;
+
+    /// The device whose DLPack consumers get no stream when they name none:
+    /// [`consumer_stream`](Self::consumer_stream)`(device, None)` is
+    /// `Ok(None)` there, always. A stream keeps this answer, and an export
+    /// of that device's memory with no stream named skips the
+    /// `consumer_stream` call (a virtual call and its `Result` written
+    /// through memory, issue #16). `None`, the default: always ask.
+    ///
+    /// ```
+    /// use devmm::Device;
+    ///
+    /// // The host has no streams: its consumers never get one.
+    /// let cpu = devmm::runtime_for(Device::CPU)?;
+    /// assert_eq!(cpu.streamless_device(), Some(Device::CPU));
+    /// assert_eq!(cpu.consumer_stream(Device::CPU, None)?, None);
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn streamless_device(&self) -> Option<Device> {
+        None
+    }
+
+    /// Copies `src` from the host into device memory at `dst`, ordered on `stream`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for `src.len()` bytes of writes on `stream`'s device.
+    unsafe fn copy_host_to_device(&self, dst: DevicePtr, src: &[u8], stream: &Stream)
+    -> Result<()>;
+
+    /// Copies device memory at `src` into `dst` on the host, and waits for it.
+    ///
+    /// # Safety
+    ///
+    /// `src` must be valid for `dst.len()` bytes of reads on `stream`'s device.
+    unsafe fn copy_device_to_host(
+        &self,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: &Stream,
+    ) -> Result<()>;
+
+    /// Copies `nbytes` between two allocations of the same device.
+    ///
+    /// # Safety
+    ///
+    /// Both ranges must be valid for `nbytes` and must not overlap.
+    unsafe fn copy_device_to_device(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        stream: &Stream,
+    ) -> Result<()>;
+
+    /// Copies `nbytes` from `src` to `dst` in the direction `kind` names,
+    /// on `stream` (one of this runtime's): the seed's `memcpy`. A copy
+    /// touching host memory is done when this returns; one between device
+    /// addresses is ordered on `stream`. Null addresses and ranges past the
+    /// end of the address space are refused; zero bytes touch nothing.
+    ///
+    /// The default serves the four named directions through the typed
+    /// copies (a host-to-host copy may overlap, as `memmove`) and refuses
+    /// [`CopyKind::Default`], which needs a driver that tells memory apart.
+    ///
+    /// ```
+    /// use devmm::{CopyKind, Device, DevicePtr, Stream};
+    /// let cpu = devmm::runtime_for(Device::CPU)?;
+    /// let (src, mut dst) = (*b"devmm", [0u8; 5]);
+    /// let (to, from) = (DevicePtr::from_host_ptr(dst.as_mut_ptr()), DevicePtr::from_host_ptr(src.as_ptr().cast_mut()));
+    /// // SAFETY: both are 5 bytes of live host memory.
+    /// unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToHost, &Stream::cpu())? };
+    /// assert_eq!(&dst, b"devmm");
+    /// // The host has no device memory to copy to.
+    /// // SAFETY: refused before any byte is touched.
+    /// assert!(unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToDevice, &Stream::cpu()) }.is_err());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `src` is valid for `nbytes` bytes of reads and `dst` for as many
+    /// writes, each in the memory `kind` says (host or device of `stream`'s
+    /// device), until the copy completes, and host memory in either range
+    /// is initialised (the typed copies take it as a byte slice); unless
+    /// `kind` is [`CopyKind::HostToHost`], the ranges do not overlap.
+    unsafe fn memcpy(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        nbytes: usize,
+        kind: CopyKind,
+        stream: &Stream,
+    ) -> Result<()> {
+        crate::copy_kind::check_addresses(dst, src, nbytes)?;
+        if nbytes == 0 {
+            return Ok(());
+        }
+        match kind {
+            CopyKind::HostToHost => {
+                // SAFETY: the caller vouches for both host ranges.
+                unsafe { crate::copy_kind::host_to_host(dst, src, nbytes) };
+                Ok(())
+            }
+            // SAFETY: `src` is `nbytes` of host memory (the caller vouches,
+            // and `check_addresses` bounds `nbytes` by `isize::MAX`), not
+            // written while the copy reads it (the ranges are disjoint).
+            CopyKind::HostToDevice => unsafe {
+                let src = std::slice::from_raw_parts(src.as_host_ptr::<u8>(), nbytes);
+                self.copy_host_to_device(dst, src, stream)
+            },
+            // SAFETY: `dst` is `nbytes` of host memory no other reference
+            // reaches during the copy (as above).
+            CopyKind::DeviceToHost => unsafe {
+                let dst = std::slice::from_raw_parts_mut(dst.as_host_ptr::<u8>(), nbytes);
+                self.copy_device_to_host(dst, src, stream)
+            },
+            // SAFETY: the caller vouches for both device ranges.
+            CopyKind::DeviceToDevice => unsafe {
+                self.copy_device_to_device(dst, src, nbytes, stream)
+            },
+            CopyKind::Default => Err(Error::InvalidArgument {
+                reason: format!(
+                    "the {} runtime cannot tell host from device memory; name the copy's direction instead of DEFAULT",
+                    self.name()
+                ),
+            }),
+        }
+    }
+
+    /// Makes the native stream `consumer` of `producer`'s device wait for
+    /// the work queued so far on `producer` (an event on GPUs): the seed's
+    /// `make_stream_wait`, the DLPack `stream=` hand-off.
+    ///
+    /// ```
+    /// use devmm::{Device, Stream};
+    /// // Host work is done when a call returns: any consumer handle has
+    /// // nothing to wait for.
+    /// devmm::runtime_for(Device::CPU)?.make_stream_wait(7, &Stream::cpu())?;
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    fn make_stream_wait(&self, consumer: usize, producer: &Stream) -> Result<()> {
+        self.wrap_stream(producer.device(), consumer)?
+            .wait(producer)
     }
 }
 
@@ -165,9 +378,9 @@ struct StreamInner {
     runtime: OnceLock<ServingRuntime>,
 }
 
-/// A stream's runtime, with the device types it serves as a bit set.
+/// A stream's runtime operations, with the device types it serves as a bit set.
 struct ServingRuntime {
-    runtime: Arc<dyn DeviceRuntime>,
+    runtime: Arc<dyn StreamRuntime>,
     /// Bit `ty as i32` is set for each type in `runtime.device_types()`
     /// (DLPack codes are below 32).
     served: u32,
@@ -176,7 +389,7 @@ struct ServingRuntime {
 }
 
 impl ServingRuntime {
-    fn new(runtime: Arc<dyn DeviceRuntime>) -> ServingRuntime {
+    fn new(runtime: Arc<dyn StreamRuntime>) -> ServingRuntime {
         let served = runtime
             .device_types()
             .iter()
@@ -363,7 +576,9 @@ impl Stream {
         self.inner.ops.origin()
     }
 
-    /// The runtime the stream belongs to. A runtime's own streams always
+    /// The operations table of the runtime the stream belongs to; the
+    /// whole [`DeviceRuntime`](crate::DeviceRuntime) of its device is
+    /// [`runtime_for`](crate::runtime_for)'s. A runtime's own streams always
     /// have one; a stream a binding made over its own object (a Python
     /// `Stream` subclass) answers the error of looking its device's runtime
     /// up, such as [`Error::RuntimeUnavailable`], while that platform is
@@ -373,7 +588,7 @@ impl Stream {
     /// assert_eq!(devmm::Stream::cpu().runtime()?.name(), "cpu");
     /// # Ok::<(), devmm::Error>(())
     /// ```
-    pub fn runtime(&self) -> Result<Arc<dyn DeviceRuntime>> {
+    pub fn runtime(&self) -> Result<Arc<dyn StreamRuntime>> {
         self.serving().map(|serving| Arc::clone(&serving.runtime))
     }
 
@@ -395,16 +610,16 @@ impl Stream {
     /// copy into or an export of `device` memory ordered on this stream
     /// must go through. Borrowed from the stream: no reference count moves.
     #[inline]
-    pub(crate) fn runtime_serving(&self, device: Device) -> Result<&Arc<dyn DeviceRuntime>> {
+    pub(crate) fn runtime_serving(&self, device: Device) -> Result<&Arc<dyn StreamRuntime>> {
         self.serving_checked(device).map(|serving| &serving.runtime)
     }
 
     /// The consumer stream a DLPack export of `device` memory ordered on
     /// this stream hands off to, for the protocol's `stream` value: the
-    /// runtime's [`consumer_stream`](DeviceRuntime::consumer_stream), after
+    /// runtime's [`consumer_stream`](StreamRuntime::consumer_stream), after
     /// the check of [`runtime_serving`](Self::runtime_serving). No call
     /// when no stream was named on the runtime's
-    /// [`streamless_device`](DeviceRuntime::streamless_device).
+    /// [`streamless_device`](StreamRuntime::streamless_device).
     #[inline]
     pub(crate) fn consumer_for(
         &self,
@@ -431,7 +646,7 @@ impl Stream {
     /// Why `runtime` (this stream's) cannot order `device` memory; kept out
     /// of line, off the hot path.
     #[cold]
-    fn not_served(&self, device: Device, runtime: &dyn DeviceRuntime) -> Error {
+    fn not_served(&self, device: Device, runtime: &dyn StreamRuntime) -> Error {
         Error::Stream {
             device: self.device(),
             reason: format!(
@@ -623,7 +838,7 @@ mod tests {
             Ok(())
         }
         fn destroy(&self, _: Device, _: usize) {}
-        fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>> {
             self.asked.fetch_add(1, SeqCst);
             if self.loaded.load(SeqCst) {
                 Ok(crate::runtime::cpu::shared())

@@ -26,7 +26,7 @@ use devmm::statistics::{OrderBy, ProfilerRecords, profile};
 use devmm::testing::{MrConformanceOptions, mr_conformance};
 use devmm::{
     Device, DeviceBuffer, DeviceRuntime, DeviceType, Error, MallocMemoryResource, MemoryResource,
-    PoolStatistics, StatisticsAdaptor, Stream, StreamSentinel,
+    PoolStatistics, StatisticsAdaptor, Stream, StreamRuntime, StreamSentinel,
 };
 use support::fake_driver::{FakeControl, FakeLibraries, exclusive, fake_libraries};
 use support::fork::in_forked_child;
@@ -308,8 +308,8 @@ fn hex(value: usize) -> String {
     format!("{value:#x}")
 }
 
-/// Whether two runtime handles are the same instance.
-fn same_runtime(a: &Arc<dyn DeviceRuntime>, b: &Arc<dyn DeviceRuntime>) -> bool {
+/// Whether a stream's operations table is the runtime `b`, the same instance.
+fn same_runtime(a: &Arc<dyn StreamRuntime>, b: &Arc<dyn DeviceRuntime>) -> bool {
     std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 

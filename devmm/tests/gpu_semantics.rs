@@ -12,7 +12,7 @@ use devmm::mrs::cuda::CudaRuntimeMemoryResource;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::{
     DType, Device, DeviceBuffer, DeviceRuntime, DeviceType, EmptyOptions, Error, MemoryResource,
-    StreamSentinel, empty,
+    StreamRuntime, StreamSentinel, empty,
 };
 use support::fake_driver::{FakeControl, exclusive, fake_libraries};
 

@@ -709,7 +709,7 @@ mod tests {
             Ok(())
         }
         fn destroy(&self, _: Device, _: usize) {}
-        fn runtime(self: Arc<Self>) -> Result<Arc<dyn crate::DeviceRuntime>> {
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn crate::StreamRuntime>> {
             Ok(crate::runtime::cpu::shared())
         }
     }

@@ -1,7 +1,9 @@
 //! Runtimes: one per platform, each the single place that talks to its driver.
 //!
-//! A [`DeviceRuntime`] enumerates devices, reports memory, makes streams,
-//! copies bytes, activates devices and picks the default resource. Runtimes
+//! A [`DeviceRuntime`] enumerates devices, reports memory, activates
+//! devices and picks the default resource; what its streams need of it
+//! (making streams, copying bytes on them) is its supertrait
+//! [`StreamRuntime`], the operations table a stream holds. Runtimes
 //! are discovered by name: [`runtime_names`] only probes, [`runtime_for`]
 //! loads once and hands out the same instance afterwards.
 
@@ -18,12 +20,11 @@ pub mod rocm;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::copy::CopyKind;
 use crate::device::{Device, DeviceType};
-use crate::error::{Error, Result};
-use crate::ptr::DevicePtr;
+use crate::error::Result;
 use crate::resource::{MemoryInfo, MemoryResource};
-use crate::stream::{Stream, StreamFlags, StreamSentinel};
+
+pub use crate::stream::StreamRuntime;
 
 pub use description::{DeviceDescription, LibraryVersions};
 pub use gpu::memory::GPU_ALIGNMENT;
@@ -34,7 +35,10 @@ pub use registry::{
     runtime_names, set_external_runtimes, stream_for,
 };
 
-/// Everything devmm needs from one platform.
+/// Everything devmm needs from one platform: its devices, memory and
+/// resources here, and through its supertrait [`StreamRuntime`] what its
+/// streams need (naming it, making streams, copying bytes on them), so a
+/// runtime is implemented as both traits.
 ///
 /// ```
 /// use devmm::{runtime_for, Device};
@@ -44,13 +48,7 @@ pub use registry::{
 /// assert_eq!(cpu.default_stream(Device::CPU)?.handle(), 0);
 /// # Ok::<(), devmm::Error>(())
 /// ```
-pub trait DeviceRuntime: Send + Sync + fmt::Debug {
-    /// `"cpu"`, `"cuda"`, `"rocm"`, or a third party's name.
-    fn name(&self) -> &str;
-
-    /// The device types this runtime serves; the first is its primary type.
-    fn device_types(&self) -> &[DeviceType];
-
+pub trait DeviceRuntime: StreamRuntime {
     /// How many devices of the primary type exist.
     fn device_count(&self) -> Result<usize>;
 
@@ -86,189 +84,6 @@ pub trait DeviceRuntime: Send + Sync + fmt::Debug {
 
     /// Free and total memory of `device`.
     fn memory_info(&self, device: Device) -> Result<MemoryInfo>;
-
-    /// One of the built-in streams of `device`.
-    fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream>;
-
-    /// The default stream of `device`.
-    fn default_stream(&self, device: Device) -> Result<Stream> {
-        self.stream(device, StreamSentinel::Default)
-    }
-
-    /// A new stream on `device`, destroyed when its last clone drops.
-    fn create_stream(&self, device: Device) -> Result<Stream>;
-
-    /// A new stream on `device` created with `flags`. Runtimes without
-    /// stream flags serve only [`StreamFlags::SyncDefault`](crate::StreamFlags).
-    fn create_stream_with_flags(&self, device: Device, flags: StreamFlags) -> Result<Stream> {
-        match flags {
-            StreamFlags::SyncDefault => self.create_stream(device),
-            other => Err(crate::Error::Stream {
-                device,
-                reason: format!(
-                    "the {} runtime cannot create {other:?} streams; use StreamFlags::SyncDefault",
-                    self.name()
-                ),
-            }),
-        }
-    }
-
-    /// A stream over a native handle the caller owns.
-    fn wrap_stream(&self, device: Device, handle: usize) -> Result<Stream>;
-
-    /// The consumer stream a DLPack `__dlpack__(stream=...)` value names on
-    /// `device`, or `Ok(None)` when the consumer asked for no
-    /// synchronization (`-1`, or nothing on platforms without streams).
-    ///
-    /// `value` is the protocol's integer as given; `None` means the consumer
-    /// passed none, which each platform maps by the DLPack rules (CUDA: the
-    /// legacy default stream; ROCm: the default stream; CPU: no stream).
-    /// Values the protocol forbids on the platform are refused.
-    fn consumer_stream(&self, device: Device, value: Option<i64>) -> Result<Option<Stream>>;
-
-    /// The device whose DLPack consumers get no stream when they name none:
-    /// [`consumer_stream`](Self::consumer_stream)`(device, None)` is
-    /// `Ok(None)` there, always. A stream keeps this answer, and an export
-    /// of that device's memory with no stream named skips the
-    /// `consumer_stream` call (a virtual call and its `Result` written
-    /// through memory, issue #16). `None`, the default: always ask.
-    ///
-    /// ```
-    /// use devmm::Device;
-    ///
-    /// // The host has no streams: its consumers never get one.
-    /// let cpu = devmm::runtime_for(Device::CPU)?;
-    /// assert_eq!(cpu.streamless_device(), Some(Device::CPU));
-    /// assert_eq!(cpu.consumer_stream(Device::CPU, None)?, None);
-    /// # Ok::<(), devmm::Error>(())
-    /// ```
-    fn streamless_device(&self) -> Option<Device> {
-        None
-    }
-
-    /// Copies `src` from the host into device memory at `dst`, ordered on `stream`.
-    ///
-    /// # Safety
-    ///
-    /// `dst` must be valid for `src.len()` bytes of writes on `stream`'s device.
-    unsafe fn copy_host_to_device(&self, dst: DevicePtr, src: &[u8], stream: &Stream)
-    -> Result<()>;
-
-    /// Copies device memory at `src` into `dst` on the host, and waits for it.
-    ///
-    /// # Safety
-    ///
-    /// `src` must be valid for `dst.len()` bytes of reads on `stream`'s device.
-    unsafe fn copy_device_to_host(
-        &self,
-        dst: &mut [u8],
-        src: DevicePtr,
-        stream: &Stream,
-    ) -> Result<()>;
-
-    /// Copies `nbytes` between two allocations of the same device.
-    ///
-    /// # Safety
-    ///
-    /// Both ranges must be valid for `nbytes` and must not overlap.
-    unsafe fn copy_device_to_device(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        nbytes: usize,
-        stream: &Stream,
-    ) -> Result<()>;
-
-    /// Copies `nbytes` from `src` to `dst` in the direction `kind` names,
-    /// on `stream` (one of this runtime's): the seed's `memcpy`. A copy
-    /// touching host memory is done when this returns; one between device
-    /// addresses is ordered on `stream`. Null addresses and ranges past the
-    /// end of the address space are refused; zero bytes touch nothing.
-    ///
-    /// The default serves the four named directions through the typed
-    /// copies (a host-to-host copy may overlap, as `memmove`) and refuses
-    /// [`CopyKind::Default`], which needs a driver that tells memory apart.
-    ///
-    /// ```
-    /// use devmm::{CopyKind, Device, DevicePtr, DeviceRuntime, Stream};
-    /// let cpu = devmm::runtime_for(Device::CPU)?;
-    /// let (src, mut dst) = (*b"devmm", [0u8; 5]);
-    /// let (to, from) = (DevicePtr::from_host_ptr(dst.as_mut_ptr()), DevicePtr::from_host_ptr(src.as_ptr().cast_mut()));
-    /// // SAFETY: both are 5 bytes of live host memory.
-    /// unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToHost, &Stream::cpu())? };
-    /// assert_eq!(&dst, b"devmm");
-    /// // The host has no device memory to copy to.
-    /// // SAFETY: refused before any byte is touched.
-    /// assert!(unsafe { cpu.memcpy(to, from, 5, CopyKind::HostToDevice, &Stream::cpu()) }.is_err());
-    /// # Ok::<(), devmm::Error>(())
-    /// ```
-    ///
-    /// # Safety
-    ///
-    /// `src` is valid for `nbytes` bytes of reads and `dst` for as many
-    /// writes, each in the memory `kind` says (host or device of `stream`'s
-    /// device), until the copy completes, and host memory in either range
-    /// is initialised (the typed copies take it as a byte slice); unless
-    /// `kind` is [`CopyKind::HostToHost`], the ranges do not overlap.
-    unsafe fn memcpy(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        nbytes: usize,
-        kind: CopyKind,
-        stream: &Stream,
-    ) -> Result<()> {
-        crate::copy::check_addresses(dst, src, nbytes)?;
-        if nbytes == 0 {
-            return Ok(());
-        }
-        match kind {
-            CopyKind::HostToHost => {
-                // SAFETY: the caller vouches for both host ranges.
-                unsafe { crate::copy::host_to_host(dst, src, nbytes) };
-                Ok(())
-            }
-            // SAFETY: `src` is `nbytes` of host memory (the caller vouches,
-            // and `check_addresses` bounds `nbytes` by `isize::MAX`), not
-            // written while the copy reads it (the ranges are disjoint).
-            CopyKind::HostToDevice => unsafe {
-                let src = std::slice::from_raw_parts(src.as_host_ptr::<u8>(), nbytes);
-                self.copy_host_to_device(dst, src, stream)
-            },
-            // SAFETY: `dst` is `nbytes` of host memory no other reference
-            // reaches during the copy (as above).
-            CopyKind::DeviceToHost => unsafe {
-                let dst = std::slice::from_raw_parts_mut(dst.as_host_ptr::<u8>(), nbytes);
-                self.copy_device_to_host(dst, src, stream)
-            },
-            // SAFETY: the caller vouches for both device ranges.
-            CopyKind::DeviceToDevice => unsafe {
-                self.copy_device_to_device(dst, src, nbytes, stream)
-            },
-            CopyKind::Default => Err(Error::InvalidArgument {
-                reason: format!(
-                    "the {} runtime cannot tell host from device memory; name the copy's direction instead of DEFAULT",
-                    self.name()
-                ),
-            }),
-        }
-    }
-
-    /// Makes the native stream `consumer` of `producer`'s device wait for
-    /// the work queued so far on `producer` (an event on GPUs): the seed's
-    /// `make_stream_wait`, the DLPack `stream=` hand-off.
-    ///
-    /// ```
-    /// use devmm::{Device, DeviceRuntime, Stream};
-    /// // Host work is done when a call returns: any consumer handle has
-    /// // nothing to wait for.
-    /// devmm::runtime_for(Device::CPU)?.make_stream_wait(7, &Stream::cpu())?;
-    /// # Ok::<(), devmm::Error>(())
-    /// ```
-    fn make_stream_wait(&self, consumer: usize, producer: &Stream) -> Result<()> {
-        self.wrap_stream(producer.device(), consumer)?
-            .wait(producer)
-    }
 
     /// Makes `device` the active one for this thread until the guard drops.
     fn activate(&self, device: Device) -> Result<ActivationGuard>;

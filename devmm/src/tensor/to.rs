@@ -16,8 +16,8 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::ptr::DevicePtr;
 use crate::resource::check_dereferenceable;
-use crate::runtime::DeviceRuntime;
 use crate::stream::Stream;
+use crate::stream::StreamRuntime;
 
 use super::{EmptyOptions, Tensor, empty};
 
@@ -195,7 +195,7 @@ impl Tensor {
 /// `src` is valid for `nbytes` of reads and `dst` for as many writes, in
 /// the memory `route` names, and the ranges are disjoint.
 unsafe fn copy_run(
-    runtime: &dyn DeviceRuntime,
+    runtime: &dyn StreamRuntime,
     route: Route,
     src: DevicePtr,
     dst: DevicePtr,
@@ -205,7 +205,7 @@ unsafe fn copy_run(
     match route {
         Route::HostToHost => {
             // SAFETY: the caller's contract, for two host ranges.
-            unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+            unsafe { crate::copy_kind::host_to_host(dst, src, nbytes) };
             Ok(())
         }
         Route::HostToDevice => {

@@ -525,7 +525,7 @@ mod tests {
     use super::*;
     use crate::resource::MemoryInfo;
     use crate::runtime::{ActivationGuard, DeviceRuntime};
-    use crate::stream::{StreamOps, StreamSentinel};
+    use crate::stream::{StreamOps, StreamRuntime, StreamSentinel};
     use crate::testing::RecordingMemoryResource;
 
     /// The CPU runtime, except that it maps `stream=None` to its stream
@@ -557,26 +557,18 @@ mod tests {
 
         fn destroy(&self, _: Device, _: usize) {}
 
-        fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+        fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>> {
             Ok(self)
         }
     }
 
-    impl DeviceRuntime for ClaimsStreamless {
+    impl StreamRuntime for ClaimsStreamless {
         fn name(&self) -> &str {
             "claims-streamless"
         }
 
         fn device_types(&self) -> &[DeviceType] {
             &[DeviceType::Cpu]
-        }
-
-        fn device_count(&self) -> Result<usize> {
-            Ok(1)
-        }
-
-        fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
-            self.0.memory_info(device)
         }
 
         fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
@@ -618,6 +610,16 @@ mod tests {
             _: &Stream,
         ) -> Result<()> {
             unreachable!("the DLPack suite never touches memory")
+        }
+    }
+
+    impl DeviceRuntime for ClaimsStreamless {
+        fn device_count(&self) -> Result<usize> {
+            Ok(1)
+        }
+
+        fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+            self.0.memory_info(device)
         }
 
         fn activate(&self, device: Device) -> Result<ActivationGuard> {

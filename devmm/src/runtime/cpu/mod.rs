@@ -9,12 +9,12 @@ mod stream;
 
 use std::sync::{Arc, OnceLock};
 
-use crate::copy::CopyKind;
+use crate::copy_kind::CopyKind;
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
-use crate::stream::{Stream, StreamSentinel};
+use crate::stream::{Stream, StreamRuntime, StreamSentinel};
 
 use super::{ActivationGuard, DeviceRuntime, RuntimeRegistration};
 
@@ -83,22 +83,13 @@ pub(crate) fn host_memory_info() -> Result<MemoryInfo> {
     })
 }
 
-impl DeviceRuntime for CpuRuntime {
+impl StreamRuntime for CpuRuntime {
     fn name(&self) -> &str {
         "cpu"
     }
 
     fn device_types(&self) -> &[DeviceType] {
         &[DeviceType::Cpu]
-    }
-
-    fn device_count(&self) -> Result<usize> {
-        Ok(1)
-    }
-
-    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
-        check_device(device)?;
-        host_memory_info()
     }
 
     fn stream(&self, device: Device, _which: StreamSentinel) -> Result<Stream> {
@@ -206,9 +197,9 @@ impl DeviceRuntime for CpuRuntime {
                 ),
             });
         }
-        crate::copy::check_addresses(dst, src, nbytes)?;
+        crate::copy_kind::check_addresses(dst, src, nbytes)?;
         // SAFETY: the caller vouches for both ranges.
-        unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+        unsafe { crate::copy_kind::host_to_host(dst, src, nbytes) };
         Ok(())
     }
 
@@ -217,6 +208,17 @@ impl DeviceRuntime for CpuRuntime {
     /// ignores it too).
     fn make_stream_wait(&self, _consumer: usize, producer: &Stream) -> Result<()> {
         check_device(producer.device())
+    }
+}
+
+impl DeviceRuntime for CpuRuntime {
+    fn device_count(&self) -> Result<usize> {
+        Ok(1)
+    }
+
+    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+        check_device(device)?;
+        host_memory_info()
     }
 
     fn activate(&self, device: Device) -> Result<ActivationGuard> {

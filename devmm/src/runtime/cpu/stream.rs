@@ -5,8 +5,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::DeviceRuntime;
-use crate::stream::{Stream, StreamOps};
+
+use crate::stream::{Stream, StreamOps, StreamRuntime};
 
 use super::CpuRuntime;
 
@@ -25,7 +25,7 @@ impl StreamOps for CpuRuntime {
 
     fn destroy(&self, _device: Device, _handle: usize) {}
 
-    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>> {
         Ok(self)
     }
 }

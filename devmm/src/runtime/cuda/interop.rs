@@ -81,7 +81,7 @@ impl StreamOps for CudarcStreamOps {
         // cudarc owns the stream and destroys it when its last Arc drops.
     }
 
-    fn runtime(self: Arc<Self>) -> crate::Result<Arc<dyn crate::runtime::DeviceRuntime>> {
+    fn runtime(self: Arc<Self>) -> crate::Result<Arc<dyn crate::StreamRuntime>> {
         Arc::clone(&self.ops).runtime()
     }
 }

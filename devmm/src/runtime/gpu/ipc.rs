@@ -18,7 +18,7 @@ use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
 use super::calls::Opaque;
-use super::pool::OwnedPool;
+use super::owned_pool::OwnedPool;
 use super::result::check;
 use super::{GpuRuntime, Platform, device};
 

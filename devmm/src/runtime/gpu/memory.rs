@@ -17,7 +17,7 @@ use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
-use super::pool::OwnedPool;
+use super::owned_pool::OwnedPool;
 use super::result::memory::Allocator;
 use super::{GpuRuntime, Platform, ResourceNames, device, result};
 
@@ -488,7 +488,7 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         Some(result::pool::statistics(
             &pool.driver,
             self.device,
-            pool.handle(),
+            pool.handle,
         ))
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod device;
 mod ipc;
 mod managed;
 pub(crate) mod memory;
+mod owned_pool;
 pub(crate) mod pool;
 pub(crate) mod result;
 pub(crate) mod stream;
@@ -25,11 +26,11 @@ use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
-use crate::stream::{Stream, StreamSentinel};
+use crate::stream::{Stream, StreamRuntime, StreamSentinel};
 
 use super::driver::{Driver, DriverTable};
 use super::{ActivationGuard, DeviceRuntime};
-use crate::copy::CopyKind;
+use crate::copy_kind::CopyKind;
 pub(crate) use calls::Calls;
 
 /// A driver status code (`cudaError_t`, `hipError_t`); 0 is success.
@@ -427,26 +428,13 @@ impl<P: Platform> fmt::Debug for GpuRuntime<P> {
     }
 }
 
-impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
+impl<P: Platform> StreamRuntime for GpuRuntime<P> {
     fn name(&self) -> &str {
         P::RUNTIME
     }
 
     fn device_types(&self) -> &[DeviceType] {
         P::DEVICE_TYPES
-    }
-
-    fn device_count(&self) -> Result<usize> {
-        Ok(self.device_count)
-    }
-
-    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
-        self.check(device)?;
-        if device.ty() == P::HOST {
-            return super::cpu::host_memory_info();
-        }
-        let _active = device::activate(&self.driver, device)?;
-        result::device::memory_info(&self.driver, device)
     }
 
     fn stream(&self, device: Device, which: StreamSentinel) -> Result<Stream> {
@@ -541,7 +529,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
         kind: CopyKind,
         stream: &Stream,
     ) -> Result<()> {
-        crate::copy::check_addresses(dst, src, nbytes)?;
+        crate::copy_kind::check_addresses(dst, src, nbytes)?;
         self.check(stream.device())?;
         if nbytes == 0 {
             return Ok(());
@@ -556,7 +544,7 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             // another thread's per-thread stream is waited for by the device.
             stream.synchronize()?;
             // SAFETY: the caller guarantees both host ranges.
-            unsafe { crate::copy::host_to_host(dst, src, nbytes) };
+            unsafe { crate::copy_kind::host_to_host(dst, src, nbytes) };
             return Ok(());
         }
         let (to, from) = (dst.as_host_ptr(), src.as_host_ptr::<c_void>().cast_const());
@@ -568,6 +556,21 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             // The host side is only vouched for during this call.
             crate::stream::StreamOps::synchronize(self, stream.device(), stream.handle())
         }
+    }
+}
+
+impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
+    fn device_count(&self) -> Result<usize> {
+        Ok(self.device_count)
+    }
+
+    fn memory_info(&self, device: Device) -> Result<MemoryInfo> {
+        self.check(device)?;
+        if device.ty() == P::HOST {
+            return super::cpu::host_memory_info();
+        }
+        let _active = device::activate(&self.driver, device)?;
+        result::device::memory_info(&self.driver, device)
     }
 
     fn activate(&self, device: Device) -> Result<ActivationGuard> {

@@ -13,10 +13,10 @@ use crate::pool_statistics::PoolStatistics;
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::DeviceRuntime;
-use crate::runtime::driver::Driver;
-use crate::stream::{Stream, StreamSentinel};
+use crate::stream::{Stream, StreamRuntime, StreamSentinel};
 
 use super::memory::{DeviceKind, GPU_ALIGNMENT, GpuMemory};
+use super::owned_pool::OwnedPool;
 use super::{GpuRuntime, Platform, device, result};
 
 /// How a pool of a resource's own is made: rmm's `cuda_async_memory_resource`
@@ -81,38 +81,6 @@ impl PoolOptions {
     }
 }
 
-/// The pool a resource made, destroyed when the resource drops: the driver
-/// gives its memory back once the blocks still live in it are freed.
-pub(super) struct OwnedPool<P: Platform> {
-    pub(super) driver: Arc<Driver<P>>,
-    device: Device,
-    handle: usize,
-}
-
-impl<P: Platform> OwnedPool<P> {
-    /// The pool's native handle.
-    pub(super) fn handle(&self) -> usize {
-        self.handle
-    }
-
-    /// Takes ownership of `handle`, a pool created or imported on `device`.
-    pub(super) fn new(driver: Arc<Driver<P>>, device: Device, handle: usize) -> Self {
-        OwnedPool {
-            driver,
-            device,
-            handle,
-        }
-    }
-}
-
-impl<P: Platform> Drop for OwnedPool<P> {
-    fn drop(&mut self) {
-        if let Err(e) = result::pool::destroy(&self.driver, self.device, self.handle) {
-            tracing::warn!(target: "devmm::runtime", error = %e, "could not destroy a memory pool");
-        }
-    }
-}
-
 /// Stream-ordered device memory from a pool the resource creates
 /// (`cudaMemPoolCreate`, `cudaMallocFromPoolAsync`), with the pool's figures
 /// ([`pool_statistics`](Self::pool_statistics)), [`trim`](Self::trim) and
@@ -165,11 +133,7 @@ impl<P: Platform> GpuAsyncMemory<P> {
         let _active = device::activate(&driver, device)?;
         let max_size = options.max_pool_size.unwrap_or(0);
         let handle = result::pool::create(&driver, device, max_size, options.enable_ipc)?;
-        let pool = OwnedPool {
-            driver,
-            device,
-            handle,
-        };
+        let pool = OwnedPool::new(driver, device, handle);
         let threshold = match options.release_threshold {
             Some(bytes) => bytes,
             None => u64::try_from(rt.memory_info(device)?.total).unwrap_or(u64::MAX),

@@ -324,7 +324,7 @@ pub(crate) mod memory {
     /// stream may use.
     const MEM_ATTACH_GLOBAL: u32 = 0x1;
 
-    use crate::copy::CopyKind;
+    use crate::copy_kind::CopyKind;
 
     /// The kind a typed copy on `device`'s stream passes: `natural` for
     /// device memory; `Default` for pinned and managed memory, whose

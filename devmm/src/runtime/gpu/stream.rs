@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::DeviceRuntime;
-use crate::stream::StreamOps;
+
+use crate::stream::{StreamOps, StreamRuntime};
 
 use super::{GpuRuntime, Platform, device, result};
 
@@ -84,7 +84,7 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
         }
     }
 
-    fn runtime(self: Arc<Self>) -> Result<Arc<dyn DeviceRuntime>> {
+    fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>> {
         Ok(self)
     }
 }
