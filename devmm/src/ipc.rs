@@ -68,7 +68,7 @@ impl DeviceBuffer {
     /// this buffer with ([`from_ipc_handle`](Self::from_ipc_handle)). The
     /// buffer must come from the driver's synchronous allocator
     /// (`CudaRuntimeMemoryResource` with `async_alloc=False`, or
-    /// [`synchronous`](crate::mrs::cuda::CudaRuntimeMemoryResource::synchronous));
+    /// `CudaRuntimeMemoryResource::synchronous`);
     /// any other is refused with an [`Error::InvalidArgument`] that says
     /// what to use. The exporter must not free the buffer before every
     /// process that opened it has freed its own.

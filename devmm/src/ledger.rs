@@ -26,8 +26,9 @@ pub(crate) fn check_null(ptr: DevicePtr, nbytes: usize) -> Result<bool, MisuseKi
     }
 }
 
-/// [`check_null`] for a `deallocate(ptr, nbytes)` through `mr`, the
-/// misuse an error naming `mr`: `Ok(true)` when there is nothing to free
+/// The rule every resource applies to a null pointer (only a zero-byte
+/// allocation may be null), for a `deallocate(ptr, nbytes)` through `mr`,
+/// the misuse an error naming `mr`: `Ok(true)` when there is nothing to free
 /// (null, 0 bytes), `Ok(false)` when `mr` must free `ptr`. For resources
 /// written outside the crate that check their calls as devmm's do (the
 /// Python package's rmm and CuPy resources).

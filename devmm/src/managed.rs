@@ -55,7 +55,8 @@ fn managed_of<'a>(buffer: &'a DeviceBuffer, operation: &str) -> Result<&'a dyn M
 /// the buffer's own stream when `None`. The migration is queued, like a
 /// copy: work later on the stream finds the pages there.
 ///
-/// Memory of any other kind is refused (see the [module](self) example).
+/// Memory of any other kind is refused with an error naming its resource
+/// and the managed ones to allocate from.
 pub fn prefetch(buffer: &DeviceBuffer, target: Device, stream: Option<&Stream>) -> Result<()> {
     let managed = managed_of(buffer, "prefetching")?;
     if buffer.nbytes() == 0 {
