@@ -149,6 +149,8 @@ lints() {
     check cargo clippy --workspace --all-targets --locked -- -D warnings
     # The optional interop features, together (cudarc, dlpark, allocator-api2).
     check cargo clippy -p devmm --features cudarc,dlpark,allocator-api2 --all-targets --locked -- -D warnings
+    # Every intra-doc link resolves, and none points at a private item.
+    check env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 }
 suite "lints: format and clippy" checks lints
 

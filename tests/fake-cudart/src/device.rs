@@ -63,7 +63,7 @@ unsafe fn entry_point(
 /// unsigned int cudaVersion, unsigned long long flags, cudaDriverEntryPointQueryResult* status)`
 ///
 /// # Safety
-/// As for [`entry_point`].
+/// `symbol` is null or NUL-terminated; `funcPtr` and `status` are null or valid for writes.
 #[cfg(feature = "runtime")]
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
