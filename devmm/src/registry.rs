@@ -58,6 +58,22 @@ struct Frame {
     parent: Overrides,
 }
 
+impl Drop for Frame {
+    /// Unlinks the parents this frame alone holds one by one: a chain
+    /// thousands deep (a loop of `push_statistics` never popped) dropped
+    /// recursively would overflow the native stack.
+    fn drop(&mut self) {
+        let mut next = self.parent.0.take();
+        while let Some(frame) = next {
+            next = match Arc::try_unwrap(frame) {
+                Ok(mut only) => only.parent.0.take(),
+                // Another chain shares the rest: it stays for that one.
+                Err(_) => None,
+            };
+        }
+    }
+}
+
 impl Overrides {
     /// Whether no override is in force.
     pub fn is_empty(&self) -> bool {
@@ -486,6 +502,28 @@ mod tests {
         assert_eq!(three.frames().count(), 3);
         assert!(rest.without(eb).is_none());
         assert!(rest.without(ec).unwrap().1);
+    }
+
+    #[test]
+    fn a_deep_chain_drops_without_recursion() {
+        // Deep enough to overflow a thread's stack if each frame dropped its
+        // parent recursively; miri checks the unlinking at a smaller depth.
+        let depth = if cfg!(miri) { 1_000 } else { 300_000 };
+        let mr = malloc();
+        let mut chain = Overrides::default();
+        for _ in 0..depth {
+            chain = chain.entered(Arc::clone(&mr), true).0;
+        }
+        let shared = chain.clone();
+        drop(chain);
+        assert_eq!(shared.frames().count(), depth);
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || drop(shared))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(Arc::strong_count(&mr), 1);
     }
 
     #[test]
