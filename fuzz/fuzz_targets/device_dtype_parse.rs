@@ -3,7 +3,7 @@
 //! that parses back to itself.
 #![no_main]
 
-use devmm::{DType, Device, Error};
+use devmm::{DType, Device, Error, ParseDeviceError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
@@ -25,10 +25,10 @@ fuzz_target!(|text: &str| {
         Err(error) => assert!(
             matches!(
                 error,
-                Error::Parse {
+                ParseDeviceError::Unrecognized {
                     what: "malformed device string" | "unknown device type",
                     ..
-                } | Error::InvalidArgument { .. }
+                } | ParseDeviceError::InvalidIndex { .. }
             ),
             "{error:?}"
         ),
