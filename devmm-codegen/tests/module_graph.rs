@@ -1,4 +1,5 @@
-//! The modules of the core crate (`devmm/src`) use each other without a
+//! The modules of the core crate (`devmm/src`), and those of the binding
+//! crate (`devmm-python/src`), use each other without a
 //! cycle (issue 32, "One rule, one place"): each concept sits on a level,
 //! and a module only reaches down. This test reads the crate's sources
 //! with `syn`, builds the graph of which module names which, and fails on
@@ -480,9 +481,14 @@ fn core_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../devmm/src")
 }
 
-#[test]
-fn the_core_crate_has_no_module_cycle() {
-    let modules = read_crate(&core_src().join("lib.rs"));
+fn binding_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../devmm-python/src")
+}
+
+/// Fails, naming each cycle and the edges inside it, if the crate whose
+/// sources are in `src` (rooted at `lib.rs`) has a module cycle.
+fn assert_no_module_cycle(src: &Path, crate_name: &str) {
+    let modules = read_crate(&src.join("lib.rs"));
     let edges = module_edges(&modules);
     let found = cycles(edges.keys().map(|(a, b)| (a.as_str(), b.as_str())));
     let mut report = String::new();
@@ -499,20 +505,31 @@ fn the_core_crate_has_no_module_cycle() {
             }
         }
     }
-    assert!(found.is_empty(), "devmm/src has module cycles:\n{report}");
+    assert!(
+        found.is_empty(),
+        "{crate_name} has module cycles:\n{report}"
+    );
 }
 
-/// Every source file is a module the walk reached, so no file's uses go
-/// unchecked (a missed `#[path]`, a module declared in a way not followed).
 #[test]
-fn every_source_file_is_read() {
-    let modules = read_crate(&core_src().join("lib.rs"));
+fn the_core_crate_has_no_module_cycle() {
+    assert_no_module_cycle(&core_src(), "devmm/src");
+}
+
+/// The binding crate (`devmm-python/src`) is held to the same rule.
+#[test]
+fn the_binding_crate_has_no_module_cycle() {
+    assert_no_module_cycle(&binding_src(), "devmm-python/src");
+}
+
+/// The `.rs` files under `src` that the walk from `lib.rs` did not reach.
+fn files_not_read(src: &Path, modules: &BTreeMap<ModPath, Module>) -> Vec<String> {
     let read: BTreeSet<PathBuf> = modules
         .values()
         .map(|m| m.file.canonicalize().unwrap())
         .collect();
     let mut missed = Vec::new();
-    let mut dirs = vec![core_src()];
+    let mut dirs = vec![src.to_owned()];
     while let Some(dir) = dirs.pop() {
         for entry in fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -525,6 +542,15 @@ fn every_source_file_is_read() {
             }
         }
     }
+    missed
+}
+
+/// Every source file is a module the walk reached, so no file's uses go
+/// unchecked (a missed `#[path]`, a module declared in a way not followed).
+#[test]
+fn every_source_file_is_read() {
+    let modules = read_crate(&core_src().join("lib.rs"));
+    let missed = files_not_read(&core_src(), &modules);
     assert!(
         missed.is_empty(),
         "files not reached from lib.rs: {missed:?}"
@@ -533,6 +559,18 @@ fn every_source_file_is_read() {
     assert!(modules.contains_key(&vec!["runtime".to_owned(), "cuda".to_owned()]));
     let device = resolve(&modules, &["Device".to_owned()], 0);
     assert_eq!(device, vec!["device".to_owned()]);
+}
+
+/// The same for the binding crate.
+#[test]
+fn every_binding_source_file_is_read() {
+    let modules = read_crate(&binding_src().join("lib.rs"));
+    let missed = files_not_read(&binding_src(), &modules);
+    assert!(
+        missed.is_empty(),
+        "files not reached from devmm-python/src/lib.rs: {missed:?}"
+    );
+    assert!(modules.contains_key(&vec!["tensor".to_owned()]));
 }
 
 #[test]

@@ -12,7 +12,8 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::count::{Alignment, Count, LimitBytes};
 use crate::device::DeviceArg;
-use crate::error::{expected, IntoPyResult};
+use crate::error::IntoPyResult;
+use crate::expected::expected;
 use crate::log_bridge;
 use crate::resource::{
     built, callable_name, origin_object, python_resource, resource_of, shipped_new, FindCallable,

@@ -713,7 +713,7 @@ impl PyDeviceBuffer {
     /// Python type: `object`
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        crate::exchange::capsule(py, &crate::exchange::BUFFER_API)
+        crate::exchange_api::buffer_capsule(py)
     }
 
     /// The CUDA Array Interface (version 3) of the bytes, for CUDA memory;
@@ -743,7 +743,7 @@ impl PyDeviceBuffer {
 
     /// Refuses: device memory is not serialisable.
     fn __reduce__(&self) -> PyResult<Py<PyAny>> {
-        Err(crate::tensor::not_picklable("DeviceBuffer"))
+        Err(not_picklable("DeviceBuffer"))
     }
 
     /// The buffer itself; a freed one is a `ValueError` (use after free).
@@ -810,4 +810,12 @@ fn bytes_of<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     Ok(view
         .call_method0(intern!(py, "tobytes"))?
         .cast_into::<PyBytes>()?)
+}
+
+/// The refusal to pickle device memory (see docs/adr/0010).
+pub(crate) fn not_picklable(what: &str) -> PyErr {
+    pyo3::exceptions::PyTypeError::new_err(format!(
+        "cannot pickle a devmm {what}: device memory is not serialisable; copy the bytes to the \
+         host (np.asarray, copy_to_host) and pickle those"
+    ))
 }

@@ -8,8 +8,8 @@ use std::fmt;
 
 use devmm::ErrorKind;
 use pyo3::exceptions::{
-    PyAttributeError, PyBufferError, PyImportError, PyMemoryError, PyOSError, PyRecursionError,
-    PyRuntimeError, PyTypeError, PyValueError,
+    PyAssertionError, PyAttributeError, PyBufferError, PyImportError, PyMemoryError, PyOSError,
+    PyRecursionError, PyRuntimeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -48,6 +48,23 @@ pyo3::create_exception!(
      ...     stream.wait(stream)  # on a GPU, a failed event wait raises StreamError\n\
      ... except devmm.StreamError as error:\n\
      ...     print(error)\n"
+);
+
+pyo3::create_exception!(
+    devmm.testing,
+    RecordingMisuseError,
+    PyAssertionError,
+    "A caller broke the allocate/deallocate contract of a RecordingMemoryResource \
+     (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test.\n\n\
+     Examples\n\
+     --------\n\n\
+     >>> from devmm.testing import RecordingMemoryResource, RecordingMisuseError\n\
+     >>> recording = RecordingMemoryResource()\n\
+     >>> try:\n\
+     ...     recording.deallocate(4096, 64)\n\
+     ... except RecordingMisuseError as error:\n\
+     ...     print(isinstance(error, AssertionError), error)\n\
+     True misuse of RecordingMemoryResource(device=cpu:0, alignment=256) on cpu:0: foreign-free: ...\n"
 );
 
 /// An exception raised by Python code devmm called, carried by the core as
@@ -182,7 +199,7 @@ pub(crate) fn to_py_err(err: devmm::Error) -> PyErr {
             });
             cause
         }
-        ErrorKind::TestDoubleMisuse => crate::testing::RecordingMisuseError::new_err(message),
+        ErrorKind::TestDoubleMisuse => RecordingMisuseError::new_err(message),
         ErrorKind::OutOfMemory => out_of_memory_error(message, err.out_of_memory_figures()),
         ErrorKind::MemoryExhausted => PyMemoryError::new_err(message),
         ErrorKind::InvalidValue => PyValueError::new_err(message),
@@ -246,12 +263,12 @@ fn out_of_memory_error(message: String, figures: Option<devmm::OutOfMemoryFigure
     let made = figures.and_then(|figures| {
         crate::gil::attach(|py| {
             let kwargs = PyDict::new(py);
-            kwargs.set_item("device", crate::device::PyDevice(figures.device))?;
+            kwargs.set_item("device", crate::device_value::PyDevice(figures.device))?;
             kwargs.set_item("nbytes", figures.nbytes)?;
             kwargs.set_item("chain", &figures.chain)?;
             let pool = figures
                 .pool
-                .map(|pool| crate::statistics::pool_statistics_object(py, &pool))
+                .map(|pool| crate::pool_statistics::pool_statistics_object(py, &pool))
                 .transpose()?;
             kwargs.set_item("pool", pool)?;
             kwargs.set_item("largest_fit", figures.largest_fit)?;
@@ -263,19 +280,6 @@ fn out_of_memory_error(message: String, figures: Option<devmm::OutOfMemoryFigure
         .and_then(Result::ok)
     });
     made.unwrap_or_else(|| PyMemoryError::new_err(message))
-}
-
-/// The name of `obj`'s type, for an error message.
-pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "an object of unknown type".into(), |n| n.to_string())
-}
-
-/// The `TypeError` for an argument `obj` where `what` was expected
-/// (`expected a devmm.Stream, got int`).
-pub(crate) fn expected(what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
-    PyTypeError::new_err(format!("expected {what}, got {}", type_name(obj)))
 }
 
 /// `Result<T, devmm::Error>` (or of an error that converts into one, such

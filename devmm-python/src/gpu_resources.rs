@@ -475,7 +475,7 @@ fn pool_figures<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let figures = crate::gil::detach(py, || mr.pool_statistics().transpose()).py()?;
     match figures {
-        Some(figures) => crate::statistics::pool_statistics_object(py, &figures),
+        Some(figures) => crate::pool_statistics::pool_statistics_object(py, &figures),
         None => Err(PyValueError::new_err(format!(
             "{mr:?} has no pool of its own"
         ))),

@@ -15,7 +15,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use crate::error::{protocol_error, to_py_err, type_name, IntoPyResult, Protocol};
+use crate::error::{protocol_error, to_py_err, IntoPyResult, Protocol};
+use crate::expected::type_name;
 use crate::stream::{resolve_stream, StreamArg};
 
 /// A buffer view's failure, as the buffer protocol reports it.

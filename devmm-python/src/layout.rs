@@ -21,7 +21,8 @@ use crate::count::{
 };
 use crate::device::{DeviceArg, PyDevice};
 use crate::dtype::{DTypeArg, PyDType};
-use crate::error::{expected, IntoPyResult, PythonException};
+use crate::error::{IntoPyResult, PythonException};
+use crate::expected::expected;
 
 /// A shape argument: a sequence of non-negative ints, or one int for 1-D.
 ///

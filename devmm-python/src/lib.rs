@@ -14,10 +14,13 @@ mod cli;
 mod copies;
 mod count;
 mod device;
+mod device_value;
 mod dlpack;
 mod dtype;
 mod error;
 mod exchange;
+mod exchange_api;
+mod expected;
 mod gil;
 mod gpu_resources;
 mod host_resources;
@@ -28,10 +31,12 @@ mod log_bridge;
 mod managed;
 mod numpy_handler;
 mod out_of_memory;
+mod pool_statistics;
 mod python_stack;
 mod registry;
 mod resource;
 mod runtime;
+mod shipped;
 mod statistics;
 mod stream;
 mod tensor;
@@ -49,6 +54,9 @@ use pyo3::types::PyString;
 #[pymodule]
 fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // Before `Tensor` and `DeviceBuffer` are made: their class attribute
+    // `__dlpack_c_exchange_api__` reads the tables.
+    exchange::publish();
     log_bridge::install(py)?;
     python_stack::install();
     registry::install()?;
@@ -214,7 +222,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<testing::PyRecordedCalls>()?;
     m.add(
         "RecordingMisuseError",
-        py.get_type::<testing::RecordingMisuseError>(),
+        py.get_type::<error::RecordingMisuseError>(),
     )?;
     m.add_function(wrap_pyfunction!(testing::mr_conformance, m)?)?;
     // For the pytest mixin devmm.testing._mr_conformance: a private attribute.

@@ -10,7 +10,8 @@ use pyo3::types::{PyBool, PyInt, PyString};
 use crate::adaptors::{adapt, upstream_of};
 use crate::buffer::PyDeviceBuffer;
 use crate::device::DeviceArg;
-use crate::error::{expected, IntoPyResult};
+use crate::error::IntoPyResult;
+use crate::expected::expected;
 use crate::resource::{built, shipped_new, PyMemoryResource};
 use crate::stream::StreamArg;
 

@@ -12,9 +12,8 @@ use pyo3::types::PyTuple;
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::adaptors::{adapt, upstream_of};
-use crate::error::{
-    defer_interrupt, take_deferred_interrupt, to_py_err, type_name, PythonException,
-};
+use crate::error::{defer_interrupt, take_deferred_interrupt, to_py_err, PythonException};
+use crate::expected::type_name;
 use crate::resource::{built, callable_name, shipped_new, PyMemoryResource, PythonRef};
 
 type Upstream = Arc<dyn devmm::MemoryResource>;

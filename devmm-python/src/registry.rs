@@ -19,7 +19,8 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::device::DeviceArg;
 use crate::error::IntoPyResult;
-use crate::resource::{default_object_of, object_of, resource_of, PyMemoryResource, PythonRef};
+use crate::resource::{object_of, resource_of, PyMemoryResource, PythonRef};
+use crate::shipped::default_object_of;
 
 type SharedResource = Arc<dyn devmm::MemoryResource>;
 

@@ -11,7 +11,8 @@ use pyo3::types::{PyFrozenSet, PyInt, PyString, PyTuple};
 use crate::count::{ConsumerHandle, Count, Dst, Handle, Nbytes, Src};
 use crate::device::{type_of_code, DeviceArg, PyDevice, PyDeviceType};
 use crate::error::IntoPyResult;
-use crate::resource::{default_object_of, PyMemoryResource};
+use crate::resource::PyMemoryResource;
+use crate::shipped::default_object_of;
 use crate::stream::{maybe_detached, stream_object, stream_of, PyStream, PyStreamSentinel};
 
 /// One platform's runtime: devices, memory information, streams.
@@ -384,7 +385,7 @@ impl PyDeviceRuntime {
             None => {
                 let what = "an int stream handle, a sentinel, an object with __cuda_stream__, \
                             or a devmm.Stream";
-                return Err(crate::error::expected(what, obj));
+                return Err(crate::expected::expected(what, obj));
             }
         };
         stream_object(py, &self.inner.wrap_stream(device.0, handle.get()).py()?)
@@ -462,7 +463,7 @@ impl<'py> FromPyObject<'_, 'py> for RuntimeArg {
             devmm::runtime_for(&*name.to_cow()?)
         } else {
             let what = "a devmm.Device, a devmm.DeviceType, its DLPack code or a name";
-            return Err(crate::error::expected(what, &obj));
+            return Err(crate::expected::expected(what, &obj));
         };
         Ok(RuntimeArg(runtime.py()?))
     }

@@ -9,29 +9,15 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::error::{expected, IntoPyResult};
+use crate::error::IntoPyResult;
+use crate::expected::expected;
+use crate::pool_statistics::pool_statistics_object;
 use crate::resource::{resource_of, PyMemoryResource};
 use crate::value_class::ValueClass;
 
 /// The module's dataclasses that carry the counters and the records.
 static STATISTICS: ValueClass<()> = ValueClass::new("devmm.statistics", "Statistics");
 static MEMORY_RECORD: ValueClass<()> = ValueClass::new("devmm.statistics", "MemoryRecord");
-static POOL_STATISTICS: ValueClass<()> = ValueClass::new("devmm.statistics", "PoolStatistics");
-
-/// A pool's figures as a `devmm.statistics.PoolStatistics`.
-pub(crate) fn pool_statistics_object<'py>(
-    py: Python<'py>,
-    figures: &devmm::PoolStatistics,
-) -> PyResult<Bound<'py, PyAny>> {
-    let f = figures;
-    let fields = (
-        f.reserved_bytes,
-        f.reserved_high_bytes,
-        f.used_bytes,
-        f.used_high_bytes,
-    );
-    POOL_STATISTICS.class(py)?.call1(fields)
-}
 
 /// `stats` as a `devmm.statistics.Statistics`.
 pub(crate) fn statistics_object<'py>(

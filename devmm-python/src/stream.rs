@@ -10,7 +10,8 @@ use pyo3::sync::PyOnceLock;
 use crate::abstract_base::{abstract_base_new, AbstractBase};
 use crate::count::{Count, Handle};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{expected, IntoPyResult, PythonException};
+use crate::error::{IntoPyResult, PythonException};
+use crate::expected::expected;
 
 /// A platform-independent name for a runtime's built-in stream:
 /// `devmm.DEFAULT`, `devmm.LEGACY_DEFAULT` or `devmm.PER_THREAD_DEFAULT`.

@@ -180,7 +180,7 @@ impl PyTensor {
 
     /// Refuses: device memory is not serialisable.
     fn __reduce__(&self) -> PyResult<Py<PyAny>> {
-        Err(not_picklable("Tensor"))
+        Err(crate::buffer::not_picklable("Tensor"))
     }
 
     /// A tensor viewing `buffer` (which it keeps alive) as `shape` of
@@ -385,7 +385,7 @@ impl PyTensor {
     /// Python type: `object`
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Py<PyAny>> {
-        crate::exchange::capsule(py, &crate::exchange::TENSOR_API)
+        crate::exchange_api::tensor_capsule(py)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -804,17 +804,9 @@ pub(crate) fn from_dlpack(
     obj: &Bound<'_, PyAny>,
     stream: Option<StreamArg>,
 ) -> PyResult<PyTensor> {
-    let tensor = match crate::exchange::producer_api(obj) {
-        Some(api) => crate::exchange::import(py, obj, api, stream)?,
+    let tensor = match crate::exchange_api::producer_api(obj) {
+        Some(api) => crate::exchange_api::import(py, obj, api, stream)?,
         None => crate::interchange::import(py, obj, stream)?,
     };
     PyTensor::imported(py, tensor)
-}
-
-/// The refusal to pickle device memory (see docs/adr/0010).
-pub(crate) fn not_picklable(what: &str) -> PyErr {
-    pyo3::exceptions::PyTypeError::new_err(format!(
-        "cannot pickle a devmm {what}: device memory is not serialisable; copy the bytes to the \
-         host (np.asarray, copy_to_host) and pickle those"
-    ))
 }

@@ -13,7 +13,7 @@ use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList};
 
 use crate::count::{Count, GuaranteedAlignment};
 use crate::device::{DeviceArg, PyDevice};
-use crate::error::{raised_python, IntoPyResult, PythonException};
+use crate::error::{raised_python, IntoPyResult, PythonException, RecordingMisuseError};
 use crate::resource::{built, own_methods, resource_of, shipped_new, PyMemoryResource};
 use crate::stream::{resolve_stream, stream_object};
 
@@ -389,23 +389,6 @@ pub(crate) fn dlpack_conformance(py: Python<'_>, device: DeviceArg) -> PyResult<
         devmm::testing::dlpack_conformance(device.0)
     }))
 }
-
-pyo3::create_exception!(
-    devmm.testing,
-    RecordingMisuseError,
-    PyAssertionError,
-    "A caller broke the allocate/deallocate contract of a RecordingMemoryResource \
-     (double free, unknown pointer, wrong size). An AssertionError, so misuse fails a test.\n\n\
-     Examples\n\
-     --------\n\n\
-     >>> from devmm.testing import RecordingMemoryResource, RecordingMisuseError\n\
-     >>> recording = RecordingMemoryResource()\n\
-     >>> try:\n\
-     ...     recording.deallocate(4096, 64)\n\
-     ... except RecordingMisuseError as error:\n\
-     ...     print(isinstance(error, AssertionError), error)\n\
-     True misuse of RecordingMemoryResource(device=cpu:0, alignment=256) on cpu:0: foreign-free: ...\n"
-);
 
 /// An allocator double: deterministic fake pointers (the first is the
 /// alignment, 256 by default),

@@ -118,7 +118,7 @@ pub(crate) fn torch_pool_statistics(
         return Ok(None);
     };
     let figures = figures.py()?;
-    crate::statistics::pool_statistics_object(py, &figures).map(Some)
+    crate::pool_statistics::pool_statistics_object(py, &figures).map(Some)
 }
 
 /// `(current, peak, total, allocations, deallocations, ooms)` of PyTorch's

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyType};
 
-use crate::error::expected;
+use crate::expected::expected;
 
 /// The Python class `module.name` whose instances stand for core values `K`.
 pub(crate) struct ValueClass<K> {
