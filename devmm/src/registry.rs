@@ -102,13 +102,21 @@ impl Overrides {
         (Overrides(Some(Arc::new(frame))), entry)
     }
 
-    /// The chain without `entry`, wherever it is (the overrides entered
-    /// after it stay in force), and whether it was the innermost; `None`
-    /// where `entry` is not in force here. The one exit rule.
-    fn without(&self, entry: OverrideEntry) -> Option<(Overrides, bool)> {
-        let above: Vec<&Frame> = self.frames().take_while(|f| f.entry != entry).collect();
-        let found = self.frames().nth(above.len())?;
-        let rebuilt = above.iter().rev().fold(found.parent.clone(), |parent, f| {
+    /// The chain without the innermost frame `which` picks, wherever it is
+    /// (the overrides entered after it stay in force), that frame's
+    /// resource, and whether it was the innermost of all; `None` when no
+    /// frame is picked. The one exit rule.
+    fn without(&self, which: impl Fn(&Frame) -> bool) -> Option<(Overrides, SharedResource, bool)> {
+        let mut above = Vec::new();
+        let mut frames = self.frames();
+        let found = loop {
+            let frame = frames.next()?;
+            if which(frame) {
+                break frame;
+            }
+            above.push(frame);
+        };
+        let rest = above.iter().rev().fold(found.parent.clone(), |parent, f| {
             Overrides(Some(Arc::new(Frame {
                 entry: f.entry,
                 mr: Arc::clone(&f.mr),
@@ -116,7 +124,7 @@ impl Overrides {
                 parent,
             })))
         });
-        Some((rebuilt, above.is_empty()))
+        Some((rest, Arc::clone(&found.mr), above.is_empty()))
     }
 }
 
@@ -362,49 +370,48 @@ fn enter(mr: SharedResource, pushed: bool) -> OverrideEntry {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn exit_override(entry: OverrideEntry) -> Result<()> {
-    let scope = scope();
-    let overrides = scope.get();
-    let Some((rest, innermost)) = overrides.without(entry) else {
-        return Err(Error::OverrideOrder {
-            reason: "the override is not in force in this context: it ended already, or was \
-                     entered in another thread or task; end an override in the context that \
-                     entered it, once"
-                .into(),
-        });
-    };
-    let mr = overrides
-        .frames()
-        .find(|f| f.entry == entry)
-        .map(|f| Arc::clone(&f.mr));
-    scope.set(rest);
-    if innermost {
-        return Ok(());
-    }
-    let mr = mr.map(|mr| format!("{mr:?}")).unwrap_or_default();
-    Err(Error::OverrideOrder {
-        reason: format!(
-            "the override of {mr} was not the innermost in this context: it ended, and the \
-             overrides entered after it stay in force; end overrides in reverse order of entry"
-        ),
+    ended(end(|f| f.entry == entry), || {
+        "the override is not in force in this context: it ended already, or was entered in \
+         another thread or task; end an override in the context that entered it, once"
+            .into()
     })
 }
 
 /// [`exit_override`] of the innermost override of `mr` in the caller's
 /// context, for a binding whose block knows its resource, not its entry.
 pub fn exit_override_of(mr: &SharedResource) -> Result<()> {
-    let entry = scope()
-        .get()
-        .frames()
-        .find(|f| !f.pushed && Arc::ptr_eq(&f.mr, mr))
-        .map(|f| f.entry);
-    match entry {
-        Some(entry) => exit_override(entry),
-        None => Err(Error::OverrideOrder {
+    ended(end(|f| !f.pushed && Arc::ptr_eq(&f.mr, mr)), || {
+        format!(
+            "no override of {mr:?} is in force in this context: it ended already, or was \
+             entered in another thread or task; end an override in the context that entered \
+             it, once"
+        )
+    })
+}
+
+/// Ends the innermost override `which` picks in the caller's context;
+/// its resource, and whether it was the innermost of all.
+fn end(which: impl Fn(&Frame) -> bool) -> Option<(SharedResource, bool)> {
+    let scope = scope();
+    let (rest, mr, innermost) = scope.get().without(which)?;
+    scope.set(rest);
+    Some((mr, innermost))
+}
+
+/// What ending an override says: nothing when it was the innermost, an
+/// [`Error::OverrideOrder`] when it was not or when none was in force
+/// (`not_found` says which).
+fn ended(ended: Option<(SharedResource, bool)>, not_found: impl FnOnce() -> String) -> Result<()> {
+    match ended {
+        Some((_, true)) => Ok(()),
+        Some((mr, false)) => Err(Error::OverrideOrder {
             reason: format!(
-                "no override of {mr:?} is in force in this context: it ended already, or was \
-                 entered in another thread or task; end an override in the context that \
-                 entered it, once"
+                "the override of {mr:?} was not the innermost in this context: it ended, and the \
+                 overrides entered after it stay in force; end overrides in reverse order of entry"
             ),
+        }),
+        None => Err(Error::OverrideOrder {
+            reason: not_found(),
         }),
     }
 }
@@ -420,15 +427,7 @@ pub fn push_override(mr: SharedResource) {
 /// the caller's context (the overrides entered after it stay in force) and
 /// returns its resource; `None` when none is open.
 pub fn pop_override(device: Device) -> Option<SharedResource> {
-    let scope = scope();
-    let overrides = scope.get();
-    let frame = overrides
-        .frames()
-        .find(|f| f.pushed && f.mr.device() == device)?;
-    let (rest, _) = overrides.without(frame.entry)?;
-    let mr = Arc::clone(&frame.mr);
-    scope.set(rest);
-    Some(mr)
+    end(|f| f.pushed && f.mr.device() == device).map(|(mr, _)| mr)
 }
 
 /// Keeps a [`using_memory_resource`] override in force; ends it on drop.
@@ -494,14 +493,14 @@ mod tests {
         let (one, ea) = Overrides::default().entered(Arc::clone(&a), false);
         let (two, eb) = one.entered(Arc::clone(&b), true);
         let (three, ec) = two.entered(Arc::clone(&c), false);
-        let (rest, innermost) = three.without(eb).unwrap();
-        assert!(!innermost);
+        let (rest, mr, innermost) = three.without(|f| f.entry == eb).unwrap();
+        assert!(Arc::ptr_eq(&mr, &b) && !innermost);
         let kept: Vec<_> = rest.frames().map(|f| f.entry).collect();
         assert_eq!(kept, [ec, ea]);
         // The chain it came from is unchanged (a copied context keeps it).
         assert_eq!(three.frames().count(), 3);
-        assert!(rest.without(eb).is_none());
-        assert!(rest.without(ec).unwrap().1);
+        assert!(rest.without(|f| f.entry == eb).is_none());
+        assert!(rest.without(|f| f.entry == ec).unwrap().2);
     }
 
     #[test]
