@@ -198,7 +198,7 @@ unsafe extern "C" fn managed_tensor_to_py_object_no_sync(
             unsafe { devmm::Tensor::from_dlpack(tensor.cast(), DlpackFlavor::Versioned) }
                 .map_err(to_py_err)?;
         let out = out_ptr(out_py_object, "managed_tensor_to_py_object_no_sync")?;
-        let made = Bound::new(py, PyTensor::imported(py, imported)?)?;
+        let made = Bound::new(py, PyTensor::imported(imported))?;
         // SAFETY: a writable out-pointer; the new reference is the caller's.
         unsafe { out.as_ptr().write(made.into_ptr().cast()) };
         Ok(())

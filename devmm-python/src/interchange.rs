@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 use crate::error::{protocol_error, to_py_err, IntoPyResult, Protocol};
@@ -151,15 +152,12 @@ pub(crate) fn import(
     let device = devmm::Device::from_dlpack(ty, id).py()?;
     let ours = resolve_stream(stream, device)?;
     let value = devmm::dlpack::consumer_stream_value(&ours);
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "stream"), value)?;
-    // The newest DLPack the core reads.
-    kwargs.set_item(intern!(py, "max_version"), (MAJOR, MINOR))?;
-    let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+    let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&keywords(py, value)?)) {
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.
         Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-            kwargs.del_item(intern!(py, "max_version"))?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item(intern!(py, "stream"), value)?;
             obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?
         }
         Err(err) => return Err(err),
@@ -168,6 +166,27 @@ pub(crate) fn import(
         .cast_into::<PyCapsule>()
         .map_err(|_| PyTypeError::new_err("__dlpack__ returned something other than a capsule"))?;
     take_capsule(&capsule, Some(&ours), viewed_export(obj))
+}
+
+/// The keywords of `__dlpack__`: the consumer's `stream` and, as
+/// `max_version`, the newest DLPack the core reads. Imports without a
+/// stream (host memory) copy one dict made once: building it cost each
+/// import a tuple and two insertions. A copy, not the dict itself, because
+/// a producer implemented in C may be handed the very dict.
+fn keywords(py: Python<'_>, stream: Option<i64>) -> PyResult<Bound<'_, PyDict>> {
+    static HOST: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    let make = || -> PyResult<Bound<'_, PyDict>> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "stream"), stream)?;
+        kwargs.set_item(intern!(py, "max_version"), (MAJOR, MINOR))?;
+        Ok(kwargs)
+    };
+    if stream.is_some() {
+        return make();
+    }
+    HOST.get_or_try_init(py, || make().map(Bound::unbind))?
+        .bind(py)
+        .copy()
 }
 
 /// The managed struct NumPy keeps in the `base` of an array it imported

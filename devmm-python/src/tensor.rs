@@ -51,7 +51,10 @@ pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     /// The layout's provenance (`None` for a hand-built layout).
     policy: Option<Py<PyAny>>,
-    mr: Py<PyMemoryResource>,
+    /// The resource object; an import's is made on first use (its
+    /// buffer's foreign resource has no Python object, and making one on
+    /// every import cost a third of `from_dlpack`'s own work).
+    mr: OnceLock<Py<PyMemoryResource>>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
     /// The `Stream` object `empty` was given, for the buffer's `stream`.
     stream: Option<Py<PyAny>>,
@@ -79,19 +82,28 @@ impl PyTensor {
 
     /// A tensor devmm did not allocate (a DLPack import): its resource is
     /// the core's foreign-memory resource, and it has no policy object.
-    pub(crate) fn imported(py: Python<'_>, tensor: devmm::Tensor) -> PyResult<PyTensor> {
-        let mr = Py::new(
-            py,
-            PyMemoryResource::native(Arc::clone(tensor.buffer().resource())),
-        )?;
-        Ok(PyTensor {
+    pub(crate) fn imported(tensor: devmm::Tensor) -> PyTensor {
+        PyTensor {
             tensor,
             policy: None,
-            mr,
+            mr: OnceLock::new(),
             buffer: OnceLock::new(),
             stream: None,
             bridge: None,
-        })
+        }
+    }
+
+    /// The resource object (the same object on every access).
+    fn mr(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
+        if let Some(mr) = self.mr.get() {
+            return Ok(mr.clone_ref(py));
+        }
+        let made = Py::new(
+            py,
+            PyMemoryResource::native(Arc::clone(self.tensor.buffer().resource())),
+        )?;
+        // Should another thread have won the race, its object is kept.
+        Ok(self.mr.get_or_init(|| made).clone_ref(py))
     }
 }
 
@@ -109,7 +121,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         let policy = policy.unwrap_or_else(|| self.policy.as_ref().map(|p| p.clone_ref(py)));
         Ok(PyTensor {
-            mr: object_of(py, copy.buffer().resource())?,
+            mr: OnceLock::from(object_of(py, copy.buffer().resource())?),
             tensor: copy,
             policy,
             buffer: OnceLock::new(),
@@ -211,7 +223,7 @@ impl PyTensor {
                 tensor
             },
             policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
-            mr: owner.mr.clone_ref(py),
+            mr: OnceLock::from(owner.mr.clone_ref(py)),
             buffer: OnceLock::from(buffer.clone().unbind()),
             stream: None,
             bridge: owner.bridge.clone(),
@@ -262,7 +274,7 @@ impl PyTensor {
             py,
             PyDeviceBuffer::wrap(
                 Arc::clone(self.tensor.buffer()),
-                self.mr.clone_ref(py),
+                self.mr(py)?,
                 self.stream.as_ref().map(|s| s.clone_ref(py)),
             ),
         )?;
@@ -345,15 +357,15 @@ impl PyTensor {
     /// (False, True)
     ///
     /// ```
-    fn to_read_only(&self, py: Python<'_>) -> PyTensor {
-        PyTensor {
+    fn to_read_only(&self, py: Python<'_>) -> PyResult<PyTensor> {
+        Ok(PyTensor {
             tensor: self.tensor.to_read_only(),
             policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
-            mr: self.mr.clone_ref(py),
+            mr: OnceLock::from(self.mr(py)?),
             buffer: OnceLock::new(),
             stream: self.stream.as_ref().map(|s| s.clone_ref(py)),
             bridge: self.bridge.clone(),
-        }
+        })
     }
 
     /// Exports the tensor as a DLPack capsule, zero-copy: the versioned
@@ -390,7 +402,7 @@ impl PyTensor {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.policy)?;
-        visit.call(&self.mr)?;
+        visit.call(self.mr.get())?;
         visit.call(self.buffer.get())?;
         visit.call(&self.stream)?;
         match self.owned_bridge() {
@@ -589,7 +601,7 @@ impl Request {
         Ok(PyTensor {
             tensor,
             policy,
-            mr,
+            mr: OnceLock::from(mr),
             buffer: OnceLock::new(),
             stream: stream_obj,
             bridge,
@@ -808,5 +820,5 @@ pub(crate) fn from_dlpack(
         Some(api) => crate::exchange_api::import(py, obj, api, stream)?,
         None => crate::interchange::import(py, obj, stream)?,
     };
-    PyTensor::imported(py, tensor)
+    Ok(PyTensor::imported(tensor))
 }

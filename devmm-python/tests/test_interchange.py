@@ -59,6 +59,18 @@ def test_from_dlpack_imports_numpy_zero_copy_and_releases_once() -> None:
     assert devmm.foreign_memory()["live_count"] == before["live_count"]
 
 
+def test_an_imports_resource_object_is_made_once_and_shared_with_its_views() -> None:
+    # An import makes its resource object only when asked (issue 34): it
+    # is still one object, the same through the tensor's buffer, a
+    # read-only view of it, and that view's buffer.
+    t = devmm.from_dlpack(np.zeros(4, np.float32))
+    ro = t.to_read_only()
+    assert ro.buffer.mr is t.buffer.mr is t.buffer.mr
+    assert ro.buffer.mr.device == devmm.Device("cpu")
+    fresh = devmm.from_dlpack(np.zeros(4, np.float32)).to_read_only()
+    assert fresh.buffer.mr is fresh.buffer.mr
+
+
 def test_from_dlpack_refuses_a_view_whose_elements_overlap() -> None:
     # A 3-D view of 8 elements over 7 addresses: (0, 0, 1) and (1, 1, 0) are
     # the same float, which a devmm tensor may not describe.

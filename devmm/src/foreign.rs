@@ -24,6 +24,7 @@
 //! # Ok::<(), devmm::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,7 +78,9 @@ struct Adopted {
 /// `ForeignMemoryResource(device=cpu:0, owner=DLPack import)`.
 pub struct ForeignMemoryResource {
     device: Device,
-    owner: String,
+    /// Borrowed when static: the DLPack import names its owner on every
+    /// call, and a formatted name cost it an allocation each time.
+    owner: Cow<'static, str>,
     release: Mutex<Option<Release>>,
     adopted: Mutex<Option<Adopted>>,
 }
@@ -87,7 +90,7 @@ impl ForeignMemoryResource {
     /// messages) hands back through `release`.
     pub fn new(
         device: Device,
-        owner: impl Into<String>,
+        owner: impl Into<Cow<'static, str>>,
         release: impl FnOnce() + Send + 'static,
     ) -> ForeignMemoryResource {
         ForeignMemoryResource {

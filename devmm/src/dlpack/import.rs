@@ -271,13 +271,10 @@ unsafe fn import(
         drop(managed);
         return Ok(tensor);
     }
-    let owner = format!(
-        "DLPack import ({})",
-        match flavor {
-            DlpackFlavor::Versioned => "versioned",
-            DlpackFlavor::Legacy => "legacy",
-        }
-    );
+    let owner = match flavor {
+        DlpackFlavor::Versioned => "DLPack import (versioned)",
+        DlpackFlavor::Legacy => "DLPack import (legacy)",
+    };
     let resource = ForeignMemoryResource::new(described.device, owner, move || drop(managed));
     let (ptr, nbytes, offset) = if described.layout.required_nbytes() == 0 {
         (DevicePtr::NULL, 0, 0)
@@ -343,7 +340,7 @@ fn view_export(
     let ordered_after = (stream != origin.stream()).then(|| stream.clone());
     let resource = ForeignMemoryResource::new(
         origin.device(),
-        format!("DLPack import of a devmm export ({})", origin.device()),
+        "DLPack import of a devmm export",
         move || {
             if !held.release_export_after(ordered_after.as_ref()) {
                 // Unordered, the release could free memory the consumer
