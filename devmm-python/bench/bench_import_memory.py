@@ -31,6 +31,7 @@ IMPORTS = {
 LIVE = {
     "np.empty((2, 3), dtype=np.float32)  (the anchor)": "np.empty((2, 3), dtype=np.float32)",
     'devmm.empty((2, 3), "float32")': 'devmm.empty((2, 3), "float32")',
+    '  the same, layout=devmm.RowMajor()': 'devmm.empty((2, 3), "float32", layout=devmm.RowMajor())',
 }
 
 

@@ -8,6 +8,7 @@
 //! once its last export is gone.
 
 use std::alloc::Layout as AllocLayout;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::fmt;
@@ -193,7 +194,7 @@ fn build<M: ManagedStruct>(
         Error::layout("the DLPack export block overflows isize; use fewer dimensions")
     })?;
     // SAFETY: the layout is non-zero-sized (it holds a `Block<M>`).
-    let raw = unsafe { std::alloc::alloc(layout) };
+    let raw = reused(layout).unwrap_or_else(|| unsafe { std::alloc::alloc(layout) });
     let Some(block) = NonNull::new(raw.cast::<Block<M>>()) else {
         return Err(Error::OutOfMemory {
             device: Device::CPU,
@@ -268,40 +269,93 @@ fn build<M: ManagedStruct>(
     Ok(block.cast())
 }
 
-/// How many deleted blocks [`retire`] keeps allocated before freeing the
-/// oldest: a consumer that calls a deleter twice (a protocol violation)
-/// within this many deletions finds the block still there, marked deleted.
+/// How many deleted blocks [`retire`] keeps allocated before freeing or
+/// reusing the oldest: a consumer that calls a deleter twice (a protocol
+/// violation) within this many deletions on the deleting thread finds the
+/// block still there, marked deleted.
 const QUARANTINE: usize = 256;
 
-/// Deleted blocks not yet freed, oldest first.
-static RETIRED: Mutex<VecDeque<Retired>> = Mutex::new(VecDeque::new());
+/// Deleted blocks not yet freed, oldest first, and a thread's own.
+struct Quarantine(VecDeque<Retired>);
 
 /// A deleted block and its layout. Kept as a pointer, not an address, so
-/// the blocks stay reachable from [`RETIRED`] (leak checkers such as
-/// miri's and valgrind's see them held, not lost).
+/// the blocks stay reachable from their [`Quarantine`] (leak checkers such
+/// as miri's and valgrind's see them held, not lost).
 struct Retired(NonNull<u8>, AllocLayout);
 
 // SAFETY: a retired block is only read by a repeated deleter call (through
-// its own pointer, on any thread, as DLPack deleters may run) and freed
-// once, by whichever thread pops it; the queue's mutex orders both.
+// its own pointer, on any thread, as DLPack deleters may run) and freed or
+// reused once, by whichever thread pops it from its quarantine.
 unsafe impl Send for Retired {}
 
+impl Quarantine {
+    /// Adds a deleted block; returns the oldest once more than
+    /// [`QUARANTINE`] wait (one past it is kept for [`Quarantine::reuse`]).
+    fn push(&mut self, block: Retired) -> Option<Retired> {
+        self.0.push_back(block);
+        (self.0.len() > QUARANTINE + 1)
+            .then(|| self.0.pop_front())
+            .flatten()
+    }
+
+    /// The oldest block, when it is past the quarantine and has `layout`.
+    fn reuse(&mut self, layout: AllocLayout) -> Option<NonNull<u8>> {
+        let past = self.0.len() > QUARANTINE && self.0.front().is_some_and(|b| b.1 == layout);
+        past.then(|| self.0.pop_front())
+            .flatten()
+            .map(|Retired(block, _)| block)
+    }
+}
+
+impl Drop for Quarantine {
+    /// A thread that ends frees the blocks it quarantined.
+    fn drop(&mut self) {
+        for Retired(block, layout) in self.0.drain(..) {
+            // SAFETY: a retired block, allocated with `layout` and held
+            // only by this quarantine, so freed once.
+            unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+        }
+    }
+}
+
+thread_local! {
+    /// The blocks this thread's deleters retired. Per thread, as exports
+    /// mostly die on the thread that made them: no lock, and the thread's
+    /// next export takes its oldest block instead of a fresh allocation.
+    static RETIRED: RefCell<Quarantine> = const { RefCell::new(Quarantine(VecDeque::new())) };
+}
+
+/// Where deleters retire blocks while their thread's quarantine is gone
+/// (a deleter run by another thread-local's destructor at thread exit).
+static RETIRED_LATE: Mutex<Quarantine> = Mutex::new(Quarantine(VecDeque::new()));
+
+/// A block of `layout` from this thread's quarantine, past it, to build an
+/// export in instead of allocating one.
+fn reused(layout: AllocLayout) -> Option<*mut u8> {
+    RETIRED
+        .try_with(|retired| retired.borrow_mut().reuse(layout))
+        .ok()
+        .flatten()
+        .map(NonNull::as_ptr)
+}
+
 /// Frees the block at `block` once [`QUARANTINE`] later blocks were
-/// deleted, instead of at once, so that a second deleter call soon after
-/// the first reads a block marked deleted rather than freed memory (which
-/// aborted the process with a double free).
+/// deleted on this thread (or hands it to the thread's next export of the
+/// same layout), instead of at once, so that a second deleter call soon
+/// after the first reads a block marked deleted rather than freed memory
+/// (which aborted the process with a double free).
 ///
 /// # Safety
 ///
 /// `block` was allocated with `layout`, its deleter has run, and nothing
 /// but a repeated deleter call reads it again.
 unsafe fn retire(block: NonNull<u8>, layout: AllocLayout) {
-    let oldest = {
-        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
-        retired.push_back(Retired(block, layout));
-        (retired.len() > QUARANTINE)
-            .then(|| retired.pop_front())
-            .flatten()
+    let oldest = match RETIRED.try_with(|q| q.borrow_mut().push(Retired(block, layout))) {
+        Ok(oldest) => oldest,
+        Err(_) => RETIRED_LATE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Retired(block, layout)),
     };
     if let Some(Retired(block, layout)) = oldest {
         // SAFETY: a retired block, allocated with `layout` (this function's
@@ -761,5 +815,50 @@ mod tests {
         let err = hand_off(Some(&consumer), &producer).unwrap_err();
         assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
         assert!(waits.0.lock().unwrap().is_empty());
+    }
+
+    /// A block for the quarantine, allocated with `layout`.
+    fn block(layout: super::AllocLayout) -> super::Retired {
+        // SAFETY: the test layouts are non-zero-sized.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        super::Retired(std::ptr::NonNull::new(raw).unwrap(), layout)
+    }
+
+    #[test]
+    fn a_quarantined_block_is_held_for_its_term_then_freed_or_reused_by_its_layout() {
+        use super::{AllocLayout, QUARANTINE, Quarantine};
+        let (small, large) = (
+            AllocLayout::from_size_align(64, 8).unwrap(),
+            AllocLayout::from_size_align(96, 8).unwrap(),
+        );
+        let mut q = Quarantine(Default::default());
+        let first = block(small);
+        let first_ptr = first.0;
+        assert!(q.push(first).is_none());
+        for _ in 1..QUARANTINE {
+            assert!(q.push(block(small)).is_none());
+        }
+        // Still within its term: nothing may take the first block.
+        assert_eq!(q.reuse(small), None);
+        // One block past the term is kept for the next export to take...
+        assert!(q.push(block(small)).is_none());
+        assert_eq!(
+            q.reuse(large),
+            None,
+            "only a block of the same layout is reused"
+        );
+        assert_eq!(q.reuse(small), Some(first_ptr));
+        // SAFETY: allocated with `small` above, and taken out of the queue.
+        unsafe { std::alloc::dealloc(first_ptr.as_ptr(), small) };
+        // ...and the oldest goes back to the allocator once two are past it.
+        assert!(q.push(block(small)).is_none());
+        let freed = q
+            .push(block(large))
+            .expect("the oldest block, past its term");
+        // SAFETY: popped from the queue, allocated with its layout.
+        unsafe { std::alloc::dealloc(freed.0.as_ptr(), freed.1) };
+        // Dropping the quarantine (its thread ends) frees the rest: miri
+        // and valgrind see neither a leak nor a double free.
+        drop(q);
     }
 }
