@@ -228,3 +228,41 @@ fn a_trace_file_that_cannot_be_written_is_an_io_error() {
         "{error:?}"
     );
 }
+
+/// Lines are numbered as the file's, whatever ends them (`\n`, `\r\n`, the
+/// end of the text) and however they are written (as rmm writes them, or
+/// padded): blank lines and white space only are passed over, and an
+/// error names its line.
+#[test]
+fn csv_lines_are_numbered_however_they_end() {
+    let text = "\n  \nThread,Time,Action,Pointer,Size,Stream\r\n\
+                7,10:00:00.000001,allocate,0x1000,64,0\r\n\
+                \r\n\
+                7,10:00:00.000002,allocate,0x2000,32,0\n\
+                \t\n\
+                7, 10:00:00.000003 ,free,0x1000,64,0\n\
+                \n\
+                7,10:00:00.000004,free,0x2000,32,0";
+    let events = parse_trace(text, "t.csv").unwrap();
+    let lines: Vec<_> = events.iter().map(|e| (e.line, e.ptr, e.action)).collect();
+    assert_eq!(
+        lines,
+        [
+            (4, 0x1000, Action::Allocate),
+            (6, 0x2000, Action::Allocate),
+            (8, 0x1000, Action::Free),
+            (10, 0x2000, Action::Free),
+        ]
+    );
+    assert_eq!(events[3].time_ns, 36_000_000_004_000);
+    let bad = text.replace("free,0x2000,32,0", "free,0x2000,33,0");
+    assert_eq!(
+        parse_trace(&bad, "t.csv").unwrap_err().to_string(),
+        "t.csv:10: free of 0x2000 with 33 bytes, but line 6 allocated 32"
+    );
+    let bad = text.replace("0x2000,32,0\n", "0x2000,32,0,\n");
+    assert_eq!(
+        parse_trace(&bad, "t.csv").unwrap_err().to_string(),
+        "t.csv:6: expected 6 comma-separated fields (Thread,Time,Action,Pointer,Size,Stream), found 7"
+    );
+}

@@ -38,9 +38,18 @@ pub(super) fn parse_line(line: &str) -> Result<TraceEvent, String> {
     // other (padding, `+` signs, `(nil)`, long numbers, errors) is read
     // by the general parser below, which alone words the errors.
     match parse_plain_line(line.as_bytes()) {
-        Some(event) => Ok(event),
-        None => parse_any_line(line),
+        Some((event, read)) if read == line.len() => Ok(event),
+        _ => parse_any_line(line),
     }
+}
+
+/// The event of the line `text` starts with, and the bytes to its next
+/// line (its `\n` included), when that line is as rmm writes it (see
+/// [`parse_plain_line`]); `None` for any other line, which the caller then
+/// cuts out and reads with [`parse_line`]. Reading the line as it is found
+/// spares a search for its end (issue 34: a fifth of the parse).
+pub(super) fn parse_plain_prefix(text: &str) -> Option<(TraceEvent, usize)> {
+    parse_plain_line(text.as_bytes())
 }
 
 /// Any line [`parse_line`] reads, and the error for one it does not.
@@ -79,8 +88,10 @@ fn parse_any_line(line: &str) -> Result<TraceEvent, String> {
 /// `0x` and hex digits, a decimal size, `0` or `0x` and hex digits, with
 /// no white space. `None` for anything else, which [`parse_line`]'s general
 /// parser then reads (or refuses) as before: this accepts only lines that
-/// parser reads, and reads them alike (tested below).
-fn parse_plain_line(line: &[u8]) -> Option<TraceEvent> {
+/// parser reads, and reads them alike (tested below). The line ends at a
+/// `\n` or at the end of `line`; the bytes read are returned, the `\n`
+/// included.
+fn parse_plain_line(line: &[u8]) -> Option<(TraceEvent, usize)> {
     let mut scan = Scan { bytes: line, at: 0 };
     let thread = scan.decimal(19)?;
     scan.expect(b',')?;
@@ -97,7 +108,7 @@ fn parse_plain_line(line: &[u8]) -> Option<TraceEvent> {
         if scan.peek().is_some_and(|b| b.is_ascii_digit()) {
             return None;
         }
-        fraction_ns = fraction * 10u64.pow(9 - (scan.at - start) as u32);
+        fraction_ns = fraction * POWERS_OF_TEN[9 - (scan.at - start)];
     }
     scan.expect(b',')?;
     let rest = &line[scan.at..];
@@ -119,18 +130,21 @@ fn parse_plain_line(line: &[u8]) -> Option<TraceEvent> {
     scan.expect(b',')?;
     let nbytes = usize::try_from(scan.decimal(19)?).ok()?;
     scan.expect(b',')?;
-    let stream = if scan.peek() == Some(b'0') && scan.at + 1 == line.len() {
-        scan.at += 1;
-        0
-    } else {
-        scan.expect(b'0')?;
-        scan.expect(b'x')?;
-        scan.hex()?
+    scan.expect(b'0')?;
+    let stream = match scan.peek() {
+        Some(b'x') => {
+            scan.at += 1;
+            scan.hex()?
+        }
+        // A lone `0`: anything after it but the line's end is refused below.
+        _ => 0,
     };
-    if scan.at != line.len() {
-        return None;
-    }
-    Some(TraceEvent {
+    let read = match scan.peek() {
+        None => scan.at,
+        Some(b'\n') => scan.at + 1,
+        Some(_) => return None,
+    };
+    let event = TraceEvent {
         line: 0,
         thread,
         time_ns: ((h * 60 + m) * 60 + s) * NS_PER_S + fraction_ns,
@@ -140,8 +154,37 @@ fn parse_plain_line(line: &[u8]) -> Option<TraceEvent> {
         stream,
         device: None,
         frames: Vec::new(),
-    })
+    };
+    Some((event, read))
 }
+
+/// `10^n` for the scale of `n` missing fraction digits.
+const POWERS_OF_TEN: [u64; 10] = {
+    let mut powers = [1u64; 10];
+    let mut n = 1;
+    while n < 10 {
+        powers[n] = powers[n - 1] * 10;
+        n += 1;
+    }
+    powers
+};
+
+/// Each byte's value as a hex digit, or [`NOT_HEX`].
+const HEX_DIGITS: [u8; 256] = {
+    let mut digits = [NOT_HEX; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        digits[byte] = match byte as u8 {
+            b @ b'0'..=b'9' => b - b'0',
+            b @ b'a'..=b'f' => b - b'a' + 10,
+            b @ b'A'..=b'F' => b - b'A' + 10,
+            _ => NOT_HEX,
+        };
+        byte += 1;
+    }
+    digits
+};
+const NOT_HEX: u8 = 0xff;
 
 /// A cursor over a line's bytes for [`parse_plain_line`].
 struct Scan<'a> {
@@ -189,20 +232,17 @@ impl Scan<'_> {
     /// One to 16 hex digits (either case) not followed by another.
     fn hex(&mut self) -> Option<usize> {
         let (start, mut value) = (self.at, 0u64);
-        while let Some(byte) = self.peek() {
-            let digit = match byte {
-                b'0'..=b'9' => byte - b'0',
-                b'a'..=b'f' => byte - b'a' + 10,
-                b'A'..=b'F' => byte - b'A' + 10,
-                _ => break,
-            };
-            if self.at - start == 16 {
-                return None;
+        // One digit past 16 is read to be refused.
+        let end = self.bytes.len().min(start + 17);
+        while self.at < end {
+            let digit = HEX_DIGITS[usize::from(self.bytes[self.at])];
+            if digit == NOT_HEX {
+                break;
             }
             value = (value << 4) | u64::from(digit);
             self.at += 1;
         }
-        if self.at == start {
+        if self.at == start || self.at - start > 16 {
             return None;
         }
         usize::try_from(value).ok()
@@ -394,7 +434,8 @@ mod tests {
         let mut plain = 0;
         for variant in &variants {
             let text = std::str::from_utf8(variant).unwrap();
-            if let Some(event) = parse_plain_line(variant) {
+            if let Some((event, read)) = parse_plain_line(variant) {
+                assert_eq!(read, variant.len(), "{text:?}");
                 plain += 1;
                 assert_eq!(parse_any_line(text), Ok(event), "{text:?}");
             }

@@ -190,8 +190,29 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
     // times over a million-line trace.
     let mut events = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
     let mut header_seen = false;
-    for (index, text) in text.lines().enumerate() {
-        let line = index + 1;
+    // The lines as `str::lines` cuts them (at `\n`, less one `\r`),
+    // numbered from 1; a CSV line as rmm writes it is read as it is found.
+    let (mut rest, mut line) = (text, 0);
+    while !rest.is_empty() {
+        line += 1;
+        let plain = match format {
+            TraceFormat::Csv if header_seen => csv::parse_plain_prefix(rest),
+            _ => None,
+        };
+        if let Some((mut event, read)) = plain {
+            event.line = line;
+            events.push(event);
+            rest = &rest[read..];
+            continue;
+        }
+        let text = match rest.split_once('\n') {
+            Some((text, next)) => {
+                rest = next;
+                text
+            }
+            None => std::mem::take(&mut rest),
+        };
+        let text = text.strip_suffix('\r').unwrap_or(text);
         if blank(text) {
             continue;
         }
