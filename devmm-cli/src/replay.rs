@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use devmm::trace::{read_trace, Action, Timeline, TraceEvent};
+use devmm::trace::{read_trace, Action, TraceEvent};
 use devmm::{
     Device, DevicePtr, HeapMemoryResource, LimitingAdaptor, LoggingAdaptor, MallocMemoryResource,
     MemoryResource, StatisticsAdaptor, Stream, TrackingAdaptor,
@@ -261,20 +261,44 @@ impl Slots {
     }
 }
 
-/// One operation to replay: the event and, for allocations and frees, the
-/// index of the allocation's slot.
-struct Op<'t> {
-    event: &'t TraceEvent,
+/// One operation to replay: an allocate or a free, its size and the
+/// index of the allocation's slot. What the replay reads of the event is
+/// copied here, so it goes through these (24 bytes each) without going
+/// back to the 88-byte events.
+struct Op {
+    allocate: bool,
+    nbytes: usize,
     slot: usize,
 }
 
-/// Per-thread programs: each recorded thread's allocates and frees, in
-/// order, with the slot each refers to; and the number of slots.
-fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
-    let mut threads: Vec<(u64, Vec<Op<'_>>)> = Vec::new();
+/// What the replay needs of the trace, read from its events in one pass.
+struct Plan {
+    /// Each recorded thread's allocates and frees, in order, with the
+    /// slot each refers to.
+    programs: Vec<Vec<Op>>,
+    /// The number of slots (the allocations).
+    slots: usize,
+    /// Peak live bytes the trace records, as
+    /// [`devmm::trace::Timeline::peak_bytes_of`] computes it.
+    recorded_peak_bytes: usize,
+    /// Allocations the trace records as failed.
+    recorded_failures: usize,
+}
+
+/// The plan of `events`.
+fn plan(events: &[TraceEvent]) -> Plan {
+    let mut threads: Vec<(u64, Vec<Op>)> = Vec::new();
     let mut live = HashMap::with_hasher(BuildHasherDefault::<AddressHasher>::default());
     let mut slots = 0;
+    let (mut total, mut recorded_peak_bytes, mut recorded_failures) = (0usize, 0usize, 0);
     for event in events {
+        // Timeline::peak_bytes_of, in this pass rather than another.
+        match event.action {
+            Action::Allocate => total = total.saturating_add(event.nbytes),
+            Action::Free => total = total.saturating_sub(event.nbytes),
+            Action::AllocateFailure => recorded_failures += 1,
+        }
+        recorded_peak_bytes = recorded_peak_bytes.max(total);
         let slot = match event.action {
             Action::AllocateFailure => continue,
             Action::Allocate => {
@@ -299,9 +323,18 @@ fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
                 threads.len() - 1
             }
         };
-        threads[at].1.push(Op { event, slot });
+        threads[at].1.push(Op {
+            allocate: event.action == Action::Allocate,
+            nbytes: event.nbytes,
+            slot,
+        });
     }
-    (threads.into_iter().map(|(_, ops)| ops).collect(), slots)
+    Plan {
+        programs: threads.into_iter().map(|(_, ops)| ops).collect(),
+        slots,
+        recorded_peak_bytes,
+        recorded_failures,
+    }
 }
 
 /// Hashes the trace's (device, address) keys with one multiplication,
@@ -367,48 +400,42 @@ fn timed(done: usize) -> bool {
 /// Replays one operation; `Err` with the change count seen when it is a
 /// free whose allocation another recorded thread has not replayed yet.
 fn replay_op(
-    op: &Op<'_>,
+    op: &Op,
     mr: &dyn MemoryResource,
     stream: &Stream,
     slots: &Slots,
     tally: &mut Tally,
 ) -> Result<(), u64> {
-    match op.event.action {
-        Action::Allocate => {
-            let start = timed(tally.allocations + tally.failures).then(Instant::now);
-            let result = mr.allocate(op.event.nbytes, stream);
-            if let Some(start) = start {
-                tally.allocate_time += start.elapsed();
-                tally.allocates_timed += 1;
+    if op.allocate {
+        let start = timed(tally.allocations + tally.failures).then(Instant::now);
+        let result = mr.allocate(op.nbytes, stream);
+        if let Some(start) = start {
+            tally.allocate_time += start.elapsed();
+            tally.allocates_timed += 1;
+        }
+        match result {
+            Ok(ptr) => {
+                tally.allocations += 1;
+                slots.set(op.slot, Slot::Live(ptr));
             }
-            match result {
-                Ok(ptr) => {
-                    tally.allocations += 1;
-                    slots.set(op.slot, Slot::Live(ptr));
-                }
-                Err(_) => {
-                    tally.failures += 1;
-                    slots.set(op.slot, Slot::Gone);
-                }
+            Err(_) => {
+                tally.failures += 1;
+                slots.set(op.slot, Slot::Gone);
             }
         }
-        Action::Free => {
-            if let Some(ptr) = slots.try_take(op.slot)? {
-                let start = timed(tally.frees).then(Instant::now);
-                // SAFETY: `ptr` came from `mr.allocate` with this size
-                // (the trace's free matches its allocation's size) and
-                // its slot hands it out once.
-                let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
-                if let Some(start) = start {
-                    tally.free_time += start.elapsed();
-                    tally.frees_timed += 1;
-                }
-                if freed.is_ok() {
-                    tally.frees += 1;
-                }
-            }
+    } else if let Some(ptr) = slots.try_take(op.slot)? {
+        let start = timed(tally.frees).then(Instant::now);
+        // SAFETY: `ptr` came from `mr.allocate` with this size (the
+        // trace's free matches its allocation's size) and its slot hands
+        // it out once.
+        let freed = unsafe { mr.deallocate(ptr, op.nbytes, stream) };
+        if let Some(start) = start {
+            tally.free_time += start.elapsed();
+            tally.frees_timed += 1;
         }
-        Action::AllocateFailure => {}
+        if freed.is_ok() {
+            tally.frees += 1;
+        }
     }
     Ok(())
 }
@@ -418,7 +445,7 @@ fn replay_op(
 /// replayed, then the next one does; when all wait, the thread sleeps until
 /// another thread replays something (see [`Slots`]).
 fn replay_programs(
-    programs: &[&[Op<'_>]],
+    programs: &[&[Op]],
     mr: &dyn MemoryResource,
     stream: &Stream,
     slots: &Slots,
@@ -475,20 +502,20 @@ const MAX_REPLAY_THREADS: usize = 64;
 /// included; a share whose thread cannot be started (a thread or address
 /// space limit) is replayed here too. Returns each thread's tally.
 fn replay_all(
-    programs: &[Vec<Op<'_>>],
+    programs: &[Vec<Op>],
     mr: &dyn MemoryResource,
     stream: &Stream,
     slots: &Slots,
     bar: &indicatif::ProgressBar,
 ) -> Vec<Tally> {
     let threads = programs.len().clamp(1, MAX_REPLAY_THREADS);
-    let mut shares: Vec<Vec<&[Op<'_>]>> = vec![Vec::new(); threads];
+    let mut shares: Vec<Vec<&[Op]>> = vec![Vec::new(); threads];
     for (index, program) in programs.iter().enumerate() {
         shares[index % threads].push(program);
     }
     std::thread::scope(|scope| {
         let (here, others) = shares.split_first().expect("at least one share");
-        let mut mine: Vec<&[Op<'_>]> = here.clone();
+        let mut mine: Vec<&[Op]> = here.clone();
         let mut handles = Vec::new();
         for share in others {
             let started = std::thread::Builder::new()
@@ -526,7 +553,12 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
     let events = read_trace(&args.trace)?;
     let stats = Arc::new(StatisticsAdaptor::new(stack(args)?));
     let stream = devmm::runtime_for(args.device)?.default_stream(args.device)?;
-    let (programs, slot_count) = programs(&events);
+    let Plan {
+        programs,
+        slots: slot_count,
+        recorded_peak_bytes,
+        recorded_failures,
+    } = plan(&events);
     let slots = Slots::new(slot_count);
     let ops: usize = programs.iter().map(Vec::len).sum();
     let bar = progress::bar(ops as u64);
@@ -542,16 +574,19 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .slots;
-    let sizes = events
-        .iter()
-        .filter(|e| e.action == Action::Allocate)
-        .map(|e| e.nbytes);
-    for (slot, nbytes) in leftovers.into_iter().zip(sizes) {
-        if let Slot::Live(ptr) = slot {
-            // Null zero-byte allocations hold nothing and are not counted.
-            unfreed += usize::from(!ptr.is_null());
-            // SAFETY: allocated on replay with `nbytes` and never freed.
-            let _ = unsafe { stats.deallocate(ptr, nbytes, &stream) };
+    // The sizes are the events': looked up only when something is left.
+    if leftovers.iter().any(|slot| matches!(slot, Slot::Live(_))) {
+        let sizes = events
+            .iter()
+            .filter(|e| e.action == Action::Allocate)
+            .map(|e| e.nbytes);
+        for (slot, nbytes) in leftovers.into_iter().zip(sizes) {
+            if let Slot::Live(ptr) = slot {
+                // Null zero-byte allocations hold nothing and are not counted.
+                unfreed += usize::from(!ptr.is_null());
+                // SAFETY: allocated on replay with `nbytes` and never freed.
+                let _ = unsafe { stats.deallocate(ptr, nbytes, &stream) };
+            }
         }
     }
     let total = tallies.iter().fold(Tally::default(), |mut sum, t| {
@@ -570,13 +605,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         events: events.len(),
         threads: programs.len(),
         replay_threads: programs.len().clamp(1, MAX_REPLAY_THREADS),
-        recorded_peak_bytes: Timeline::peak_bytes_of(&events),
+        recorded_peak_bytes,
         peak_bytes: stats.peak_bytes(),
         failures: total.failures,
-        recorded_failures: events
-            .iter()
-            .filter(|e| e.action == Action::AllocateFailure)
-            .count(),
+        recorded_failures,
         unfreed,
         allocations: total.allocations,
         frees: total.frees,
@@ -607,5 +639,40 @@ mod tests {
             .map(|n| hasher.hash_one((None::<Device>, 0x7f8a_4000_0000 + n * 0x10_000)) & 1023)
             .collect();
         assert!(buckets.len() > 512, "{} buckets of 1024", buckets.len());
+    }
+
+    /// The plan's recorded peak and failures are the trace's, counted in
+    /// its one pass.
+    #[test]
+    fn the_plan_counts_what_the_trace_records() {
+        let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+                   1,10:00:00.000001,allocate,0x1000,64,0\n\
+                   2,10:00:00.000002,allocate failure,(nil),4096,0\n\
+                   1,10:00:00.000003,allocate,(nil),0,0\n\
+                   2,10:00:00.000004,allocate,0x2000,32,0\n\
+                   1,10:00:00.000005,free,0x1000,64,0\n\
+                   2,10:00:00.000006,allocate,0x1000,128,0\n\
+                   1,10:00:00.000007,free,(nil),0,0\n\
+                   2,10:00:00.000008,free,0x2000,32,0\n";
+        let events = devmm::trace::parse_trace(csv, "t.csv").unwrap();
+        let plan = plan(&events);
+        assert_eq!(
+            plan.recorded_peak_bytes,
+            devmm::trace::Timeline::peak_bytes_of(&events)
+        );
+        assert_eq!((plan.recorded_peak_bytes, plan.recorded_failures), (160, 1));
+        let ops: Vec<Vec<_>> = plan
+            .programs
+            .iter()
+            .map(|ops| ops.iter().map(|o| (o.allocate, o.nbytes, o.slot)).collect())
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                vec![(true, 64, 0), (true, 0, 1), (false, 64, 0)],
+                vec![(true, 32, 2), (true, 128, 3), (false, 32, 2)],
+            ]
+        );
+        assert_eq!(plan.slots, 4);
     }
 }
