@@ -266,3 +266,39 @@ fn csv_lines_are_numbered_however_they_end() {
         "t.csv:6: expected 6 comma-separated fields (Thread,Time,Action,Pointer,Size,Stream), found 7"
     );
 }
+
+/// A trace with several faults names the same one however it is read: an
+/// unreadable line first, then a clock that ran out, then an allocation
+/// or free the lines before it contradict, each the first of its kind,
+/// wherever they lie.
+#[test]
+fn of_several_faults_the_same_one_is_named() {
+    const DAYS_IN_U64_NS: usize = (u64::MAX / 86_400_000_000_000) as usize;
+    let mut text = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    text.push_str("1,00:00:00.0,free,0x10,8,0\n");
+    text.push_str("1,00:00:00.0,free,0x20,8,0\n");
+    for _ in 0..=DAYS_IN_U64_NS {
+        text.push_str("1,23:59:59.999999,allocate failure,(nil),8,0\n");
+        text.push_str("1,00:00:00.0,allocate failure,(nil),8,0\n");
+    }
+    let clock_line = 2 * DAYS_IN_U64_NS + 4;
+    let error = |text: &str| parse_trace(text, "t").unwrap_err().to_string();
+    let found = error(&text);
+    assert!(
+        found.starts_with(&format!("t:{clock_line}: the time of day went back")),
+        "{found}"
+    );
+    let unreadable = format!("{text}1,00:00:00.0,free,0x10\n");
+    assert!(
+        error(&unreadable).starts_with(&format!("t:{}: expected 6", clock_line + 2)),
+        "{}",
+        error(&unreadable)
+    );
+    let short = "Thread,Time,Action,Pointer,Size,Stream\n\
+                 1,00:00:00.0,free,0x10,8,0\n\
+                 1,00:00:00.0,free,0x20,8,0\n";
+    assert_eq!(
+        error(short),
+        "t:2: free of 0x10, which no earlier line allocated"
+    );
+}
