@@ -200,33 +200,34 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
             TraceFormat::Csv if header_seen => csv::parse_plain_prefix(rest),
             _ => None,
         };
-        if let Some((mut event, read)) = plain {
-            event.line = line;
-            checks.take(&mut event);
-            events.push(event);
-            rest = &rest[read..];
-            continue;
-        }
-        let text = match rest.split_once('\n') {
-            Some((text, next)) => {
-                rest = next;
-                text
+        let mut event = match plain {
+            Some((event, read)) => {
+                rest = &rest[read..];
+                event
             }
-            None => std::mem::take(&mut rest),
-        };
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        if blank(text) {
-            continue;
-        }
-        let parsed = match format {
-            TraceFormat::Csv if !header_seen => {
-                header_seen = true;
-                continue;
+            None => {
+                let text = match rest.split_once('\n') {
+                    Some((text, next)) => {
+                        rest = next;
+                        text
+                    }
+                    None => std::mem::take(&mut rest),
+                };
+                let text = text.strip_suffix('\r').unwrap_or(text);
+                if blank(text) {
+                    continue;
+                }
+                let parsed = match format {
+                    TraceFormat::Csv if !header_seen => {
+                        header_seen = true;
+                        continue;
+                    }
+                    TraceFormat::Csv => csv::parse_line(text),
+                    TraceFormat::JsonLines => jsonl::parse_line(text),
+                };
+                parsed.map_err(|reason| malformed(line, reason))?
             }
-            TraceFormat::Csv => csv::parse_line(text),
-            TraceFormat::JsonLines => jsonl::parse_line(text),
         };
-        let mut event = parsed.map_err(|reason| malformed(line, reason))?;
         event.line = line;
         checks.take(&mut event);
         events.push(event);
