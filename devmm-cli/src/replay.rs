@@ -205,6 +205,60 @@ struct SlotState {
     sleepers: usize,
 }
 
+impl SlotState {
+    /// [`Slots::try_take`], under its lock or where no other thread is.
+    fn take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        if self.slots[slot] == Slot::Pending {
+            return Err(self.changes);
+        }
+        Ok(match std::mem::replace(&mut self.slots[slot], Slot::Gone) {
+            Slot::Live(ptr) => Some(ptr),
+            _ => None,
+        })
+    }
+}
+
+/// The slots as a replay thread uses them: shared behind their lock
+/// (`&Slots`), or, when one OS thread replays the one recorded thread,
+/// the table itself (`&mut SlotState`), without a lock and an unlock
+/// around every operation.
+trait SlotTable {
+    fn set(&mut self, slot: usize, value: Slot);
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64>;
+    fn wait_for_change(&mut self, seen: u64);
+}
+
+impl SlotTable for &Slots {
+    fn set(&mut self, slot: usize, value: Slot) {
+        Slots::set(self, slot, value);
+    }
+
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        Slots::try_take(self, slot)
+    }
+
+    fn wait_for_change(&mut self, seen: u64) {
+        Slots::wait_for_change(self, seen);
+    }
+}
+
+impl SlotTable for &mut SlotState {
+    fn set(&mut self, slot: usize, value: Slot) {
+        self.slots[slot] = value;
+        self.changes = self.changes.wrapping_add(1);
+    }
+
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        self.take(slot)
+    }
+
+    fn wait_for_change(&mut self, _: u64) {
+        // Each free of a recorded thread follows its allocation, on an
+        // earlier line of the same thread, replayed in order.
+        unreachable!("the only recorded thread waited for an allocation");
+    }
+}
+
 impl Slots {
     fn new(count: usize) -> Slots {
         Slots {
@@ -238,16 +292,7 @@ impl Slots {
     /// The pointer to free once its allocation was replayed (`None` when
     /// that failed); `Err` with the change count seen while it has not.
     fn try_take(&self, slot: usize) -> Result<Option<DevicePtr>, u64> {
-        let mut state = self.lock();
-        if state.slots[slot] == Slot::Pending {
-            return Err(state.changes);
-        }
-        Ok(
-            match std::mem::replace(&mut state.slots[slot], Slot::Gone) {
-                Slot::Live(ptr) => Some(ptr),
-                _ => None,
-            },
-        )
+        self.lock().take(slot)
     }
 
     /// Sleeps until a slot changed after the change count was `seen`.
@@ -403,7 +448,7 @@ fn replay_op(
     op: &Op,
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    slots: &mut impl SlotTable,
     tally: &mut Tally,
 ) -> Result<(), u64> {
     if op.allocate {
@@ -448,7 +493,7 @@ fn replay_programs(
     programs: &[&[Op]],
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    mut slots: impl SlotTable,
     bar: &indicatif::ProgressBar,
 ) -> Tally {
     let mut tally = Tally::default();
@@ -461,7 +506,7 @@ fn replay_programs(
         let (mut progressed, mut waiting) = (false, None);
         for (program, at) in programs.iter().zip(&mut next) {
             while let Some(op) = program.get(*at) {
-                match replay_op(op, mr, stream, slots, &mut tally) {
+                match replay_op(op, mr, stream, &mut slots, &mut tally) {
                     Ok(()) => {
                         *at += 1;
                         progressed = true;
@@ -505,9 +550,16 @@ fn replay_all(
     programs: &[Vec<Op>],
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    slots: &mut Slots,
     bar: &indicatif::ProgressBar,
 ) -> Vec<Tally> {
+    if programs.len() <= 1 {
+        // One recorded thread: replayed here, nothing shared.
+        let state = slots.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mine: Vec<&[Op]> = programs.iter().map(Vec::as_slice).collect();
+        return vec![replay_programs(&mine, mr, stream, state, bar)];
+    }
+    let slots: &Slots = slots;
     let threads = programs.len().clamp(1, MAX_REPLAY_THREADS);
     let mut shares: Vec<Vec<&[Op]>> = vec![Vec::new(); threads];
     for (index, program) in programs.iter().enumerate() {
@@ -559,12 +611,12 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         recorded_peak_bytes,
         recorded_failures,
     } = plan(&events);
-    let slots = Slots::new(slot_count);
+    let mut slots = Slots::new(slot_count);
     let ops: usize = programs.iter().map(Vec::len).sum();
     let bar = progress::bar(ops as u64);
     bar.set_message("replaying");
     let start = Instant::now();
-    let tallies = replay_all(&programs, &*stats, &stream, &slots, &bar);
+    let tallies = replay_all(&programs, &*stats, &stream, &mut slots, &bar);
     let wall = start.elapsed();
     bar.finish_and_clear();
     // What the trace never freed is freed now, so the stack ends clean.
