@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use devmm::trace::{read_trace, Action, Timeline, TraceEvent};
+use devmm::trace::{read_trace, Action, TraceEvent};
 use devmm::{
     Device, DevicePtr, HeapMemoryResource, LimitingAdaptor, LoggingAdaptor, MallocMemoryResource,
     MemoryResource, StatisticsAdaptor, Stream, TrackingAdaptor,
@@ -205,6 +205,60 @@ struct SlotState {
     sleepers: usize,
 }
 
+impl SlotState {
+    /// [`Slots::try_take`], under its lock or where no other thread is.
+    fn take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        if self.slots[slot] == Slot::Pending {
+            return Err(self.changes);
+        }
+        Ok(match std::mem::replace(&mut self.slots[slot], Slot::Gone) {
+            Slot::Live(ptr) => Some(ptr),
+            _ => None,
+        })
+    }
+}
+
+/// The slots as a replay thread uses them: shared behind their lock
+/// (`&Slots`), or, when one OS thread replays the one recorded thread,
+/// the table itself (`&mut SlotState`), without a lock and an unlock
+/// around every operation.
+trait SlotTable {
+    fn set(&mut self, slot: usize, value: Slot);
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64>;
+    fn wait_for_change(&mut self, seen: u64);
+}
+
+impl SlotTable for &Slots {
+    fn set(&mut self, slot: usize, value: Slot) {
+        Slots::set(self, slot, value);
+    }
+
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        Slots::try_take(self, slot)
+    }
+
+    fn wait_for_change(&mut self, seen: u64) {
+        Slots::wait_for_change(self, seen);
+    }
+}
+
+impl SlotTable for &mut SlotState {
+    fn set(&mut self, slot: usize, value: Slot) {
+        self.slots[slot] = value;
+        self.changes = self.changes.wrapping_add(1);
+    }
+
+    fn try_take(&mut self, slot: usize) -> Result<Option<DevicePtr>, u64> {
+        self.take(slot)
+    }
+
+    fn wait_for_change(&mut self, _: u64) {
+        // Each free of a recorded thread follows its allocation, on an
+        // earlier line of the same thread, replayed in order.
+        unreachable!("the only recorded thread waited for an allocation");
+    }
+}
+
 impl Slots {
     fn new(count: usize) -> Slots {
         Slots {
@@ -238,16 +292,7 @@ impl Slots {
     /// The pointer to free once its allocation was replayed (`None` when
     /// that failed); `Err` with the change count seen while it has not.
     fn try_take(&self, slot: usize) -> Result<Option<DevicePtr>, u64> {
-        let mut state = self.lock();
-        if state.slots[slot] == Slot::Pending {
-            return Err(state.changes);
-        }
-        Ok(
-            match std::mem::replace(&mut state.slots[slot], Slot::Gone) {
-                Slot::Live(ptr) => Some(ptr),
-                _ => None,
-            },
-        )
+        self.lock().take(slot)
     }
 
     /// Sleeps until a slot changed after the change count was `seen`.
@@ -261,20 +306,44 @@ impl Slots {
     }
 }
 
-/// One operation to replay: the event and, for allocations and frees, the
-/// index of the allocation's slot.
-struct Op<'t> {
-    event: &'t TraceEvent,
+/// One operation to replay: an allocate or a free, its size and the
+/// index of the allocation's slot. What the replay reads of the event is
+/// copied here, so it goes through these (24 bytes each) without going
+/// back to the 88-byte events.
+struct Op {
+    allocate: bool,
+    nbytes: usize,
     slot: usize,
 }
 
-/// Per-thread programs: each recorded thread's allocates and frees, in
-/// order, with the slot each refers to; and the number of slots.
-fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
-    let mut threads: Vec<(u64, Vec<Op<'_>>)> = Vec::new();
+/// What the replay needs of the trace, read from its events in one pass.
+struct Plan {
+    /// Each recorded thread's allocates and frees, in order, with the
+    /// slot each refers to.
+    programs: Vec<Vec<Op>>,
+    /// The number of slots (the allocations).
+    slots: usize,
+    /// Peak live bytes the trace records, as
+    /// [`devmm::trace::Timeline::peak_bytes_of`] computes it.
+    recorded_peak_bytes: usize,
+    /// Allocations the trace records as failed.
+    recorded_failures: usize,
+}
+
+/// The plan of `events`.
+fn plan(events: &[TraceEvent]) -> Plan {
+    let mut threads: Vec<(u64, Vec<Op>)> = Vec::new();
     let mut live = HashMap::with_hasher(BuildHasherDefault::<AddressHasher>::default());
     let mut slots = 0;
+    let (mut total, mut recorded_peak_bytes, mut recorded_failures) = (0usize, 0usize, 0);
     for event in events {
+        // Timeline::peak_bytes_of, in this pass rather than another.
+        match event.action {
+            Action::Allocate => total = total.saturating_add(event.nbytes),
+            Action::Free => total = total.saturating_sub(event.nbytes),
+            Action::AllocateFailure => recorded_failures += 1,
+        }
+        recorded_peak_bytes = recorded_peak_bytes.max(total);
         let slot = match event.action {
             Action::AllocateFailure => continue,
             Action::Allocate => {
@@ -299,15 +368,24 @@ fn programs(events: &[TraceEvent]) -> (Vec<Vec<Op<'_>>>, usize) {
                 threads.len() - 1
             }
         };
-        threads[at].1.push(Op { event, slot });
+        threads[at].1.push(Op {
+            allocate: event.action == Action::Allocate,
+            nbytes: event.nbytes,
+            slot,
+        });
     }
-    (threads.into_iter().map(|(_, ops)| ops).collect(), slots)
+    Plan {
+        programs: threads.into_iter().map(|(_, ops)| ops).collect(),
+        slots,
+        recorded_peak_bytes,
+        recorded_failures,
+    }
 }
 
-/// Hashes the trace's (device, address) keys with one multiplication:
-/// std's SipHash was a tenth of a replay's instructions, and its
-/// resistance to chosen keys buys nothing against a trace the user hands
-/// to a command on their own machine.
+/// Hashes the trace's (device, address) keys with one multiplication,
+/// its 128-bit product folded: std's SipHash was a tenth of a replay's
+/// instructions, and its resistance to chosen keys buys nothing against a
+/// trace the user hands to a command on their own machine.
 #[derive(Default)]
 struct AddressHasher(u64);
 
@@ -319,9 +397,15 @@ impl Hasher for AddressHasher {
     }
 
     fn write_u64(&mut self, value: u64) {
-        // Fibonacci hashing: the product's high bits, which hashbrown
-        // uses for its tags, depend on every bit of the key.
-        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // hashbrown picks the bucket from the low bits and the tag from
+        // the high ones. A product's low bits depend only on the key's low
+        // bits, which allocators' alignment leaves alike (the benchmark's
+        // addresses, 64 KiB apart, all fell in one bucket group: an insert
+        // probed the whole table, 950 instructions); folding the high half
+        // of the 128-bit product into the low one brings every key bit to
+        // both ends.
+        let product = u128::from(self.0.rotate_left(5) ^ value) * 0x9E37_79B9_7F4A_7C15;
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
     }
 
     fn write_usize(&mut self, value: usize) {
@@ -361,48 +445,42 @@ fn timed(done: usize) -> bool {
 /// Replays one operation; `Err` with the change count seen when it is a
 /// free whose allocation another recorded thread has not replayed yet.
 fn replay_op(
-    op: &Op<'_>,
+    op: &Op,
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    slots: &mut impl SlotTable,
     tally: &mut Tally,
 ) -> Result<(), u64> {
-    match op.event.action {
-        Action::Allocate => {
-            let start = timed(tally.allocations + tally.failures).then(Instant::now);
-            let result = mr.allocate(op.event.nbytes, stream);
-            if let Some(start) = start {
-                tally.allocate_time += start.elapsed();
-                tally.allocates_timed += 1;
+    if op.allocate {
+        let start = timed(tally.allocations + tally.failures).then(Instant::now);
+        let result = mr.allocate(op.nbytes, stream);
+        if let Some(start) = start {
+            tally.allocate_time += start.elapsed();
+            tally.allocates_timed += 1;
+        }
+        match result {
+            Ok(ptr) => {
+                tally.allocations += 1;
+                slots.set(op.slot, Slot::Live(ptr));
             }
-            match result {
-                Ok(ptr) => {
-                    tally.allocations += 1;
-                    slots.set(op.slot, Slot::Live(ptr));
-                }
-                Err(_) => {
-                    tally.failures += 1;
-                    slots.set(op.slot, Slot::Gone);
-                }
+            Err(_) => {
+                tally.failures += 1;
+                slots.set(op.slot, Slot::Gone);
             }
         }
-        Action::Free => {
-            if let Some(ptr) = slots.try_take(op.slot)? {
-                let start = timed(tally.frees).then(Instant::now);
-                // SAFETY: `ptr` came from `mr.allocate` with this size
-                // (the trace's free matches its allocation's size) and
-                // its slot hands it out once.
-                let freed = unsafe { mr.deallocate(ptr, op.event.nbytes, stream) };
-                if let Some(start) = start {
-                    tally.free_time += start.elapsed();
-                    tally.frees_timed += 1;
-                }
-                if freed.is_ok() {
-                    tally.frees += 1;
-                }
-            }
+    } else if let Some(ptr) = slots.try_take(op.slot)? {
+        let start = timed(tally.frees).then(Instant::now);
+        // SAFETY: `ptr` came from `mr.allocate` with this size (the
+        // trace's free matches its allocation's size) and its slot hands
+        // it out once.
+        let freed = unsafe { mr.deallocate(ptr, op.nbytes, stream) };
+        if let Some(start) = start {
+            tally.free_time += start.elapsed();
+            tally.frees_timed += 1;
         }
-        Action::AllocateFailure => {}
+        if freed.is_ok() {
+            tally.frees += 1;
+        }
     }
     Ok(())
 }
@@ -412,10 +490,10 @@ fn replay_op(
 /// replayed, then the next one does; when all wait, the thread sleeps until
 /// another thread replays something (see [`Slots`]).
 fn replay_programs(
-    programs: &[&[Op<'_>]],
+    programs: &[&[Op]],
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    mut slots: impl SlotTable,
     bar: &indicatif::ProgressBar,
 ) -> Tally {
     let mut tally = Tally::default();
@@ -428,7 +506,7 @@ fn replay_programs(
         let (mut progressed, mut waiting) = (false, None);
         for (program, at) in programs.iter().zip(&mut next) {
             while let Some(op) = program.get(*at) {
-                match replay_op(op, mr, stream, slots, &mut tally) {
+                match replay_op(op, mr, stream, &mut slots, &mut tally) {
                     Ok(()) => {
                         *at += 1;
                         progressed = true;
@@ -469,20 +547,27 @@ const MAX_REPLAY_THREADS: usize = 64;
 /// included; a share whose thread cannot be started (a thread or address
 /// space limit) is replayed here too. Returns each thread's tally.
 fn replay_all(
-    programs: &[Vec<Op<'_>>],
+    programs: &[Vec<Op>],
     mr: &dyn MemoryResource,
     stream: &Stream,
-    slots: &Slots,
+    slots: &mut Slots,
     bar: &indicatif::ProgressBar,
 ) -> Vec<Tally> {
+    if programs.len() <= 1 {
+        // One recorded thread: replayed here, nothing shared.
+        let state = slots.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mine: Vec<&[Op]> = programs.iter().map(Vec::as_slice).collect();
+        return vec![replay_programs(&mine, mr, stream, state, bar)];
+    }
+    let slots: &Slots = slots;
     let threads = programs.len().clamp(1, MAX_REPLAY_THREADS);
-    let mut shares: Vec<Vec<&[Op<'_>]>> = vec![Vec::new(); threads];
+    let mut shares: Vec<Vec<&[Op]>> = vec![Vec::new(); threads];
     for (index, program) in programs.iter().enumerate() {
         shares[index % threads].push(program);
     }
     std::thread::scope(|scope| {
         let (here, others) = shares.split_first().expect("at least one share");
-        let mut mine: Vec<&[Op<'_>]> = here.clone();
+        let mut mine: Vec<&[Op]> = here.clone();
         let mut handles = Vec::new();
         for share in others {
             let started = std::thread::Builder::new()
@@ -520,13 +605,18 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
     let events = read_trace(&args.trace)?;
     let stats = Arc::new(StatisticsAdaptor::new(stack(args)?));
     let stream = devmm::runtime_for(args.device)?.default_stream(args.device)?;
-    let (programs, slot_count) = programs(&events);
-    let slots = Slots::new(slot_count);
+    let Plan {
+        programs,
+        slots: slot_count,
+        recorded_peak_bytes,
+        recorded_failures,
+    } = plan(&events);
+    let mut slots = Slots::new(slot_count);
     let ops: usize = programs.iter().map(Vec::len).sum();
     let bar = progress::bar(ops as u64);
     bar.set_message("replaying");
     let start = Instant::now();
-    let tallies = replay_all(&programs, &*stats, &stream, &slots, &bar);
+    let tallies = replay_all(&programs, &*stats, &stream, &mut slots, &bar);
     let wall = start.elapsed();
     bar.finish_and_clear();
     // What the trace never freed is freed now, so the stack ends clean.
@@ -536,16 +626,19 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .slots;
-    let sizes = events
-        .iter()
-        .filter(|e| e.action == Action::Allocate)
-        .map(|e| e.nbytes);
-    for (slot, nbytes) in leftovers.into_iter().zip(sizes) {
-        if let Slot::Live(ptr) = slot {
-            // Null zero-byte allocations hold nothing and are not counted.
-            unfreed += usize::from(!ptr.is_null());
-            // SAFETY: allocated on replay with `nbytes` and never freed.
-            let _ = unsafe { stats.deallocate(ptr, nbytes, &stream) };
+    // The sizes are the events': looked up only when something is left.
+    if leftovers.iter().any(|slot| matches!(slot, Slot::Live(_))) {
+        let sizes = events
+            .iter()
+            .filter(|e| e.action == Action::Allocate)
+            .map(|e| e.nbytes);
+        for (slot, nbytes) in leftovers.into_iter().zip(sizes) {
+            if let Slot::Live(ptr) = slot {
+                // Null zero-byte allocations hold nothing and are not counted.
+                unfreed += usize::from(!ptr.is_null());
+                // SAFETY: allocated on replay with `nbytes` and never freed.
+                let _ = unsafe { stats.deallocate(ptr, nbytes, &stream) };
+            }
         }
     }
     let total = tallies.iter().fold(Tally::default(), |mut sum, t| {
@@ -564,13 +657,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
         events: events.len(),
         threads: programs.len(),
         replay_threads: programs.len().clamp(1, MAX_REPLAY_THREADS),
-        recorded_peak_bytes: Timeline::peak_bytes_of(&events),
+        recorded_peak_bytes,
         peak_bytes: stats.peak_bytes(),
         failures: total.failures,
-        recorded_failures: events
-            .iter()
-            .filter(|e| e.action == Action::AllocateFailure)
-            .count(),
+        recorded_failures,
         unfreed,
         allocations: total.allocations,
         frees: total.frees,
@@ -584,4 +674,57 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    /// Addresses that share their low bits (an allocator's alignment, 64
+    /// KiB apart here) still spread over the plan map's buckets, which
+    /// hashbrown picks from a hash's low bits.
+    #[test]
+    fn aligned_addresses_spread_over_buckets() {
+        let hasher = BuildHasherDefault::<AddressHasher>::default();
+        let buckets: std::collections::HashSet<u64> = (1..=1024usize)
+            .map(|n| hasher.hash_one((None::<Device>, 0x7f8a_4000_0000 + n * 0x10_000)) & 1023)
+            .collect();
+        assert!(buckets.len() > 512, "{} buckets of 1024", buckets.len());
+    }
+
+    /// The plan's recorded peak and failures are the trace's, counted in
+    /// its one pass.
+    #[test]
+    fn the_plan_counts_what_the_trace_records() {
+        let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+                   1,10:00:00.000001,allocate,0x1000,64,0\n\
+                   2,10:00:00.000002,allocate failure,(nil),4096,0\n\
+                   1,10:00:00.000003,allocate,(nil),0,0\n\
+                   2,10:00:00.000004,allocate,0x2000,32,0\n\
+                   1,10:00:00.000005,free,0x1000,64,0\n\
+                   2,10:00:00.000006,allocate,0x1000,128,0\n\
+                   1,10:00:00.000007,free,(nil),0,0\n\
+                   2,10:00:00.000008,free,0x2000,32,0\n";
+        let events = devmm::trace::parse_trace(csv, "t.csv").unwrap();
+        let plan = plan(&events);
+        assert_eq!(
+            plan.recorded_peak_bytes,
+            devmm::trace::Timeline::peak_bytes_of(&events)
+        );
+        assert_eq!((plan.recorded_peak_bytes, plan.recorded_failures), (160, 1));
+        let ops: Vec<Vec<_>> = plan
+            .programs
+            .iter()
+            .map(|ops| ops.iter().map(|o| (o.allocate, o.nbytes, o.slot)).collect())
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                vec![(true, 64, 0), (true, 0, 1), (false, 64, 0)],
+                vec![(true, 32, 2), (true, 128, 3), (false, 32, 2)],
+            ]
+        );
+        assert_eq!(plan.slots, 4);
+    }
 }

@@ -228,3 +228,77 @@ fn a_trace_file_that_cannot_be_written_is_an_io_error() {
         "{error:?}"
     );
 }
+
+/// Lines are numbered as the file's, whatever ends them (`\n`, `\r\n`, the
+/// end of the text) and however they are written (as rmm writes them, or
+/// padded): blank lines and white space only are passed over, and an
+/// error names its line.
+#[test]
+fn csv_lines_are_numbered_however_they_end() {
+    let text = "\n  \nThread,Time,Action,Pointer,Size,Stream\r\n\
+                7,10:00:00.000001,allocate,0x1000,64,0\r\n\
+                \r\n\
+                7,10:00:00.000002,allocate,0x2000,32,0\n\
+                \t\n\
+                7, 10:00:00.000003 ,free,0x1000,64,0\n\
+                \n\
+                7,10:00:00.000004,free,0x2000,32,0";
+    let events = parse_trace(text, "t.csv").unwrap();
+    let lines: Vec<_> = events.iter().map(|e| (e.line, e.ptr, e.action)).collect();
+    assert_eq!(
+        lines,
+        [
+            (4, 0x1000, Action::Allocate),
+            (6, 0x2000, Action::Allocate),
+            (8, 0x1000, Action::Free),
+            (10, 0x2000, Action::Free),
+        ]
+    );
+    assert_eq!(events[3].time_ns, 36_000_000_004_000);
+    let bad = text.replace("free,0x2000,32,0", "free,0x2000,33,0");
+    assert_eq!(
+        parse_trace(&bad, "t.csv").unwrap_err().to_string(),
+        "t.csv:10: free of 0x2000 with 33 bytes, but line 6 allocated 32"
+    );
+    let bad = text.replace("0x2000,32,0\n", "0x2000,32,0,\n");
+    assert_eq!(
+        parse_trace(&bad, "t.csv").unwrap_err().to_string(),
+        "t.csv:6: expected 6 comma-separated fields (Thread,Time,Action,Pointer,Size,Stream), found 7"
+    );
+}
+
+/// A trace with several faults names the same one however it is read: an
+/// unreadable line first, then a clock that ran out, then an allocation
+/// or free the lines before it contradict, each the first of its kind,
+/// wherever they lie.
+#[test]
+fn of_several_faults_the_same_one_is_named() {
+    const DAYS_IN_U64_NS: usize = (u64::MAX / 86_400_000_000_000) as usize;
+    let mut text = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    text.push_str("1,00:00:00.0,free,0x10,8,0\n");
+    text.push_str("1,00:00:00.0,free,0x20,8,0\n");
+    for _ in 0..=DAYS_IN_U64_NS {
+        text.push_str("1,23:59:59.999999,allocate failure,(nil),8,0\n");
+        text.push_str("1,00:00:00.0,allocate failure,(nil),8,0\n");
+    }
+    let clock_line = 2 * DAYS_IN_U64_NS + 4;
+    let error = |text: &str| parse_trace(text, "t").unwrap_err().to_string();
+    let found = error(&text);
+    assert!(
+        found.starts_with(&format!("t:{clock_line}: the time of day went back")),
+        "{found}"
+    );
+    let unreadable = format!("{text}1,00:00:00.0,free,0x10\n");
+    assert!(
+        error(&unreadable).starts_with(&format!("t:{}: expected 6", clock_line + 2)),
+        "{}",
+        error(&unreadable)
+    );
+    let short = "Thread,Time,Action,Pointer,Size,Stream\n\
+                 1,00:00:00.0,free,0x10,8,0\n\
+                 1,00:00:00.0,free,0x20,8,0\n";
+    assert_eq!(
+        error(short),
+        "t:2: free of 0x10, which no earlier line allocated"
+    );
+}

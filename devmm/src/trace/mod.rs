@@ -190,26 +190,95 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<TraceEvent>, TraceErr
     // times over a million-line trace.
     let mut events = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
     let mut header_seen = false;
-    for (index, text) in text.lines().enumerate() {
-        let line = index + 1;
-        if blank(text) {
-            continue;
-        }
-        let parsed = match format {
-            TraceFormat::Csv if !header_seen => {
-                header_seen = true;
-                continue;
-            }
-            TraceFormat::Csv => csv::parse_line(text),
-            TraceFormat::JsonLines => jsonl::parse_line(text),
+    let mut checks = Checks::new(format);
+    // The lines as `str::lines` cuts them (at `\n`, less one `\r`),
+    // numbered from 1; a CSV line as rmm writes it is read as it is found.
+    let (mut rest, mut line) = (text, 0);
+    while !rest.is_empty() {
+        line += 1;
+        let plain = match format {
+            TraceFormat::Csv if header_seen => csv::parse_plain_prefix(rest),
+            _ => None,
         };
-        let mut event = parsed.map_err(|reason| malformed(line, reason))?;
+        let mut event = match plain {
+            Some((event, read)) => {
+                rest = &rest[read..];
+                event
+            }
+            None => {
+                let text = match rest.split_once('\n') {
+                    Some((text, next)) => {
+                        rest = next;
+                        text
+                    }
+                    None => std::mem::take(&mut rest),
+                };
+                let text = text.strip_suffix('\r').unwrap_or(text);
+                if blank(text) {
+                    continue;
+                }
+                let parsed = match format {
+                    TraceFormat::Csv if !header_seen => {
+                        header_seen = true;
+                        continue;
+                    }
+                    TraceFormat::Csv => csv::parse_line(text),
+                    TraceFormat::JsonLines => jsonl::parse_line(text),
+                };
+                parsed.map_err(|reason| malformed(line, reason))?
+            }
+        };
         event.line = line;
+        checks.take(&mut event);
         events.push(event);
     }
-    settle_times(&mut events, format).map_err(|(line, reason)| malformed(line, reason))?;
-    check_consistency(&events).map_err(|(line, reason)| malformed(line, reason))?;
+    checks
+        .finish()
+        .map_err(|(line, reason)| malformed(line, reason))?;
     Ok(events)
+}
+
+/// The checks of a trace's events, made as each is read rather than in
+/// passes over them all after (each pass over a million 88-byte events
+/// cost more time than its instructions). The error they report is the one
+/// the passes reported: a line that does not read is returned at once by
+/// the reader; of the rest, the first clock that ran out, else the first
+/// contradiction.
+struct Checks {
+    /// Settles rmm's times of day (CSV only).
+    clock: Option<Clock>,
+    live: LiveAllocations,
+    clock_error: Option<(usize, String)>,
+    live_error: Option<(usize, String)>,
+}
+
+impl Checks {
+    fn new(format: TraceFormat) -> Checks {
+        Checks {
+            clock: (format == TraceFormat::Csv).then(Clock::default),
+            live: LiveAllocations::default(),
+            clock_error: None,
+            live_error: None,
+        }
+    }
+
+    /// Settles `event`'s time and checks it against the events before; only
+    /// the first error of each kind is kept, as the passes stopped there.
+    fn take(&mut self, event: &mut TraceEvent) {
+        if let (None, Some(clock)) = (&self.clock_error, &mut self.clock) {
+            self.clock_error = clock.settle(event).err();
+        }
+        if self.live_error.is_none() {
+            self.live_error = self.live.check(event).err();
+        }
+    }
+
+    fn finish(self) -> Result<(), (usize, String)> {
+        match self.clock_error.or(self.live_error) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether `line` is empty or white space only; a line that starts with
@@ -225,14 +294,18 @@ fn blank(line: &str) -> bool {
 /// goes back by almost a day, which means one day later. A trace that
 /// passes midnight more often than 64-bit nanoseconds count (about 213,500
 /// days) is refused at the line where the clock runs out, not wrapped.
-fn settle_times(events: &mut [TraceEvent], format: TraceFormat) -> Result<(), (usize, String)> {
-    const DAY_NS: u64 = 86_400_000_000_000;
-    if format != TraceFormat::Csv {
-        return Ok(());
-    }
-    let (mut offset, mut previous) = (0u64, 0u64);
-    for event in events {
-        let (line, days) = (event.line, offset / DAY_NS);
+#[derive(Default)]
+struct Clock {
+    /// Days passed, in nanoseconds.
+    offset: u64,
+    /// The last settled time.
+    previous: u64,
+}
+
+impl Clock {
+    fn settle(&mut self, event: &mut TraceEvent) -> Result<(), (usize, String)> {
+        const DAY_NS: u64 = 86_400_000_000_000;
+        let (line, days) = (event.line, self.offset / DAY_NS);
         let out_of_clock = move || {
             (
                 line,
@@ -243,29 +316,41 @@ fn settle_times(events: &mut [TraceEvent], format: TraceFormat) -> Result<(), (u
                 ),
             )
         };
-        let settled = event.time_ns.checked_add(offset).ok_or_else(out_of_clock)?;
+        let settled = event
+            .time_ns
+            .checked_add(self.offset)
+            .ok_or_else(out_of_clock)?;
         // Compared without adding half a day to a time near the top.
-        let settled = match previous.saturating_sub(settled) > DAY_NS / 2 {
+        let settled = match self.previous.saturating_sub(settled) > DAY_NS / 2 {
             true => {
-                offset = offset.checked_add(DAY_NS).ok_or_else(out_of_clock)?;
+                self.offset = self.offset.checked_add(DAY_NS).ok_or_else(out_of_clock)?;
                 settled.checked_add(DAY_NS).ok_or_else(out_of_clock)?
             }
             false => settled,
         };
         event.time_ns = settled;
-        previous = settled;
+        self.previous = settled;
+        Ok(())
     }
-    Ok(())
 }
 
-fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
-    // Per device, address -> (size, line) of the live allocations, hashed
-    // as the ledgers hash addresses (SipHash of a device and address pair
-    // was a tenth of a replay). Null pointers (zero-byte allocations) may
-    // be live many times over.
-    type Live = AddressMap<(usize, usize)>;
-    let mut devices: Vec<(Option<Device>, Live)> = Vec::new();
-    for e in events {
+/// Per device, address -> (size, line) of the live allocations, hashed as
+/// the ledgers hash addresses (SipHash of a device and address pair was a
+/// tenth of a replay). Null pointers (zero-byte allocations) may be live
+/// many times over.
+#[derive(Default)]
+struct LiveAllocations {
+    devices: Vec<(Option<Device>, Live)>,
+}
+
+/// One device's live allocations: address -> (size, line).
+type Live = AddressMap<(usize, usize)>;
+
+impl LiveAllocations {
+    /// Checks `e` against the allocations live before it, and records it:
+    /// every free matches a live allocation of its size, no address is
+    /// allocated twice without a free between.
+    fn check(&mut self, e: &TraceEvent) -> Result<(), (usize, String)> {
         if e.ptr == 0 {
             if e.action != Action::AllocateFailure && e.nbytes != 0 {
                 return Err((
@@ -277,8 +362,9 @@ fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
                     ),
                 ));
             }
-            continue;
+            return Ok(());
         }
+        let devices = &mut self.devices;
         let at = match devices.iter().position(|(device, _)| *device == e.device) {
             Some(at) => at,
             None => {
@@ -320,8 +406,8 @@ fn check_consistency(events: &[TraceEvent]) -> Result<(), (usize, String)> {
                 Some(_) => {}
             },
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Nanoseconds since the Unix epoch of `time` (0 before the epoch).
