@@ -173,7 +173,14 @@ impl Layout {
                 "base alignment must be a power of two, not {base_alignment}"
             )));
         }
-        let permutation = order_by_stride(shape, strides);
+        // Row-major strides, what nearly every producer sends, are in order
+        // and cannot overlap: the sort and the overlap walk are skipped.
+        let row_major = is_row_major(shape, strides);
+        let permutation = if row_major {
+            (0..shape.len()).collect()
+        } else {
+            order_by_stride(shape, strides)
+        };
         let itemsize = element_size(dtype)?;
         let layout = Layout {
             shape: SmallVec::from_slice(shape),
@@ -184,7 +191,9 @@ impl Layout {
             base_alignment,
             policy: None,
         };
-        layout.validate()?;
+        if !row_major {
+            layout.validate()?;
+        }
         Ok(layout)
     }
 
@@ -434,6 +443,25 @@ fn rule_error(error: LayoutRuleError, permutation: &[usize], ndim: usize, dtype:
 
 /// Dimensions from the largest stride to the smallest (ties: later
 /// dimension inner, as in row-major).
+/// Whether `strides` are the row-major strides of `shape` with no extent 0:
+/// each the product of the extents inside it, the innermost 1. Such a
+/// layout passes [`Layout::validate`] with the identity order, which is
+/// what [`order_by_stride`] gives it (strides never grow inwards, and
+/// equal ones keep their index order).
+fn is_row_major(shape: &[usize], strides: &[usize]) -> bool {
+    let mut expected = 1usize;
+    for (&extent, &stride) in shape.iter().zip(strides).rev() {
+        if extent == 0 || stride != expected {
+            return false;
+        }
+        match expected.checked_mul(extent) {
+            Some(next) => expected = next,
+            None => return false,
+        }
+    }
+    true
+}
+
 fn order_by_stride(shape: &[usize], strides: &[usize]) -> Dims {
     let mut order: Dims = (0..shape.len()).collect();
     order.sort_by(|&a, &b| strides[b].cmp(&strides[a]).then(a.cmp(&b)));
@@ -444,6 +472,38 @@ fn order_by_stride(shape: &[usize], strides: &[usize]) -> Dims {
 mod tests {
     use super::*;
     use crate::device::Device;
+
+    proptest::proptest! {
+        /// The row-major shortcut of `Layout::new` decides as the general
+        /// path does: the same order, and a layout `validate` accepts.
+        #[test]
+        fn row_major_strides_take_the_general_paths_order(
+            shape in proptest::collection::vec(1usize..5, 0..6),
+        ) {
+            let mut strides = vec![1usize; shape.len()];
+            for i in (0..shape.len().saturating_sub(1)).rev() {
+                strides[i] = strides[i + 1] * shape[i + 1];
+            }
+            proptest::prop_assert!(is_row_major(&shape, &strides));
+            let layout = Layout::new(&shape, &strides, DType::FLOAT32, 1).unwrap();
+            proptest::prop_assert_eq!(layout.permutation(), &order_by_stride(&shape, &strides)[..]);
+            proptest::prop_assert!(layout.validate().is_ok());
+        }
+    }
+
+    #[test]
+    fn strides_that_are_not_row_major_take_the_general_path() {
+        assert!(!is_row_major(&[2, 3], &[1, 2]), "column-major");
+        assert!(!is_row_major(&[2, 3], &[4, 1]), "padded rows");
+        assert!(!is_row_major(&[0, 3], &[3, 1]), "an empty extent");
+        assert!(
+            !is_row_major(&[usize::MAX, 2, 2], &[4, 2, 1]),
+            "a span past usize"
+        );
+        // Overlapping strides are still refused, by the general path.
+        let err = Layout::new(&[2, 2], &[1, 1], DType::FLOAT32, 1).unwrap_err();
+        assert!(err.to_string().contains("overlaps"), "{err}");
+    }
 
     #[test]
     fn a_layouts_plan_resolves_the_same_order() {
