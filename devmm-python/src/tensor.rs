@@ -51,10 +51,11 @@ pub(crate) struct PyTensor {
     pub(crate) tensor: devmm::Tensor,
     /// The layout's provenance (`None` for a hand-built layout).
     policy: Option<Py<PyAny>>,
-    /// The resource object; an import's is made on first use (its
-    /// buffer's foreign resource has no Python object, and making one on
-    /// every import cost a third of `from_dlpack`'s own work).
-    mr: OnceLock<Py<PyMemoryResource>>,
+    /// The resource object; `None` for an import, whose buffer's foreign
+    /// resource has no Python object: one is made with the `buffer`
+    /// object, on first use (making it on every import cost a third of
+    /// `from_dlpack`'s own work).
+    mr: Option<Py<PyMemoryResource>>,
     buffer: OnceLock<Py<PyDeviceBuffer>>,
     /// The `Stream` object `empty` was given, for the buffer's `stream`.
     stream: Option<Py<PyAny>>,
@@ -86,24 +87,20 @@ impl PyTensor {
         PyTensor {
             tensor,
             policy: None,
-            mr: OnceLock::new(),
+            mr: None,
             buffer: OnceLock::new(),
             stream: None,
             bridge: None,
         }
     }
 
-    /// The resource object (the same object on every access).
+    /// The resource object (the same object on every access): an
+    /// import's is its `buffer` object's.
     fn mr(&self, py: Python<'_>) -> PyResult<Py<PyMemoryResource>> {
-        if let Some(mr) = self.mr.get() {
-            return Ok(mr.clone_ref(py));
+        match &self.mr {
+            Some(mr) => Ok(mr.clone_ref(py)),
+            None => Ok(self.buffer(py)?.get().mr.clone_ref(py)),
         }
-        let made = Py::new(
-            py,
-            PyMemoryResource::native(Arc::clone(self.tensor.buffer().resource())),
-        )?;
-        // Should another thread have won the race, its object is kept.
-        Ok(self.mr.get_or_init(|| made).clone_ref(py))
     }
 }
 
@@ -121,7 +118,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         let policy = policy.unwrap_or_else(|| self.policy.as_ref().map(|p| p.clone_ref(py)));
         Ok(PyTensor {
-            mr: OnceLock::from(object_of(py, copy.buffer().resource())?),
+            mr: Some(object_of(py, copy.buffer().resource())?),
             tensor: copy,
             policy,
             buffer: OnceLock::new(),
@@ -223,7 +220,7 @@ impl PyTensor {
                 tensor
             },
             policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
-            mr: OnceLock::from(owner.mr.clone_ref(py)),
+            mr: Some(owner.mr.clone_ref(py)),
             buffer: OnceLock::from(buffer.clone().unbind()),
             stream: None,
             bridge: owner.bridge.clone(),
@@ -274,7 +271,13 @@ impl PyTensor {
             py,
             PyDeviceBuffer::wrap(
                 Arc::clone(self.tensor.buffer()),
-                self.mr(py)?,
+                match &self.mr {
+                    Some(mr) => mr.clone_ref(py),
+                    None => Py::new(
+                        py,
+                        PyMemoryResource::native(Arc::clone(self.tensor.buffer().resource())),
+                    )?,
+                },
                 self.stream.as_ref().map(|s| s.clone_ref(py)),
             ),
         )?;
@@ -361,7 +364,7 @@ impl PyTensor {
         Ok(PyTensor {
             tensor: self.tensor.to_read_only(),
             policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
-            mr: OnceLock::from(self.mr(py)?),
+            mr: Some(self.mr(py)?),
             buffer: OnceLock::new(),
             stream: self.stream.as_ref().map(|s| s.clone_ref(py)),
             bridge: self.bridge.clone(),
@@ -402,7 +405,7 @@ impl PyTensor {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.policy)?;
-        visit.call(self.mr.get())?;
+        visit.call(&self.mr)?;
         visit.call(self.buffer.get())?;
         visit.call(&self.stream)?;
         match self.owned_bridge() {
@@ -601,7 +604,7 @@ impl Request {
         Ok(PyTensor {
             tensor,
             policy,
-            mr: OnceLock::from(mr),
+            mr: Some(mr),
             buffer: OnceLock::new(),
             stream: stream_obj,
             bridge,
