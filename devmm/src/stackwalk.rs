@@ -420,6 +420,35 @@ mod tests {
         assert_eq!(fast, slow, "{fast:x?} vs {slow:x?}");
     }
 
+    #[test]
+    fn a_walk_inside_a_walk_is_left_to_libgcc() {
+        // The thread's walker is busy: the inner call declines, calling
+        // nothing, and the caller falls back to `backtrace::trace`.
+        let mut inner = None;
+        let mut outer = 0;
+        let walked = super::trace(&mut |_| {
+            if inner.is_none() {
+                let mut called = false;
+                let declined = !super::trace(&mut |_| {
+                    called = true;
+                    true
+                });
+                inner = Some((declined, called));
+            }
+            outer += 1;
+            true
+        });
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert!(walked);
+            assert_eq!(inner, Some((true, false)));
+            assert!(outer >= 3, "{outer}");
+        } else {
+            assert!(!walked && inner.is_none() && outer == 0);
+        }
+        // And the walker is free again.
+        assert_eq!(super::trace(&mut |_| false), walked);
+    }
+
     fn names(ip: usize) -> Vec<String> {
         let mut names = Vec::new();
         backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
