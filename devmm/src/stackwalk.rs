@@ -114,11 +114,12 @@ mod imp {
                 // holds at least its return address, so a stack has no
                 // more frames than words: the bound ends a walk that
                 // stopped advancing on unwind information gone wrong.
-                for _ in 0..=(end - sp) / 8 {
-                    match frames.next() {
-                        Ok(Some(frame)) if each(frame.address() as usize) => {}
-                        _ => break,
+                let mut words = (end - sp) / 8;
+                while let Ok(Some(frame)) = frames.next() {
+                    if !each(frame.address() as usize) || words == 0 {
+                        break;
                     }
+                    words -= 1;
                 }
                 true
             })
