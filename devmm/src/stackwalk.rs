@@ -17,7 +17,7 @@
 /// it returns `false` or the stack ends. Returns `false`, having called
 /// `each` for no frame, when this unwinder is not available here.
 #[inline(never)]
-pub(crate) fn trace(each: &mut dyn FnMut(usize) -> bool) -> bool {
+pub(crate) fn trace(each: impl FnMut(usize) -> bool) -> bool {
     imp::trace(each)
 }
 
@@ -73,7 +73,7 @@ mod imp {
     // registers are read there, in a frame that stays live while the stack
     // is walked.
     #[inline(always)]
-    pub(super) fn trace(each: &mut dyn FnMut(usize) -> bool) -> bool {
+    pub(super) fn trace(mut each: impl FnMut(usize) -> bool) -> bool {
         let (ip, sp, bp) = registers();
         WALKER
             .try_with(|cell| {
@@ -379,7 +379,7 @@ mod imp {
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
 mod imp {
     #[inline(always)]
-    pub(super) fn trace(_each: &mut dyn FnMut(usize) -> bool) -> bool {
+    pub(super) fn trace(_each: impl FnMut(usize) -> bool) -> bool {
         false
     }
 }
