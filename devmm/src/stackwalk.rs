@@ -36,7 +36,12 @@ mod imp {
     /// dynamic loader had mapped when the [`Walker`] holding this section
     /// was built, and a `Walker` is rebuilt before use whenever the
     /// loader's count of loaded or unloaded objects has changed since
-    /// (see [`load_generation`]), so the object is still mapped.
+    /// (see [`load_generation`]), so the object is still mapped when a
+    /// walk starts. A walk reads the sections of the objects its frames
+    /// return into, which cannot be unloaded while they are on the stack;
+    /// the one gap left is an object that another thread unloads during
+    /// the walk, reached through an address that a frame without unwind
+    /// information (unwound by its frame pointer) made up.
     struct Section {
         ptr: *const u8,
         len: usize,
