@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use smallvec::SmallVec;
+
 /// One resolved frame of a call stack, innermost first in a stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Frame {
@@ -102,7 +104,10 @@ fn is_internal(frame: &Frame) -> bool {
 /// ```
 #[derive(Clone)]
 pub struct CallSite {
-    native: Arc<[backtrace::Frame]>,
+    /// Instruction pointers, innermost first (return addresses past the
+    /// first): a `backtrace::Frame` clone would look each frame's function
+    /// up in the unwind tables a second time.
+    native: Arc<[usize]>,
     foreign: Option<Arc<[Frame]>>,
 }
 
@@ -128,15 +133,19 @@ impl CallSite {
                 foreign: Some(frames.into()),
             };
         }
-        let mut native = Vec::with_capacity(depth.min(64));
+        let mut native: SmallVec<[usize; 32]> = SmallVec::new();
         if depth > 0 {
-            backtrace::trace(|frame| {
-                native.push(frame.clone());
+            let mut push = |ip: usize| {
+                native.push(ip);
                 native.len() < depth
-            });
+            };
+            // The cached unwinder where there is one, else libgcc's.
+            if !crate::stackwalk::trace(&mut push) {
+                backtrace::trace(|frame| push(frame.ip() as usize));
+            }
         }
         CallSite {
-            native: native.into(),
+            native: Arc::from(&native[..]),
             foreign: None,
         }
     }
@@ -168,7 +177,7 @@ impl CallSite {
         }
         self.native
             .iter()
-            .flat_map(|frame| resolve(frame).iter().cloned().collect::<Vec<_>>())
+            .flat_map(|&ip| resolve(ip).iter().cloned().collect::<Vec<_>>())
             .filter(|frame| !is_internal(frame))
             .collect()
     }
@@ -187,15 +196,16 @@ fn cache() -> &'static Mutex<HashMap<usize, Arc<[Frame]>>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-fn resolve(frame: &backtrace::Frame) -> Arc<[Frame]> {
-    let ip = frame.ip() as usize;
+fn resolve(ip: usize) -> Arc<[Frame]> {
     if let Some(hit) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&ip) {
         return Arc::clone(hit);
     }
     let mut resolved = Vec::new();
     // One address can stand for several inlined functions; the callback
     // runs once for each, innermost first.
-    backtrace::resolve_frame(frame, |symbol| {
+    // `resolve` looks up `ip - 1`, as `resolve_frame` does: a return
+    // address can be the first byte of the next line or function.
+    backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
         let Some(name) = symbol.name() else { return };
         resolved.push(Frame {
             function: format!("{name:#}"),

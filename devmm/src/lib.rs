@@ -32,6 +32,7 @@ mod registry;
 mod resource;
 pub mod runtime;
 mod size;
+mod stackwalk;
 pub mod statistics;
 mod stream;
 mod stream_pool;
