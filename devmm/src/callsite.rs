@@ -135,13 +135,15 @@ impl CallSite {
         }
         let mut native: SmallVec<[usize; 32]> = SmallVec::new();
         if depth > 0 {
-            let mut push = |ip: usize| {
+            let push = |native: &mut SmallVec<[usize; 32]>, ip: usize| {
                 native.push(ip);
                 native.len() < depth
             };
-            // The cached unwinder where there is one, else libgcc's.
-            if !crate::stackwalk::trace(&mut push) {
-                backtrace::trace(|frame| push(frame.ip() as usize));
+            // The cached unwinder where there is one, else libgcc's, which
+            // also walks what the cached one could not finish, from the start.
+            if crate::stackwalk::trace(|ip| push(&mut native, ip)) != crate::stackwalk::Walk::Done {
+                native.clear();
+                backtrace::trace(|frame| push(&mut native, frame.ip() as usize));
             }
         }
         CallSite {

@@ -7,17 +7,39 @@
 //! capture (about 1,650 instructions a frame; docs/benchmarks.md has the
 //! figures).
 //!
-//! Linux on x86-64 only; elsewhere, or when the thread's stack or the
-//! loaded objects cannot be read, [`trace`] returns `false` and the caller
-//! falls back to `backtrace::trace`.
+//! Linux on x86-64 only; elsewhere, when the thread's stack or the loaded
+//! objects cannot be read, or when the unwind information runs out before
+//! the stack's end, [`trace`] says so and the caller takes
+//! `backtrace::trace` instead.
+//!
+//! Not async-signal-safe, as libgcc's unwinder is not: a capture takes the
+//! loader's lock and may allocate. Inside a signal handler the walk may
+//! also end at the signal frame, whose unwind rule the cached unwinder does
+//! not evaluate and replaces with the frame pointer (a handler's call site
+//! then names the handler's frames only).
+
+/// How a [`trace`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// At the stack's end, or where `each` asked to stop.
+    Done,
+    /// Not walked: this unwinder is not available here (the platform, a
+    /// stack it cannot bound, a walk already running on the thread), and
+    /// `each` was called for no frame.
+    Unavailable,
+    /// Cut short: the unwind information ran out before the stack's end (a
+    /// signal frame, code registered at run time, a rule the unwinder does
+    /// not evaluate). The frames given are right but not all of them:
+    /// libgcc's unwinder, which knows those cases, should walk instead.
+    Broken,
+}
 
 /// Calls `each` with the instruction pointer of each frame of the calling
 /// thread's stack, innermost first (the first is inside this module, the
 /// rest are return addresses, as `backtrace::Frame::ip` gives them), until
-/// it returns `false` or the stack ends. Returns `false`, having called
-/// `each` for no frame, when this unwinder is not available here.
+/// it returns `false` or the stack ends.
 #[inline(never)]
-pub(crate) fn trace(each: impl FnMut(usize) -> bool) -> bool {
+pub(crate) fn trace(each: impl FnMut(usize) -> bool) -> Walk {
     imp::trace(each)
 }
 
@@ -30,18 +52,22 @@ mod imp {
     use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
     use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
+    use super::Walk;
+
     /// Bytes of a loaded object's unwind section, read in place.
     ///
     /// Invariant: `ptr..ptr + len` lies in a segment of an object that the
     /// dynamic loader had mapped when the [`Walker`] holding this section
-    /// was built, and a `Walker` is rebuilt before use whenever the
+    /// was built, in the file-backed part of a segment that is not
+    /// writable, and a `Walker` is rebuilt before use whenever the
     /// loader's count of loaded or unloaded objects has changed since
     /// (see [`load_generation`]), so the object is still mapped when a
     /// walk starts. A walk reads the sections of the objects its frames
-    /// return into, which cannot be unloaded while they are on the stack;
-    /// the one gap left is an object that another thread unloads during
-    /// the walk, reached through an address that a frame without unwind
-    /// information (unwound by its frame pointer) made up.
+    /// return into, which cannot be unloaded while they are on the stack.
+    /// The gap left: framehop falls back to the frame pointer for any
+    /// frame whose unwind information fails to evaluate, and a return
+    /// address guessed that way may point into an object that another
+    /// thread unloads during the walk, whose sections are then read.
     struct Section {
         ptr: *const u8,
         len: usize,
@@ -64,10 +90,69 @@ mod imp {
         cache: CacheX86_64,
         /// The loader's (loaded, unloaded) object counts when built.
         generation: (u64, u64),
-        /// The thread's stack, lowest to highest address, if the thread
-        /// library could tell (if not, this thread takes libgcc's unwinder
-        /// without asking again until the loaded objects change).
-        stack: Option<Range<u64>>,
+        /// The thread's stack, if the thread library could tell (if not,
+        /// this thread takes libgcc's unwinder without asking again until
+        /// the loaded objects change).
+        stack: Option<Stack>,
+    }
+
+    /// A thread's stack: what the thread library says it may span, and how
+    /// much of that is known to be mapped.
+    struct Stack {
+        /// Lowest to highest address. For the main thread this is the
+        /// most the stack may grow to, not what is mapped: another mapping
+        /// (a coroutine's stack) may lie inside it, below a gap.
+        limit: Range<u64>,
+        /// From here to `limit.end` every page is mapped: checked with
+        /// `mincore` when a walk first starts below it. A stack's mapping
+        /// never shrinks, and the kernel keeps other mappings a guard gap
+        /// away from a stack that grows down, so what was mapped stays
+        /// mapped and is all stack.
+        mapped_from: u64,
+        /// The system's page size.
+        page: u64,
+    }
+
+    impl Stack {
+        /// Whether every word from `sp` to the stack's end can be read:
+        /// `sp` inside the limit and every page from it up mapped.
+        fn readable_from(&mut self, sp: u64) -> bool {
+            if !self.limit.contains(&sp) {
+                return false;
+            }
+            let from = sp & !(self.page - 1);
+            if from < self.mapped_from {
+                if !mapped(from..self.mapped_from, self.page) {
+                    return false;
+                }
+                self.mapped_from = from;
+            }
+            true
+        }
+    }
+
+    /// Whether every page of `range` (page-aligned start) is mapped:
+    /// `mincore` fails with `ENOMEM` on any page that is not. Asked a
+    /// bounded number of pages at a time, into a buffer on the stack (no
+    /// allocation: a capture may run inside an allocator).
+    fn mapped(range: Range<u64>, page: u64) -> bool {
+        const PAGES: u64 = 256;
+        let mut residency = [0u8; PAGES as usize];
+        let mut start = range.start;
+        while start < range.end {
+            let len = (range.end - start).min(PAGES * page);
+            // SAFETY: `residency` holds a byte for each of the at most
+            // `PAGES` pages of `start..start + len`; `start` is page
+            // aligned. mincore reads no memory of the range itself.
+            let status = unsafe {
+                libc::mincore(start as *mut c_void, len as usize, residency.as_mut_ptr())
+            };
+            if status != 0 {
+                return false;
+            }
+            start += len;
+        }
+        true
     }
 
     thread_local! {
@@ -78,33 +163,33 @@ mod imp {
     // registers are read there, in a frame that stays live while the stack
     // is walked.
     #[inline(always)]
-    pub(super) fn trace(mut each: impl FnMut(usize) -> bool) -> bool {
+    pub(super) fn trace(mut each: impl FnMut(usize) -> bool) -> Walk {
         let (ip, sp, bp) = registers();
-        WALKER
+        let walk = WALKER
             .try_with(|cell| {
                 // Busy only if `each` allocated through a tracking adaptor
                 // on this thread: that inner capture takes the slow path.
                 let Ok(mut walker) = cell.try_borrow_mut() else {
-                    return false;
+                    return Walk::Unavailable;
                 };
                 let Some(generation) = load_generation() else {
-                    return false;
+                    return Walk::Unavailable;
                 };
                 if walker.as_ref().is_none_or(|w| w.generation != generation) {
                     *walker = Some(Walker::new(generation));
                 }
                 let Some(walker) = walker.as_mut() else {
-                    return false;
+                    return Walk::Unavailable;
                 };
-                // Not on the stack the thread library knows (an alternate
-                // signal stack, a coroutine's): nothing to bound reads by.
+                // Not on the part of the stack known to be mapped (an
+                // alternate signal stack, a coroutine's): nothing to bound
+                // reads by.
                 let Some(end) = walker
                     .stack
-                    .as_ref()
-                    .filter(|s| s.contains(&sp))
-                    .map(|s| s.end)
+                    .as_mut()
+                    .and_then(|s| s.readable_from(sp).then_some(s.limit.end))
                 else {
-                    return false;
+                    return Walk::Unavailable;
                 };
                 let stack = sp..end;
                 let mut read_stack = |address: u64| read_stack(&stack, address);
@@ -113,22 +198,37 @@ mod imp {
                     walker
                         .unwinder
                         .iter_frames(ip, regs, &mut walker.cache, &mut read_stack);
-                // An error ends the stack where it stands: the frames so
-                // far are right, and a stack cut short of `main` names the
-                // innermost call sites all the same. Every real frame
-                // holds at least its return address, so a stack has no
-                // more frames than words: the bound ends a walk that
-                // stopped advancing on unwind information gone wrong.
+                // Every real frame holds at least its return address, so
+                // a stack has no more frames than words: the bound ends a
+                // walk that stopped advancing on unwind information gone
+                // wrong.
                 let mut words = (end - sp) / 8;
-                while let Ok(Some(frame)) = frames.next() {
-                    if !each(frame.address() as usize) || words == 0 {
-                        break;
+                loop {
+                    match frames.next() {
+                        Ok(Some(frame)) => {
+                            if !each(frame.address() as usize) {
+                                return Walk::Done;
+                            }
+                        }
+                        Ok(None) => return Walk::Done,
+                        Err(_) => return Walk::Broken,
+                    }
+                    if words == 0 {
+                        return Walk::Broken;
                     }
                     words -= 1;
                 }
-                true
             })
-            .unwrap_or(false)
+            .unwrap_or(Walk::Unavailable);
+        // Nothing after the walk keeps this frame: were the call into the
+        // walk ever made a tail call, the first frame's registers would
+        // describe a frame already gone and the walk would name wrong
+        // callers, reading only this thread's stack all the same (the
+        // bounds above hold). `the_walk_finds_the_frames_libgcc_finds`
+        // checks the frames. (A `black_box` here made LLVM give this
+        // function a frame whose unwind rule the cached unwinder could not
+        // cache: every capture 3 to 4 times slower.)
+        walk
     }
 
     /// Reads the word at `address` if it lies in `stack`, the calling
@@ -143,9 +243,11 @@ mod imp {
         // SAFETY: `address` is 8-aligned and the word lies between the
         // calling thread's stack pointer and the end of its stack (checked
         // above; `stack` comes from `trace`, which is still running on
-        // this stack), which is mapped and readable. Volatile: the callers'
-        // frames hold this word, and the compiler must not assume anything
-        // about it.
+        // this stack, and `Stack::readable_from` checked every page of it
+        // mapped). The word belongs to a live frame of a caller, which may
+        // hold a reference to it: this reads it as plain bytes, the way a
+        // debugger would, and nothing is written. Volatile keeps the read
+        // as a read of memory the compiler knows nothing of.
         Ok(unsafe { std::ptr::read_volatile(address as *const u64) })
     }
 
@@ -197,7 +299,15 @@ mod imp {
 
     impl Walker {
         fn new(generation: (u64, u64)) -> Walker {
-            let stack = thread_stack();
+            // SAFETY: sysconf has no preconditions.
+            let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+                .ok()
+                .filter(|p| p.is_power_of_two());
+            let stack = thread_stack().zip(page).map(|(limit, page)| Stack {
+                mapped_from: limit.end,
+                limit,
+                page,
+            });
             let mut modules: Vec<Module<Section>> = Vec::new();
             unsafe extern "C" fn add(
                 info: *mut libc::dl_phdr_info,
@@ -253,8 +363,16 @@ mod imp {
             .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))?;
         let hdr = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME)?;
         let hdr_svma = segment(hdr)?;
-        // The segment that holds a range of object addresses.
-        let holder = |start: u64| loads().filter_map(&segment).find(|s| s.contains(&start));
+        // The file-backed part of the read-only segment that holds an
+        // object address: unwind sections are read in place, so they must
+        // never be written while a walk reads them, nor lie in memory the
+        // file does not fill.
+        let file_backed = |p: &libc::Elf64_Phdr| {
+            (p.p_flags & libc::PF_W == 0)
+                .then(|| Some(p.p_vaddr..p.p_vaddr.checked_add(p.p_filesz)?))
+                .flatten()
+        };
+        let holder = |start: u64| loads().filter_map(file_backed).find(|s| s.contains(&start));
         let hdr_segment = holder(hdr_svma.start)?;
         if hdr_svma.end > hdr_segment.end || hdr_svma.end - hdr_svma.start < 8 {
             return None;
@@ -299,10 +417,12 @@ mod imp {
     fn eh_frame_address(hdr: &[u8], hdr_svma: u64) -> Option<u64> {
         const PCREL: u8 = 0x10;
         const DATAREL: u8 = 0x30;
-        let (&[version, encoding, ..], field) = (hdr, &hdr[4..]) else {
+        const INDIRECT: u8 = 0x80;
+        let (&[version, encoding, ..], Some(field)) = (hdr, hdr.get(4..)) else {
             return None;
         };
-        if version != 1 {
+        // An indirect pointer names where the address is, not the address.
+        if version != 1 || encoding & INDIRECT != 0 {
             return None;
         }
         let word = |n: usize| field.get(..n);
@@ -367,6 +487,17 @@ mod imp {
             assert_eq!(eh_frame_address(&absolute, 0x1000), Some(0x2000));
             assert_eq!(eh_frame_address(&[2, 0x1b, 0, 0, 0, 0, 0, 0], 0), None);
             assert_eq!(eh_frame_address(&[1, 0x1b, 0, 0], 0), None);
+            assert_eq!(
+                eh_frame_address(&[1, 0x1b], 0),
+                None,
+                "shorter than its header"
+            );
+            let indirect = [1, 0x9b, 0x03, 0x3b, 0xe0, 0xff, 0xff, 0xff];
+            assert_eq!(
+                eh_frame_address(&indirect, 0x1000),
+                None,
+                "an indirect pointer"
+            );
         }
 
         #[test]
@@ -375,8 +506,33 @@ mod imp {
             let here = every_loaded_object_with_code_is_read as *const () as u64;
             assert!(walker.unwinder.max_known_code_address() > here);
             let sp = registers().1;
-            let stack = walker.stack.expect("this thread's stack");
-            assert!(stack.contains(&sp), "{sp:x} in {stack:x?}");
+            let mut stack = walker.stack.expect("this thread's stack");
+            assert!(stack.limit.contains(&sp), "{sp:x} in {:x?}", stack.limit);
+            assert!(stack.readable_from(sp));
+            assert!(stack.mapped_from <= sp && stack.mapped_from > sp - stack.page);
+        }
+
+        #[test]
+        fn a_stack_pointer_below_a_gap_in_the_limit_is_not_walked() {
+            // The main thread's limit may span a gap with another mapping
+            // (a coroutine's stack) below it: a walk from there would read
+            // the gap on its way up.
+            let real = Walker::new((0, 0)).stack.expect("this thread's stack");
+            let page = real.page;
+            let sp = registers().1;
+            let mut stack = Stack {
+                limit: page..real.limit.end,
+                mapped_from: real.limit.end,
+                page,
+            };
+            // The first page is never mapped: a stack pointer there is
+            // refused, and nothing is taken as mapped.
+            assert!(!stack.readable_from(page + 64));
+            assert_eq!(stack.mapped_from, real.limit.end);
+            // This stack's own pages are.
+            assert!(stack.readable_from(sp));
+            assert!(!mapped(0..page, page));
+            assert!(mapped(stack.mapped_from..real.limit.end, page));
         }
     }
 }
@@ -384,8 +540,8 @@ mod imp {
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
 mod imp {
     #[inline(always)]
-    pub(super) fn trace(_each: impl FnMut(usize) -> bool) -> bool {
-        false
+    pub(super) fn trace(_each: impl FnMut(usize) -> bool) -> super::Walk {
+        super::Walk::Unavailable
     }
 }
 
@@ -404,7 +560,7 @@ mod tests {
         let walked = super::trace(&mut |ip| {
             fast.push(ip);
             true
-        });
+        }) == super::Walk::Done;
         let mut slow = Vec::new();
         backtrace::trace(|frame| {
             slow.push(frame.ip() as usize);
@@ -446,6 +602,7 @@ mod tests {
 
     #[test]
     fn a_walk_inside_a_walk_is_left_to_libgcc() {
+        use super::Walk;
         // The thread's walker is busy: the inner call declines, calling
         // nothing, and the caller falls back to `backtrace::trace`.
         let mut inner = None;
@@ -453,21 +610,21 @@ mod tests {
         let walked = super::trace(&mut |_| {
             if inner.is_none() {
                 let mut called = false;
-                let declined = !super::trace(&mut |_| {
+                let walk = super::trace(&mut |_| {
                     called = true;
                     true
                 });
-                inner = Some((declined, called));
+                inner = Some((walk, called));
             }
             outer += 1;
             true
         });
         if WALKS {
-            assert!(walked);
-            assert_eq!(inner, Some((true, false)));
+            assert_eq!(walked, Walk::Done);
+            assert_eq!(inner, Some((Walk::Unavailable, false)));
             assert!(outer >= 3, "{outer}");
         } else {
-            assert!(!walked && inner.is_none() && outer == 0);
+            assert!(walked == Walk::Unavailable && inner.is_none() && outer == 0);
         }
         // And the walker is free again.
         assert_eq!(super::trace(&mut |_| false), walked);
