@@ -70,6 +70,13 @@ def bytes_per_live(statement: str, live: int) -> float:
     return float(out)
 
 
+def table(title: str, unit: str, names: dict[str, str], values: list[float]) -> None:
+    """One row per name, each beside the first (the anchor)."""
+    print(f"{title:<55} {unit:>14} {'vs anchor':>10}")
+    for name, value in zip(names, values):
+        print(f"{name:<55} {value:>14,.0f} {value / values[0]:>9.2f}x")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--memory-child"]:
         memory_child(sys.argv[2], int(sys.argv[3]))
@@ -83,14 +90,10 @@ def main() -> None:
     bench_empty.prepare(args.no_build)
     if not args.skip_instructions:
         counts, loop = bench_empty.net_instructions([(ARRAY, stmt) for stmt in IMPORTS.values()], args.calls)
-        print(f"{'import a NumPy (2, 3) float32 array':<55} {'instructions':>14} {'vs anchor':>10}")
-        for name, n in zip(IMPORTS, counts):
-            print(f"{name:<55} {n:>14,.0f} {n / counts[0]:>9.2f}x")
+        table("import a NumPy (2, 3) float32 array", "instructions", IMPORTS, counts)
         print(f"(per call, an empty loop's {loop:.0f} instructions subtracted)")
     sizes = [bytes_per_live(stmt, args.live) for stmt in LIVE.values()]
-    print(f"{'live tensor':<55} {'bytes each':>14} {'vs anchor':>10}")
-    for name, size in zip(LIVE, sizes):
-        print(f"{name:<55} {size:>14,.0f} {size / sizes[0]:>9.2f}x")
+    table("live tensor", "bytes each", LIVE, sizes)
     print(f"(resident growth over {args.live:,} live objects, per object)")
     sys.stdout.flush()
     os._exit(0)
