@@ -178,6 +178,36 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn managed_memory(&self) -> Option<&dyn crate::managed_memory::ManagedMemory> {
         None
     }
+
+    /// The most resource calls a call into this resource nests, known from
+    /// its type alone: `Some(0)` for a resource that calls no other
+    /// resource (the platform allocators), `Some(n + 1)` for an adaptor
+    /// over one that nests `n`, and `None` (the default) where the type
+    /// does not say: a type-erased upstream (`Arc<dyn MemoryResource>`), a
+    /// callback into other code.
+    ///
+    /// An adaptor counts the calls nested on its thread and refuses one too
+    /// deep for the native stack with
+    /// [`Error::ChainTooDeep`](crate::Error::ChainTooDeep); over an upstream
+    /// whose type bounds its depth to a few links it skips that count, so a
+    /// chain built from concrete types pays nothing for it. Claiming a bound
+    /// the resource does not keep (calling into a chain of any depth from a
+    /// resource that answers `Some`) lets such a chain overflow the native
+    /// stack, which aborts the process.
+    ///
+    /// ```
+    /// use devmm::{LimitingAdaptor, MallocMemoryResource, MemoryResource};
+    /// use std::sync::Arc;
+    /// assert_eq!(MallocMemoryResource::nesting_bound(), Some(0));
+    /// assert_eq!(LimitingAdaptor::<MallocMemoryResource>::nesting_bound(), Some(1));
+    /// assert_eq!(LimitingAdaptor::<Arc<dyn MemoryResource>>::nesting_bound(), None);
+    /// ```
+    fn nesting_bound() -> Option<usize>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`

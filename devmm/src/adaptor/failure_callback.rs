@@ -115,7 +115,7 @@ impl<U: MemoryResource> MemoryResource for FailureCallbackAdaptor<U> {
         unsafe { self.upstream.deallocate(ptr, nbytes, stream) }
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

@@ -110,7 +110,7 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
         }
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         let upstream = self.upstream.available_memory()?;

@@ -128,7 +128,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
         self.upstream.available_memory()
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 }
 
 /// One [`LoggingAdaptor`] event read back from its fields, for a

@@ -10,7 +10,14 @@
 /// everything but `allocate`, `deallocate` and `available_memory`. The
 /// fixed ones are answered from the adaptor's [`UpstreamProbes`] `$probes`.
 macro_rules! forward_probes {
-    ($field:ident, $probes:ident) => {
+    ($field:ident: $upstream:ty, $probes:ident) => {
+        fn nesting_bound() -> Option<usize>
+        where
+            Self: Sized,
+        {
+            <$upstream as $crate::MemoryResource>::nesting_bound()?.checked_add(1)
+        }
+
         fn device(&self) -> $crate::Device {
             self.$probes.of(&self.$field).device
         }
@@ -89,9 +96,9 @@ impl UpstreamProbes {
     /// [`upstream::MAX_NESTED_LINKS`] the links below are asked first, from
     /// the base up, each then answering from the one below it.
     #[inline]
-    pub(crate) fn of(&self, upstream: &impl crate::MemoryResource) -> &Probes {
+    pub(crate) fn of<R: crate::MemoryResource>(&self, upstream: &R) -> &Probes {
         self.0.get_or_init(|| {
-            upstream::one_link_deeper(|| Probes::of(upstream)).unwrap_or_else(|| {
+            upstream::one_link_deeper::<R, _>(|| Probes::of(upstream)).unwrap_or_else(|| {
                 upstream::unnested(|| {
                     ask_from_the_base_up(upstream);
                     Probes::of(upstream)

@@ -163,7 +163,7 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
         }
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

@@ -176,7 +176,7 @@ impl<U: MemoryResource, W: Write + Send> MemoryResource for TraceAdaptor<U, W> {
         Ok(())
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

@@ -197,7 +197,7 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
         freed
     }
 
-    forward_probes!(upstream, probes);
+    forward_probes!(upstream: U, probes);
 
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()

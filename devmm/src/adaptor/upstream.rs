@@ -17,6 +17,13 @@ use crate::{DevicePtr, Error, MemoryInfo, MemoryResource, Result, Stream};
 /// near (rmm's are a handful deep).
 pub(crate) const MAX_NESTED_LINKS: usize = 512;
 
+/// The most links a call into an upstream may nest, known from its type
+/// ([`MemoryResource::nesting_bound`]), for calls into it to go uncounted.
+/// Only the chain's base can be uncounted: a link above a type-erased
+/// upstream has no bound, so a call nests at most [`MAX_NESTED_LINKS`]
+/// counted links and then this many more.
+const MAX_UNCOUNTED_LINKS: usize = 16;
+
 /// Links let go of inline, one inside another, before the rest of a chain
 /// is queued for the outermost drop: deep enough that an ordinary chain
 /// never allocates a queue, shallow enough for any stack.
@@ -71,21 +78,32 @@ impl Drop for Restore {
 struct Deeper {
     /// This thread's count, reached once: each reach of a thread-local is
     /// a call in a shared object's code, three a link where it was reached
-    /// for the read, the write and the restore.
+    /// for the read, the write and the restore. Null for a link into an
+    /// upstream whose type bounds its depth, which is not counted.
     nested: *const Cell<usize>,
     /// The count to restore.
     restore: usize,
 }
 
 impl Deeper {
-    /// Enters one link, or `None` when [`MAX_NESTED_LINKS`] are nested
-    /// already. A guard rather than a closure, so that the hot paths
-    /// return their `Result` straight from the upstream's call: wrapped
-    /// in an `Option` or returned through a closure, the large `Result`
-    /// was copied at every link (1,003 instead of 806 instructions for a
-    /// two-link chain's 64-byte pair).
+    /// Enters one link into an upstream of type `U`, or `None` when
+    /// [`MAX_NESTED_LINKS`] are nested already. A guard rather than a
+    /// closure, so that the hot paths return their `Result` straight from
+    /// the upstream's call: wrapped in an `Option` or returned through a
+    /// closure, the large `Result` was copied at every link (1,003 instead
+    /// of 806 instructions for a two-link chain's 64-byte pair).
+    ///
+    /// A link into an upstream whose type bounds its depth
+    /// ([`MAX_UNCOUNTED_LINKS`]) is not counted: the bound is a constant
+    /// once `U` is known, so such a link reads no thread-local at all.
     #[inline(always)]
-    fn enter() -> Option<Deeper> {
+    fn enter<U: MemoryResource>() -> Option<Deeper> {
+        if U::nesting_bound().is_some_and(|links| links < MAX_UNCOUNTED_LINKS) {
+            return Some(Deeper {
+                nested: std::ptr::null(),
+                restore: 0,
+            });
+        }
         let nested = NESTED.with(|nested| nested as *const Cell<usize>);
         // SAFETY: this thread's count, alive as long as the thread (const,
         // without a destructor); the guard is neither `Send` nor kept past
@@ -106,16 +124,19 @@ impl Deeper {
 impl Drop for Deeper {
     #[inline(always)]
     fn drop(&mut self) {
+        if self.nested.is_null() {
+            return;
+        }
         // SAFETY: as in `enter`: this thread's count, on this thread.
         unsafe { (*self.nested).set(self.restore) };
     }
 }
 
-/// Runs `call` one link deeper, or `None` when [`MAX_NESTED_LINKS`] are
-/// nested already.
+/// Runs `call` one link deeper into an upstream of type `U`, or `None`
+/// when [`MAX_NESTED_LINKS`] are nested already.
 #[inline(always)]
-pub(crate) fn one_link_deeper<T>(call: impl FnOnce() -> T) -> Option<T> {
-    let _deeper = Deeper::enter()?;
+pub(crate) fn one_link_deeper<U: MemoryResource, T>(call: impl FnOnce() -> T) -> Option<T> {
+    let _deeper = Deeper::enter::<U>()?;
     Some(call())
 }
 
@@ -142,7 +163,7 @@ impl<U: MemoryResource> Upstream<U> {
 impl<U: MemoryResource> MemoryResource for Upstream<U> {
     #[inline]
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
-        let Some(_deeper) = Deeper::enter() else {
+        let Some(_deeper) = Deeper::enter::<U>() else {
             return Err(self.too_deep("allocate"));
         };
         self.0.allocate(nbytes, stream)
@@ -150,7 +171,7 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
 
     #[inline]
     unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
-        let Some(_deeper) = Deeper::enter() else {
+        let Some(_deeper) = Deeper::enter::<U>() else {
             return Err(self.too_deep("deallocate"));
         };
         // SAFETY: forwarded verbatim; the caller upholds the contract.
@@ -158,21 +179,21 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
     }
 
     fn available_memory(&self) -> Result<MemoryInfo> {
-        one_link_deeper(|| self.0.available_memory())
+        one_link_deeper::<U, _>(|| self.0.available_memory())
             .unwrap_or_else(|| Err(self.too_deep("available_memory")))
     }
 
     /// Unknown (`None`) through a chain too deep to follow.
     fn live_count(&self) -> Option<usize> {
-        one_link_deeper(|| self.0.live_count()).flatten()
+        one_link_deeper::<U, _>(|| self.0.live_count()).flatten()
     }
 
     fn managed_memory(&self) -> Option<&dyn crate::ManagedMemory> {
-        one_link_deeper(|| self.0.managed_memory()).flatten()
+        one_link_deeper::<U, _>(|| self.0.managed_memory()).flatten()
     }
 
     fn pool_statistics(&self) -> Option<Result<crate::PoolStatistics>> {
-        one_link_deeper(|| self.0.pool_statistics()).flatten()
+        one_link_deeper::<U, _>(|| self.0.pool_statistics()).flatten()
     }
 
     fn ipc_handle(
@@ -180,7 +201,7 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
         ptr: crate::DevicePtr,
         nbytes: usize,
     ) -> Option<Result<crate::ipc_data::IpcMemHandle>> {
-        one_link_deeper(|| self.0.ipc_handle(ptr, nbytes)).flatten()
+        one_link_deeper::<U, _>(|| self.0.ipc_handle(ptr, nbytes)).flatten()
     }
 
     fn device(&self) -> crate::Device {
@@ -332,6 +353,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A chain whose types bound its depth is not counted: at the limit,
+    /// a `Statistics(Limiting(Malloc))` built from concrete types still
+    /// serves, and leaves the count as it was, while the same chain over a
+    /// type-erased base is refused.
+    #[test]
+    fn a_chain_of_concrete_types_is_not_counted() {
+        let stream = Stream::cpu();
+        let concrete = crate::StatisticsAdaptor::new(LimitingAdaptor::new(
+            MallocMemoryResource::new(),
+            usize::MAX,
+        ));
+        let erased: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
+        let erased = crate::StatisticsAdaptor::new(LimitingAdaptor::new(erased, usize::MAX));
+        NESTED.set(MAX_NESTED_LINKS);
+        let served = concrete.allocate(64, &stream);
+        let count_after = NESTED.get();
+        let refused = erased.allocate(64, &stream);
+        NESTED.set(0);
+        assert_eq!(count_after, MAX_NESTED_LINKS, "not counted, not reset");
+        let ptr = served.expect("a chain of concrete types is served at the limit");
+        // SAFETY: allocated just above from `concrete`, freed once.
+        unsafe { concrete.deallocate(ptr, 64, &stream) }.unwrap();
+        assert!(
+            matches!(refused, Err(Error::ChainTooDeep { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            crate::StatisticsAdaptor::<LimitingAdaptor<MallocMemoryResource>>::nesting_bound(),
+            Some(2)
+        );
     }
 
     /// Past `INLINE_DROPS` nested drops the rest of the chain is queued for

@@ -149,6 +149,11 @@ impl MemoryResource for MallocMemoryResource {
         Device::CPU
     }
 
+    /// A platform allocator: it calls no other resource.
+    fn nesting_bound() -> Option<usize> {
+        Some(0)
+    }
+
     fn guaranteed_alignment(&self) -> usize {
         self.alignment
     }
@@ -282,6 +287,11 @@ impl MemoryResource for HeapMemoryResource {
 
     fn device(&self) -> Device {
         Device::CPU
+    }
+
+    /// A platform allocator: it calls no other resource.
+    fn nesting_bound() -> Option<usize> {
+        Some(0)
     }
 
     fn guaranteed_alignment(&self) -> usize {

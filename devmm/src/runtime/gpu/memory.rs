@@ -464,6 +464,11 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         )
     }
 
+    /// The driver's allocator: it calls no other resource.
+    fn nesting_bound() -> Option<usize> {
+        Some(0)
+    }
+
     fn guaranteed_alignment(&self) -> usize {
         GPU_ALIGNMENT
     }

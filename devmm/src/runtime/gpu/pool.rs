@@ -297,6 +297,11 @@ impl<P: Platform> MemoryResource for GpuAsyncMemory<P> {
         true
     }
 
+    /// The driver's allocator: it calls no other resource.
+    fn nesting_bound() -> Option<usize> {
+        Some(0)
+    }
+
     fn guaranteed_alignment(&self) -> usize {
         GPU_ALIGNMENT
     }
