@@ -579,6 +579,9 @@ impl Request {
             mr,
         } = self;
         let device = options.target_device().py()?;
+        // Named, so the core's `empty` does not look the default device up
+        // a second time.
+        options = options.device(device);
         if let Some(python_policy) = python_policy {
             let layout = PyLayoutPolicy::call_python(python_policy.bind(py), shape, dtype, device)?;
             let layout = layout.get();

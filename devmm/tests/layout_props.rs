@@ -194,7 +194,7 @@ proptest! {
     }
 
     #[test]
-    fn the_dense_fast_path_agrees_with_the_general_path(
+    fn the_fast_path_agrees_with_the_general_path(
         shape in proptest::collection::vec(prop_oneof![0usize..9, Just(usize::MAX / 3), Just(usize::MAX)], 0..6),
         dtype in any_dtype(),
         device in device(),
@@ -210,6 +210,7 @@ proptest! {
             Arc::new(ColMajor),
             Arc::new(Permuted::new(valid)),
             Arc::new(Permuted::new(order)),
+            Arc::new(DeviceOptimal),
         ];
         for policy in policies {
             let fast = Layout::resolve(&policy, &shape, dtype, device);

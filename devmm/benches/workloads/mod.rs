@@ -18,8 +18,9 @@ use devmm::dlpack::DlpackRequest;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::trace::TraceFormat;
 use devmm::{
-    Checked, DType, EmptyOptions, HeapMemoryResource, LimitingAdaptor, MallocMemoryResource,
-    MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor, empty,
+    Checked, DType, DeviceOptimal, EmptyOptions, HeapMemoryResource, LimitingAdaptor,
+    MallocMemoryResource, MemoryResource, StatisticsAdaptor, Stream, TraceAdaptor, TrackingAdaptor,
+    empty,
 };
 
 /// The alignment of the raw baseline: the CPU resources' default.
@@ -101,9 +102,8 @@ fn dyn_malloc() -> Arc<dyn MemoryResource> {
     Arc::new(MallocMemoryResource::new())
 }
 
-/// `empty(&SHAPE_2D, float32)` with default options, then its drop.
-fn empty_2d() -> impl FnMut() {
-    let options = EmptyOptions::new();
+/// `empty(&SHAPE_2D, float32)` with `options`, then its drop.
+fn empty_2d_with(options: EmptyOptions) -> impl FnMut() {
     move || {
         let t = empty(black_box(&SHAPE_2D), DType::FLOAT32, &options).expect("empty");
         drop(black_box(t));
@@ -275,7 +275,13 @@ pub(crate) fn all() -> Vec<Workload> {
     all.push(workload("empty_2d", "posix_memalign+free", move || {
         posix_memalign_pair(nbytes)
     }));
-    all.push(workload("empty_2d", "empty+drop", empty_2d));
+    all.push(workload("empty_2d", "empty+drop", || {
+        empty_2d_with(EmptyOptions::new())
+    }));
+    // Python's default layout (the seed's): rows padded to a cache line.
+    all.push(workload("empty_2d", "empty+drop, DeviceOptimal", || {
+        empty_2d_with(EmptyOptions::new().layout(DeviceOptimal))
+    }));
     // An export is one heap block and a deleter call: compare it with one
     // raw allocation pair of a small block.
     all.push(workload("dlpack_export", "posix_memalign+free", || {

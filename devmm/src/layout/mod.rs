@@ -48,6 +48,16 @@ const INLINE_DIMS: usize = 8;
 /// ```
 pub type Dims = SmallVec<[usize; INLINE_DIMS]>;
 
+/// `n` zeros, to be filled: up to [`INLINE_DIMS`] one inline copy rather
+/// than `from_elem`'s element-by-element loop.
+fn zeros(n: usize) -> Dims {
+    if n <= INLINE_DIMS {
+        SmallVec::from_buf_and_len([0; INLINE_DIMS], n)
+    } else {
+        SmallVec::from_elem(0, n)
+    }
+}
+
 /// A resolved layout: shape, strides, the order that produced them, the
 /// bytes to allocate and the alignment the base address needs.
 ///
@@ -80,44 +90,72 @@ impl Layout {
         dtype: DType,
         device: crate::Device,
     ) -> Result<Layout> {
-        if let Some(layout) = Layout::dense(policy, shape, dtype) {
+        if let Some(layout) = Layout::known(policy, shape, dtype, device) {
             return Ok(layout);
         }
         let plan = policy.plan(shape, dtype, device)?;
         Layout::from_plan(shape, dtype, plan, Arc::clone(policy))
     }
 
-    /// [`resolve`](Layout::resolve)'s fast path for the shipped dense
-    /// policies, whose plan is known without asking (see
-    /// [`policy::dense_order`]). Unpadded, the rule reduces to one pass:
-    /// each stride is the product of the (zero-as-one) extents inside it,
-    /// and the required bytes, unless an extent is zero, are the product of
-    /// all of them times the item size (`1 + Σ stride·(extent−1)`
-    /// telescopes to it; a base alignment of 1 rounds nothing). `None`
-    /// (another policy, a packed dtype, a refused order, any overflow)
-    /// sends the call down the general path, which gives the layout or
-    /// the error; `tests/layout_props.rs` checks the two agree.
-    fn dense(policy: &Arc<dyn LayoutPolicy>, shape: &[usize], dtype: DType) -> Option<Layout> {
+    /// [`resolve`](Layout::resolve)'s fast path for the shipped policies
+    /// whose plan is known without asking (see [`policy::known_plan`]): the
+    /// dense ones and `DeviceOptimal`, Python's default. With powers of two
+    /// for the item size and both alignments (every shipped alignment,
+    /// every byte-sized dtype), the rule reduces to one pass: each stride is
+    /// the product of the (zero-as-one) extents inside it, the innermost
+    /// padded to the row multiple (the larger of its alignment and the item
+    /// size, their least common multiple); the elements spanned,
+    /// `1 + Σ stride·(extent−1)`, telescope to that product less the
+    /// innermost row's padding; the required bytes, unless an extent is
+    /// zero, are those elements' bytes rounded up to the base alignment.
+    /// `None` (another policy, a packed dtype, a refused order, any
+    /// overflow) sends the call down the general path, which gives the
+    /// layout or the error; `tests/layout_props.rs` checks the two agree.
+    fn known(
+        policy: &Arc<dyn LayoutPolicy>,
+        shape: &[usize],
+        dtype: DType,
+        device: crate::Device,
+    ) -> Option<Layout> {
         if !dtype.is_byte_sized() {
             return None;
         }
-        let permutation = policy::dense_order(policy.as_ref(), shape.len())?;
+        let plan = policy::known_plan(policy.as_ref(), shape.len(), device)?;
         let itemsize = dtype.itemsize();
-        let mut strides: Dims = SmallVec::from_elem(0, shape.len());
-        let mut running = 1usize;
-        for &dim in permutation.iter().rev() {
-            strides[dim] = running;
-            running = running.checked_mul(shape[dim].max(1))?;
+        let (unit, base) = (plan.unit_stride_alignment, plan.base_alignment);
+        if !(itemsize.is_power_of_two() && unit.is_power_of_two() && base.is_power_of_two()) {
+            return None;
         }
-        let bytes = running.checked_mul(itemsize)?;
-        let required_nbytes = if shape.contains(&0) { 0 } else { bytes };
+        let row_multiple = unit.max(itemsize);
+        let mut strides = zeros(shape.len());
+        let mut running = 1usize;
+        let mut padding = 0usize;
+        for (position, &dim) in plan.permutation.iter().enumerate().rev() {
+            strides[dim] = running;
+            let mut extent = shape[dim].max(1);
+            if position + 1 == shape.len() && row_multiple != itemsize {
+                let bytes = extent.checked_mul(itemsize)?;
+                let padded = bytes.checked_add(row_multiple - 1)? & !(row_multiple - 1);
+                padding = (padded - bytes) / itemsize;
+                extent = padded / itemsize;
+            }
+            running = running.checked_mul(extent)?;
+        }
+        // At least the innermost row's bytes, which the rule checks padded
+        // or not: this not overflowing, neither do they.
+        let bytes = (running - padding).checked_mul(itemsize)?;
+        let required_nbytes = if shape.contains(&0) {
+            0
+        } else {
+            bytes.checked_add(base - 1)? & !(base - 1)
+        };
         Some(Layout {
             shape: SmallVec::from_slice(shape),
             strides,
-            permutation,
+            permutation: plan.permutation,
             itemsize,
             required_nbytes,
-            base_alignment: 1,
+            base_alignment: base,
             policy: Some(Arc::clone(policy)),
         })
     }
@@ -132,7 +170,7 @@ impl Layout {
         policy: Arc<dyn LayoutPolicy>,
     ) -> Result<Layout> {
         let itemsize = element_size(dtype)?;
-        let mut strides: Dims = SmallVec::from_elem(0, shape.len());
+        let mut strides = zeros(shape.len());
         let required_nbytes = rule::resolve(
             shape,
             &plan.permutation,

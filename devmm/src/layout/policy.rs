@@ -8,6 +8,8 @@ use crate::device::{Device, DeviceType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
+use smallvec::SmallVec;
+
 use super::{Dims, Layout};
 
 /// What a policy decides; [`Layout::resolve`] does the arithmetic.
@@ -61,9 +63,23 @@ pub trait LayoutPolicy: Any + Send + Sync + fmt::Debug {
     }
 }
 
-/// `0, 1, .., ndim - 1`, filled in place: collecting the range through
-/// `Extend` cost a row-major plan 66 instructions, more than the rest of it.
+/// `0, 1, .., ndim - 1`: up to [`INLINE_DIMS`](super::INLINE_DIMS) one
+/// inline copy of a constant, past it filled in place (collecting the
+/// range through `Extend` cost a row-major plan 66 instructions, more than
+/// the rest of it; filling 30).
 fn row_major_order(ndim: usize) -> Dims {
+    const IDENTITY: [usize; super::INLINE_DIMS] = {
+        let mut order = [0; super::INLINE_DIMS];
+        let mut dim = 0;
+        while dim < order.len() {
+            order[dim] = dim;
+            dim += 1;
+        }
+        order
+    };
+    if ndim <= IDENTITY.len() {
+        return SmallVec::from_buf_and_len(IDENTITY, ndim);
+    }
     let mut order = Dims::from_elem(0, ndim);
     for (dim, slot) in order.iter_mut().enumerate() {
         *slot = dim;
@@ -77,23 +93,30 @@ fn col_major_order(ndim: usize) -> Dims {
     order
 }
 
-/// The dimension order of `policy`'s plan for `ndim` dimensions, when
-/// `policy` is one of the shipped dense policies (`RowMajor`, `ColMajor`,
-/// a `Permuted` whose order is one of `ndim` dimensions): their plans are
-/// that order with no padding and no base alignment, whatever the shape, dtype and
-/// device, so [`Layout::resolve`] need not ask for one. `None` for any
-/// other policy, and for a `Permuted` order its plan would refuse.
-pub(super) fn dense_order(policy: &dyn LayoutPolicy, ndim: usize) -> Option<Dims> {
+/// `policy`'s plan for `ndim` dimensions on `device`, when `policy` is one
+/// of the shipped policies whose plan depends on nothing else: the dense
+/// ones (`RowMajor`, `ColMajor`, a `Permuted` whose order is one of `ndim`
+/// dimensions: that order with no padding and no base alignment) and
+/// `DeviceOptimal` (row-major, with the device's alignments), whatever the
+/// shape and dtype, so [`Layout::resolve`] need not ask for one. `None`
+/// for any other policy, and for a `Permuted` order its plan would refuse.
+pub(super) fn known_plan(
+    policy: &dyn LayoutPolicy,
+    ndim: usize,
+    device: Device,
+) -> Option<LayoutPlan> {
     let policy: &dyn Any = policy;
     if policy.is::<RowMajor>() {
-        Some(row_major_order(ndim))
+        Some(dense(row_major_order(ndim)))
+    } else if policy.is::<DeviceOptimal>() {
+        Some(DeviceOptimal::plan_on(ndim, device))
     } else if policy.is::<ColMajor>() {
-        Some(col_major_order(ndim))
+        Some(dense(col_major_order(ndim)))
     } else {
         policy
             .downcast_ref::<Permuted>()
             .filter(|p| super::rule::is_permutation(&p.order, ndim))
-            .map(|p| p.order.clone())
+            .map(|p| dense(p.order.clone()))
     }
 }
 
@@ -378,6 +401,17 @@ impl DeviceOptimal {
     /// Host memory (pinned included): cache-line rows and base.
     const HOST: (usize, usize) = (64, 64);
 
+    /// The plan for `ndim` dimensions on `device`: row-major, with the
+    /// device's alignments.
+    fn plan_on(ndim: usize, device: Device) -> LayoutPlan {
+        let (unit_stride_alignment, base_alignment) = DeviceOptimal::alignments(device);
+        LayoutPlan {
+            permutation: row_major_order(ndim),
+            unit_stride_alignment,
+            base_alignment,
+        }
+    }
+
     /// The `(unit_stride_alignment, base_alignment)` used on `device`.
     pub const fn alignments(device: Device) -> (usize, usize) {
         match device.ty() {
@@ -389,12 +423,7 @@ impl DeviceOptimal {
 
 impl LayoutPolicy for DeviceOptimal {
     fn plan(&self, shape: &[usize], _dtype: DType, device: Device) -> Result<LayoutPlan> {
-        let (unit_stride_alignment, base_alignment) = DeviceOptimal::alignments(device);
-        Ok(LayoutPlan {
-            permutation: row_major_order(shape.len()),
-            unit_stride_alignment,
-            base_alignment,
-        })
+        Ok(DeviceOptimal::plan_on(shape.len(), device))
     }
 
     /// The GPU's, the larger.
@@ -405,5 +434,21 @@ impl LayoutPolicy for DeviceOptimal {
     /// The GPU's, the larger.
     fn unit_stride_alignment(&self) -> usize {
         DeviceOptimal::GPU.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inline (from the constant) and past it (filled): the same orders.
+    #[test]
+    fn the_orders_list_every_dimension_at_every_rank() {
+        for ndim in 0..=2 * super::super::INLINE_DIMS {
+            let order: Vec<usize> = (0..ndim).collect();
+            assert_eq!(row_major_order(ndim).as_slice(), order, "rank {ndim}");
+            let reversed: Vec<usize> = (0..ndim).rev().collect();
+            assert_eq!(col_major_order(ndim).as_slice(), reversed, "rank {ndim}");
+        }
     }
 }
