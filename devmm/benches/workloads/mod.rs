@@ -278,8 +278,14 @@ pub(crate) fn all() -> Vec<Workload> {
     all.push(workload("empty_2d", "empty+drop", || {
         empty_2d_with(EmptyOptions::new())
     }));
-    // Python's default layout (the seed's): rows padded to a cache line.
-    all.push(workload("empty_2d", "empty+drop, DeviceOptimal", || {
+    // Python's default layout (the seed's): each row padded to a cache
+    // line, so its raw pair is of the padded block. A group of its own, so
+    // that `empty_2d`'s baseline starts from the allocator state it had.
+    let padded = SHAPE_2D[0] * 64;
+    all.push(workload("empty_2d/DeviceOptimal", "posix_memalign+free", move || {
+        posix_memalign_pair(padded)
+    }));
+    all.push(workload("empty_2d/DeviceOptimal", "empty+drop", || {
         empty_2d_with(EmptyOptions::new().layout(DeviceOptimal))
     }));
     // An export is one heap block and a deleter call: compare it with one
