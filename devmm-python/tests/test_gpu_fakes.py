@@ -36,6 +36,10 @@ SCRIPT = textwrap.dedent(
     assert repr(default) == "{device_mr}(device={device}:0, async_alloc=True)", repr(default)
     host = devmm.Device(devmm.DeviceType.{host_type}, 0)
     assert type(rt.default_memory_resource(host)) is mrs.{pinned_mr}
+    # Managed memory: its own device type on CUDA; ROCm has none, and its
+    # device type's default is the runtime resource.
+    managed = devmm.Device(devmm.DeviceType.{managed_type}, 0)
+    assert type(rt.default_memory_resource(managed)) is mrs.{managed_default_mr}
     with devmm.DeviceBuffer(16, device=gpu) as on_default:
         assert on_default.mr is default
     stream = rt.create_stream(gpu)
@@ -83,6 +87,7 @@ PLATFORMS = {
         env="DEVMM_TEST_FAKE_CUDART", path_var="DEVMM_CUDART_PATH", module="cuda", runtime="cuda",
         device="cuda", code=2, consumer_stream=1, legacy_handle=1, device_mr="CudaRuntimeMemoryResource",
         pinned_mr="CudaPinnedMemoryResource", host_type="CUDA_HOST",
+        managed_type="CUDA_MANAGED", managed_default_mr="CudaManagedMemoryResource",
         # The CUDA stream protocol as cuda.core and CuPy read it: (version 0, handle).
         cuda_protocol="assert stream.__cuda_stream__() == (0, stream.handle) and stream.handle != 0",
     ),
@@ -90,6 +95,7 @@ PLATFORMS = {
         env="DEVMM_TEST_FAKE_HIP", path_var="DEVMM_HIP_PATH", module="rocm", runtime="rocm",
         device="rocm", code=10, consumer_stream=0, legacy_handle=0, device_mr="HipRuntimeMemoryResource",
         pinned_mr="HipPinnedMemoryResource", host_type="ROCM_HOST",
+        managed_type="ROCM", managed_default_mr="HipRuntimeMemoryResource",
         cuda_protocol=(
             "try:\n    stream.__cuda_stream__()\nexcept AttributeError:\n    pass\n"
             "else:\n    raise AssertionError('a HIP stream must not claim the CUDA protocol')"

@@ -31,6 +31,7 @@ mod ptr;
 mod registry;
 mod resource;
 pub mod runtime;
+mod shipped;
 mod size;
 mod stackwalk;
 pub mod statistics;
@@ -82,6 +83,7 @@ pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,
     default_device, register_runtime, runtime_for, runtime_names,
 };
+pub use shipped::ShippedResource;
 pub use size::SizeOverflow;
 pub use stream::{
     DEFAULT, LEGACY_DEFAULT, PER_THREAD_DEFAULT, Stream, StreamFlags, StreamOps, StreamRuntime,

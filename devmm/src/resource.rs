@@ -208,6 +208,19 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     {
         None
     }
+
+    /// Which of devmm's own resources this is: `None` for every other
+    /// resource, adaptors included (they have an identity of their own); a
+    /// transparent wrapper answers as its inner resource.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource, ShippedResource, StatisticsAdaptor};
+    /// assert_eq!(MallocMemoryResource::new().shipped(), Some(ShippedResource::Malloc));
+    /// assert_eq!(StatisticsAdaptor::new(MallocMemoryResource::new()).shipped(), None);
+    /// ```
+    fn shipped(&self) -> Option<crate::ShippedResource> {
+        None
+    }
 }
 
 /// Refuses `operation` (a host copy, NumPy's allocator, ...) unless `mr`
@@ -437,6 +450,10 @@ macro_rules! forward_transparent_probes {
             self.$field.pool_statistics()
         }
 
+        fn shipped(&self) -> Option<$crate::ShippedResource> {
+            self.$field.shipped()
+        }
+
         fn ipc_export(
             &self,
             ptr: $crate::DevicePtr,
@@ -516,6 +533,9 @@ macro_rules! forward_memory_resource {
             }
             fn managed_memory(&self) -> Option<&dyn crate::managed_memory::ManagedMemory> {
                 (**self).managed_memory()
+            }
+            fn shipped(&self) -> Option<crate::ShippedResource> {
+                (**self).shipped()
             }
         }
     )*};

@@ -775,6 +775,16 @@ fn resource_contract(p: &'static Platform) {
         let mr = rt.default_resource(dev).unwrap();
         let stream = rt.create_stream(dev).unwrap();
         assert_eq!(mr.device(), dev);
+        // It says which shipped resource it is, and that is the name its
+        // chain gives it (what a binding picks the object's class by).
+        let shipped = mr
+            .shipped()
+            .expect("a runtime's default is a shipped resource");
+        let chain = devmm::resource_chain(&*mr);
+        assert!(
+            chain.starts_with(&format!("{shipped}(")),
+            "{shipped}: {chain}"
+        );
         assert!(
             mr.allocate(0, &stream).unwrap().is_null(),
             "zero bytes: null"

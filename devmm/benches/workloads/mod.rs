@@ -282,9 +282,11 @@ pub(crate) fn all() -> Vec<Workload> {
     // line, so its raw pair is of the padded block. A group of its own, so
     // that `empty_2d`'s baseline starts from the allocator state it had.
     let padded = SHAPE_2D[0] * 64;
-    all.push(workload("empty_2d/DeviceOptimal", "posix_memalign+free", move || {
-        posix_memalign_pair(padded)
-    }));
+    all.push(workload(
+        "empty_2d/DeviceOptimal",
+        "posix_memalign+free",
+        move || posix_memalign_pair(padded),
+    ));
     all.push(workload("empty_2d/DeviceOptimal", "empty+drop", || {
         empty_2d_with(EmptyOptions::new().layout(DeviceOptimal))
     }));

@@ -154,6 +154,10 @@ impl MemoryResource for MallocMemoryResource {
         Some(0)
     }
 
+    fn shipped(&self) -> Option<crate::ShippedResource> {
+        Some(crate::ShippedResource::Malloc)
+    }
+
     fn guaranteed_alignment(&self) -> usize {
         self.alignment
     }
@@ -292,6 +296,10 @@ impl MemoryResource for HeapMemoryResource {
     /// A platform allocator: it calls no other resource.
     fn nesting_bound() -> Option<usize> {
         Some(0)
+    }
+
+    fn shipped(&self) -> Option<crate::ShippedResource> {
+        Some(crate::ShippedResource::Heap)
     }
 
     fn guaranteed_alignment(&self) -> usize {

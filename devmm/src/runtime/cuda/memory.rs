@@ -2,17 +2,18 @@
 
 use std::ffi::c_void;
 
+use crate::ShippedResource;
 use crate::runtime::gpu::memory::{DeviceKind, GpuMemory, ManagedKind, PinnedKind};
 use crate::runtime::gpu::pool::GpuAsyncMemory;
-use crate::runtime::gpu::{ResourceNames, Status};
+use crate::runtime::gpu::{PlatformResources, Status};
 
 use super::sys::CudaRuntimeTable;
 
-pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
-    device: "CudaRuntimeMemoryResource",
-    pinned: "CudaPinnedMemoryResource",
-    managed: "CudaManagedMemoryResource",
-    pool: "CudaAsyncMemoryResource",
+pub(super) const RESOURCES: PlatformResources = PlatformResources {
+    device: ShippedResource::CudaRuntime,
+    pinned: ShippedResource::CudaPinned,
+    managed: ShippedResource::CudaManaged,
+    pool: ShippedResource::CudaAsync,
 };
 
 /// Device memory from `cudaMallocAsync` on the allocation stream where the

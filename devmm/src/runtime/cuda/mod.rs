@@ -30,7 +30,7 @@ use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
 use super::discovery::SearchPath;
-use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
+use super::gpu::{GpuRuntime, Platform, PlatformResources, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
 pub use memory::{
@@ -60,7 +60,7 @@ impl Platform for sys::CudaRuntimeTable {
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
-    const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const RESOURCES: PlatformResources = memory::RESOURCES;
     const MEM_LOCATION_SINCE: Option<i32> = Some(13000);
     const HOST_POOLS_SINCE: Option<(i32, i32)> = Some((12020, 13000));
     const SEARCH: SearchPath<'static> = SearchPath {

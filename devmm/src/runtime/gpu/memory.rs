@@ -19,7 +19,7 @@ use crate::stream::Stream;
 
 use super::owned_pool::OwnedPool;
 use super::result::memory::Allocator;
-use super::{GpuRuntime, Platform, ResourceNames, device, result};
+use super::{GpuRuntime, Platform, PlatformResources, device, result};
 
 /// The alignment every GPU resource guarantees: what `cudaMalloc` and
 /// `hipMalloc` document, and what pinned and managed allocations meet.
@@ -31,8 +31,8 @@ pub const GPU_ALIGNMENT: usize = 256;
 
 /// Which memory a [`GpuMemory`] hands out.
 pub trait Kind: Send + Sync + 'static {
-    /// The resource's name on platform `names`.
-    fn name(names: ResourceNames) -> &'static str;
+    /// The resource among platform `resources`.
+    fn shipped(resources: PlatformResources) -> crate::ShippedResource;
     /// The device type its memory has on platform `P`.
     fn device_type<P: Platform>() -> DeviceType;
     /// The memory as managed memory, when it is.
@@ -55,8 +55,8 @@ pub enum PinnedKind {}
 pub enum ManagedKind {}
 
 impl Kind for DeviceKind {
-    fn name(names: ResourceNames) -> &'static str {
-        names.device
+    fn shipped(resources: PlatformResources) -> crate::ShippedResource {
+        resources.device
     }
     fn device_type<P: Platform>() -> DeviceType {
         P::DEVICE
@@ -64,8 +64,8 @@ impl Kind for DeviceKind {
 }
 
 impl Kind for PinnedKind {
-    fn name(names: ResourceNames) -> &'static str {
-        names.pinned
+    fn shipped(resources: PlatformResources) -> crate::ShippedResource {
+        resources.pinned
     }
     fn device_type<P: Platform>() -> DeviceType {
         P::HOST
@@ -73,8 +73,8 @@ impl Kind for PinnedKind {
 }
 
 impl Kind for ManagedKind {
-    fn name(names: ResourceNames) -> &'static str {
-        names.managed
+    fn shipped(resources: PlatformResources) -> crate::ShippedResource {
+        resources.managed
     }
     fn device_type<P: Platform>() -> DeviceType {
         P::MANAGED
@@ -105,6 +105,15 @@ pub struct GpuMemory<P: Platform, K: Kind> {
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
+    /// Which resource this is. Out of a pool of its own, it is the pool
+    /// resource's allocator: its misuses and errors name that resource.
+    fn shipped_resource(&self) -> crate::ShippedResource {
+        match self.allocator {
+            Allocator::FromPool(_) => P::RESOURCES.pool,
+            _ => K::shipped(P::RESOURCES),
+        }
+    }
+
     /// The device a resource of this kind is made on when none is named:
     /// the first of its type.
     ///
@@ -126,7 +135,7 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
         Err(Error::InvalidArgument {
             reason: format!(
                 "{} serves {wanted} devices, not {device}; pass a {wanted} device",
-                K::name(P::RESOURCE_NAMES)
+                K::shipped(P::RESOURCES)
             ),
         })
     }
@@ -315,12 +324,7 @@ impl<P: Platform> GpuMemory<P, ManagedKind> {
 
 impl<P: Platform, K: Kind> fmt::Debug for GpuMemory<P, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Out of a pool of its own, this is the pool resource's allocator:
-        // its misuses and errors name that resource.
-        let name = match self.allocator {
-            Allocator::FromPool(_) => P::RESOURCE_NAMES.pool,
-            _ => K::name(P::RESOURCE_NAMES),
-        };
+        let name = self.shipped_resource();
         write!(
             f,
             "{name}(device={}, alignment={GPU_ALIGNMENT}",
@@ -467,6 +471,10 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
     /// The driver's allocator: it calls no other resource.
     fn nesting_bound() -> Option<usize> {
         Some(0)
+    }
+
+    fn shipped(&self) -> Option<crate::ShippedResource> {
+        Some(self.shipped_resource())
     }
 
     fn guaranteed_alignment(&self) -> usize {

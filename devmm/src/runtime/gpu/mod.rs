@@ -26,6 +26,7 @@ use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
 use crate::ptr::DevicePtr;
 use crate::resource::{MemoryInfo, MemoryResource};
+use crate::shipped::ShippedResource;
 use crate::stream::{Stream, StreamRuntime, StreamSentinel};
 
 use super::driver::{Driver, DriverTable};
@@ -38,14 +39,16 @@ pub(crate) type Status = c_int;
 /// A native stream or event handle.
 pub(crate) type Handle = *mut c_void;
 
-/// The names a platform gives its resources, for `Debug` and resource chains.
+/// A platform's resources: what each reports as
+/// [`MemoryResource::shipped`](crate::MemoryResource::shipped), and so its
+/// name in `Debug` and resource chains.
 #[derive(Clone, Copy, Debug)]
-pub struct ResourceNames {
-    pub(crate) device: &'static str,
-    pub(crate) pinned: &'static str,
-    pub(crate) managed: &'static str,
+pub struct PlatformResources {
+    pub(crate) device: ShippedResource,
+    pub(crate) pinned: ShippedResource,
+    pub(crate) managed: ShippedResource,
     /// The resource over a pool of its own.
-    pub(crate) pool: &'static str,
+    pub(crate) pool: ShippedResource,
 }
 
 /// One GPU platform: its generated table plus the constants and rules that
@@ -76,8 +79,8 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const ATTR_UNIFIED_ADDRESSING: c_int;
     /// The compute capability attributes (major, minor), where the platform has them.
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)>;
-    /// Resource names.
-    const RESOURCE_NAMES: ResourceNames;
+    /// The platform's resources.
+    const RESOURCES: PlatformResources;
     /// The first runtime version (as `*RuntimeGetVersion` encodes it) whose
     /// prefetch and advice take a location struct instead of an ordinal
     /// (CUDA 13); `None` where every version takes the ordinal.

@@ -119,13 +119,13 @@ impl<P: Platform> GpuAsyncMemory<P> {
         for &peer in &options.peer_access {
             rt.check(peer)?;
         }
-        let name = P::RESOURCE_NAMES.pool;
+        let name = P::RESOURCES.pool;
         if !result::pool::supported(rt.driver()) || !rt.pools_supported(device)? {
             return Err(Error::InvalidArgument {
                 reason: format!(
                     "{name} needs memory pools, which {device} does not have here (the library \
                      lacks the pool calls, or the device has no memory pools); use {} instead",
-                    P::RESOURCE_NAMES.device
+                    P::RESOURCES.device
                 ),
             });
         }
@@ -175,7 +175,7 @@ impl<P: Platform> GpuAsyncMemory<P> {
         Err(Error::InvalidArgument {
             reason: format!(
                 "{} serves {} devices, not {device}; pass a {} device",
-                P::RESOURCE_NAMES.pool,
+                P::RESOURCES.pool,
                 P::DEVICE,
                 P::DEVICE
             ),
@@ -263,7 +263,7 @@ impl<P: Platform> fmt::Debug for GpuAsyncMemory<P> {
         write!(
             f,
             "{}(device={}, alignment={GPU_ALIGNMENT}",
-            P::RESOURCE_NAMES.pool,
+            P::RESOURCES.pool,
             self.pool.device
         )?;
         if let Some(max) = self.options.max_pool_size {
@@ -300,6 +300,10 @@ impl<P: Platform> MemoryResource for GpuAsyncMemory<P> {
     /// The driver's allocator: it calls no other resource.
     fn nesting_bound() -> Option<usize> {
         Some(0)
+    }
+
+    fn shipped(&self) -> Option<crate::ShippedResource> {
+        Some(P::RESOURCES.pool)
     }
 
     fn guaranteed_alignment(&self) -> usize {

@@ -2,17 +2,18 @@
 
 use std::ffi::c_void;
 
+use crate::ShippedResource;
 use crate::runtime::gpu::memory::{DeviceKind, GpuMemory, ManagedKind, PinnedKind};
 use crate::runtime::gpu::pool::GpuAsyncMemory;
-use crate::runtime::gpu::{ResourceNames, Status};
+use crate::runtime::gpu::{PlatformResources, Status};
 
 use super::sys::HipTable;
 
-pub(super) const RESOURCE_NAMES: ResourceNames = ResourceNames {
-    device: "HipRuntimeMemoryResource",
-    pinned: "HipPinnedMemoryResource",
-    managed: "HipManagedMemoryResource",
-    pool: "HipAsyncMemoryResource",
+pub(super) const RESOURCES: PlatformResources = PlatformResources {
+    device: ShippedResource::HipRuntime,
+    pinned: ShippedResource::HipPinned,
+    managed: ShippedResource::HipManaged,
+    pool: ShippedResource::HipAsync,
 };
 
 /// `hipHostMallocDefault`.

@@ -27,7 +27,7 @@ use crate::device::DeviceType;
 use crate::stream::StreamSentinel;
 
 use super::discovery::SearchPath;
-use super::gpu::{GpuRuntime, Platform, ResourceNames, Status};
+use super::gpu::{GpuRuntime, Platform, PlatformResources, Status};
 use super::{DeviceRuntime, RuntimeRegistration};
 
 pub use memory::{
@@ -59,7 +59,7 @@ impl Platform for sys::HipTable {
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
-    const RESOURCE_NAMES: ResourceNames = memory::RESOURCE_NAMES;
+    const RESOURCES: PlatformResources = memory::RESOURCES;
     const MEM_LOCATION_SINCE: Option<i32> = None;
     // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
     const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
