@@ -17,7 +17,6 @@
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyAttributeError, PyNotImplementedError, PyRuntimeError, PyTypeError};
@@ -516,8 +515,9 @@ pub(crate) fn origin_object(
 fn python_bridge(
     obj: &Bound<'_, PyMemoryResource>,
 ) -> PyResult<(Arc<dyn devmm::MemoryResource>, Arc<Hold>)> {
-    let (callbacks, hold) = callbacks_of(obj, true)?;
-    Ok((Arc::new(devmm::Checked::new(callbacks)), hold))
+    let (callbacks, hold) = callbacks_of(obj)?;
+    let checked = devmm::Checked::new(callbacks).while_live(Arc::clone(&hold) as _);
+    Ok((Arc::new(checked), hold))
 }
 
 /// A Python-defined resource's own methods (a subclass of the base, or of
@@ -530,7 +530,7 @@ pub(crate) fn own_methods(
 ) -> PyResult<Option<devmm::CallbackMemoryResource>> {
     match native_of(obj)? {
         Some(_) => Ok(None),
-        None => callbacks_of(obj, false).map(|(callbacks, _)| Some(callbacks)),
+        None => callbacks_of(obj).map(|(callbacks, _)| Some(callbacks)),
     }
 }
 
@@ -550,12 +550,11 @@ fn native_of(
 }
 
 /// The core resource calling `obj`'s Python methods, as [`python_bridge`]
-/// describes, and how it holds `obj`: strongly while allocations are live
-/// only where `counted` (the bridge, whose [`Hold`] `obj` reports; the
-/// conformance suite's uncounted callbacks hold it weakly).
+/// describes, and how it holds `obj`: weakly, and strongly as well while
+/// the ledger a bridge puts in front counts live allocations (the
+/// conformance suite's callbacks, with no ledger, hold it weakly only).
 fn callbacks_of(
     obj: &Bound<'_, PyMemoryResource>,
-    counted: bool,
 ) -> PyResult<(devmm::CallbackMemoryResource, Arc<Hold>)> {
     let py = obj.py();
     let device: DeviceArg = obj.getattr(intern!(py, "device"))?.extract()?;
@@ -565,7 +564,6 @@ fn callbacks_of(
     let hold = Arc::new(Hold {
         weak: PyWeakrefReference::new(obj)?.unbind(),
         strong: PythonRef(Mutex::new(None)),
-        live: AtomicUsize::new(0),
     });
     let method = |method: &'static str| -> (String, FindCallable) {
         let hold = Arc::clone(&hold);
@@ -576,8 +574,7 @@ fn callbacks_of(
     let stream_ordered = obj.getattr(intern!(py, "stream_ordered"))?.is_truthy()?;
     let methods = [method("allocate"), method("deallocate")];
     let device = device.0;
-    let counted = counted.then(|| Arc::clone(&hold));
-    let mr = python_callbacks(device, alignment, dereferenceable, name, methods, counted).py()?;
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods).py()?;
     // What the object says of itself, so an adaptor over it forwards that.
     let mr = mr
         .with_stream_ordered(stream_ordered)
@@ -613,8 +610,6 @@ pub(crate) struct Hold {
     weak: Py<PyWeakrefReference>,
     /// The strong reference, while there are live allocations.
     strong: PythonRef,
-    /// The live allocations.
-    live: AtomicUsize,
 }
 
 impl Hold {
@@ -625,24 +620,24 @@ impl Hold {
             .or_else(|| self.weak.bind(py).upgrade())
             .ok_or_else(|| PyRuntimeError::new_err("the Python resource was already freed"))
     }
+}
 
-    /// An allocation through the bridge succeeded: hold the resource.
-    fn allocated(&self, py: Python<'_>) {
-        if self.live.fetch_add(1, Ordering::Relaxed) == 0 {
+/// The bridge's ledger counts the live allocations and says when the
+/// first is handed out and when the last comes back.
+impl devmm::WhileLive for Hold {
+    /// Holds the resource.
+    fn first_live(&self) {
+        crate::gil::attach(|py| {
             if let Some(obj) = self.weak.bind(py).upgrade() {
                 self.strong.set(obj.unbind());
             }
-        }
+        });
     }
 
-    /// An allocation went back: the last one lets the resource go.
-    fn deallocated(&self) {
-        let before = self
-            .live
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        if before == Ok(1) {
-            self.strong.clear();
-        }
+    /// Lets the resource go. After interpreter shutdown began the
+    /// reference is left to the ending process, as the memory is.
+    fn none_live(&self) {
+        crate::gil::attach(|_| self.strong.clear());
     }
 }
 
@@ -755,9 +750,7 @@ fn python_callbacks(
     dereferenceable: bool,
     name: String,
     [(alloc_name, allocate), (dealloc_name, deallocate)]: [(String, FindCallable); 2],
-    hold: Option<Arc<Hold>>,
 ) -> devmm::Result<devmm::CallbackMemoryResource> {
-    let freed = hold.clone();
     let mr = devmm::CallbackMemoryResource::new(
         device,
         alignment,
@@ -766,15 +759,9 @@ fn python_callbacks(
                 let result = allocate(py)
                     .and_then(|f| f.call1((nbytes, stream_object(py, stream)?)))
                     .and_then(|ptr| ptr.extract::<usize>());
-                match result {
-                    Ok(addr) => {
-                        if let Some(hold) = hold.as_ref().filter(|_| addr != 0) {
-                            hold.allocated(py);
-                        }
-                        Ok(devmm::DevicePtr::from_addr(addr))
-                    }
-                    Err(err) => Err(PythonException::raised(py, err, &*alloc_name, Some(device))),
-                }
+                result
+                    .map(devmm::DevicePtr::from_addr)
+                    .map_err(|err| PythonException::raised(py, err, &*alloc_name, Some(device)))
             })
             .unwrap_or_else(|| Err(interpreter_gone(device)))
         },
@@ -784,11 +771,7 @@ fn python_callbacks(
             crate::gil::attach(|py| {
                 deallocate(py)
                     .and_then(|f| f.call1((ptr.addr(), nbytes, stream_object(py, stream)?)))
-                    .map(|_| {
-                        if let Some(hold) = freed.as_ref().filter(|_| !ptr.is_null()) {
-                            hold.deallocated();
-                        }
-                    })
+                    .map(drop)
                     .map_err(|err| PythonException::raised(py, err, &*dealloc_name, Some(device)))
             })
             .unwrap_or(Ok(()))
@@ -808,7 +791,7 @@ pub(crate) fn python_resource(
     name: String,
     methods: [(String, FindCallable); 2],
 ) -> devmm::Result<Arc<dyn devmm::MemoryResource>> {
-    let mr = python_callbacks(device, alignment, dereferenceable, name, methods, None)?;
+    let mr = python_callbacks(device, alignment, dereferenceable, name, methods)?;
     Ok(Arc::new(devmm::Checked::new(mr)))
 }
 

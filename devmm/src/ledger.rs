@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, MisuseKind, Result};
 use crate::ptr::DevicePtr;
@@ -269,11 +269,18 @@ impl Ledger {
     /// twice before it is freed); for a broken resource that does, the
     /// ledger may count the two hand-outs as one or as two.
     pub fn record(&self, ptr: DevicePtr, nbytes: usize) {
+        self.record_first(ptr, nbytes);
+    }
+
+    /// [`record`](Ledger::record), saying whether `ptr` is now the only
+    /// live allocation (none was live before it).
+    fn record_first(&self, ptr: DevicePtr, nbytes: usize) -> bool {
         if ptr.is_null() {
-            return;
+            return false;
         }
         let mut guard = self.state();
         let state = &mut *guard;
+        let first = state.nursery.len + state.live.len() == 0;
         if state.nursery.len == NURSERY {
             // Room first: an entry leaving the nursery must not be lost to
             // a failed table insert.
@@ -282,6 +289,7 @@ impl Ledger {
         if let Some((addr, nbytes)) = state.nursery.push(ptr.addr(), nbytes) {
             state.live.insert(addr, nbytes);
         }
+        first
     }
 
     /// Removes `ptr` if it is live with exactly `nbytes`; otherwise says how
@@ -378,6 +386,44 @@ impl fmt::Debug for Ledger {
 pub struct Checked<R> {
     inner: R,
     ledger: Ledger,
+    while_live: Option<Arc<dyn WhileLive>>,
+}
+
+/// What a [`Checked`] resource's live allocations keep alive (a binding's
+/// strong reference to the object that defines the resource): told when
+/// an allocation is handed out while none was live, and when the last
+/// live one has come back.
+///
+/// The two calls come outside the ledger's lock, so they may call back
+/// into the resource; a `deallocate` and an `allocate` racing on other
+/// threads can deliver them out of order, so a hook that must never drop
+/// its hold while an allocation is live checks
+/// [`live_count`](MemoryResource::live_count) again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use devmm::{Checked, MallocMemoryResource, MemoryResource, Stream, WhileLive};
+/// #[derive(Default)]
+/// struct Held(AtomicBool);
+/// impl WhileLive for Held {
+///     fn first_live(&self) { self.0.store(true, Ordering::Relaxed) }
+///     fn none_live(&self) { self.0.store(false, Ordering::Relaxed) }
+/// }
+/// let held = Arc::new(Held::default());
+/// let mr = Checked::new(MallocMemoryResource::new()).while_live(held.clone());
+/// let p = mr.allocate(64, &Stream::cpu())?;
+/// assert!(held.0.load(Ordering::Relaxed));
+/// // SAFETY: `p` came from `mr.allocate(64, ..)` and is freed once.
+/// unsafe { mr.deallocate(p, 64, &Stream::cpu())? };
+/// assert!(!held.0.load(Ordering::Relaxed));
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub trait WhileLive: Send + Sync {
+    /// An allocation was handed out while none was live.
+    fn first_live(&self);
+    /// The last live allocation came back.
+    fn none_live(&self);
 }
 
 impl<R: MemoryResource> Checked<R> {
@@ -386,7 +432,15 @@ impl<R: MemoryResource> Checked<R> {
         Checked {
             inner,
             ledger: Ledger::new(),
+            while_live: None,
         }
+    }
+
+    /// Tells `hook` when the first allocation is live and when none is
+    /// any more ([`WhileLive`]).
+    pub fn while_live(mut self, hook: Arc<dyn WhileLive>) -> Self {
+        self.while_live = Some(hook);
+        self
     }
 
     /// The wrapped resource.
@@ -404,7 +458,10 @@ impl<R: fmt::Debug> fmt::Debug for Checked<R> {
 impl<R: MemoryResource> MemoryResource for Checked<R> {
     fn allocate(&self, nbytes: usize, stream: &Stream) -> Result<DevicePtr> {
         let ptr = self.inner.allocate(nbytes, stream)?;
-        self.ledger.record(ptr, nbytes);
+        let first = self.ledger.record_first(ptr, nbytes);
+        if let Some(hook) = self.while_live.as_ref().filter(|_| first) {
+            hook.first_live();
+        }
         Ok(ptr)
     }
 
@@ -421,6 +478,12 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
         if freed.is_err() {
             // Still allocated: the caller may retry.
             self.ledger.record(ptr, nbytes);
+        } else if let Some(hook) = &self.while_live
+            && self.ledger.live_count() == 0
+        {
+            // After the inner resource's call, which the hook's hold may
+            // be what keeps able to run.
+            hook.none_live();
         }
         freed
     }
@@ -438,7 +501,86 @@ impl<R: MemoryResource> MemoryResource for Checked<R> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
     use super::*;
+
+    /// Counts the hook's calls.
+    #[derive(Default)]
+    struct Calls {
+        first: AtomicUsize,
+        none: AtomicUsize,
+    }
+
+    impl WhileLive for Calls {
+        fn first_live(&self) {
+            self.first.fetch_add(1, Ordering::Relaxed);
+        }
+        fn none_live(&self) {
+            self.none.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The hook hears of the first live allocation and of the last one
+    /// back, once each: not of a zero-byte allocation, nor of a free the
+    /// inner resource failed (the pointer stays live), nor of misuse.
+    #[test]
+    fn the_hook_hears_the_first_and_the_last_live_allocation() {
+        let next = Arc::new(AtomicUsize::new(0));
+        let fail = Arc::new(AtomicBool::new(false));
+        let failing = Arc::clone(&fail);
+        let inner = crate::CallbackMemoryResource::new(
+            crate::Device::CPU,
+            1,
+            move |n, _| match n {
+                0 => Ok(DevicePtr::NULL),
+                _ => Ok(DevicePtr::from_addr(
+                    64 * (1 + next.fetch_add(1, Ordering::Relaxed)),
+                )),
+            },
+            move |_, _, _| match failing.load(Ordering::Relaxed) {
+                true => Err(Error::InvalidArgument {
+                    reason: "refused".into(),
+                }),
+                false => Ok(()),
+            },
+        )
+        .unwrap();
+        let calls = Arc::new(Calls::default());
+        let mr = Checked::new(inner).while_live(calls.clone());
+        let counts = || {
+            (
+                calls.first.load(Ordering::Relaxed),
+                calls.none.load(Ordering::Relaxed),
+            )
+        };
+        let s = Stream::cpu();
+        let free = |ptr, nbytes| {
+            // SAFETY: pointers `mr` handed out, with their sizes; the
+            // ledger refuses the misuse below, and the inner resource frees
+            // nothing.
+            unsafe { mr.deallocate(ptr, nbytes, &s) }
+        };
+        let empty = mr.allocate(0, &s).unwrap();
+        assert_eq!(counts(), (0, 0), "a zero-byte allocation is not live");
+        let a = mr.allocate(8, &s).unwrap();
+        let b = mr.allocate(8, &s).unwrap();
+        assert_eq!(counts(), (1, 0));
+        free(a, 8).unwrap();
+        assert_eq!(counts(), (1, 0), "one is still live");
+        assert!(free(a, 8).is_err());
+        fail.store(true, Ordering::Relaxed);
+        assert!(free(b, 8).is_err());
+        assert_eq!(counts(), (1, 0), "a failed free leaves it live");
+        fail.store(false, Ordering::Relaxed);
+        free(b, 8).unwrap();
+        free(empty, 0).unwrap();
+        assert_eq!(counts(), (1, 1));
+        let c = mr.allocate(8, &s).unwrap();
+        assert_eq!(counts(), (2, 1), "live again");
+        free(c, 8).unwrap();
+        assert_eq!(counts(), (2, 2));
+    }
 
     #[test]
     fn freed_memory_is_bounded_and_reuse_clears_it() {

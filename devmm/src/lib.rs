@@ -60,7 +60,7 @@ pub use layout::{
     Aligned, ColMajor, DeviceOptimal, Dims, Layout, LayoutPlan, LayoutPolicy, LayoutRuleError,
     Permuted, RowMajor, StaticLayout, StaticPlan,
 };
-pub use ledger::{Checked, Ledger, frees_nothing};
+pub use ledger::{Checked, Ledger, WhileLive, frees_nothing};
 pub use managed::{advise, prefetch};
 pub use managed_memory::{Advice, ManagedMemory};
 pub use mrs::cpu::{HeapMemoryResource, MallocMemoryResource, require_host_device};
