@@ -103,7 +103,7 @@ impl<T: DriverTable> Driver<T> {
         // The loader's handles of the libraries tried: a library already
         // loaded is found again by its name, and is one library.
         let mut handles = Vec::new();
-        for candidate in candidates::<T>(search) {
+        for (candidate, already_loaded) in candidates::<T>(search) {
             let name = candidate.to_string_lossy().into_owned();
             let library = match dlopen(&candidate) {
                 Ok(library) => library,
@@ -113,13 +113,17 @@ impl<T: DriverTable> Driver<T> {
                 }
             };
             let (library, handle) = loader_handle(library);
-            if handles.contains(&handle) {
+            if handles.contains(&handle) || already_loaded && refused().contains(&handle) {
+                // The process has it loaded only because an earlier attempt
+                // of devmm's refused it: it is tried where its name comes,
+                // so that every attempt tries the same order and says so.
                 continue;
             }
             handles.push(handle);
             let driver = match Driver::resolve_table(library, candidate) {
                 Ok(driver) => driver,
                 Err(missing) => {
+                    refused().push(handle);
                     tried.push(format!(
                         "{name} (loads, but lacks {})",
                         missing_list(&missing)
@@ -132,7 +136,10 @@ impl<T: DriverTable> Driver<T> {
                     tried.push(format!("{name} (used)"));
                     return Ok((driver, answer, tried));
                 }
-                Err(why) => tried.push(format!("{name} (loads, but {why})")),
+                Err(why) => {
+                    refused().push(handle);
+                    tried.push(format!("{name} (loads, but {why})"));
+                }
             }
         }
         let reason = if !handles.is_empty() {
@@ -229,7 +236,7 @@ impl<T: DriverTable> Driver<T> {
     pub(crate) fn probe(search: &SearchPath<'_>) -> bool {
         match override_path::<T>() {
             Some(path) => dlopen(&path).is_ok(),
-            None => candidates::<T>(search).any(|c| dlopen(&c).is_ok()),
+            None => candidates::<T>(search).any(|(c, _)| dlopen(&c).is_ok()),
         }
     }
 
@@ -297,20 +304,33 @@ fn override_path<T: DriverTable>() -> Option<OsString> {
     std::env::var_os(T::PATH_ENV).filter(|p| !p.is_empty())
 }
 
+/// The loader's handles of the libraries discovery loaded and refused (a
+/// missing symbol, no device): they stay loaded (see [`dlopen`]), so a
+/// later attempt would otherwise find them first, as libraries the process
+/// had loaded, and tell its tries in another order than the first attempt.
+fn refused() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    static REFUSED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+    REFUSED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The libraries discovery tries, in order (see [`Driver::open_runnable`]),
-/// each once.
-fn candidates<T: DriverTable>(search: &SearchPath<'_>) -> impl Iterator<Item = OsString> {
-    let loaded = discovery::loaded(T::LIBRARIES).map(OsString::from);
-    let names = T::LIBRARIES.iter().map(OsString::from);
+/// each once, and whether each is one the process had loaded already.
+fn candidates<T: DriverTable>(search: &SearchPath<'_>) -> impl Iterator<Item = (OsString, bool)> {
+    let loaded = discovery::loaded(T::LIBRARIES).map(|path| (OsString::from(path), true));
+    let names = T::LIBRARIES
+        .iter()
+        .map(|name| (OsString::from(name), false));
     let in_dirs = discovery::candidates(T::LIBRARIES, search)
         .into_iter()
-        .map(OsString::from);
+        .map(|path| (OsString::from(path), false));
     let mut seen = Vec::new();
     loaded
         .into_iter()
         .chain(names)
         .chain(in_dirs)
-        .filter(move |c| {
+        .filter(move |(c, _)| {
             let new = !seen.contains(c);
             if new {
                 seen.push(c.clone());
