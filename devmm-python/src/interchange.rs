@@ -14,7 +14,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyString, PyTuple};
 
 use crate::error::{protocol_error, to_py_err, IntoPyResult, Protocol};
 use crate::expected::type_name;
@@ -139,8 +139,7 @@ pub(crate) fn import(
         }
         return take_capsule(capsule, None, None);
     }
-    let (ty, id): (i32, i32) = obj
-        .call_method0(intern!(py, "__dlpack_device__"))
+    let (ty, id): (i32, i32) = call_method(obj, intern!(py, "__dlpack_device__"), &[], None)
         .map_err(|_| {
             PyTypeError::new_err(format!(
                 "{} is not a DLPack producer (no __dlpack_device__); pass an object with \
@@ -151,14 +150,14 @@ pub(crate) fn import(
         .extract()?;
     let device = devmm::Device::from_dlpack(ty, id).py()?;
     let ours = resolve_stream(stream, device)?;
-    let value = devmm::dlpack::consumer_stream_value(&ours);
-    let made = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&keywords(py, value)?)) {
+    let value = devmm::dlpack::consumer_stream_value(&ours).into_pyobject(py)?;
+    let dlpack = intern!(py, "__dlpack__");
+    let (names, max_version) = keywords(py)?;
+    let made = match call_method(obj, dlpack, &[&value, max_version], Some(names)) {
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.
         Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-            let kwargs = PyDict::new(py);
-            kwargs.set_item(intern!(py, "stream"), value)?;
-            obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?
+            call_method(obj, dlpack, &[&value], Some(&PyTuple::new(py, ["stream"])?))?
         }
         Err(err) => return Err(err),
     };
@@ -168,25 +167,61 @@ pub(crate) fn import(
     take_capsule(&capsule, Some(&ours), viewed_export(obj))
 }
 
-/// The keywords of `__dlpack__`: the consumer's `stream` and, as
-/// `max_version`, the newest DLPack the core reads. Imports without a
-/// stream (host memory) copy one dict made once: building it cost each
-/// import a tuple and two insertions. A copy, not the dict itself, because
-/// a producer implemented in C may be handed the very dict.
-fn keywords(py: Python<'_>, stream: Option<i64>) -> PyResult<Bound<'_, PyDict>> {
-    static HOST: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-    let make = || -> PyResult<Bound<'_, PyDict>> {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(intern!(py, "stream"), stream)?;
-        kwargs.set_item(intern!(py, "max_version"), (MAJOR, MINOR))?;
-        Ok(kwargs)
-    };
-    if stream.is_some() {
-        return make();
+/// The names of `__dlpack__`'s keywords (`stream`, `max_version`) and the
+/// `max_version` devmm asks for, the newest DLPack the core reads: made
+/// once, since every import passes them.
+fn keywords(py: Python<'_>) -> PyResult<(&Bound<'_, PyTuple>, &Bound<'_, PyAny>)> {
+    static KEYWORDS: PyOnceLock<(Py<PyTuple>, Py<PyAny>)> = PyOnceLock::new();
+    let (names, max_version) = KEYWORDS.get_or_try_init(py, || {
+        let names = PyTuple::new(py, ["stream", "max_version"])?;
+        let max_version = (MAJOR, MINOR).into_pyobject(py)?.into_any();
+        PyResult::Ok((names.unbind(), max_version.unbind()))
+    })?;
+    Ok((names.bind(py), max_version.bind(py)))
+}
+
+// `PyObject_VectorcallMethod` is in the stable ABI from Python 3.12, so
+// PyO3 declares it only for abi3-py312 builds. The package supports 3.11
+// (abi3-py311), whose interpreter exports the same function with the same
+// signature (public API since 3.9), so it is declared here.
+extern "C" {
+    fn PyObject_VectorcallMethod(
+        name: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargsf: usize,
+        kwnames: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject;
+}
+
+/// `obj.name(**dict(zip(names, values)))` through CPython's vectorcall:
+/// unlike `call_method` with a dict, it makes no bound method and no
+/// keyword dict for the callee to unpack again, about a thousand
+/// instructions of each DLPack import.
+fn call_method<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    values: &[&Bound<'py, PyAny>],
+    names: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    const MOST: usize = 2;
+    assert!(
+        values.len() <= MOST && values.len() == names.map_or(0, |n| n.len()),
+        "one name per keyword value, at most {MOST}"
+    );
+    let mut args = [obj.as_ptr(); 1 + MOST];
+    for (slot, value) in args[1..].iter_mut().zip(values) {
+        *slot = value.as_ptr();
     }
-    HOST.get_or_try_init(py, || make().map(Bound::unbind))?
-        .bind(py)
-        .copy()
+    let kwnames = names.map_or(std::ptr::null_mut(), |n| n.as_ptr());
+    // SAFETY: `args` holds `obj` then one live value per name in
+    // `kwnames` (asserted above), all borrowed for the call; `nargsf` is
+    // 1, the positional `obj`, without PY_VECTORCALL_ARGUMENTS_OFFSET, so
+    // the callee may not write to `args`. A null result has set an
+    // exception, which `from_owned_ptr_or_err` takes.
+    unsafe {
+        let made = PyObject_VectorcallMethod(name.as_ptr(), args.as_ptr(), 1, kwnames);
+        Bound::from_owned_ptr_or_err(obj.py(), made)
+    }
 }
 
 /// The managed struct NumPy keeps in the `base` of an array it imported
