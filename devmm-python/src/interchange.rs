@@ -157,7 +157,8 @@ pub(crate) fn import(
         Ok(made) => made,
         // A producer older than DLPack 1.0 takes no max_version.
         Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-            call_method(obj, dlpack, &[&value], Some(&PyTuple::new(py, ["stream"])?))?
+            let names = PyTuple::new(py, [intern!(py, "stream")])?;
+            call_method(obj, dlpack, &[&value], Some(&names))?
         }
         Err(err) => return Err(err),
     };
@@ -169,11 +170,13 @@ pub(crate) fn import(
 
 /// The names of `__dlpack__`'s keywords (`stream`, `max_version`) and the
 /// `max_version` devmm asks for, the newest DLPack the core reads: made
-/// once, since every import passes them.
+/// once, since every import passes them. The names are interned, so a
+/// producer's argument parser finds them by identity, not by comparing
+/// strings.
 fn keywords(py: Python<'_>) -> PyResult<(&Bound<'_, PyTuple>, &Bound<'_, PyAny>)> {
     static KEYWORDS: PyOnceLock<(Py<PyTuple>, Py<PyAny>)> = PyOnceLock::new();
     let (names, max_version) = KEYWORDS.get_or_try_init(py, || {
-        let names = PyTuple::new(py, ["stream", "max_version"])?;
+        let names = PyTuple::new(py, [intern!(py, "stream"), intern!(py, "max_version")])?;
         let max_version = (MAJOR, MINOR).into_pyobject(py)?.into_any();
         PyResult::Ok((names.unbind(), max_version.unbind()))
     })?;

@@ -64,7 +64,23 @@ pub fn foreign_memory() -> ForeignStatistics {
     }
 }
 
-type Release = Box<dyn FnOnce() + Send>;
+/// How the owner takes its memory back.
+enum Release {
+    /// Any closure ([`ForeignMemoryResource::new`]).
+    Closure(Box<dyn FnOnce() + Send>),
+    /// A function of two words: a release that needs no allocation of its
+    /// own, for the DLPack import, which made one box per import.
+    Words(fn([usize; 2]), [usize; 2]),
+}
+
+impl Release {
+    fn run(self) {
+        match self {
+            Release::Closure(release) => release(),
+            Release::Words(release, words) => release(words),
+        }
+    }
+}
 
 struct Adopted {
     ptr: DevicePtr,
@@ -93,10 +109,29 @@ impl ForeignMemoryResource {
         owner: impl Into<Cow<'static, str>>,
         release: impl FnOnce() + Send + 'static,
     ) -> ForeignMemoryResource {
+        Self::with_release(device, owner.into(), Release::Closure(Box::new(release)))
+    }
+
+    /// [`new`](Self::new) with `release(words)` as the release: the same
+    /// resource without a boxed closure.
+    pub(crate) fn releasing_words(
+        device: Device,
+        owner: &'static str,
+        release: fn([usize; 2]),
+        words: [usize; 2],
+    ) -> ForeignMemoryResource {
+        Self::with_release(device, owner.into(), Release::Words(release, words))
+    }
+
+    fn with_release(
+        device: Device,
+        owner: Cow<'static, str>,
+        release: Release,
+    ) -> ForeignMemoryResource {
         ForeignMemoryResource {
             device,
-            owner: owner.into(),
-            release: Mutex::new(Some(Box::new(release))),
+            owner,
+            release: Mutex::new(Some(release)),
             adopted: Mutex::new(None),
         }
     }
@@ -126,8 +161,11 @@ impl ForeignMemoryResource {
     }
 
     fn run_release(&self) {
-        if let Some(release) = lock(&self.release).take() {
-            release();
+        // Taken before it runs, so the lock is not held while the owner's
+        // code does.
+        let release = lock(&self.release).take();
+        if let Some(release) = release {
+            release.run();
         }
     }
 }

@@ -41,6 +41,29 @@ struct Managed {
     flavor: DlpackFlavor,
 }
 
+impl Managed {
+    /// The struct as the two words of the foreign resource's unboxed
+    /// release ([`ForeignMemoryResource::releasing_words`]), which deletes
+    /// it through [`Managed::release_words`] instead of this owner.
+    fn into_words(self) -> [usize; 2] {
+        let words = [
+            self.raw,
+            usize::from(self.flavor == DlpackFlavor::Versioned),
+        ];
+        std::mem::forget(self);
+        words
+    }
+
+    /// Deletes the struct [`into_words`](Managed::into_words) gave up.
+    fn release_words([raw, versioned]: [usize; 2]) {
+        let flavor = match versioned {
+            1 => DlpackFlavor::Versioned,
+            _ => DlpackFlavor::Legacy,
+        };
+        drop(Managed { raw, flavor });
+    }
+}
+
 impl Drop for Managed {
     fn drop(&mut self) {
         // SAFETY: `raw` is a live managed struct of `flavor` that this
@@ -275,7 +298,14 @@ unsafe fn import(
         DlpackFlavor::Versioned => "DLPack import (versioned)",
         DlpackFlavor::Legacy => "DLPack import (legacy)",
     };
-    let resource = ForeignMemoryResource::new(described.device, owner, move || drop(managed));
+    // The resource's release deletes the struct from here on, also when
+    // the adoption below fails.
+    let resource = ForeignMemoryResource::releasing_words(
+        described.device,
+        owner,
+        Managed::release_words,
+        managed.into_words(),
+    );
     let (ptr, nbytes, offset) = if described.layout.required_nbytes() == 0 {
         (DevicePtr::NULL, 0, 0)
     } else {
