@@ -3,7 +3,8 @@
 //!
 //! - A pool reserves device memory in [`CHUNK`]s when its unused reserve cannot hold a request,
 //!   never past its maximum size (out of memory) or its device's limit (out of memory); the
-//!   reserve is charged to the device, the blocks inside it are not charged again.
+//!   reserve is charged to the device, the blocks inside it are not charged again. A pool of
+//!   pinned host memory charges no device and stops at the host's [`HOST_MEMORY`].
 //! - A block's bytes stop counting as used when its free is reached on its stream.
 //! - At every synchronization the pool hands unused chunks back down to its release threshold
 //!   (0 by default, so everything unused); `*MemPoolTrimTo` does the same down to its argument.
@@ -18,6 +19,10 @@ use crate::platform::Fault;
 
 /// What a pool reserves at a time: the 2 MiB granularity of the CUDA and HIP pools.
 pub(crate) const CHUNK: u64 = 2 << 20;
+
+/// The pinned memory the fake's host has for its host pools (1 TiB): a request past it is out of
+/// memory, as a real host runs out.
+pub(crate) const HOST_MEMORY: u64 = 1 << 40;
 
 /// `cudaMemPoolAttr` / `hipMemPoolAttr`, in the order of the enumeration (1-based).
 pub(crate) mod attr {
@@ -125,13 +130,18 @@ impl Pools {
                 }
                 grow = grow.min(room);
             }
+            let reserved = pool
+                .reserved
+                .checked_add(grow)
+                .filter(|&reserved| !pool.host || reserved <= HOST_MEMORY)
+                .ok_or(Fault::OutOfMemory)?;
             if !pool.host {
                 devices.reserve(
                     pool.device,
                     usize::try_from(grow).map_err(|_| Fault::OutOfMemory)?,
                 )?;
             }
-            pool.reserved += grow;
+            pool.reserved = reserved;
             pool.reserved_high = pool.reserved_high.max(pool.reserved);
         }
         pool.used = used;
@@ -262,6 +272,37 @@ mod tests {
             pools.attribute(pool, attr::RESERVED_CURRENT),
             Ok(Value::U64(0))
         );
+        assert_eq!(devices.info(0).unwrap().0, 1 << 30);
+    }
+
+    #[test]
+    fn a_host_pool_refuses_more_than_the_host_has() {
+        let mut devices = Devices::default();
+        let mut pools = Pools::default();
+        let mut host = Pool::new(0, 0);
+        host.host = true;
+        let pool = pools.create(host);
+        pools.take(pool, &mut devices, MIB).unwrap();
+        // Asked for more than any host has, with a chunk already reserved:
+        // refused, as the driver refuses it, not an overflow.
+        for size in [u64::MAX, u64::MAX / 2 + 1, HOST_MEMORY] {
+            assert_eq!(
+                pools.take(pool, &mut devices, size),
+                Err(Fault::OutOfMemory)
+            );
+        }
+        assert_eq!(
+            pools.attribute(pool, attr::RESERVED_CURRENT),
+            Ok(Value::U64(CHUNK))
+        );
+        let mut fresh = Pool::new(0, 0);
+        fresh.host = true;
+        let fresh = pools.create(fresh);
+        assert_eq!(
+            pools.take(fresh, &mut devices, u64::MAX),
+            Err(Fault::OutOfMemory)
+        );
+        // The device's memory is untouched: a host pool charges none.
         assert_eq!(devices.info(0).unwrap().0, 1 << 30);
     }
 
