@@ -46,7 +46,7 @@ unsafe fn text<'a>(ptr: *const c_char) -> Option<&'a str> {
 /// Work still queued on streams runs to the end first.
 #[no_mangle]
 pub extern "C" fn fake_reset() {
-    guarded((), || {
+    guarded(|| {
         crate::queue::release_all();
         let pending = crate::stream::all_work(&state::lock());
         pending.iter().for_each(crate::queue::Marker::wait);
@@ -60,7 +60,7 @@ pub extern "C" fn fake_reset() {
 /// Allocations on devices removed this way can still be freed.
 #[no_mangle]
 pub extern "C" fn fake_set_device_count(count: c_int) -> c_int {
-    guarded(REFUSED, || {
+    guarded(|| {
         let count = usize::try_from(count);
         status(count.is_ok_and(|count| state::lock().devices.set_count(count).is_ok()))
     })
@@ -70,15 +70,13 @@ pub extern "C" fn fake_set_device_count(count: c_int) -> c_int {
 /// `*MemGetInfo` reports it as the total. Usage counts requested bytes exactly.
 #[no_mangle]
 pub extern "C" fn fake_set_memory_limit(device: c_int, bytes: u64) -> c_int {
-    guarded(REFUSED, || {
-        status(state::lock().devices.set_limit(device, bytes).is_ok())
-    })
+    guarded(|| status(state::lock().devices.set_limit(device, bytes).is_ok()))
 }
 
 /// Sets what `*RuntimeGetVersion` and `*DriverGetVersion` report.
 #[no_mangle]
 pub extern "C" fn fake_set_version(runtime: c_int, driver: c_int) {
-    guarded((), || state::lock().versions = Some((runtime, driver)))
+    guarded(|| state::lock().versions = Some((runtime, driver)))
 }
 
 /// The next call of the function `name` (e.g. `"cudaMalloc"`) returns `status` and does
@@ -98,7 +96,7 @@ pub unsafe extern "C" fn fake_fail_next(name: *const c_char, status: c_int) -> c
 /// `name` is null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn fake_fail_nth(name: *const c_char, nth: u64, status: c_int) -> c_int {
-    guarded(REFUSED, || {
+    guarded(|| {
         // SAFETY: this function's contract.
         let Some(name) = (unsafe { text(name) }).filter(|_| nth > 0) else {
             return REFUSED;
@@ -114,7 +112,7 @@ pub unsafe extern "C" fn fake_fail_nth(name: *const c_char, nth: u64, status: c_
 /// `name` is null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn fake_call_count(name: *const c_char) -> u64 {
-    guarded(0, || {
+    guarded(|| {
         // SAFETY: this function's contract.
         unsafe { text(name) }.map_or(0, |name| state::lock().log.calls(name))
     })
@@ -129,7 +127,7 @@ pub unsafe extern "C" fn fake_call_count(name: *const c_char) -> u64 {
 /// `buf` is null or valid for writes of `cap` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn fake_call_log(buf: *mut c_char, cap: usize) -> usize {
-    guarded(0, || {
+    guarded(|| {
         let log = state::lock().log.text();
         if !buf.is_null() && cap > 0 {
             let copied = log.len().min(cap - 1);
@@ -147,13 +145,13 @@ pub unsafe extern "C" fn fake_call_log(buf: *mut c_char, cap: usize) -> usize {
 /// Forgets the calls so far (log and counters); memory, handles and devices are kept.
 #[no_mangle]
 pub extern "C" fn fake_clear_calls() {
-    guarded((), || state::lock().log.clear())
+    guarded(|| state::lock().log.clear())
 }
 
 /// Live allocations of every kind (device, managed, pinned host).
 #[no_mangle]
 pub extern "C" fn fake_live_allocations() -> u64 {
-    guarded(0, || state::lock().memory.live_count() as u64)
+    guarded(|| state::lock().memory.live_count() as u64)
 }
 
 /// Strict mode (`on` non-zero, the default): a dead stream or event handle aborts the process.
@@ -161,20 +159,20 @@ pub extern "C" fn fake_live_allocations() -> u64 {
 /// `FAKE_DRIVER_LENIENT=1`), as it does for the other modes.
 #[no_mangle]
 pub extern "C" fn fake_set_strict(on: c_int) {
-    guarded((), || state::lock().mode.strict = on != 0)
+    guarded(|| state::lock().mode.strict = on != 0)
 }
 
 /// A library without a driver (`on` non-zero): every status call fails with insufficient-driver.
 #[no_mangle]
 pub extern "C" fn fake_set_no_driver(on: c_int) {
-    guarded((), || state::lock().mode.no_driver = on != 0)
+    guarded(|| state::lock().mode.no_driver = on != 0)
 }
 
 /// Whether `device` supports memory pools (`cudaDevAttrMemoryPoolsSupported`); without them
 /// `*MallocAsync` fails with not-supported.
 #[no_mangle]
 pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
-    guarded(REFUSED, || {
+    guarded(|| {
         status(
             state::lock()
                 .devices
@@ -188,7 +186,7 @@ pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
 /// without it, a copy of the default kind (`cudaMemcpyDefault`) is an invalid direction.
 #[no_mangle]
 pub extern "C" fn fake_set_unified_addressing(device: c_int, on: c_int) -> c_int {
-    guarded(REFUSED, || {
+    guarded(|| {
         status(
             state::lock()
                 .devices
@@ -201,7 +199,7 @@ pub extern "C" fn fake_set_unified_addressing(device: c_int, on: c_int) -> c_int
 /// Microseconds each item of stream work waits before it runs (0 by default).
 #[no_mangle]
 pub extern "C" fn fake_set_stream_delay(micros: u64) {
-    guarded((), || crate::queue::set_delay(micros))
+    guarded(|| crate::queue::set_delay(micros))
 }
 
 /// Holds (`on` nonzero) or stops holding the work the calling thread queues: each job it
@@ -211,36 +209,34 @@ pub extern "C" fn fake_set_stream_delay(micros: u64) {
 /// with held work blocks until another thread releases it.
 #[no_mangle]
 pub extern "C" fn fake_hold_work(on: c_int) {
-    guarded((), || crate::queue::set_holding(on != 0))
+    guarded(|| crate::queue::set_holding(on != 0))
 }
 
 /// Lets all work held so far (`fake_hold_work`) run.
 #[no_mangle]
 pub extern "C" fn fake_release_work() {
-    guarded((), crate::queue::release)
+    guarded(crate::queue::release)
 }
 
 /// How many devices have a context (created by `*SetDevice` or a call that needs one).
 #[no_mangle]
 pub extern "C" fn fake_context_count() -> u64 {
-    guarded(0, || state::lock().devices.contexts() as u64)
+    guarded(|| state::lock().devices.contexts() as u64)
 }
 
 /// 1 if `device` has a context, 0 if not, -1 for a device that does not exist.
 #[no_mangle]
 pub extern "C" fn fake_has_context(device: c_int) -> c_int {
-    guarded(REFUSED, || {
-        match state::lock().devices.has_context(device) {
-            Ok(has) => c_int::from(has),
-            Err(_) => REFUSED,
-        }
+    guarded(|| match state::lock().devices.has_context(device) {
+        Ok(has) => c_int::from(has),
+        Err(_) => REFUSED,
     })
 }
 
 /// The calling thread's last error, without clearing it (what `*PeekAtLastError` answers).
 #[no_mangle]
 pub extern "C" fn fake_last_error() -> c_int {
-    guarded(REFUSED, || {
+    guarded(|| {
         let state = state::lock();
         let thread = std::thread::current().id();
         state.last_error.get(&thread).copied().unwrap_or(0)
@@ -251,5 +247,5 @@ pub extern "C" fn fake_last_error() -> c_int {
 /// are live counts until its last block is freed.
 #[no_mangle]
 pub extern "C" fn fake_live_pools() -> u64 {
-    guarded(0, || state::lock().pools.count() as u64)
+    guarded(|| state::lock().pools.count() as u64)
 }
