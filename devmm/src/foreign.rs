@@ -99,6 +99,10 @@ pub struct ForeignMemoryResource {
     owner: Cow<'static, str>,
     release: Mutex<Option<Release>>,
     adopted: Mutex<Option<Adopted>>,
+    /// Whether `deallocate` synchronizes the stream it is given before the
+    /// release: for an owner whose release does not wait for work queued
+    /// on the memory (an IPC mapping's `cudaFree`).
+    synchronized: bool,
 }
 
 impl ForeignMemoryResource {
@@ -133,7 +137,18 @@ impl ForeignMemoryResource {
             owner,
             release: Mutex::new(Some(release)),
             adopted: Mutex::new(None),
+            synchronized: false,
         }
+    }
+
+    /// This resource, whose `deallocate` first waits for the stream it is
+    /// given: for memory whose release unmaps it at once, with no ordering
+    /// of its own, as `cudaFree` of an imported IPC pointer and
+    /// `cudaIpcCloseMemHandle` do ("callers must ensure that all accesses
+    /// to these pointer have completed before invoking cudaFree").
+    pub(crate) fn synchronizing(mut self) -> ForeignMemoryResource {
+        self.synchronized = true;
+        self
     }
 
     /// Who owns the memory.
@@ -208,7 +223,7 @@ impl MemoryResource for ForeignMemoryResource {
         })
     }
 
-    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, _stream: &Stream) -> Result<()> {
+    unsafe fn deallocate(&self, ptr: DevicePtr, nbytes: usize, stream: &Stream) -> Result<()> {
         let mut adopted = lock(&self.adopted);
         match adopted.as_ref() {
             Some(block) if block.ptr == ptr && block.nbytes == nbytes => {}
@@ -222,6 +237,11 @@ impl MemoryResource for ForeignMemoryResource {
                     test_double: false,
                 });
             }
+        }
+        if self.synchronized {
+            // Before the block is forgotten: a failed wait leaves it held,
+            // and the free can be retried.
+            stream.synchronize()?;
         }
         *adopted = None;
         drop(adopted);

@@ -46,6 +46,12 @@ impl DeviceBuffer {
     /// ```
     pub fn ipc_descriptor(&self) -> Result<IpcDescriptor> {
         self.check_open()?;
+        // "The imported memory must not be accessed before the allocation
+        // operation completes in the exporting process"
+        // (`cudaMemPoolImportPointer`): the allocation, and the writes
+        // queued after it on the buffer's stream, are done before another
+        // process can map the block.
+        self.stream().synchronize()?;
         match self.resource().ipc_export(self.ptr(), self.nbytes()) {
             Some(exported) => exported,
             None => Err(Error::InvalidArgument {
@@ -84,6 +90,9 @@ impl DeviceBuffer {
     /// ```
     pub fn ipc_handle(&self) -> Result<IpcMemHandle> {
         self.check_open()?;
+        // The writes queued on the buffer's stream are done before another
+        // process can open the memory, as for `ipc_descriptor`.
+        self.stream().synchronize()?;
         match self.resource().ipc_handle(self.ptr(), self.nbytes()) {
             Some(handle) => handle,
             None => Err(Error::InvalidArgument {

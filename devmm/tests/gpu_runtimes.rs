@@ -1993,16 +1993,30 @@ fn ipc_child(p: &'static Platform, parts: &str) {
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(IPC_CHILD_FD) };
     let dev = p.dev(0);
     let descriptor = devmm::ipc::IpcDescriptor::from_parts(dev, nbytes, fd, data, pid);
-    let stream = devmm::runtime::stream_for(dev, None).unwrap();
+    // A stream of its own: the write below is queued on it (with the
+    // fake's delay, it lands well after the call returns), and the free
+    // right after it must not unmap the memory before it lands.
+    let stream = devmm::runtime::runtime_for(dev)
+        .and_then(|rt| rt.create_stream(dev))
+        .unwrap();
     let mapped = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap();
     assert!(mapped.is_foreign());
     let mut seen = vec![0u8; nbytes];
     // SAFETY: `seen` holds the buffer's bytes; device memory is copied.
     unsafe { mapped.copy_to_host(&mut seen) }.unwrap();
     assert_eq!(seen, b"parent bytes");
-    // SAFETY: as above.
-    unsafe { mapped.copy_from_host(b"CHILD") }.unwrap();
+    // A device-to-device copy is queued, not waited for (a copy from the
+    // host is: it borrows its source).
+    let local = devmm::runtime::runtime_for(dev)
+        .and_then(|rt| rt.default_resource(dev))
+        .and_then(|mr| DeviceBuffer::new(5, mr, &stream))
+        .unwrap();
+    // SAFETY: a 5-byte device buffer, copied from the host (waited for).
+    unsafe { local.copy_from_host(b"CHILD") }.unwrap();
+    // SAFETY: both are live device buffers of at least 5 bytes.
+    unsafe { devmm::copy_device_to_ptr(local.ptr(), mapped.ptr(), 5, &stream) }.unwrap();
     mapped.free(&stream).unwrap();
+    local.free(&stream).unwrap();
 }
 
 fn ipc_round_trip_with_another_process(p: &'static Platform) {
@@ -2020,9 +2034,22 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
     };
     let shared: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
     let buf = DeviceBuffer::new(12, shared, &stream).unwrap();
-    // SAFETY: a 12-byte device buffer, copied from the host.
-    unsafe { buf.copy_from_host(b"parent bytes") }.unwrap();
-    stream.synchronize().unwrap();
+    // Queued work lands late under the fake, so a descriptor made, or a
+    // mapping freed, before the work on its stream is done shows here: the
+    // parent's write lands a second after it is queued, well after the
+    // child has started and read (its own work waits 50 ms).
+    const PARENT_DELAY_US: u64 = 1_000_000;
+    const CHILD_DELAY_US: u64 = 50_000;
+    if let Some(fake) = u.fake() {
+        fake.set_stream_delay(PARENT_DELAY_US);
+    }
+    // Queued on the buffer's stream and not waited for: the export waits
+    // for it.
+    let staged = DeviceBuffer::new(12, u.rt.default_resource(dev).unwrap(), &stream).unwrap();
+    // SAFETY: a 12-byte device buffer, copied from the host (waited for).
+    unsafe { staged.copy_from_host(b"parent bytes") }.unwrap();
+    // SAFETY: both are live device buffers of 12 bytes.
+    unsafe { devmm::copy_device_to_ptr(staged.ptr(), buf.ptr(), 12, &stream) }.unwrap();
     let descriptor = buf.ipc_descriptor().unwrap();
     let hex: String = descriptor
         .export_data()
@@ -2046,7 +2073,9 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
             ),
         );
     if let Some(path) = u.fake_path() {
-        child.env(p.path_var, path);
+        child
+            .env(p.path_var, path)
+            .env("FAKE_DRIVER_STREAM_DELAY_US", CHILD_DELAY_US.to_string());
     }
     // SAFETY: between fork and exec, only async-signal-safe calls: the
     // descriptor is placed at the fd the child reads, without close-on-exec.
@@ -2064,6 +2093,9 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
         });
     }
     let output = child.output().unwrap();
+    if let Some(fake) = u.fake() {
+        fake.set_stream_delay(0);
+    }
     assert!(
         output.status.success(),
         "the importing process failed: {}\n{}",
@@ -2076,6 +2108,7 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
     unsafe { buf.copy_to_host(&mut back) }.unwrap();
     assert_eq!(&back, b"CHILDt bytes");
     buf.free(&stream).unwrap();
+    staged.free(&stream).unwrap();
 }
 
 fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {

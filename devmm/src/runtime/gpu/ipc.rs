@@ -139,7 +139,7 @@ impl<P: Platform> GpuRuntime<P> {
             }
             drop(pool);
         };
-        let resource = ForeignMemoryResource::new(device, owner, release);
+        let resource = ForeignMemoryResource::new(device, owner, release).synchronizing();
         DeviceBuffer::adopt(ptr, descriptor.nbytes(), resource, stream)
     }
 }
@@ -159,7 +159,11 @@ fn not_importable(descriptor: &IpcDescriptor, driver: Error) -> Error {
 }
 
 /// Frees an imported pointer with `*Free`, which returns once it is done,
-/// so the exporter may free its block after this returns.
+/// so the exporter may free its block after this returns. It does not wait
+/// for work that uses the pointer ("callers must ensure that all accesses
+/// to these pointer have completed before invoking cudaFree"): the
+/// importing resource synchronizes the free's stream before this runs
+/// ([`ForeignMemoryResource::synchronizing`]).
 fn unmap<P: Platform>(driver: &Arc<Driver<P>>, device: Device, ptr: DevicePtr) -> Result<()> {
     let _active = device::activate(driver, device)?;
     let call = driver.roles().free;
@@ -258,7 +262,7 @@ impl<P: Platform> GpuRuntime<P> {
                 tracing::warn!(target: "devmm::runtime", error = %e, "could not close an opened IPC handle");
             }
         };
-        let resource = ForeignMemoryResource::new(device, owner, release);
+        let resource = ForeignMemoryResource::new(device, owner, release).synchronizing();
         DeviceBuffer::adopt(ptr, handle.nbytes(), resource, stream)
     }
 }

@@ -152,7 +152,11 @@ pub fn free(platform: &'static Platform, name: &'static str, ptr: *mut c_void) -
 }
 
 /// The synchronous frees (`*Free`, `*FreeHost`) synchronize the device first, as on hardware:
-/// the block is retired once all work queued so far has run.
+/// the block is retired once all work queued so far has run. Except a pool's block (and a
+/// pointer imported from another process's pool), for which the reference says "this API will
+/// not perform any implicit synchronization [...]. Callers must ensure that all accesses to
+/// these pointer have completed before invoking cudaFree": it is retired at once, so work still
+/// queued on it reads poison, or, for an imported pointer, whose mapping goes, faults.
 fn free_synchronously(
     platform: &'static Platform,
     name: &'static str,
@@ -170,7 +174,9 @@ fn free_synchronously(
             Ok(())
         });
     if let Some(allocation) = freed {
-        pending.iter().for_each(Marker::wait);
+        if allocation.pool.is_none() {
+            pending.iter().for_each(Marker::wait);
+        }
         retire(allocation);
     }
     code
