@@ -1228,6 +1228,27 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
             unsafe { ptr.as_host_ptr::<u8>().write_bytes(9, 300) };
             // SAFETY: as above.
             assert_eq!(unsafe { ptr.as_host_ptr::<u8>().add(299).read() }, 9);
+            // The GPU reaches it too (a pool of host memory is the host's
+            // alone until the devices are given access): into device
+            // memory and back.
+            let gpu = rt.default_resource(p.dev(0)).unwrap();
+            let gpu_stream = rt.default_stream(p.dev(0)).unwrap();
+            let on_gpu = gpu.allocate(300, &gpu_stream).unwrap();
+            let mut back = [0u8; 300];
+            // SAFETY: both live 300-byte allocations (the pinned one reached
+            // by its stream above), ordered on `gpu_stream`, each copy waited
+            // for; `back` holds 300 bytes.
+            unsafe {
+                let pinned_bytes = std::slice::from_raw_parts(ptr.as_host_ptr::<u8>(), 300);
+                rt.copy_host_to_device(on_gpu, pinned_bytes, &gpu_stream)
+                    .unwrap();
+                rt.copy_device_to_host(&mut back, on_gpu, &gpu_stream)
+                    .unwrap();
+            }
+            assert_eq!(back, [9; 300], "{version}");
+            // SAFETY: allocated above, freed once.
+            unsafe { gpu.deallocate(on_gpu, 300, &gpu_stream).unwrap() };
+            gpu_stream.synchronize().unwrap();
             // SAFETY: allocated above, freed once.
             unsafe { pinned.deallocate(ptr, 300, &stream).unwrap() };
             stream.synchronize().unwrap();

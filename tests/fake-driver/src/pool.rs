@@ -4,7 +4,8 @@
 //! - A pool reserves device memory in [`CHUNK`]s when its unused reserve cannot hold a request,
 //!   never past its maximum size (out of memory) or its device's limit (out of memory); the
 //!   reserve is charged to the device, the blocks inside it are not charged again. A pool of
-//!   pinned host memory charges no device and stops at the host's [`HOST_MEMORY`].
+//!   pinned host memory charges no device and stops at the host's [`HOST_MEMORY`]; devices
+//!   reach its blocks only once `*MemPoolSetAccess` gave them access.
 //! - A block's bytes stop counting as used when its free is reached on its stream.
 //! - At every synchronization the pool hands unused chunks back down to its release threshold
 //!   (0 by default, so everything unused); `*MemPoolTrimTo` does the same down to its argument.
@@ -52,6 +53,10 @@ pub(crate) struct Pool {
     destroyed: bool,
     /// A pool of pinned host memory (a host location): its reserve is charged to no device.
     pub(crate) host: bool,
+    /// The devices `*MemPoolSetAccess` gave read-write access to a host pool's memory: "their
+    /// default accessibility will be from the host CPU" (`cudaMemPoolCreate`), so a device
+    /// copies its blocks only once it is here.
+    pub(crate) device_access: Vec<c_int>,
     /// The file an IPC-capable pool keeps its blocks in, or the one an imported pool maps
     /// them from (see `crate::ipc`).
     pub(crate) link: Option<crate::ipc::Link>,
@@ -70,6 +75,7 @@ impl Pool {
             reuse: [true; 3],
             destroyed: false,
             host: false,
+            device_access: Vec::new(),
             link: None,
         }
     }
@@ -95,6 +101,11 @@ pub(crate) struct Pools {
 impl Pools {
     pub(crate) fn create(&mut self, pool: Pool) -> usize {
         self.pools.insert(pool)
+    }
+
+    /// The pool `handle` names, destroyed ones included (their live blocks still come from it).
+    pub(crate) fn get(&self, handle: usize) -> Option<&Pool> {
+        self.pools.get(handle).ok()
     }
 
     /// A pool the API may use: a destroyed one is a dead handle.

@@ -635,7 +635,18 @@ pub(crate) mod pool {
         } else {
             LOCATION_HOST_NUMA
         };
-        create_at(driver, device, location_type, 0, 0, false).map(Some)
+        let pool = create_at(driver, device, location_type, 0, 0, false)?;
+        // "Their default accessibility will be from the host CPU"
+        // (`cudaMemPoolCreate`): without access, a device's copy from or to
+        // the pool's memory fails, so every device gets read-write access,
+        // as `cudaMallocHost` memory has.
+        let count = u32::try_from(super::device::count(driver)?).unwrap_or(u32::MAX);
+        let gpus: Vec<Device> = (0..count).map(|i| Device::new(P::DEVICE, i)).collect();
+        if let Err(e) = grant_access(driver, device, pool, &gpus) {
+            destroy(driver, device, pool)?;
+            return Err(e);
+        }
+        Ok(Some(pool))
     }
 
     /// Destroys `pool`; its memory goes back to the device once the blocks

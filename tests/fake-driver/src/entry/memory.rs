@@ -430,6 +430,16 @@ unsafe fn copy(
         if (is_device && !inside) || (!is_device && in_device_memory) {
             return Err(Fault::InvalidValue);
         }
+        // A host pool's block is reached by the copying device only with access to the pool.
+        let host_pool = state.memory.find(side, count).and_then(|a| a.pool);
+        if let Some(pool) = host_pool
+            .and_then(|p| state.pools.get(p))
+            .filter(|p| p.host)
+        {
+            if !pool.device_access.contains(&state.devices.current()?) {
+                return Err(Fault::InvalidValue);
+            }
+        }
     }
     let (dst, src) = (dst as usize, src as usize);
     Ok(Box::new(move || {

@@ -401,6 +401,17 @@ pub unsafe fn mem_pool_set_access(
                 // The device must exist.
                 state.devices.pools_supported(desc.location_id)?;
             }
+            let pool = state.pools.get_mut(pool as usize)?;
+            if pool.host {
+                for i in 0..count {
+                    // SAFETY: as above.
+                    let desc = unsafe { descs.cast::<AccessDesc>().add(i).read_unaligned() };
+                    pool.device_access.retain(|&d| d != desc.location_id);
+                    if desc.flags == ACCESS_READ_WRITE {
+                        pool.device_access.push(desc.location_id);
+                    }
+                }
+            }
             Ok(())
         })
 }
