@@ -4,7 +4,8 @@
 //! Both views are checked against the tensor: the element type must be the
 //! tensor's dtype, the device host-accessible (cpu, pinned host memory,
 //! managed memory), the layout row-major and dense, the first element
-//! aligned for `T`. The mutable view also needs the only handle to the
+//! aligned for `T`. On a GPU runtime's host-accessible memory, a view first
+//! waits for the buffer's stream. The mutable view also needs the only handle to the
 //! memory (no clone, no other tensor over the buffer, no live export) and a
 //! writable tensor.
 
@@ -189,6 +190,13 @@ impl Tensor {
             });
         }
         crate::resource::check_dereferenceable(&**self.buffer().resource(), "a typed host view")?;
+        if ty != DeviceType::Cpu {
+            // Memory a GPU runtime serves (pinned, managed) may still be
+            // written by work queued on the buffer's stream, or, from a
+            // stream-ordered pool, not yet allocated: the host reaches it
+            // once the stream has.
+            self.buffer().stream().synchronize()?;
+        }
         if !self.layout().is_c_contiguous() {
             return Err(Error::layout(format!(
                 "a typed slice is row-major and dense, but the strides are {:?}; allocate with \

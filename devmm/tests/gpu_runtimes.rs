@@ -1189,6 +1189,48 @@ fn range_attribute(
 /// Pinned memory comes from a pool of pinned host memory where the runtime
 /// has one (CUDA 12.2 on: a host NUMA node, CUDA 13 on: the host), else from
 /// the synchronous pinned allocator; host-accessible and writable either way.
+/// A typed host view of pinned memory waits for the buffer's stream: a
+/// copy queued into it from the GPU is done before the host reads it (a
+/// safe `as_slice` / `as_mut_slice` of memory the GPU still writes would be
+/// a data race).
+fn host_views_of_pinned_memory_wait_for_its_stream(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("sets the fake's stream delay");
+    };
+    let host = Device::new(p.host, 0);
+    // Not a default stream: a copy there is not waited for.
+    let host_stream = u.rt.create_stream(host).unwrap();
+    let gpu_stream = u.rt.default_stream(p.dev(0)).unwrap();
+    let on_gpu =
+        DeviceBuffer::new(300, u.rt.default_resource(p.dev(0)).unwrap(), &gpu_stream).unwrap();
+    let bytes: Vec<u8> = (0..300).map(|i| (i % 251) as u8).collect();
+    // SAFETY: a 300-byte device buffer, copied from the host (waited for).
+    unsafe { on_gpu.copy_from_host(&bytes) }.unwrap();
+    let pinned =
+        DeviceBuffer::new(300, u.rt.default_resource(host).unwrap(), &host_stream).unwrap();
+    let layout = devmm::Layout::new(&[300], &[1], devmm::DType::UINT8, 1).unwrap();
+    let mut t =
+        devmm::Tensor::from_buffer(Arc::new(pinned), devmm::DType::UINT8, layout, 0).unwrap();
+    fake.set_stream_delay(200_000);
+    // Queued on the pinned buffer's stream, landing 200 ms later.
+    // SAFETY: both live 300-byte allocations.
+    unsafe { devmm::copy_device_to_ptr(on_gpu.ptr(), t.data_ptr(), 300, &host_stream) }.unwrap();
+    // SAFETY: the copy above initialises every element; nothing else writes.
+    let seen = unsafe { t.as_slice::<u8>() }.unwrap().to_vec();
+    fake.set_stream_delay(0);
+    assert_eq!(seen, bytes);
+    // The mutable view waits too: nothing queued may land after a write.
+    fake.set_stream_delay(200_000);
+    // SAFETY: both live 300-byte allocations.
+    unsafe { devmm::copy_device_to_ptr(on_gpu.ptr(), t.data_ptr(), 300, &host_stream) }.unwrap();
+    t.as_mut_slice::<u8>().unwrap()[0].write(7);
+    fake.set_stream_delay(0);
+    // SAFETY: every element was written by the copies and the view.
+    assert_eq!(unsafe { t.as_slice::<u8>() }.unwrap()[..2], [7, 1]);
+    on_gpu.free(&gpu_stream).unwrap();
+}
+
 fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform) {
     let u = Under::new(p);
     let Some(fake) = u.fake() else {
@@ -2292,6 +2334,7 @@ macro_rules! suite {
             synchronous_allocation_without_async_symbols,
             pinned_and_managed_resources,
             pinned_memory_from_a_host_pool_where_the_runtime_has_one,
+            host_views_of_pinned_memory_wait_for_its_stream,
             managed_memory_prefetch_and_advice,
             prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,
