@@ -1323,6 +1323,19 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 64, &s).unwrap() };
     assert_eq!(fake.call_count(p.host_malloc), 1);
+    // A device that says it takes no host pools
+    // (`cudaDevAttrHostMemoryPoolsSupported`) is not given one: a pool
+    // made there would fail only at its first transfer.
+    for version in [12020, 13000] {
+        fake.reset();
+        fake.set_version(version, version);
+        assert_eq!(fake.set_pools(0, false), 0);
+        let rt = (p.load)(u.fake_path()).unwrap();
+        fake.clear_calls();
+        let pinned = rt.default_resource(host).unwrap();
+        assert!(!pinned.stream_ordered(), "{version}: {pinned:?}");
+        assert_eq!(fake.call_count(&p.call("MemPoolCreate")), 0, "{version}");
+    }
 }
 
 fn managed_memory_prefetch_and_advice(p: &'static Platform) {

@@ -118,6 +118,7 @@ pub(crate) static CUDA: Platform = Platform {
         memory_pools_supported: 115,
         unified_addressing: 41,
         compute_capability: Some((75, 76)),
+        host_pools_supported: Some((142, 144)),
         capability: (9, 0),
     },
     device_name: "Fake CUDA GPU",

@@ -144,6 +144,10 @@ pub struct Attributes {
     pub unified_addressing: c_int,
     /// `cudaDevAttrComputeCapabilityMajor` and `...Minor` (75, 76), where the platform has them.
     pub compute_capability: Option<(c_int, c_int)>,
+    /// `cudaDevAttrHostNumaMemoryPoolsSupported` and `cudaDevAttrHostMemoryPoolsSupported`
+    /// (142, 144), where the platform has host pools: 1 for a device with pools
+    /// (`fake_set_pools`) once the runtime version has the location.
+    pub host_pools_supported: Option<(c_int, c_int)>,
     /// The compute capability the fake's devices report.
     pub capability: (c_int, c_int),
 }
@@ -186,6 +190,7 @@ impl Platform {
             memory_pools_supported: 115,
             unified_addressing: 41,
             compute_capability: Some((75, 76)),
+            host_pools_supported: Some((142, 144)),
             capability: (9, 0),
         },
         device_name: "Fake GPU",

@@ -115,6 +115,7 @@ pub(crate) static HIP: Platform = Platform {
         memory_pools_supported: 88,
         unified_addressing: 85,
         compute_capability: None,
+        host_pools_supported: None,
         capability: (9, 0),
     },
     device_name: "Fake HIP GPU",

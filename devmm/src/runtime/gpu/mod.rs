@@ -89,6 +89,11 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// memory: on a host NUMA node (CUDA 12.2), then on the host as a whole
     /// (CUDA 13.0); `None` where no version has such pools.
     const HOST_POOLS_SINCE: Option<(i32, i32)>;
+    /// The device attributes that say whether a device takes pools on a
+    /// host NUMA node and on the host (`cudaDevAttrHostNumaMemoryPoolsSupported`
+    /// 142, `cudaDevAttrHostMemoryPoolsSupported` 144); `None` where no
+    /// version has such pools.
+    const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)>;
     /// Where the library is installed besides the loader's search path.
     const SEARCH: super::discovery::SearchPath<'static>;
 

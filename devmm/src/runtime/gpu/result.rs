@@ -635,6 +635,20 @@ pub(crate) mod pool {
         } else {
             LOCATION_HOST_NUMA
         };
+        // A device may not take the location though its runtime does; a
+        // pool made anyway fails only at its first transfer. The first
+        // device answers for the host.
+        if let Some((numa, host)) = P::ATTR_HOST_POOLS_SUPPORTED {
+            let attribute = if location_type == LOCATION_HOST {
+                host
+            } else {
+                numa
+            };
+            let gpu = Device::new(P::DEVICE, 0);
+            if super::device::attribute(driver, attribute, gpu).unwrap_or(0) == 0 {
+                return Ok(None);
+            }
+        }
         let pool = create_at(driver, device, location_type, 0, 0, false)?;
         // "Their default accessibility will be from the host CPU"
         // (`cudaMemPoolCreate`): without access, a device's copy from or to

@@ -95,9 +95,9 @@ pub unsafe fn mem_get_info(
 }
 
 /// `cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device)`: memory-pool support
-/// (per device, see `fake_set_pools`), unified addressing (per device, see
-/// `fake_set_unified_addressing`) and the compute capability; other attributes are invalid
-/// values.
+/// (per device, see `fake_set_pools`), host-pool support (a device with pools, on a runtime
+/// with the location), unified addressing (per device, see `fake_set_unified_addressing`) and
+/// the compute capability; other attributes are invalid values.
 ///
 /// # Safety
 /// `value` is null or valid for a write.
@@ -119,6 +119,18 @@ pub unsafe fn device_get_attribute(
                 c_int::from(state.devices.pools_supported(device)?)
             } else if attr == attributes.unified_addressing {
                 c_int::from(state.devices.unified_addressing(device)?)
+            } else if let Some((numa, host)) = attributes
+                .host_pools_supported
+                .filter(|&(numa, host)| attr == numa || attr == host)
+            {
+                let runtime = state.versions.unwrap_or(platform.default_versions).0;
+                let since = match attr {
+                    a if a == numa => platform.host_pools_since,
+                    a if a == host => Some(crate::platform::HOST_LOCATION_SINCE),
+                    _ => None,
+                };
+                let located = since.is_some_and(|since| runtime >= since);
+                c_int::from(located && state.devices.pools_supported(device)?)
             } else {
                 state.devices.pools_supported(device)?; // the device must exist
                 match attributes.compute_capability {
