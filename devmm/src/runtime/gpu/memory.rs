@@ -262,8 +262,9 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
 
     /// Pinned host memory from `rt`: stream-ordered, from a pool of pinned
     /// host memory the resource makes (`cudaMemPoolCreate` with a host
-    /// location), where the runtime has such pools (CUDA 12.2 on) and the
-    /// driver makes one; else `cudaMallocHost` / `hipHostMalloc`.
+    /// location, every GPU given access), where the runtime has such pools
+    /// (CUDA 12.2 on), the first GPU says it takes them and the driver makes
+    /// one; else `cudaMallocHost` / `hipHostMalloc`.
     /// [`uses_host_pool`](Self::uses_host_pool) says which.
     pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
         let mut memory = GpuMemory::build(rt, device, Allocator::Pinned)?;
