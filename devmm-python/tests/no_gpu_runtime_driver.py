@@ -121,7 +121,7 @@ def cupy_allocates_through_a_python_resource() -> None:
     mr = RecordingMemoryResource(CUDA)
     with devmm.integrations.cupy.install(mr):
         pointer = cupy.allocator(100)
-        buffer = pointer.mem.owner
+        buffer = pointer.mem.owner.buffer
         assert isinstance(buffer, devmm.DeviceBuffer) and pointer.ptr == buffer.ptr
         assert buffer.stream.handle == 0x70 and pointer.mem.device_id == 0
         assert mr.calls[0][2] == 100 and mr.calls[0][3].handle == 0x70
@@ -129,6 +129,33 @@ def cupy_allocates_through_a_python_resource() -> None:
         gc.collect()
         assert mr._debug_live_count() == 0
     assert cupy.allocator == "cupy's own"
+
+
+@scenario
+def a_cupy_allocation_keeps_its_stream_until_it_is_freed() -> None:
+    # CuPy destroys a stream it made when the stream object is collected,
+    # and the allocation's free is queued on that stream: the allocation
+    # holds the object until its buffer is freed.
+    cupy = FakeCupy()
+    mr = RecordingMemoryResource(CUDA)
+    live_when_destroyed: list[dict[int, int]] = []
+
+    class Stream:
+        ptr = 0x71
+
+        def __del__(self) -> None:
+            live_when_destroyed.append(dict(mr.live))
+
+    cupy.stream = Stream()
+    devmm.integrations.cupy._cupy_module = lambda: cupy
+    with devmm.integrations.cupy.install(mr):
+        pointer = cupy.allocator(64)
+        cupy.stream = SimpleNamespace(ptr=0x72)  # CuPy moved on to another stream
+        gc.collect()
+        assert live_when_destroyed == [], live_when_destroyed
+        del pointer
+        gc.collect()
+    assert live_when_destroyed == [{}], live_when_destroyed
 
 
 @scenario

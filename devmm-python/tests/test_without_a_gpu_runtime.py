@@ -20,6 +20,7 @@ def test_python_resources_streams_and_bridges_need_no_gpu_runtime() -> None:
     assert done.stdout.splitlines() == [
         "python_resource_and_stream",
         "cupy_allocates_through_a_python_resource",
+        "a_cupy_allocation_keeps_its_stream_until_it_is_freed",
         "a_cupy_allocator_as_a_resource",
         "cupys_current_allocator_as_a_resource",
         "rmm_allocates_through_a_python_resource",

@@ -3,7 +3,8 @@
 ``install(mr)`` sets CuPy's allocator (``cupy.cuda.set_allocator``) to one
 that allocates a :class:`devmm.DeviceBuffer` from ``mr`` on CuPy's current
 stream and hands it to CuPy as ``UnownedMemory``: CuPy's arrays keep the
-buffer alive and free it (on its stream) when the last one goes.
+buffer, and CuPy's stream object, alive and free the buffer (on that
+stream) when the last one goes.
 ``uninstall()`` puts back the allocator CuPy had."""
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ from ._installer import Installer, refuse_cycle
 from ._support import library_streams, stream_handle_of
 
 __all__ = ["install"]
+
+
+class _OnStream:
+    """What CuPy's ``UnownedMemory`` keeps alive for one allocation: the
+    devmm buffer and the CuPy stream object it is ordered on. CuPy destroys
+    a stream it made once the object is collected, and the buffer's free is
+    queued on that stream, so the buffer is freed first, here, while the
+    stream is still held (rmm's CuPy allocator keeps the stream the same
+    way)."""
+
+    __slots__ = ("buffer", "stream")
+
+    def __init__(self, buffer: DeviceBuffer, stream: object) -> None:
+        self.buffer = buffer
+        self.stream = stream
+
+    def __del__(self) -> None:
+        self.buffer.free()
 
 
 @provided_class
@@ -40,9 +59,9 @@ class _DevmmCupyAllocator:
                 f"CuPy asked for {nbytes} bytes on CUDA device {current}, but its devmm "
                 f"allocator serves {device} ({self.mr!r}); install one for that device"
             )
-        stream = self._stream(stream_handle_of(cuda.get_current_stream()))
-        buffer = DeviceBuffer(nbytes, mr=self.mr, stream=stream)
-        memory = cuda.UnownedMemory(buffer.ptr, nbytes, buffer, device.index)
+        current = cuda.get_current_stream()
+        buffer = DeviceBuffer(nbytes, mr=self.mr, stream=self._stream(stream_handle_of(current)))
+        memory = cuda.UnownedMemory(buffer.ptr, nbytes, _OnStream(buffer, current), device.index)
         return cuda.MemoryPointer(memory, 0)
 
     def __repr__(self) -> str:
