@@ -662,13 +662,6 @@ impl Stream {
         self.inner.owned
     }
 
-    /// Blocks until all work queued on every stream of this stream's device
-    /// has finished, without using this stream's handle (which its owner
-    /// may have destroyed).
-    pub(crate) fn synchronize_device(&self) -> Result<()> {
-        self.inner.ops.synchronize_device(self.inner.device)
-    }
-
     /// Blocks until all work queued on this stream has finished. For
     /// another thread's per-thread default stream, whose handle names the
     /// calling thread's own stream here, the whole device is synchronized

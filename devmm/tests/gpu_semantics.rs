@@ -269,50 +269,6 @@ fn an_export_release_waits_for_the_consumer_stream() {
     );
 }
 
-/// A consumer may destroy the stream it named before it releases the
-/// array it imported ("the ownership of the stream stays with the
-/// consumer"): the release must not hand that handle to the driver (the
-/// fake aborts on a destroyed handle), and still waits for what the
-/// consumer queued before it destroyed the stream.
-#[test]
-fn an_export_released_after_its_consumer_stream_is_destroyed() {
-    let f = Fresh::new();
-    let gpu = Device::cuda(0);
-    let mr = f.rt.default_resource(gpu).unwrap();
-    let producer = f.rt.create_stream(gpu).unwrap();
-    let options = EmptyOptions::new()
-        .resource(Arc::clone(&mr))
-        .stream(producer.clone());
-    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
-    // SAFETY: fake device memory.
-    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
-    let result = DeviceBuffer::new(64, Arc::clone(&mr), &producer).unwrap();
-    let consumer = f.rt.create_stream(gpu).unwrap();
-    let handle = i64::try_from(consumer.handle()).unwrap();
-    let export = tensor
-        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
-        .unwrap();
-    f.fake.set_stream_delay(DELAY_MICROS);
-    // The consumer reads the memory on its stream, late, then destroys the
-    // stream (the work queued on it still runs).
-    // SAFETY: both are live 64-byte fake-device allocations.
-    unsafe {
-        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &consumer)
-    }
-    .unwrap();
-    assert!(consumer.is_owned());
-    drop(consumer);
-    tensor.buffer().free(&producer).unwrap();
-    drop(tensor);
-    drop(export);
-    producer.synchronize().unwrap();
-    assert_eq!(
-        read(&result),
-        data(),
-        "the release overtook the consumer's read"
-    );
-}
-
 /// Defect 9: pinned and managed memory export device id 0 (`dlpack.h`), and
 /// devices without streams accept only `stream=None`.
 #[test]

@@ -139,9 +139,9 @@ struct Block<M> {
     managed: M,
     /// Keeps the buffer, and through it the resource chain, alive.
     owner: ManuallyDrop<Tensor>,
-    /// What the release is ordered after (the consumer's stream named at
-    /// export time, or its whole device).
-    consumer: ManuallyDrop<Option<ReleaseAfter>>,
+    /// The consumer's stream named at export time: the release is ordered
+    /// after the work the consumer queued there.
+    consumer: ManuallyDrop<Option<Stream>>,
     /// What the producer asked the export to keep alive too
     /// ([`DlpackExport::hold`]).
     held: ManuallyDrop<Option<ExportOwner>>,
@@ -169,31 +169,6 @@ impl<M> Block<M> {
     }
 }
 
-/// What an export's release waits for, so the memory is not freed under
-/// work the consumer queued on it.
-enum ReleaseAfter {
-    /// The consumer's stream, when it outlives every array: a default
-    /// stream (legacy, per-thread, or the platform's 0).
-    Stream(Stream),
-    /// Every stream of the consumer's device. A stream the consumer made
-    /// stays the consumer's ("the ownership of the stream stays with the
-    /// consumer", the array API's `__dlpack__`) and may be destroyed before
-    /// the array it imported is released; its handle must not reach the
-    /// driver then, so the release waits for the whole device instead,
-    /// reached through the stream's runtime, not its handle.
-    Device(Stream),
-}
-
-impl ReleaseAfter {
-    /// How a release is ordered after `consumer`.
-    fn of(consumer: Stream) -> ReleaseAfter {
-        match consumer.is_default() {
-            Ok(true) => ReleaseAfter::Stream(consumer),
-            _ => ReleaseAfter::Device(consumer),
-        }
-    }
-}
-
 /// Allocates and fills one block for `tensor` (on `device`); the buffer's
 /// export count must already include it.
 ///
@@ -205,7 +180,7 @@ fn build<M: ManagedStruct>(
     tensor: &Tensor,
     device: Device,
     flags: u64,
-    consumer: Option<ReleaseAfter>,
+    consumer: Option<Stream>,
 ) -> Result<NonNull<M>> {
     let (shape, strides) = (tensor.shape(), tensor.strides());
     let ndim = shape.len();
@@ -427,31 +402,17 @@ unsafe extern "C" fn delete<M: ManagedStruct>(managed: *mut M) {
     // A deleter called from C must not unwind; a resource whose release
     // panics is logged instead of aborting the consumer's process.
     let released = catch_unwind(AssertUnwindSafe(move || {
-        let released = match &consumer {
-            Some(ReleaseAfter::Stream(consumer)) => {
-                owner.buffer().release_export_after(Some(consumer))
-            }
-            Some(ReleaseAfter::Device(consumer)) => match consumer.synchronize_device() {
-                Ok(()) => owner.buffer().release_export_after(None),
-                Err(error) => {
-                    tracing::error!(
-                        target: "devmm::buffer",
-                        %error,
-                        device = %consumer.device(),
-                        "could not wait for the DLPack consumer's device, so the memory is kept \
-                         (never freed) rather than freed under the consumer's work"
-                    );
-                    false
+        match &consumer {
+            Some(consumer) => {
+                if !owner.buffer().release_export_after(Some(consumer)) {
+                    // Unordered, the release could free memory the consumer
+                    // still reads: the buffer is kept for the process's life.
+                    std::mem::forget(owner);
+                    drop(held);
+                    return;
                 }
-            },
-            None => owner.buffer().release_export_after(None),
-        };
-        if !released {
-            // Unordered, the release could free memory the consumer still
-            // reads: the buffer is kept for the process's life.
-            std::mem::forget(owner);
-            drop(held);
-            return;
+            }
+            None => owner.buffer().release_export(),
         }
         drop(owner);
         drop(held);
@@ -736,7 +697,6 @@ impl Tensor {
             // A consumer on the producer's own stream is ordered already.
             .filter(|c| c != producer);
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;
-        let release_after = consumer.clone().map(ReleaseAfter::of);
         let flags = if self.is_read_only() {
             DLPACK_FLAG_BITMASK_READ_ONLY
         } else {
@@ -744,15 +704,17 @@ impl Tensor {
         };
         let built = match flavor {
             DlpackFlavor::Versioned => {
-                build::<DLManagedTensorVersioned>(self, device, flags, release_after).map(|raw| {
-                    let (major, minor) = request.stamped_version();
-                    // SAFETY: the block was just built and nobody else sees it yet.
-                    unsafe { (*raw.as_ptr()).version = DLPackVersion { major, minor } };
-                    raw.cast()
-                })
+                build::<DLManagedTensorVersioned>(self, device, flags, consumer.clone()).map(
+                    |raw| {
+                        let (major, minor) = request.stamped_version();
+                        // SAFETY: the block was just built and nobody else sees it yet.
+                        unsafe { (*raw.as_ptr()).version = DLPackVersion { major, minor } };
+                        raw.cast()
+                    },
+                )
             }
             DlpackFlavor::Legacy => {
-                build::<DLManagedTensor>(self, device, flags, release_after).map(NonNull::cast)
+                build::<DLManagedTensor>(self, device, flags, consumer.clone()).map(NonNull::cast)
             }
         };
         let export = match built {
