@@ -86,13 +86,17 @@ def test_cupy_allocates_through_devmm(cupy_state: SimpleNamespace, cuda_stats: d
     assert pointer.mem.size == 1000 and pointer.device_id == 0
     # The memory is the devmm buffer's: bytes written there read back through devmm.
     ctypes.memmove(pointer.ptr, b"cupy", 4)
-    buffer = pointer.mem._owner  # UnownedMemory's owner keeps the devmm buffer alive
+    # UnownedMemory's owner keeps the devmm buffer alive, and CuPy's stream
+    # object, which the buffer's free is queued on.
+    owner = pointer.mem._owner
+    assert owner.stream.ptr == cupy.cuda.get_current_stream().ptr
+    buffer = owner.buffer
     assert isinstance(buffer, devmm.DeviceBuffer) and bytes(buffer.copy_to_host(nbytes=4)) == b"cupy"
     # Allocated on CuPy's current stream, as the runtime's own wrap of it
     # (which knows a per-thread default stream's thread).
     assert buffer.stream.handle == cupy_state.stream.handle
     assert type(buffer.stream) is devmm.Stream and buffer.stream == cupy_state.stream
-    del pointer, buffer
+    del pointer, owner, buffer
     gc.collect()
     assert cuda_stats.current_bytes == 0 and cuda_stats.deallocations == 1
     installer.uninstall()
