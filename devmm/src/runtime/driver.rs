@@ -123,7 +123,7 @@ impl<T: DriverTable> Driver<T> {
             let driver = match Driver::resolve_table(library, candidate) {
                 Ok(driver) => driver,
                 Err(missing) => {
-                    refused().push(handle);
+                    remember_refused(handle);
                     tried.push(format!(
                         "{name} (loads, but lacks {})",
                         missing_list(&missing)
@@ -137,7 +137,7 @@ impl<T: DriverTable> Driver<T> {
                     return Ok((driver, answer, tried));
                 }
                 Err(why) => {
-                    refused().push(handle);
+                    remember_refused(handle);
                     tried.push(format!("{name} (loads, but {why})"));
                 }
             }
@@ -313,6 +313,15 @@ fn refused() -> std::sync::MutexGuard<'static, Vec<usize>> {
     REFUSED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records that discovery refused the library `handle`, once (every failed
+/// attempt refuses it again).
+fn remember_refused(handle: usize) {
+    let mut refused = refused();
+    if !refused.contains(&handle) {
+        refused.push(handle);
+    }
 }
 
 /// The libraries discovery tries, in order (see [`Driver::open_runnable`]),
