@@ -649,13 +649,13 @@ pub(crate) mod pool {
                 return Ok(None);
             }
         }
-        let pool = create_at(driver, device, location_type, 0, 0, false)?;
         // "Their default accessibility will be from the host CPU"
         // (`cudaMemPoolCreate`): without access, a device's copy from or to
         // the pool's memory fails, so every device gets read-write access,
         // as `cudaMallocHost` memory has.
         let count = u32::try_from(super::device::count(driver)?).unwrap_or(u32::MAX);
         let gpus: Vec<Device> = (0..count).map(|i| Device::new(P::DEVICE, i)).collect();
+        let pool = create_at(driver, device, location_type, 0, 0, false)?;
         if let Err(e) = grant_access(driver, device, pool, &gpus) {
             destroy(driver, device, pool)?;
             return Err(e);
