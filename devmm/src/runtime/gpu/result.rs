@@ -630,7 +630,8 @@ pub(crate) mod pool {
         if version < numa_since || !supported(driver) {
             return Ok(None);
         }
-        let location_type = if version >= host_since {
+        let host_location = version >= host_since;
+        let location_type = if host_location {
             LOCATION_HOST
         } else {
             LOCATION_HOST_NUMA
@@ -639,11 +640,7 @@ pub(crate) mod pool {
         // pool made anyway fails only at its first transfer. The first
         // device answers for the host.
         if let Some((numa, host)) = P::ATTR_HOST_POOLS_SUPPORTED {
-            let attribute = if location_type == LOCATION_HOST {
-                host
-            } else {
-                numa
-            };
+            let attribute = if host_location { host } else { numa };
             let gpu = Device::new(P::DEVICE, 0);
             if super::device::attribute(driver, attribute, gpu).unwrap_or(0) == 0 {
                 return Ok(None);

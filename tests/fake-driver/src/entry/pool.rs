@@ -387,9 +387,14 @@ pub unsafe fn mem_pool_set_access(
             if count > 0 && descs.is_null() {
                 return Err(Fault::InvalidValue);
             }
-            for i in 0..count {
-                // SAFETY: `descs` holds `count` descriptors by this function's contract.
-                let desc = unsafe { descs.cast::<AccessDesc>().add(i).read_unaligned() };
+            let descs: Vec<AccessDesc> = (0..count)
+                .map(|i| {
+                    // SAFETY: `descs` holds `count` descriptors by this
+                    // function's contract.
+                    unsafe { descs.cast::<AccessDesc>().add(i).read_unaligned() }
+                })
+                .collect();
+            for desc in &descs {
                 args.note("device", desc.location_id);
                 args.note("flags", desc.flags);
                 if desc.location_type != LOCATION_DEVICE
@@ -403,9 +408,7 @@ pub unsafe fn mem_pool_set_access(
             }
             let pool = state.pools.get_mut(pool as usize)?;
             if pool.host {
-                for i in 0..count {
-                    // SAFETY: as above.
-                    let desc = unsafe { descs.cast::<AccessDesc>().add(i).read_unaligned() };
+                for desc in &descs {
                     pool.device_access.retain(|&d| d != desc.location_id);
                     if desc.flags == ACCESS_READ_WRITE {
                         pool.device_access.push(desc.location_id);
