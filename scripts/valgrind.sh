@@ -22,9 +22,9 @@ command -v valgrind >/dev/null || {
 # The DLPack export, import, received-tensor and deleter tests, the typed host views, the
 # binary with a devmm global allocator, the resource conformance suites,
 # the resource, adaptor and buffer tests, the GPU runtimes over the fake
-# drivers, the tracing, tracking and statistics adaptors, the 8-thread
+# drivers, the logging, tracing, tracking and statistics adaptors, the 8-thread
 # soak, and the library's unit tests.
-suites=(dlpack_export dlpack_import dlpack_received host_view global_alloc conformance cpu_resources adaptors buffer gpu_runtimes trace tracking statistics soak)
+suites=(dlpack_export dlpack_import dlpack_received host_view global_alloc conformance cpu_resources adaptors logging_adaptor buffer gpu_runtimes trace tracking statistics soak)
 build_log="$log_dir/build.log"
 cargo test -p devmm --no-run --lib "${suites[@]/#/--test=}" 2>&1 | tee "$build_log" >&2
 mapfile -t binaries < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
