@@ -558,7 +558,9 @@ impl PyDeviceBuffer {
     }
 
     /// Maps the buffer `descriptor` names, exported by another process, on
-    /// `stream` (the device's default when `None`). Its `free()` releases
+    /// `stream` (when `None`, the default stream of the exporter's GPU as
+    /// this process numbers it: the one at `descriptor.pci_bus_id`, which a
+    /// process with another `CUDA_VISIBLE_DEVICES` numbers differently). Its `free()` releases
     /// only this process's mapping, never the exporter's memory. A closed
     /// descriptor, one used in the process that exported it, or one the
     /// driver does not recognise is a `ValueError`.
@@ -594,7 +596,8 @@ impl PyDeviceBuffer {
     ) -> PyResult<Self> {
         let (stream, stream_obj) = KeptStreamArg::split(stream);
         let descriptor = descriptor.get().lock();
-        let device = descriptor.device();
+        // The exporter's GPU as this process numbers it.
+        let device = descriptor.device_here().py()?;
         let stream = resolve_stream(stream, device)?;
         let buffer = maybe_detached(py, device, || {
             devmm::DeviceBuffer::from_ipc_descriptor(&descriptor, &stream)
@@ -641,7 +644,8 @@ impl PyDeviceBuffer {
     }
 
     /// Opens the buffer `handle` names, exported by another process, on
-    /// `stream` (the device's default when `None`). Its `free()` closes
+    /// `stream` (when `None`, the default stream of the exporter's GPU as
+    /// this process numbers it, found by `handle.pci_bus_id`). Its `free()` closes
     /// only this process's mapping (`cudaIpcCloseMemHandle`), never the
     /// exporter's memory. A handle used in the process that exported it, or
     /// one the driver cannot open, is a `ValueError`.
@@ -677,7 +681,8 @@ impl PyDeviceBuffer {
     ) -> PyResult<Self> {
         let (stream, stream_obj) = KeptStreamArg::split(stream);
         let handle = handle.get().inner;
-        let device = handle.device();
+        // The exporter's GPU as this process numbers it.
+        let device = handle.device_here().py()?;
         let stream = resolve_stream(stream, device)?;
         let buffer = maybe_detached(py, device, || {
             devmm::DeviceBuffer::from_ipc_handle(&handle, &stream)

@@ -75,6 +75,14 @@ impl PyIpcDescriptor {
         self.lock().exporter_pid()
     }
 
+    /// The exporter's GPU as the machine names it (its PCI bus id), by
+    /// which an importer that numbers its GPUs another way
+    /// (`CUDA_VISIBLE_DEVICES`) maps the memory on the right one.
+    #[getter]
+    fn pci_bus_id(&self) -> Option<String> {
+        self.lock().pci_bus_id().map(|bus| bus.to_string())
+    }
+
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
@@ -116,12 +124,9 @@ impl PyIpcDescriptor {
         ))
     }
 
-    /// `(device, nbytes, fd, export_data, exporter_pid)` for `devmm._ipc`'s
-    /// reducer; the descriptor keeps `fd`.
-    fn _parts<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(String, usize, i32, Bound<'py, PyBytes>, u32)> {
+    /// `(device, nbytes, fd, export_data, exporter_pid, pci_bus_id)` for
+    /// `devmm._ipc`'s reducer; the descriptor keeps `fd`.
+    fn _parts<'py>(&self, py: Python<'py>) -> PyResult<DescriptorParts<'py>> {
         let this = self.lock();
         let fd = this.handle().ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -136,13 +141,22 @@ impl PyIpcDescriptor {
             fd.as_raw_fd(),
             PyBytes::new(py, this.export_data()),
             this.exporter_pid(),
+            this.pci_bus_id().map(|bus| bus.to_string()),
         ))
     }
 
     /// A descriptor from `_parts` received in another process; it takes
     /// ownership of `fd`, a descriptor passed to this process.
     #[staticmethod]
-    fn _from_parts(device: &str, nbytes: usize, fd: i32, data: &[u8], pid: u32) -> PyResult<Self> {
+    #[pyo3(signature = (device, nbytes, fd, data, pid, pci_bus_id = None))]
+    fn _from_parts(
+        device: &str,
+        nbytes: usize,
+        fd: i32,
+        data: &[u8],
+        pid: u32,
+        pci_bus_id: Option<&str>,
+    ) -> PyResult<Self> {
         if fd < 0 {
             return Err(PyValueError::new_err(format!(
                 "{fd} is not a file descriptor"
@@ -158,13 +172,17 @@ impl PyIpcDescriptor {
         let device = device
             .parse()
             .map_err(|e: devmm::ParseDeviceError| crate::error::to_py_err(e.into()))?;
+        let bus = pci_bus_id.map(parse_bus_id).transpose()?;
         // SAFETY: the caller (`devmm._ipc`'s rebuild) owns `fd`, detached
         // from multiprocessing's handle, and hands it over here.
         let handle = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut descriptor =
+            devmm::ipc::IpcDescriptor::from_parts(device, nbytes, handle, data, pid);
+        if let Some(bus) = bus {
+            descriptor = descriptor.with_pci_bus_id(bus);
+        }
         Ok(PyIpcDescriptor {
-            inner: Mutex::new(devmm::ipc::IpcDescriptor::from_parts(
-                device, nbytes, handle, data, pid,
-            )),
+            inner: Mutex::new(descriptor),
         })
     }
 
@@ -180,10 +198,27 @@ impl PyIpcDescriptor {
     }
 }
 
-/// `_from_parts`'s arguments: `(device, nbytes, handle, exporter_pid)`.
+/// `IpcDescriptor._from_parts`'s arguments but the descriptor's own:
+/// `(device, nbytes, fd, export_data, exporter_pid, pci_bus_id)`.
 ///
-/// Python type: `tuple[str, int, bytes, int]`
-type HandleParts<'py> = (String, usize, Bound<'py, PyBytes>, u32);
+/// Python type: `tuple[str, int, int, bytes, int, str | None]`
+type DescriptorParts<'py> = (String, usize, i32, Bound<'py, PyBytes>, u32, Option<String>);
+
+/// `IpcMemHandle._from_parts`'s arguments: `(device, nbytes, handle,
+/// exporter_pid, pci_bus_id)`.
+///
+/// Python type: `tuple[str, int, bytes, int, str | None]`
+type HandleParts<'py> = (String, usize, Bound<'py, PyBytes>, u32, Option<String>);
+
+/// A PCI bus id received from another process.
+fn parse_bus_id(text: &str) -> PyResult<devmm::ipc::PciBusId> {
+    devmm::ipc::PciBusId::new(text).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "{text:?} is not a PCI bus id (at most {} ASCII characters, like \"0000:3b:00.0\")",
+            devmm::ipc::PciBusId::MAX_LEN
+        ))
+    })
+}
 
 /// The legacy IPC handle of a `cudaMalloc` buffer (`cudaIpcGetMemHandle`):
 /// made by `DeviceBuffer.ipc_handle()`, opened by
@@ -241,6 +276,14 @@ impl PyIpcMemHandle {
         self.inner.exporter_pid()
     }
 
+    /// The exporter's GPU as the machine names it (its PCI bus id), by
+    /// which an importer that numbers its GPUs another way
+    /// (`CUDA_VISIBLE_DEVICES`) opens the memory on the right one.
+    #[getter]
+    fn pci_bus_id(&self) -> Option<String> {
+        self.inner.pci_bus_id().map(|bus| bus.to_string())
+    }
+
     /// The driver's 64 bytes (`cudaIpcMemHandle_t`).
     #[getter]
     fn handle<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -249,7 +292,14 @@ impl PyIpcMemHandle {
 
     /// A handle from its parts, as received from another process.
     #[staticmethod]
-    fn _from_parts(device: &str, nbytes: usize, handle: &[u8], pid: u32) -> PyResult<Self> {
+    #[pyo3(signature = (device, nbytes, handle, pid, pci_bus_id = None))]
+    fn _from_parts(
+        device: &str,
+        nbytes: usize,
+        handle: &[u8],
+        pid: u32,
+        pci_bus_id: Option<&str>,
+    ) -> PyResult<Self> {
         let handle: [u8; devmm::ipc::MEM_HANDLE_BYTES] = handle.try_into().map_err(|_| {
             PyValueError::new_err(format!(
                 "an IPC memory handle is {} bytes, not {}",
@@ -260,9 +310,11 @@ impl PyIpcMemHandle {
         let device = device
             .parse()
             .map_err(|e: devmm::ParseDeviceError| crate::error::to_py_err(e.into()))?;
-        Ok(PyIpcMemHandle {
-            inner: devmm::ipc::IpcMemHandle::from_parts(device, nbytes, handle, pid),
-        })
+        let mut inner = devmm::ipc::IpcMemHandle::from_parts(device, nbytes, handle, pid);
+        if let Some(bus) = pci_bus_id.map(parse_bus_id).transpose()? {
+            inner = inner.with_pci_bus_id(bus);
+        }
+        Ok(PyIpcMemHandle { inner })
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, HandleParts<'py>)> {
@@ -275,6 +327,7 @@ impl PyIpcMemHandle {
                 this.nbytes(),
                 PyBytes::new(slf.py(), this.handle_bytes()),
                 this.exporter_pid(),
+                this.pci_bus_id().map(|bus| bus.to_string()),
             ),
         ))
     }

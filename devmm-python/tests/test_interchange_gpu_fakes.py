@@ -115,12 +115,116 @@ PLATFORMS = {
 }
 
 
+def _run(p: dict[str, str], script: str, fake_library: Callable[[str], str]) -> None:
+    """Runs `script` in a fresh interpreter over the platform's fake library,
+    whose path is its first argument (for the fake's `fake_*` controls)."""
+    library = fake_library(p["env"])
+    env = dict(os.environ, **{p["path_var"]: library})
+    done = subprocess.run([sys.executable, "-c", script, library], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
 def test_interchange_against_the_fake_driver(platform: str, fake_library: Callable[[str], str]) -> None:
     p = PLATFORMS[platform]
-    library = fake_library(p["env"])
-    env = dict(os.environ, **{p["path_var"]: library})
-    script = COMMON.format(device=p["device"]) + p["extra"].format() + "\nprint('ok')\n"
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    _run(p, COMMON.format(device=p["device"]) + p["extra"].format() + "\nprint('ok')\n", fake_library)
+
+
+HOST_READERS = textwrap.dedent(
+    """
+    import ctypes, sys
+    import numpy as np
+    import devmm
+
+    fake = ctypes.CDLL(sys.argv[1])
+    fake.fake_set_stream_delay.argtypes = [ctypes.c_uint64]
+    gpu = devmm.Device.from_string("{device}:0")
+    host = devmm.Device.from_string("{device}_host:0")
+    rt = devmm.runtime_for(gpu)
+    data = bytes(range(1, 65))
+    source = devmm.DeviceBuffer.to_device(data, device=gpu)
+    # Not a default stream: a copy queued there is not waited for.
+    stream = rt.create_stream(host)
+    pinned = devmm.empty((64,), "uint8", device=host, stream=stream, layout=devmm.RowMajor())
+    readers = {{
+        "np.from_dlpack": lambda: np.from_dlpack(pinned).tobytes(),
+        "np.asarray (__array_interface__)": lambda: np.asarray(pinned).tobytes(),
+        "memoryview (the buffer protocol)": lambda: memoryview(pinned).tobytes(),
+    }}
+    for name, read in readers.items():
+        devmm.copy_host_to_ptr(bytes(64), pinned.data_ptr, stream=stream)
+        stream.synchronize()
+        # The copy from the GPU lands 100 ms after it is queued.
+        fake.fake_set_stream_delay(100000)
+        devmm.copy_device_to_ptr(source.ptr, pinned.data_ptr, 64, stream=stream)
+        seen = read()
+        fake.fake_set_stream_delay(0)
+        stream.synchronize()
+        assert seen == data, f"{{name}} read before the queued copy landed: {{seen[:8]!r}}"
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_host_readers_of_pinned_memory_see_the_queued_work(platform: str, fake_library: Callable[[str], str]) -> None:
+    """NumPy reads pinned memory as soon as it has the address: `np.from_dlpack`
+    names no stream, and `__array_interface__` and the buffer protocol have none.
+    Each waits for the tensor's stream first, so a copy queued from the GPU has
+    landed when NumPy reads."""
+    p = PLATFORMS[platform]
+    _run(p, HOST_READERS.format(device=p["device"]), fake_library)
+
+
+PER_THREAD_CONSUMER = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+    from devmm import CopyKind
+
+    fake = ctypes.CDLL(sys.argv[1])
+    fake.fake_set_stream_delay.argtypes = [ctypes.c_uint64]
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    data = bytes(range(1, 65))
+    source = devmm.DeviceBuffer.to_device(data, device=gpu)
+    producer_stream = rt.create_stream(gpu)
+    t = devmm.empty((64,), "uint8", device=gpu, stream=producer_stream)
+    seen = {{}}
+
+    class Producer:
+        # Only the Python protocol: devmm's consumer passes a stream value.
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            seen["stream"] = kwargs.get("stream")
+            return t.__dlpack__(**kwargs)
+
+    per_thread = rt.stream(gpu, devmm.PER_THREAD_DEFAULT)
+    # The producer's copy lands 100 ms after it is queued.
+    fake.fake_set_stream_delay(100000)
+    rt.memcpy(t.data_ptr, source.ptr, 64, CopyKind.DEVICE_TO_DEVICE, producer_stream)
+    imported = devmm.from_dlpack(Producer(), stream=per_thread)
+    out = devmm.DeviceBuffer(64, device=gpu, stream=per_thread)
+    rt.memcpy(out.ptr, imported.data_ptr, 64, CopyKind.DEVICE_TO_DEVICE, per_thread)
+    back = bytes(out.copy_to_host(stream=per_thread))
+    fake.fake_set_stream_delay(0)
+    assert seen["stream"] == {expected}, seen
+    assert back == data, f"the consumer read before the producer's copy landed: {{back[:8]!r}}"
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize(("platform", "expected"), [("cuda", 2), ("rocm", 0)])
+def test_a_consumer_on_the_per_thread_stream_passes_a_value_the_protocol_has(
+    platform: str, expected: int, fake_library: Callable[[str], str]
+) -> None:
+    """DLPack names CUDA's per-thread default stream 2 but has no value for
+    HIP's (1 and 2 are reserved on ROCm): a consumer on it passes 0, the null
+    stream, which the per-thread stream (a blocking stream) waits for, so the
+    producer's queued work still comes first."""
+    p = PLATFORMS[platform]
+    _run(p, PER_THREAD_CONSUMER.format(device=p["device"], expected=expected), fake_library)

@@ -108,3 +108,69 @@ def test_malloc_memory_shared_with_a_spawned_process_through_its_handle(
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+VISIBLE_SCRIPT = textwrap.dedent(
+    """
+    import os
+    import pickle
+    import multiprocessing as mp
+
+    import devmm
+    import devmm.mrs.{module} as mrs
+
+
+    def child(descriptor, handle, conn):
+        # This process sees only the exporter's GPU 1, as its device 0.
+        for shared in (descriptor, handle):
+            assert str(shared.device) == "{device}:1", shared
+        mapped = devmm.DeviceBuffer.from_ipc_descriptor(descriptor)
+        opened = devmm.DeviceBuffer.from_ipc_handle(handle)
+        conn.send([(str(b.device), bytes(b.copy_to_host())) for b in (mapped, opened)])
+        mapped.free()
+        opened.free()
+
+
+    if __name__ == "__main__":
+        ctx = mp.get_context("spawn")
+        gpu = "{device}:1"
+        pooled = devmm.DeviceBuffer.to_device(b"on the GPU 1", mr=mrs.{pool_mr}(gpu, enable_ipc=True))
+        malloced = devmm.DeviceBuffer.to_device(b"on the GPU 1", mr=mrs.{device_mr}(gpu, async_alloc=False))
+        descriptor, handle = pooled.ipc_descriptor(), malloced.ipc_handle()
+        # The fake names the machine's GPU n "0000:{{0x10 + n:02x}}:00.0".
+        bus = "0000:11:00.0"
+        assert descriptor.pci_bus_id == handle.pci_bus_id == bus, (descriptor.pci_bus_id, bus)
+        # The bus id travels with the handle's plain pickle.
+        assert pickle.loads(pickle.dumps(handle)).pci_bus_id == bus
+        os.environ["FAKE_DRIVER_VISIBLE_DEVICES"] = "1"
+        parent, end = ctx.Pipe()
+        process = ctx.Process(target=child, args=(descriptor, handle, end), daemon=True)
+        process.start()
+        end.close()  # a child that fails ends the pipe: recv raises instead of waiting
+        seen = parent.recv()
+        process.join(60)
+        assert process.exitcode == 0, process.exitcode
+        assert seen == [("{device}:0", b"on the GPU 1")] * 2, seen
+        pooled.free()
+        malloced.free()
+        print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_a_process_that_numbers_the_gpus_another_way_maps_the_exporters_gpu(
+    platform: str, fake_library: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A child that sees only the exporter's GPU 1 (``CUDA_VISIBLE_DEVICES=1``;
+    the fake's ``FAKE_DRIVER_VISIBLE_DEVICES``) numbers it 0: the descriptor and
+    the handle name the GPU by its PCI bus id, and the child maps the memory
+    there, on that device's default stream."""
+    p = PLATFORMS[platform]
+    env = dict(os.environ, **{p["path_var"]: fake_library(p["env"])})
+    script = tmp_path / "ipc_visible_devices.py"
+    pool_mr = "CudaAsyncMemoryResource" if platform == "cuda" else "HipAsyncMemoryResource"
+    script.write_text(VISIBLE_SCRIPT.format(pool_mr=pool_mr, **p))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -55,7 +55,7 @@ impl Tensor {
         }
         let ty = self.device().ty();
         let reachable = match kind {
-            ArrayInterfaceKind::Host => ty.is_host_accessible() || ty == DeviceType::CudaManaged,
+            ArrayInterfaceKind::Host => ty.is_host_accessible(),
             ArrayInterfaceKind::Cuda => matches!(
                 ty,
                 DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
@@ -82,6 +82,8 @@ impl Tensor {
                 &**self.buffer().resource(),
                 "__array_interface__",
             )?;
+            // Its consumers read at once: nothing names a stream to order on.
+            self.wait_for_host(ty)?;
         }
         let itemsize = self.dtype().itemsize();
         let strides = (!self.layout().is_c_contiguous()).then(|| {

@@ -168,6 +168,21 @@ impl Tensor {
         })
     }
 
+    /// Waits until the host may touch the memory, on a device of type `ty`
+    /// (the tensor's, which the caller has at hand): memory a GPU runtime
+    /// serves (pinned, managed) may still be written by work queued on the
+    /// buffer's stream, or, from a stream-ordered pool, not yet allocated;
+    /// the host reaches it once the stream has. CPU memory has no queued
+    /// work. Every path that hands the host an address without a stream (a
+    /// typed view, `__array_interface__`, the buffer protocol, a DLPack
+    /// export asked for no stream) waits here.
+    pub(crate) fn wait_for_host(&self, ty: DeviceType) -> Result<()> {
+        if ty == DeviceType::Cpu || !ty.is_host_accessible() {
+            return Ok(());
+        }
+        self.buffer().stream().synchronize()
+    }
+
     /// Checks the view and returns its start and length.
     fn host_view<T: Element>(&self) -> Result<(NonNull<u8>, usize)> {
         if T::DTYPE != self.dtype() {
@@ -180,7 +195,7 @@ impl Tensor {
             });
         }
         let ty = self.device().ty();
-        if !(ty.is_host_accessible() || ty == DeviceType::CudaManaged) {
+        if !ty.is_host_accessible() {
             return Err(Error::InvalidArgument {
                 reason: format!(
                     "the tensor lives on {}, which the host cannot read; copy it to a host buffer \
@@ -190,13 +205,7 @@ impl Tensor {
             });
         }
         crate::resource::check_dereferenceable(&**self.buffer().resource(), "a typed host view")?;
-        if ty != DeviceType::Cpu {
-            // Memory a GPU runtime serves (pinned, managed) may still be
-            // written by work queued on the buffer's stream, or, from a
-            // stream-ordered pool, not yet allocated: the host reaches it
-            // once the stream has.
-            self.buffer().stream().synchronize()?;
-        }
+        self.wait_for_host(ty)?;
         if !self.layout().is_c_contiguous() {
             return Err(Error::layout(format!(
                 "a typed slice is row-major and dense, but the strides are {:?}; allocate with \

@@ -21,12 +21,18 @@
 //! freed theirs, and a driver that can tell refuses (the fake driver does:
 //! the exporter's free fails and its buffer stays open).
 
+use std::sync::Arc;
+
 use crate::buffer::DeviceBuffer;
-use crate::device::DeviceType;
+use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
+use crate::runtime::cuda::CudaRuntime;
+use crate::runtime::rocm::RocmRuntime;
 use crate::stream::Stream;
 
-pub use crate::ipc_data::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES};
+pub use crate::ipc_data::{
+    EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES, PciBusId,
+};
 
 impl DeviceBuffer {
     /// A descriptor another process maps this buffer with
@@ -111,7 +117,8 @@ impl DeviceBuffer {
     }
 
     /// Opens the memory `handle` names, exported by another process, as a
-    /// buffer ordered on `stream` (a stream of the handle's device). Its
+    /// buffer ordered on `stream` (a stream of the handle's
+    /// [`device_here`](IpcMemHandle::device_here)). Its
     /// free closes only this process's mapping (`cudaIpcCloseMemHandle`).
     ///
     /// A handle used in the process that exported it, or one for a device
@@ -126,37 +133,17 @@ impl DeviceBuffer {
     /// assert!(matches!(refused, Err(devmm::Error::InvalidArgument { .. })));
     /// ```
     pub fn from_ipc_handle(handle: &IpcMemHandle, stream: &Stream) -> Result<DeviceBuffer> {
-        if handle.exporter_pid() == std::process::id() {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "the IPC handle of {} bytes on {} was exported by this process ({}); use \
-                     the buffer itself here, and open the handle in another process",
-                    handle.nbytes(),
-                    handle.device(),
-                    handle.exporter_pid()
-                ),
-            });
-        }
-        match handle.device().ty() {
-            DeviceType::Cuda => {
-                crate::runtime::cuda::CudaRuntime::load()?.open_ipc_handle(handle, stream)
-            }
-            DeviceType::Rocm => {
-                crate::runtime::rocm::RocmRuntime::load()?.open_ipc_handle(handle, stream)
-            }
-            _ => Err(Error::InvalidArgument {
-                reason: format!(
-                    "an IPC handle names memory on {}, which no GPU allocator shares; only \
-                     cuda and rocm devices export memory",
-                    handle.device()
-                ),
-            }),
+        match Importer::of_handle(handle)? {
+            Importer::Cuda(rt) => rt.open_ipc_handle(handle, stream),
+            Importer::Rocm(rt) => rt.open_ipc_handle(handle, stream),
         }
     }
 
     /// Maps the memory `descriptor` names, exported by another process,
     /// as a buffer ordered on `stream` (a stream of the descriptor's
-    /// device). Its free releases only this process's mapping, never the
+    /// [`device_here`](IpcDescriptor::device_here), the exporter's GPU as
+    /// this process numbers it). Its free releases only this process's
+    /// mapping, never the
     /// exporter's memory; free it before the exporter frees its buffer.
     ///
     /// A closed descriptor, one used in the process that exported it, or
@@ -178,21 +165,98 @@ impl DeviceBuffer {
         descriptor: &IpcDescriptor,
         stream: &Stream,
     ) -> Result<DeviceBuffer> {
+        match Importer::of_descriptor(descriptor)? {
+            Importer::Cuda(rt) => rt.import_ipc(descriptor, stream),
+            Importer::Rocm(rt) => rt.import_ipc(descriptor, stream),
+        }
+    }
+}
+
+impl IpcDescriptor {
+    /// The device the memory is on as this process numbers it: the GPU at
+    /// the exporter's [`pci_bus_id`](Self::pci_bus_id), which another
+    /// process may number differently (`CUDA_VISIBLE_DEVICES`), else
+    /// [`device`](Self::device). The stream an import is ordered on is one
+    /// of this device. A GPU this process does not see is an
+    /// [`Error::InvalidArgument`] that says so, as are the descriptors
+    /// [`DeviceBuffer::from_ipc_descriptor`] refuses.
+    ///
+    /// ```
+    /// use devmm::ipc::IpcDescriptor;
+    /// use devmm::Device;
+    /// let fd = std::fs::File::open("/dev/null")?.into();
+    /// let descriptor = IpcDescriptor::from_parts(Device::CPU, 256, fd, [0; 64], 1);
+    /// assert!(matches!(descriptor.device_here(), Err(devmm::Error::InvalidArgument { .. })));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn device_here(&self) -> Result<Device> {
+        Importer::of_descriptor(self)?.device_here(self.device(), self.pci_bus_id())
+    }
+}
+
+impl IpcMemHandle {
+    /// The device the memory is on as this process numbers it, as for
+    /// [`IpcDescriptor::device_here`].
+    ///
+    /// ```
+    /// use devmm::ipc::IpcMemHandle;
+    /// use devmm::Device;
+    /// let handle = IpcMemHandle::from_parts(Device::CPU, 256, [0; 64], 1);
+    /// assert!(matches!(handle.device_here(), Err(devmm::Error::InvalidArgument { .. })));
+    /// ```
+    pub fn device_here(&self) -> Result<Device> {
+        Importer::of_handle(self)?.device_here(self.device(), self.pci_bus_id())
+    }
+}
+
+/// The runtime that maps memory another process exported, once the checks
+/// every import makes have passed.
+enum Importer {
+    Cuda(Arc<CudaRuntime>),
+    Rocm(Arc<RocmRuntime>),
+}
+
+impl Importer {
+    fn of_handle(handle: &IpcMemHandle) -> Result<Importer> {
+        if handle.exporter_pid() == std::process::id() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "the IPC handle of {} bytes on {} was exported by this process ({}); use \
+                     the buffer itself here, and open the handle in another process",
+                    handle.nbytes(),
+                    handle.device(),
+                    handle.exporter_pid()
+                ),
+            });
+        }
+        Importer::of(handle.device(), "an IPC handle")
+    }
+
+    fn of_descriptor(descriptor: &IpcDescriptor) -> Result<Importer> {
         if let Some(refused) = descriptor.unusable() {
             return Err(refused);
         }
-        match descriptor.device().ty() {
-            DeviceType::Cuda => {
-                crate::runtime::cuda::CudaRuntime::load()?.import_ipc(descriptor, stream)
-            }
-            DeviceType::Rocm => {
-                crate::runtime::rocm::RocmRuntime::load()?.import_ipc(descriptor, stream)
-            }
+        Importer::of(descriptor.device(), "an IPC descriptor")
+    }
+
+    /// This process's device for memory an exporter had on `exported`.
+    fn device_here(self, exported: Device, pci_bus_id: Option<PciBusId>) -> Result<Device> {
+        match self {
+            Importer::Cuda(rt) => rt.device_here(exported, pci_bus_id),
+            Importer::Rocm(rt) => rt.device_here(exported, pci_bus_id),
+        }
+    }
+
+    /// The runtime of `device`'s platform; `what` names the import for the
+    /// refusal of a device that is not a GPU.
+    fn of(device: Device, what: &str) -> Result<Importer> {
+        match device.ty() {
+            DeviceType::Cuda => Ok(Importer::Cuda(CudaRuntime::load()?)),
+            DeviceType::Rocm => Ok(Importer::Rocm(RocmRuntime::load()?)),
             _ => Err(Error::InvalidArgument {
                 reason: format!(
-                    "an IPC descriptor names memory on {}, which no GPU pool shares; \
-                     only cuda and rocm devices export memory",
-                    descriptor.device()
+                    "{what} names memory on {device}, which no GPU allocator shares; only cuda \
+                     and rocm devices export memory"
                 ),
             }),
         }

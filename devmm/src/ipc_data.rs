@@ -8,6 +8,61 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::device::Device;
 use crate::error::Error;
 
+/// A GPU as the machine names it, the same in every process: its PCI bus
+/// id (`cudaDeviceGetPCIBusId`, `"0000:3b:00.0"`), kept in lower case.
+/// Ordinals are a process's own numbering (`CUDA_VISIBLE_DEVICES`,
+/// `HIP_VISIBLE_DEVICES`), so an importer finds the exporter's GPU by this.
+///
+/// ```
+/// use devmm::ipc::PciBusId;
+/// let bus = PciBusId::new("0000:3B:00.0").unwrap();
+/// assert_eq!(bus.as_str(), "0000:3b:00.0");
+/// assert!(PciBusId::new("not a bus id, far too long to be one").is_none());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PciBusId {
+    len: u8,
+    text: [u8; PciBusId::MAX_LEN],
+}
+
+impl PciBusId {
+    /// The longest id kept: an eight-digit domain (`"00000000:3b:00.0"`) and room to spare.
+    pub const MAX_LEN: usize = 24;
+
+    /// The id `text` names, in lower case; `None` for an empty or non-ASCII
+    /// text, or one longer than [`MAX_LEN`](Self::MAX_LEN).
+    pub fn new(text: &str) -> Option<PciBusId> {
+        let bytes = text.as_bytes();
+        if bytes.is_empty() || bytes.len() > Self::MAX_LEN || !text.is_ascii() {
+            return None;
+        }
+        let mut id = PciBusId {
+            len: bytes.len() as u8, // at most MAX_LEN, checked above
+            text: [0; Self::MAX_LEN],
+        };
+        id.text[..bytes.len()].copy_from_slice(&text.to_ascii_lowercase().into_bytes());
+        Some(id)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII was stored (`new`).
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for PciBusId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for PciBusId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PciBusId({:?})", self.as_str())
+    }
+}
+
 /// `cudaMemPoolPtrExportData` / `hipMemPoolPtrExportData`: 64 opaque bytes.
 pub const EXPORT_DATA_BYTES: usize = 64;
 
@@ -37,6 +92,7 @@ pub struct IpcDescriptor {
     handle: Option<OwnedFd>,
     data: [u8; EXPORT_DATA_BYTES],
     pid: u32,
+    pci_bus_id: Option<PciBusId>,
 }
 
 impl IpcDescriptor {
@@ -55,12 +111,27 @@ impl IpcDescriptor {
             handle: Some(handle),
             data,
             pid,
+            pci_bus_id: None,
         }
     }
 
-    /// The device the memory is on.
+    /// The descriptor naming the exporter's GPU by its PCI bus id as well,
+    /// which an importer that numbers its GPUs another way finds it by.
+    #[must_use]
+    pub fn with_pci_bus_id(mut self, pci_bus_id: PciBusId) -> IpcDescriptor {
+        self.pci_bus_id = Some(pci_bus_id);
+        self
+    }
+
+    /// The device the memory is on, as the exporting process numbers it.
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// The exporter's GPU as the machine names it; `None` for a descriptor
+    /// made without it, whose device ordinal is taken as this process's.
+    pub fn pci_bus_id(&self) -> Option<PciBusId> {
+        self.pci_bus_id
     }
 
     /// The buffer's size in bytes.
@@ -135,6 +206,7 @@ pub struct IpcMemHandle {
     nbytes: usize,
     handle: [u8; MEM_HANDLE_BYTES],
     pid: u32,
+    pci_bus_id: Option<PciBusId>,
 }
 
 impl IpcMemHandle {
@@ -151,12 +223,27 @@ impl IpcMemHandle {
             nbytes,
             handle,
             pid,
+            pci_bus_id: None,
         }
     }
 
-    /// The device the memory is on.
+    /// The handle naming the exporter's GPU by its PCI bus id as well,
+    /// which an importer that numbers its GPUs another way finds it by.
+    #[must_use]
+    pub fn with_pci_bus_id(mut self, pci_bus_id: PciBusId) -> IpcMemHandle {
+        self.pci_bus_id = Some(pci_bus_id);
+        self
+    }
+
+    /// The device the memory is on, as the exporting process numbers it.
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// The exporter's GPU as the machine names it; `None` for a handle
+    /// made without it, whose device ordinal is taken as this process's.
+    pub fn pci_bus_id(&self) -> Option<PciBusId> {
+        self.pci_bus_id
     }
 
     /// The buffer's size in bytes.
@@ -178,18 +265,21 @@ impl IpcMemHandle {
 /// Made by a resource's [`ipc_handle`](crate::MemoryResource::ipc_handle).
 pub(crate) fn mem_handle(
     device: Device,
+    pci_bus_id: PciBusId,
     nbytes: usize,
     handle: [u8; MEM_HANDLE_BYTES],
 ) -> IpcMemHandle {
-    IpcMemHandle::from_parts(device, nbytes, handle, std::process::id())
+    IpcMemHandle::from_parts(device, nbytes, handle, std::process::id()).with_pci_bus_id(pci_bus_id)
 }
 
 /// Made by a resource's [`ipc_export`](crate::MemoryResource::ipc_export).
 pub(crate) fn descriptor(
     device: Device,
+    pci_bus_id: PciBusId,
     nbytes: usize,
     handle: OwnedFd,
     data: [u8; EXPORT_DATA_BYTES],
 ) -> IpcDescriptor {
     IpcDescriptor::from_parts(device, nbytes, handle, data, std::process::id())
+        .with_pci_bus_id(pci_bus_id)
 }

@@ -1231,6 +1231,60 @@ fn host_views_of_pinned_memory_wait_for_its_stream(p: &'static Platform) {
     on_gpu.free(&gpu_stream).unwrap();
 }
 
+/// A host consumer of pinned memory reads it as soon as it has the address:
+/// NumPy's `from_dlpack` asks for no stream (`stream=None`), and
+/// `__array_interface__` and the buffer protocol have no stream at all. The
+/// export waits for the buffer's stream before it hands the address out,
+/// as a typed host view does: a copy queued into the memory from the GPU
+/// is done before the consumer reads.
+fn host_consumers_of_pinned_memory_wait_for_its_stream(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("sets the fake's stream delay");
+    };
+    let host = Device::new(p.host, 0);
+    // Not a default stream: a copy there is not waited for.
+    let host_stream = u.rt.create_stream(host).unwrap();
+    let gpu_stream = u.rt.default_stream(p.dev(0)).unwrap();
+    let on_gpu =
+        DeviceBuffer::new(64, u.rt.default_resource(p.dev(0)).unwrap(), &gpu_stream).unwrap();
+    let bytes: Vec<u8> = (1..=64).collect();
+    // SAFETY: a 64-byte device buffer, copied from the host (waited for).
+    unsafe { on_gpu.copy_from_host(&bytes) }.unwrap();
+    let pinned = DeviceBuffer::new(64, u.rt.default_resource(host).unwrap(), &host_stream).unwrap();
+    let layout = devmm::Layout::new(&[64], &[1], devmm::DType::UINT8, 1).unwrap();
+    let t = devmm::Tensor::from_buffer(Arc::new(pinned), devmm::DType::UINT8, layout, 0).unwrap();
+    let read = |addr: usize| {
+        // SAFETY: the tensor's 64 host-accessible bytes, alive through `t`.
+        unsafe { std::slice::from_raw_parts(addr as *const u8, 64) }.to_vec()
+    };
+    let consumers: [(&str, &dyn Fn() -> usize); 2] = [
+        ("a DLPack export asked for no stream", &|| {
+            let export = t.to_dlpack(&devmm::dlpack::DlpackRequest::new()).unwrap();
+            export.dl_tensor().data as usize
+        }),
+        ("__array_interface__", &|| {
+            t.array_interface(devmm::ArrayInterfaceKind::Host)
+                .unwrap()
+                .data
+                .0
+        }),
+    ];
+    for (consumer, address) in consumers {
+        // SAFETY: a zeroed 64-byte host-accessible buffer, nothing queued.
+        unsafe { std::ptr::write_bytes(t.data_ptr().as_host_ptr::<u8>(), 0, 64) };
+        fake.set_stream_delay(100_000);
+        // Queued on the pinned buffer's stream, landing 100 ms later.
+        // SAFETY: both live 64-byte allocations.
+        unsafe { devmm::copy_device_to_ptr(on_gpu.ptr(), t.data_ptr(), 64, &host_stream) }.unwrap();
+        let seen = read(address());
+        fake.set_stream_delay(0);
+        host_stream.synchronize().unwrap();
+        assert_eq!(seen, bytes, "{consumer} read before the queued copy landed");
+    }
+    on_gpu.free(&gpu_stream).unwrap();
+}
+
 fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform) {
     let u = Under::new(p);
     let Some(fake) = u.fake() else {
@@ -1298,6 +1352,22 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
         let from_pool = fake.call_count(&p.call("MallocFromPoolAsync"));
         let synchronous = fake.call_count(p.host_malloc);
         let (pool_calls, host_calls) = if expected.is_some() { (2, 0) } else { (0, 2) };
+        if expected.is_some() {
+            // Pinning is slow (the driver locks every page): a freed block
+            // stays reserved across synchronizations, as a caching host
+            // allocator keeps it, instead of going back at the next one.
+            let stream = rt.default_stream(host).unwrap();
+            let ptr = pinned.allocate(1 << 20, &stream).unwrap();
+            // SAFETY: allocated above, freed once.
+            unsafe { pinned.deallocate(ptr, 1 << 20, &stream).unwrap() };
+            stream.synchronize().unwrap();
+            let figures = pinned.pool_statistics().unwrap().unwrap();
+            assert!(
+                figures.reserved_bytes >= 1 << 20,
+                "{version}: the freed block went back at the synchronize: {figures:?}"
+            );
+            assert_eq!(figures.used_bytes, 0, "{version}: {figures:?}");
+        }
         assert_eq!(
             (from_pool, synchronous),
             (pool_calls, host_calls),
@@ -1323,6 +1393,29 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
     // SAFETY: allocated above, freed once.
     unsafe { pinned.deallocate(ptr, 64, &s).unwrap() };
     assert_eq!(fake.call_count(p.host_malloc), 1);
+    // Before CUDA 13 the pool lives on a host NUMA node: the one closest
+    // to the GPU (`cudaDevAttrHostNumaId`), not a fixed node 0, which on a
+    // two-socket machine may be the far one; a system without NUMA (-1)
+    // pins through the synchronous allocator.
+    if p.runtime == "cuda" {
+        for (node, pool) in [(1, true), (-1, false)] {
+            fake.reset();
+            fake.set_version(12020, 12020);
+            assert_eq!(fake.set_host_numa_id(0, node), 0);
+            let rt = (p.load)(u.fake_path()).unwrap();
+            fake.clear_calls();
+            let pinned = rt.default_resource(host).unwrap();
+            let created = log_of(fake, &p.call("MemPoolCreate"));
+            assert_eq!(pinned.stream_ordered(), pool, "node {node}: {created:?}");
+            if pool {
+                assert_eq!(created.len(), 1, "{created:?}");
+                assert_eq!(field(&created[0], "location_type"), "3");
+                assert_eq!(field(&created[0], "device"), "1", "{created:?}");
+            } else {
+                assert!(created.is_empty(), "node {node}: {created:?}");
+            }
+        }
+    }
     // A device that says it takes no host pools
     // (`cudaDevAttrHostMemoryPoolsSupported`) is not given one: a pool
     // made there would fail only at its first transfer.
@@ -2006,11 +2099,7 @@ fn ipc_descriptor_of_an_ipc_pool_and_refusals(p: &'static Platform) {
     assert!(text.contains("enable_ipc: true"), "{text}");
     buf.free(&stream).unwrap();
 
-    let options = PoolOptions {
-        enable_ipc: true,
-        ..PoolOptions::default()
-    };
-    let shared: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let shared = ipc_pool(&u, dev);
     let buf = DeviceBuffer::new(300, shared, &stream).unwrap();
     let mut descriptor = buf.ipc_descriptor().unwrap();
     assert_eq!(
@@ -2050,6 +2139,58 @@ fn ipc_descriptor_of_an_ipc_pool_and_refusals(p: &'static Platform) {
 /// descriptor is the child's fd [`IPC_CHILD_FD`].
 const IPC_CHILD: &str = "DEVMM_TEST_IPC_CHILD";
 const IPC_CHILD_FD: i32 = 3;
+
+/// A new pool of `dev` whose memory other processes can map.
+fn ipc_pool(u: &Under, dev: Device) -> Arc<dyn MemoryResource> {
+    let options = PoolOptions {
+        enable_ipc: true,
+        ..PoolOptions::default()
+    };
+    (u.p.own_pool)(u.fake_path(), dev, options).unwrap()
+}
+
+/// Runs this binary's `test` (in `p`'s module) in a child process, with
+/// `envs`, the fake's library where the parent has one, and the file
+/// descriptor `fd` placed at [`IPC_CHILD_FD`]; fails with the child's
+/// output unless its one test passed.
+fn run_child(u: &Under, test: &str, envs: &[(&str, &str)], fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            &format!("{}::{test}", u.p.runtime),
+            "--nocapture",
+        ])
+        .envs(envs.iter().copied());
+    if let Some(path) = u.fake_path() {
+        child.env(u.p.path_var, path);
+    }
+    // SAFETY: between fork and exec, only async-signal-safe calls: the
+    // descriptor is placed at the fd the child reads, without close-on-exec.
+    unsafe {
+        child.pre_exec(move || {
+            let placed = if fd == IPC_CHILD_FD {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, IPC_CHILD_FD)
+            };
+            if placed < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = child.output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "the child process running {test} with {envs:?} failed: {stdout}\n{stderr}"
+    );
+}
 
 /// The child's side: maps the parent's buffer through the process-wide
 /// runtime (the fake named by the path variable, or the real driver),
@@ -2100,15 +2241,10 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
         return ipc_child(p, &parts);
     }
     use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let u = Under::new(p);
     let dev = p.dev(0);
     let stream = u.rt.create_stream(dev).unwrap();
-    let options = PoolOptions {
-        enable_ipc: true,
-        ..PoolOptions::default()
-    };
-    let shared: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let shared = ipc_pool(&u, dev);
     let buf = DeviceBuffer::new(12, shared, &stream).unwrap();
     // Queued work lands late under the fake, so a descriptor made, or a
     // mapping freed, before the work on its stream is done shows here: the
@@ -2133,51 +2269,20 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
         .map(|b| format!("{b:02x}"))
         .collect();
     let fd = descriptor.handle().unwrap().as_raw_fd();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
-    child
-        .args([
-            "--exact",
-            &format!("{}::ipc_round_trip_with_another_process", p.runtime),
-            "--nocapture",
-        ])
-        .env(
-            IPC_CHILD,
-            format!(
-                "{},{},{hex}",
-                descriptor.nbytes(),
-                descriptor.exporter_pid()
-            ),
-        );
-    if let Some(path) = u.fake_path() {
-        child
-            .env(p.path_var, path)
-            .env("FAKE_DRIVER_STREAM_DELAY_US", CHILD_DELAY_US.to_string());
+    let parts = format!(
+        "{},{},{hex}",
+        descriptor.nbytes(),
+        descriptor.exporter_pid()
+    );
+    let delay = CHILD_DELAY_US.to_string();
+    let mut envs = vec![(IPC_CHILD, parts.as_str())];
+    if u.fake().is_some() {
+        envs.push(("FAKE_DRIVER_STREAM_DELAY_US", &delay));
     }
-    // SAFETY: between fork and exec, only async-signal-safe calls: the
-    // descriptor is placed at the fd the child reads, without close-on-exec.
-    unsafe {
-        child.pre_exec(move || {
-            let placed = if fd == IPC_CHILD_FD {
-                libc::fcntl(fd, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, IPC_CHILD_FD)
-            };
-            if placed < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let output = child.output().unwrap();
+    run_child(&u, "ipc_round_trip_with_another_process", &envs, fd);
     if let Some(fake) = u.fake() {
         fake.set_stream_delay(0);
     }
-    assert!(
-        output.status.success(),
-        "the importing process failed: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
     // The child's write is here, and its free left the memory alone.
     let mut back = [0u8; 12];
     // SAFETY: `back` holds the buffer's 12 bytes.
@@ -2185,6 +2290,129 @@ fn ipc_round_trip_with_another_process(p: &'static Platform) {
     assert_eq!(&back, b"CHILDt bytes");
     buf.free(&stream).unwrap();
     staged.free(&stream).unwrap();
+}
+
+/// What the parent of `ipc_in_a_process_that_numbers_the_gpus_another_way`
+/// passes its child: the descriptor's and the legacy handle's parts.
+const IPC_VISIBLE_CHILD: &str = "DEVMM_TEST_IPC_VISIBLE_CHILD";
+/// `"refused"`, or the device the child must map the memory on.
+const IPC_VISIBLE_EXPECT: &str = "DEVMM_TEST_IPC_VISIBLE_EXPECT";
+
+fn ipc_visible_child(p: &'static Platform, parts: &str) {
+    use std::os::fd::FromRawFd;
+    let parts: Vec<&str> = parts.split(',').collect();
+    let [nbytes, pid, bus, data_hex, handle_hex] = parts[..] else {
+        panic!("five parts: {parts:?}");
+    };
+    let (nbytes, pid): (usize, u32) = (nbytes.parse().unwrap(), pid.parse().unwrap());
+    let bytes = |hex: &str| -> [u8; 64] {
+        std::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+    };
+    let bus = devmm::ipc::PciBusId::new(bus).unwrap();
+    // SAFETY: the parent passed this descriptor to the child, which owns it.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(IPC_CHILD_FD) };
+    // The exporter's device 1, as the exporter numbers it.
+    let descriptor =
+        devmm::ipc::IpcDescriptor::from_parts(p.dev(1), nbytes, fd, bytes(data_hex), pid)
+            .with_pci_bus_id(bus);
+    let handle = devmm::ipc::IpcMemHandle::from_parts(p.dev(1), nbytes, bytes(handle_hex), pid)
+        .with_pci_bus_id(bus);
+    let stream = devmm::runtime::stream_for(p.dev(0), None).unwrap();
+    if std::env::var(IPC_VISIBLE_EXPECT).unwrap() == "refused" {
+        let refusals = [
+            descriptor.device_here().unwrap_err(),
+            handle.device_here().unwrap_err(),
+            DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap_err(),
+            DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap_err(),
+        ];
+        for err in refusals {
+            assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!(
+                    "the GPU at PCI bus {bus}, which this process does not see"
+                )),
+                "{text}"
+            );
+        }
+        return;
+    }
+    let here = p.dev(0);
+    assert_eq!(descriptor.device_here().unwrap(), here);
+    assert_eq!(handle.device_here().unwrap(), here);
+    let mapped = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap();
+    let opened = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap();
+    for buffer in [&mapped, &opened] {
+        assert_eq!(buffer.device(), here);
+        let mut seen = vec![0u8; nbytes];
+        // SAFETY: `seen` holds the buffer's bytes; device memory is copied.
+        unsafe { buffer.copy_to_host(&mut seen) }.unwrap();
+        assert_eq!(seen, b"on the GPU 1");
+    }
+    mapped.free(&stream).unwrap();
+    opened.free(&stream).unwrap();
+}
+
+/// Ordinals are each process's own (`CUDA_VISIBLE_DEVICES`,
+/// `HIP_VISIBLE_DEVICES`): memory exported from the exporter's device 1 is
+/// the importer's device 0 when the importer lists that GPU first. An
+/// export names its GPU by its PCI bus id, and the importer maps it on the
+/// device with that id, or, when it does not see that GPU, refuses with an
+/// error that says so (the fake's `FAKE_DRIVER_VISIBLE_DEVICES` numbers
+/// the child's GPUs as the variables do).
+fn ipc_in_a_process_that_numbers_the_gpus_another_way(p: &'static Platform) {
+    if let Ok(parts) = std::env::var(IPC_VISIBLE_CHILD) {
+        return ipc_visible_child(p, &parts);
+    }
+    use std::os::fd::AsRawFd;
+    let u = Under::new(p);
+    if u.fake().is_none() {
+        return skipped_on_hardware("numbers the fake's GPUs per process");
+    }
+    let dev = p.dev(1);
+    let stream = u.rt.create_stream(dev).unwrap();
+    let shared = ipc_pool(&u, dev);
+    let pooled = DeviceBuffer::new(12, shared, &stream).unwrap();
+    let sync = (p.sync_device)(u.fake_path(), dev).unwrap();
+    let malloced = DeviceBuffer::new(12, sync, &stream).unwrap();
+    for buffer in [&pooled, &malloced] {
+        // SAFETY: a 12-byte device buffer, copied from the host (waited for).
+        unsafe { buffer.copy_from_host(b"on the GPU 1") }.unwrap();
+    }
+    let descriptor = pooled.ipc_descriptor().unwrap();
+    let handle = malloced.ipc_handle().unwrap();
+    let bus = descriptor.pci_bus_id().expect("an export names its GPU");
+    assert_eq!(handle.pci_bus_id(), Some(bus));
+    assert_eq!(
+        u.rt.describe(dev).unwrap().pci_bus_id.as_deref(),
+        Some(bus.as_str())
+    );
+    let hex = |bytes: &[u8; 64]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let parts = format!(
+        "{},{},{bus},{},{}",
+        descriptor.nbytes(),
+        descriptor.exporter_pid(),
+        hex(descriptor.export_data()),
+        hex(handle.handle_bytes())
+    );
+    let fd = descriptor.handle().unwrap().as_raw_fd();
+    let here = p.dev(0).to_string();
+    // (the child's GPUs, as it numbers them; what it must do)
+    for (visible, expect) in [("1,0", here.as_str()), ("0", "refused")] {
+        let envs = [
+            (IPC_VISIBLE_CHILD, parts.as_str()),
+            (IPC_VISIBLE_EXPECT, expect),
+            ("FAKE_DRIVER_VISIBLE_DEVICES", visible),
+        ];
+        run_child(
+            &u,
+            "ipc_in_a_process_that_numbers_the_gpus_another_way",
+            &envs,
+            fd,
+        );
+    }
+    pooled.free(&stream).unwrap();
+    malloced.free(&stream).unwrap();
 }
 
 fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {
@@ -2221,11 +2449,7 @@ fn ipc_handle_of_malloc_memory_and_refusals(p: &'static Platform) {
     // Stream-ordered memory and an IPC pool's memory have no legacy handle.
     let ordered = u.rt.default_resource(dev).unwrap();
     assert!(ordered.stream_ordered());
-    let options = PoolOptions {
-        enable_ipc: true,
-        ..PoolOptions::default()
-    };
-    let pool: Arc<dyn MemoryResource> = (p.own_pool)(u.fake_path(), dev, options).unwrap();
+    let pool = ipc_pool(&u, dev);
     for mr in [ordered, pool] {
         let buf = DeviceBuffer::new(64, mr, &stream).unwrap();
         let err = buf.ipc_handle().unwrap_err();
@@ -2348,6 +2572,7 @@ macro_rules! suite {
             pinned_and_managed_resources,
             pinned_memory_from_a_host_pool_where_the_runtime_has_one,
             host_views_of_pinned_memory_wait_for_its_stream,
+            host_consumers_of_pinned_memory_wait_for_its_stream,
             managed_memory_prefetch_and_advice,
             prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,
@@ -2360,6 +2585,7 @@ macro_rules! suite {
             ipc_round_trip_with_another_process,
             ipc_handle_of_malloc_memory_and_refusals,
             ipc_handle_round_trip_with_another_process,
+            ipc_in_a_process_that_numbers_the_gpus_another_way,
         );
     )*};
 }

@@ -12,12 +12,12 @@ from ._devmm import IpcDescriptor
 
 
 def _reduce(descriptor):
-    device, nbytes, fd, data, pid = descriptor._parts()
-    return _rebuild, (device, nbytes, DupFd(fd), data, pid)
+    device, nbytes, fd, data, pid, pci_bus_id = descriptor._parts()
+    return _rebuild, (device, nbytes, DupFd(fd), data, pid, pci_bus_id)
 
 
-def _rebuild(device, nbytes, dup, data, pid):
-    return IpcDescriptor._from_parts(device, nbytes, dup.detach(), data, pid)
+def _rebuild(device, nbytes, dup, data, pid, pci_bus_id):
+    return IpcDescriptor._from_parts(device, nbytes, dup.detach(), data, pid, pci_bus_id)
 
 
 ForkingPickler.register(IpcDescriptor, _reduce)

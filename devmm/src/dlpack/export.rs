@@ -672,7 +672,10 @@ impl Tensor {
     /// `dl_device` other than the tensor's, `copy = true`, and a freed
     /// buffer are refused with [`Error::Dlpack`]. The stream handoff goes
     /// through the runtime of the buffer's stream: unless the consumer asked
-    /// for none (`stream = -1`), its stream waits on the buffer's stream.
+    /// for none (`stream = -1`), its stream waits on the buffer's stream. A
+    /// consumer that names no stream (`None`) for memory the host reads
+    /// (pinned, managed) gets it after the buffer's stream has finished, as
+    /// a host reader such as NumPy needs.
     ///
     /// Zero-size tensors export a null data pointer; strides are always
     /// explicit; `byte_offset` is 0 and `data` is the first element.
@@ -696,6 +699,13 @@ impl Tensor {
             .consumer_for(device, request.stream)?
             // A consumer on the producer's own stream is ordered already.
             .filter(|c| c != producer);
+        if request.stream.is_none() {
+            // A consumer that names no stream for memory the host reads may
+            // read it at once (NumPy's `from_dlpack` never names one): the
+            // queued work is done first, which also orders the legacy
+            // stream `None` stands for on a GPU.
+            self.wait_for_host(device.ty())?;
+        }
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;
         let flags = if self.is_read_only() {
             DLPACK_FLAG_BITMASK_READ_ONLY

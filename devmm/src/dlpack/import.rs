@@ -144,19 +144,27 @@ unsafe fn run_deleter(raw: usize, flavor: DlpackFlavor) {
 
 /// The integer a consumer passes as `__dlpack__(stream=...)` so the
 /// producer orders its work before `stream`: `None` on host devices (the
-/// protocol wants no stream there), the handle on ROCm, and on CUDA the
-/// handle with the default stream spelled 1 (the protocol forbids 0).
+/// protocol wants no stream there), the handle on ROCm with the per-thread
+/// stream spelled 0 (the protocol reserves 2 there), and on CUDA the handle
+/// with the default stream spelled 1 (the protocol forbids 0).
 ///
 /// ```
 /// assert_eq!(devmm::dlpack::consumer_stream_value(&devmm::Stream::cpu()), None);
 /// ```
 pub fn consumer_stream_value(stream: &Stream) -> Option<i64> {
-    let handle = i64::try_from(stream.handle()).ok()?;
-    match stream.device().ty() {
-        DeviceType::Cuda | DeviceType::CudaManaged => Some(if handle == 0 { 1 } else { handle }),
-        DeviceType::Rocm => Some(handle),
-        _ => None,
-    }
+    let handle = stream.handle();
+    let value = match stream.device().ty() {
+        DeviceType::Cuda | DeviceType::CudaManaged => {
+            if handle == 0 {
+                1
+            } else {
+                handle
+            }
+        }
+        DeviceType::Rocm => crate::runtime::rocm::stream::consumer_value(handle),
+        _ => return None,
+    };
+    i64::try_from(value).ok()
 }
 
 fn refusal(reason: String) -> Error {

@@ -309,6 +309,15 @@ impl FakeControl {
         set(device, c_int::from(supported))
     }
 
+    /// `fake_set_host_numa_id(int device, int node)`: the host NUMA node closest to `device`.
+    pub(crate) fn set_host_numa_id(&self, device: c_int, node: c_int) -> c_int {
+        // SAFETY: `int fake_set_host_numa_id(int, int)`.
+        let set = unsafe {
+            self.function::<extern "C" fn(c_int, c_int) -> c_int>("fake_set_host_numa_id")
+        };
+        set(device, node)
+    }
+
     /// `fake_set_stream_delay(uint64_t micros)`: each item of stream work waits this long.
     pub(crate) fn set_stream_delay(&self, micros: u64) {
         // SAFETY: `void fake_set_stream_delay(uint64_t)`.

@@ -119,6 +119,7 @@ pub(crate) static CUDA: Platform = Platform {
         unified_addressing: 41,
         compute_capability: Some((75, 76)),
         host_pools_supported: Some((142, 144)),
+        host_numa_id: Some(134),
         capability: (9, 0),
     },
     device_name: "Fake CUDA GPU",

@@ -182,6 +182,13 @@ pub extern "C" fn fake_set_pools(device: c_int, supported: c_int) -> c_int {
     })
 }
 
+/// The host NUMA node closest to `device` (`cudaDevAttrHostNumaId`, 0 by default): 0 or 1 on
+/// the fake's two-socket machine, -1 for a system without NUMA.
+#[no_mangle]
+pub extern "C" fn fake_set_host_numa_id(device: c_int, node: c_int) -> c_int {
+    guarded(|| status(state::lock().devices.set_host_numa_id(device, node).is_ok()))
+}
+
 /// Whether `device` has unified addressing (`cudaDevAttrUnifiedAddressing`, on by default);
 /// without it, a copy of the default kind (`cudaMemcpyDefault`) is an invalid direction.
 #[no_mangle]

@@ -12,6 +12,8 @@ pub(crate) const DEFAULT_DEVICE_COUNT: usize = 2;
 pub(crate) const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// Most devices `fake_set_device_count` accepts; real machines have far fewer.
 pub(crate) const MAX_DEVICE_COUNT: usize = 64;
+/// The host NUMA nodes of the fake machine (two sockets): 0 and 1.
+pub(crate) const HOST_NUMA_NODES: c_int = 2;
 
 /// Bumped for every fresh device table, so `fake_reset` sends every thread back to device 0.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -33,6 +35,12 @@ struct DeviceMemory {
     unified: bool,
     /// Whether a context (the primary one) was created on the device.
     context: bool,
+    /// Which of the machine's GPUs this ordinal is (`FAKE_DRIVER_VISIBLE_DEVICES`): the
+    /// identity that outlives a process's numbering, in its PCI bus id and its IPC exports.
+    physical: c_int,
+    /// `cudaDevAttrHostNumaId`: the host NUMA node closest to the device,
+    /// -1 on a system without NUMA (`fake_set_host_numa_id`).
+    host_numa: c_int,
 }
 
 impl Default for DeviceMemory {
@@ -44,6 +52,8 @@ impl Default for DeviceMemory {
             // Every 64-bit CUDA and ROCm system has it.
             unified: true,
             context: false,
+            physical: 0,
+            host_numa: 0,
         }
     }
 }
@@ -55,9 +65,23 @@ pub(crate) struct Devices {
 }
 
 impl Default for Devices {
+    /// The machine's GPUs as `FAKE_DRIVER_VISIBLE_DEVICES` lists them, as
+    /// `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` do (`"1,0"`: this process's device 0 is
+    /// the machine's GPU 1); unset or unreadable, the first `DEFAULT_DEVICE_COUNT` in order.
     fn default() -> Self {
+        let listed: Option<Vec<c_int>> = std::env::var("FAKE_DRIVER_VISIBLE_DEVICES")
+            .ok()
+            .and_then(|list| list.split(',').map(|g| g.trim().parse().ok()).collect());
+        let physical = listed.unwrap_or_else(|| (0..DEFAULT_DEVICE_COUNT as c_int).collect());
         Self {
-            memory: vec![DeviceMemory::default(); DEFAULT_DEVICE_COUNT],
+            memory: physical
+                .into_iter()
+                .take(MAX_DEVICE_COUNT)
+                .map(|physical| DeviceMemory {
+                    physical,
+                    ..DeviceMemory::default()
+                })
+                .collect(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -73,8 +97,32 @@ impl Devices {
         if count > MAX_DEVICE_COUNT {
             return Err(Fault::InvalidValue);
         }
+        let before = self.memory.len().min(count);
         self.memory.resize(count, DeviceMemory::default());
+        // Devices added are the machine's next GPUs.
+        let next = self.memory[..before]
+            .iter()
+            .map(|m| m.physical + 1)
+            .max()
+            .unwrap_or(0);
+        for (extra, memory) in self.memory[before..].iter_mut().enumerate() {
+            memory.physical = next + extra as c_int;
+        }
         Ok(())
+    }
+
+    /// Which of the machine's GPUs `device` is.
+    pub(crate) fn physical(&self, device: c_int) -> Result<c_int, Fault> {
+        Ok(self.memory[self.index(device)?].physical)
+    }
+
+    /// This process's ordinal of the machine's GPU `physical`; a GPU this process does not
+    /// see is an invalid device.
+    pub(crate) fn local(&self, physical: c_int) -> Result<c_int, Fault> {
+        let found = self.memory.iter().position(|m| m.physical == physical);
+        found
+            .and_then(|index| c_int::try_from(index).ok())
+            .ok_or(Fault::InvalidDevice)
     }
 
     fn index(&self, device: c_int) -> Result<usize, Fault> {
@@ -133,6 +181,20 @@ impl Devices {
     pub(crate) fn set_pools_supported(&mut self, device: c_int, pools: bool) -> Result<(), Fault> {
         let index = self.index(device)?;
         self.memory[index].pools = pools;
+        Ok(())
+    }
+
+    pub(crate) fn host_numa_id(&self, device: c_int) -> Result<c_int, Fault> {
+        Ok(self.memory[self.index(device)?].host_numa)
+    }
+
+    /// `node` is a host NUMA node of the fake machine, or -1 for none.
+    pub(crate) fn set_host_numa_id(&mut self, device: c_int, node: c_int) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        if !(-1..HOST_NUMA_NODES).contains(&node) {
+            return Err(Fault::InvalidValue);
+        }
+        self.memory[index].host_numa = node;
         Ok(())
     }
 
@@ -201,6 +263,23 @@ mod tests {
         devices.set_current(1).unwrap();
         assert_eq!(devices.current(), Ok(1));
         assert_eq!(Devices::default().current(), Ok(0));
+    }
+
+    #[test]
+    fn a_process_numbers_the_machines_gpus_its_own_way() {
+        let mut devices = Devices::default();
+        assert_eq!((devices.physical(0), devices.physical(1)), (Ok(0), Ok(1)));
+        devices.set_count(3).unwrap();
+        assert_eq!(devices.physical(2), Ok(2));
+        // As `FAKE_DRIVER_VISIBLE_DEVICES=1` would: this process sees only GPU 1.
+        devices.memory = vec![DeviceMemory {
+            physical: 1,
+            ..DeviceMemory::default()
+        }];
+        assert_eq!(devices.local(1), Ok(0));
+        assert_eq!(devices.local(0), Err(Fault::InvalidDevice));
+        devices.set_count(2).unwrap();
+        assert_eq!(devices.physical(1), Ok(2), "the next GPU of the machine");
     }
 
     #[test]

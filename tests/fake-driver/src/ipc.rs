@@ -55,7 +55,8 @@ pub(crate) fn handle_key(data: &[u8; EXPORT_DATA_BYTES]) -> (u64, u64) {
 }
 
 impl Legacy {
-    /// A block of `size` bytes of `device`'s arena, the arena made on first use.
+    /// A block of `size` bytes of the arena of the machine's GPU `device` (its physical
+    /// index, which the arena's header carries to importers), the arena made on first use.
     pub(crate) fn allocate(
         &mut self,
         device: c_int,
@@ -159,7 +160,8 @@ fn own_pid() -> u64 {
 }
 
 impl Arena {
-    /// A new, empty pool file for `device` of `platform`, its header written.
+    /// A new, empty pool file for the machine's GPU `device` (its physical index, which an
+    /// importer numbers its own way) of `platform`, its header written.
     pub(crate) fn create(device: c_int, platform: &str) -> Result<Arena, Fault> {
         // SAFETY: `sysconf` reads a constant.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -220,7 +222,8 @@ impl Arena {
 
 impl Imported {
     /// Opens the pool behind the descriptor `fd` (the caller keeps `fd`): another process's
-    /// IPC pool of the same platform, or an invalid value. Returns the pool and its device.
+    /// IPC pool of the same platform, or an invalid value. Returns the pool and the machine's
+    /// GPU it is on (its physical index).
     pub(crate) fn open(fd: c_int, platform: &str) -> Result<(Imported, c_int), Fault> {
         if fd < 0 {
             return Err(Fault::InvalidValue);

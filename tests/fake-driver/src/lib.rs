@@ -35,7 +35,13 @@
 //!   until their last block is freed (`fake_live_pools`);
 //! - a pool made with the POSIX file descriptor handle type keeps its blocks in a `memfd` that
 //!   another process maps after `*MemPoolImportFromShareableHandle` and `*MemPoolImportPointer`,
-//!   so both read and write the same bytes (see `entry::ipc`).
+//!   so both read and write the same bytes (see `entry::ipc`);
+//! - each process numbers the machine's GPUs its own way, as `CUDA_VISIBLE_DEVICES` makes it
+//!   (`FAKE_DRIVER_VISIBLE_DEVICES=1,0`): a device's PCI bus id and its IPC exports name the
+//!   machine's GPU, and an importer maps them on its own ordinal for that GPU, or fails with an
+//!   invalid device when it does not see it;
+//! - the machine has two host NUMA nodes; each device names the nearest
+//!   (`cudaDevAttrHostNumaId`, `fake_set_host_numa_id`), and a host pool takes either node.
 //!
 //! Every cdylib that links this crate also exports the `fake_*` control API ([`control`]); each
 //! library has its own state, so the CUDA and HIP fakes never see each other's calls.

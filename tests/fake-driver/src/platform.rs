@@ -148,6 +148,9 @@ pub struct Attributes {
     /// (142, 144), where the platform has host pools: 1 for a device with pools
     /// (`fake_set_pools`) once the runtime version has the location.
     pub host_pools_supported: Option<(c_int, c_int)>,
+    /// `cudaDevAttrHostNumaId` (134), where the platform has it: the host NUMA node closest to
+    /// the device (`fake_set_host_numa_id`).
+    pub host_numa_id: Option<c_int>,
     /// The compute capability the fake's devices report.
     pub capability: (c_int, c_int),
 }
@@ -191,6 +194,7 @@ impl Platform {
             unified_addressing: 41,
             compute_capability: Some((75, 76)),
             host_pools_supported: Some((142, 144)),
+            host_numa_id: Some(134),
             capability: (9, 0),
         },
         device_name: "Fake GPU",

@@ -116,6 +116,7 @@ pub(crate) static HIP: Platform = Platform {
         unified_addressing: 85,
         compute_capability: None,
         host_pools_supported: None,
+        host_numa_id: None,
         capability: (9, 0),
     },
     device_name: "Fake HIP GPU",

@@ -31,6 +31,8 @@ pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
 pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 115;
 /// `cudaDevAttrHostNumaMemoryPoolsSupported` and `cudaDevAttrHostMemoryPoolsSupported`.
 pub(super) const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = Some((142, 144));
+/// `cudaDevAttrHostNumaId`.
+pub(super) const ATTR_HOST_NUMA_ID: Option<c_int> = Some(134);
 
 /// `cudaDevAttrUnifiedAddressing`: one address space for host and device,
 /// which `cudaMemcpyDefault` needs.

@@ -61,7 +61,9 @@ pub type CudaAsyncMemoryResource = GpuAsyncMemory<CudaRuntimeTable>;
 /// Page-locked host memory on a `cuda_host` device: stream-ordered from a
 /// pool of pinned host memory the resource makes where the runtime has such
 /// pools (CUDA 12.2 on: `cudaMemPoolCreate` with a host location), else from
-/// `cudaMallocHost`; `uses_host_pool()` says which.
+/// `cudaMallocHost`; `uses_host_pool()` says which. The pool keeps freed
+/// blocks pinned for the next allocation (pinning is slow), until the
+/// resource is dropped; `pool_statistics()` gives its figures.
 ///
 /// ```no_run
 /// use devmm::mrs::cuda::CudaPinnedMemoryResource;

@@ -12,14 +12,14 @@ use crate::buffer::DeviceBuffer;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::foreign::ForeignMemoryResource;
-use crate::ipc_data::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES};
+use crate::ipc_data::{EXPORT_DATA_BYTES, IpcDescriptor, IpcMemHandle, MEM_HANDLE_BYTES, PciBusId};
 use crate::ptr::DevicePtr;
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
 use super::calls::Opaque;
 use super::owned_pool::OwnedPool;
-use super::result::check;
+use super::result::{self, check};
 use super::{GpuRuntime, Platform, device};
 
 /// `cudaMemHandleTypePosixFileDescriptor` / `hipMemHandleTypePosixFileDescriptor`.
@@ -33,6 +33,51 @@ fn missing<P: Platform>(call: &str) -> Error {
              install a runtime that has it (CUDA 11.2+, HIP 5.2+)",
             P::RUNTIME
         ),
+    }
+}
+
+/// `device` as the machine names it, for an export: the importer finds the
+/// GPU by it, whatever its own numbering.
+fn bus_id<P: Platform>(driver: &Driver<P>, device: Device) -> Result<PciBusId> {
+    let text = result::device::pci_bus_id(driver, device)?;
+    PciBusId::new(&text).ok_or_else(|| Error::InvalidArgument {
+        reason: format!(
+            "the {} library named {device}'s PCI bus {text:?}, which is not a bus id; an \
+             export needs it to name the GPU to other processes",
+            P::RUNTIME
+        ),
+    })
+}
+
+impl<P: Platform> GpuRuntime<P> {
+    /// This process's device for memory an exporter had on `exported` (its
+    /// own numbering): the GPU at `pci_bus_id` where the exporter named it,
+    /// since another process may number its GPUs another way
+    /// (`CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`); else `exported`.
+    pub(crate) fn device_here(
+        &self,
+        exported: Device,
+        pci_bus_id: Option<PciBusId>,
+    ) -> Result<Device> {
+        let Some(wanted) = pci_bus_id else {
+            self.check(exported)?;
+            return Ok(exported);
+        };
+        let count = result::device::count(self.driver())?;
+        for ordinal in 0..u32::try_from(count).unwrap_or(u32::MAX) {
+            let here = Device::new(P::DEVICE, ordinal);
+            if bus_id(self.driver(), here)? == wanted {
+                return Ok(here);
+            }
+        }
+        Err(Error::InvalidArgument {
+            reason: format!(
+                "the memory is on the exporter's {exported}, the GPU at PCI bus {wanted}, which \
+                 this process does not see among its {count} {} devices; make that GPU visible \
+                 here (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)",
+                P::RUNTIME
+            ),
+        })
     }
 }
 
@@ -80,19 +125,22 @@ pub(crate) fn export<P: Platform>(
     }
     // SAFETY: the driver returned a new descriptor, the caller's to close.
     let handle = unsafe { OwnedFd::from_raw_fd(fd) };
-    Ok(crate::ipc_data::descriptor(device, nbytes, handle, data))
+    let bus = bus_id(driver, device)?;
+    Ok(crate::ipc_data::descriptor(
+        device, bus, nbytes, handle, data,
+    ))
 }
 
 impl<P: Platform> GpuRuntime<P> {
     /// Maps the block `descriptor` names (checked usable by the caller) as a
-    /// buffer on `stream`.
+    /// buffer on `stream`, a stream of the GPU it is on as this process
+    /// numbers it.
     pub(crate) fn import_ipc(
         &self,
         descriptor: &IpcDescriptor,
         stream: &Stream,
     ) -> Result<DeviceBuffer> {
-        let device = descriptor.device();
-        self.check(device)?;
+        let device = self.device_here(descriptor.device(), descriptor.pci_bus_id())?;
         let calls = self.driver().roles();
         let open = calls
             .mem_pool_import_from_shareable_handle
@@ -195,7 +243,8 @@ pub(crate) fn get_mem_handle<P: Platform>(
     // block of the resource (the caller's buffer is open).
     let status = unsafe { (call.f)(&mut handle, ptr.as_host_ptr::<c_void>()) };
     check(driver, call.name, status, Some(device))?;
-    Ok(crate::ipc_data::mem_handle(device, nbytes, handle.0))
+    let bus = bus_id(driver, device)?;
+    Ok(crate::ipc_data::mem_handle(device, bus, nbytes, handle.0))
 }
 
 /// The call a library without the legacy IPC calls lacks, named for errors.
@@ -212,14 +261,14 @@ fn missing_legacy<P: Platform>(call: &str) -> Error {
 
 impl<P: Platform> GpuRuntime<P> {
     /// Opens the legacy handle `handle` (checked usable by the caller) as a
-    /// buffer on `stream`; its release is `*IpcCloseMemHandle`.
+    /// buffer on `stream`, a stream of the GPU it is on as this process
+    /// numbers it; its release is `*IpcCloseMemHandle`.
     pub(crate) fn open_ipc_handle(
         &self,
         handle: &IpcMemHandle,
         stream: &Stream,
     ) -> Result<DeviceBuffer> {
-        let device = handle.device();
-        self.check(device)?;
+        let device = self.device_here(handle.device(), handle.pci_bus_id())?;
         let calls = self.driver().roles();
         let open = calls
             .ipc_open_mem_handle

@@ -94,6 +94,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// 142, `cudaDevAttrHostMemoryPoolsSupported` 144); `None` where no
     /// version has such pools.
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)>;
+    /// The device attribute naming the host NUMA node closest to a device
+    /// (`cudaDevAttrHostNumaId` 134, -1 without NUMA); `None` where the
+    /// platform has none.
+    const ATTR_HOST_NUMA_ID: Option<c_int>;
     /// Where the library is installed besides the loader's search path.
     const SEARCH: super::discovery::SearchPath<'static>;
 

@@ -616,9 +616,10 @@ pub(crate) mod pool {
 
     /// A new pool of pinned host memory for `device` (a `*_host` device):
     /// on the host as a whole where the runtime at `version` takes that,
-    /// else on host NUMA node 0, which every Linux machine has. `None`
-    /// where the runtime has no host pools; the driver's refusal is an
-    /// error, which the caller may fall back from.
+    /// else on the host NUMA node closest to the first GPU. `None` where
+    /// the runtime has no host pools or the system no NUMA node to name;
+    /// the driver's refusal is an error, which the caller may fall back
+    /// from.
     pub(crate) fn create_host<P: Platform>(
         driver: &Driver<P>,
         device: Device,
@@ -631,29 +632,46 @@ pub(crate) mod pool {
             return Ok(None);
         }
         let host_location = version >= host_since;
-        let location_type = if host_location {
-            LOCATION_HOST
-        } else {
-            LOCATION_HOST_NUMA
-        };
         // A device may not take the location though its runtime does; a
         // pool made anyway fails only at its first transfer. The first
         // device answers for the host.
+        let gpu = Device::new(P::DEVICE, 0);
         if let Some((numa, host)) = P::ATTR_HOST_POOLS_SUPPORTED {
             let attribute = if host_location { host } else { numa };
-            let gpu = Device::new(P::DEVICE, 0);
             if super::device::attribute(driver, attribute, gpu).unwrap_or(0) == 0 {
                 return Ok(None);
             }
         }
+        let (location_type, location_id) = if host_location {
+            (LOCATION_HOST, 0)
+        } else {
+            // The node nearest the GPU: a fixed node 0 may be the far
+            // socket's, and every copy would cross the interconnect. -1
+            // (no NUMA) leaves no node to name.
+            let nearest = P::ATTR_HOST_NUMA_ID
+                .map_or(Ok(0), |attribute| {
+                    super::device::attribute(driver, attribute, gpu)
+                })
+                .unwrap_or(-1);
+            if nearest < 0 {
+                return Ok(None);
+            }
+            (LOCATION_HOST_NUMA, nearest)
+        };
         // "Their default accessibility will be from the host CPU"
         // (`cudaMemPoolCreate`): without access, a device's copy from or to
         // the pool's memory fails, so every device gets read-write access,
         // as `cudaMallocHost` memory has.
         let count = u32::try_from(super::device::count(driver)?).unwrap_or(u32::MAX);
         let gpus: Vec<Device> = (0..count).map(|i| Device::new(P::DEVICE, i)).collect();
-        let pool = create_at(driver, device, location_type, 0, 0, false)?;
-        if let Err(e) = grant_access(driver, device, pool, &gpus) {
+        let pool = create_at(driver, device, location_type, location_id, 0, false)?;
+        // Pinning is slow (the driver locks every page), so freed blocks
+        // stay pinned for the next allocation, as a caching host allocator
+        // keeps them: with the default threshold of 0 the pool would hand
+        // them back at every synchronization.
+        let kept = grant_access(driver, device, pool, &gpus)
+            .and_then(|()| set_attribute(driver, device, pool, ATTR_RELEASE_THRESHOLD, u64::MAX));
+        if let Err(e) = kept {
             destroy(driver, device, pool)?;
             return Err(e);
         }

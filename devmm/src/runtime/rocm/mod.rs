@@ -18,7 +18,7 @@
 
 mod device;
 mod memory;
-mod stream;
+pub(crate) mod stream;
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex};
@@ -64,6 +64,7 @@ impl Platform for sys::HipTable {
     // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
     const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = None;
+    const ATTR_HOST_NUMA_ID: Option<c_int> = None;
     const SEARCH: SearchPath<'static> = SearchPath {
         root_envs: &["ROCM_PATH", "HIP_PATH"],
         default_roots: &["/opt/rocm"],

@@ -13,6 +13,19 @@ pub(super) fn sentinel_handle(which: StreamSentinel) -> usize {
     }
 }
 
+/// The value a DLPack consumer on the stream `handle` passes a producer:
+/// the handle, but for the per-thread default stream, which the protocol
+/// has no value for on ROCm (1 and 2 are reserved): 0, the null stream,
+/// which the per-thread stream, a blocking stream, waits for, so the
+/// producer's work still comes before the consumer's.
+pub(crate) fn consumer_value(handle: usize) -> usize {
+    if handle == PER_THREAD_DEFAULT {
+        0
+    } else {
+        handle
+    }
+}
+
 /// DLPack on ROCm: no value and 0 mean the default stream, -1 means no
 /// synchronization, 1 and 2 are reserved, larger values are stream handles.
 pub(super) fn consumer_handle(value: Option<i64>) -> Result<Option<usize>, String> {

@@ -96,8 +96,9 @@ pub unsafe fn mem_get_info(
 
 /// `cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device)`: memory-pool support
 /// (per device, see `fake_set_pools`), host-pool support (a device with pools, on a runtime
-/// with the location), unified addressing (per device, see `fake_set_unified_addressing`) and
-/// the compute capability; other attributes are invalid values.
+/// with the location), unified addressing (per device, see `fake_set_unified_addressing`), the
+/// host NUMA node closest to it (see `fake_set_host_numa_id`) and the compute capability; other
+/// attributes are invalid values.
 ///
 /// # Safety
 /// `value` is null or valid for a write.
@@ -131,6 +132,8 @@ pub unsafe fn device_get_attribute(
                 };
                 let located = since.is_some_and(|since| runtime >= since);
                 c_int::from(located && state.devices.pools_supported(device)?)
+            } else if attributes.host_numa_id == Some(attr) {
+                state.devices.host_numa_id(device)?
             } else {
                 state.devices.pools_supported(device)?; // the device must exist
                 match attributes.compute_capability {
@@ -161,8 +164,8 @@ pub unsafe fn device_get_pci_bus_id(
         .arg("len", len)
         .arg("device", device)
         .run(|state, _| {
-            state.devices.pools_supported(device)?; // the device must exist
-            let text = format!("0000:{:02x}:00.0\0", 0x10 + device);
+            let physical = state.devices.physical(device)?;
+            let text = format!("0000:{:02x}:00.0\0", 0x10 + physical);
             let fits = usize::try_from(len).is_ok_and(|len| len >= text.len());
             if bus_id.is_null() || !fits {
                 return Err(Fault::InvalidValue);

@@ -136,8 +136,9 @@ pub unsafe fn import_from_shareable_handle(
                 return Err(Fault::InvalidValue);
             }
             let fd = c_int::try_from(handle as usize).map_err(|_| Fault::InvalidValue)?;
-            let (imported, device) = Imported::open(fd, platform.device_name)?;
-            state.devices.pools_supported(device)?;
+            let (imported, physical) = Imported::open(fd, platform.device_name)?;
+            // The exporter's GPU as this process numbers it, if it sees it at all.
+            let device = state.devices.local(physical)?;
             let mut pool = Pool::new(device, 0);
             pool.link = Some(Link::Importer(imported));
             let created = state.pools.create(pool);
@@ -262,9 +263,10 @@ pub unsafe fn ipc_get_mem_handle(
                 .shared(ptr)
                 .filter(|m| !m.imported)
                 .ok_or(Fault::InvalidValue)?;
+            let physical = state.devices.physical(device)?;
             let bytes = state
                 .legacy
-                .handle(device, mapping)
+                .handle(physical, mapping)
                 .ok_or(Fault::InvalidValue)?;
             out.set(Opaque(bytes));
             Ok(())
@@ -302,8 +304,8 @@ pub unsafe fn ipc_open_mem_handle(
                 args.note_hex("ptr", opened.0);
                 return Ok(());
             }
-            let (mapping, device) = crate::ipc::open_handle(&handle.0, platform.device_name)?;
-            state.devices.pools_supported(device)?;
+            let (mapping, physical) = crate::ipc::open_handle(&handle.0, platform.device_name)?;
+            let device = state.devices.local(physical)?;
             let block = state
                 .memory
                 .insert_shared(mapping, Kind::IpcOpened, device, None)?;

@@ -334,8 +334,9 @@ fn allocate(
     }
     let inserted = match (shareable, device) {
         (Some(platform), Some(device)) => state
-            .legacy
-            .allocate(device, platform, size)
+            .devices
+            .physical(device)
+            .and_then(|physical| state.legacy.allocate(physical, platform, size))
             .and_then(|mapping| state.memory.insert_shared(mapping, kind, device, None)),
         _ => state.memory.insert(kind, size, device),
     };

@@ -72,7 +72,6 @@ const LOCATION_DEVICE: c_int = 1;
 const LOCATION_HOST: c_int = 2;
 const LOCATION_HOST_NUMA: c_int = 3;
 /// The host NUMA nodes the fake has: node 0, as any Linux machine.
-const NUMA_NODES: c_int = 1;
 /// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
 /// the handle types a pool on Linux may export.
 const HANDLE_TYPES: c_int = 0x1;
@@ -167,7 +166,8 @@ pub unsafe fn mem_pool_create(
         }
         let mut created = Pool::new(props.location_id, max_size);
         if props.handle_types & HANDLE_POSIX_FD != 0 {
-            let arena = Arena::create(props.location_id, platform.device_name)?;
+            let physical = state.devices.physical(props.location_id)?;
+            let arena = Arena::create(physical, platform.device_name)?;
             created.link = Some(Link::Exporter(arena));
         }
         let created = state.pools.create(created);
@@ -189,7 +189,9 @@ fn host_pool(
     let runtime = state.versions.unwrap_or(platform.default_versions).0;
     let since = platform.host_pools_since.ok_or(Fault::InvalidValue)?;
     let accepted = match props.location_type {
-        LOCATION_HOST_NUMA => runtime >= since && (0..NUMA_NODES).contains(&props.location_id),
+        LOCATION_HOST_NUMA => {
+            runtime >= since && (0..crate::device::HOST_NUMA_NODES).contains(&props.location_id)
+        }
         LOCATION_HOST => runtime >= crate::platform::HOST_LOCATION_SINCE,
         _ => false,
     };
