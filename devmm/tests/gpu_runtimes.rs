@@ -2340,6 +2340,28 @@ fn ipc_visible_child(p: &'static Platform, parts: &str) {
     let here = p.dev(0);
     assert_eq!(descriptor.device_here().unwrap(), here);
     assert_eq!(handle.device_here().unwrap(), here);
+    // A process forked from this one, whose runtime has started, is
+    // refused before finding the GPU asks the driver anything.
+    let forked = in_forked_child(|| {
+        for err in [descriptor.device_here(), handle.device_here()] {
+            let err = err.unwrap_err();
+            assert!(matches!(err, Error::ForkedAfterStart { .. }), "{err:?}");
+        }
+    });
+    assert_eq!(forked, Ok(()), "the forked child");
+    // The stream must be one of that device.
+    let elsewhere = devmm::runtime::stream_for(p.dev(1), None).unwrap();
+    for err in [
+        DeviceBuffer::from_ipc_descriptor(&descriptor, &elsewhere).unwrap_err(),
+        DeviceBuffer::from_ipc_handle(&handle, &elsewhere).unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains(&format!("pass a stream of {here}")),
+            "{err}"
+        );
+    }
     let mapped = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap();
     let opened = DeviceBuffer::from_ipc_handle(&handle, &stream).unwrap();
     for buffer in [&mapped, &opened] {
@@ -2383,10 +2405,8 @@ fn ipc_in_a_process_that_numbers_the_gpus_another_way(p: &'static Platform) {
     let handle = malloced.ipc_handle().unwrap();
     let bus = descriptor.pci_bus_id().expect("an export names its GPU");
     assert_eq!(handle.pci_bus_id(), Some(bus));
-    assert_eq!(
-        u.rt.describe(dev).unwrap().pci_bus_id.as_deref(),
-        Some(bus.as_str())
-    );
+    let described = u.rt.describe(dev).unwrap().pci_bus_id.unwrap();
+    assert_eq!(devmm::ipc::PciBusId::new(&described), Some(bus));
     let hex = |bytes: &[u8; 64]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let parts = format!(
         "{},{},{bus},{},{}",

@@ -65,14 +65,25 @@ pub(crate) struct Devices {
 }
 
 impl Default for Devices {
-    /// The machine's GPUs as `FAKE_DRIVER_VISIBLE_DEVICES` lists them, as
-    /// `CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` do (`"1,0"`: this process's device 0 is
-    /// the machine's GPU 1); unset or unreadable, the first `DEFAULT_DEVICE_COUNT` in order.
+    /// The machine's GPUs as `FAKE_DRIVER_VISIBLE_DEVICES` lists them, read as CUDA reads
+    /// `CUDA_VISIBLE_DEVICES` (`"1,0"`: this process's device 0 is the machine's GPU 1): the
+    /// list stops at the first entry that is not one of the machine's GPUs (of
+    /// `DEFAULT_DEVICE_COUNT`) or repeats one, so `""` is no GPU; unset, every GPU in order.
     fn default() -> Self {
-        let listed: Option<Vec<c_int>> = std::env::var("FAKE_DRIVER_VISIBLE_DEVICES")
-            .ok()
-            .and_then(|list| list.split(',').map(|g| g.trim().parse().ok()).collect());
-        let physical = listed.unwrap_or_else(|| (0..DEFAULT_DEVICE_COUNT as c_int).collect());
+        let all = 0..DEFAULT_DEVICE_COUNT as c_int;
+        let physical: Vec<c_int> = match std::env::var("FAKE_DRIVER_VISIBLE_DEVICES") {
+            Ok(list) => {
+                let mut seen = Vec::new();
+                for gpu in list.split(',').map(|g| g.trim().parse::<c_int>()) {
+                    match gpu {
+                        Ok(gpu) if all.contains(&gpu) && !seen.contains(&gpu) => seen.push(gpu),
+                        _ => break,
+                    }
+                }
+                seen
+            }
+            Err(_) => all.collect(),
+        };
         Self {
             memory: physical
                 .into_iter()

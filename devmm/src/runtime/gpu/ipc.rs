@@ -63,7 +63,10 @@ impl<P: Platform> GpuRuntime<P> {
             self.check(exported)?;
             return Ok(exported);
         };
-        let count = result::device::count(self.driver())?;
+        // A process forked after the runtime started is refused before the
+        // search asks the driver anything, as every other call is.
+        self.driver().owner().check(P::RUNTIME, exported)?;
+        let count = self.device_count;
         for ordinal in 0..u32::try_from(count).unwrap_or(u32::MAX) {
             let here = Device::new(P::DEVICE, ordinal);
             if bus_id(self.driver(), here)? == wanted {
@@ -141,6 +144,7 @@ impl<P: Platform> GpuRuntime<P> {
         stream: &Stream,
     ) -> Result<DeviceBuffer> {
         let device = self.device_here(descriptor.device(), descriptor.pci_bus_id())?;
+        stream.check_device(device)?;
         let calls = self.driver().roles();
         let open = calls
             .mem_pool_import_from_shareable_handle
@@ -269,6 +273,7 @@ impl<P: Platform> GpuRuntime<P> {
         stream: &Stream,
     ) -> Result<DeviceBuffer> {
         let device = self.device_here(handle.device(), handle.pci_bus_id())?;
+        stream.check_device(device)?;
         let calls = self.driver().roles();
         let open = calls
             .ipc_open_mem_handle

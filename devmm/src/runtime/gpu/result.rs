@@ -645,14 +645,15 @@ pub(crate) mod pool {
         let (location_type, location_id) = if host_location {
             (LOCATION_HOST, 0)
         } else {
-            // The node nearest the GPU: a fixed node 0 may be the far
-            // socket's, and every copy would cross the interconnect. -1
-            // (no NUMA) leaves no node to name.
+            // The node nearest the first GPU (which answers for the host
+            // here, as above): a fixed node 0 may be the far socket's, and
+            // every copy would cross the interconnect. -1 (no NUMA) leaves
+            // no node to name; a driver that cannot say gets node 0.
             let nearest = P::ATTR_HOST_NUMA_ID
                 .map_or(Ok(0), |attribute| {
                     super::device::attribute(driver, attribute, gpu)
                 })
-                .unwrap_or(-1);
+                .unwrap_or(0);
             if nearest < 0 {
                 return Ok(None);
             }

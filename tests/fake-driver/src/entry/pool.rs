@@ -71,7 +71,6 @@ const LOCATION_DEVICE: c_int = 1;
 /// NUMA node): pinned host memory, from CUDA 13.0 and 12.2 on.
 const LOCATION_HOST: c_int = 2;
 const LOCATION_HOST_NUMA: c_int = 3;
-/// The host NUMA nodes the fake has: node 0, as any Linux machine.
 /// `cudaMemHandleTypeNone` and `cudaMemHandleTypePosixFileDescriptor` (HIP's are the same):
 /// the handle types a pool on Linux may export.
 const HANDLE_TYPES: c_int = 0x1;
