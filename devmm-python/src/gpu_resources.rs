@@ -165,7 +165,9 @@ impl PyCudaRuntimeMemoryResource {
 /// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
-pub(crate) struct PyCudaPinnedMemoryResource;
+pub(crate) struct PyCudaPinnedMemoryResource {
+    pinned: OnceLock<Arc<CudaPinnedMemoryResource>>,
+}
 
 shipped_new!(PyCudaPinnedMemoryResource);
 
@@ -174,12 +176,68 @@ impl PyCudaPinnedMemoryResource {
     /// A resource on `device` (`cuda_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        driver_init(
-            slf.as_super(),
+        pool_init(
+            slf,
+            |s| &s.pinned,
             device,
             CudaPinnedMemoryResource::default_device(),
             CudaPinnedMemoryResource::new,
         )
+    }
+
+    /// The host pool's figures from the driver, as for
+    /// `CudaAsyncMemoryResource.pool_statistics`: reserved bytes include
+    /// the freed blocks it keeps pinned. A `ValueError` without a host pool
+    /// (`uses_host_pool` is false).
+    ///
+    /// Python type: `devmm.statistics.PoolStatistics`
+    ///
+    /// Returns a `devmm.statistics.PoolStatistics`.
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
+    /// >>> try:
+    /// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     mr = None
+    /// >>> mr.pool_statistics().used_bytes  # doctest: +SKIP
+    /// 0
+    ///
+    /// ```
+    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        pool_figures(py, &**built(&self.pinned)?)
+    }
+
+    /// Unpins unused memory of the host pool until `keep_bytes` stay
+    /// reserved (never memory that live blocks use): the pool keeps freed
+    /// blocks pinned for the next allocation, since pinning is slow, until
+    /// this hands them back (as PyTorch empties its host cache). Without a
+    /// host pool nothing is kept, and this does nothing.
+    ///
+    /// `keep_bytes` is an int (a negative one is a `ValueError`).
+    ///
+    /// Examples
+    /// --------
+    ///
+    /// ```python
+    /// >>> import devmm
+    /// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
+    /// >>> try:
+    /// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
+    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+    /// ...     mr = None
+    /// >>> mr.trim(0)  # doctest: +SKIP
+    ///
+    /// ```
+    #[pyo3(signature = (keep_bytes = Count::of(0)))]
+    #[pyo3(text_signature = "($self, keep_bytes=0)")]
+    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
+        let mr = built(&self.pinned)?;
+        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     /// Whether the memory comes from a stream-ordered pool of pinned host memory the resource made (`cudaMemPoolCreate` with a host location, CUDA 12.2 on) rather than `cudaMallocHost`: then allocation and release are ordered on the stream passed, as `stream_ordered` says.

@@ -649,7 +649,23 @@ PINNED_SCRIPT = textwrap.dedent(
     # Pinned memory is host memory: the host writes and reads it.
     ctypes.memmove(buf.ptr, b"x" * 100, 100)
     assert ctypes.string_at(buf.ptr, 100) == b"x" * 100
+    stream = buf.stream
     buf.free()
+    stream.synchronize()
+    if "{module}" == "cuda":
+        if pinned.uses_host_pool:
+            # The freed block stays pinned across the synchronize, until trimmed.
+            kept = pinned.pool_statistics()
+            assert kept.reserved_bytes >= 100 and kept.used_bytes == 0, kept
+            pinned.trim(0)
+            assert pinned.pool_statistics().reserved_bytes == 0, pinned.pool_statistics()
+        else:
+            try:
+                pinned.pool_statistics()
+                raise AssertionError("cudaMallocHost memory has no pool figures")
+            except ValueError as e:
+                assert "has no pool of its own" in str(e), e
+            pinned.trim(0)  # nothing is kept: nothing to do
     """
 )
 

@@ -62,8 +62,9 @@ pub type CudaAsyncMemoryResource = GpuAsyncMemory<CudaRuntimeTable>;
 /// pool of pinned host memory the resource makes where the runtime has such
 /// pools (CUDA 12.2 on: `cudaMemPoolCreate` with a host location), else from
 /// `cudaMallocHost`; `uses_host_pool()` says which. The pool keeps freed
-/// blocks pinned for the next allocation (pinning is slow), until the
-/// resource is dropped; `pool_statistics()` gives its figures.
+/// blocks pinned for the next allocation (pinning is slow) until `trim`
+/// unpins them or the resource is dropped; `pool_statistics()` gives its
+/// figures.
 ///
 /// ```no_run
 /// use devmm::mrs::cuda::CudaPinnedMemoryResource;

@@ -309,6 +309,26 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
     pub fn uses_host_pool(&self) -> bool {
         matches!(self.allocator, Allocator::HostPool(_))
     }
+
+    /// Unpins unused memory of the host pool until `keep_bytes` stay
+    /// reserved (never memory live blocks use). The pool keeps freed
+    /// blocks pinned for the next allocation, since pinning is slow; this
+    /// hands them back, as PyTorch's host cache is emptied. Without a host
+    /// pool there is nothing kept: `cudaFreeHost` unpins at once.
+    ///
+    /// ```no_run
+    /// use devmm::mrs::cuda::CudaPinnedMemoryResource;
+    /// use devmm::{Device, DeviceType};
+    /// let mr = CudaPinnedMemoryResource::new(Device::new(DeviceType::CudaHost, 0))?;
+    /// mr.trim(0)?; // unpin every freed block the pool keeps
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn trim(&self, keep_bytes: usize) -> Result<()> {
+        match &self.host_pool {
+            Some(pool) => result::pool::trim(&pool.driver, self.device, pool.handle, keep_bytes),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<P: Platform> GpuMemory<P, ManagedKind> {
