@@ -19,6 +19,17 @@ extern "C" {
     fn PyGILState_Check() -> std::os::raw::c_int;
 }
 
+// The same function pyo3's `ffi` binds, declared here as able to unwind:
+// CPython before 3.14 ends a thread that asks for the GIL while the
+// interpreter finalises with `pthread_exit`, whose forced unwind leaves
+// through this call. Declared `"C"`, the call is taken never to unwind,
+// so the frames around it keep no cleanup for the unwind to run, and the
+// guard in `attach` would never stop it.
+extern "C-unwind" {
+    #[link_name = "PyGILState_Ensure"]
+    fn gil_state_ensure() -> ffi::PyGILState_STATE;
+}
+
 /// Whether the calling thread holds the GIL, as the interpreter says
 /// (not PyO3's count of its own frames).
 pub(crate) fn holds_gil() -> bool {
@@ -43,18 +54,42 @@ pub(crate) fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> 
 
 fn attached<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     if holds_gil() {
-        return Python::try_attach(f);
+        return Python::try_attach(innermost(f));
     }
     if !initialized() {
         return None;
     }
     // SAFETY: the interpreter is initialised, and the state is released
     // below, on this thread, after `f`.
-    let state = unsafe { ffi::PyGILState_Ensure() };
-    let result = Python::try_attach(f);
+    let state = unsafe { gil_state_ensure() };
+    if !initialized() {
+        // Finalisation began while this thread waited for the GIL (the
+        // finalising thread releases it around driver calls): its objects
+        // are being torn down, so no Python code may run here any more.
+        // The GIL goes back first, or finalisation could never end.
+        // SAFETY: `state` came from the matching PyGILState_Ensure above.
+        unsafe { ffi::PyGILState_Release(state) };
+        hang();
+    }
+    let result = Python::try_attach(innermost(f));
     // SAFETY: `state` came from the matching PyGILState_Ensure above.
     unsafe { ffi::PyGILState_Release(state) };
     result
+}
+
+/// `f` with the guard in its own frame, inside PyO3's attach: a forced
+/// unwind out of `f`'s Python code must stop before PyO3's guard releases
+/// the thread state it no longer holds while unwinding (a fatal error:
+/// "PyGILState_Release: thread state ... must be current when releasing").
+fn innermost<R>(
+    f: impl for<'py> FnOnce(Python<'py>) -> R,
+) -> impl for<'py> FnOnce(Python<'py>) -> R {
+    move |py| {
+        let guard = HangOnForcedUnwind;
+        let result = f(py);
+        std::mem::forget(guard);
+        result
+    }
 }
 
 /// Runs `f` detached from the interpreter (the GIL released), as
