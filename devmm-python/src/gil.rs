@@ -12,6 +12,8 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use pyo3::BoundObject;
 
 // Public C API of every CPython the package supports, though not in the
 // limited API pyo3's abi3 build binds; the interpreter exports it.
@@ -28,6 +30,14 @@ extern "C" {
 extern "C-unwind" {
     #[link_name = "PyGILState_Ensure"]
     fn gil_state_ensure() -> ffi::PyGILState_STATE;
+    // Likewise: Python code the call runs may release the GIL and be ended
+    // when it asks again.
+    #[link_name = "PyObject_Call"]
+    fn object_call(
+        callable: *mut ffi::PyObject,
+        args: *mut ffi::PyObject,
+        kwargs: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject;
 }
 
 /// Whether the calling thread holds the GIL, as the interpreter says
@@ -90,6 +100,50 @@ fn innermost<R>(
         std::mem::forget(guard);
         result
     }
+}
+
+/// `callable(*args, **kwargs)`: how code reached through [`attach`] runs
+/// Python code it was given (a resource's methods, a hook, a stream's
+/// methods, a logger). The guards in [`attach`] sit outside such code's
+/// frames, and PyO3's own calls keep the argument tuple in a frame of
+/// theirs: a forced unwind out of the call (see `gil_state_ensure`) ran
+/// that tuple's release on a thread without the GIL while the interpreter
+/// tore its objects down, and crashed. Here the guard is the frame's last
+/// value, so the unwind stops at it before any object is let go.
+pub(crate) fn call<'py, A>(
+    callable: &Bound<'py, PyAny>,
+    args: A,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    A: IntoPyObject<'py, Target = PyTuple>,
+    A::Error: Into<PyErr>,
+{
+    let py = callable.py();
+    let args = args.into_pyobject(py).map_err(Into::into)?.into_bound();
+    let kwargs = kwargs.map_or(std::ptr::null_mut(), |kwargs| kwargs.as_ptr());
+    let guard = HangOnForcedUnwind;
+    // SAFETY: the GIL is held (`py`); `callable`, `args` and `kwargs`
+    // (or null) are live objects this frame and its caller hold.
+    let result = unsafe { object_call(callable.as_ptr(), args.as_ptr(), kwargs) };
+    std::mem::forget(guard);
+    // SAFETY: PyObject_Call returns a new reference, or null with an
+    // exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, result) }
+}
+
+/// [`call`] of `obj`'s attribute `name`.
+pub(crate) fn call_method<'py, A>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    args: A,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    A: IntoPyObject<'py, Target = PyTuple>,
+    A::Error: Into<PyErr>,
+{
+    call(&obj.getattr(name)?, args, kwargs)
 }
 
 /// Runs `f` detached from the interpreter (the GIL released), as

@@ -134,7 +134,7 @@ impl PyLayoutPolicy {
             PyDType::from(dtype),
             PyDevice::from(device),
         );
-        let answer = policy.call1(args)?;
+        let answer = crate::gil::call(policy.as_any(), args, None)?;
         let answer = answer
             .cast_into::<PyLayout>()
             .map_err(|err| err.into_inner());

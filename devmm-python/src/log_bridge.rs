@@ -78,10 +78,12 @@ fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyRe
     let name = record.logger_name(target);
     let logger = match registered_logger(py, &name) {
         Some(logger) => logger,
-        None => py.import("logging")?.call_method1("getLogger", (name,))?,
+        None => {
+            crate::gil::call_method(py.import("logging")?.as_any(), "getLogger", (name,), None)?
+        }
     };
     let level = python_level(level);
-    if !logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
+    if !crate::gil::call_method(&logger, "isEnabledFor", (level,), None)?.is_truthy()? {
         return Ok(());
     }
     let extra = PyDict::new(py);
@@ -93,7 +95,7 @@ fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyRe
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("extra", extra)?;
-    logger.call_method("log", (level, record.summary()), Some(&kwargs))?;
+    crate::gil::call_method(&logger, "log", (level, record.summary()), Some(&kwargs))?;
     Ok(())
 }
 

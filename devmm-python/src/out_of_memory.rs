@@ -123,7 +123,7 @@ impl PyFailureCallbackAdaptor {
             let called = crate::gil::attach(|py| {
                 let result = held
                     .get(py)
-                    .and_then(|callback| callback.call1((nbytes, attempt)))
+                    .and_then(|callback| crate::gil::call(&callback, (nbytes, attempt), None))
                     .and_then(|retry| {
                         retry.extract::<bool>().map_err(|_| {
                             PyTypeError::new_err(format!(
@@ -275,7 +275,7 @@ pub(crate) fn on_out_of_memory(hook: &Bound<'_, PyAny>) -> PyResult<PyOutOfMemor
     let run = move |error: &devmm::Error| -> Result<(), devmm::CallbackError> {
         let ran = crate::gil::attach(|py| {
             let exception = exception_for(py, error);
-            match hook.bind(py).call1((exception.value(py),)) {
+            match crate::gil::call(hook.bind(py), (exception.value(py),), None) {
                 Ok(_) => Ok(()),
                 Err(raised) if raised.is_instance_of::<PyException>(py) => {
                     Err(raised_during(py, raised, error))

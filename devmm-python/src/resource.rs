@@ -581,7 +581,7 @@ fn callbacks_of(
         .with_available_memory(move || {
             crate::gil::attach(|py| {
                 available(py)
-                    .and_then(|f| f.call0())
+                    .and_then(|f| crate::gil::call(&f, (), None))
                     .and_then(|info| info.extract::<Option<(usize, usize)>>())
                     .map(|info| info.map(|(free, total)| devmm::MemoryInfo { free, total }))
                     .map_err(|err| PythonException::raised(py, err, &*available_name, Some(device)))
@@ -757,7 +757,7 @@ fn python_callbacks(
         move |nbytes, stream| {
             crate::gil::attach(|py| {
                 let result = allocate(py)
-                    .and_then(|f| f.call1((nbytes, stream_object(py, stream)?)))
+                    .and_then(|f| crate::gil::call(&f, (nbytes, stream_object(py, stream)?), None))
                     .and_then(|ptr| ptr.extract::<usize>());
                 result
                     .map(devmm::DevicePtr::from_addr)
@@ -770,7 +770,9 @@ fn python_callbacks(
             // the memory; the process is ending, so the block is left to it.
             crate::gil::attach(|py| {
                 deallocate(py)
-                    .and_then(|f| f.call1((ptr.addr(), nbytes, stream_object(py, stream)?)))
+                    .and_then(|f| {
+                        crate::gil::call(&f, (ptr.addr(), nbytes, stream_object(py, stream)?), None)
+                    })
                     .map(drop)
                     .map_err(|err| PythonException::raised(py, err, &*dealloc_name, Some(device)))
             })

@@ -199,8 +199,8 @@ impl PythonStreamOps {
         crate::gil::attach(|py| {
             let obj = self.obj.bind(py);
             let called = match producer {
-                Some(handle) => obj.call_method1(method, (handle,)),
-                None => obj.call_method0(method),
+                Some(handle) => crate::gil::call_method(obj, method, (handle,), None),
+                None => crate::gil::call_method(obj, method, (), None),
             };
             // The exception itself comes back out to the Python caller.
             called.map(drop).map_err(|err| {

@@ -312,8 +312,8 @@ fn subject_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::Memo
     let obj = obj.clone().into_any().unbind();
     let live_count = move || {
         crate::gil::attach(|py| {
-            let count = obj.call_method0(py, intern!(py, "_debug_live_count"));
-            count.ok()?.extract::<usize>(py).ok()
+            let count = crate::gil::call_method(obj.bind(py), "_debug_live_count", (), None);
+            count.ok()?.extract::<usize>().ok()
         })
         .flatten()
     };

@@ -101,7 +101,7 @@ def test_a_logging_adaptor_alive_at_interpreter_exit_exits_quietly() -> None:
 # that catches it (the process aborts: "FATAL: exception not rethrown").
 DAEMONS_AT_EXIT = textwrap.dedent(
     """
-    import ctypes, sys, threading
+    import ctypes, sys, threading, time
     import devmm
 
     case = sys.argv[1]
@@ -118,15 +118,19 @@ DAEMONS_AT_EXIT = textwrap.dedent(
                 devmm.DeviceBuffer(64, mr=mr, stream=stream).free()
     elif case == "python_resource":
         # A Python-defined resource on the (fake) GPU, called back from the
-        # core on a thread that released the GIL.
+        # core on a thread that released the GIL. The callbacks release it
+        # again, so the exit finds threads asking for it inside them, with the
+        # call's arguments still held by the binding.
         blocks = {}
 
         def alloc(n, s):
+            time.sleep(0)
             b = ctypes.create_string_buffer(n)
             blocks[ctypes.addressof(b)] = b
             return ctypes.addressof(b)
 
         def dealloc(p, n, s):
+            time.sleep(0)
             del blocks[p]
 
         mr = devmm.CallbackMemoryResource(alloc, dealloc, device="cuda:0")
@@ -157,7 +161,7 @@ DAEMONS_AT_EXIT = textwrap.dedent(
             while True:
                 np.ones(1000).sum()
 
-    for _ in range(4):
+    for _ in range(8):
         threading.Thread(target=work, daemon=True).start()
     print("ok")
     """
