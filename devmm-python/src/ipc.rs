@@ -162,6 +162,10 @@ impl PyIpcDescriptor {
                 "{fd} is not a file descriptor"
             )));
         }
+        // Owned before anything else is checked, so a refusal closes it.
+        // SAFETY: the caller (`devmm._ipc`'s rebuild) owns `fd`, detached
+        // from multiprocessing's handle, and hands it over here.
+        let handle = unsafe { OwnedFd::from_raw_fd(fd) };
         let data: [u8; devmm::ipc::EXPORT_DATA_BYTES] = data.try_into().map_err(|_| {
             PyValueError::new_err(format!(
                 "IPC export data is {} bytes, not {}",
@@ -173,9 +177,6 @@ impl PyIpcDescriptor {
             .parse()
             .map_err(|e: devmm::ParseDeviceError| crate::error::to_py_err(e.into()))?;
         let bus = pci_bus_id.map(parse_bus_id).transpose()?;
-        // SAFETY: the caller (`devmm._ipc`'s rebuild) owns `fd`, detached
-        // from multiprocessing's handle, and hands it over here.
-        let handle = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut descriptor =
             devmm::ipc::IpcDescriptor::from_parts(device, nbytes, handle, data, pid);
         if let Some(bus) = bus {

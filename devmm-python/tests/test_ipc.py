@@ -145,3 +145,21 @@ def test_a_buffer_shared_with_a_spawned_process(
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [{"data": bytes(3)}, {"device": "nonsense:0"}, {"pci_bus_id": "0000:" + "f" * 40}],
+    ids=["short export data", "unknown device", "overlong bus id"],
+)
+def test_a_refused_descriptor_closes_the_file_descriptor_it_was_given(refused: dict[str, object]) -> None:
+    # Unpickling hands the received descriptor over; when its parts are
+    # refused nothing else will ever close it.
+    import devmm
+
+    fd = os.open(os.devnull, os.O_RDONLY)
+    parts: dict[str, object] = {"device": "cuda:0", "nbytes": 16, "fd": fd, "data": bytes(64), "pid": 1}
+    with pytest.raises(ValueError):
+        devmm.IpcDescriptor._from_parts(**(parts | refused))
+    with pytest.raises(OSError):
+        os.fstat(fd)
