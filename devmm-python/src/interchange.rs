@@ -44,6 +44,10 @@ pub(crate) unsafe fn get_buffer(
     // `obj` NULL on every failure; it is set last, once the view is whole.
     unsafe { (*view).obj = std::ptr::null_mut() };
     let asks = |flag: c_int| flags & flag == flag;
+    // The view waits for queued work on pinned or managed memory; waited
+    // for here first, without the GIL, it finds none.
+    crate::stream::maybe_detached(owner.py(), tensor.device(), || tensor.wait_for_host())
+        .map_err(buffer_error)?;
     let mut held = Box::new(
         BufferView::new(tensor, asks(ffi::PyBUF_WRITABLE), asks(ffi::PyBUF_STRIDES))
             .map_err(buffer_error)?,
@@ -105,8 +109,8 @@ pub(crate) fn array_interface<'py>(
     tensor: &devmm::Tensor,
     kind: ArrayInterfaceKind,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let ai = tensor
-        .array_interface(kind)
+    // Without the GIL: for pinned or managed memory it waits for queued work.
+    let ai = crate::stream::maybe_detached(py, tensor.device(), || tensor.array_interface(kind))
         .map_err(|e| protocol_error(Protocol::ArrayInterface, e))?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &ai.shape)?)?;

@@ -133,12 +133,13 @@ def test_interchange_against_the_fake_driver(platform: str, fake_library: Callab
 
 HOST_READERS = textwrap.dedent(
     """
-    import ctypes, sys
+    import ctypes, faulthandler, sys, threading, time
     import numpy as np
     import devmm
 
+    # A reader that waits holding the GIL never lets the releaser run.
+    faulthandler.dump_traceback_later(60, exit=True)
     fake = ctypes.CDLL(sys.argv[1])
-    fake.fake_set_stream_delay.argtypes = [ctypes.c_uint64]
     gpu = devmm.Device.from_string("{device}:0")
     host = devmm.Device.from_string("{device}_host:0")
     rt = devmm.runtime_for(gpu)
@@ -153,14 +154,27 @@ HOST_READERS = textwrap.dedent(
         "__array_interface__": lambda: ctypes.string_at(pinned.__array_interface__["data"][0], 64),
         "memoryview (the buffer protocol)": lambda: memoryview(pinned).tobytes(),
     }}
+    reading = threading.Event()
+
+    def release():
+        # Python code, so it runs only while the reader lets the GIL go.
+        reading.wait()
+        time.sleep(0.05)
+        fake.fake_release_work()
+
     for name, read in readers.items():
         devmm.copy_host_to_ptr(bytes(64), pinned.data_ptr, stream=stream)
         stream.synchronize()
-        # The copy from the GPU lands 100 ms after it is queued.
-        fake.fake_set_stream_delay(100000)
+        # The copy from the GPU is held until another thread lets it run.
+        fake.fake_hold_work(1)
         devmm.copy_device_to_ptr(source.ptr, pinned.data_ptr, 64, stream=stream)
+        fake.fake_hold_work(0)
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        reading.set()
         seen = read()
-        fake.fake_set_stream_delay(0)
+        releaser.join()
+        reading.clear()
         stream.synchronize()
         assert seen == data, f"{{name}} read before the queued copy landed: {{seen[:8]!r}}"
     print("ok")
@@ -173,7 +187,8 @@ def test_host_readers_of_pinned_memory_see_the_queued_work(platform: str, fake_l
     """NumPy reads pinned memory as soon as it has the address: `np.from_dlpack`
     names no stream, and `__array_interface__` and the buffer protocol have none.
     Each waits for the tensor's stream first, so a copy queued from the GPU has
-    landed when NumPy reads."""
+    landed when NumPy reads, and waits without the GIL, so the thread that
+    lets the copy run (or a host callback the stream runs) is not shut out."""
     p = PLATFORMS[platform]
     _run(p, HOST_READERS.format(device=p["device"]), fake_library)
 

@@ -83,7 +83,7 @@ impl Tensor {
                 "__array_interface__",
             )?;
             // Its consumers read at once: nothing names a stream to order on.
-            self.wait_for_host(ty)?;
+            self.wait_for_host_on(ty)?;
         }
         let itemsize = self.dtype().itemsize();
         let strides = (!self.layout().is_c_contiguous()).then(|| {

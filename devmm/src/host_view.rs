@@ -168,6 +168,22 @@ impl Tensor {
         })
     }
 
+    /// Waits until the host may touch the memory: every path in devmm that
+    /// hands the host an address without a stream waits so (see
+    /// `wait_for_host_on`); a caller that must not block where it makes
+    /// such a view (the Python binding, which holds the GIL there) waits
+    /// here first, after which the view's own wait finds nothing queued.
+    ///
+    /// ```
+    /// use devmm::{DType, EmptyOptions, empty};
+    /// let t = empty(&[4], DType::FLOAT32, &EmptyOptions::default())?;
+    /// t.wait_for_host()?; // CPU memory: nothing to wait for
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn wait_for_host(&self) -> Result<()> {
+        self.wait_for_host_on(self.device().ty())
+    }
+
     /// Waits until the host may touch the memory, on a device of type `ty`
     /// (the tensor's, which the caller has at hand): memory a GPU runtime
     /// serves (pinned, managed) may still be written by work queued on the
@@ -176,7 +192,7 @@ impl Tensor {
     /// work. Every path that hands the host an address without a stream (a
     /// typed view, `__array_interface__`, the buffer protocol, a DLPack
     /// export asked for no stream) waits here.
-    pub(crate) fn wait_for_host(&self, ty: DeviceType) -> Result<()> {
+    pub(crate) fn wait_for_host_on(&self, ty: DeviceType) -> Result<()> {
         if ty == DeviceType::Cpu || !ty.is_host_accessible() {
             return Ok(());
         }
@@ -205,7 +221,7 @@ impl Tensor {
             });
         }
         crate::resource::check_dereferenceable(&**self.buffer().resource(), "a typed host view")?;
-        self.wait_for_host(ty)?;
+        self.wait_for_host_on(ty)?;
         if !self.layout().is_c_contiguous() {
             return Err(Error::layout(format!(
                 "a typed slice is row-major and dense, but the strides are {:?}; allocate with \

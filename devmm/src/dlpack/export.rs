@@ -704,7 +704,7 @@ impl Tensor {
             // read it at once (NumPy's `from_dlpack` never names one): the
             // queued work is done first, which also orders the legacy
             // stream `None` stands for on a GPU.
-            self.wait_for_host(device.ty())?;
+            self.wait_for_host_on(device.ty())?;
         }
         buffer.acquire_export().map_err(|_| freed_refusal(self))?;
         let flags = if self.is_read_only() {
