@@ -215,8 +215,10 @@ impl PyCudaPinnedMemoryResource {
     /// Unpins unused memory of the host pool until `keep_bytes` stay
     /// reserved (never memory that live blocks use): the pool keeps freed
     /// blocks pinned for the next allocation, since pinning is slow, until
-    /// this hands them back (as PyTorch empties its host cache). Without a
-    /// host pool nothing is kept, and this does nothing.
+    /// this hands them back (as PyTorch empties its host cache). A block
+    /// freed on a stream is kept until its free is reached there:
+    /// synchronize first to unpin it too. Without a host pool nothing is
+    /// kept, and this does nothing.
     ///
     /// `keep_bytes` is an int (a negative one is a `ValueError`).
     ///
@@ -697,7 +699,9 @@ impl PyCudaAsyncMemoryResource {
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay
-    /// reserved (never memory that live blocks use).
+    /// reserved (never memory that live blocks use). A block freed on a
+    /// stream is unused once its free is reached there: synchronize first
+    /// to trim it too.
     ///
     /// `keep_bytes` is an int (a negative one is a `ValueError`).
     ///
@@ -848,7 +852,8 @@ impl PyHipAsyncMemoryResource {
         crate::gil::detach(py, || mr.reset_pool_high_water()).py()
     }
 
-    /// Hands unused memory back to the device until `keep_bytes` stay reserved.
+    /// Hands unused memory back to the device until `keep_bytes` stay
+    /// reserved; synchronize first to trim blocks freed on a stream.
     ///
     /// `keep_bytes` is an int (a negative one is a `ValueError`).
     ///

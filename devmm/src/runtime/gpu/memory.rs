@@ -313,8 +313,10 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
     /// Unpins unused memory of the host pool until `keep_bytes` stay
     /// reserved (never memory live blocks use). The pool keeps freed
     /// blocks pinned for the next allocation, since pinning is slow; this
-    /// hands them back, as PyTorch's host cache is emptied. Without a host
-    /// pool there is nothing kept: `cudaFreeHost` unpins at once.
+    /// hands them back, as PyTorch's host cache is emptied; a block freed on
+    /// a stream is kept until its free is reached there, so synchronize
+    /// first to unpin it too. Without a host pool there is nothing kept:
+    /// `cudaFreeHost` unpins at once.
     ///
     /// ```no_run
     /// use devmm::mrs::cuda::CudaPinnedMemoryResource;

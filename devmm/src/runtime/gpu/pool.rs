@@ -206,7 +206,9 @@ impl<P: Platform> GpuAsyncMemory<P> {
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay
-    /// reserved (never the memory live blocks use).
+    /// reserved (never the memory live blocks use). A block freed on a
+    /// stream is unused only once its free is reached there
+    /// (`cudaMemPoolTrimTo`): synchronize first to trim it too.
     pub fn trim(&self, keep_bytes: usize) -> Result<()> {
         result::pool::trim(
             &self.pool.driver,
