@@ -109,7 +109,8 @@ fn innermost<R>(
 /// theirs: a forced unwind out of the call (see `gil_state_ensure`) ran
 /// that tuple's release on a thread without the GIL while the interpreter
 /// tore its objects down, and crashed. Here the guard is the frame's last
-/// value, so the unwind stops at it before any object is let go.
+/// value, so the unwind stops at it before any object is let go. (A
+/// method is its attribute, looked up first: `call(&obj.getattr(name)?, ..)`.)
 pub(crate) fn call<'py, A>(
     callable: &Bound<'py, PyAny>,
     args: A,
@@ -130,20 +131,6 @@ where
     // SAFETY: PyObject_Call returns a new reference, or null with an
     // exception set.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }
-}
-
-/// [`call`] of `obj`'s attribute `name`.
-pub(crate) fn call_method<'py, A>(
-    obj: &Bound<'py, PyAny>,
-    name: &str,
-    args: A,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>>
-where
-    A: IntoPyObject<'py, Target = PyTuple>,
-    A::Error: Into<PyErr>,
-{
-    call(&obj.getattr(name)?, args, kwargs)
 }
 
 /// Runs `f` detached from the interpreter (the GIL released), as

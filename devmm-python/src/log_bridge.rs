@@ -78,12 +78,10 @@ fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyRe
     let name = record.logger_name(target);
     let logger = match registered_logger(py, &name) {
         Some(logger) => logger,
-        None => {
-            crate::gil::call_method(py.import("logging")?.as_any(), "getLogger", (name,), None)?
-        }
+        None => crate::gil::call(&py.import("logging")?.getattr("getLogger")?, (name,), None)?,
     };
     let level = python_level(level);
-    if !crate::gil::call_method(&logger, "isEnabledFor", (level,), None)?.is_truthy()? {
+    if !crate::gil::call(&logger.getattr("isEnabledFor")?, (level,), None)?.is_truthy()? {
         return Ok(());
     }
     let extra = PyDict::new(py);
@@ -95,7 +93,11 @@ fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyRe
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("extra", extra)?;
-    crate::gil::call_method(&logger, "log", (level, record.summary()), Some(&kwargs))?;
+    crate::gil::call(
+        &logger.getattr("log")?,
+        (level, record.summary()),
+        Some(&kwargs),
+    )?;
     Ok(())
 }
 

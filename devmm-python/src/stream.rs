@@ -199,8 +199,12 @@ impl PythonStreamOps {
         crate::gil::attach(|py| {
             let obj = self.obj.bind(py);
             let called = match producer {
-                Some(handle) => crate::gil::call_method(obj, method, (handle,), None),
-                None => crate::gil::call_method(obj, method, (), None),
+                Some(handle) => obj
+                    .getattr(method)
+                    .and_then(|m| crate::gil::call(&m, (handle,), None)),
+                None => obj
+                    .getattr(method)
+                    .and_then(|m| crate::gil::call(&m, (), None)),
             };
             // The exception itself comes back out to the Python caller.
             called.map(drop).map_err(|err| {

@@ -312,7 +312,10 @@ fn subject_of(obj: &Bound<'_, PyMemoryResource>) -> PyResult<Arc<dyn devmm::Memo
     let obj = obj.clone().into_any().unbind();
     let live_count = move || {
         crate::gil::attach(|py| {
-            let count = crate::gil::call_method(obj.bind(py), "_debug_live_count", (), None);
+            let count = obj
+                .bind(py)
+                .getattr(intern!(py, "_debug_live_count"))
+                .and_then(|method| crate::gil::call(&method, (), None));
             count.ok()?.extract::<usize>().ok()
         })
         .flatten()
