@@ -183,6 +183,59 @@ def test_daemon_threads_inside_devmm_calls_at_interpreter_exit_never_abort(
     assert failures == [], f"{len(failures)} of 20 runs failed: {failures[:3]}"
 
 
+def test_a_daemon_thread_leaving_a_driver_call_as_finalisation_begins_is_parked(
+    fake_library: Callable[[str], str],
+) -> None:
+    # Deterministic where the test above is statistical: the thread's
+    # driver call returns while the exiting thread holds the GIL into
+    # finalisation, so it asks for the GIL back after the check made when
+    # the call returned, and CPython ends it there (`pthread_exit` inside
+    # PyO3's re-attach); a finaliser running Python code hands it the GIL.
+    script = textwrap.dedent(
+        """
+        import atexit, ctypes, os, sys, threading
+
+        # C functions as exit handlers, so no Python code runs between
+        # them: the last (registered first) keeps the GIL for 300 ms, the
+        # one before it lets the thread's held driver work run.
+        fake = ctypes.PyDLL(os.environ["DEVMM_CUDART_PATH"])  # keeps the GIL
+        atexit.register(ctypes.PyDLL(None).usleep, 300000)
+        atexit.register(fake.fake_release_work)
+
+        import devmm
+
+        gpu = devmm.Device.from_string("cuda:0")
+        stream = devmm.runtime_for(gpu).create_stream(gpu)
+        source = devmm.DeviceBuffer.to_device(bytes(64), device=gpu)
+        target = devmm.DeviceBuffer(64, device=gpu, stream=stream)
+        waiting = threading.Event()
+
+        def work():
+            fake.fake_hold_work(1)
+            devmm.copy_device_to_ptr(source.ptr, target.ptr, 64, stream=stream)
+            fake.fake_hold_work(0)
+            waiting.set()
+            stream.synchronize()  # without the GIL, until the exit lets the copy run
+            print("returned before finalisation", flush=True)
+
+        class Late:
+            def __del__(self):
+                for _ in range(10**6):  # gives the GIL to a thread asking for it
+                    pass
+
+        sys.modules["__keep__"] = [Late()]
+        threading.Thread(target=work, daemon=True).start()
+        waiting.wait()
+        print("ok")
+        """
+    )
+    env = dict(os.environ, DEVMM_CUDART_PATH=fake_library("DEVMM_TEST_FAKE_CUDART"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"], done.stdout
+    assert done.stderr == "", done.stderr
+
+
 def test_a_finalizer_calling_the_gpu_while_the_interpreter_exits_returns(
     fake_library: Callable[[str], str],
 ) -> None:
