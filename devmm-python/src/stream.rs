@@ -198,14 +198,10 @@ impl PythonStreamOps {
     ) -> devmm::Result<()> {
         crate::gil::attach(|py| {
             let obj = self.obj.bind(py);
-            let called = match producer {
-                Some(handle) => obj
-                    .getattr(method)
-                    .and_then(|m| crate::gil::call(&m, (handle,), None)),
-                None => obj
-                    .getattr(method)
-                    .and_then(|m| crate::gil::call(&m, (), None)),
-            };
+            let called = obj.getattr(method).and_then(|m| match producer {
+                Some(handle) => crate::gil::call(&m, (handle,), None),
+                None => crate::gil::call(&m, (), None),
+            });
             // The exception itself comes back out to the Python caller.
             called.map(drop).map_err(|err| {
                 PythonException::raised(py, err, format!("{}.{method}", self.name), Some(device))
