@@ -73,6 +73,107 @@ impl<'py> FromPyObject<'_, 'py> for AsyncAlloc {
     }
 }
 
+/// Writes the pool methods of a resource over a pool of its own, a device
+/// pool or the pinned resources' host pool, in a `#[pymethods]` block of
+/// its own (PyO3's `multiple-pymethods`): `pool_methods!(PyFoo);` for a
+/// class whose `pool` holds the core resource. The stub generator expands
+/// an invocation as it reads the block.
+macro_rules! pool_methods {
+    ($ty:ident) => {
+        #[pymethods]
+        impl $ty {
+            /// The pool's figures from the driver: reserved and used bytes
+            /// with their high-water marks (a freed block counts as used
+            /// until its free is reached on its stream). A pinned
+            /// resource's host pool counts the freed blocks it keeps pinned
+            /// as reserved; a pinned resource without one (`uses_host_pool`
+            /// is false) raises `ValueError`.
+            ///
+            /// Python type: `devmm.statistics.PoolStatistics`
+            ///
+            /// Returns a `devmm.statistics.PoolStatistics`.
+            ///
+            /// Examples
+            /// --------
+            ///
+            /// Every pool resource has it; `CudaAsyncMemoryResource` here:
+            ///
+            /// ```python
+            /// >>> import devmm
+            /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+            /// >>> try:
+            /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+            /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+            /// ...     pool = None
+            /// >>> buf = devmm.DeviceBuffer(1 << 20, mr=pool)  # doctest: +SKIP
+            /// >>> pool.pool_statistics().used_bytes >= 1 << 20  # doctest: +SKIP
+            /// True
+            ///
+            /// ```
+            fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                pool_figures(py, &**built(&self.pool)?)
+            }
+
+            /// Resets both high-water marks to the current figures (a
+            /// pinned resource without a host pool has none: nothing to do).
+            ///
+            /// Examples
+            /// --------
+            ///
+            /// ```python
+            /// >>> import devmm
+            /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+            /// >>> try:
+            /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+            /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+            /// ...     pool = None
+            /// >>> pool.reset_pool_high_water()  # doctest: +SKIP
+            /// >>> stats = pool.pool_statistics()  # doctest: +SKIP
+            /// >>> stats.used_high_bytes == stats.used_bytes  # doctest: +SKIP
+            /// True
+            ///
+            /// ```
+            fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
+                let mr = built(&self.pool)?;
+                crate::gil::detach(py, || mr.reset_pool_high_water()).py()
+            }
+
+            /// Hands unused memory back until `keep_bytes` stay reserved
+            /// (never memory that live blocks use): a device pool's to the
+            /// device, a host pool's unpinned. A pool keeps freed blocks for
+            /// the next allocation until this hands them back (as PyTorch
+            /// empties its caches); a block freed on a stream is unused once
+            /// its free is reached there: synchronize first to trim it too.
+            /// A pinned resource without a host pool keeps nothing, and this
+            /// does nothing.
+            ///
+            /// `keep_bytes` is an int (a negative one is a `ValueError`).
+            ///
+            /// Examples
+            /// --------
+            ///
+            /// ```python
+            /// >>> import devmm
+            /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
+            /// >>> try:
+            /// ...     pool = CudaAsyncMemoryResource("cuda:0")
+            /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
+            /// ...     pool = None
+            /// >>> pool.trim(0)  # doctest: +SKIP
+            /// >>> pool.pool_statistics().fragmentation_bytes  # doctest: +SKIP
+            /// 0
+            ///
+            /// ```
+            #[pyo3(signature = (keep_bytes = Count::of(0)))]
+            #[pyo3(text_signature = "($self, keep_bytes=0)")]
+            fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
+                let mr = built(&self.pool)?;
+                crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
+            }
+        }
+    };
+}
+
 /// CUDA device memory: `cudaMallocAsync` (stream-ordered) where the runtime has it, `cudaMalloc` otherwise.
 ///
 /// `CudaRuntimeMemoryResource(device=None, *, async_alloc="auto")`: `device` is a `Device` or a string.
@@ -166,10 +267,11 @@ impl PyCudaRuntimeMemoryResource {
 #[pyclass(extends = PyMemoryResource, subclass, name = "CudaPinnedMemoryResource", module = "devmm.mrs.cuda")]
 #[derive(Default)]
 pub(crate) struct PyCudaPinnedMemoryResource {
-    pinned: OnceLock<Arc<CudaPinnedMemoryResource>>,
+    pool: OnceLock<Arc<CudaPinnedMemoryResource>>,
 }
 
 shipped_new!(PyCudaPinnedMemoryResource);
+pool_methods!(PyCudaPinnedMemoryResource);
 
 #[pymethods]
 impl PyCudaPinnedMemoryResource {
@@ -178,68 +280,11 @@ impl PyCudaPinnedMemoryResource {
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
         pool_init(
             slf,
-            |s| &s.pinned,
+            |s| &s.pool,
             device,
             CudaPinnedMemoryResource::default_device(),
             CudaPinnedMemoryResource::new,
         )
-    }
-
-    /// The host pool's figures from the driver, as for
-    /// `CudaAsyncMemoryResource.pool_statistics`: reserved bytes include
-    /// the freed blocks it keeps pinned. A `ValueError` without a host pool
-    /// (`uses_host_pool` is false).
-    ///
-    /// Python type: `devmm.statistics.PoolStatistics`
-    ///
-    /// Returns a `devmm.statistics.PoolStatistics`.
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
-    /// >>> try:
-    /// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     mr = None
-    /// >>> mr.pool_statistics().used_bytes  # doctest: +SKIP
-    /// 0
-    ///
-    /// ```
-    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        pool_figures(py, &**built(&self.pinned)?)
-    }
-
-    /// Unpins unused memory of the host pool until `keep_bytes` stay
-    /// reserved (never memory that live blocks use): the pool keeps freed
-    /// blocks pinned for the next allocation, since pinning is slow, until
-    /// this hands them back (as PyTorch empties its host cache). A block
-    /// freed on a stream is kept until its free is reached there:
-    /// synchronize first to unpin it too. Without a host pool nothing is
-    /// kept, and this does nothing.
-    ///
-    /// `keep_bytes` is an int (a negative one is a `ValueError`).
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.cuda import CudaPinnedMemoryResource
-    /// >>> try:
-    /// ...     mr = CudaPinnedMemoryResource("cuda_host:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     mr = None
-    /// >>> mr.trim(0)  # doctest: +SKIP
-    ///
-    /// ```
-    #[pyo3(signature = (keep_bytes = Count::of(0)))]
-    #[pyo3(text_signature = "($self, keep_bytes=0)")]
-    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
-        let mr = built(&self.pinned)?;
-        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     /// Whether the memory comes from a stream-ordered pool of pinned host memory the resource made (`cudaMemPoolCreate` with a host location, CUDA 12.2 on) rather than `cudaMallocHost`: then allocation and release are ordered on the stream passed, as `stream_ordered` says.
@@ -399,24 +444,28 @@ impl PyHipRuntimeMemoryResource {
 /// ```
 #[pyclass(extends = PyMemoryResource, subclass, name = "HipPinnedMemoryResource", module = "devmm.mrs.rocm")]
 #[derive(Default)]
-pub(crate) struct PyHipPinnedMemoryResource;
+pub(crate) struct PyHipPinnedMemoryResource {
+    pool: OnceLock<Arc<HipPinnedMemoryResource>>,
+}
 
 shipped_new!(PyHipPinnedMemoryResource);
+pool_methods!(PyHipPinnedMemoryResource);
 
 #[pymethods]
 impl PyHipPinnedMemoryResource {
     /// A resource on `device` (`rocm_host:0` when `None`).
     #[pyo3(signature = (device = None))]
     fn __init__(slf: &Bound<'_, Self>, device: Option<DeviceArg>) -> PyResult<()> {
-        driver_init(
-            slf.as_super(),
+        pool_init(
+            slf,
+            |s| &s.pool,
             device,
             HipPinnedMemoryResource::default_device(),
             HipPinnedMemoryResource::new,
         )
     }
 
-    /// Whether the memory comes from a stream-ordered pool of pinned host memory: never on ROCm, whose pools take device locations only, so `hipHostMalloc` serves it (the property is there to match `CudaPinnedMemoryResource`).
+    /// Whether the memory comes from a stream-ordered pool of pinned host memory: never on ROCm, whose pools take device locations only, so `hipHostMalloc` serves it (the property, `pool_statistics`, `reset_pool_high_water` and `trim` are there to match `CudaPinnedMemoryResource`: without a pool there are no figures, a `ValueError`, and nothing to reset or trim).
     ///
     /// Examples
     /// --------
@@ -607,6 +656,7 @@ pub(crate) struct PyCudaAsyncMemoryResource {
 }
 
 shipped_new!(PyCudaAsyncMemoryResource);
+pool_methods!(PyCudaAsyncMemoryResource);
 
 #[pymethods]
 impl PyCudaAsyncMemoryResource {
@@ -646,85 +696,6 @@ impl PyCudaAsyncMemoryResource {
             default,
             |device| CudaAsyncMemoryResource::new(device, options),
         )
-    }
-
-    /// The pool's figures from the driver: reserved and used bytes with
-    /// their high-water marks (a freed block counts as used until its free
-    /// is reached on its stream).
-    ///
-    /// Python type: `devmm.statistics.PoolStatistics`
-    ///
-    /// Returns a `devmm.statistics.PoolStatistics`.
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> buf = devmm.DeviceBuffer(1 << 20, mr=pool)  # doctest: +SKIP
-    /// >>> pool.pool_statistics().used_bytes >= 1 << 20  # doctest: +SKIP
-    /// True
-    ///
-    /// ```
-    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        pool_figures(py, &**built(&self.pool)?)
-    }
-
-    /// Resets both high-water marks to the current figures.
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> pool.reset_pool_high_water()  # doctest: +SKIP
-    /// >>> stats = pool.pool_statistics()  # doctest: +SKIP
-    /// >>> stats.used_high_bytes == stats.used_bytes  # doctest: +SKIP
-    /// True
-    ///
-    /// ```
-    fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
-        let mr = built(&self.pool)?;
-        crate::gil::detach(py, || mr.reset_pool_high_water()).py()
-    }
-
-    /// Hands unused memory back to the device until `keep_bytes` stay
-    /// reserved (never memory that live blocks use). A block freed on a
-    /// stream is unused once its free is reached there: synchronize first
-    /// to trim it too.
-    ///
-    /// `keep_bytes` is an int (a negative one is a `ValueError`).
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.cuda import CudaAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = CudaAsyncMemoryResource("cuda:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> pool.trim(0)  # doctest: +SKIP
-    /// >>> pool.pool_statistics().fragmentation_bytes  # doctest: +SKIP
-    /// 0
-    ///
-    /// ```
-    #[pyo3(signature = (keep_bytes = Count::of(0)))]
-    #[pyo3(text_signature = "($self, keep_bytes=0)")]
-    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
-        let mr = built(&self.pool)?;
-        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -769,6 +740,7 @@ pub(crate) struct PyHipAsyncMemoryResource {
 }
 
 shipped_new!(PyHipAsyncMemoryResource);
+pool_methods!(PyHipAsyncMemoryResource);
 
 #[pymethods]
 impl PyHipAsyncMemoryResource {
@@ -802,81 +774,6 @@ impl PyHipAsyncMemoryResource {
             default,
             |device| HipAsyncMemoryResource::new(device, options),
         )
-    }
-
-    /// The pool's figures from the driver, as for `CudaAsyncMemoryResource`.
-    ///
-    /// Python type: `devmm.statistics.PoolStatistics`
-    ///
-    /// Returns a `devmm.statistics.PoolStatistics`.
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = HipAsyncMemoryResource("rocm:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> buf = devmm.DeviceBuffer(1 << 20, mr=pool)  # doctest: +SKIP
-    /// >>> pool.pool_statistics().used_bytes >= 1 << 20  # doctest: +SKIP
-    /// True
-    ///
-    /// ```
-    fn pool_statistics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        pool_figures(py, &**built(&self.pool)?)
-    }
-
-    /// Resets both high-water marks to the current figures.
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = HipAsyncMemoryResource("rocm:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> pool.reset_pool_high_water()  # doctest: +SKIP
-    /// >>> stats = pool.pool_statistics()  # doctest: +SKIP
-    /// >>> stats.used_high_bytes == stats.used_bytes  # doctest: +SKIP
-    /// True
-    ///
-    /// ```
-    fn reset_pool_high_water(&self, py: Python<'_>) -> PyResult<()> {
-        let mr = built(&self.pool)?;
-        crate::gil::detach(py, || mr.reset_pool_high_water()).py()
-    }
-
-    /// Hands unused memory back to the device until `keep_bytes` stay
-    /// reserved; synchronize first to trim blocks freed on a stream.
-    ///
-    /// `keep_bytes` is an int (a negative one is a `ValueError`).
-    ///
-    /// Examples
-    /// --------
-    ///
-    /// ```python
-    /// >>> import devmm
-    /// >>> from devmm.mrs.rocm import HipAsyncMemoryResource
-    /// >>> try:
-    /// ...     pool = HipAsyncMemoryResource("rocm:0")
-    /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
-    /// ...     pool = None
-    /// >>> pool.trim(0)  # doctest: +SKIP
-    /// >>> pool.pool_statistics().fragmentation_bytes  # doctest: +SKIP
-    /// 0
-    ///
-    /// ```
-    #[pyo3(signature = (keep_bytes = Count::of(0)))]
-    #[pyo3(text_signature = "($self, keep_bytes=0)")]
-    fn trim(&self, py: Python<'_>, keep_bytes: Count<KeepBytes>) -> PyResult<()> {
-        let mr = built(&self.pool)?;
-        crate::gil::detach(py, || mr.trim(keep_bytes.get())).py()
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

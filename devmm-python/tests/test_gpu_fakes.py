@@ -652,20 +652,29 @@ PINNED_SCRIPT = textwrap.dedent(
     stream = buf.stream
     buf.free()
     stream.synchronize()
-    if "{module}" == "cuda":
-        if pinned.uses_host_pool:
-            # The freed block stays pinned across the synchronize, until trimmed.
-            kept = pinned.pool_statistics()
-            assert kept.reserved_bytes >= 100 and kept.used_bytes == 0, kept
-            pinned.trim(0)
-            assert pinned.pool_statistics().reserved_bytes == 0, pinned.pool_statistics()
-        else:
-            try:
-                pinned.pool_statistics()
-                raise AssertionError("cudaMallocHost memory has no pool figures")
-            except ValueError as e:
-                assert "has no pool of its own" in str(e), e
-            pinned.trim(0)  # nothing is kept: nothing to do
+    if pinned.uses_host_pool:
+        # The freed block stays pinned across the synchronize, until trimmed.
+        kept = pinned.pool_statistics()
+        assert kept.reserved_bytes >= 100 and kept.used_bytes == 0, kept
+        assert kept.used_high_bytes >= 100, kept
+        pinned.reset_pool_high_water()
+        assert pinned.pool_statistics().used_high_bytes == 0, pinned.pool_statistics()
+        pinned.trim(0)
+        assert pinned.pool_statistics().reserved_bytes == 0, pinned.pool_statistics()
+    else:
+        # Both platforms' pinned resources have the pool methods; without a
+        # host pool there are no figures, and nothing to reset or trim.
+        try:
+            pinned.pool_statistics()
+            raise AssertionError("memory pinned synchronously has no pool figures")
+        except ValueError as e:
+            assert "has no pool of its own" in str(e), e
+        prefix = b"cuda" if "{module}" == "cuda" else b"hip"
+        pool_calls = [prefix + b"MemPoolTrimTo", prefix + b"MemPoolSetAttribute"]
+        before = [fake.fake_call_count(name) for name in pool_calls]
+        pinned.reset_pool_high_water()
+        pinned.trim(0)
+        assert [fake.fake_call_count(name) for name in pool_calls] == before
     """
 )
 

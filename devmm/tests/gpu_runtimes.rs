@@ -15,10 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
 use devmm::mrs::cuda::{
-    CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaRuntimeMemoryResource, PoolOptions,
+    CudaAsyncMemoryResource, CudaManagedMemoryResource, CudaPinnedMemoryResource,
+    CudaRuntimeMemoryResource, PoolOptions,
 };
 use devmm::mrs::rocm::{
-    HipAsyncMemoryResource, HipManagedMemoryResource, HipRuntimeMemoryResource,
+    HipAsyncMemoryResource, HipManagedMemoryResource, HipPinnedMemoryResource,
+    HipRuntimeMemoryResource,
 };
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::runtime::rocm::RocmRuntime;
@@ -34,8 +36,10 @@ use support::fork::in_forked_child;
 type Loader = fn(Option<&Path>) -> devmm::Result<Arc<dyn DeviceRuntime>>;
 type ManagedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn MemoryResource>>;
 type OwnPoolLoader = fn(Option<&Path>, Device, PoolOptions) -> devmm::Result<Arc<dyn OwnPool>>;
+type PinnedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn OwnPool>>;
 
-/// A resource over a pool of its own, as the tests use both platforms'.
+/// A resource over a pool of its own (a device pool, or the pinned
+/// resource's host pool), as the tests use both platforms'.
 trait OwnPool: MemoryResource {
     fn figures(&self) -> PoolStatistics;
     fn trim_to(&self, keep: usize);
@@ -46,7 +50,7 @@ macro_rules! own_pool {
     ($($ty:ty),*) => {$(
         impl OwnPool for $ty {
             fn figures(&self) -> PoolStatistics {
-                self.pool_statistics().unwrap()
+                MemoryResource::pool_statistics(self).unwrap().unwrap()
             }
             fn trim_to(&self, keep: usize) {
                 self.trim(keep).unwrap()
@@ -58,7 +62,12 @@ macro_rules! own_pool {
     )*};
 }
 
-own_pool!(CudaAsyncMemoryResource, HipAsyncMemoryResource);
+own_pool!(
+    CudaAsyncMemoryResource,
+    HipAsyncMemoryResource,
+    CudaPinnedMemoryResource,
+    HipPinnedMemoryResource
+);
 
 /// What differs between the platforms, as the suite needs it.
 struct Platform {
@@ -96,6 +105,9 @@ struct Platform {
     /// The resource over a pool of its own, and its name.
     own_pool: OwnPoolLoader,
     pool_mr: &'static str,
+    /// The pinned resource over the library at a path, or the process-wide
+    /// runtime.
+    pinned: PinnedLoader,
 }
 
 const CUDA: Platform = Platform {
@@ -148,6 +160,15 @@ const CUDA: Platform = Platform {
         )?))
     },
     pool_mr: "CudaAsyncMemoryResource",
+    pinned: |path, device| {
+        let rt = match path {
+            Some(path) => CudaRuntime::open(path)?,
+            None => CudaRuntime::load()?,
+        };
+        Ok(Arc::new(CudaPinnedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
 };
 
 const ROCM: Platform = Platform {
@@ -200,6 +221,15 @@ const ROCM: Platform = Platform {
         )?))
     },
     pool_mr: "HipAsyncMemoryResource",
+    pinned: |path, device| {
+        let rt = match path {
+            Some(path) => RocmRuntime::open(path)?,
+            None => RocmRuntime::load()?,
+        };
+        Ok(Arc::new(HipPinnedMemoryResource::with_runtime(
+            &rt, device,
+        )?))
+    },
 };
 
 impl Platform {
@@ -1431,6 +1461,53 @@ fn pinned_memory_from_a_host_pool_where_the_runtime_has_one(p: &'static Platform
     }
 }
 
+/// The pinned resource's host pool keeps its own figures: trimmed, its
+/// high-water marks reset, as a device pool's are. Without a host pool (HIP,
+/// whose pools take device locations only) there are no figures, and
+/// trimming or resetting makes no driver call.
+fn pinned_host_pool_trim_and_high_water_marks(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("sets the fake's runtime version");
+    };
+    fake.reset();
+    fake.set_version(12020, 12020);
+    let host = Device::new(p.host, 0);
+    let pinned = (p.pinned)(u.fake_path(), host).unwrap();
+    let rt = (p.load)(u.fake_path()).unwrap();
+    let stream = rt.default_stream(host).unwrap();
+    let ptr = pinned.allocate(1 << 20, &stream).unwrap();
+    // SAFETY: allocated above, freed once.
+    unsafe { pinned.deallocate(ptr, 1 << 20, &stream).unwrap() };
+    stream.synchronize().unwrap();
+    if !pinned.stream_ordered() {
+        assert_eq!(p.runtime, "rocm", "CUDA 12.2 has host pools");
+        assert!(pinned.pool_statistics().is_none(), "{pinned:?}");
+        fake.clear_calls();
+        pinned.trim_to(0);
+        pinned.reset_high_water();
+        let pool_calls: Vec<String> = fake
+            .call_log()
+            .into_iter()
+            .filter(|l| l.starts_with(&p.call("MemPool")))
+            .collect();
+        assert!(
+            pool_calls.is_empty(),
+            "nothing to trim or reset: {pool_calls:?}"
+        );
+        return;
+    }
+    let kept = pinned.figures();
+    assert_eq!(kept.used_high_bytes, 1 << 20, "{kept:?}");
+    assert!(kept.reserved_bytes >= 1 << 20, "{kept:?}");
+    pinned.reset_high_water();
+    let reset = pinned.figures();
+    assert_eq!(reset.used_high_bytes, 0, "{reset:?}");
+    assert_eq!(reset.reserved_high_bytes, reset.reserved_bytes, "{reset:?}");
+    pinned.trim_to(0);
+    assert_eq!(pinned.figures().reserved_bytes, 0);
+}
+
 fn managed_memory_prefetch_and_advice(p: &'static Platform) {
     const LAST_PREFETCH: i32 = 4;
     const READ_MOSTLY: i32 = 1;
@@ -2593,6 +2670,7 @@ macro_rules! suite {
             pinned_memory_from_a_host_pool_where_the_runtime_has_one,
             host_views_of_pinned_memory_wait_for_its_stream,
             host_consumers_of_pinned_memory_wait_for_its_stream,
+            pinned_host_pool_trim_and_high_water_marks,
             managed_memory_prefetch_and_advice,
             prefetch_adaptor_prefetches_each_allocation,
             missing_library_is_runtime_unavailable,

@@ -331,6 +331,30 @@ impl<P: Platform> GpuMemory<P, PinnedKind> {
             None => Ok(()),
         }
     }
+
+    /// Resets the host pool's high-water marks to its current figures, as
+    /// [`CudaAsyncMemoryResource::reset_pool_high_water`] does for a device
+    /// pool. Without a host pool there are no marks, and this does
+    /// nothing.
+    ///
+    /// [`CudaAsyncMemoryResource::reset_pool_high_water`]: crate::mrs::cuda::CudaAsyncMemoryResource::reset_pool_high_water
+    ///
+    /// ```no_run
+    /// use devmm::mrs::cuda::CudaPinnedMemoryResource;
+    /// use devmm::{Device, DeviceType, MemoryResource};
+    /// let mr = CudaPinnedMemoryResource::new(Device::new(DeviceType::CudaHost, 0))?;
+    /// mr.reset_pool_high_water()?;
+    /// if let Some(figures) = mr.pool_statistics().transpose()? {
+    ///     assert_eq!(figures.used_high_bytes, figures.used_bytes);
+    /// }
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn reset_pool_high_water(&self) -> Result<()> {
+        match &self.host_pool {
+            Some(pool) => result::pool::reset_high_water(&pool.driver, self.device, pool.handle),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<P: Platform> GpuMemory<P, ManagedKind> {
