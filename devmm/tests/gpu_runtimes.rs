@@ -110,6 +110,22 @@ struct Platform {
     pinned: PinnedLoader,
 }
 
+/// The CUDA runtime over the library at a path, or the process-wide one.
+fn cuda_runtime(path: Option<&Path>) -> devmm::Result<Arc<CudaRuntime>> {
+    match path {
+        Some(path) => CudaRuntime::open(path),
+        None => CudaRuntime::load(),
+    }
+}
+
+/// The HIP runtime over the library at a path, or the process-wide one.
+fn rocm_runtime(path: Option<&Path>) -> devmm::Result<Arc<RocmRuntime>> {
+    match path {
+        Some(path) => RocmRuntime::open(path),
+        None => RocmRuntime::load(),
+    }
+}
+
 const CUDA: Platform = Platform {
     runtime: "cuda",
     path_var: "DEVMM_CUDART_PATH",
@@ -126,45 +142,28 @@ const CUDA: Platform = Platform {
     host_free: "cudaFreeHost",
     oom_name: "cudaErrorMemoryAllocation",
     invalid_handle: (400, "cudaErrorInvalidResourceHandle"),
-    load: |path| {
-        Ok(match path {
-            Some(path) => CudaRuntime::open(path)?,
-            None => CudaRuntime::load()?,
-        } as Arc<dyn DeviceRuntime>)
-    },
+    load: |path| Ok(cuda_runtime(path)? as Arc<dyn DeviceRuntime>),
     managed_resource: |path, device| {
-        let rt = match path {
-            Some(path) => CudaRuntime::open(path)?,
-            None => CudaRuntime::load()?,
-        };
+        let rt = cuda_runtime(path)?;
         Ok(Arc::new(CudaManagedMemoryResource::with_runtime(
             &rt, device,
         )?))
     },
     sync_device: |path, device| {
-        let rt = match path {
-            Some(path) => CudaRuntime::open(path)?,
-            None => CudaRuntime::load()?,
-        };
+        let rt = cuda_runtime(path)?;
         Ok(Arc::new(CudaRuntimeMemoryResource::synchronous(
             &rt, device,
         )?))
     },
     own_pool: |path, device, options| {
-        let rt = match path {
-            Some(path) => CudaRuntime::open(path)?,
-            None => CudaRuntime::load()?,
-        };
+        let rt = cuda_runtime(path)?;
         Ok(Arc::new(CudaAsyncMemoryResource::with_runtime(
             &rt, device, options,
         )?))
     },
     pool_mr: "CudaAsyncMemoryResource",
     pinned: |path, device| {
-        let rt = match path {
-            Some(path) => CudaRuntime::open(path)?,
-            None => CudaRuntime::load()?,
-        };
+        let rt = cuda_runtime(path)?;
         Ok(Arc::new(CudaPinnedMemoryResource::with_runtime(
             &rt, device,
         )?))
@@ -187,45 +186,28 @@ const ROCM: Platform = Platform {
     host_free: "hipHostFree",
     oom_name: "hipErrorOutOfMemory",
     invalid_handle: (400, "hipErrorInvalidHandle"),
-    load: |path| {
-        Ok(match path {
-            Some(path) => RocmRuntime::open(path)?,
-            None => RocmRuntime::load()?,
-        } as Arc<dyn DeviceRuntime>)
-    },
+    load: |path| Ok(rocm_runtime(path)? as Arc<dyn DeviceRuntime>),
     managed_resource: |path, device| {
-        let rt = match path {
-            Some(path) => RocmRuntime::open(path)?,
-            None => RocmRuntime::load()?,
-        };
+        let rt = rocm_runtime(path)?;
         Ok(Arc::new(HipManagedMemoryResource::with_runtime(
             &rt, device,
         )?))
     },
     sync_device: |path, device| {
-        let rt = match path {
-            Some(path) => RocmRuntime::open(path)?,
-            None => RocmRuntime::load()?,
-        };
+        let rt = rocm_runtime(path)?;
         Ok(Arc::new(HipRuntimeMemoryResource::synchronous(
             &rt, device,
         )?))
     },
     own_pool: |path, device, options| {
-        let rt = match path {
-            Some(path) => RocmRuntime::open(path)?,
-            None => RocmRuntime::load()?,
-        };
+        let rt = rocm_runtime(path)?;
         Ok(Arc::new(HipAsyncMemoryResource::with_runtime(
             &rt, device, options,
         )?))
     },
     pool_mr: "HipAsyncMemoryResource",
     pinned: |path, device| {
-        let rt = match path {
-            Some(path) => RocmRuntime::open(path)?,
-            None => RocmRuntime::load()?,
-        };
+        let rt = rocm_runtime(path)?;
         Ok(Arc::new(HipPinnedMemoryResource::with_runtime(
             &rt, device,
         )?))
