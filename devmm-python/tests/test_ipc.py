@@ -163,3 +163,59 @@ def test_a_refused_descriptor_closes_the_file_descriptor_it_was_given(refused: d
         devmm.IpcDescriptor._from_parts(**(parts | refused))
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+DEADLOCK_SCRIPT = textwrap.dedent(
+    """
+    import ctypes
+    import os
+    import threading
+    import time
+
+    import devmm
+
+    fake = ctypes.CDLL({library!r})
+    fake.fake_delayed_calls_sleeping.restype = ctypes.c_uint64
+    with open(os.devnull, "rb") as null:
+        # Another process's descriptor as far as this one can tell (pid 1);
+        # the fake refuses to import the file, after the delay.
+        descriptor = devmm.IpcDescriptor._from_parts("{device}:0", 16, os.dup(null.fileno()), bytes(64), 1)
+    assert fake.fake_delay_next_call(b"{prefix}MemPoolImportFromShareableHandle", ctypes.c_uint64(2_000_000)) == 0
+    refusals = []
+
+    def importer():
+        try:
+            devmm.DeviceBuffer.from_ipc_descriptor(descriptor)
+        except ValueError as e:
+            refusals.append(e)
+
+    thread = threading.Thread(target=importer)
+    thread.start()
+    while fake.fake_delayed_calls_sleeping() == 0:
+        time.sleep(0.001)
+    # The importer is inside the driver call, without the GIL; this thread
+    # has it and reads the descriptor meanwhile.
+    assert not descriptor.closed and descriptor.nbytes == 16, descriptor
+    thread.join()
+    assert len(refusals) == 1 and "cannot be imported" in str(refusals[0]), refusals
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_a_descriptor_read_while_another_thread_imports_it(
+    platform: str, fake_library: Callable[[str], str], tmp_path: Path
+) -> None:
+    # The import releases the GIL for the driver's calls; had it kept the
+    # descriptor's lock meanwhile, a thread that holds the GIL and reads the
+    # descriptor would wait for the lock while the importer waits for the
+    # GIL, for ever.
+    p = PLATFORMS[platform]
+    library = fake_library(p["env"])
+    env = dict(os.environ, **{p["path_var"]: library})
+    prefix = "cuda" if platform == "cuda" else "hip"
+    script = DEADLOCK_SCRIPT.format(library=library, prefix=prefix, **p)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

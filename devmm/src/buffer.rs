@@ -416,7 +416,10 @@ impl DeviceBuffer {
                 true => self.state().free_stream.clone(),
                 false => None,
             };
-            for stream in std::iter::once(&self.stream).chain(free_stream.as_ref()) {
+            // A stream is ordered after its own work already: only the
+            // others wait (the consumer may be the allocation stream).
+            let releasing = std::iter::once(&self.stream).chain(free_stream.as_ref());
+            for stream in releasing.filter(|&stream| stream != consumer) {
                 if let Err(error) = stream.wait(consumer).or_else(|_| consumer.synchronize()) {
                     tracing::error!(
                         target: "devmm::buffer",

@@ -269,6 +269,50 @@ fn an_export_release_waits_for_the_consumer_stream() {
     );
 }
 
+/// A consumer that names the producer's own stream needs no hand-off, but
+/// its work still orders a release: a `free` on another stream while the
+/// export lives waits, at the release, for the work queued on the shared
+/// stream, as it does for a consumer on a stream of its own.
+#[test]
+fn a_release_on_another_stream_waits_for_a_consumer_on_the_producers_stream() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let shared = f.rt.create_stream(gpu).unwrap();
+    let other = f.rt.create_stream(gpu).unwrap();
+    let options = EmptyOptions::new()
+        .resource(Arc::clone(&mr))
+        .stream(shared.clone());
+    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &shared).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &shared).unwrap();
+    let handle = i64::try_from(shared.handle()).unwrap();
+    let export = tensor
+        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
+        .unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    // The consumer reads the memory on the shared stream, late.
+    busy(&f.rt, &scratch, tensor.buffer(), &shared);
+    // SAFETY: both are live 64-byte fake-device allocations.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &shared)
+    }
+    .unwrap();
+    // The producer frees on another stream; the consumer releases the export.
+    tensor.buffer().free(&other).unwrap();
+    drop(tensor);
+    drop(export);
+    shared.synchronize().unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the release on the other stream overtook the consumer's read"
+    );
+}
+
 /// Defect 9: pinned and managed memory export device id 0 (`dlpack.h`), and
 /// devices without streams accept only `stream=None`.
 #[test]

@@ -695,10 +695,10 @@ impl Tensor {
         let device = self.device();
         let buffer = self.buffer();
         let producer = buffer.stream();
-        let consumer = producer
-            .consumer_for(device, request.stream)?
-            // A consumer on the producer's own stream is ordered already.
-            .filter(|c| c != producer);
+        // Kept even when it is the producer's own stream, which needs no
+        // hand-off (`hand_off` skips it): a `free` on another stream while
+        // the export lives must still wait for the consumer's work there.
+        let consumer = producer.consumer_for(device, request.stream)?;
         if request.stream.is_none() {
             // A consumer that names no stream for memory the host reads may
             // read it at once (NumPy's `from_dlpack` never names one): the

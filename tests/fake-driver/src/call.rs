@@ -4,6 +4,9 @@
 use std::ffi::c_int;
 use std::fmt::{Display, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::platform::{Fault, Platform};
 use crate::state::{self, State};
@@ -17,6 +20,48 @@ pub(crate) fn guarded<T>(body: impl FnOnce() -> T) -> T {
         eprintln!("fake driver: a call panicked (the message is above); aborting");
         std::process::abort()
     })
+}
+
+/// Calls to slow down once each (`fake_delay_next_call`): the name and the microseconds.
+static DELAYED: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+
+/// Calls sleeping in [`delay_if_armed`] now.
+static SLEEPING: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the next call of `name` sleep `micros` before it runs, outside the state lock, so
+/// that other threads' calls go on meanwhile: a test holds a thread inside one driver call.
+pub(crate) fn delay_next(name: String, micros: u64) {
+    DELAYED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((name, micros));
+}
+
+/// How many calls are sleeping in their delay now.
+pub(crate) fn sleeping() -> u64 {
+    SLEEPING.load(Ordering::SeqCst)
+}
+
+/// Forgets every armed delay (`fake_reset`).
+pub(crate) fn clear_delays() {
+    DELAYED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+}
+
+/// Sleeps the delay armed for `name`, if any, taking it.
+fn delay_if_armed(name: &str) {
+    let micros = {
+        let mut delayed = DELAYED.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(index) = delayed.iter().position(|(n, _)| n == name) else {
+            return;
+        };
+        delayed.remove(index).1
+    };
+    SLEEPING.fetch_add(1, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_micros(micros));
+    SLEEPING.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// The arguments of a call being logged; outputs are appended by the call's body.
@@ -75,6 +120,7 @@ impl Call {
             mut args,
         } = self;
         guarded(move || {
+            delay_if_armed(name);
             let mut state = state::lock();
             state.log.count(name);
             // The first call initialises the runtime for this process; fork() copies none of

@@ -48,6 +48,7 @@ unsafe fn text<'a>(ptr: *const c_char) -> Option<&'a str> {
 pub extern "C" fn fake_reset() {
     guarded(|| {
         crate::queue::release_all();
+        crate::call::clear_delays();
         let pending = crate::stream::all_work(&state::lock());
         pending.iter().for_each(crate::queue::Marker::wait);
         let mut state = state::lock();
@@ -201,6 +202,28 @@ pub extern "C" fn fake_set_unified_addressing(device: c_int, on: c_int) -> c_int
                 .is_ok(),
         )
     })
+}
+
+/// Makes the next call of the function `name` (from any thread) sleep `micros` before it runs,
+/// without holding the fake's state, so other calls go on meanwhile: a test holds one thread
+/// inside a driver call, as a slow driver would. -1 for a NULL or non-UTF-8 name.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn fake_delay_next_call(name: *const c_char, micros: u64) -> c_int {
+    guarded(|| {
+        // SAFETY: this function's contract.
+        let name = unsafe { text(name) };
+        name.map(|name| crate::call::delay_next(name.to_owned(), micros))
+            .map_or(REFUSED, |()| 0)
+    })
+}
+
+/// How many calls are sleeping in a delay `fake_delay_next_call` armed, now.
+#[no_mangle]
+pub extern "C" fn fake_delayed_calls_sleeping() -> u64 {
+    guarded(crate::call::sleeping)
 }
 
 /// Microseconds each item of stream work waits before it runs (0 by default).
