@@ -2181,14 +2181,22 @@ fn ipc_descriptor_of_an_ipc_pool_and_refusals(p: &'static Platform) {
     let err = DeviceBuffer::from_ipc_descriptor(&descriptor, &stream).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
     assert!(err.to_string().contains("is closed"), "{err}");
+    // Closing or dropping a descriptor leaves the pool able to export
+    // again: HIP hands every export the pool's own file descriptor, which
+    // no descriptor may close.
+    for _ in 0..2 {
+        let again = buf.ipc_descriptor().unwrap();
+        let fd = again.handle().unwrap().try_clone_to_owned();
+        assert!(fd.is_ok(), "the export's descriptor is open: {fd:?}");
+    }
     // No other process imported it: the exporter frees as usual.
     buf.free(&stream).unwrap();
     if let Some(fake) = u.fake() {
         let prefix = p.prefix;
-        assert_eq!(fake.call_count(&format!("{prefix}MemPoolExportPointer")), 1);
+        assert_eq!(fake.call_count(&format!("{prefix}MemPoolExportPointer")), 3);
         assert_eq!(
             fake.call_count(&format!("{prefix}MemPoolExportToShareableHandle")),
-            1
+            3
         );
     }
 }

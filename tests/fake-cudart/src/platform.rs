@@ -114,6 +114,7 @@ pub(crate) static CUDA: Platform = Platform {
     default_versions: (12040, 12040),
     // CUDA 12.2: cudaMemPoolCreate takes a host NUMA node as the location.
     host_pools_since: Some(12020),
+    export_keeps_handle: false,
     attributes: Attributes {
         memory_pools_supported: 115,
         unified_addressing: 41,

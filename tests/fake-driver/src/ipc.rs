@@ -190,6 +190,16 @@ impl Arena {
         })
     }
 
+    /// Whether the pool's descriptor still names its file: HIP hands the descriptor itself to
+    /// every export, so a caller that closed it left the pool a number that is closed, or by now
+    /// another file's.
+    pub(crate) fn descriptor_intact(&self) -> bool {
+        let mut header = [0u8; 16];
+        read_at(&self.file, &mut header, 0).is_ok()
+            && header[..8] == POOL_MAGIC.to_le_bytes()
+            && header[8..] == self.id.to_le_bytes()
+    }
+
     /// Places a block of `size` bytes in the file and maps it here.
     pub(crate) fn allocate(&mut self, size: usize) -> Result<Mapping, Fault> {
         let offset = self.next;

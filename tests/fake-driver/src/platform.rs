@@ -125,6 +125,10 @@ pub struct Platform {
     /// (`*MemLocationTypeHostNuma`; `*MemLocationTypeHost` from CUDA 13.0);
     /// `None` where no version has host pools.
     pub host_pools_since: Option<c_int>,
+    /// Whether `*MemPoolExportToShareableHandle` hands out the pool's own file descriptor, the
+    /// same number on every call, which the pool closes when it is destroyed (HIP's
+    /// `MemoryPool::Export`), rather than a new one the caller owns and closes (CUDA).
+    pub export_keeps_handle: bool,
     /// Device attribute numbers the fake answers (`cudaDeviceAttr` / `hipDeviceAttribute_t`).
     pub attributes: Attributes,
     /// What `*GetDeviceProperties` names devices (`{name} {ordinal}`).
@@ -189,6 +193,7 @@ impl Platform {
         },
         default_versions: (12040, 12040),
         host_pools_since: Some(12020),
+        export_keeps_handle: false,
         attributes: Attributes {
             memory_pools_supported: 115,
             unified_addressing: 41,

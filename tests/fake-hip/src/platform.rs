@@ -111,6 +111,7 @@ pub(crate) static HIP: Platform = Platform {
     default_versions: (60_241_133, 60_241_133),
     // hipMemPoolCreate takes device locations only.
     host_pools_since: None,
+    export_keeps_handle: true,
     attributes: Attributes {
         memory_pools_supported: 88,
         unified_addressing: 85,

@@ -5,7 +5,7 @@
 //! pool.
 
 use std::ffi::{c_int, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::buffer::DeviceBuffer;
@@ -126,8 +126,24 @@ pub(crate) fn export<P: Platform>(
             ),
         });
     }
-    // SAFETY: the driver returned a new descriptor, the caller's to close.
-    let handle = unsafe { OwnedFd::from_raw_fd(fd) };
+    let handle = if P::EXPORT_KEEPS_HANDLE {
+        // The pool's own descriptor, which the pool closes: the descriptor
+        // owns a copy instead (close-on-exec, as CUDA's is).
+        // SAFETY: the pool is live, so its descriptor is open for the call.
+        unsafe { BorrowedFd::borrow_raw(fd) }
+            .try_clone_to_owned()
+            .map_err(|e| Error::Io {
+                what: format!(
+                    "copying the file descriptor {} gave for the pool on {device}",
+                    to_handle.name
+                ),
+                reason: e.to_string(),
+                errno: e.raw_os_error(),
+            })?
+    } else {
+        // SAFETY: the driver returned a new descriptor, the caller's to close.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    };
     let bus = bus_id(driver, device)?;
     Ok(crate::ipc_data::descriptor(
         device, bus, nbytes, handle, data,

@@ -98,6 +98,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// (`cudaDevAttrHostNumaId` 134, -1 without NUMA); `None` where the
     /// platform has none.
     const ATTR_HOST_NUMA_ID: Option<c_int>;
+    /// Whether `*MemPoolExportToShareableHandle` hands out the pool's own
+    /// file descriptor, the same on every call and closed with the pool
+    /// (HIP's), rather than a new one the caller owns (CUDA's).
+    const EXPORT_KEEPS_HANDLE: bool;
     /// Where the library is installed besides the loader's search path.
     const SEARCH: super::discovery::SearchPath<'static>;
 

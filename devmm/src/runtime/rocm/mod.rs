@@ -63,6 +63,7 @@ impl Platform for sys::HipTable {
     const MEM_LOCATION_SINCE: Option<i32> = None;
     // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
     const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
+    const EXPORT_KEEPS_HANDLE: bool = true;
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = None;
     const ATTR_HOST_NUMA_ID: Option<c_int> = None;
     const SEARCH: SearchPath<'static> = SearchPath {

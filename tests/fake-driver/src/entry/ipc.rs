@@ -35,9 +35,11 @@ use crate::platform::{Fault, Platform};
 use crate::pool::Pool;
 
 /// `cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
-/// cudaMemAllocationHandleType handleType, unsigned int flags)`: a new descriptor (an `int`
-/// written to `handle`, close-on-exec, the caller's to close) for a pool created with the POSIX
-/// file descriptor handle type; any other pool, type or flags is an invalid value.
+/// cudaMemAllocationHandleType handleType, unsigned int flags)`: a descriptor (an `int` written
+/// to `handle`) for a pool created with the POSIX file descriptor handle type; any other pool,
+/// type or flags is an invalid value. CUDA hands out a new, close-on-exec descriptor the caller
+/// closes; HIP the pool's own, the same on every call, which the caller must not close
+/// (`Platform::export_keeps_handle`).
 ///
 /// # Safety
 /// `handle` is null or valid for a write of an `int`.
@@ -62,8 +64,17 @@ pub unsafe fn export_to_shareable_handle(
             let Some(Link::Exporter(arena)) = &state.pools.get_mut(pool as usize)?.link else {
                 return Err(Fault::InvalidValue);
             };
-            // SAFETY: the arena's descriptor is open; the duplicate is a new descriptor.
-            let fd = unsafe { libc::fcntl(arena.file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+            let fd = if platform.export_keeps_handle {
+                // The pool's own descriptor, as HIP hands it out: refused once a caller closed
+                // it (the real runtime would hand out the stale number).
+                if !arena.descriptor_intact() {
+                    return Err(Fault::InvalidValue);
+                }
+                arena.file.as_raw_fd()
+            } else {
+                // SAFETY: the arena's descriptor is open; the duplicate is a new descriptor.
+                unsafe { libc::fcntl(arena.file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) }
+            };
             if fd < 0 {
                 return Err(Fault::OutOfMemory);
             }
