@@ -11,6 +11,7 @@
 
 mod support;
 
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
@@ -462,6 +463,46 @@ fn activation_guard_restores_the_previous_device(p: &'static Platform) {
         "0",
         "the guard restores device 0"
     );
+}
+
+/// A device the caller made current itself, with nothing run on it yet, is
+/// current again after devmm used another: on CUDA setting it created its
+/// context; on HIP a device is inactive until it runs something, and
+/// making it current again costs nothing, so the guard always restores.
+fn the_callers_device_is_current_again_after_devmm_used_another(p: &'static Platform) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("calls the fake's own SetDevice and GetDevice");
+    };
+    type SetDevice = unsafe extern "C" fn(c_int) -> c_int;
+    type GetDevice = unsafe extern "C" fn(*mut c_int) -> c_int;
+    // SAFETY: the runtime's `*SetDevice(int)` and `*GetDevice(int*)`.
+    let (set, get) = unsafe {
+        (
+            fake.function::<SetDevice>(&p.call("SetDevice")),
+            fake.function::<GetDevice>(&p.call("GetDevice")),
+        )
+    };
+    let rt = &u.rt;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // SAFETY: a plain call with a valid ordinal.
+            assert_eq!(unsafe { set(1) }, 0);
+            let mr = rt.default_resource(p.dev(0)).unwrap();
+            let stream = rt.default_stream(p.dev(0)).unwrap();
+            let ptr = mr.allocate(64, &stream).unwrap();
+            // SAFETY: allocated just above, freed once.
+            unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
+            stream.synchronize().unwrap();
+            let mut current = -1;
+            // SAFETY: `current` is valid for the write.
+            assert_eq!(unsafe { get(&mut current) }, 0);
+            assert_eq!(
+                current, 1,
+                "devmm left the caller's thread on another device"
+            );
+        });
+    });
 }
 
 fn streams_created_wrapped_and_builtin(p: &'static Platform) {
@@ -2065,6 +2106,33 @@ fn own_pool_settings_and_refusals(p: &'static Platform) {
     drop(mr);
     if let Some(fake) = u.fake() {
         assert_eq!(fake.live_pools(), 0, "every pool made here was destroyed");
+        // HIP's pools ignore `maxSize` before 6.2 (the bytes are reserved
+        // there): a limit the pool would grow past is refused.
+        fake.set_version(60_100_000, 60_100_000);
+        let limited = PoolOptions {
+            max_pool_size: Some(4 * MIB),
+            ..PoolOptions::default()
+        };
+        match make(limited) {
+            Ok(mr) => {
+                assert_eq!(p.runtime, "cuda", "HIP 6.1 took a limit it ignores");
+                let kept = mr.allocate(3 * MIB, &stream).unwrap();
+                assert!(
+                    mr.allocate(2 * MIB, &stream)
+                        .unwrap_err()
+                        .is_out_of_memory()
+                );
+                // SAFETY: allocated above with this size, freed once.
+                unsafe { mr.deallocate(kept, 3 * MIB, &stream) }.unwrap();
+                stream.synchronize().unwrap();
+            }
+            Err(err) => {
+                assert_eq!(p.runtime, "rocm", "{err}");
+                assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+                assert!(err.to_string().contains("6.2.0 or later"), "{err}");
+            }
+        }
+        assert_eq!(fake.live_pools(), 0);
     }
     u.assert_no_leaks();
 }
@@ -2643,6 +2711,7 @@ macro_rules! suite {
             device_count_and_memory_info,
             streams_carry_their_runtime,
             activation_guard_restores_the_previous_device,
+            the_callers_device_is_current_again_after_devmm_used_another,
             streams_created_wrapped_and_builtin,
             stream_flags_reach_the_driver,
             memcpy_of_every_kind,

@@ -115,6 +115,8 @@ pub(crate) static CUDA: Platform = Platform {
     // CUDA 12.2: cudaMemPoolCreate takes a host NUMA node as the location.
     host_pools_since: Some(12020),
     export_keeps_handle: false,
+    set_device_activates: true,
+    max_size_since: None,
     attributes: Attributes {
         memory_pools_supported: 115,
         unified_addressing: 41,

@@ -158,10 +158,11 @@ impl Devices {
         Ok(device)
     }
 
-    /// Makes `device` current; as on hardware, this creates its primary context.
-    pub(crate) fn set_current(&mut self, device: c_int) -> Result<(), Fault> {
+    /// Makes `device` current; with `activates` (CUDA), as on hardware, this creates its
+    /// primary context.
+    pub(crate) fn set_current(&mut self, device: c_int, activates: bool) -> Result<(), Fault> {
         let index = self.index(device)?;
-        self.memory[index].context = true;
+        self.memory[index].context |= activates;
         CURRENT.set((self.generation, device));
         Ok(())
     }
@@ -271,7 +272,7 @@ mod tests {
     #[test]
     fn a_fresh_table_sends_the_thread_back_to_device_0() {
         let mut devices = Devices::default();
-        devices.set_current(1).unwrap();
+        devices.set_current(1, true).unwrap();
         assert_eq!(devices.current(), Ok(1));
         assert_eq!(Devices::default().current(), Ok(0));
     }
@@ -296,9 +297,9 @@ mod tests {
     #[test]
     fn ordinals_are_checked_against_the_count() {
         let mut devices = Devices::default();
-        assert_eq!(devices.set_current(2), Err(Fault::InvalidDevice));
-        assert_eq!(devices.set_current(-1), Err(Fault::InvalidDevice));
-        devices.set_current(1).unwrap();
+        assert_eq!(devices.set_current(2, true), Err(Fault::InvalidDevice));
+        assert_eq!(devices.set_current(-1, true), Err(Fault::InvalidDevice));
+        devices.set_current(1, true).unwrap();
         assert_eq!(devices.current(), Ok(1));
         devices.set_count(1).unwrap();
         assert_eq!(devices.current(), Err(Fault::InvalidDevice));

@@ -129,6 +129,13 @@ pub struct Platform {
     /// same number on every call, which the pool closes when it is destroyed (HIP's
     /// `MemoryPool::Export`), rather than a new one the caller owns and closes (CUDA).
     pub export_keeps_handle: bool,
+    /// Whether making a device current activates it (CUDA creates its primary context). HIP's
+    /// devices become active, as `hipDevicePrimaryCtxGetState` reports it, only once memory is
+    /// allocated or work is queued there; `hipSetDevice` alone leaves them inactive.
+    pub set_device_activates: bool,
+    /// The first runtime version whose pools honour the props' `maxSize`; before it the bytes
+    /// are reserved and ignored (HIP before 6.2 has no such field). `None`: every version.
+    pub max_size_since: Option<c_int>,
     /// Device attribute numbers the fake answers (`cudaDeviceAttr` / `hipDeviceAttribute_t`).
     pub attributes: Attributes,
     /// What `*GetDeviceProperties` names devices (`{name} {ordinal}`).
@@ -194,6 +201,8 @@ impl Platform {
         default_versions: (12040, 12040),
         host_pools_since: Some(12020),
         export_keeps_handle: false,
+        set_device_activates: true,
+        max_size_since: None,
         attributes: Attributes {
             memory_pools_supported: 115,
             unified_addressing: 41,

@@ -1,5 +1,6 @@
-//! `hipDevicePrimaryCtxGetState`, which the description gives no role (CUDA reaches the driver's
-//! through an entry point lookup instead).
+//! `hipDevicePrimaryCtxGetState`, which the library exports and devmm's description leaves out:
+//! it reports a device active only once it ran something, not once it was made current, so devmm
+//! does not ask it (`Platform::set_device_activates`).
 
 use std::ffi::c_int;
 

@@ -112,6 +112,8 @@ pub(crate) static HIP: Platform = Platform {
     // hipMemPoolCreate takes device locations only.
     host_pools_since: None,
     export_keeps_handle: true,
+    set_device_activates: false,
+    max_size_since: Some(60_200_000),
     attributes: Attributes {
         memory_pools_supported: 88,
         unified_addressing: 85,

@@ -98,6 +98,11 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// (`cudaDevAttrHostNumaId` 134, -1 without NUMA); `None` where the
     /// platform has none.
     const ATTR_HOST_NUMA_ID: Option<c_int>;
+    /// The first runtime version whose pools honour `maxSize` in the pool
+    /// properties (HIP 6.2: before it the bytes are reserved, and a pool
+    /// grows past the limit); `None` where devmm knows of no version that
+    /// ignores it.
+    const MAX_POOL_SIZE_SINCE: Option<i32>;
     /// Whether `*MemPoolExportToShareableHandle` hands out the pool's own
     /// file descriptor, the same on every call and closed with the pool
     /// (HIP's), rather than a new one the caller owns (CUDA's).

@@ -129,6 +129,22 @@ impl<P: Platform> GpuAsyncMemory<P> {
                 ),
             });
         }
+        if let (Some(max), Some(since)) = (options.max_pool_size, P::MAX_POOL_SIZE_SINCE) {
+            let version = result::version::get(rt.driver())?.0;
+            if version < since {
+                return Err(Error::InvalidArgument {
+                    reason: format!(
+                        "max_pool_size={max} for {name} on {device} needs {} {} or later, whose \
+                         pools honour the limit; this runtime is {} and would let the pool grow \
+                         past it: leave max_pool_size unset, or cap the memory with a \
+                         LimitingAdaptor",
+                        P::API,
+                        P::version_text(since),
+                        P::version_text(version)
+                    ),
+                });
+            }
+        }
         let driver = Arc::clone(rt.driver());
         let _active = device::activate(&driver, device)?;
         let max_size = options.max_pool_size.unwrap_or(0);

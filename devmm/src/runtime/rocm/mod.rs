@@ -20,7 +20,7 @@ mod device;
 mod memory;
 pub(crate) mod stream;
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use crate::device::DeviceType;
@@ -63,6 +63,7 @@ impl Platform for sys::HipTable {
     const MEM_LOCATION_SINCE: Option<i32> = None;
     // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
     const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
+    const MAX_POOL_SIZE_SINCE: Option<i32> = Some(60_200_000);
     const EXPORT_KEEPS_HANDLE: bool = true;
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = None;
     const ATTR_HOST_NUMA_ID: Option<c_int> = None;
@@ -92,12 +93,14 @@ impl Platform for sys::HipTable {
         (!text.is_empty()).then(|| (text.to_owned(), None))
     }
 
-    fn has_primary_context(&self, ordinal: c_int) -> Option<bool> {
-        let state = self.hipDevicePrimaryCtxGetState?;
-        let (mut flags, mut active): (c_uint, c_int) = (0, 0);
-        // SAFETY: both are valid out-parameters; a bad ordinal is an error.
-        let status = unsafe { state(ordinal, &mut flags, &mut active) };
-        (status == 0).then_some(active != 0)
+    /// Unknown: HIP creates no context when a device is made current, so
+    /// the activation guard always restores the caller's device. Its
+    /// `hipDevicePrimaryCtxGetState` cannot say whether the caller chose a
+    /// device either: it reports a device active only once memory was
+    /// allocated or work queued there (ROCm's clr), not once it was made
+    /// current.
+    fn has_primary_context(&self, _ordinal: c_int) -> Option<bool> {
+        None
     }
 
     fn host_malloc(&self, nbytes: usize) -> (&'static str, Status, *mut c_void) {

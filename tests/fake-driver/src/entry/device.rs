@@ -65,7 +65,11 @@ pub unsafe fn get_device(
 pub fn set_device(platform: &'static Platform, name: &'static str, device: c_int) -> c_int {
     Call::new(platform, name)
         .arg("device", device)
-        .run(|state, _| state.devices.set_current(device))
+        .run(|state, _| {
+            state
+                .devices
+                .set_current(device, platform.set_device_activates)
+        })
 }
 
 /// `cudaMemGetInfo(size_t* free, size_t* total)` for the current device: `total` is the
@@ -219,7 +223,8 @@ pub fn device_synchronize(platform: &'static Platform, name: &'static str) -> c_
 }
 
 /// `cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active)` (and HIP's
-/// `hipDevicePrimaryCtxGetState`): whether the device has a context; flags are 0.
+/// `hipDevicePrimaryCtxGetState`): whether the device has a context (HIP: whether it is active,
+/// `Platform::set_device_activates`); flags are 0.
 ///
 /// # Safety
 /// `flags` and `active` are null or valid for writes.

@@ -153,7 +153,12 @@ pub unsafe fn mem_pool_create(
         if !valid {
             return Err(Fault::InvalidValue);
         }
-        let max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
+        let mut max_size = u64::try_from(props.max_size).map_err(|_| Fault::InvalidValue)?;
+        let runtime = state.versions.unwrap_or(platform.default_versions).0;
+        if platform.max_size_since.is_some_and(|since| runtime < since) {
+            // Reserved bytes to this runtime: the limit is not there.
+            max_size = 0;
+        }
         if props.location_type != LOCATION_DEVICE {
             let created = host_pool(state, platform, &props, max_size)?;
             out.set(handle::to_ptr(created));
