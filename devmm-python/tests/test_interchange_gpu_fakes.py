@@ -244,3 +244,61 @@ def test_a_consumer_on_the_per_thread_stream_passes_a_value_the_protocol_has(
     producer's queued work still comes first."""
     p = PLATFORMS[platform]
     _run(p, PER_THREAD_CONSUMER.format(device=p["device"], expected=expected), fake_library)
+
+
+EXCHANGE_ORDERING = textwrap.dedent(
+    """
+    import ctypes, sys
+    import devmm
+    from devmm._dlpack import _abi
+
+    fake = ctypes.CDLL(sys.argv[1])
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    data = bytes(range(1, 65))
+    source = devmm.DeviceBuffer.to_device(data, device=gpu)
+    scratch = devmm.DeviceBuffer(64, device=gpu)
+    # The tensor's own stream, not the device's current work stream, and
+    # non-blocking: the legacy default stream does not wait for it.
+    side = devmm.StreamPool(1, devmm.StreamFlags.NON_BLOCKING, device=gpu).get_stream()
+    t = devmm.empty((64,), "uint8", device=gpu, stream=side, layout=devmm.RowMajor())
+    devmm.copy_host_to_ptr(bytes(64), t.data_ptr, stream=side)
+    side.synchronize()
+    fake.fake_set_stream_delay(ctypes.c_uint64(40_000))
+    # Seven delays of other work, then the copy that fills the tensor.
+    for _ in range(7):
+        devmm.copy_device_to_ptr(source.ptr, scratch.ptr, 64, stream=side)
+    devmm.copy_device_to_ptr(source.ptr, t.data_ptr, 64, stream=side)
+    # A C consumer of devmm's table (tvm-ffi, PyTorch): the export asks for
+    # no stream hand-off, and the consumer orders its reads after the
+    # producer's current work stream alone.
+    api = _abi.DLPackExchangeAPI.of(devmm.Tensor)
+    managed = ctypes.POINTER(_abi.DLManagedTensorVersioned)()
+    assert api.managed_tensor_from_py_object_no_sync(t, ctypes.byref(managed)) == 0
+    current = ctypes.c_void_p()
+    assert api.current_work_stream(*t.__dlpack_device__(), ctypes.byref(current)) == 0
+    work = rt.default_stream(gpu)
+    assert (current.value or 0) == work.handle, (current.value, work.handle)
+    result = devmm.DeviceBuffer(64, device=gpu, stream=work)
+    devmm.copy_device_to_ptr(managed.contents.dl_tensor.data, result.ptr, 64, stream=work)
+    seen = bytes(result.copy_to_host(stream=work))
+    fake.fake_set_stream_delay(ctypes.c_uint64(0))
+    side.synchronize()
+    managed.contents.deleter(managed)
+    assert t.buffer.live_exports == 0
+    assert seen == data, f"the consumer read before the tensor's stream filled it: {{seen[:8]!r}}"
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_an_exchange_export_orders_the_tensors_stream_before_the_current_work_stream(
+    platform: str, fake_library: Callable[[str], str]
+) -> None:
+    """The C exchange API's consumer orders its work after the producer's
+    current work stream (the device's default stream in devmm), not after
+    the tensor's own: an export of a tensor whose stream still has work
+    queued makes the current work stream wait for it first."""
+    p = PLATFORMS[platform]
+    _run(p, EXCHANGE_ORDERING.format(device=p["device"]), fake_library)

@@ -6,7 +6,8 @@
 //! Exchange exports are the same zero-copy exports as `__dlpack__`'s (one
 //! block, one deleter, the same quarantine), stamped with the version
 //! devmm's managed struct has, and ask for no stream ordering: the
-//! consumer orders its work after [`current_work_stream`] itself.
+//! consumer orders its work after [`current_work_stream`] itself, so an
+//! export first makes that stream wait for the tensor's own.
 //!
 //! [`DLPackExchangeAPI`]: super::ffi::DLPackExchangeAPI
 
@@ -16,6 +17,7 @@ use super::ffi::{DLDataType, DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSIO
 use super::import::{Header, header};
 use crate::device::{Device, DeviceType};
 use crate::error::{Error, Result};
+use crate::stream::Stream;
 use crate::tensor::{EmptyOptions, Tensor, empty};
 
 /// What an exchange consumer asks of an export: the versioned struct, and
@@ -75,6 +77,11 @@ pub unsafe fn allocate_like(prototype: &DLTensor) -> Result<DlpackExport> {
 /// # Ok::<(), devmm::Error>(())
 /// ```
 pub fn current_work_stream(device_type: i32, device_id: i32) -> Result<Option<usize>> {
+    Ok(current_stream(device_type, device_id)?.map(|stream| stream.handle()))
+}
+
+/// The stream [`current_work_stream`] names for a DLPack device.
+fn current_stream(device_type: i32, device_id: i32) -> Result<Option<Stream>> {
     let device = Device::from_dlpack(device_type, device_id).map_err(|e| {
         refusal(format!(
             "no current work stream for DLPack device ({device_type}, {device_id}): {e}"
@@ -82,15 +89,16 @@ pub fn current_work_stream(device_type: i32, device_id: i32) -> Result<Option<us
     })?;
     match device.ty() {
         DeviceType::Cpu => Ok(None),
-        _ => Ok(Some(crate::runtime::stream_for(device, None)?.handle())),
+        _ => Ok(Some(crate::runtime::stream_for(device, None)?)),
     }
 }
 
 impl Tensor {
     /// Exports the tensor for a C exchange consumer
     /// (`managed_tensor_from_py_object_no_sync`): [`to_dlpack`](Self::to_dlpack)
-    /// of the versioned struct, with no stream ordering; the consumer
-    /// orders its work after [`current_work_stream`] itself. Refusals are
+    /// of the versioned struct, with no stream hand-off; the consumer
+    /// orders its work after [`current_work_stream`] itself, which first
+    /// waits for the work queued on the tensor's own stream. Refusals are
     /// those of `to_dlpack` (a freed buffer, extents beyond int64).
     ///
     /// ```
@@ -101,13 +109,33 @@ impl Tensor {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn to_dlpack_no_sync(&self) -> Result<DlpackExport> {
+        self.order_current_work_stream()?;
         self.to_dlpack(&NO_SYNC)
+    }
+
+    /// Makes the stream an exchange consumer orders its work after, the
+    /// device's [`current_work_stream`], wait for the work queued on the
+    /// tensor's own stream: the consumer never sees that one. Nothing to
+    /// do on the host, or when they are one stream; a stream of another
+    /// device (pinned memory exports device id 0) is synchronized instead.
+    fn order_current_work_stream(&self) -> Result<()> {
+        let (device_type, device_id) = self.device().dlpack_device();
+        let Some(current) = current_stream(device_type, device_id)? else {
+            return Ok(());
+        };
+        let own = self.buffer().stream();
+        match current.device() == own.device() {
+            _ if current == *own => Ok(()),
+            true => current.wait(own),
+            false => own.synchronize(),
+        }
     }
 
     /// Describes the tensor in a `DLTensor` that borrows its shape and
     /// strides from `self` (`dltensor_from_py_object_no_sync`): valid
     /// while `self` is neither moved nor dropped, and no export holds the
-    /// memory. Refused ([`Error::Dlpack`]) for a freed buffer, for a
+    /// memory; the device's [`current_work_stream`] waits for the tensor's
+    /// own first, as for an export. Refused ([`Error::Dlpack`]) for a freed buffer, for a
     /// read-only tensor (a bare `DLTensor` has no read-only flag), and for
     /// extents or strides beyond int64.
     ///
@@ -153,6 +181,7 @@ impl Tensor {
                 shape.len()
             ))
         })?;
+        self.order_current_work_stream()?;
         let dtype = self.dtype();
         let (device_type, device_id) = self.device().dlpack_device();
         Ok(DLTensor {
