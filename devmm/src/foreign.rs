@@ -101,7 +101,8 @@ pub struct ForeignMemoryResource {
     adopted: Mutex<Option<Adopted>>,
     /// Whether `deallocate` synchronizes the stream it is given before the
     /// release: for an owner whose release does not wait for work queued
-    /// on the memory (an IPC mapping's `cudaFree`).
+    /// on the memory (an IPC mapping's `cudaFree`, a DLPack producer's
+    /// deleter).
     synchronized: bool,
 }
 
@@ -145,7 +146,9 @@ impl ForeignMemoryResource {
     /// given: for memory whose release unmaps it at once, with no ordering
     /// of its own, as `cudaFree` of an imported IPC pointer and
     /// `cudaIpcCloseMemHandle` do ("callers must ensure that all accesses
-    /// to these pointer have completed before invoking cudaFree").
+    /// to these pointer have completed before invoking cudaFree"), or that
+    /// its owner reuses at once, as a DLPack producer's caching allocator
+    /// does once its deleter runs.
     pub(crate) fn synchronizing(mut self) -> ForeignMemoryResource {
         self.synchronized = true;
         self

@@ -7,12 +7,13 @@ mod support;
 
 use std::sync::Arc;
 
-use devmm::dlpack::DlpackRequest;
+use devmm::dlpack::ffi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use devmm::dlpack::{DlpackFlavor, DlpackRequest};
 use devmm::mrs::cuda::CudaRuntimeMemoryResource;
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::{
     DType, Device, DeviceBuffer, DeviceRuntime, DeviceType, EmptyOptions, Error, MemoryResource,
-    StreamRuntime, StreamSentinel, empty,
+    StreamRuntime, StreamSentinel, Tensor, empty,
 };
 use support::fake_driver::{FakeControl, exclusive, fake_libraries};
 
@@ -310,6 +311,88 @@ fn a_release_on_another_stream_waits_for_a_consumer_on_the_producers_stream() {
         read(&result),
         data(),
         "the release on the other stream overtook the consumer's read"
+    );
+}
+
+/// Set by [`foreign_deleter`]: the producer was told devmm is done.
+static FOREIGN_DELETED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A producer's deleter that frees only the struct: the memory stays the
+/// test's, which reuses it at once, as a caching allocator would.
+unsafe extern "C" fn foreign_deleter(managed: *mut DLManagedTensorVersioned) {
+    // SAFETY: made by `Box::into_raw` below, deleted once.
+    drop(unsafe { Box::from_raw(managed) });
+    FOREIGN_DELETED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A foreign GPU tensor (a producer's, through DLPack) is handed back to its
+/// producer only once the work devmm queued on it has run: the producer
+/// reuses the memory as soon as its deleter runs (PyTorch's and CuPy's
+/// caching allocators do), with no ordering after devmm's stream.
+#[test]
+fn a_foreign_gpu_import_is_handed_back_after_the_work_queued_on_it() {
+    let f = Fresh::new();
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let stream = f.rt.create_stream(gpu).unwrap();
+    // The producer's memory, and its own stream for what it does next.
+    let lent = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+    // SAFETY: fake device memory.
+    unsafe { lent.copy_from_host(&data()) }.unwrap();
+    let producer = f.rt.create_stream(gpu).unwrap();
+    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+    let result = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+    let mut shape = [64i64];
+    let mut strides = [1i64];
+    let managed = Box::into_raw(Box::new(DLManagedTensorVersioned {
+        version: DLPackVersion { major: 1, minor: 1 },
+        manager_ctx: std::ptr::null_mut(),
+        deleter: Some(foreign_deleter),
+        flags: 0,
+        dl_tensor: DLTensor {
+            data: lent.ptr().as_host_ptr(),
+            device: DLDevice {
+                device_type: 2,
+                device_id: 0,
+            },
+            ndim: 1,
+            dtype: DLDataType {
+                code: 1,
+                bits: 8,
+                lanes: 1,
+            },
+            shape: shape.as_mut_ptr(),
+            strides: strides.as_mut_ptr(),
+            byte_offset: 0,
+        },
+    }));
+    FOREIGN_DELETED.store(false, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: a live versioned struct, handed over; its shape and strides
+    // outlive the import (they are read during it).
+    let imported =
+        unsafe { Tensor::from_dlpack_on(managed.cast(), DlpackFlavor::Versioned, &stream) }
+            .unwrap();
+    f.fake.set_stream_delay(DELAY_MICROS);
+    // devmm reads the memory on its stream, late.
+    busy(&f.rt, &scratch, &lent, &stream);
+    // SAFETY: both are live 64-byte fake-device allocations.
+    unsafe {
+        f.rt.copy_device_to_device(result.ptr(), imported.data_ptr(), 64, &stream)
+    }
+    .unwrap();
+    drop(imported);
+    assert!(
+        FOREIGN_DELETED.load(std::sync::atomic::Ordering::SeqCst),
+        "handed back"
+    );
+    // The producer reuses its memory at once, on its own stream.
+    // SAFETY: fake device memory, the producer's again.
+    unsafe { f.rt.copy_host_to_device(lent.ptr(), &[0u8; 64], &producer) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(
+        read(&result),
+        data(),
+        "the producer got its memory back before devmm's queued read ran"
     );
 }
 

@@ -314,6 +314,14 @@ unsafe fn import(
         Managed::release_words,
         managed.into_words(),
     );
+    // A producer reuses its memory as soon as its deleter runs (PyTorch's
+    // and CuPy's caching allocators do), ordered after nothing devmm
+    // queued: on a device with streams, the release first waits for the
+    // buffer's stream.
+    let resource = match described.device.ty() {
+        DeviceType::Cpu => resource,
+        _ => resource.synchronizing(),
+    };
     let (ptr, nbytes, offset) = if described.layout.required_nbytes() == 0 {
         (DevicePtr::NULL, 0, 0)
     } else {
