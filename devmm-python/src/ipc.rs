@@ -34,7 +34,8 @@ use crate::device::PyDevice;
 /// Traceback (most recent call last):
 ///     ...
 /// TypeError: cannot create 'devmm.IpcDescriptor' instances
-/// >>> descriptor = devmm.DeviceBuffer(1024, mr=mr).ipc_descriptor()  # doctest: +SKIP
+/// >>> buf = devmm.DeviceBuffer(1024, mr=mr)  # doctest: +SKIP
+/// >>> descriptor = buf.ipc_descriptor()  # keep `buf` until every importer freed  # doctest: +SKIP
 /// >>> descriptor.nbytes  # doctest: +SKIP
 /// 1024
 /// >>> import pickle
@@ -103,7 +104,8 @@ impl PyIpcDescriptor {
     /// ...     mr = CudaAsyncMemoryResource("cuda:0", enable_ipc=True)
     /// ... except devmm.RuntimeUnavailableError:  # no runtime or device here
     /// ...     mr = None
-    /// >>> descriptor = devmm.DeviceBuffer(1024, mr=mr).ipc_descriptor()  # doctest: +SKIP
+    /// >>> buf = devmm.DeviceBuffer(1024, mr=mr)  # doctest: +SKIP
+    /// >>> descriptor = buf.ipc_descriptor()  # doctest: +SKIP
     /// >>> descriptor.close()  # doctest: +SKIP
     /// >>> descriptor.closed  # doctest: +SKIP
     /// True

@@ -18,8 +18,10 @@
 //! freed in the exporting process". An imported buffer's free releases only
 //! its mapping (`*Free` of the imported pointer, which returns when it is
 //! done); the exporter must not free its buffer before every importer has
-//! freed theirs, and a driver that can tell refuses (the fake driver does:
-//! the exporter's free fails and its buffer stays open).
+//! freed theirs. The real drivers do not check (the pool may hand the
+//! block out again under the importers), so the exporter keeps its buffer
+//! until they are done; the fake driver does check, so tests see a breach:
+//! the exporter's free fails and its buffer stays open.
 
 use std::sync::Arc;
 
