@@ -131,6 +131,67 @@ fn orders_the_copy_after_the_source_and_before_its_release(fake: &FakeControl, g
     );
 }
 
+/// A copy on a stream being captured is refused before anything is
+/// allocated: its result would be a graph allocation that nothing in the
+/// graph frees (devmm refuses frees during a capture), and the copy itself
+/// or its hand-back to the source's stream is refused midway anyway. The
+/// capture stays intact.
+fn refuses_a_capturing_stream_before_allocating(fake: &FakeControl, gpu: Device) {
+    let prefix = if gpu.ty() == devmm::DeviceType::Cuda {
+        "cuda"
+    } else {
+        "hip"
+    };
+    type Begin = unsafe extern "C" fn(*mut std::ffi::c_void, i32) -> i32;
+    type End = unsafe extern "C" fn(*mut std::ffi::c_void, *mut *mut std::ffi::c_void) -> i32;
+    type Destroy = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
+    // SAFETY: the runtime API's signatures of these three calls.
+    let (begin, end, destroy) = unsafe {
+        (
+            fake.function::<Begin>(&format!("{prefix}StreamBeginCapture")),
+            fake.function::<End>(&format!("{prefix}StreamEndCapture")),
+            fake.function::<Destroy>(&format!("{prefix}GraphDestroy")),
+        )
+    };
+    let runtime = runtime_for(gpu).unwrap();
+    let stream = runtime.create_stream(gpu).unwrap();
+    let on_host = host(&[8], RowMajor);
+    let on_gpu = on_host.to(gpu, None, None).unwrap();
+    let handle = std::ptr::without_provenance_mut(stream.handle());
+    // SAFETY: a live stream; mode 0 is global.
+    assert_eq!(unsafe { begin(handle, 0) }, 0);
+    let live = fake.live_allocations();
+    fake.clear_calls();
+    for (source, to) in [(&on_host, gpu), (&on_gpu, gpu), (&on_gpu, Device::CPU)] {
+        let err = source.to(to, Some(&stream), None).unwrap_err();
+        assert!(
+            matches!(err, Error::StreamCapture { .. }),
+            "{gpu} -> {to}: {err:?}"
+        );
+    }
+    let allocations: Vec<String> = fake
+        .call_log()
+        .into_iter()
+        .filter(|l| l.starts_with(&format!("{prefix}Malloc")))
+        .collect();
+    assert!(
+        allocations.is_empty(),
+        "{gpu}: allocated during the capture: {allocations:?}"
+    );
+    assert_eq!(fake.live_allocations(), live, "{gpu}");
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: the stream began capturing above; `graph` is valid for a write.
+    assert_eq!(
+        unsafe { end(handle, &mut graph) },
+        0,
+        "{gpu}: the capture broke"
+    );
+    if !graph.is_null() {
+        // SAFETY: the graph the capture made, destroyed once.
+        assert_eq!(unsafe { destroy(graph) }, 0);
+    }
+}
+
 fn refuses_what_it_cannot_copy(gpu: Device, other: Device) {
     let on_gpu = host(&[2], RowMajor).to(gpu, None, None).unwrap();
     for to in [Device::new(gpu.ty(), 1), other] {
@@ -184,5 +245,6 @@ fn copies_over_the_fake_cuda_and_hip_libraries() {
         copies_every_layout_both_ways(gpu);
         orders_the_copy_after_the_source_and_before_its_release(fake, gpu);
         refuses_what_it_cannot_copy(gpu, other);
+        refuses_a_capturing_stream_before_allocating(fake, gpu);
     }
 }

@@ -121,6 +121,19 @@ impl Tensor {
             None => crate::defaults::stream(side)?,
         };
         stream.check_usable_here("a tensor copy")?;
+        if stream.is_capturing()? {
+            // Refused before anything is allocated: the result would be a
+            // graph allocation nothing frees, since devmm refuses frees
+            // during a capture, and the copy would be refused midway.
+            return Err(Error::StreamCapture {
+                device: stream.device(),
+                operation: format!("copying a tensor from {from} to {device}"),
+                reason: "the copy allocates its result, which a graph can only record as an \
+                         allocation the graph itself must free; copy before the capture begins \
+                         or after it ends, or on a stream that is not capturing"
+                    .into(),
+            });
+        }
         let resource = crate::defaults::resource(device)?;
         check_dereferenceable(&*resource, "a tensor copy")?;
         check_dereferenceable(&**self.buffer().resource(), "a tensor copy")?;
