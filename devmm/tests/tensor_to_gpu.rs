@@ -181,11 +181,8 @@ fn refuses_a_capturing_stream_before_allocating(fake: &FakeControl, gpu: Device)
     assert_eq!(fake.live_allocations(), live, "{gpu}");
     let mut graph = std::ptr::null_mut();
     // SAFETY: the stream began capturing above; `graph` is valid for a write.
-    assert_eq!(
-        unsafe { end(handle, &mut graph) },
-        0,
-        "{gpu}: the capture broke"
-    );
+    let ended = unsafe { end(handle, &mut graph) };
+    assert_eq!(ended, 0, "{gpu}: the capture broke");
     if !graph.is_null() {
         // SAFETY: the graph the capture made, destroyed once.
         assert_eq!(unsafe { destroy(graph) }, 0);
