@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numba.cuda.cudadrv.driver as driver
 import pytest
@@ -24,6 +25,9 @@ import devmm.integrations.numba as bridge
 from devmm.integrations import Installer
 from devmm.integrations.numba import DevmmEMMPlugin
 from devmm.mrs.cuda import CudaRuntimeMemoryResource
+
+if TYPE_CHECKING:
+    from conftest import FakeDriver
 
 
 class Context:
@@ -124,13 +128,20 @@ def test_reset_frees_everything_live(plugin: DevmmEMMPlugin, cuda_stats: devmm.S
     assert cuda_stats.deallocations == 3
 
 
-def test_memory_info_and_pinned_memory_come_from_devmm(plugin: DevmmEMMPlugin, cuda0: devmm.Device) -> None:
+def test_memory_info_and_pinned_memory_come_from_devmm(
+    plugin: DevmmEMMPlugin, cuda0: devmm.Device, fake_cudart: FakeDriver
+) -> None:
     info = plugin.get_memory_info()
     assert (info.free, info.total) == devmm.get_current_memory_resource(cuda0).available_memory()
+    synchronized = fake_cudart.calls("cudaStreamSynchronize")
     pinned = plugin.memhostalloc(256)
     owner = pinned.owned
     assert isinstance(owner, devmm.DeviceBuffer) and owner.device.type is devmm.DeviceType.CUDA_HOST
     assert pinned.size == 256
+    # Numba's host code writes the block at once: over the stream-ordered
+    # host pool, the allocation's stream has reached it first.
+    assert owner.mr.stream_ordered
+    assert fake_cudart.calls("cudaStreamSynchronize") > synchronized, "handed out unordered"
 
 
 # Run in a process of its own: a pointer Numba cannot read crashes NumPy's

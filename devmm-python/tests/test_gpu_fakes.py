@@ -653,6 +653,17 @@ PINNED_SCRIPT = textwrap.dedent(
     buf.free()
     stream.synchronize()
     if pinned.uses_host_pool:
+        # NumPy writes a block as soon as its allocator returns it: over a
+        # stream-ordered pool, the allocation waits for its stream first
+        # (the block may be one freed on it that queued work still reads).
+        import numpy as np
+        import devmm.integrations.numpy
+        synchronized = fake.fake_call_count(b"cudaStreamSynchronize")
+        with devmm.integrations.numpy.install(pinned):
+            arr = np.empty(64, np.uint8)
+        assert fake.fake_call_count(b"cudaStreamSynchronize") > synchronized, "NumPy got the block unordered"
+        del arr
+        stream.synchronize()
         # The freed block stays pinned across the synchronize, until trimmed.
         kept = pinned.pool_statistics()
         assert kept.reserved_bytes >= 100 and kept.used_bytes == 0, kept

@@ -219,7 +219,21 @@ impl Context {
         // cause (a resource's bug) is logged: the caller never sees it. An
         // out-of-memory error runs the `on_out_of_memory` hooks first, as
         // devmm's own entry points do.
-        let allocate = || crate::observe_allocation(|| self.mr.allocate(nbytes, &self.stream));
+        let allocate = || {
+            let ptr = crate::observe_allocation(|| self.mr.allocate(nbytes, &self.stream))?;
+            if self.mr.stream_ordered() {
+                // NumPy writes the block as soon as it has it, so its
+                // stream must have reached the allocation: a stream-ordered
+                // pool hands out blocks freed on it that queued work (a
+                // copy from the last array there) may still read.
+                if let Err(error) = self.stream.synchronize() {
+                    // SAFETY: allocated just above, never handed out, freed once.
+                    let _ = unsafe { self.mr.deallocate(ptr, nbytes, &self.stream) };
+                    return Err(error);
+                }
+            }
+            Ok(ptr)
+        };
         match self.contained(allocate) {
             Ok(ptr) if !ptr.is_null() => {
                 self.sizes().insert(ptr.addr(), nbytes);
