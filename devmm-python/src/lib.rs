@@ -176,6 +176,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         String::from(torch_allocator::MALLOC_SYMBOL),
     )?;
     m.add(
+        "TORCH_POOL_MALLOC_SYMBOL",
+        String::from(torch_allocator::POOL_MALLOC_SYMBOL),
+    )?;
+    m.add(
         "TORCH_FREE_SYMBOL",
         String::from(torch_allocator::FREE_SYMBOL),
     )?;

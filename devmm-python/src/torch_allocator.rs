@@ -14,15 +14,34 @@ use pyo3::prelude::*;
 use crate::error::IntoPyResult;
 use crate::resource::{resource_of, PyMemoryResource};
 
-/// The allocation entry point's symbol, for `CUDAPluggableAllocator`.
+/// The allocation entry point's symbol, for the `CUDAPluggableAllocator`
+/// that `install` makes PyTorch's allocator.
 pub(crate) const MALLOC_SYMBOL: &str = "devmm_torch_malloc";
-/// The free entry point's symbol, for `CUDAPluggableAllocator`.
+/// The allocation entry point's symbol, for the `CUDAPluggableAllocator` a
+/// `torch.cuda.MemPool` holds.
+pub(crate) const POOL_MALLOC_SYMBOL: &str = "devmm_torch_pool_malloc";
+/// The free entry point's symbol, for both.
 pub(crate) const FREE_SYMBOL: &str = "devmm_torch_free";
 
-/// PyTorch's allocation hook: `void* alloc(size_t size, int device,
-/// cudaStream_t stream)`. A failure is logged on the `devmm` logger and
-/// thrown to PyTorch as `std::bad_alloc` (NULL where no C++ runtime is
-/// loaded, which PyTorch never is without).
+/// The block PyTorch asked for, or `None` after logging why not on the
+/// `devmm` logger. A Python-defined resource's exception has no binding to
+/// convert it here: the devmm error carries its message into the log.
+fn allocate_or_log(size: usize, device: c_int, stream: *mut c_void) -> Option<*mut c_void> {
+    let result = std::panic::catch_unwind(|| TorchRoutes::allocate(size, device, stream as usize));
+    match result {
+        Ok(Ok(ptr)) => return Some(ptr),
+        Ok(Err(error)) => {
+            tracing::error!(target: "devmm::torch", %error, "PyTorch allocation failed");
+        }
+        Err(_) => tracing::error!(target: "devmm::torch", "PyTorch allocation panicked"),
+    }
+    None
+}
+
+/// PyTorch's allocation hook when devmm is its allocator: `void* alloc(size_t
+/// size, int device, cudaStream_t stream)`. A failure is thrown to PyTorch
+/// as `std::bad_alloc` (NULL where no C++ runtime is loaded, which PyTorch
+/// never is without): PyTorch would wrap a NULL in a tensor.
 ///
 /// # Safety
 ///
@@ -34,20 +53,31 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
     device: c_int,
     stream: *mut c_void,
 ) -> *mut c_void {
-    // A Python-defined resource's exception has no binding to convert it
-    // here: the devmm error carries its message into the log instead.
-    let result = std::panic::catch_unwind(|| TorchRoutes::allocate(size, device, stream as usize));
-    match result {
-        Ok(Ok(ptr)) => return ptr,
-        Ok(Err(error)) => {
-            tracing::error!(target: "devmm::torch", %error, "PyTorch allocation failed");
-        }
-        Err(_) => tracing::error!(target: "devmm::torch", "PyTorch allocation panicked"),
+    if let Some(ptr) = allocate_or_log(size, device, stream) {
+        return ptr;
     }
     // SAFETY: this function is `extern "C-unwind"`, called by PyTorch's
-    // C++ hook, and outside the `catch_unwind` above.
+    // C++ hook, and outside `allocate_or_log`'s `catch_unwind`.
     unsafe { devmm::interop::throw_bad_alloc() };
     std::ptr::null_mut()
+}
+
+/// PyTorch's allocation hook in a `torch.cuda.MemPool`: as
+/// [`devmm_torch_malloc`], but a failure is NULL, which PyTorch's caching
+/// allocator reads as out of memory: it frees its cached blocks and tries
+/// again before it raises `torch.OutOfMemoryError` (a thrown exception
+/// would skip both).
+///
+/// # Safety
+///
+/// Called with a stream handle valid on `device`.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn devmm_torch_pool_malloc(
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) -> *mut c_void {
+    allocate_or_log(size, device, stream).unwrap_or(std::ptr::null_mut())
 }
 
 /// PyTorch's free hook: `void free(void* ptr, size_t size, int device,

@@ -29,6 +29,9 @@ PRELUDE = textwrap.dedent(
     malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
     free = getattr(lib, _devmm.TORCH_FREE_SYMBOL)
     free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    pool_malloc = getattr(lib, _devmm.TORCH_POOL_MALLOC_SYMBOL)
+    pool_malloc.restype = ctypes.c_void_p
+    pool_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
     """
 )
 
@@ -74,7 +77,7 @@ def test_the_pool_is_made_over_devmms_entry_points_which_serve_the_resource() ->
 
         mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
         pool = bridge.mem_pool(mr)
-        assert made == [(_devmm.__file__, "devmm_torch_malloc", "devmm_torch_free")], made
+        assert made == [(_devmm.__file__, "devmm_torch_pool_malloc", "devmm_torch_free")], made
         assert isinstance(pool.allocator, torch._C._cuda_CUDAAllocator), pool.allocator
         # A second pool over the same resource shares the allocator.
         again = bridge.mem_pool(mr)
@@ -82,13 +85,19 @@ def test_the_pool_is_made_over_devmms_entry_points_which_serve_the_resource() ->
 
         # What PyTorch does in a use_mem_pool block: the pool's allocator
         # calls the entry points, which allocate from mr.
-        block = malloc(4096, 0, None)
+        block = pool_malloc(4096, 0, None)
         assert mr.current_bytes == 4096 and block % 256 == 0
         assert bridge.memory_stats(0)["allocated_bytes.all.current"] == 4096
         # After the block has ended PyTorch frees through the same entry point.
         free(block, 4096, 0, None)
         assert mr.current_bytes == 0 and mr.deallocations == 1
         assert bridge.memory_stats(0)["allocation.all.freed"] == 1
+        # Out of memory, the pool's entry point returns NULL, which PyTorch's
+        # caching allocator answers by freeing its cached blocks and trying
+        # again before it raises torch.OutOfMemoryError (a thrown
+        # std::bad_alloc would skip both).
+        assert pool_malloc(1 << 62, 0, None) is None
+        assert bridge.memory_stats(0)["num_ooms"] == 1
 
         # A device has one resource: another one, or host memory, is refused.
         for other in (devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0")),

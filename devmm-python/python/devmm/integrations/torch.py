@@ -154,7 +154,7 @@ def install(resources: Resources) -> TorchInstaller:
         )
     _devmm.torch_route(chosen)
     try:
-        torch.cuda.memory.change_current_allocator(_pluggable_allocator())
+        torch.cuda.memory.change_current_allocator(_pluggable_allocator(_devmm.TORCH_MALLOC_SYMBOL))
     except RuntimeError as e:
         _devmm.torch_unroute()
         raise RuntimeError(f"PyTorch refused devmm's allocator: {e}") from e
@@ -168,18 +168,22 @@ def install(resources: Resources) -> TorchInstaller:
 _served: dict[int, DeviceMemoryResource] = {}
 
 
-_allocator: "torch.cuda.memory.CUDAPluggableAllocator | None" = None
+#: PyTorch's allocators over devmm's entry points, by allocation symbol,
+#: each made once.
+_allocators: "dict[str, torch.cuda.memory.CUDAPluggableAllocator]" = {}
 
 
-def _pluggable_allocator() -> "torch.cuda.memory.CUDAPluggableAllocator":
-    """PyTorch's allocator over devmm's entry points, made once: ``install``
-    and every :func:`mem_pool` share it."""
-    global _allocator
-    if _allocator is None:
-        _allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            _devmm.__file__, _devmm.TORCH_MALLOC_SYMBOL, _devmm.TORCH_FREE_SYMBOL
+def _pluggable_allocator(malloc_symbol: str) -> "torch.cuda.memory.CUDAPluggableAllocator":
+    """PyTorch's allocator over devmm's entry points, made once per
+    allocation entry point: ``install``'s throws ``std::bad_alloc`` when out
+    of memory (PyTorch would wrap a NULL in a tensor), and the one every
+    :func:`mem_pool` shares returns NULL, which PyTorch's caching allocator
+    answers by freeing its cached blocks and trying again."""
+    if malloc_symbol not in _allocators:
+        _allocators[malloc_symbol] = torch.cuda.memory.CUDAPluggableAllocator(
+            _devmm.__file__, malloc_symbol, _devmm.TORCH_FREE_SYMBOL
         )
-    return _allocator
+    return _allocators[malloc_symbol]
 
 
 def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
@@ -192,7 +196,9 @@ def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
     allocator, so a tensor made in a block goes back to ``mr`` when PyTorch
     releases its memory (``torch.cuda.empty_cache()``, or the pool's end),
     even after the block has ended; :func:`memory_stats` counts the pool's
-    blocks. PyTorch tells the entry points only the device, so a device has
+    blocks. Out of memory, the pool's entry point returns NULL, so PyTorch
+    frees the blocks it caches and tries again before it raises
+    ``torch.OutOfMemoryError``. PyTorch tells the entry points only the device, so a device has
     one devmm resource: ``ValueError`` for another one than ``install`` or an
     earlier pool gave it, or for memory that is not CUDA memory;
     ``RuntimeError`` when PyTorch has no CUDA.
@@ -229,7 +235,7 @@ def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
             f"resource for every devmm MemPool on the device, not {mr!r}"
         )
     _served[ordinal] = mr
-    return torch.cuda.MemPool(_pluggable_allocator().allocator())
+    return torch.cuda.MemPool(_pluggable_allocator(_devmm.TORCH_POOL_MALLOC_SYMBOL).allocator())
 
 
 def _statistics(device: Any) -> tuple[int, tuple[int, int, int, int, int, int]]:
