@@ -5,7 +5,9 @@ rmm.DeviceBuffer allocates through devmm once it is installed."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata
+import os
 from typing import Any
 
 import pytest
@@ -84,6 +86,34 @@ def test_misuse_is_refused_before_rmm_sees_it(rmm_stack: RecordingRmmStack, cuda
     assert rmm_stack.live == {}
     with pytest.raises(ValueError, match="serves CUDA devices"):
         RmmMemoryResource(rmm_stack.mr, "rocm:0")
+
+
+def test_rmm_is_called_with_the_resources_device_current() -> None:
+    # rmm's per-device resources allocate on the current device ("used when
+    # a different device is the active CUDA device, behavior is undefined").
+    fake = ctypes.CDLL(os.environ["DEVMM_TEST_FAKE_CUDART"])
+
+    def current() -> int:
+        device = ctypes.c_int(-1)
+        assert fake.cudaGetDevice(ctypes.byref(device)) == 0
+        return device.value
+
+    seen: list[int] = []
+    backing = CudaRuntimeMemoryResource("cuda:1")
+
+    def allocate(nbytes: int, stream: Any) -> int:
+        seen.append(current())
+        return int(backing.allocate(nbytes))
+
+    def deallocate(ptr: int, nbytes: int, stream: Any) -> None:
+        seen.append(current())
+        backing.deallocate(ptr, nbytes)
+
+    mr = RmmMemoryResource(rmm.mr.CallbackMemoryResource(allocate, deallocate), "cuda:1")
+    assert current() == 0
+    mr.deallocate(mr.allocate(64), 64)
+    assert seen == [1, 1], seen
+    assert current() == 0, "the caller's device is current again"
 
 
 def test_the_default_inner_is_rmms_resource_for_the_device() -> None:

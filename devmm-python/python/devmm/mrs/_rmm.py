@@ -196,7 +196,10 @@ class _RmmFamilyResource(CheckedResource):
         return importlib.import_module(_SEAM_MODULE[self._platform])._rmm_stream_class()
 
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
-        ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
+        # rmm's resources allocate on the current device (its per-device
+        # resources are undefined on another one): this one, for the call.
+        with self.device:
+            ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
         if ptr:
             self._live[ptr] = nbytes
         return ptr
@@ -207,7 +210,8 @@ class _RmmFamilyResource(CheckedResource):
                 f"{type(self).__name__} on {self.device} did not hand out {nbytes} bytes at "
                 f"{ptr:#x} (live: {self._live.get(ptr)} bytes there); nothing was freed"
             )
-        self._inner.deallocate(ptr, nbytes, self._stream(stream))
+        with self.device:
+            self._inner.deallocate(ptr, nbytes, self._stream(stream))
         del self._live[ptr]
 
     def _debug_live_count(self) -> int:
