@@ -80,6 +80,20 @@ def test_memalloc_out_of_memory_is_devmms_error_and_runs_the_hooks_once(plugin: 
     assert len(seen) == 1 and isinstance(seen[0], devmm.OutOfMemoryError) and seen[0].nbytes == 100
 
 
+def test_memalloc_out_of_memory_flushes_pending_frees_and_tries_again(plugin: DevmmEMMPlugin) -> None:
+    # As Numba's own manager: the frees its queue holds back come first.
+    limited = devmm.LimitingAdaptor(CudaRuntimeMemoryResource(), limit_bytes=128)
+    with devmm.using_memory_resource(limited):
+        memory = plugin.memalloc(100)
+        del memory
+        gc.collect()
+        assert len(plugin.deallocations) == 1 and limited.used_bytes == 100
+        again = plugin.memalloc(100)
+    assert again.size == 100 and len(plugin.deallocations) == 0
+    assert limited.used_bytes == 100
+    plugin.reset()
+
+
 def test_memalloc_uses_the_current_resource_of_its_contexts_device(cuda_stats: devmm.StatisticsAdaptor) -> None:
     # Per device, as the seed's plugin: a context on cuda:1 allocates through
     # cuda:1's current resource, never through cuda:0's, whichever is made current.

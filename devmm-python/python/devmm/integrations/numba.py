@@ -189,7 +189,16 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             # on the device's default stream (handle 0), as rmm's plugin's.
             if self._stream is None:
                 self._stream = library_streams(self.device)(0)
-            buffer = DeviceBuffer(size, mr=self._resource(), stream=self._stream)
+            try:
+                buffer = DeviceBuffer(size, mr=self._resource(), stream=self._stream)
+            except MemoryError:
+                # As Numba's own manager: the frees its queue holds back go
+                # first, then one more try.
+                deallocations = getattr(self, "deallocations", None)
+                if not deallocations or deallocations.is_disabled:
+                    raise
+                deallocations.clear()
+                buffer = DeviceBuffer(size, mr=self._resource(), stream=self._stream)
             key = buffer.ptr
             if key:
                 self._live[key] = buffer
