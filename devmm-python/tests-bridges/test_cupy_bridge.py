@@ -12,7 +12,7 @@ import ctypes
 import gc
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cupy
 import pytest
@@ -22,6 +22,9 @@ import devmm.integrations.cupy as bridge
 import devmm.testing
 from devmm.integrations import Installer
 from devmm.mrs.cuda import CudaRuntimeMemoryResource, CupyAllocatorMemoryResource
+
+if TYPE_CHECKING:
+    from conftest import FakeDriver
 
 
 @pytest.fixture
@@ -125,6 +128,27 @@ def test_cupy_allocators_round_trip_as_devmm_resources(cupy_state: SimpleNamespa
     gc.collect()
     assert pool.live == 0  # the MemoryPointer went back to CuPy
     devmm.testing.mr_conformance(lambda: CupyAllocatorMemoryResource(pool, cuda0))
+
+
+def test_a_free_on_another_stream_orders_cupys_reuse_after_that_stream(
+    cupy_state: SimpleNamespace, cuda0: devmm.Device, fake_cudart: FakeDriver
+) -> None:
+    # CuPy's pool takes a chunk back into the arena of the stream it was
+    # allocated on, for that stream's next allocation: work still queued on
+    # the stream the free names must come first there.
+    pool = FakePool()
+    mr = CupyAllocatorMemoryResource(pool, cuda0)
+    runtime = devmm.runtime_for(cuda0)
+    allocated_on, freed_on = runtime.create_stream(cuda0), runtime.create_stream(cuda0)
+    buffer = devmm.DeviceBuffer(64, mr=mr, stream=allocated_on)
+    waits = fake_cudart.calls("cudaStreamWaitEvent")
+    buffer.free(stream=freed_on)
+    gc.collect()
+    assert pool.live == 0
+    assert fake_cudart.calls("cudaStreamWaitEvent") == waits + 1
+    # On the allocation's own stream, nothing to order.
+    devmm.DeviceBuffer(64, mr=mr, stream=allocated_on).free()
+    assert fake_cudart.calls("cudaStreamWaitEvent") == waits + 1
 
 
 def test_the_current_cupy_allocator_is_used_by_default(cupy_state: SimpleNamespace, restore_allocator: None) -> None:

@@ -155,7 +155,7 @@ class CupyAllocatorMemoryResource(CheckedResource):
         # device's (ExternalStream's device_id defaults to it).
         with cuda.Device(self.device.index), cuda.ExternalStream(stream.handle):
             pointer = allocate(nbytes)
-        self._live[int(pointer.ptr)] = (pointer, nbytes)
+        self._live[int(pointer.ptr)] = (pointer, nbytes, stream)
         return int(pointer.ptr)
 
     def _deallocate(self, ptr: int, nbytes: int, stream: Stream | StreamSentinel | None) -> None:
@@ -165,8 +165,13 @@ class CupyAllocatorMemoryResource(CheckedResource):
                 f"CupyAllocatorMemoryResource on {self.device} did not hand out {nbytes} bytes "
                 f"at {ptr:#x}; nothing was freed"
             )
-        # Dropping the last reference returns the block to CuPy (its pool
-        # keeps it for the stream it was allocated on).
+        # Dropping the last reference returns the block to CuPy, whose pool
+        # keeps it for the next allocation on the stream it was allocated
+        # on: that stream first waits for the work queued on the one the
+        # free names.
+        allocated_on, freed_on = held[2], resolve_stream(self.device, stream)
+        if freed_on != allocated_on:
+            allocated_on.wait(freed_on)
         del self._live[ptr]
 
     def _debug_live_count(self) -> int:
