@@ -196,7 +196,15 @@ impl Tensor {
         if ty == DeviceType::Cpu || !ty.is_host_accessible() {
             return Ok(());
         }
-        self.buffer().stream().synchronize()
+        let buffer = self.buffer();
+        match buffer.resource().managed_memory() {
+            // Managed memory the host may touch only on an idle device:
+            // work on any stream makes it the GPU's.
+            Some(managed) if managed.host_access_waits_for_device() => {
+                buffer.stream().synchronize_device()
+            }
+            _ => buffer.stream().synchronize(),
+        }
     }
 
     /// Checks the view and returns its start and length.

@@ -130,4 +130,14 @@ pub trait ManagedMemory: Send + Sync {
     /// the memory's runtime, or [`Device::CPU`]; ignored by the read-mostly
     /// advice).
     fn advise(&self, ptr: DevicePtr, nbytes: usize, advice: Advice, target: Device) -> Result<()>;
+
+    /// Whether the host may touch the memory only while its whole device
+    /// is idle: on a device without concurrent managed access
+    /// (`cudaDevAttrConcurrentManagedAccess` 0: older GPUs, Jetson boards,
+    /// Windows) the GPU has all managed memory to itself while any kernel
+    /// runs, and a host access faults. Host views then wait for the device,
+    /// not only the buffer's stream. `false` by default.
+    fn host_access_waits_for_device(&self) -> bool {
+        false
+    }
 }

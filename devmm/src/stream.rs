@@ -675,6 +675,12 @@ impl Stream {
             .synchronize(self.inner.device, self.inner.handle)
     }
 
+    /// Waits for all work queued on the stream's device, on every stream
+    /// (`cudaDeviceSynchronize`), where the runtime can.
+    pub(crate) fn synchronize_device(&self) -> Result<()> {
+        self.inner.ops.synchronize_device(self.inner.device)
+    }
+
     /// Whether the stream is capturing a graph (`cudaStreamIsCapturing`):
     /// work queued on it then becomes part of the graph instead of running.
     /// Another thread's per-thread default stream cannot be asked from

@@ -11,7 +11,7 @@
 
 mod support;
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, MutexGuard};
 
@@ -1282,6 +1282,79 @@ fn host_views_of_pinned_memory_wait_for_its_stream(p: &'static Platform) {
     // SAFETY: every element was written by the copies and the view.
     assert_eq!(unsafe { t.as_slice::<u8>() }.unwrap()[..2], [7, 1]);
     on_gpu.free(&gpu_stream).unwrap();
+}
+
+/// On a device without concurrent managed access
+/// (`cudaDevAttrConcurrentManagedAccess` 0: older GPUs, Jetson, Windows),
+/// the GPU has all managed memory to itself while any kernel runs, and a
+/// host touch faults: a host view of managed memory waits for the whole
+/// device, not only the buffer's stream. ROCm's managed memory has the
+/// device's own type, which host views refuse, so this is CUDA's.
+fn host_views_of_managed_memory_wait_for_the_device_without_concurrent_access(
+    p: &'static Platform,
+) {
+    let u = Under::new(p);
+    let Some(fake) = u.fake() else {
+        return skipped_on_hardware("sets the fake's concurrent managed access and delay");
+    };
+    if p.managed == p.device {
+        return;
+    }
+    let gpu = p.dev(0);
+    let managed = Device::new(p.managed, 0);
+    assert_eq!(fake.set_concurrent_managed_access(0, false), 0);
+    // A stream of its own: synchronizing it waits for nothing else.
+    let managed_stream =
+        u.rt.create_stream_with_flags(managed, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    let managed_mr = (p.managed_resource)(u.fake_path(), managed).unwrap();
+    let buffer = DeviceBuffer::new(64, managed_mr, &managed_stream).unwrap();
+    let gpu_stream = u.rt.default_stream(gpu).unwrap();
+    let source = DeviceBuffer::new(64, u.rt.default_resource(gpu).unwrap(), &gpu_stream).unwrap();
+    let bytes: Vec<u8> = (1..=64).collect();
+    // SAFETY: a 64-byte device buffer, copied from the host (waited for).
+    unsafe { source.copy_from_host(&bytes) }.unwrap();
+    let layout = devmm::Layout::new(&[64], &[1], devmm::DType::UINT8, 1).unwrap();
+    let t = devmm::Tensor::from_buffer(Arc::new(buffer), devmm::DType::UINT8, layout, 0).unwrap();
+    // SAFETY: zeroing the 64 bytes the host owns before any GPU work.
+    unsafe { std::ptr::write_bytes(t.data_ptr().as_host_ptr::<u8>(), 0, 64) };
+    // Work on another (non-blocking) stream of the device, landing 200 ms
+    // later, as a kernel writes managed memory: the driver's asynchronous
+    // copy (devmm's copies touching host-reachable memory wait first).
+    let other =
+        u.rt.create_stream_with_flags(gpu, devmm::StreamFlags::NonBlocking)
+            .unwrap();
+    type MemcpyAsync =
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut c_void) -> c_int;
+    // SAFETY: the runtime's `*MemcpyAsync(dst, src, count, kind, stream)`.
+    let memcpy_async = unsafe { fake.function::<MemcpyAsync>(&p.call("MemcpyAsync")) };
+    let scratch = DeviceBuffer::new(64, u.rt.default_resource(gpu).unwrap(), &gpu_stream).unwrap();
+    // Each job of the fake, a synchronization's too, waits 100 ms: the copy
+    // into the managed memory lands after three others, the view's own
+    // wait for its stream after one.
+    fake.set_stream_delay(100_000);
+    for dst in [scratch.ptr(), scratch.ptr(), scratch.ptr(), t.data_ptr()] {
+        // SAFETY: live 64-byte allocations; kind 3 is device to device.
+        let status = unsafe {
+            memcpy_async(
+                dst.as_host_ptr(),
+                source.ptr().as_host_ptr(),
+                64,
+                3,
+                std::ptr::without_provenance_mut(other.handle()),
+            )
+        };
+        assert_eq!(status, 0);
+    }
+    // SAFETY: the last copy above writes every element; nothing else does.
+    let seen = unsafe { t.as_slice::<u8>() }.unwrap().to_vec();
+    fake.set_stream_delay(0);
+    other.synchronize().unwrap();
+    assert_eq!(
+        seen, bytes,
+        "the host touched managed memory while the device ran work"
+    );
+    source.free(&gpu_stream).unwrap();
 }
 
 /// A host consumer of pinned memory reads it as soon as it has the address:
@@ -2729,6 +2802,7 @@ macro_rules! suite {
             pinned_memory_from_a_host_pool_where_the_runtime_has_one,
             host_views_of_pinned_memory_wait_for_its_stream,
             host_consumers_of_pinned_memory_wait_for_its_stream,
+            host_views_of_managed_memory_wait_for_the_device_without_concurrent_access,
             pinned_host_pool_trim_and_high_water_marks,
             managed_memory_prefetch_and_advice,
             prefetch_adaptor_prefetches_each_allocation,

@@ -301,6 +301,16 @@ impl FakeControl {
         set(device, c_int::from(on))
     }
 
+    /// `fake_set_concurrent_managed_access(int device, int on) -> int`: 0 on success.
+    pub(crate) fn set_concurrent_managed_access(&self, device: c_int, on: bool) -> c_int {
+        // SAFETY: `int fake_set_concurrent_managed_access(int, int)`.
+        unsafe {
+            self.function::<extern "C" fn(c_int, c_int) -> c_int>(
+                "fake_set_concurrent_managed_access",
+            )(device, c_int::from(on))
+        }
+    }
+
     /// `fake_set_pools(int device, int supported) -> int`.
     pub(crate) fn set_pools(&self, device: c_int, supported: bool) -> c_int {
         // SAFETY: `int fake_set_pools(int, int)`.

@@ -120,6 +120,7 @@ pub(crate) static CUDA: Platform = Platform {
     attributes: Attributes {
         memory_pools_supported: 115,
         unified_addressing: 41,
+        concurrent_managed_access: 89,
         compute_capability: Some((75, 76)),
         host_pools_supported: Some((142, 144)),
         host_numa_id: Some(134),

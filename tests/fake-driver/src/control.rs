@@ -190,6 +190,21 @@ pub extern "C" fn fake_set_host_numa_id(device: c_int, node: c_int) -> c_int {
     guarded(|| status(state::lock().devices.set_host_numa_id(device, node).is_ok()))
 }
 
+/// Whether the host may touch managed memory while work runs on `device`
+/// (`cudaDevAttrConcurrentManagedAccess`, on by default). Off, as on devices whose GPU has all
+/// managed memory to itself while any kernel runs, the host must wait for the whole device.
+#[no_mangle]
+pub extern "C" fn fake_set_concurrent_managed_access(device: c_int, on: c_int) -> c_int {
+    guarded(|| {
+        status(
+            state::lock()
+                .devices
+                .set_concurrent_managed_access(device, on != 0)
+                .is_ok(),
+        )
+    })
+}
+
 /// Whether `device` has unified addressing (`cudaDevAttrUnifiedAddressing`, on by default);
 /// without it, a copy of the default kind (`cudaMemcpyDefault`) is an invalid direction.
 #[no_mangle]

@@ -33,6 +33,9 @@ struct DeviceMemory {
     pools: bool,
     /// `cudaDevAttrUnifiedAddressing`: without it, `*MemcpyDefault` is an invalid direction.
     unified: bool,
+    /// `cudaDevAttrConcurrentManagedAccess`: whether the host may touch managed memory while
+    /// work runs on the device (on by default).
+    concurrent_managed: bool,
     /// Whether a context (the primary one) was created on the device.
     context: bool,
     /// Which of the machine's GPUs this ordinal is (`FAKE_DRIVER_VISIBLE_DEVICES`): the
@@ -51,6 +54,7 @@ impl Default for DeviceMemory {
             pools: std::env::var_os("FAKE_DRIVER_NO_POOLS").is_none_or(|v| v != "1"),
             // Every 64-bit CUDA and ROCm system has it.
             unified: true,
+            concurrent_managed: true,
             context: false,
             physical: 0,
             host_numa: 0,
@@ -217,6 +221,20 @@ impl Devices {
     pub(crate) fn set_unified_addressing(&mut self, device: c_int, on: bool) -> Result<(), Fault> {
         let index = self.index(device)?;
         self.memory[index].unified = on;
+        Ok(())
+    }
+
+    pub(crate) fn concurrent_managed_access(&self, device: c_int) -> Result<bool, Fault> {
+        Ok(self.memory[self.index(device)?].concurrent_managed)
+    }
+
+    pub(crate) fn set_concurrent_managed_access(
+        &mut self,
+        device: c_int,
+        on: bool,
+    ) -> Result<(), Fault> {
+        let index = self.index(device)?;
+        self.memory[index].concurrent_managed = on;
         Ok(())
     }
 

@@ -153,6 +153,9 @@ pub struct Attributes {
     pub memory_pools_supported: c_int,
     /// `cudaDevAttrUnifiedAddressing` (41) / `hipDeviceAttributeUnifiedAddressing` (85).
     pub unified_addressing: c_int,
+    /// `cudaDevAttrConcurrentManagedAccess` (89) / `hipDeviceAttributeConcurrentManagedAccess`
+    /// (9): per device, see `fake_set_concurrent_managed_access`.
+    pub concurrent_managed_access: c_int,
     /// `cudaDevAttrComputeCapabilityMajor` and `...Minor` (75, 76), where the platform has them.
     pub compute_capability: Option<(c_int, c_int)>,
     /// `cudaDevAttrHostNumaMemoryPoolsSupported` and `cudaDevAttrHostMemoryPoolsSupported`
@@ -206,6 +209,7 @@ impl Platform {
         attributes: Attributes {
             memory_pools_supported: 115,
             unified_addressing: 41,
+            concurrent_managed_access: 89,
             compute_capability: Some((75, 76)),
             host_pools_supported: Some((142, 144)),
             host_numa_id: Some(134),

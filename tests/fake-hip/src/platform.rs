@@ -117,6 +117,7 @@ pub(crate) static HIP: Platform = Platform {
     attributes: Attributes {
         memory_pools_supported: 88,
         unified_addressing: 85,
+        concurrent_managed_access: 9,
         compute_capability: None,
         host_pools_supported: None,
         host_numa_id: None,

@@ -97,6 +97,10 @@ impl<P: Platform> GpuMemory<P, ManagedKind> {
 }
 
 impl<P: Platform> ManagedMemory for GpuMemory<P, ManagedKind> {
+    fn host_access_waits_for_device(&self) -> bool {
+        self.host_waits_for_device()
+    }
+
     fn prefetch(
         &self,
         ptr: DevicePtr,

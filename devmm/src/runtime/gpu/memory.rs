@@ -102,6 +102,9 @@ pub struct GpuMemory<P: Platform, K: Kind> {
     /// The pool of pinned host memory this resource made and allocates
     /// from (`Allocator::HostPool`), destroyed when it drops.
     host_pool: Option<OwnedPool<P>>,
+    /// Managed memory on a device without concurrent managed access: the
+    /// host touches it only while the device is idle.
+    host_waits_for_device: bool,
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
@@ -157,11 +160,18 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             allocator,
             kind: PhantomData,
             host_pool: None,
+            host_waits_for_device: false,
         })
     }
 
     pub(super) fn driver(&self) -> &Arc<Driver<P>> {
         &self.driver
+    }
+
+    /// Whether the host touches this (managed) memory only while the
+    /// device is idle.
+    pub(super) fn host_waits_for_device(&self) -> bool {
+        self.host_waits_for_device
     }
 
     /// Whether a host pool's block can be ordered on `stream`: a stream of
@@ -365,7 +375,14 @@ impl<P: Platform> GpuMemory<P, ManagedKind> {
 
     /// Managed memory from `rt`.
     pub fn with_runtime(rt: &GpuRuntime<P>, device: Device) -> Result<Self> {
-        GpuMemory::build(rt, device, Allocator::Managed)
+        let mut memory = GpuMemory::build(rt, device, Allocator::Managed)?;
+        // Read once; a device that cannot say is taken not to allow it,
+        // which costs a wider wait, never a fault.
+        let gpu = Device::new(P::DEVICE, device.index());
+        memory.host_waits_for_device =
+            result::device::attribute(rt.driver(), P::ATTR_CONCURRENT_MANAGED_ACCESS, gpu)
+                .map_or(true, |concurrent| concurrent == 0);
+        Ok(memory)
     }
 }
 

@@ -74,6 +74,10 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     const ERRORS_NO_DRIVER: &'static [Status];
     /// The device attribute saying whether memory pools (`*MallocAsync`) work.
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int;
+    /// The device attribute saying whether the host may touch managed
+    /// memory while work runs on the device (`cudaDevAttrConcurrentManagedAccess`
+    /// 89, `hipDeviceAttributeConcurrentManagedAccess` 9).
+    const ATTR_CONCURRENT_MANAGED_ACCESS: c_int;
     /// The device attribute saying whether host and device share one
     /// address space, which the inferred copy direction needs.
     const ATTR_UNIFIED_ADDRESSING: c_int;

@@ -57,6 +57,7 @@ impl Platform for sys::HipTable {
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
     const ERRORS_NO_DRIVER: &'static [Status] = device::ERRORS_NO_DRIVER;
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
+    const ATTR_CONCURRENT_MANAGED_ACCESS: c_int = 9;
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
     const ATTR_COMPUTE_CAPABILITY: Option<(c_int, c_int)> = device::ATTR_COMPUTE_CAPABILITY;
     const RESOURCES: PlatformResources = memory::RESOURCES;

@@ -100,7 +100,8 @@ pub unsafe fn mem_get_info(
 
 /// `cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device)`: memory-pool support
 /// (per device, see `fake_set_pools`), host-pool support (a device with pools, on a runtime
-/// with the location), unified addressing (per device, see `fake_set_unified_addressing`), the
+/// with the location), unified addressing (per device, see `fake_set_unified_addressing`),
+/// concurrent managed access (per device, see `fake_set_concurrent_managed_access`), the
 /// host NUMA node closest to it (see `fake_set_host_numa_id`) and the compute capability; other
 /// attributes are invalid values.
 ///
@@ -124,6 +125,8 @@ pub unsafe fn device_get_attribute(
                 c_int::from(state.devices.pools_supported(device)?)
             } else if attr == attributes.unified_addressing {
                 c_int::from(state.devices.unified_addressing(device)?)
+            } else if attr == attributes.concurrent_managed_access {
+                c_int::from(state.devices.concurrent_managed_access(device)?)
             } else if let Some((numa, host)) = attributes
                 .host_pools_supported
                 .filter(|&(numa, host)| attr == numa || attr == host)
