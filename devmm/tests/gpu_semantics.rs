@@ -229,15 +229,23 @@ fn a_per_thread_stream_buffer_freed_elsewhere_waits_for_its_thread() {
     );
 }
 
-/// Defect 8: when a DLPack consumer releases an export, the free is ordered
-/// after the consumer's stream named at export time.
-#[test]
-fn an_export_release_waits_for_the_consumer_stream() {
+/// Exports a tensor allocated on `producer` to a consumer on `consumer`,
+/// which reads it late there; the producer frees the buffer on `free_on`
+/// while the export lives, then the consumer releases it: the release must
+/// not overtake the consumer's read.
+fn release_after_a_late_consumer(consumer_is_producer: bool, free_elsewhere: bool) {
     let f = Fresh::new();
     let gpu = Device::cuda(0);
     let mr = f.rt.default_resource(gpu).unwrap();
     let producer = f.rt.create_stream(gpu).unwrap();
-    let consumer = f.rt.create_stream(gpu).unwrap();
+    let consumer = match consumer_is_producer {
+        true => producer.clone(),
+        false => f.rt.create_stream(gpu).unwrap(),
+    };
+    let free_on = match free_elsewhere {
+        true => f.rt.create_stream(gpu).unwrap(),
+        false => producer.clone(),
+    };
     let options = EmptyOptions::new()
         .resource(Arc::clone(&mr))
         .stream(producer.clone());
@@ -259,15 +267,23 @@ fn an_export_release_waits_for_the_consumer_stream() {
     }
     .unwrap();
     // The producer frees its handles; the consumer releases the export.
-    tensor.buffer().free(&producer).unwrap();
+    tensor.buffer().free(&free_on).unwrap();
     drop(tensor);
     drop(export);
     consumer.synchronize().unwrap();
+    free_on.synchronize().unwrap();
     assert_eq!(
         read(&result),
         data(),
         "the release overtook the consumer's read"
     );
+}
+
+/// Defect 8: when a DLPack consumer releases an export, the free is ordered
+/// after the consumer's stream named at export time.
+#[test]
+fn an_export_release_waits_for_the_consumer_stream() {
+    release_after_a_late_consumer(false, false);
 }
 
 /// A consumer that names the producer's own stream needs no hand-off, but
@@ -276,42 +292,7 @@ fn an_export_release_waits_for_the_consumer_stream() {
 /// stream, as it does for a consumer on a stream of its own.
 #[test]
 fn a_release_on_another_stream_waits_for_a_consumer_on_the_producers_stream() {
-    let f = Fresh::new();
-    let gpu = Device::cuda(0);
-    let mr = f.rt.default_resource(gpu).unwrap();
-    let shared = f.rt.create_stream(gpu).unwrap();
-    let other = f.rt.create_stream(gpu).unwrap();
-    let options = EmptyOptions::new()
-        .resource(Arc::clone(&mr))
-        .stream(shared.clone());
-    let tensor = empty(&[64], DType::UINT8, &options).unwrap();
-    // SAFETY: fake device memory.
-    unsafe { tensor.buffer().copy_from_host(&data()) }.unwrap();
-    let scratch = DeviceBuffer::new(64, Arc::clone(&mr), &shared).unwrap();
-    let result = DeviceBuffer::new(64, Arc::clone(&mr), &shared).unwrap();
-    let handle = i64::try_from(shared.handle()).unwrap();
-    let export = tensor
-        .to_dlpack(&DlpackRequest::new().max_version(1, 1).stream(handle))
-        .unwrap();
-    f.fake.set_stream_delay(DELAY_MICROS);
-    // The consumer reads the memory on the shared stream, late.
-    busy(&f.rt, &scratch, tensor.buffer(), &shared);
-    // SAFETY: both are live 64-byte fake-device allocations.
-    unsafe {
-        f.rt.copy_device_to_device(result.ptr(), tensor.buffer().ptr(), 64, &shared)
-    }
-    .unwrap();
-    // The producer frees on another stream; the consumer releases the export.
-    tensor.buffer().free(&other).unwrap();
-    drop(tensor);
-    drop(export);
-    shared.synchronize().unwrap();
-    other.synchronize().unwrap();
-    assert_eq!(
-        read(&result),
-        data(),
-        "the release on the other stream overtook the consumer's read"
-    );
+    release_after_a_late_consumer(true, true);
 }
 
 /// Set by [`foreign_deleter`]: the producer was told devmm is done.
