@@ -119,6 +119,10 @@ impl Tensor {
     /// do on the host, or when they are one stream; a stream of another
     /// device (pinned memory exports device id 0) is synchronized instead.
     fn order_current_work_stream(&self) -> Result<()> {
+        if self.device().ty() == DeviceType::Cpu {
+            // Host memory has no streams: nothing to order, nothing to ask.
+            return Ok(());
+        }
         let (device_type, device_id) = self.device().dlpack_device();
         let Some(current) = current_stream(device_type, device_id)? else {
             return Ok(());
