@@ -595,15 +595,16 @@ impl PyDeviceBuffer {
         stream: Option<KeptStreamArg>,
     ) -> PyResult<Self> {
         let (stream, stream_obj) = KeptStreamArg::split(stream);
-        let descriptor = descriptor.get();
+        // The import's driver calls (which may log, and so ask for the GIL)
+        // run on a copy with a file descriptor of its own: the descriptor's
+        // lock is held only to copy it, so a thread reading the descriptor
+        // with the GIL never waits for them.
+        let descriptor = descriptor.get().lock().try_clone()?;
         // The exporter's GPU as this process numbers it.
-        let device = descriptor.lock().device_here().py()?;
+        let device = descriptor.device_here().py()?;
         let stream = resolve_stream(stream, device)?;
-        // The descriptor is locked only without the GIL: another thread may
-        // wait for the lock while it holds the GIL (reading `closed`), and
-        // this one must not wait for the GIL while it holds the lock.
         let buffer = maybe_detached(py, device, || {
-            devmm::DeviceBuffer::from_ipc_descriptor(&descriptor.lock(), &stream)
+            devmm::DeviceBuffer::from_ipc_descriptor(&descriptor, &stream)
         })
         .py()?;
         let buffer = Arc::new(buffer);

@@ -745,7 +745,8 @@ pool_methods!(PyHipAsyncMemoryResource);
 #[pymethods]
 impl PyHipAsyncMemoryResource {
     /// A pool on `device` (`rocm:0` when `None`); the settings as for
-    /// `CudaAsyncMemoryResource`.
+    /// `CudaAsyncMemoryResource`, except that `max_pool_size` is a
+    /// `ValueError` on HIP before 6.2, whose pools ignore the limit.
     #[pyo3(signature = (device = None, *, initial_pool_size = None, release_threshold = None, max_pool_size = None, enable_ipc = false, peer_access = Vec::new()))]
     #[pyo3(
         text_signature = "($self, device=None, *, initial_pool_size=None, release_threshold=None, max_pool_size=None, enable_ipc=False, peer_access=())"

@@ -98,6 +98,9 @@ def test_rmm_is_called_with_the_resources_device_current() -> None:
         assert fake.cudaGetDevice(ctypes.byref(device)) == 0
         return device.value
 
+    # The caller's own device, made current (and so given its context) by
+    # the caller, as a program that chose it would have.
+    assert fake.cudaSetDevice(0) == 0
     seen: list[int] = []
     backing = CudaRuntimeMemoryResource("cuda:1")
 

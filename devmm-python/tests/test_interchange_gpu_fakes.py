@@ -282,11 +282,35 @@ EXCHANGE_ORDERING = textwrap.dedent(
     result = devmm.DeviceBuffer(64, device=gpu, stream=work)
     devmm.copy_device_to_ptr(managed.contents.dl_tensor.data, result.ptr, 64, stream=work)
     seen = bytes(result.copy_to_host(stream=work))
+    assert seen == data, f"the consumer read before the tensor's stream filled it: {{seen[:8]!r}}"
+
+    # The consumer's work on the current work stream, still queued when it
+    # releases the export, orders the release: the producer freed the
+    # buffer on its own stream meanwhile.
+    devmm.copy_host_to_ptr(bytes(64), result.ptr, stream=work)
+    for _ in range(7):
+        devmm.copy_device_to_ptr(source.ptr, scratch.ptr, 64, stream=work)
+    devmm.copy_device_to_ptr(managed.contents.dl_tensor.data, result.ptr, 64, stream=work)
+    t.buffer.free(stream=side)
+    del t
+    fake.fake_clear_calls()
+    managed.contents.deleter(managed)
+    size = fake.fake_call_log(None, 0)
+    text = ctypes.create_string_buffer(size + 1)
+    fake.fake_call_log(text, size + 1)
+    log = text.value.decode().splitlines()
+    free_at = next(i for i, line in enumerate(log) if "FreeAsync" in line)
+    waits = [line for line in log[:free_at] if "StreamWaitEvent" in line]
+    # The default stream is the one the protocol spells 1 on CUDA (the
+    # legacy stream's own handle), 0 on ROCm.
+    consumer = {{work.handle, 1}} if work.handle == 0 and "{device}" == "cuda" else {{work.handle}}
+    assert any(
+        f"stream={{side.handle:#x}} " in w and any(f"recorded_on={{c:#x}}" in w for c in consumer) for w in waits
+    ), log
+    seen = bytes(result.copy_to_host(stream=work))
     fake.fake_set_stream_delay(ctypes.c_uint64(0))
     side.synchronize()
-    managed.contents.deleter(managed)
-    assert t.buffer.live_exports == 0
-    assert seen == data, f"the consumer read before the tensor's stream filled it: {{seen[:8]!r}}"
+    assert seen == data, f"the release overtook the consumer's read: {{seen[:8]!r}}"
     print("ok")
     """
 )

@@ -411,11 +411,13 @@ impl DeviceBuffer {
     #[must_use]
     pub(crate) fn release_export_after(&self, consumer: Option<&Stream>) -> bool {
         if let Some(consumer) = consumer {
-            // `free_stream` is only ever set on a closed buffer.
+            // `free_stream` is only ever set on a closed buffer, and waits
+            // once when it is the allocation stream.
             let free_stream = match self.is_closed() {
                 true => self.state().free_stream.clone(),
                 false => None,
-            };
+            }
+            .filter(|stream| *stream != self.stream);
             // A stream is ordered after its own work already: only the
             // others wait (the consumer may be the allocation stream).
             let releasing = std::iter::once(&self.stream).chain(free_stream.as_ref());

@@ -154,6 +154,30 @@ impl IpcDescriptor {
         self.pid
     }
 
+    /// The same descriptor over a duplicate of its file descriptor (a
+    /// closed one copies as closed): an importer can map from the copy
+    /// while the original stays free for other threads to read or close.
+    ///
+    /// ```
+    /// use devmm::ipc::IpcDescriptor;
+    /// use devmm::Device;
+    /// let fd = std::fs::File::open("/dev/null")?.into();
+    /// let mut descriptor = IpcDescriptor::from_parts(Device::new(devmm::DeviceType::Cuda, 0), 256, fd, [0; 64], 1);
+    /// let copy = descriptor.try_clone()?;
+    /// descriptor.close();
+    /// assert!(!copy.is_closed() && copy.nbytes() == 256);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_clone(&self) -> std::io::Result<IpcDescriptor> {
+        Ok(IpcDescriptor {
+            handle: self
+                .handle()
+                .map(|fd| fd.try_clone_to_owned())
+                .transpose()?,
+            ..*self
+        })
+    }
+
     /// Closes the file descriptor; the descriptor imports nothing after.
     pub fn close(&mut self) {
         self.handle = None;

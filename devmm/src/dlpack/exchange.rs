@@ -96,10 +96,13 @@ fn current_stream(device_type: i32, device_id: i32) -> Result<Option<Stream>> {
 impl Tensor {
     /// Exports the tensor for a C exchange consumer
     /// (`managed_tensor_from_py_object_no_sync`): [`to_dlpack`](Self::to_dlpack)
-    /// of the versioned struct, with no stream hand-off; the consumer
-    /// orders its work after [`current_work_stream`] itself, which first
-    /// waits for the work queued on the tensor's own stream. Refusals are
-    /// those of `to_dlpack` (a freed buffer, extents beyond int64).
+    /// of the versioned struct. The consumer orders its work after
+    /// [`current_work_stream`] itself, so the export is made as for a
+    /// `__dlpack__` consumer naming that stream: it first waits for the
+    /// tensor's own stream, and the release waits for what the consumer
+    /// queued there (pinned memory, which names no stream, has its stream
+    /// synchronized instead). Refusals are those of `to_dlpack` (a freed
+    /// buffer, extents beyond int64).
     ///
     /// ```
     /// let t = devmm::empty(&[4], devmm::DType::INT8, &devmm::EmptyOptions::new())?;
@@ -109,29 +112,38 @@ impl Tensor {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn to_dlpack_no_sync(&self) -> Result<DlpackExport> {
-        self.order_current_work_stream()?;
-        self.to_dlpack(&NO_SYNC)
+        let current = self.current_work_stream()?;
+        match current.as_ref().and_then(super::consumer_stream_value) {
+            Some(value) => self.to_dlpack(&NO_SYNC.stream(value)),
+            None => {
+                self.order_before(current.as_ref())?;
+                self.to_dlpack(&NO_SYNC)
+            }
+        }
     }
 
-    /// Makes the stream an exchange consumer orders its work after, the
-    /// device's [`current_work_stream`], wait for the work queued on the
-    /// tensor's own stream: the consumer never sees that one. Nothing to
-    /// do on the host, or when they are one stream; a stream of another
-    /// device (pinned memory exports device id 0) is synchronized instead.
-    fn order_current_work_stream(&self) -> Result<()> {
+    /// The stream an exchange consumer orders its work after for this
+    /// tensor's device ([`current_work_stream`]); `None` on the host, which
+    /// has no streams (asked nothing there).
+    fn current_work_stream(&self) -> Result<Option<Stream>> {
         if self.device().ty() == DeviceType::Cpu {
-            // Host memory has no streams: nothing to order, nothing to ask.
-            return Ok(());
+            return Ok(None);
         }
         let (device_type, device_id) = self.device().dlpack_device();
-        let Some(current) = current_stream(device_type, device_id)? else {
-            return Ok(());
-        };
+        current_stream(device_type, device_id)
+    }
+
+    /// Makes `current` (the consumer's) wait for the work queued on the
+    /// tensor's own stream, which the consumer never sees: nothing to do
+    /// without one, or when they are one stream; a stream of another device
+    /// (pinned memory exports device id 0) is synchronized instead.
+    fn order_before(&self, current: Option<&Stream>) -> Result<()> {
         let own = self.buffer().stream();
-        match current.device() == own.device() {
-            _ if current == *own => Ok(()),
-            true => current.wait(own),
-            false => own.synchronize(),
+        match current {
+            Some(current) if current == own => Ok(()),
+            Some(current) if current.device() == own.device() => current.wait(own),
+            Some(_) => own.synchronize(),
+            None => Ok(()),
         }
     }
 
@@ -185,7 +197,7 @@ impl Tensor {
                 shape.len()
             ))
         })?;
-        self.order_current_work_stream()?;
+        self.order_before(self.current_work_stream()?.as_ref())?;
         let dtype = self.dtype();
         let (device_type, device_id) = self.device().dlpack_device();
         Ok(DLTensor {

@@ -20,8 +20,11 @@ PyTorch swaps its allocator only before CUDA is initialised, and never
 away from a pluggable one: ``install`` refuses once PyTorch has used CUDA,
 and ``uninstall()`` raises ``RuntimeError`` (the resources keep serving
 PyTorch until the process exits). :func:`mem_pool` works at any time: a
-``torch.cuda.MemPool`` over the same entry points, for the allocations of
-``with torch.cuda.use_mem_pool(pool):`` blocks only."""
+``torch.cuda.MemPool`` over the same resources, for the allocations of
+``with torch.cuda.use_mem_pool(pool):`` blocks only; its allocation entry
+point (``devmm_torch_pool_malloc``) returns NULL when out of memory rather
+than throw, so PyTorch's caching allocator frees its cached blocks and
+tries again before it raises ``torch.OutOfMemoryError``."""
 
 from __future__ import annotations
 

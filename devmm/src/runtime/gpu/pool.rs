@@ -41,7 +41,8 @@ pub struct PoolOptions {
     /// synchronizes; `None` keeps up to the device's total memory (as rmm).
     pub release_threshold: Option<u64>,
     /// The most the pool may reserve; past it allocation is out of memory.
-    /// `None`: only the device bounds it.
+    /// `None`: only the device bounds it. Refused on HIP before 6.2, whose
+    /// pools ignore the limit.
     pub max_pool_size: Option<usize>,
     /// Whether the pool's memory can be exported to other processes (a
     /// POSIX file descriptor handle).
