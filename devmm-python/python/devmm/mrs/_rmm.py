@@ -10,6 +10,7 @@ hipMM); ``DEVMM_RUNTIME=cuda|rocm`` decides when neither tells (design
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import os
@@ -23,6 +24,7 @@ from .._devmm import (
     RuntimeUnavailableError,
     Stream,
     StreamSentinel,
+    runtime_for,
 )
 from .._provided import is_provided
 from ._checked import CheckedResource
@@ -195,11 +197,21 @@ class _RmmFamilyResource(CheckedResource):
         another class in."""
         return importlib.import_module(_SEAM_MODULE[self._platform])._rmm_stream_class()
 
+    def _current_device(self) -> Any:
+        """A ``with`` block that makes the resource's device current: rmm's
+        resources allocate on the current device (its per-device ones are
+        undefined on another). Without devmm's runtime for it (a stand-in
+        serving the device, ADR 0018) nothing here can make it current."""
+        try:
+            runtime = runtime_for(self.device)
+        except RuntimeUnavailableError:
+            return contextlib.nullcontext()
+        return runtime.activate_device(self.device)
+
     def _allocate(self, nbytes: int, stream: Stream | StreamSentinel | None) -> int:
-        # rmm's resources allocate on the current device (its per-device
-        # resources are undefined on another one): this one, for the call.
-        with self.device:
-            ptr = int(self._inner.allocate(nbytes, self._stream(stream)))
+        on = self._stream(stream)  # first: a missing rmm is what to fix first
+        with self._current_device():
+            ptr = int(self._inner.allocate(nbytes, on))
         if ptr:
             self._live[ptr] = nbytes
         return ptr
@@ -210,8 +222,9 @@ class _RmmFamilyResource(CheckedResource):
                 f"{type(self).__name__} on {self.device} did not hand out {nbytes} bytes at "
                 f"{ptr:#x} (live: {self._live.get(ptr)} bytes there); nothing was freed"
             )
-        with self.device:
-            self._inner.deallocate(ptr, nbytes, self._stream(stream))
+        on = self._stream(stream)
+        with self._current_device():
+            self._inner.deallocate(ptr, nbytes, on)
         del self._live[ptr]
 
     def _debug_live_count(self) -> int:
