@@ -108,6 +108,14 @@ trap summary EXIT
 step "set-up: .venv with the test tools (scripts/requirements-test.txt)"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r scripts/requirements-test.txt
+# CUDA 12's headers and library, apart from the venv (see the file); again
+# only when the file changed.
+if ! cmp -s scripts/requirements-cuda12.txt .venv/cuda-12/requirements.txt; then
+    rm -rf .venv/cuda-12
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+        --target .venv/cuda-12 -r scripts/requirements-cuda12.txt
+    cp scripts/requirements-cuda12.txt .venv/cuda-12/requirements.txt
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 
 step "set-up: Debian packages only root can install (chromium, valgrind; libamdhip64-5 optional)"

@@ -245,6 +245,29 @@ fn unmap<P: Platform>(driver: &Arc<Driver<P>>, device: Device, ptr: DevicePtr) -
 /// flag the reference asks `*IpcOpenMemHandle` for.
 const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: std::ffi::c_uint = 1;
 
+/// What this module assumes of the headers, for `real_headers`.
+#[cfg(all(test, not(miri)))]
+pub(super) fn header_facts() -> Vec<(&'static str, i128)> {
+    vec![
+        (
+            "{P}MemHandleTypePosixFileDescriptor",
+            HANDLE_POSIX_FD.into(),
+        ),
+        (
+            "{P}IpcMemLazyEnablePeerAccess",
+            IPC_MEM_LAZY_ENABLE_PEER_ACCESS.into(),
+        ),
+        (
+            "sizeof({P}IpcMemHandle_t)",
+            crate::ipc_data::MEM_HANDLE_BYTES as i128,
+        ),
+        (
+            "sizeof({P}MemPoolPtrExportData)",
+            crate::ipc_data::EXPORT_DATA_BYTES as i128,
+        ),
+    ]
+}
+
 /// The legacy handle (`*IpcGetMemHandle`) of the live `*Malloc` block `ptr`
 /// of `nbytes` on `device`.
 pub(crate) fn get_mem_handle<P: Platform>(

@@ -36,6 +36,31 @@ struct MemLocation {
 const LOCATION_DEVICE: c_int = 1;
 const LOCATION_HOST: c_int = 2;
 
+/// What this module assumes of the headers, for `real_headers`.
+#[cfg(all(test, not(miri)))]
+pub(super) fn header_facts() -> Vec<(&'static str, i128)> {
+    vec![("{P}CpuDeviceId", CPU_ORDINAL.into())]
+}
+
+/// CUDA 13's location struct and its values, for `real_headers`.
+#[cfg(all(test, not(miri)))]
+pub(super) fn location_facts() -> Vec<(&'static str, i128)> {
+    use std::mem::{offset_of, size_of};
+    vec![
+        ("cudaMemLocationTypeDevice", LOCATION_DEVICE.into()),
+        ("cudaMemLocationTypeHost", LOCATION_HOST.into()),
+        ("sizeof(cudaMemLocation)", size_of::<MemLocation>() as i128),
+        (
+            "offsetof(cudaMemLocation, type)",
+            offset_of!(MemLocation, kind) as i128,
+        ),
+        (
+            "offsetof(cudaMemLocation, id)",
+            offset_of!(MemLocation, id) as i128,
+        ),
+    ]
+}
+
 impl MemLocation {
     fn of(ordinal: c_int) -> MemLocation {
         if ordinal == CPU_ORDINAL {

@@ -14,6 +14,8 @@ mod managed;
 pub(crate) mod memory;
 mod owned_pool;
 pub(crate) mod pool;
+#[cfg(all(test, not(miri)))]
+mod real_headers;
 pub(crate) mod result;
 pub(crate) mod stream;
 

@@ -174,6 +174,21 @@ pub(crate) mod device {
     /// 16 KiB of room for the properties struct.
     const PROPERTIES_WORDS: usize = 2048;
 
+    /// What this module assumes of the headers (`{P}` is `cuda` or `hip`),
+    /// for `real_headers`.
+    #[cfg(all(test, not(miri)))]
+    pub(in crate::runtime::gpu) fn header_facts() -> Vec<(&'static str, i128)> {
+        vec![
+            ("offsetof(DeviceProp_PROBE, name)", 0),
+            ("sizeof((((DeviceProp_PROBE*)0)->name))", NAME_BYTES as i128),
+            (
+                "sizeof(DeviceProp_PROBE) <= sizeof(unsigned long long) * PROBE_PROPERTIES_WORDS",
+                1,
+            ),
+            ("PROBE_PROPERTIES_WORDS", PROPERTIES_WORDS as i128),
+        ]
+    }
+
     /// Waits for all work on the current device, which must be `device`.
     pub(crate) fn synchronize<P: Platform>(driver: &Driver<P>, device: Device) -> Result<()> {
         let call = driver.roles().device_synchronize;
@@ -270,6 +285,17 @@ pub(crate) mod stream {
     /// `cudaStreamCaptureStatusNone` / `hipStreamCaptureStatusNone`.
     const CAPTURE_STATUS_NONE: c_int = 0;
 
+    /// What this module assumes of the headers, for `real_headers`.
+    #[cfg(all(test, not(miri)))]
+    pub(in crate::runtime::gpu) fn header_facts() -> Vec<(&'static str, i128)> {
+        vec![
+            ("{P}EventDisableTiming", EVENT_DISABLE_TIMING.into()),
+            ("{P}StreamCaptureStatusNone", CAPTURE_STATUS_NONE.into()),
+            ("{P}StreamDefault", 0),
+            ("{P}StreamNonBlocking", 1),
+        ]
+    }
+
     /// A timing-free event on the current device, which must be `device`.
     pub(crate) fn create_event<P: Platform>(driver: &Driver<P>, device: Device) -> Result<usize> {
         let call = driver.roles().event_create_with_flags;
@@ -323,6 +349,12 @@ pub(crate) mod memory {
     /// `cudaMemAttachGlobal` / `hipMemAttachGlobal`: managed memory any
     /// stream may use.
     const MEM_ATTACH_GLOBAL: u32 = 0x1;
+
+    /// What this module assumes of the headers, for `real_headers`.
+    #[cfg(all(test, not(miri)))]
+    pub(in crate::runtime::gpu) fn header_facts() -> Vec<(&'static str, i128)> {
+        vec![("{P}MemAttachGlobal", MEM_ATTACH_GLOBAL.into())]
+    }
 
     use crate::copy_kind::CopyKind;
 
@@ -550,6 +582,81 @@ pub(crate) mod pool {
         location_type: c_int,
         location_id: c_int,
         flags: c_int,
+    }
+
+    /// What this module assumes of the headers, for `real_headers`: the
+    /// values, and every field of the two structs where the header has it.
+    #[cfg(all(test, not(miri)))]
+    pub(in crate::runtime::gpu) fn header_facts() -> Vec<(&'static str, i128)> {
+        use std::mem::{offset_of, size_of};
+        let at = |offset: usize| offset as i128;
+        vec![
+            (
+                "{P}MemPoolAttrReleaseThreshold",
+                ATTR_RELEASE_THRESHOLD.into(),
+            ),
+            (
+                "{P}MemPoolAttrReservedMemCurrent",
+                ATTR_RESERVED_CURRENT.into(),
+            ),
+            ("{P}MemPoolAttrReservedMemHigh", ATTR_RESERVED_HIGH.into()),
+            ("{P}MemPoolAttrUsedMemCurrent", ATTR_USED_CURRENT.into()),
+            ("{P}MemPoolAttrUsedMemHigh", ATTR_USED_HIGH.into()),
+            ("{P}MemAllocationTypePinned", ALLOCATION_PINNED.into()),
+            ("{P}MemLocationTypeDevice", LOCATION_DEVICE.into()),
+            (
+                "{P}MemHandleTypePosixFileDescriptor",
+                HANDLE_POSIX_FD.into(),
+            ),
+            ("{P}MemAccessFlagsProtReadWrite", ACCESS_READ_WRITE.into()),
+            ("sizeof({P}MemPoolProps)", size_of::<Props>() as i128),
+            (
+                "offsetof({P}MemPoolProps, allocType)",
+                at(offset_of!(Props, alloc_type)),
+            ),
+            (
+                "offsetof({P}MemPoolProps, handleTypes)",
+                at(offset_of!(Props, handle_types)),
+            ),
+            (
+                "offsetof({P}MemPoolProps, location.type)",
+                at(offset_of!(Props, location_type)),
+            ),
+            (
+                "offsetof({P}MemPoolProps, location.id)",
+                at(offset_of!(Props, location_id)),
+            ),
+            (
+                "offsetof({P}MemPoolProps, win32SecurityAttributes)",
+                at(offset_of!(Props, win32_security_attributes)),
+            ),
+            (
+                "offsetof({P}MemPoolProps, maxSize)",
+                at(offset_of!(Props, max_size)),
+            ),
+            ("sizeof({P}MemAccessDesc)", size_of::<AccessDesc>() as i128),
+            (
+                "offsetof({P}MemAccessDesc, location.type)",
+                at(offset_of!(AccessDesc, location_type)),
+            ),
+            (
+                "offsetof({P}MemAccessDesc, location.id)",
+                at(offset_of!(AccessDesc, location_id)),
+            ),
+            (
+                "offsetof({P}MemAccessDesc, flags)",
+                at(offset_of!(AccessDesc, flags)),
+            ),
+        ]
+    }
+
+    /// The host locations of CUDA's pinned pools, for `real_headers`.
+    #[cfg(all(test, not(miri)))]
+    pub(in crate::runtime::gpu) fn host_location_facts() -> Vec<(&'static str, i128)> {
+        vec![
+            ("cudaMemLocationTypeHost", LOCATION_HOST.into()),
+            ("cudaMemLocationTypeHostNuma", LOCATION_HOST_NUMA.into()),
+        ]
     }
 
     /// Whether the library has every call a pool of a resource's own needs.
