@@ -116,6 +116,9 @@ macro_rules! pool_methods {
 
             /// Resets both high-water marks to the current figures (a
             /// pinned resource without a host pool has none: nothing to do).
+            /// Raises `ValueError` for a ROCm pool with `max_pool_size`: HIP
+            /// checks that limit against the reserved mark, which its reset
+            /// makes 0, so the pool could grow past it.
             ///
             /// Examples
             /// --------

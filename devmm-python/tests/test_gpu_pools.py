@@ -97,6 +97,19 @@ SCRIPT = textwrap.dedent(
         assert e.pool.used_bytes == 16 * MIB and e.pool.reserved_bytes >= 16 * MIB, e.pool
     else:
         raise AssertionError("past max_pool_size must be out of memory")
+    # HIP checks the limit against the reserved high-water mark, which its
+    # reset makes 0: a bounded ROCm pool's marks are not reset.
+    if "{device}" == "rocm":
+        try:
+            primed.reset_pool_high_water()
+        except ValueError as e:
+            assert "max_pool_size" in str(e) and "{pool_mr}" in str(e), e
+        else:
+            raise AssertionError("a bounded HIP pool's marks must not be reset")
+    else:
+        primed.reset_pool_high_water()
+        s = primed.pool_statistics()
+        assert s.used_high_bytes == s.used_bytes == 16 * MIB, s
     held.free()
     ipc = mrs.{pool_mr}(enable_ipc=True, peer_access=["{device}:1"])
     assert "enable_ipc=True" in repr(ipc)

@@ -44,7 +44,7 @@ type PinnedLoader = fn(Option<&Path>, Device) -> devmm::Result<Arc<dyn OwnPool>>
 trait OwnPool: MemoryResource {
     fn figures(&self) -> PoolStatistics;
     fn trim_to(&self, keep: usize);
-    fn reset_high_water(&self);
+    fn reset_high_water(&self) -> devmm::Result<()>;
 }
 
 macro_rules! own_pool {
@@ -56,8 +56,8 @@ macro_rules! own_pool {
             fn trim_to(&self, keep: usize) {
                 self.trim(keep).unwrap()
             }
-            fn reset_high_water(&self) {
-                self.reset_pool_high_water().unwrap()
+            fn reset_high_water(&self) -> devmm::Result<()> {
+                self.reset_pool_high_water()
             }
         }
     )*};
@@ -1581,7 +1581,7 @@ fn pinned_host_pool_trim_and_high_water_marks(p: &'static Platform) {
         assert!(pinned.pool_statistics().is_none(), "{pinned:?}");
         fake.clear_calls();
         pinned.trim_to(0);
-        pinned.reset_high_water();
+        pinned.reset_high_water().unwrap();
         let pool_calls: Vec<String> = fake
             .call_log()
             .into_iter()
@@ -1596,7 +1596,7 @@ fn pinned_host_pool_trim_and_high_water_marks(p: &'static Platform) {
     let kept = pinned.figures();
     assert_eq!(kept.used_high_bytes, 1 << 20, "{kept:?}");
     assert!(kept.reserved_bytes >= 1 << 20, "{kept:?}");
-    pinned.reset_high_water();
+    pinned.reset_high_water().unwrap();
     let reset = pinned.figures();
     assert_eq!(reset.used_high_bytes, 0, "{reset:?}");
     assert_eq!(reset.reserved_high_bytes, reset.reserved_bytes, "{reset:?}");
@@ -1941,6 +1941,12 @@ fn own_pool_figures_after_freeing_the_middle_of_three_blocks(p: &'static Platfor
         figures,
         "the trait's answer"
     );
+    // Reset with blocks live, the marks are the current figures (HIP
+    // writes 0 to them, which devmm never reports below the figures).
+    mr.reset_high_water().unwrap();
+    let reset = mr.figures();
+    assert_eq!(reset.used_high_bytes, reset.used_bytes, "{reset:?}");
+    assert_eq!(reset.reserved_high_bytes, reset.reserved_bytes, "{reset:?}");
     for &ptr in [blocks[0], blocks[2]].iter() {
         // SAFETY: as above.
         unsafe { mr.deallocate(ptr, size, &stream) }.unwrap();
@@ -1958,7 +1964,7 @@ fn own_pool_figures_after_freeing_the_middle_of_three_blocks(p: &'static Platfor
     if u.fake().is_some() {
         assert_eq!(trimmed.reserved_bytes, 0, "{trimmed:?}");
     }
-    mr.reset_high_water();
+    mr.reset_high_water().unwrap();
     let reset = mr.figures();
     assert_eq!(reset.used_high_bytes, 0, "{reset:?}");
     assert_eq!(reset.reserved_high_bytes, reset.reserved_bytes, "{reset:?}");
@@ -2138,6 +2144,25 @@ fn own_pool_settings_and_refusals(p: &'static Platform) {
     let pool = err.out_of_memory_figures().and_then(|f| f.pool);
     assert_eq!(pool, Some(bounded.figures()), "{err:?}");
     assert_eq!(pool.map(|s| s.used_bytes), Some(3 << 20), "{err:?}");
+    // HIP checks a pool's limit against its reserved high-water mark,
+    // which a reset makes 0: a bounded pool's marks are not reset there.
+    let reset = bounded.reset_high_water();
+    if p.runtime == "rocm" {
+        let err = reset.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(p.pool_mr) && text.contains("max_pool_size"),
+            "{text}"
+        );
+    } else {
+        reset.unwrap();
+    }
+    let err = bounded.allocate(2 * MIB, &stream).unwrap_err();
+    assert!(
+        err.is_out_of_memory(),
+        "the limit holds after a reset: {err}"
+    );
     // SAFETY: allocated above with this size, freed once.
     unsafe { bounded.deallocate(kept, 3 * MIB, &stream) }.unwrap();
     stream.synchronize().unwrap();

@@ -117,6 +117,7 @@ pub(crate) static CUDA: Platform = Platform {
     export_keeps_handle: false,
     set_device_activates: true,
     max_size_since: None,
+    high_water_marks_zeroed: false,
     attributes: Attributes {
         memory_pools_supported: 115,
         unified_addressing: 41,

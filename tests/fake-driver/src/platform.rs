@@ -136,6 +136,12 @@ pub struct Platform {
     /// The first runtime version whose pools honour the props' `maxSize`; before it the bytes
     /// are reserved and ignored (HIP before 6.2 has no such field). `None`: every version.
     pub max_size_since: Option<c_int>,
+    /// Whether a pool's high-water marks and its `maxSize` follow HIP's pools (clr
+    /// `MemoryPool`): writing 0 to a mark makes it 0, not the current figure, and a pool that
+    /// must grow checks the request against its reserved high-water mark, not its reserve, so
+    /// one whose mark was reset may grow past `maxSize`. CUDA resets a mark to the current
+    /// figure and bounds the reserve.
+    pub high_water_marks_zeroed: bool,
     /// Device attribute numbers the fake answers (`cudaDeviceAttr` / `hipDeviceAttribute_t`).
     pub attributes: Attributes,
     /// What `*GetDeviceProperties` names devices (`{name} {ordinal}`).
@@ -206,6 +212,7 @@ impl Platform {
         export_keeps_handle: false,
         set_device_activates: true,
         max_size_since: None,
+        high_water_marks_zeroed: false,
         attributes: Attributes {
             memory_pools_supported: 115,
             unified_addressing: 41,

@@ -48,6 +48,8 @@ pub(crate) struct Pool {
     release_threshold: u64,
     /// 0: only the device's limit bounds the pool.
     max_size: u64,
+    /// HIP's marks and limit (`Platform::high_water_marks_zeroed`).
+    pub(crate) marks_zeroed: bool,
     reuse: [bool; 3],
     /// Destroyed with blocks still live: invisible to the API, kept for their frees.
     destroyed: bool,
@@ -72,6 +74,7 @@ impl Pool {
             used_high: 0,
             release_threshold: 0,
             max_size,
+            marks_zeroed: false,
             reuse: [true; 3],
             destroyed: false,
             host: false,
@@ -134,7 +137,13 @@ impl Pools {
         if used > pool.reserved {
             let needed = used - pool.reserved;
             let mut grow = needed.div_ceil(CHUNK).saturating_mul(CHUNK);
-            if pool.max_size != 0 {
+            if pool.max_size != 0 && pool.marks_zeroed {
+                // HIP: the request against the high-water mark, which a reset zeroed.
+                if pool.reserved_high.saturating_add(size) > pool.max_size {
+                    return Err(Fault::OutOfMemory);
+                }
+                grow = grow.min(pool.max_size.saturating_sub(pool.reserved).max(needed));
+            } else if pool.max_size != 0 {
                 let room = pool.max_size.saturating_sub(pool.reserved);
                 if room < needed {
                     return Err(Fault::OutOfMemory);
@@ -218,8 +227,8 @@ impl Pools {
     }
 
     /// `*MemPoolSetAttribute`: the threshold and the reuse flags take any value; a high-water
-    /// mark can only be reset (to the current figure) by writing 0; the current figures are
-    /// read-only.
+    /// mark can only be reset by writing 0 (to the current figure; to 0 where the pool's marks
+    /// are HIP's); the current figures are read-only.
     pub(crate) fn set_attribute(
         &mut self,
         handle: usize,
@@ -229,6 +238,8 @@ impl Pools {
         let pool = self.get_mut(handle)?;
         match (attr, value) {
             (attr::RELEASE_THRESHOLD, Value::U64(bytes)) => pool.release_threshold = bytes,
+            (attr::RESERVED_HIGH, Value::U64(0)) if pool.marks_zeroed => pool.reserved_high = 0,
+            (attr::USED_HIGH, Value::U64(0)) if pool.marks_zeroed => pool.used_high = 0,
             (attr::RESERVED_HIGH, Value::U64(0)) => pool.reserved_high = pool.reserved,
             (attr::USED_HIGH, Value::U64(0)) => pool.used_high = pool.used,
             (reuse, Value::Int(on)) => pool.reuse[reuse_index(reuse)?] = on != 0,
@@ -354,6 +365,28 @@ mod tests {
         assert_eq!(
             pools.attribute(pool, attr::RESERVED_HIGH),
             Ok(Value::U64(6 * MIB))
+        );
+    }
+
+    #[test]
+    fn hip_zeroes_marks_and_bounds_the_high_water_mark() {
+        let mut devices = Devices::default();
+        let mut pools = Pools::default();
+        let mut hip = Pool::new(0, 4 * MIB);
+        hip.marks_zeroed = true;
+        let pool = pools.create(hip);
+        pools.take(pool, &mut devices, 4 * MIB).unwrap();
+        assert_eq!(pools.take(pool, &mut devices, 1), Err(Fault::OutOfMemory));
+        // A reset mark is 0, below the reserve of 4 MiB...
+        for mark in [attr::RESERVED_HIGH, attr::USED_HIGH] {
+            pools.set_attribute(pool, mark, Value::U64(0)).unwrap();
+            assert_eq!(pools.attribute(pool, mark), Ok(Value::U64(0)));
+        }
+        // ...and the limit is checked against it: the pool grows past 4 MiB.
+        pools.take(pool, &mut devices, MIB).unwrap();
+        assert_eq!(
+            pools.attribute(pool, attr::RESERVED_CURRENT),
+            Ok(Value::U64(5 * MIB))
         );
     }
 }

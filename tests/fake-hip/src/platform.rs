@@ -114,6 +114,7 @@ pub(crate) static HIP: Platform = Platform {
     export_keeps_handle: true,
     set_device_activates: false,
     max_size_since: Some(60_200_000),
+    high_water_marks_zeroed: true,
     attributes: Attributes {
         memory_pools_supported: 88,
         unified_addressing: 85,

@@ -65,6 +65,7 @@ impl Platform for sys::CudaRuntimeTable {
     const MEM_LOCATION_SINCE: Option<i32> = Some(13000);
     const HOST_POOLS_SINCE: Option<(i32, i32)> = Some((12020, 13000));
     const MAX_POOL_SIZE_SINCE: Option<i32> = None;
+    const HIGH_WATER_RESET_ZEROES: bool = false;
     const EXPORT_KEEPS_HANDLE: bool = false;
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = device::ATTR_HOST_POOLS_SUPPORTED;
     const ATTR_HOST_NUMA_ID: Option<c_int> = device::ATTR_HOST_NUMA_ID;

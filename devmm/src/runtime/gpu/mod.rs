@@ -109,6 +109,12 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// grows past the limit); `None` where devmm knows of no version that
     /// ignores it.
     const MAX_POOL_SIZE_SINCE: Option<i32>;
+    /// Whether writing 0 to a pool's high-water mark makes it 0 rather
+    /// than the current figure, with `maxSize` checked against the reserved
+    /// mark rather than the reserve (HIP: clr's `MemoryPool::SetAttribute`
+    /// and `AllocateMemory`): a reset there would let a bounded pool grow
+    /// past its limit.
+    const HIGH_WATER_RESET_ZEROES: bool;
     /// Whether `*MemPoolExportToShareableHandle` hands out the pool's own
     /// file descriptor, the same on every call and closed with the pool
     /// (HIP's), rather than a new one the caller owns (CUDA's).

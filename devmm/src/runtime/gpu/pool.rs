@@ -218,7 +218,22 @@ impl<P: Platform> GpuAsyncMemory<P> {
     }
 
     /// Resets both high-water marks to the current figures.
+    ///
+    /// Refused with [`Error::InvalidArgument`] for a ROCm pool with a
+    /// `max_pool_size`: HIP checks that limit against the reserved
+    /// high-water mark, which its reset makes 0, so the pool could then
+    /// grow past it.
     pub fn reset_pool_high_water(&self) -> Result<()> {
+        if P::HIGH_WATER_RESET_ZEROES && self.options.max_pool_size.is_some() {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "reset_pool_high_water on {self:?}: {}'s pools check max_pool_size against the \
+                     reserved high-water mark, which a reset makes 0, so the pool could grow \
+                     past its limit; make the pool without max_pool_size to reset its marks",
+                    P::RUNTIME
+                ),
+            });
+        }
         result::pool::reset_high_water(&self.pool.driver, self.pool.device, self.pool.handle)
     }
 

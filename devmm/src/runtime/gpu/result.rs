@@ -858,16 +858,19 @@ pub(crate) mod pool {
         pool: usize,
     ) -> Result<PoolStatistics> {
         let get = |attr| attribute(driver, device, pool, attr);
+        let (reserved, used) = (get(ATTR_RESERVED_CURRENT)?, get(ATTR_USED_CURRENT)?);
+        // A mark is never below its figure: HIP's reset makes it 0, and it
+        // catches up only at the pool's next allocation.
         Ok(PoolStatistics {
-            reserved_bytes: get(ATTR_RESERVED_CURRENT)?,
-            reserved_high_bytes: get(ATTR_RESERVED_HIGH)?,
-            used_bytes: get(ATTR_USED_CURRENT)?,
-            used_high_bytes: get(ATTR_USED_HIGH)?,
+            reserved_bytes: reserved,
+            reserved_high_bytes: get(ATTR_RESERVED_HIGH)?.max(reserved),
+            used_bytes: used,
+            used_high_bytes: get(ATTR_USED_HIGH)?.max(used),
         })
     }
 
     /// Resets both high-water marks to the current figures (the driver
-    /// takes only 0 for them).
+    /// takes only 0 for them; see [`Platform::HIGH_WATER_RESET_ZEROES`]).
     pub(crate) fn reset_high_water<P: Platform>(
         driver: &Driver<P>,
         device: Device,

@@ -65,6 +65,7 @@ impl Platform for sys::HipTable {
     // hipMemPoolCreate takes device locations only: pinned memory is hipHostMalloc's.
     const HOST_POOLS_SINCE: Option<(i32, i32)> = None;
     const MAX_POOL_SIZE_SINCE: Option<i32> = Some(60_200_000);
+    const HIGH_WATER_RESET_ZEROES: bool = true;
     const EXPORT_KEEPS_HANDLE: bool = true;
     const ATTR_HOST_POOLS_SUPPORTED: Option<(c_int, c_int)> = None;
     const ATTR_HOST_NUMA_ID: Option<c_int> = None;

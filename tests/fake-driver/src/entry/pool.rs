@@ -169,6 +169,7 @@ pub unsafe fn mem_pool_create(
             return Err(Fault::NotSupported);
         }
         let mut created = Pool::new(props.location_id, max_size);
+        created.marks_zeroed = platform.high_water_marks_zeroed;
         if props.handle_types & HANDLE_POSIX_FD != 0 {
             let physical = state.devices.physical(props.location_id)?;
             let arena = Arena::create(physical, platform.device_name)?;
