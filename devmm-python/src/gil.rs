@@ -40,6 +40,35 @@ extern "C-unwind" {
     ) -> *mut ffi::PyObject;
 }
 
+thread_local! {
+    /// Set while the thread runs code a framework calls with a lock of its
+    /// own held ([`under_framework_lock`]).
+    static UNDER_FRAMEWORK_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the thread marked as holding a framework's lock: PyTorch's
+/// caching allocator calls a `torch.cuda.MemPool`'s entry points with its
+/// mutex held, and a thread holding the GIL may wait for that mutex (to
+/// free a tensor), so code `f` runs must not wait for the GIL
+/// ([`may_wait_for_gil`]); the frees after an error, the logging of it
+/// included, are `f`'s.
+pub(crate) fn under_framework_lock<R>(f: impl FnOnce() -> R) -> R {
+    struct Unmark(bool);
+    impl Drop for Unmark {
+        fn drop(&mut self) {
+            UNDER_FRAMEWORK_LOCK.set(self.0);
+        }
+    }
+    let _unmark = Unmark(UNDER_FRAMEWORK_LOCK.replace(true));
+    f()
+}
+
+/// Whether the calling thread may wait for the GIL: it holds it already,
+/// or it holds no framework's lock ([`under_framework_lock`]).
+pub(crate) fn may_wait_for_gil() -> bool {
+    !UNDER_FRAMEWORK_LOCK.get() || holds_gil()
+}
+
 /// Whether the calling thread holds the GIL, as the interpreter says
 /// (not PyO3's count of its own frames).
 pub(crate) fn holds_gil() -> bool {

@@ -183,6 +183,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "TORCH_FREE_SYMBOL",
         String::from(torch_allocator::FREE_SYMBOL),
     )?;
+    m.add(
+        "TORCH_RECORD_STREAM_SYMBOL",
+        String::from(torch_allocator::RECORD_STREAM_SYMBOL),
+    )?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_route, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_unroute, m)?)?;
     m.add_function(wrap_pyfunction!(torch_allocator::torch_serve, m)?)?;

@@ -115,18 +115,24 @@ impl Subscriber for PythonLogging {
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        let record = LogRecord::of(event);
         let metadata = event.metadata();
+        let record = (metadata.target(), *metadata.level(), LogRecord::of(event));
+        if !crate::gil::may_wait_for_gil() {
+            Deferred::keep(record);
+            return;
+        }
         crate::gil::attach(|py| {
             if finalizing(py) {
                 return;
             }
-            if let Err(err) = emit(py, metadata.target(), metadata.level(), &record) {
-                // A broken handler must not turn an allocation into a
-                // failure; an interrupt (Ctrl-C in a handler) must still
-                // reach the program, so the calling binding raises it.
-                if let Some(err) = crate::error::defer_interrupt(py, err) {
-                    err.write_unraisable(py, None);
+            for (target, level, record) in Deferred::take().into_iter().chain([record]) {
+                if let Err(err) = emit(py, target, &level, &record) {
+                    // A broken handler must not turn an allocation into a
+                    // failure; an interrupt (Ctrl-C in a handler) must still
+                    // reach the program, so the calling binding raises it.
+                    if let Some(err) = crate::error::defer_interrupt(py, err) {
+                        err.write_unraisable(py, None);
+                    }
                 }
             }
         });
@@ -135,6 +141,60 @@ impl Subscriber for PythonLogging {
     fn enter(&self, _span: &Id) {}
 
     fn exit(&self, _span: &Id) {}
+}
+
+/// Records made where the thread must not wait for the GIL
+/// ([`crate::gil::under_framework_lock`]: inside PyTorch's allocator lock),
+/// in order; the next record made where it may wait emits them first. At
+/// most [`Deferred::LIMIT`] wait: past it the newest are dropped and
+/// counted, and a warning says how many.
+struct Deferred {
+    records: Vec<(&'static str, Level, LogRecord)>,
+    dropped: u64,
+}
+
+static DEFERRED: Mutex<Deferred> = Mutex::new(Deferred {
+    records: Vec::new(),
+    dropped: 0,
+});
+
+impl Deferred {
+    const LIMIT: usize = 1024;
+
+    fn lock() -> MutexGuard<'static, Deferred> {
+        // Each update is one push or one swap: never left half-done.
+        DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn keep(record: (&'static str, Level, LogRecord)) {
+        let mut deferred = Self::lock();
+        if deferred.records.len() < Self::LIMIT {
+            deferred.records.push(record);
+        } else {
+            deferred.dropped += 1;
+        }
+    }
+
+    /// The records kept so far, oldest first, then the warning for any
+    /// dropped.
+    fn take() -> Vec<(&'static str, Level, LogRecord)> {
+        let mut deferred = Self::lock();
+        let mut records = std::mem::take(&mut deferred.records);
+        let dropped = std::mem::take(&mut deferred.dropped);
+        if dropped > 0 {
+            let message = format!(
+                "{dropped} devmm log records made inside PyTorch's allocator lock were dropped \
+                 (at most {} wait for the GIL)",
+                Self::LIMIT
+            );
+            let warning = LogRecord {
+                message: Some(message),
+                ..LogRecord::default()
+            };
+            records.push(("devmm::torch", Level::WARN, warning));
+        }
+        records
+    }
 }
 
 /// `sys.is_finalizing`, kept from the start: while the interpreter

@@ -22,12 +22,22 @@ pub(crate) const MALLOC_SYMBOL: &str = "devmm_torch_malloc";
 pub(crate) const POOL_MALLOC_SYMBOL: &str = "devmm_torch_pool_malloc";
 /// The free entry point's symbol, for both.
 pub(crate) const FREE_SYMBOL: &str = "devmm_torch_free";
+/// The `record_stream` entry point's symbol, for the allocator `install`
+/// makes PyTorch's (a `torch.cuda.MemPool`'s caching allocator tracks the
+/// streams its blocks are used on itself).
+pub(crate) const RECORD_STREAM_SYMBOL: &str = "devmm_torch_record_stream";
 
-/// The block PyTorch asked for, or `None` after logging why not on the
-/// `devmm` logger. A Python-defined resource's exception has no binding to
-/// convert it here: the devmm error carries its message into the log.
-fn allocate_or_log(size: usize, device: c_int, stream: *mut c_void) -> Option<*mut c_void> {
-    let result = std::panic::catch_unwind(|| TorchRoutes::allocate(size, device, stream as usize));
+/// The block PyTorch asked for through `allocate` (`TorchRoutes::allocate`
+/// or `allocate_in_pool`), or `None` after logging why not on the `devmm`
+/// logger. A Python-defined resource's exception has no binding to convert
+/// it here: the devmm error carries its message into the log.
+fn allocate_or_log(
+    allocate: fn(usize, i32, usize) -> devmm::Result<*mut c_void>,
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) -> Option<*mut c_void> {
+    let result = std::panic::catch_unwind(|| allocate(size, device, stream as usize));
     match result {
         Ok(Ok(ptr)) => return Some(ptr),
         Ok(Err(error)) => {
@@ -53,7 +63,7 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
     device: c_int,
     stream: *mut c_void,
 ) -> *mut c_void {
-    if let Some(ptr) = allocate_or_log(size, device, stream) {
+    if let Some(ptr) = allocate_or_log(TorchRoutes::allocate, size, device, stream) {
         return ptr;
     }
     // SAFETY: this function is `extern "C-unwind"`, called by PyTorch's
@@ -66,7 +76,10 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
 /// [`devmm_torch_malloc`], but a failure is NULL, which PyTorch's caching
 /// allocator reads as out of memory: it frees its cached blocks and tries
 /// again before it raises `torch.OutOfMemoryError` (a thrown exception
-/// would skip both).
+/// would skip both). The caching allocator calls it with its lock held,
+/// which a thread holding the GIL may wait for, so nothing here waits for
+/// the GIL (`gil::under_framework_lock`): no out-of-memory hook runs, and
+/// a log record waits for the next one made where the GIL can be taken.
 ///
 /// # Safety
 ///
@@ -77,11 +90,16 @@ pub(crate) unsafe extern "C" fn devmm_torch_pool_malloc(
     device: c_int,
     stream: *mut c_void,
 ) -> *mut c_void {
-    allocate_or_log(size, device, stream).unwrap_or(std::ptr::null_mut())
+    crate::gil::under_framework_lock(|| {
+        allocate_or_log(TorchRoutes::allocate_in_pool, size, device, stream)
+    })
+    .unwrap_or(std::ptr::null_mut())
 }
 
 /// PyTorch's free hook: `void free(void* ptr, size_t size, int device,
-/// cudaStream_t stream)`. It cannot fail: errors are logged.
+/// cudaStream_t stream)`. It cannot fail: errors are logged. A
+/// `torch.cuda.MemPool`'s caching allocator calls it with its lock held, as
+/// it does [`devmm_torch_pool_malloc`]: it waits for no GIL either.
 ///
 /// # Safety
 ///
@@ -94,11 +112,36 @@ pub(crate) unsafe extern "C" fn devmm_torch_free(
     device: c_int,
     stream: *mut c_void,
 ) {
-    let result = std::panic::catch_unwind(|| TorchRoutes::free(ptr, device, stream as usize));
+    crate::gil::under_framework_lock(|| {
+        let result = std::panic::catch_unwind(|| TorchRoutes::free(ptr, device, stream as usize));
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::error!(target: "devmm::torch", %error, "PyTorch free failed");
+            }
+            Err(_) => tracing::error!(target: "devmm::torch", "PyTorch free panicked"),
+        }
+    });
+}
+
+/// PyTorch's `record_stream` hook: `void record_stream(void* ptr,
+/// cudaStream_t stream)`, for `Tensor.record_stream(stream)` and NCCL's
+/// collectives: the block's free waits for the work queued on `stream` by
+/// then. It cannot fail: errors are logged.
+///
+/// # Safety
+///
+/// `ptr` came from [`devmm_torch_malloc`] and is live; `stream` is a stream
+/// handle valid on its device.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn devmm_torch_record_stream(ptr: *mut c_void, stream: *mut c_void) {
+    let result = std::panic::catch_unwind(|| TorchRoutes::record_stream(ptr, stream as usize));
     match result {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::error!(target: "devmm::torch", %error, "PyTorch free failed"),
-        Err(_) => tracing::error!(target: "devmm::torch", "PyTorch free panicked"),
+        Ok(Err(error)) => {
+            tracing::error!(target: "devmm::torch", %error, "PyTorch record_stream failed");
+        }
+        Err(_) => tracing::error!(target: "devmm::torch", "PyTorch record_stream panicked"),
     }
 }
 

@@ -12,6 +12,7 @@ this module installs once and its tests share that state."""
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import textwrap
@@ -40,6 +41,9 @@ class EntryPoints:
         self.free = getattr(lib, _devmm.TORCH_FREE_SYMBOL)
         self.free.restype = None
         self.free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        self.record_stream = getattr(lib, _devmm.TORCH_RECORD_STREAM_SYMBOL)
+        self.record_stream.restype = None
+        self.record_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +101,45 @@ def test_pytorch_allocates_per_device_and_stream(installed: tuple[bridge.TorchIn
     assert hooks.malloc(0, 0, None) is None
     hooks.free(None, 0, 0, None)
     assert resources[0].current_bytes == 0
+
+
+def test_a_free_waits_for_the_streams_pytorch_recorded(installed: tuple[bridge.TorchInstaller, dict[int, devmm.StatisticsAdaptor]]) -> None:
+    """``Tensor.record_stream(s)`` and NCCL's collectives tell the allocator
+    a block is used on another stream: PyTorch hands that to the allocator's
+    record-stream hook, which install() gives it, and the free then waits for
+    the work queued there, or a stream-ordered resource could hand the memory
+    out again on the allocation stream while the other stream reads it."""
+    lib = ctypes.CDLL(os.environ["DEVMM_TEST_FAKE_CUDART"])
+    lib.fake_call_log.restype = ctypes.c_size_t
+    lib.fake_call_log.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+    def log() -> list[str]:
+        buf = ctypes.create_string_buffer(1 << 20)
+        lib.fake_call_log(buf, len(buf))
+        return buf.value.decode().splitlines()
+
+    _, resources = installed
+    assert bridge._allocators[_devmm.TORCH_MALLOC_SYMBOL] is not None
+    hooks = EntryPoints()
+    rt = devmm.runtime_for("cuda")
+    gpu = devmm.Device.from_string("cuda:0")
+    own, other = rt.create_stream(gpu), rt.create_stream(gpu)
+    block = hooks.malloc(4096, 0, own.handle)
+    hooks.record_stream(block, other.handle)
+    hooks.record_stream(block, other.handle)  # once is enough
+    hooks.record_stream(block, own.handle)  # its own stream: nothing to wait for
+    lib.fake_clear_calls()
+    hooks.free(block, 4096, 0, own.handle)
+    assert resources[0].current_bytes == 0
+    calls = [line.split(" ")[0] for line in log()]
+    assert calls.count("cudaStreamWaitEvent") == 1, log()
+    waited = next(line for line in log() if line.startswith("cudaStreamWaitEvent"))
+    assert f"{own.handle:#x}" in waited, (waited, own.handle)
+    recorded = next(line for line in log() if line.startswith("cudaEventRecord"))
+    assert f"{other.handle:#x}" in recorded, (recorded, other.handle)
+    assert calls.index("cudaStreamWaitEvent") < calls.index("cudaFreeAsync"), calls
+    # A pointer devmm never handed out is logged, not trusted.
+    hooks.record_stream(4096, other.handle)
 
 
 def test_memory_stats_speak_pytorchs_keys(installed: tuple[bridge.TorchInstaller, dict[int, devmm.StatisticsAdaptor]]) -> None:

@@ -96,8 +96,14 @@ def test_the_pool_is_made_over_devmms_entry_points_which_serve_the_resource() ->
         # caching allocator answers by freeing its cached blocks and trying
         # again before it raises torch.OutOfMemoryError (a thrown
         # std::bad_alloc would skip both).
+        # PyTorch counts and reports the OOMs it cannot recover from itself,
+        # and runs its own observers: devmm's hooks do not run, nor count it
+        # (the install() entry point, which PyTorch does not retry, does).
+        hooked = []
+        hook = devmm.on_out_of_memory(hooked.append)
         assert pool_malloc(1 << 62, 0, None) is None
-        assert bridge.memory_stats(0)["num_ooms"] == 1
+        assert bridge.memory_stats(0)["num_ooms"] == 0 and hooked == [], hooked
+        hook.remove()
 
         # A device has one resource: another one, or host memory, is refused.
         for other in (devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0")),
@@ -140,3 +146,86 @@ def test_a_pool_after_install_takes_the_installed_resource() -> None:
         """
     )
     assert "CUDA device 0 is served to PyTorch by" in out, out
+
+
+def test_a_pool_waits_for_no_gil_inside_pytorchs_allocator_lock() -> None:
+    """PyTorch's caching allocator calls a pool's entry points with its own
+    mutex held, which a thread holding the GIL may wait for (to free a
+    tensor): an entry point that then waited for the GIL would deadlock.
+    ctypes releases the GIL around the call, as PyTorch's bindings do around
+    an operator: the failure's log record waits for the next record made
+    where the GIL may be taken, and a chain that runs Python code is
+    refused."""
+    out = run(
+        """
+        import logging, threading
+        torch.cuda.is_available = lambda: True
+        torch.cuda.MemPool = lambda allocator: allocator
+        inside = False
+        seen = []
+        class Seen(logging.Handler):
+            def emit(self, record):
+                # Whether the thread inside the entry point took the GIL for it
+                # (another thread, holding no lock of PyTorch's, may emit
+                # records kept so far).
+                caller = inside and threading.get_ident() == threading.main_thread().ident
+                seen.append((caller, record.getMessage()))
+        logging.getLogger("devmm").addHandler(Seen())
+        logging.getLogger("devmm").setLevel(logging.DEBUG)
+
+        retried = devmm.FailureCallbackAdaptor(CudaRuntimeMemoryResource("cuda:0"), lambda n, a: False)
+        try:
+            bridge.mem_pool(devmm.StatisticsAdaptor(retried))
+        except ValueError as e:
+            print(e)
+        else:
+            raise AssertionError("a Python callback under PyTorch's lock must be refused")
+
+        mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
+        bridge.mem_pool(mr)
+        inside = True
+        assert pool_malloc(1 << 62, 0, None) is None
+        free(4096, 64, 0, None)  # never handed out: an error, logged
+        inside = False
+        # The next record made where the GIL may be taken brings them out
+        # first, in order.
+        logged = devmm.LoggingAdaptor(devmm.mrs.cpu.MallocMemoryResource())
+        devmm.DeviceBuffer(64, mr=logged).free()
+        assert not any(caller for caller, _ in seen), seen
+        messages = [message for _, message in seen]
+        failed = [m for m in messages if m.startswith("PyTorch")]
+        assert len(failed) == 2, messages
+        assert failed[0].startswith("PyTorch allocation failed"), messages
+        assert failed[1].startswith("PyTorch free failed"), messages
+        assert messages.index(failed[1]) < messages.index(
+            next(m for m in messages if m.startswith("allocate"))
+        ), messages
+        """
+    )
+    assert "runs code it was given" in out and "FailureCallbackAdaptor" in out, out
+
+
+def test_install_hands_pytorch_the_record_stream_hook_and_a_pool_does_not() -> None:
+    """``Tensor.record_stream`` reaches a pluggable allocator only through
+    the hook set on it; a MemPool's caching allocator tracks streams itself."""
+    out = run(
+        """
+        given = []
+        original = torch._C._CUDAPluggableAllocator.set_record_stream_fn
+        def recorded(self, pointer):
+            given.append(pointer)
+            return original(self, pointer)
+        torch._C._CUDAPluggableAllocator.set_record_stream_fn = recorded
+        torch.cuda.is_available = lambda: True
+        torch.cuda.MemPool = lambda allocator: allocator
+
+        mr = devmm.StatisticsAdaptor(CudaRuntimeMemoryResource("cuda:0"))
+        bridge.install(mr)
+        hook = ctypes.cast(getattr(lib, _devmm.TORCH_RECORD_STREAM_SYMBOL), ctypes.c_void_p).value
+        assert given == [hook], (given, hook)
+        bridge.mem_pool(mr)
+        assert given == [hook], given
+        print("ok")
+        """
+    )
+    assert out == "ok\n", out

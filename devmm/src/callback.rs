@@ -194,6 +194,10 @@ impl MemoryResource for CallbackMemoryResource {
         self.stream_ordered
     }
 
+    fn runs_callbacks(&self) -> bool {
+        true
+    }
+
     fn available_memory(&self) -> Result<MemoryInfo> {
         if let Some(info) = self.available.as_ref().map(|f| f()).transpose()?.flatten() {
             return Ok(info);

@@ -76,8 +76,8 @@ pub use registry::{
     set_current_memory_resource, set_override_scope, using_memory_resource,
 };
 pub use resource::{
-    MemoryInfo, MemoryResource, check_alignment, check_dereferenceable, device_for, pool_of_chain,
-    resource_chain,
+    MemoryInfo, MemoryResource, callback_of_chain, check_alignment, check_dereferenceable,
+    device_for, pool_of_chain, resource_chain,
 };
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,

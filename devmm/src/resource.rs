@@ -99,6 +99,22 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether a call may run code this resource was given rather than
+    /// devmm's or a driver's: [`CallbackMemoryResource`](crate::CallbackMemoryResource)'s
+    /// functions, [`FailureCallbackAdaptor`](crate::FailureCallbackAdaptor)'s
+    /// callback. Such code may wait for locks devmm knows nothing of (a
+    /// binding's interpreter lock), so a caller that calls its resource
+    /// under a lock of its own refuses a chain with such a link
+    /// ([`callback_of_chain`]). Adaptors answer for themselves only.
+    ///
+    /// ```
+    /// use devmm::{MallocMemoryResource, MemoryResource};
+    /// assert!(!MallocMemoryResource::new().runs_callbacks());
+    /// ```
+    fn runs_callbacks(&self) -> bool {
+        false
+    }
+
     /// The number of live allocations, for resources that track them.
     fn live_count(&self) -> Option<usize> {
         None
@@ -346,6 +362,28 @@ pub fn pool_of_chain(
     None
 }
 
+/// The first link of `mr`'s chain (through any adaptors) that
+/// [runs code it was given](MemoryResource::runs_callbacks); `None` when
+/// every link is devmm's or a driver's.
+///
+/// ```
+/// use devmm::{callback_of_chain, FailureCallbackAdaptor, MallocMemoryResource, StatisticsAdaptor};
+/// assert!(callback_of_chain(&StatisticsAdaptor::new(MallocMemoryResource::new())).is_none());
+/// let retrying = FailureCallbackAdaptor::new(MallocMemoryResource::new(), |_, _, _| Ok(false));
+/// let counted = StatisticsAdaptor::new(retrying);
+/// assert!(callback_of_chain(&counted).is_some());
+/// ```
+pub fn callback_of_chain(mr: &dyn MemoryResource) -> Option<&dyn MemoryResource> {
+    let mut next = Some(mr);
+    while let Some(link) = next {
+        if link.runs_callbacks() {
+            return Some(link);
+        }
+        next = link.upstream();
+    }
+    None
+}
+
 /// The links [`resource_chain`] names at most: enough for any chain built
 /// on purpose, and a bound on the walk and the text for one built in a
 /// loop (a tracking adaptor names its chain as it is made, so an unbounded
@@ -442,6 +480,10 @@ macro_rules! forward_transparent_probes {
             self.$field.upstream()
         }
 
+        fn runs_callbacks(&self) -> bool {
+            self.$field.runs_callbacks()
+        }
+
         fn fmt_name(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             self.$field.fmt_name(f)
         }
@@ -504,6 +546,9 @@ macro_rules! forward_memory_resource {
             }
             fn detects_misuse(&self) -> bool {
                 (**self).detects_misuse()
+            }
+            fn runs_callbacks(&self) -> bool {
+                (**self).runs_callbacks()
             }
             fn live_count(&self) -> Option<usize> {
                 (**self).live_count()

@@ -120,4 +120,8 @@ impl<U: MemoryResource> MemoryResource for FailureCallbackAdaptor<U> {
     fn available_memory(&self) -> Result<MemoryInfo> {
         self.upstream.available_memory()
     }
+
+    fn runs_callbacks(&self) -> bool {
+        true
+    }
 }

@@ -228,6 +228,10 @@ impl<U: MemoryResource> MemoryResource for Upstream<U> {
         self.0.upstream()
     }
 
+    fn runs_callbacks(&self) -> bool {
+        self.0.runs_callbacks()
+    }
+
     fn origin(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.0.origin()
     }

@@ -59,8 +59,16 @@ impl Route {
 struct Table {
     /// By CUDA ordinal, as PyTorch names devices.
     routes: HashMap<i32, Arc<Route>>,
-    /// Every block PyTorch holds: its route and size.
-    live: HashMap<usize, (Arc<Route>, usize)>,
+    /// Every block PyTorch holds, by address.
+    live: HashMap<usize, Block>,
+}
+
+/// A block PyTorch holds: its route and size, and the streams PyTorch said
+/// it is used on besides its own ([`TorchRoutes::record_stream`]).
+struct Block {
+    route: Arc<Route>,
+    nbytes: usize,
+    used_on: Vec<usize>,
 }
 
 /// The process's PyTorch routes (PyTorch has one allocator per process).
@@ -80,7 +88,8 @@ pub struct TorchRoutes;
 pub struct TorchStatistics {
     /// The figures of PyTorch's blocks on the device.
     pub statistics: Statistics,
-    /// Allocations the resource refused.
+    /// Allocations the resource refused to PyTorch's allocator
+    /// ([`TorchRoutes::allocate`]; a `torch.cuda.MemPool` counts its own).
     pub ooms: usize,
 }
 
@@ -122,6 +131,14 @@ impl TorchRoutes {
     /// `Ok(false)`, changing nothing, when the device is served already;
     /// memory that is not CUDA memory is refused (`InvalidArgument`).
     ///
+    /// PyTorch's caching allocator calls a pool's entry points with its own
+    /// lock held, and a thread holding a binding's interpreter lock may
+    /// wait for that lock (to free a tensor): a chain with a link that runs
+    /// code it was given ([`MemoryResource::runs_callbacks`]: a resource
+    /// written in Python, a failure callback), which may wait for the
+    /// interpreter lock in turn, is refused (`InvalidArgument`), whatever
+    /// serves the device already.
+    ///
     /// ```
     /// # use std::sync::Arc;
     /// use devmm::interop::TorchRoutes;
@@ -129,8 +146,24 @@ impl TorchRoutes {
     /// let host: Arc<dyn MemoryResource> = Arc::new(MallocMemoryResource::new());
     /// let refused = TorchRoutes::serve(host).unwrap_err();
     /// assert!(refused.to_string().contains("needs CUDA device (or managed) memory"));
+    ///
+    /// use devmm::FailureCallbackAdaptor;
+    /// let retrying = FailureCallbackAdaptor::new(MallocMemoryResource::new(), |_, _, _| Ok(false));
+    /// let refused = TorchRoutes::serve(Arc::new(retrying)).unwrap_err();
+    /// assert!(refused.to_string().contains("its link FailureCallbackAdaptor"));
     /// ```
     pub fn serve(mr: Arc<dyn MemoryResource>) -> Result<bool> {
+        if let Some(link) = crate::callback_of_chain(&*mr) {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "a torch.cuda.MemPool over {mr:?}: its link {link:?} runs code it was given \
+                     (a resource written in Python, a failure callback), and PyTorch calls a \
+                     pool's allocator with its own lock held, which a thread holding the \
+                     interpreter lock may wait for: the two would wait for each other; make \
+                     the pool over devmm's own resources and adaptors"
+                ),
+            });
+        }
         let (ordinal, route) = Route::new(mr)?;
         let mut table = table();
         if table.routes.contains_key(&ordinal) {
@@ -150,8 +183,29 @@ impl TorchRoutes {
     }
 
     /// PyTorch's allocation: `nbytes` on CUDA ordinal `device`, ordered on
-    /// the native stream `stream`.
+    /// the native stream `stream`. A refusal runs the process's
+    /// out-of-memory hooks ([`observe_allocation`](crate::observe_allocation))
+    /// and counts in [`TorchStatistics::ooms`].
     pub fn allocate(nbytes: usize, device: i32, stream: usize) -> Result<*mut c_void> {
+        Self::allocate_for(nbytes, device, stream, true)
+    }
+
+    /// [`allocate`](Self::allocate) for a `torch.cuda.MemPool`, whose
+    /// caching allocator answers a refusal itself: it frees the blocks it
+    /// caches and tries again, then counts and reports its own
+    /// out-of-memory error. It calls with its lock held, so no hook runs
+    /// here (a hook may wait for a lock of its own), and a refusal is not
+    /// counted.
+    pub fn allocate_in_pool(nbytes: usize, device: i32, stream: usize) -> Result<*mut c_void> {
+        Self::allocate_for(nbytes, device, stream, false)
+    }
+
+    fn allocate_for(
+        nbytes: usize,
+        device: i32,
+        stream: usize,
+        observed: bool,
+    ) -> Result<*mut c_void> {
         let route = table()
             .routes
             .get(&device)
@@ -164,24 +218,55 @@ impl TorchRoutes {
                 ),
             })?;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
-        let ptr =
+        let ptr = if observed {
             crate::observe_allocation(|| route.mr.allocate(nbytes, &stream)).inspect_err(|_| {
                 route.ooms.fetch_add(1, Ordering::Relaxed);
-            })?;
+            })?
+        } else {
+            route.mr.allocate(nbytes, &stream)?
+        };
         if !ptr.is_null() {
-            table().live.insert(ptr.addr(), (route, nbytes));
+            let block = Block {
+                route,
+                nbytes,
+                used_on: Vec::new(),
+            };
+            table().live.insert(ptr.addr(), block);
         }
         Ok(ptr.as_host_ptr())
     }
 
+    /// PyTorch's `record_stream`: the block at `ptr` is used on the native
+    /// stream `stream` too, so its free waits for the work queued there by
+    /// then, as PyTorch's own allocators do (`Tensor.record_stream`, NCCL's
+    /// collectives): a stream-ordered resource could hand the memory out
+    /// again on the allocation stream while that stream still reads it. A
+    /// pointer devmm never handed out is refused.
+    pub fn record_stream(ptr: *mut c_void, stream: usize) -> Result<()> {
+        let mut table = table();
+        let Some(block) = table.live.get_mut(&(ptr as usize)) else {
+            return Err(Error::InvalidArgument {
+                reason: format!(
+                    "PyTorch recorded a stream for {ptr:?}, which devmm's PyTorch allocator \
+                     never handed out"
+                ),
+            });
+        };
+        if !block.used_on.contains(&stream) {
+            block.used_on.push(stream);
+        }
+        Ok(())
+    }
+
     /// PyTorch's free of `ptr` (from [`allocate`](Self::allocate)) on CUDA
-    /// ordinal `device`, ordered on `stream`. A pointer devmm never handed
-    /// out is refused.
+    /// ordinal `device`, ordered on `stream` after the work queued so far on
+    /// the streams [recorded](Self::record_stream) for it. A pointer devmm
+    /// never handed out is refused.
     pub fn free(ptr: *mut c_void, device: i32, stream: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        let Some((route, nbytes)) = table().live.remove(&(ptr as usize)) else {
+        let Some(block) = table().live.remove(&(ptr as usize)) else {
             return Err(Error::InvalidArgument {
                 reason: format!(
                     "PyTorch freed {ptr:?} on CUDA device {device}, which devmm's PyTorch \
@@ -189,13 +274,19 @@ impl TorchRoutes {
                 ),
             });
         };
+        let route = block.route;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
+        for &other in block.used_on.iter().filter(|&&s| s != stream.handle()) {
+            // A failed wait leaves the block unfreed: a leak, not a reuse
+            // while another stream may still use it.
+            stream.wait_raw(other)?;
+        }
         // SAFETY: the block was live in the table, so `route.mr` allocated
         // it with `nbytes`, and it is removed so it is freed only once.
         unsafe {
             route
                 .mr
-                .deallocate(DevicePtr::from_host_ptr(ptr), nbytes, &stream)
+                .deallocate(DevicePtr::from_host_ptr(ptr), block.nbytes, &stream)
         }
     }
 

@@ -14,7 +14,9 @@ starts a new peak. A failed allocation is logged (``devmm`` logger, with
 devmm's full message) and reaches PyTorch as a C++ ``std::bad_alloc``,
 which PyTorch raises as ``RuntimeError`` (not ``torch.OutOfMemoryError``:
 only C++ code built against PyTorch can throw that; ADR 0015), and is
-counted in ``memory_stats()["num_ooms"]``.
+counted in ``memory_stats()["num_ooms"]``. ``Tensor.record_stream(s)`` (and
+NCCL's collectives) reach devmm through the allocator's record-stream hook,
+so a block's free waits for the work queued on those streams.
 
 PyTorch swaps its allocator only before CUDA is initialised, and never
 away from a pluggable one: ``install`` refuses once PyTorch has used CUDA,
@@ -24,10 +26,20 @@ PyTorch until the process exits). :func:`mem_pool` works at any time: a
 ``with torch.cuda.use_mem_pool(pool):`` blocks only; its allocation entry
 point (``devmm_torch_pool_malloc``) returns NULL when out of memory rather
 than throw, so PyTorch's caching allocator frees its cached blocks and
-tries again before it raises ``torch.OutOfMemoryError``."""
+tries again before it raises ``torch.OutOfMemoryError``. PyTorch counts and
+reports a pool's out-of-memory errors itself: devmm's ``on_out_of_memory``
+hooks do not run for them, and ``num_ooms`` does not count them.
+
+PyTorch calls a pool's entry points with its allocator lock held, which a
+thread holding the GIL may wait for: nothing devmm does there waits for the
+GIL. A chain that runs Python code (a resource written in Python, a
+``FailureCallbackAdaptor``) is refused by :func:`mem_pool`, and a log record
+made there is emitted with the next devmm record made where the GIL may be
+taken."""
 
 from __future__ import annotations
 
+import ctypes
 from collections import OrderedDict
 from typing import Any, Mapping, Union
 
@@ -183,9 +195,17 @@ def _pluggable_allocator(malloc_symbol: str) -> "torch.cuda.memory.CUDAPluggable
     :func:`mem_pool` shares returns NULL, which PyTorch's caching allocator
     answers by freeing its cached blocks and trying again."""
     if malloc_symbol not in _allocators:
-        _allocators[malloc_symbol] = torch.cuda.memory.CUDAPluggableAllocator(
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
             _devmm.__file__, malloc_symbol, _devmm.TORCH_FREE_SYMBOL
         )
+        if malloc_symbol == _devmm.TORCH_MALLOC_SYMBOL:
+            # PyTorch's allocator hands a block's other streams
+            # (Tensor.record_stream, NCCL) to this hook; without it a free
+            # would not wait for them. A MemPool's caching allocator tracks
+            # them itself.
+            hook = getattr(ctypes.CDLL(_devmm.__file__), _devmm.TORCH_RECORD_STREAM_SYMBOL)
+            allocator.allocator().set_record_stream_fn(ctypes.cast(hook, ctypes.c_void_p).value)
+        _allocators[malloc_symbol] = allocator
     return _allocators[malloc_symbol]
 
 
@@ -204,7 +224,10 @@ def mem_pool(mr: DeviceMemoryResource) -> "torch.cuda.MemPool":
     ``torch.OutOfMemoryError``. PyTorch tells the entry points only the device, so a device has
     one devmm resource: ``ValueError`` for another one than ``install`` or an
     earlier pool gave it, or for memory that is not CUDA memory;
-    ``RuntimeError`` when PyTorch has no CUDA.
+    ``RuntimeError`` when PyTorch has no CUDA. PyTorch calls the entry points
+    with its allocator lock held, which a thread holding the GIL may wait for:
+    ``ValueError`` for a chain that runs Python code (a resource written in
+    Python, a ``FailureCallbackAdaptor``), which would wait for the GIL there.
 
     Examples
     --------
