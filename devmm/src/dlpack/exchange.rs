@@ -116,7 +116,7 @@ impl Tensor {
         match current.as_ref().and_then(super::consumer_stream_value) {
             Some(value) => self.to_dlpack(&NO_SYNC.stream(value)),
             None => {
-                self.order_before(current.as_ref())?;
+                super::export::hand_off(current.as_ref(), self.buffer().stream())?;
                 self.to_dlpack(&NO_SYNC)
             }
         }
@@ -131,20 +131,6 @@ impl Tensor {
         }
         let (device_type, device_id) = self.device().dlpack_device();
         current_stream(device_type, device_id)
-    }
-
-    /// Makes `current` (the consumer's) wait for the work queued on the
-    /// tensor's own stream, which the consumer never sees: nothing to do
-    /// without one, or when they are one stream; a stream of another device
-    /// (pinned memory exports device id 0) is synchronized instead.
-    fn order_before(&self, current: Option<&Stream>) -> Result<()> {
-        let own = self.buffer().stream();
-        match current {
-            Some(current) if current == own => Ok(()),
-            Some(current) if current.device() == own.device() => current.wait(own),
-            Some(_) => own.synchronize(),
-            None => Ok(()),
-        }
     }
 
     /// Describes the tensor in a `DLTensor` that borrows its shape and
@@ -197,7 +183,7 @@ impl Tensor {
                 shape.len()
             ))
         })?;
-        self.order_before(self.current_work_stream()?.as_ref())?;
+        super::export::hand_off(self.current_work_stream()?.as_ref(), buffer.stream())?;
         let dtype = self.dtype();
         let (device_type, device_id) = self.device().dlpack_device();
         Ok(DLTensor {

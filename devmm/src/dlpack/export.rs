@@ -742,12 +742,17 @@ impl Tensor {
 
 /// Orders the consumer's stream after the producer's. Nothing to do when
 /// the consumer asked for no synchronization (`None`) or names the
-/// producer's own stream, which is ordered after itself already.
+/// producer's own stream, which is ordered after itself already; a
+/// producer on another device (pinned memory, which DLPack names device 0
+/// whatever GPU's stream orders it) is synchronized instead, as no stream
+/// can wait for another device's.
 #[inline]
-fn hand_off(consumer: Option<&Stream>, producer: &Stream) -> Result<()> {
+pub(super) fn hand_off(consumer: Option<&Stream>, producer: &Stream) -> Result<()> {
     match consumer {
-        Some(consumer) if consumer != producer => consumer.wait(producer),
-        _ => Ok(()),
+        Some(consumer) if consumer == producer => Ok(()),
+        Some(consumer) if consumer.device() == producer.device() => consumer.wait(producer),
+        Some(_) => producer.synchronize(),
+        None => Ok(()),
     }
 }
 
@@ -760,12 +765,14 @@ mod tests {
     use crate::error::Result;
     use crate::stream::{Stream, StreamOps};
 
-    /// Stream operations that record every wait instead of doing it.
+    /// Stream operations that record every wait (and every synchronize,
+    /// as a wait of nothing on the stream) instead of doing it.
     #[derive(Debug, Default)]
     struct Waits(Mutex<Vec<(Device, usize, usize)>>);
 
     impl StreamOps for Waits {
-        fn synchronize(&self, _: Device, _: usize) -> Result<()> {
+        fn synchronize(&self, device: Device, stream: usize) -> Result<()> {
+            self.0.lock().unwrap().push((device, 0, stream));
             Ok(())
         }
         fn wait(&self, device: Device, consumer: usize, producer: usize) -> Result<()> {
@@ -818,13 +825,12 @@ mod tests {
     }
 
     #[test]
-    fn a_consumer_on_another_device_is_a_stream_error() {
+    fn a_producer_on_another_device_is_synchronized() {
         let waits = Arc::new(Waits::default());
         let producer = Stream::borrowed(Device::cuda(0), 0x10, waits.clone());
         let consumer = Stream::borrowed(Device::cuda(1), 0x10, waits.clone());
-        let err = hand_off(Some(&consumer), &producer).unwrap_err();
-        assert!(matches!(err, crate::Error::Stream { .. }), "{err:?}");
-        assert!(waits.0.lock().unwrap().is_empty());
+        hand_off(Some(&consumer), &producer).unwrap();
+        assert_eq!(*waits.0.lock().unwrap(), [(Device::cuda(0), 0, 0x10)]);
     }
 
     /// A block for the quarantine, allocated with `layout`.
