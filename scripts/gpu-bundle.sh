@@ -96,4 +96,11 @@ cp scripts/gpu_smoke/*.py scripts/gpu-smoke-bridges.py "$bundle/smoke/"
     (cd "$bundle" && find . -type f ! -name MANIFEST -printf '%P %s\n' | sort)
 } >"$bundle/MANIFEST"
 du -sh "$bundle"
+# The device tool carries the working tree and the bundle within 64 MiB
+# together; the tree is about 5 MiB.
+size=$(du -sm "$bundle" | cut -f1)
+if [[ $profile == release ]] && ((size > 56)); then
+    echo "error: the bundle is ${size} MiB; the device tool carries at most 64 MiB with the tree (keep it under 56)" >&2
+    exit 1
+fi
 echo "bundle ready: $bundle (run scripts/gpu-smoke.sh on the GPU machine)"

@@ -132,8 +132,11 @@ def check_cudart_wheel() -> str:
     cuda = next(r for r in json.loads(info.stdout)["runtimes"] if r["name"] == "cuda")
     if cuda["available"]:
         library = cuda.get("library", "?")
-        where = "this Python's pip wheel" if library in wheel else "found before the wheel"
-        return f"CUDA runtime {library} ({where}); pip's: {', '.join(wheel)}"
+        if library not in wheel:
+            # The loader's or the toolkit's copy came first: the wheel's was
+            # not what discovery took, so this run says nothing of it.
+            raise Skip(f"discovery took {library}, found before pip's ({', '.join(wheel)})")
+        return f"CUDA runtime {library} (this Python's pip wheel)"
     reason = cuda.get("reason", "")
     reached = [path for path in wheel if path in reason]
     if REHEARSAL and reached:
