@@ -1766,10 +1766,23 @@ fn a_child_forked_after_the_runtime_started_is_refused(p: &'static Platform) {
     let data: Vec<u8> = (0..=255).cycle().take(4096).collect();
     // SAFETY: `inherited` is a live 4096-byte buffer of `dev`.
     unsafe { rt.copy_host_to_device(inherited.ptr(), &data, &stream) }.unwrap();
+    let pool = (p.own_pool)(u.fake_path(), dev, PoolOptions::default()).unwrap();
     if let Some(fake) = u.fake() {
         fake.clear_calls();
     }
     let child = in_forked_child(|| {
+        // A pool of its own is the parent's too: its figures, trim and
+        // marks are refused, and dropping it destroys nothing.
+        let refused = [
+            MemoryResource::pool_statistics(&*pool).unwrap().map(drop),
+            pool.reset_high_water(),
+        ];
+        for err in refused.into_iter().map(Result::unwrap_err) {
+            assert!(matches!(err, Error::ForkedAfterStart { .. }), "{err:?}");
+        }
+        // SAFETY: the child's copy of `pool` is dropped only here, and the
+        // child `_exit`s right after.
+        drop(unsafe { std::ptr::read(&pool) });
         let err = mr.allocate(64, &stream).unwrap_err();
         let Error::ForkedAfterStart {
             ref runtime,

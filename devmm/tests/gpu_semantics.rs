@@ -835,6 +835,40 @@ fn a_release_crossing_a_capture_keeps_the_memory_and_the_capture() {
     );
 }
 
+/// While a blocking stream captures, the legacy default stream may not be
+/// used at all ("any attempted use of the legacy stream is invalid"): its
+/// capture query answers `cudaErrorStreamCaptureImplicit`, which means a
+/// capture is under way, so an allocation or a free ordered on it is
+/// refused as one on a capturing stream, and the capture goes on.
+#[test]
+fn the_legacy_stream_during_a_blocking_streams_capture_is_refused_and_keeps_the_capture() {
+    let f = OnDriver::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let mr = f.rt.default_resource(gpu).unwrap();
+    let legacy = f.rt.stream(gpu, StreamSentinel::LegacyDefault).unwrap();
+    let blocking = f.rt.create_stream(gpu).unwrap();
+    let kept = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap();
+    capture.begin(&blocking);
+    assert!(
+        legacy.is_capturing().unwrap(),
+        "the legacy stream is bound by the capture"
+    );
+    let err = DeviceBuffer::new(64, Arc::clone(&mr), &legacy).unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
+    let err = kept.free(&legacy).unwrap_err();
+    let Error::FreeFailed { ref source, .. } = err else {
+        panic!("expected the free's failure, got {err:?}");
+    };
+    assert!(is_capture_refusal(source), "{err:?}");
+    assert_eq!(
+        capture.end(&blocking),
+        0,
+        "the refused calls broke the capture"
+    );
+    kept.free(&legacy).unwrap();
+}
+
 /// Issue 29, defect 5: synchronizing a stream being captured is refused
 /// with an error naming the capture, before the driver call that would
 /// invalidate the capture.

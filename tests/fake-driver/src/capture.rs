@@ -322,11 +322,12 @@ impl Captures {
     }
 
     /// Using `device`'s legacy stream: refused while a stream of the device that synchronizes
-    /// with it (`blocking`) captures.
+    /// with it (`blocking`) captures, which invalidates that capture when `invalidates`.
     pub(crate) fn check_legacy_use(
         &mut self,
         device: c_int,
         blocking: impl Fn(StreamKey) -> bool,
+        invalidates: bool,
     ) -> Result<(), Fault> {
         let capturing: Vec<u64> = self
             .by_stream
@@ -337,7 +338,9 @@ impl Captures {
         if capturing.is_empty() {
             return Ok(());
         }
-        capturing.into_iter().for_each(|id| self.invalidate(id));
+        if invalidates {
+            capturing.into_iter().for_each(|id| self.invalidate(id));
+        }
         Err(Fault::Capture(CaptureFault::Implicit))
     }
 

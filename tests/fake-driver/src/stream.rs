@@ -75,6 +75,27 @@ pub(crate) fn resolve(
     platform: &Platform,
     stream: *mut c_void,
 ) -> Result<Target, Fault> {
+    resolve_as(state, platform, stream, LegacyUse::Work)
+}
+
+/// What a call does with the legacy stream it was handed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegacyUse {
+    /// Queues or waits on it: refused while a blocking stream captures, which invalidates
+    /// that capture.
+    Work,
+    /// Only asks about it (`*StreamIsCapturing`): refused all the same, but "the blocking
+    /// stream capture is not invalidated" (the runtime API reference).
+    Query,
+}
+
+/// [`resolve`], for a call that uses the legacy stream as `legacy` says.
+pub(crate) fn resolve_as(
+    state: &mut State,
+    platform: &Platform,
+    stream: *mut c_void,
+    legacy: LegacyUse,
+) -> Result<Target, Fault> {
     let handle = stream as usize;
     let current = state.devices.current_with_context()?;
     if !platform.is_builtin_stream(handle) {
@@ -115,7 +136,9 @@ pub(crate) fn resolve(
                 .is_ok_and(|s| s.flags & NON_BLOCKING == 0),
             StreamKey::PerThread(..) | StreamKey::Legacy(_) => true,
         };
-        state.captures.check_legacy_use(current, blocking)?;
+        state
+            .captures
+            .check_legacy_use(current, blocking, legacy == LegacyUse::Work)?;
         (
             builtin.legacy.entry(current).or_default().clone(),
             Ordering::Legacy,

@@ -434,6 +434,13 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                 ),
             });
         }
+        if ordered && result::stream::is_legacy::<P>(stream.handle()) && stream.is_capturing()? {
+            return Err(Error::StreamCapture {
+                device: stream.device(),
+                operation: format!("allocating {nbytes} bytes from {self:?}"),
+                reason: result::stream::LEGACY_BOUND.into(),
+            });
+        }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
         let ptr = match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {

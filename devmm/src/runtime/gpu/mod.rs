@@ -53,6 +53,24 @@ pub struct PlatformResources {
     pub(crate) pool: ShippedResource,
 }
 
+/// The value in `slot`, or the one `load` makes, which is kept unless
+/// another thread stored one first. `load` runs outside the lock: a first
+/// load can take seconds (the first `cudaGetDeviceCount` on a many-GPU
+/// node), and a thread that forks meanwhile would leave its child a lock
+/// that no thread there will release, so the child's first use would hang
+/// rather than be refused.
+fn shared_or_load<T>(
+    slot: &Mutex<Option<Arc<T>>>,
+    load: impl FnOnce() -> Result<Arc<T>>,
+) -> Result<Arc<T>> {
+    let lock = || slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(shared) = lock().as_ref() {
+        return Ok(Arc::clone(shared));
+    }
+    let loaded = load()?;
+    Ok(Arc::clone(lock().get_or_insert(loaded)))
+}
+
 /// One GPU platform: its generated table plus the constants and rules that
 /// differ between CUDA and ROCm. Implemented in `cuda/` and `rocm/` only.
 pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
@@ -206,17 +224,28 @@ impl<P: Platform> GpuRuntime<P> {
         self.check(device)?;
         stream.check_usable_here("a copy")?;
         let _active = device::activate(&self.driver, device)?;
-        if kind != CopyKind::DeviceToDevice
+        let legacy = result::stream::is_legacy::<P>(stream.handle());
+        if (kind != CopyKind::DeviceToDevice || legacy)
             && nbytes > 0
             && result::stream::is_capturing(&self.driver, device, stream.handle())?
         {
+            let (operation, reason) = if legacy {
+                (
+                    format!("a {nbytes}-byte copy"),
+                    result::stream::LEGACY_BOUND,
+                )
+            } else {
+                (
+                    format!("a {nbytes}-byte copy touching host memory"),
+                    "the graph would read or write host memory devmm only vouches for during \
+                     this call, at every launch; copy before the capture begins or after it \
+                     ends, or on a stream that is not capturing",
+                )
+            };
             return Err(Error::StreamCapture {
                 device,
-                operation: format!("a {nbytes}-byte copy touching host memory"),
-                reason: "the graph would read or write host memory devmm only vouches for \
-                         during this call, at every launch; copy before the capture begins or \
-                         after it ends, or on a stream that is not capturing"
-                    .into(),
+                operation,
+                reason: reason.into(),
             });
         }
         if kind == CopyKind::Default && nbytes > 0 && !self.unified_addressing(device)? {
@@ -247,15 +276,11 @@ impl<P: Platform> GpuRuntime<P> {
     /// is passed over, and [`library_discovery`](DeviceRuntime::library_discovery)
     /// says so).
     pub fn load() -> Result<Arc<GpuRuntime<P>>> {
-        let mut slot = P::shared_slot().lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(rt) = slot.as_ref() {
-            return Ok(Arc::clone(rt));
-        }
-        let (driver, device_count, discovery) =
-            Driver::open_runnable(P::RUNTIME, &P::SEARCH, Self::runnable_devices)?;
-        let rt = GpuRuntime::new(driver, device_count, discovery);
-        *slot = Some(Arc::clone(&rt));
-        Ok(rt)
+        shared_or_load(P::shared_slot(), || {
+            let (driver, device_count, discovery) =
+                Driver::open_runnable(P::RUNTIME, &P::SEARCH, Self::runnable_devices)?;
+            Ok(GpuRuntime::new(driver, device_count, discovery))
+        })
     }
 
     /// A runtime over the library at `path`, independent of the
@@ -675,5 +700,33 @@ impl<P: Platform> DeviceRuntime for GpuRuntime<P> {
             driver,
             driver_code,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::shared_or_load;
+
+    #[test]
+    fn a_shared_value_is_loaded_outside_its_lock_and_the_first_stored_is_kept() {
+        let slot = Mutex::new(None);
+        let first = shared_or_load(&slot, || {
+            assert!(slot.try_lock().is_ok(), "the lock is held while loading");
+            Ok(Arc::new(1))
+        })
+        .unwrap();
+        let again = shared_or_load(&slot, || panic!("loaded twice")).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // A load that loses the race to another thread's store gets the
+        // stored value.
+        let slot = Mutex::new(None);
+        let raced = shared_or_load(&slot, || {
+            *slot.lock().unwrap() = Some(Arc::new(2));
+            Ok(Arc::new(3))
+        })
+        .unwrap();
+        assert_eq!(*raced, 2);
     }
 }

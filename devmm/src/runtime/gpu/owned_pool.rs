@@ -31,6 +31,10 @@ impl<P: Platform> OwnedPool<P> {
 
 impl<P: Platform> Drop for OwnedPool<P> {
     fn drop(&mut self) {
+        if self.driver.owner().is_forked() {
+            // The pool is the parent's: a forked child leaves it alone.
+            return;
+        }
         if let Err(e) = result::pool::destroy(&self.driver, self.device, self.handle) {
             tracing::warn!(target: "devmm::runtime", error = %e, "could not destroy a memory pool");
         }

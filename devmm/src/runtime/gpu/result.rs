@@ -264,7 +264,10 @@ pub(crate) mod stream {
     }
 
     /// Whether `handle` is capturing a graph (`*StreamIsCapturing`): an
-    /// invalidated capture counts, as the stream is still in capture mode.
+    /// invalidated capture counts, as the stream is still in capture mode;
+    /// so does the legacy default stream while a blocking stream of its
+    /// device captures, which it may not be used during (the query answers
+    /// `*ErrorStreamCaptureImplicit` and leaves that capture intact).
     /// `false` where the library has no capture (nothing can capture).
     pub(crate) fn is_capturing<P: Platform>(
         driver: &Driver<P>,
@@ -278,6 +281,10 @@ pub(crate) mod stream {
         // SAFETY: `handle` is a stream of this device; `status` is a valid
         // out-parameter for the call.
         let status_code = unsafe { (call.f)(handle as *mut c_void, &mut status) };
+        if status_code == ERROR_STREAM_CAPTURE_IMPLICIT {
+            clear_last_error(driver);
+            return Ok(true);
+        }
         check(driver, call.name, status_code, Some(device))?;
         Ok(status != CAPTURE_STATUS_NONE)
     }
@@ -285,12 +292,33 @@ pub(crate) mod stream {
     /// `cudaStreamCaptureStatusNone` / `hipStreamCaptureStatusNone`.
     const CAPTURE_STATUS_NONE: c_int = 0;
 
+    /// `cudaErrorStreamCaptureImplicit` / `hipErrorStreamCaptureImplicit`:
+    /// the legacy stream was asked for while a blocking stream captures.
+    const ERROR_STREAM_CAPTURE_IMPLICIT: Status = 906;
+
+    /// Why the legacy default stream is refused while it is bound by
+    /// another stream's capture ([`is_capturing`] answers `true` for it).
+    pub(crate) const LEGACY_BOUND: &str = "the legacy default stream cannot be used while a \
+        blocking stream of its device is capturing (the driver would invalidate that capture); \
+        use a non-blocking stream, or wait for the capture to end";
+
+    /// Whether `handle` names the legacy default stream, which cannot
+    /// capture itself: its capture query answers whether another stream's
+    /// capture binds it.
+    pub(crate) fn is_legacy<P: Platform>(handle: usize) -> bool {
+        handle == 0 || handle == P::sentinel_handle(crate::stream::StreamSentinel::LegacyDefault)
+    }
+
     /// What this module assumes of the headers, for `real_headers`.
     #[cfg(all(test, not(miri)))]
     pub(in crate::runtime::gpu) fn header_facts() -> Vec<(&'static str, i128)> {
         vec![
             ("{P}EventDisableTiming", EVENT_DISABLE_TIMING.into()),
             ("{P}StreamCaptureStatusNone", CAPTURE_STATUS_NONE.into()),
+            (
+                "{P}ErrorStreamCaptureImplicit",
+                ERROR_STREAM_CAPTURE_IMPLICIT.into(),
+            ),
             ("{P}StreamDefault", 0),
             ("{P}StreamNonBlocking", 1),
         ]
@@ -672,6 +700,18 @@ pub(crate) mod pool {
             && c.mem_pool_set_access.is_some()
     }
 
+    /// `call`, once this process may use the driver (a forked child may
+    /// not: the pool is the parent's) and the library has the call.
+    fn usable<P: Platform, F>(
+        driver: &Driver<P>,
+        device: Device,
+        call: Option<Call<F>>,
+        what: &'static str,
+    ) -> Result<Call<F>> {
+        driver.owner().check(P::RUNTIME, device)?;
+        call.ok_or_else(|| missing(what))
+    }
+
     /// The call a library without pool calls lacks, named for errors.
     fn missing(call: &'static str) -> Error {
         Error::InvalidArgument {
@@ -700,10 +740,12 @@ pub(crate) mod pool {
         max_size: usize,
         ipc: bool,
     ) -> Result<usize> {
-        let call = driver
-            .roles()
-            .mem_pool_create
-            .ok_or_else(|| missing("memory pool creation"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_create,
+            "memory pool creation",
+        )?;
         let props = Props {
             alloc_type: ALLOCATION_PINNED,
             handle_types: if ipc { HANDLE_POSIX_FD } else { 0 },
@@ -793,10 +835,12 @@ pub(crate) mod pool {
         device: Device,
         pool: usize,
     ) -> Result<()> {
-        let call = driver
-            .roles()
-            .mem_pool_destroy
-            .ok_or_else(|| missing("memory pool destruction"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_destroy,
+            "memory pool destruction",
+        )?;
         // SAFETY: `pool` came from `create` and is destroyed once (the
         // owning resource's drop).
         let status = unsafe { (call.f)(pool as *mut c_void) };
@@ -810,10 +854,12 @@ pub(crate) mod pool {
         pool: usize,
         attr: c_int,
     ) -> Result<u64> {
-        let call = driver
-            .roles()
-            .mem_pool_get_attribute
-            .ok_or_else(|| missing("memory pool attributes"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_get_attribute,
+            "memory pool attributes",
+        )?;
         let mut value: u64 = 0;
         // SAFETY: `pool` is live; every attribute asked here is a `u64`.
         let status = unsafe {
@@ -835,10 +881,12 @@ pub(crate) mod pool {
         attr: c_int,
         mut value: u64,
     ) -> Result<()> {
-        let call = driver
-            .roles()
-            .mem_pool_set_attribute
-            .ok_or_else(|| missing("memory pool attributes"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_set_attribute,
+            "memory pool attributes",
+        )?;
         // SAFETY: `pool` is live; every attribute set here is a `u64`, read
         // during the call.
         let status = unsafe {
@@ -887,10 +935,12 @@ pub(crate) mod pool {
         pool: usize,
         keep: usize,
     ) -> Result<()> {
-        let call = driver
-            .roles()
-            .mem_pool_trim_to
-            .ok_or_else(|| missing("memory pool trimming"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_trim_to,
+            "memory pool trimming",
+        )?;
         // SAFETY: `pool` is live; the size is a plain integer.
         let status = unsafe { (call.f)(pool as *mut c_void, keep) };
         check(driver, call.name, status, Some(device))
@@ -906,10 +956,12 @@ pub(crate) mod pool {
         if peers.is_empty() {
             return Ok(());
         }
-        let call = driver
-            .roles()
-            .mem_pool_set_access
-            .ok_or_else(|| missing("memory pool access"))?;
+        let call = usable(
+            driver,
+            device,
+            driver.roles().mem_pool_set_access,
+            "memory pool access",
+        )?;
         let descs: Vec<AccessDesc> = peers
             .iter()
             .map(|&peer| AccessDesc {

@@ -188,7 +188,7 @@ pub unsafe fn end_capture(
 
 /// `cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus)`:
 /// none 0, active 1, invalidated 2. Asking about the legacy stream while a blocking stream
-/// of its device captures is refused, as any use of it is.
+/// of its device captures is refused, as any use of it is, but leaves that capture intact.
 ///
 /// # Safety
 /// `status` is null or valid for a write.
@@ -203,7 +203,7 @@ pub unsafe fn is_capturing(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(status) }?;
-            let target = stream::resolve(state, platform, stream)?;
+            let target = stream::resolve_as(state, platform, stream, stream::LegacyUse::Query)?;
             let answer = state.captures.status(target.key);
             out.set(answer);
             args.note("status", answer);
