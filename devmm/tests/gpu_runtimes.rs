@@ -1829,10 +1829,26 @@ fn a_child_forked_after_the_runtime_started_is_refused(p: &'static Platform) {
     unsafe { rt.copy_device_to_host(&mut back, inherited.ptr(), &stream) }.unwrap();
     assert_eq!(back, data, "the parent's memory is intact");
     drop(inherited);
+    drop(pool);
     let ptr = mr.allocate(64, &stream).unwrap();
     // SAFETY: allocated just above, freed once.
     unsafe { mr.deallocate(ptr, 64, &stream) }.unwrap();
     stream.synchronize().unwrap();
+    // A runtime first opened in the child (another library started the
+    // driver in the parent) finds a driver that cannot be initialised there,
+    // and says how to start such a process, not to update the driver.
+    if let Some(path) = u.fake_path() {
+        let child = in_forked_child(|| {
+            let Err(err) = (p.load)(Some(path)) else {
+                panic!("a runtime opened in a forked child");
+            };
+            let text = err.to_string();
+            assert!(text.contains("could not be initialised"), "{text}");
+            assert!(text.contains("`spawn` start method"), "{text}");
+            assert!(!text.contains("update the GPU driver"), "{text}");
+        });
+        assert_eq!(child, Ok(()), "the forked child");
+    }
     u.assert_no_leaks();
 }
 

@@ -22,10 +22,14 @@ pub(super) const ERROR_MEMORY_ALLOCATION: Status = 2;
 /// `cudaErrorNoDevice`: `cudaGetDeviceCount` on a machine without a GPU.
 pub(super) const ERROR_NO_DEVICE: Status = 100;
 
-/// `cudaErrorInsufficientDriver` and `cudaErrorInitializationError`: the
-/// library loaded but there is no usable driver behind it (a container
-/// without the NVIDIA driver, or one older than the runtime).
-pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
+/// `cudaErrorInsufficientDriver`: the library loaded but there is no
+/// usable driver behind it (a container without the NVIDIA driver, or one
+/// older than the runtime).
+pub(super) const ERROR_INSUFFICIENT_DRIVER: Status = 35;
+
+/// `cudaErrorInitializationError`: the driver could not be initialised,
+/// which is also every call's answer in a child forked after CUDA started.
+pub(super) const ERROR_NOT_INITIALIZED: Status = 3;
 
 /// `cudaDevAttrMemoryPoolsSupported`.
 pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 115;

@@ -89,9 +89,13 @@ pub trait Platform: DriverTable<Roles = Calls> + fmt::Debug {
     /// `cudaErrorNoDevice` / `hipErrorNoDevice`: no device here, so the
     /// runtime is unavailable.
     const ERROR_NO_DEVICE: Status;
-    /// What the device count answers when the library has no driver: the
-    /// runtime is unavailable.
-    const ERRORS_NO_DRIVER: &'static [Status];
+    /// What the device count answers when the library has no driver, or
+    /// one older than itself: the runtime is unavailable.
+    const ERROR_INSUFFICIENT_DRIVER: Status;
+    /// What the device count answers when the driver could not be
+    /// initialised, as in a child forked after the parent started the
+    /// driver: the runtime is unavailable.
+    const ERROR_NOT_INITIALIZED: Status;
     /// The device attribute saying whether memory pools (`*MallocAsync`) work.
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int;
     /// The device attribute saying whether the host may touch managed
@@ -329,10 +333,21 @@ impl<P: Platform> GpuRuntime<P> {
                 "it finds no device here: {source}; check that a GPU and its kernel driver \
                      are present, or use another runtime"
             )),
-            Err(Error::Driver { source, .. }) if P::ERRORS_NO_DRIVER.contains(&source.code) => {
+            Err(Error::Driver { source, .. }) if source.code == P::ERROR_INSUFFICIENT_DRIVER => {
                 Err(format!(
                     "there is no usable driver behind it: {source}; install or update the GPU \
                      driver, or use another runtime"
+                ))
+            }
+            // The driver's state is the parent's in a forked child, which
+            // another library (PyTorch, CuPy) may have started before devmm
+            // was ever used there: no driver update helps then.
+            Err(Error::Driver { source, .. }) if source.code == P::ERROR_NOT_INITIALIZED => {
+                Err(format!(
+                    "its driver could not be initialised: {source}; in a process forked after \
+                     the parent started the GPU runtime (multiprocessing's `fork` start method, \
+                     a DataLoader worker) it never can be: start the process with the `spawn` \
+                     start method; otherwise check the GPU driver installation"
                 ))
             }
             Err(other) => Err(format!("it cannot count its devices: {other}")),

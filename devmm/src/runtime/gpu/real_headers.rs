@@ -518,8 +518,8 @@ fn cuda_facts(version: i32) -> Vec<(&'static str, i128)> {
     let errors = [
         ("cudaErrorMemoryAllocation", P::ERROR_OUT_OF_MEMORY),
         ("cudaErrorNoDevice", P::ERROR_NO_DEVICE),
-        ("cudaErrorInsufficientDriver", P::ERRORS_NO_DRIVER[0]),
-        ("cudaErrorInitializationError", P::ERRORS_NO_DRIVER[1]),
+        ("cudaErrorInsufficientDriver", P::ERROR_INSUFFICIENT_DRIVER),
+        ("cudaErrorInitializationError", P::ERROR_NOT_INITIALIZED),
     ];
     for (name, value) in errors {
         facts.push((name.into(), value.into()));
@@ -555,8 +555,8 @@ fn hip_facts() -> Vec<(&'static str, i128)> {
     let errors = [
         ("hipErrorOutOfMemory", P::ERROR_OUT_OF_MEMORY),
         ("hipErrorNoDevice", P::ERROR_NO_DEVICE),
-        ("hipErrorInsufficientDriver", P::ERRORS_NO_DRIVER[0]),
-        ("hipErrorNotInitialized", P::ERRORS_NO_DRIVER[1]),
+        ("hipErrorInsufficientDriver", P::ERROR_INSUFFICIENT_DRIVER),
+        ("hipErrorNotInitialized", P::ERROR_NOT_INITIALIZED),
     ];
     for (name, value) in errors {
         facts.push((name.into(), value.into()));

@@ -15,9 +15,12 @@ pub(super) const ERROR_OUT_OF_MEMORY: Status = 2;
 /// `hipErrorNoDevice`: `hipGetDeviceCount` on a machine without a GPU.
 pub(super) const ERROR_NO_DEVICE: Status = 100;
 
-/// `hipErrorInsufficientDriver` and `hipErrorNotInitialized`: the library
-/// loaded but there is no usable driver behind it.
-pub(super) const ERRORS_NO_DRIVER: &[Status] = &[35, 3];
+/// `hipErrorInsufficientDriver`: the library loaded but there is no usable
+/// driver behind it.
+pub(super) const ERROR_INSUFFICIENT_DRIVER: Status = 35;
+
+/// `hipErrorNotInitialized`: the driver could not be initialised.
+pub(super) const ERROR_NOT_INITIALIZED: Status = 3;
 
 /// `hipDeviceAttributeMemoryPoolsSupported`.
 pub(super) const ATTR_MEMORY_POOLS_SUPPORTED: c_int = 88;

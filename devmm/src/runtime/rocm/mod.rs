@@ -55,7 +55,8 @@ impl Platform for sys::HipTable {
     const DEVICE_TYPES: &'static [DeviceType] = device::DEVICE_TYPES;
     const ERROR_OUT_OF_MEMORY: Status = device::ERROR_OUT_OF_MEMORY;
     const ERROR_NO_DEVICE: Status = device::ERROR_NO_DEVICE;
-    const ERRORS_NO_DRIVER: &'static [Status] = device::ERRORS_NO_DRIVER;
+    const ERROR_INSUFFICIENT_DRIVER: Status = device::ERROR_INSUFFICIENT_DRIVER;
+    const ERROR_NOT_INITIALIZED: Status = device::ERROR_NOT_INITIALIZED;
     const ATTR_MEMORY_POOLS_SUPPORTED: c_int = device::ATTR_MEMORY_POOLS_SUPPORTED;
     const ATTR_CONCURRENT_MANAGED_ACCESS: c_int = 9;
     const ATTR_UNIFIED_ADDRESSING: c_int = device::ATTR_UNIFIED_ADDRESSING;
