@@ -192,10 +192,17 @@ impl Tensor {
     /// work. Every path that hands the host an address without a stream (a
     /// typed view, `__array_interface__`, the buffer protocol, a DLPack
     /// export asked for no stream) waits here.
+    #[inline]
     pub(crate) fn wait_for_host_on(&self, ty: DeviceType) -> Result<()> {
         if ty == DeviceType::Cpu || !ty.is_host_accessible() {
             return Ok(());
         }
+        self.wait_for_queued_work()
+    }
+
+    /// [`wait_for_host_on`](Self::wait_for_host_on) for memory a GPU
+    /// runtime serves, out of the exports' inlined path.
+    fn wait_for_queued_work(&self) -> Result<()> {
         let buffer = self.buffer();
         match buffer.resource().managed_memory() {
             // Managed memory the host may touch only on an idle device:

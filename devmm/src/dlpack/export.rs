@@ -746,7 +746,7 @@ impl Tensor {
 /// producer on another device (pinned memory, which DLPack names device 0
 /// whatever GPU's stream orders it) is synchronized instead, as no stream
 /// can wait for another device's.
-#[inline]
+#[inline(always)]
 pub(super) fn hand_off(consumer: Option<&Stream>, producer: &Stream) -> Result<()> {
     match consumer {
         Some(consumer) if consumer == producer => Ok(()),

@@ -102,6 +102,14 @@ fn includes(var: &str, default: impl FnOnce() -> Vec<PathBuf>) -> Vec<PathBuf> {
     dirs
 }
 
+/// The CUDA header as the runtime's own build reads it: the declarations of
+/// the exported symbols, which devmm looks up by name. Code compiled against
+/// the header otherwise gets renames (`cudaGetDeviceProperties` is
+/// `cudaGetDeviceProperties_v2` in CUDA 12, `cudaStreamGetCaptureInfo` its
+/// `_v2`), whose shapes can differ from the symbol of the plain name.
+const CUDA_PREAMBLE: &str =
+    "#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda_runtime_api.h>\n";
+
 fn cuda13() -> Header {
     Header {
         name: "CUDA 13",
@@ -110,7 +118,7 @@ fn cuda13() -> Header {
         includes: includes("DEVMM_CUDA13_INCLUDE", || {
             vec![site_packages().join("triton/backends/nvidia/include")]
         }),
-        preamble: "#include <cuda_runtime_api.h>\n",
+        preamble: CUDA_PREAMBLE,
         device_prop: "cudaDeviceProp",
     }
 }
@@ -127,7 +135,7 @@ fn cuda12() -> Header {
                 root.join("cuda_nvcc/include"),
             ]
         }),
-        preamble: "#include <cuda_runtime_api.h>\n",
+        preamble: CUDA_PREAMBLE,
         device_prop: "cudaDeviceProp",
     }
 }
