@@ -861,12 +861,47 @@ fn the_legacy_stream_during_a_blocking_streams_capture_is_refused_and_keeps_the_
         panic!("expected the free's failure, got {err:?}");
     };
     assert!(is_capture_refusal(source), "{err:?}");
+    // Ordering the capturing stream after the legacy one, or the other way,
+    // would record or wait on the legacy stream: refused too.
+    let err = blocking.wait(&legacy).unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
+    let err = legacy.wait(&blocking).unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
     assert_eq!(
         capture.end(&blocking),
         0,
         "the refused calls broke the capture"
     );
     kept.free(&legacy).unwrap();
+}
+
+/// Two streams capturing two graphs cannot be ordered one after the other:
+/// the driver refuses to merge separate captures and invalidates both. The
+/// wait is refused before any event is recorded, and both captures end.
+#[test]
+fn a_wait_between_two_captures_is_refused_and_keeps_both() {
+    let f = OnDriver::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let (a, b) = (
+        f.rt.create_stream(gpu).unwrap(),
+        f.rt.create_stream(gpu).unwrap(),
+    );
+    capture.begin(&a);
+    capture.begin(&b);
+    let err = a.wait(&b).unwrap_err();
+    assert!(is_capture_refusal(&err), "{err:?}");
+    assert!(err.to_string().contains("another capture"), "{err}");
+    assert_eq!(
+        capture.end(&a),
+        0,
+        "the refused wait broke the first capture"
+    );
+    assert_eq!(
+        capture.end(&b),
+        0,
+        "the refused wait broke the second capture"
+    );
 }
 
 /// Issue 29, defect 5: synchronizing a stream being captured is refused

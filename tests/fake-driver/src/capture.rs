@@ -190,6 +190,11 @@ impl Captures {
         }
     }
 
+    /// The id of the capture `key` belongs to (`*StreamGetCaptureInfo`'s `id_out`), if any.
+    pub(crate) fn id(&self, key: StreamKey) -> Option<u64> {
+        self.by_stream.get(&key).copied()
+    }
+
     /// Whether work submitted to `key` is captured instead of run; an invalidated capture's
     /// streams refuse work.
     pub(crate) fn capture_work(&mut self, key: StreamKey) -> Result<bool, Fault> {

@@ -26,6 +26,19 @@ pub(crate) struct Call<F> {
     pub(crate) f: F,
 }
 
+/// `*StreamGetCaptureInfo` in CUDA 13's shape: stream, status, capture id,
+/// then graph, dependencies, edge data and their count, which devmm passes
+/// as nulls (see the descriptions).
+pub(crate) type CaptureInfo = unsafe extern "C" fn(
+    Handle,
+    *mut c_int,
+    *mut u64,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+    *mut usize,
+) -> Status;
+
 /// The entry points the shared runtime uses, in the shape both the CUDA
 /// runtime and HIP give them.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +100,7 @@ pub struct Calls {
     pub(crate) stream_wait_event: Call<unsafe extern "C" fn(Handle, Handle, c_uint) -> Status>,
     pub(crate) stream_is_capturing:
         Option<Call<unsafe extern "C" fn(Handle, *mut c_int) -> Status>>,
+    pub(crate) stream_get_capture_info: Option<Call<CaptureInfo>>,
     pub(crate) event_create_with_flags: Call<unsafe extern "C" fn(*mut Handle, c_uint) -> Status>,
     pub(crate) event_record: Call<unsafe extern "C" fn(Handle, Handle) -> Status>,
     pub(crate) event_destroy: Call<unsafe extern "C" fn(Handle) -> Status>,

@@ -357,25 +357,53 @@ fn signatures(
     )
 }
 
+/// A printed ABI's words (the return type first), with an integer and an
+/// enum of one width the same word.
+fn words(abi: &str) -> Vec<String> {
+    abi.split(['(', ',', ')'])
+        .filter(|w| !w.is_empty())
+        .map(|w| match w.strip_prefix(['i', 'u', 'e']) {
+            Some(bits) if bits.parse::<u32>().is_ok() => format!("int{bits}"),
+            _ => w.to_string(),
+        })
+        .collect()
+}
+
 /// Whether a real and a declared ABI agree: the same words, where an enum
 /// matches an integer of its width.
 fn agree(real: &str, declared: &str) -> bool {
-    let split = |s: &str| -> Vec<String> {
-        s.split(['(', ',', ')'])
-            .filter(|w| !w.is_empty())
-            .map(|w| match w.strip_prefix(['i', 'u', 'e']) {
-                Some(bits) if bits.parse::<u32>().is_ok() => format!("int{bits}"),
-                _ => w.to_string(),
-            })
-            .collect()
-    };
-    split(real) == split(declared)
+    words(real) == words(declared)
 }
 
-/// Checks every function of the header's description; `absent` are those the
-/// header may lack (each with why), `reshaped` those whose shape there
-/// differs (checked through `extra` instead).
-fn check_signatures(header: &Header, absent: &[&str], reshaped: &[&str], extra: &[(&str, &str)]) {
+/// Whether the declared ABI is the real one with parameters added at the
+/// end, which a C callee never reads (the caller passes and pops them).
+fn extends(real: &str, declared: &str) -> bool {
+    let (real, declared) = (words(real), words(declared));
+    declared.len() > real.len() && declared.starts_with(&real)
+}
+
+/// What one header is expected to differ in from the descriptions.
+#[derive(Default)]
+struct Expected<'a> {
+    /// Functions the header lacks.
+    absent: &'a [&'a str],
+    /// Functions whose shape there differs, checked through `extra`.
+    reshaped: &'a [&'a str],
+    /// devmm's own shapes for those: (name, C++ function type in `ours`).
+    extra: &'a [(&'a str, &'a str)],
+    /// Functions devmm declares with trailing parameters this header's
+    /// symbol does not take (a later release's shape).
+    extended: &'a [&'a str],
+}
+
+/// Checks every function of the header's description against `expected`.
+fn check_signatures(header: &Header, expected: &Expected<'_>) {
+    let Expected {
+        absent,
+        reshaped,
+        extra,
+        extended,
+    } = *expected;
     let api = description(header.api);
     let found = signatures(header, &api, extra);
     let mut problems = Vec::new();
@@ -398,6 +426,13 @@ fn check_signatures(header: &Header, absent: &[&str], reshaped: &[&str], extra: 
                 if agree(real, declared) {
                     problems.push(format!(
                         "{name}: expected a new shape, the header has {real}"
+                    ));
+                }
+            }
+            Some((real, declared)) if extended.contains(&key.as_str()) => {
+                if !extends(real, declared) {
+                    problems.push(format!(
+                        "{key}: expected {declared} to extend the header's {real}"
                     ));
                 }
             }
@@ -597,22 +632,37 @@ const CUDA13_MANAGED: [(&str, &str); 2] = [
 fn cuda_13_signatures() {
     check_signatures(
         &cuda13(),
-        // CUDA 13 has only the unversioned name (for its new struct); devmm
-        // falls back to it (`result::device::name`).
-        &["cudaGetDeviceProperties_v2"],
-        &["cudaMemPrefetchAsync", "cudaMemAdvise"],
-        &CUDA13_MANAGED,
+        &Expected {
+            // CUDA 13 has only the unversioned name (for its new struct);
+            // devmm falls back to it (`result::device::name`).
+            absent: &["cudaGetDeviceProperties_v2"],
+            reshaped: &["cudaMemPrefetchAsync", "cudaMemAdvise"],
+            extra: &CUDA13_MANAGED,
+            ..Expected::default()
+        },
     );
 }
 
 #[test]
 fn cuda_12_signatures() {
-    check_signatures(&cuda12(), &[], &[], &[]);
+    check_signatures(
+        &cuda12(),
+        &Expected {
+            extended: &["cudaStreamGetCaptureInfo"],
+            ..Expected::default()
+        },
+    );
 }
 
 #[test]
 fn hip_7_signatures() {
-    check_signatures(&hip7(), &[], &[], &[]);
+    check_signatures(
+        &hip7(),
+        &Expected {
+            extended: &["hipStreamGetCaptureInfo"],
+            ..Expected::default()
+        },
+    );
 }
 
 #[test]

@@ -292,6 +292,38 @@ pub(crate) mod stream {
     /// `cudaStreamCaptureStatusNone` / `hipStreamCaptureStatusNone`.
     const CAPTURE_STATUS_NONE: c_int = 0;
 
+    /// The id of the capture `handle` belongs to (`*StreamGetCaptureInfo`),
+    /// `None` when it captures nothing or the library cannot say.
+    pub(crate) fn capture_id<P: Platform>(
+        driver: &Driver<P>,
+        device: Device,
+        handle: usize,
+    ) -> Result<Option<u64>> {
+        let Some(call) = driver.roles().stream_get_capture_info else {
+            return Ok(None);
+        };
+        let (mut status, mut id): (c_int, u64) = (0, 0);
+        let null = std::ptr::null_mut();
+        // SAFETY: `handle` is a stream of this device; `status` and `id` are
+        // valid out-parameters. The trailing outputs are null: CUDA 13's
+        // symbol writes none then, and the CUDA 12 and HIP symbols of this
+        // name take only the first three arguments, which the C calling
+        // convention lets a caller pass more of (they are ignored).
+        let code = unsafe {
+            (call.f)(
+                handle as *mut c_void,
+                &mut status,
+                &mut id,
+                null,
+                null,
+                null,
+                std::ptr::null_mut(),
+            )
+        };
+        check(driver, call.name, code, Some(device))?;
+        Ok((status != CAPTURE_STATUS_NONE).then_some(id))
+    }
+
     /// `cudaErrorStreamCaptureImplicit` / `hipErrorStreamCaptureImplicit`:
     /// the legacy stream was asked for while a blocking stream captures.
     const ERROR_STREAM_CAPTURE_IMPLICIT: Status = 906;

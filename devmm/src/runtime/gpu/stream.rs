@@ -51,6 +51,16 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
                 result::stream::is_capturing(&self.driver, device, producer)?,
             )
         };
+        // The legacy stream "captures" only as bound by a blocking stream's
+        // capture, and may then not be used at all.
+        let bound = |handle, capturing| capturing && result::stream::is_legacy::<P>(handle);
+        if bound(consumer, into_capture) || bound(producer, out_of_capture) {
+            return Err(Error::StreamCapture {
+                device,
+                operation: "making one stream wait for another".into(),
+                reason: result::stream::LEGACY_BOUND.into(),
+            });
+        }
         match (into_capture, out_of_capture) {
             (true, false) => StreamOps::synchronize(self, device, producer),
             (false, true) => Err(Error::StreamCapture {
@@ -61,6 +71,16 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
                          before the capture begins or after it ends"
                     .into(),
             }),
+            (true, true) if self.captures_apart(device, consumer, producer)? => {
+                Err(Error::StreamCapture {
+                    device,
+                    operation: "making a stream wait for a stream of another capture".into(),
+                    reason: "the two captures would merge, which the driver refuses and which \
+                             invalidates both; order the streams before the captures begin or \
+                             after they end"
+                        .into(),
+                })
+            }
             _ => self.wait_through_event(device, consumer, producer),
         }
     }
@@ -86,5 +106,16 @@ impl<P: Platform> StreamOps for GpuRuntime<P> {
 
     fn runtime(self: Arc<Self>) -> Result<Arc<dyn StreamRuntime>> {
         Ok(self)
+    }
+}
+
+impl<P: Platform> GpuRuntime<P> {
+    /// Whether two capturing streams belong to different captures, whose
+    /// joining the driver refuses ("it is invalid to merge two separate
+    /// capture graphs"); `false` where the library cannot tell.
+    fn captures_apart(&self, device: Device, a: usize, b: usize) -> Result<bool> {
+        let _active = device::activate(&self.driver, device)?;
+        let id = |handle| result::stream::capture_id(&self.driver, device, handle);
+        Ok(matches!((id(a)?, id(b)?), (Some(a), Some(b)) if a != b))
     }
 }

@@ -68,6 +68,7 @@ pub const ENTRY_POINTS: &[(&str, &str)] = &[
     ("stream_synchronize", "stream::stream_synchronize"),
     ("stream_wait_event", "stream::stream_wait_event"),
     ("stream_is_capturing", "stream::is_capturing"),
+    ("stream_get_capture_info", "stream::capture_info"),
     ("event_create_with_flags", "event::event_create"),
     ("event_record", "event::event_record"),
     ("event_destroy", "event::event_destroy"),

@@ -211,6 +211,52 @@ pub unsafe fn is_capturing(
         })
 }
 
+/// `cudaStreamGetCaptureInfo` in CUDA 13's shape (stream, status, id, graph, dependencies,
+/// edge data, their count), of which devmm passes the first three: the status as
+/// [`is_capturing`] answers it, and the capture's id where the stream captures. Asking
+/// about the legacy stream while a blocking stream captures is refused without invalidating
+/// the capture, as `*StreamIsCapturing` is. Any trailing out-parameter given is refused:
+/// the CUDA 12 and HIP symbols of this name do not take them.
+///
+/// # Safety
+/// `status` and `id` are null or valid for a write.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn capture_info(
+    platform: &'static Platform,
+    name: &'static str,
+    stream: *mut c_void,
+    status: *mut c_int,
+    id: *mut u64,
+    graph: *mut c_void,
+    dependencies: *mut c_void,
+    edge_data: *mut c_void,
+    count: *mut usize,
+) -> c_int {
+    Call::new(platform, name)
+        .arg_hex("stream", stream as usize)
+        .run(|state, args| {
+            if !graph.is_null()
+                || !dependencies.is_null()
+                || !edge_data.is_null()
+                || !count.is_null()
+            {
+                return Err(Fault::InvalidValue);
+            }
+            // SAFETY: this function's contract.
+            let out = unsafe { Out::new(status) }?;
+            let target = stream::resolve_as(state, platform, stream, stream::LegacyUse::Query)?;
+            let answer = state.captures.status(target.key);
+            out.set(answer);
+            args.note("status", answer);
+            if let (false, Some(capture)) = (id.is_null(), state.captures.id(target.key)) {
+                // SAFETY: non-null, and valid for a write by this function's contract.
+                unsafe { id.write(capture) };
+                args.note("id", capture);
+            }
+            Ok(())
+        })
+}
+
 /// `cudaGraphDestroy(cudaGraph_t graph)`: the handle is invalid afterwards.
 pub fn graph_destroy(platform: &'static Platform, name: &'static str, graph: *mut c_void) -> c_int {
     Call::new(platform, name)
