@@ -279,17 +279,19 @@ for root in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
     [[ -z $sanitizer && -n $root && -x $root/bin/compute-sanitizer ]] && sanitizer=$root/bin/compute-sanitizer
 done
 if [[ -n $sanitizer ]]; then
-    run sanitizer 120 1 bash -c 'out=$(DEVMM_GPU_SMOKE=cuda "$1" --tool memcheck --report-api-errors no \
+    # The tool's output goes to the step's log as it comes (tee), so a run
+    # the step's time limit ends still leaves it there.
+    run sanitizer 120 1 bash -c 'DEVMM_GPU_SMOKE=cuda "$1" --tool memcheck --report-api-errors no \
         --target-processes application-only --error-exitcode 1 "$2/bin/gpu_runtimes" --test-threads=1 cuda \
-        --skip a_child_forked --skip ipc_ 2>&1)
-        code=$?
-        printf "%s\n" "$out"
+        --skip a_child_forked --skip ipc_ 2>&1 | tee "$3"
+        code=${PIPESTATUS[0]}
+        out=$(cat "$3")
         if ((code != 0)) && { grep -q "Device not supported" <<<"$out" ||
             { [[ $(uname -r) == 4.4.0* ]] && grep -qE "error 999|cudaErrorUnknown" <<<"$out"; }; }; then
             skip "the tool does not support this machine (kernel $(uname -r), gVisor)"
         fi
         printf "{\"detail\": \"%s\"}\n" "$(grep -o "ERROR SUMMARY: [^\"]*" <<<"$out" | tail -1)"
-        exit $code' _ "$sanitizer" "$bundle"
+        exit $code' _ "$sanitizer" "$bundle" "$work/sanitizer.out"
 else
     run sanitizer 1 1 bash -c 'skip "not installed: compute-sanitizer (CUDA toolkit)"'
 fi

@@ -63,10 +63,12 @@ pub(crate) fn under_framework_lock<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Whether the calling thread may wait for the GIL: it holds it already,
-/// or it holds no framework's lock ([`under_framework_lock`]).
+/// Whether the calling thread may run Python code that may wait for the
+/// GIL: not while it holds a framework's lock ([`under_framework_lock`]),
+/// even holding the GIL, which Python code hands over (every switch
+/// interval, around I/O) to a thread that may then wait for that lock.
 pub(crate) fn may_wait_for_gil() -> bool {
-    !UNDER_FRAMEWORK_LOCK.get() || holds_gil()
+    !UNDER_FRAMEWORK_LOCK.get()
 }
 
 /// Whether the calling thread holds the GIL, as the interpreter says

@@ -184,6 +184,10 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
         String::from(torch_allocator::FREE_SYMBOL),
     )?;
     m.add(
+        "TORCH_POOL_FREE_SYMBOL",
+        String::from(torch_allocator::POOL_FREE_SYMBOL),
+    )?;
+    m.add(
         "TORCH_RECORD_STREAM_SYMBOL",
         String::from(torch_allocator::RECORD_STREAM_SYMBOL),
     )?;

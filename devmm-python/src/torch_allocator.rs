@@ -20,26 +20,38 @@ pub(crate) const MALLOC_SYMBOL: &str = "devmm_torch_malloc";
 /// The allocation entry point's symbol, for the `CUDAPluggableAllocator` a
 /// `torch.cuda.MemPool` holds.
 pub(crate) const POOL_MALLOC_SYMBOL: &str = "devmm_torch_pool_malloc";
-/// The free entry point's symbol, for both.
+/// The free entry point's symbol, for the allocator `install` makes.
 pub(crate) const FREE_SYMBOL: &str = "devmm_torch_free";
+/// The free entry point's symbol, for a `torch.cuda.MemPool`'s allocator.
+pub(crate) const POOL_FREE_SYMBOL: &str = "devmm_torch_pool_free";
 /// The `record_stream` entry point's symbol, for the allocator `install`
 /// makes PyTorch's (a `torch.cuda.MemPool`'s caching allocator tracks the
 /// streams its blocks are used on itself).
 pub(crate) const RECORD_STREAM_SYMBOL: &str = "devmm_torch_record_stream";
 
-/// The block PyTorch asked for through `allocate` (`TorchRoutes::allocate`
-/// or `allocate_in_pool`), or `None` after logging why not on the `devmm`
+/// The block PyTorch asked for (through `TorchRoutes::allocate_in_pool` for
+/// a pool, else `allocate`), or `None` after logging why not on the `devmm`
 /// logger. A Python-defined resource's exception has no binding to convert
 /// it here: the devmm error carries its message into the log.
 fn allocate_or_log(
-    allocate: fn(usize, i32, usize) -> devmm::Result<*mut c_void>,
+    in_pool: bool,
     size: usize,
     device: c_int,
     stream: *mut c_void,
 ) -> Option<*mut c_void> {
+    let allocate = if in_pool {
+        TorchRoutes::allocate_in_pool
+    } else {
+        TorchRoutes::allocate
+    };
     let result = std::panic::catch_unwind(|| allocate(size, device, stream as usize));
     match result {
         Ok(Ok(ptr)) => return Some(ptr),
+        // A pool's caching allocator frees its cache and tries again, and
+        // raises its own error if that fails too: only a note here.
+        Ok(Err(error)) if in_pool && error.is_out_of_memory() => {
+            tracing::debug!(target: "devmm::torch", %error, "PyTorch pool allocation refused");
+        }
         Ok(Err(error)) => {
             tracing::error!(target: "devmm::torch", %error, "PyTorch allocation failed");
         }
@@ -63,7 +75,7 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
     device: c_int,
     stream: *mut c_void,
 ) -> *mut c_void {
-    if let Some(ptr) = allocate_or_log(TorchRoutes::allocate, size, device, stream) {
+    if let Some(ptr) = allocate_or_log(false, size, device, stream) {
         return ptr;
     }
     // SAFETY: this function is `extern "C-unwind"`, called by PyTorch's
@@ -90,16 +102,24 @@ pub(crate) unsafe extern "C" fn devmm_torch_pool_malloc(
     device: c_int,
     stream: *mut c_void,
 ) -> *mut c_void {
-    crate::gil::under_framework_lock(|| {
-        allocate_or_log(TorchRoutes::allocate_in_pool, size, device, stream)
-    })
-    .unwrap_or(std::ptr::null_mut())
+    crate::gil::under_framework_lock(|| allocate_or_log(true, size, device, stream))
+        .unwrap_or(std::ptr::null_mut())
 }
 
-/// PyTorch's free hook: `void free(void* ptr, size_t size, int device,
-/// cudaStream_t stream)`. It cannot fail: errors are logged. A
-/// `torch.cuda.MemPool`'s caching allocator calls it with its lock held, as
-/// it does [`devmm_torch_pool_malloc`]: it waits for no GIL either.
+/// Frees a block PyTorch hands back, logging what went wrong: the hooks
+/// cannot fail.
+fn free_or_log(ptr: *mut c_void, device: c_int, stream: *mut c_void) {
+    let result = std::panic::catch_unwind(|| TorchRoutes::free(ptr, device, stream as usize));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::error!(target: "devmm::torch", %error, "PyTorch free failed"),
+        Err(_) => tracing::error!(target: "devmm::torch", "PyTorch free panicked"),
+    }
+}
+
+/// PyTorch's free hook when devmm is its allocator: `void free(void* ptr,
+/// size_t size, int device, cudaStream_t stream)`, called with no lock of
+/// PyTorch's held. It cannot fail: errors are logged.
 ///
 /// # Safety
 ///
@@ -112,34 +132,43 @@ pub(crate) unsafe extern "C" fn devmm_torch_free(
     device: c_int,
     stream: *mut c_void,
 ) {
-    crate::gil::under_framework_lock(|| {
-        let result = std::panic::catch_unwind(|| TorchRoutes::free(ptr, device, stream as usize));
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::error!(target: "devmm::torch", %error, "PyTorch free failed");
-            }
-            Err(_) => tracing::error!(target: "devmm::torch", "PyTorch free panicked"),
-        }
-    });
+    free_or_log(ptr, device, stream);
+}
+
+/// PyTorch's free hook in a `torch.cuda.MemPool`: as [`devmm_torch_free`],
+/// but the caching allocator calls it with its lock held (releasing its
+/// cached blocks), as it does [`devmm_torch_pool_malloc`]: it waits for no
+/// GIL either.
+///
+/// # Safety
+///
+/// `ptr` came from [`devmm_torch_pool_malloc`] and is freed once, with a
+/// stream handle valid on `device`.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn devmm_torch_pool_free(
+    ptr: *mut c_void,
+    _size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) {
+    crate::gil::under_framework_lock(|| free_or_log(ptr, device, stream));
 }
 
 /// PyTorch's `record_stream` hook: `void record_stream(void* ptr,
 /// cudaStream_t stream)`, for `Tensor.record_stream(stream)` and NCCL's
 /// collectives: the block's free waits for the work queued on `stream` by
-/// then. It cannot fail: errors are logged.
+/// then. PyTorch calls it for every CUDA tensor: one devmm did not allocate
+/// is not its to order (a debug note).
 ///
 /// # Safety
 ///
-/// `ptr` came from [`devmm_torch_malloc`] and is live; `stream` is a stream
-/// handle valid on its device.
+/// `stream` is a stream handle valid on the block's device.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn devmm_torch_record_stream(ptr: *mut c_void, stream: *mut c_void) {
-    let result = std::panic::catch_unwind(|| TorchRoutes::record_stream(ptr, stream as usize));
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => {
-            tracing::error!(target: "devmm::torch", %error, "PyTorch record_stream failed");
+    match std::panic::catch_unwind(|| TorchRoutes::record_stream(ptr, stream as usize)) {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!(target: "devmm::torch", ?ptr, "record_stream of memory devmm did not allocate");
         }
         Err(_) => tracing::error!(target: "devmm::torch", "PyTorch record_stream panicked"),
     }

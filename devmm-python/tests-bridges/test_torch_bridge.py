@@ -138,7 +138,18 @@ def test_a_free_waits_for_the_streams_pytorch_recorded(installed: tuple[bridge.T
     recorded = next(line for line in log() if line.startswith("cudaEventRecord"))
     assert f"{other.handle:#x}" in recorded, (recorded, other.handle)
     assert calls.index("cudaStreamWaitEvent") < calls.index("cudaFreeAsync"), calls
-    # A pointer devmm never handed out is logged, not trusted.
+    # A stream of another device cannot be waited on from this one: the
+    # device's work is waited for instead, and the block is still freed.
+    elsewhere = rt.create_stream(devmm.Device.from_string("cuda:1"))
+    block = hooks.malloc(4096, 0, own.handle)
+    hooks.record_stream(block, elsewhere.handle)
+    lib.fake_clear_calls()
+    hooks.free(block, 4096, 0, own.handle)
+    assert resources[0].current_bytes == 0
+    calls = [line.split(" ")[0] for line in log()]
+    assert "cudaDeviceSynchronize" in calls and "cudaFreeAsync" in calls, log()
+    # PyTorch records streams for every CUDA tensor, imports included: a
+    # block devmm never handed out is none of its business.
     hooks.record_stream(4096, other.handle)
 
 

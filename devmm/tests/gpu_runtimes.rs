@@ -1983,6 +1983,10 @@ fn own_pool_figures_after_freeing_the_middle_of_three_blocks(p: &'static Platfor
     stream.synchronize().unwrap();
     let freed = mr.figures();
     assert_eq!(freed.used_bytes, 0, "{freed:?}");
+    assert_eq!(
+        freed.used_high_bytes, reset.used_bytes,
+        "the mark keeps the figure it was reset to: {freed:?}"
+    );
     assert!(
         freed.reserved_bytes >= 192 << 20,
         "kept for reuse: {freed:?}"

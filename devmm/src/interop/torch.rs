@@ -240,22 +240,20 @@ impl TorchRoutes {
     /// stream `stream` too, so its free waits for the work queued there by
     /// then, as PyTorch's own allocators do (`Tensor.record_stream`, NCCL's
     /// collectives): a stream-ordered resource could hand the memory out
-    /// again on the allocation stream while that stream still reads it. A
-    /// pointer devmm never handed out is refused.
-    pub fn record_stream(ptr: *mut c_void, stream: usize) -> Result<()> {
+    /// again on the allocation stream while that stream still reads it.
+    /// PyTorch asks this for every CUDA tensor, its imports (`from_dlpack`,
+    /// `from_blob`) included: a pointer devmm never handed out is not its
+    /// to order, and `false` says so, as PyTorch's own allocator ignores
+    /// such a block.
+    pub fn record_stream(ptr: *mut c_void, stream: usize) -> bool {
         let mut table = table();
         let Some(block) = table.live.get_mut(&(ptr as usize)) else {
-            return Err(Error::InvalidArgument {
-                reason: format!(
-                    "PyTorch recorded a stream for {ptr:?}, which devmm's PyTorch allocator \
-                     never handed out"
-                ),
-            });
+            return false;
         };
         if !block.used_on.contains(&stream) {
             block.used_on.push(stream);
         }
-        Ok(())
+        true
     }
 
     /// PyTorch's free of `ptr` (from [`allocate`](Self::allocate)) on CUDA
@@ -277,9 +275,12 @@ impl TorchRoutes {
         let route = block.route;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
         for &other in block.used_on.iter().filter(|&&s| s != stream.handle()) {
-            // A failed wait leaves the block unfreed: a leak, not a reuse
-            // while another stream may still use it.
-            stream.wait_raw(other)?;
+            if let Err(error) = stream.wait_raw(other) {
+                // A stream this one cannot wait on (of another device):
+                // the whole device's work is waited for instead.
+                tracing::debug!(target: "devmm::torch", %error, "waiting for a recorded stream");
+                stream.synchronize_device()?;
+            }
         }
         // SAFETY: the block was live in the table, so `route.mr` allocated
         // it with `nbytes`, and it is removed so it is freed only once.

@@ -193,12 +193,13 @@ def _pluggable_allocator(malloc_symbol: str) -> "torch.cuda.memory.CUDAPluggable
     allocation entry point: ``install``'s throws ``std::bad_alloc`` when out
     of memory (PyTorch would wrap a NULL in a tensor), and the one every
     :func:`mem_pool` shares returns NULL, which PyTorch's caching allocator
-    answers by freeing its cached blocks and trying again."""
+    answers by freeing its cached blocks and trying again; it calls the
+    pool's entry points with its lock held, which they know."""
     if malloc_symbol not in _allocators:
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            _devmm.__file__, malloc_symbol, _devmm.TORCH_FREE_SYMBOL
-        )
-        if malloc_symbol == _devmm.TORCH_MALLOC_SYMBOL:
+        pool = malloc_symbol == _devmm.TORCH_POOL_MALLOC_SYMBOL
+        free_symbol = _devmm.TORCH_POOL_FREE_SYMBOL if pool else _devmm.TORCH_FREE_SYMBOL
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(_devmm.__file__, malloc_symbol, free_symbol)
+        if not pool:
             # PyTorch's allocator hands a block's other streams
             # (Tensor.record_stream, NCCL) to this hook; without it a free
             # would not wait for them. A MemPool's caching allocator tracks

@@ -434,15 +434,21 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                 ),
             });
         }
-        if ordered && result::stream::is_legacy::<P>(stream.handle()) && stream.is_capturing()? {
+        let _active = device::activate(&self.driver, self.device)?;
+        let handle = if ordered { stream.handle() } else { 0 };
+        // The one query an ordered allocation on the legacy stream pays,
+        // with the device already active: a blocking stream's capture
+        // forbids that stream, and the driver would invalidate the capture.
+        if ordered
+            && result::stream::is_legacy::<P>(handle)
+            && result::stream::is_capturing(&self.driver, self.device, handle)?
+        {
             return Err(Error::StreamCapture {
                 device: stream.device(),
                 operation: format!("allocating {nbytes} bytes from {self:?}"),
                 reason: result::stream::LEGACY_BOUND.into(),
             });
         }
-        let _active = device::activate(&self.driver, self.device)?;
-        let handle = if ordered { stream.handle() } else { 0 };
         let ptr = match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
             Ok(ptr) => DevicePtr::from_host_ptr(ptr),
             Err((call, status)) => return Err(self.out_of_memory(nbytes, call, status)),

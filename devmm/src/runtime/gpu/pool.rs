@@ -100,6 +100,11 @@ pub struct GpuAsyncMemory<P: Platform> {
     memory: GpuMemory<P, DeviceKind>,
     pool: OwnedPool<P>,
     options: PoolOptions,
+    /// The reserved and used figures at the last reset of the marks, where
+    /// the driver's reset makes them 0 ([`Platform::HIGH_WATER_RESET_ZEROES`]):
+    /// the marks it reports start from 0 again, and the figures at the
+    /// reset are the marks' floor.
+    reset_figures: std::sync::Mutex<(u64, u64)>,
 }
 
 impl<P: Platform> GpuAsyncMemory<P> {
@@ -162,6 +167,7 @@ impl<P: Platform> GpuAsyncMemory<P> {
             memory: GpuMemory::from_pool(rt, device, handle)?,
             pool,
             options,
+            reset_figures: std::sync::Mutex::new((0, 0)),
         };
         if let Some(initial) = mr.options.initial_pool_size.filter(|&n| n > 0) {
             // Reserved by a block freed at once, which the pool keeps up to
@@ -214,7 +220,14 @@ impl<P: Platform> GpuAsyncMemory<P> {
     /// the driver. A block's bytes stop counting as used when its free is
     /// reached on its stream; synchronize to see a free's effect.
     pub fn pool_statistics(&self) -> Result<PoolStatistics> {
-        result::pool::statistics(&self.pool.driver, self.pool.device, self.pool.handle)
+        let mut figures =
+            result::pool::statistics(&self.pool.driver, self.pool.device, self.pool.handle)?;
+        if P::HIGH_WATER_RESET_ZEROES {
+            let (reserved, used) = *self.reset_figures.lock().unwrap_or_else(|e| e.into_inner());
+            figures.reserved_high_bytes = figures.reserved_high_bytes.max(reserved);
+            figures.used_high_bytes = figures.used_high_bytes.max(used);
+        }
+        Ok(figures)
     }
 
     /// Resets both high-water marks to the current figures.
@@ -233,6 +246,12 @@ impl<P: Platform> GpuAsyncMemory<P> {
                     P::RUNTIME
                 ),
             });
+        }
+        if P::HIGH_WATER_RESET_ZEROES {
+            let (driver, device) = (&self.pool.driver, self.pool.device);
+            let now = result::pool::statistics(driver, device, self.pool.handle)?;
+            *self.reset_figures.lock().unwrap_or_else(|e| e.into_inner()) =
+                (now.reserved_bytes, now.used_bytes);
         }
         result::pool::reset_high_water(&self.pool.driver, self.pool.device, self.pool.handle)
     }

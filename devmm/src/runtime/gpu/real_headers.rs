@@ -12,7 +12,8 @@
 //! 12.9 from `nvidia-cuda-runtime-cu12` and `nvidia-cuda-nvcc-cu12` in
 //! `.venv/cuda-12`. `DEVMM_CUDA13_INCLUDE`, `DEVMM_CUDA12_INCLUDE` and
 //! `DEVMM_HIP_INCLUDE` (directories, `:`-separated) name others. The C++
-//! compiler is `CXX`, else `c++`.
+//! compiler is `CXX`, else `c++`: GCC's, whose messages tell an absent or
+//! an overloaded function apart (clang's wording is not read).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -458,7 +459,8 @@ fn check_signatures(header: &Header, expected: &Expected<'_>) {
 /// Checks each fact (a C++ expression with `{P}` for the prefix, and the
 /// value devmm uses) against the header.
 fn check_facts(header: &Header, facts: &[(&str, i128)]) {
-    let mut body = String::from("#define PROBE_PROPERTIES_WORDS 2048ULL\n");
+    let words = super::result::device::PROPERTIES_WORDS;
+    let mut body = format!("#define PROBE_PROPERTIES_WORDS {words}ULL\n");
     body += &format!("typedef {} DeviceProp_PROBE;\n", header.device_prop);
     body += "int main() {\n";
     for (i, (expr, _)) in facts.iter().enumerate() {

@@ -172,7 +172,7 @@ pub(crate) mod device {
     /// `cudaDeviceProp::name` / `hipDeviceProp_t::name`: `char[256]`.
     const NAME_BYTES: usize = 256;
     /// 16 KiB of room for the properties struct.
-    const PROPERTIES_WORDS: usize = 2048;
+    pub(in crate::runtime::gpu) const PROPERTIES_WORDS: usize = 2048;
 
     /// What this module assumes of the headers (`{P}` is `cuda` or `hip`),
     /// for `real_headers`.
@@ -185,7 +185,6 @@ pub(crate) mod device {
                 "sizeof(DeviceProp_PROBE) <= sizeof(unsigned long long) * PROBE_PROPERTIES_WORDS",
                 1,
             ),
-            ("PROBE_PROPERTIES_WORDS", PROPERTIES_WORDS as i128),
         ]
     }
 
@@ -351,8 +350,14 @@ pub(crate) mod stream {
                 "{P}ErrorStreamCaptureImplicit",
                 ERROR_STREAM_CAPTURE_IMPLICIT.into(),
             ),
-            ("{P}StreamDefault", 0),
-            ("{P}StreamNonBlocking", 1),
+            (
+                "{P}StreamDefault",
+                crate::stream::StreamFlags::SyncDefault as i128,
+            ),
+            (
+                "{P}StreamNonBlocking",
+                crate::stream::StreamFlags::NonBlocking as i128,
+            ),
         ]
     }
 
