@@ -494,9 +494,21 @@ fn check_facts(header: &Header, facts: &[(&str, i128)]) {
     assert!(wrong.is_empty(), "{}: {wrong:#?}", header.name);
 }
 
-/// The facts every GPU platform shares, then `P`'s own.
-fn platform_facts<P: Platform>(device_attribute: &str) -> Vec<(String, i128)> {
+/// The facts every GPU platform shares, then `P`'s own: its device
+/// attributes (named from `device_attribute`) and the status codes named
+/// `errors` (out of memory, no device, insufficient driver, not
+/// initialised).
+fn platform_facts<P: Platform>(device_attribute: &str, errors: [&str; 4]) -> Vec<(String, i128)> {
     let mut facts: Vec<(String, i128)> = Vec::new();
+    let codes = [
+        P::ERROR_OUT_OF_MEMORY,
+        P::ERROR_NO_DEVICE,
+        P::ERROR_INSUFFICIENT_DRIVER,
+        P::ERROR_NOT_INITIALIZED,
+    ];
+    for (name, code) in errors.into_iter().zip(codes) {
+        facts.push((name.into(), code.into()));
+    }
     let modules = [
         super::result::device::header_facts(),
         super::result::stream::header_facts(),
@@ -559,16 +571,13 @@ fn owned(facts: Vec<(String, i128)>) -> Vec<(&'static str, i128)> {
 
 fn cuda_facts(version: i32) -> Vec<(&'static str, i128)> {
     type P = CudaTable;
-    let mut facts = platform_facts::<P>("cudaDevAttr");
     let errors = [
-        ("cudaErrorMemoryAllocation", P::ERROR_OUT_OF_MEMORY),
-        ("cudaErrorNoDevice", P::ERROR_NO_DEVICE),
-        ("cudaErrorInsufficientDriver", P::ERROR_INSUFFICIENT_DRIVER),
-        ("cudaErrorInitializationError", P::ERROR_NOT_INITIALIZED),
+        "cudaErrorMemoryAllocation",
+        "cudaErrorNoDevice",
+        "cudaErrorInsufficientDriver",
+        "cudaErrorInitializationError",
     ];
-    for (name, value) in errors {
-        facts.push((name.into(), value.into()));
-    }
+    let mut facts = platform_facts::<P>("cudaDevAttr", errors);
     facts.push((
         "(uintptr_t)cudaStreamLegacy".into(),
         sentinel::<P>(StreamSentinel::LegacyDefault),
@@ -596,16 +605,13 @@ fn cuda_facts(version: i32) -> Vec<(&'static str, i128)> {
 
 fn hip_facts() -> Vec<(&'static str, i128)> {
     type P = HipTable;
-    let mut facts = platform_facts::<P>("hipDeviceAttribute");
     let errors = [
-        ("hipErrorOutOfMemory", P::ERROR_OUT_OF_MEMORY),
-        ("hipErrorNoDevice", P::ERROR_NO_DEVICE),
-        ("hipErrorInsufficientDriver", P::ERROR_INSUFFICIENT_DRIVER),
-        ("hipErrorNotInitialized", P::ERROR_NOT_INITIALIZED),
+        "hipErrorOutOfMemory",
+        "hipErrorNoDevice",
+        "hipErrorInsufficientDriver",
+        "hipErrorNotInitialized",
     ];
-    for (name, value) in errors {
-        facts.push((name.into(), value.into()));
-    }
+    let mut facts = platform_facts::<P>("hipDeviceAttribute", errors);
     // A HIP this new has `maxSize` (MAX_POOL_SIZE_SINCE encodes HIP_VERSION).
     facts.push((
         format!(
