@@ -146,8 +146,10 @@ impl Subscriber for PythonLogging {
 /// Records made where the thread must not wait for the GIL
 /// ([`crate::gil::under_framework_lock`]: inside PyTorch's allocator lock),
 /// in order; the next record made where it may wait emits them first. At
-/// most [`Deferred::LIMIT`] wait: past it the newest are dropped and
-/// counted, and a warning says how many.
+/// most [`Deferred::LIMIT`] wait: past it a record below `WARN` makes room
+/// by dropping the oldest such record, or is dropped itself; a warning or
+/// an error is kept over them, and only a dropped one of those is counted
+/// in the warning that says so.
 struct Deferred {
     records: Vec<(&'static str, Level, LogRecord)>,
     dropped: u64,
@@ -167,12 +169,23 @@ impl Deferred {
     }
 
     fn keep(record: (&'static str, Level, LogRecord)) {
+        // tracing orders levels by verbosity: `> WARN` is INFO and below.
+        let minor = |level: &Level| *level > Level::WARN;
         let mut deferred = Self::lock();
-        if deferred.records.len() < Self::LIMIT {
-            deferred.records.push(record);
-        } else {
-            deferred.dropped += 1;
+        if deferred.records.len() >= Self::LIMIT {
+            match deferred.records.iter().position(|(_, l, _)| minor(l)) {
+                Some(oldest_minor) => {
+                    deferred.records.remove(oldest_minor);
+                }
+                None => {
+                    if !minor(&record.1) {
+                        deferred.dropped += 1;
+                    }
+                    return;
+                }
+            }
         }
+        deferred.records.push(record);
     }
 
     /// The records kept so far, oldest first, then the warning for any
@@ -217,4 +230,65 @@ pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
     let _ = IS_FINALIZING.set(py, is_finalizing);
     let _ = tracing::subscriber::set_global_default(PythonLogging);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Deferred, Level, LogRecord};
+
+    fn record(level: Level, n: usize) -> (&'static str, Level, LogRecord) {
+        let message = Some(n.to_string());
+        (
+            "devmm::test",
+            level,
+            LogRecord {
+                message,
+                ..LogRecord::default()
+            },
+        )
+    }
+
+    fn messages(records: &[(&'static str, Level, LogRecord)]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|(_, _, r)| r.message.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_full_queue_keeps_warnings_over_minor_records_and_counts_only_theirs() {
+        let limit = Deferred::LIMIT;
+        Deferred::take();
+        for n in 0..limit {
+            Deferred::keep(record(Level::DEBUG, n));
+        }
+        // Room is made from the oldest minor records, for anything.
+        Deferred::keep(record(Level::ERROR, limit));
+        Deferred::keep(record(Level::DEBUG, limit + 1));
+        let kept = Deferred::take();
+        assert_eq!(
+            kept.len(),
+            limit,
+            "no warning: nothing that counts was dropped"
+        );
+        let texts = messages(&kept);
+        assert_eq!(texts[0], "2");
+        assert_eq!(
+            texts[limit - 2..],
+            [limit.to_string(), (limit + 1).to_string()]
+        );
+        // Full of errors: a minor record goes unnoticed, an error is counted.
+        for n in 0..limit {
+            Deferred::keep(record(Level::ERROR, n));
+        }
+        Deferred::keep(record(Level::DEBUG, limit));
+        Deferred::keep(record(Level::WARN, limit + 1));
+        let kept = Deferred::take();
+        assert_eq!(kept.len(), limit + 1);
+        let (_, level, warning) = &kept[limit];
+        assert_eq!(*level, Level::WARN);
+        let text = warning.message.clone().unwrap();
+        assert!(text.starts_with("1 devmm log records"), "{text}");
+        assert!(Deferred::take().is_empty());
+    }
 }

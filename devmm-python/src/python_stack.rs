@@ -39,7 +39,9 @@ fn package_dir(py: Python<'_>) -> &'static str {
 /// The calling thread's Python stack, innermost first, or `None` when the
 /// thread is not running Python (a Rust thread of its own).
 fn capture() -> Option<Vec<devmm::callsite::Frame>> {
-    if !crate::gil::holds_gil() {
+    // Not under a framework's lock either: the frames are looked up with
+    // Python calls, which may hand the GIL over and wait for it again.
+    if !crate::gil::holds_gil() || !crate::gil::may_wait_for_gil() {
         return None;
     }
     Python::attach(|py| frames(py).ok())

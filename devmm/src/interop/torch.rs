@@ -275,11 +275,25 @@ impl TorchRoutes {
         let route = block.route;
         let stream = crate::runtime_for(route.device)?.wrap_stream(route.device, stream)?;
         for &other in block.used_on.iter().filter(|&&s| s != stream.handle()) {
-            if let Err(error) = stream.wait_raw(other) {
-                // A stream this one cannot wait on (of another device):
-                // the whole device's work is waited for instead.
-                tracing::debug!(target: "devmm::torch", %error, "waiting for a recorded stream");
-                stream.synchronize_device()?;
+            match stream.wait_raw(other) {
+                Ok(()) => {}
+                // A capture the wait would break: the block stays unfreed
+                // (a leak) rather than reused under the capture's work.
+                Err(error @ Error::StreamCapture { .. }) => return Err(error),
+                Err(error) => {
+                    // A stream this one cannot wait on, of another device
+                    // (peer access, a collective): every device's work is
+                    // waited for, the stream's among it.
+                    tracing::debug!(target: "devmm::torch", %error, "waiting for a recorded stream");
+                    let rt = crate::runtime_for(route.device)?;
+                    let gpus = rt
+                        .devices()?
+                        .into_iter()
+                        .filter(|d| d.ty() == DeviceType::Cuda);
+                    for device in gpus {
+                        rt.default_stream(device)?.synchronize_device()?;
+                    }
+                }
             }
         }
         // SAFETY: the block was live in the table, so `route.mr` allocated

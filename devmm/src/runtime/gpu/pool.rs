@@ -247,13 +247,21 @@ impl<P: Platform> GpuAsyncMemory<P> {
                 ),
             });
         }
-        if P::HIGH_WATER_RESET_ZEROES {
-            let (driver, device) = (&self.pool.driver, self.pool.device);
-            let now = result::pool::statistics(driver, device, self.pool.handle)?;
-            *self.reset_figures.lock().unwrap_or_else(|e| e.into_inner()) =
-                (now.reserved_bytes, now.used_bytes);
+        let (driver, device, pool) = (&self.pool.driver, self.pool.device, self.pool.handle);
+        if !P::HIGH_WATER_RESET_ZEROES {
+            return result::pool::reset_high_water(driver, device, pool);
         }
-        result::pool::reset_high_water(&self.pool.driver, self.pool.device, self.pool.handle)
+        // The figures around the reset, under one lock: an allocation
+        // between the read and the reset is in the second read.
+        let mut floor = self.reset_figures.lock().unwrap_or_else(|e| e.into_inner());
+        let before = result::pool::statistics(driver, device, pool)?;
+        result::pool::reset_high_water(driver, device, pool)?;
+        let after = result::pool::statistics(driver, device, pool)?;
+        *floor = (
+            before.reserved_bytes.max(after.reserved_bytes),
+            before.used_bytes.max(after.used_bytes),
+        );
+        Ok(())
     }
 
     /// Hands unused memory back to the device until `keep_bytes` stay
