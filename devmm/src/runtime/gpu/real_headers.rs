@@ -458,7 +458,7 @@ fn check_signatures(header: &Header, expected: &Expected<'_>) {
 
 /// Checks each fact (a C++ expression with `{P}` for the prefix, and the
 /// value devmm uses) against the header.
-fn check_facts(header: &Header, facts: &[(&str, i128)]) {
+fn check_facts(header: &Header, facts: &[(String, i128)]) {
     let words = super::result::device::PROPERTIES_WORDS;
     let mut body = format!("#define PROBE_PROPERTIES_WORDS {words}ULL\n");
     body += &format!("typedef {} DeviceProp_PROBE;\n", header.device_prop);
@@ -517,9 +517,7 @@ fn platform_facts<P: Platform>(device_attribute: &str, errors: [&str; 4]) -> Vec
         super::ipc::header_facts(),
         super::managed::header_facts(),
     ];
-    for (expr, value) in modules.into_iter().flatten() {
-        facts.push((expr.to_string(), value));
-    }
+    facts.extend(modules.into_iter().flat_map(owned));
     let names = [
         ("HostToHost", CopyKind::HostToHost),
         ("HostToDevice", CopyKind::HostToDevice),
@@ -562,14 +560,14 @@ fn sentinel<P: Platform>(which: StreamSentinel) -> i128 {
     P::sentinel_handle(which) as i128
 }
 
-fn owned(facts: Vec<(String, i128)>) -> Vec<(&'static str, i128)> {
+/// A module's facts as the owned expressions the platforms' lists hold.
+fn owned(facts: Vec<(&'static str, i128)>) -> impl Iterator<Item = (String, i128)> {
     facts
         .into_iter()
-        .map(|(expr, value)| (&*expr.leak(), value))
-        .collect()
+        .map(|(expr, value)| (expr.to_owned(), value))
 }
 
-fn cuda_facts(version: i32) -> Vec<(&'static str, i128)> {
+fn cuda_facts(version: i32) -> Vec<(String, i128)> {
     type P = CudaTable;
     let errors = [
         "cudaErrorMemoryAllocation",
@@ -595,15 +593,14 @@ fn cuda_facts(version: i32) -> Vec<(&'static str, i128)> {
     // The header's own version says which shape it has (CUDART_VERSION is
     // what `cudaRuntimeGetVersion` reports for it).
     facts.push(("CUDART_VERSION / 1000".into(), (version / 1000).into()));
-    let mut facts = owned(facts);
-    facts.extend(super::result::pool::host_location_facts());
+    facts.extend(owned(super::result::pool::host_location_facts()));
     if version >= P::MEM_LOCATION_SINCE.expect("CUDA 13 takes locations") {
-        facts.extend(super::managed::location_facts());
+        facts.extend(owned(super::managed::location_facts()));
     }
     facts
 }
 
-fn hip_facts() -> Vec<(&'static str, i128)> {
+fn hip_facts() -> Vec<(String, i128)> {
     type P = HipTable;
     let errors = [
         "hipErrorOutOfMemory",
@@ -620,7 +617,7 @@ fn hip_facts() -> Vec<(&'static str, i128)> {
         ),
         1,
     ));
-    owned(facts)
+    facts
 }
 
 /// CUDA 13's prefetch and advice, in the shape `managed.rs` calls them
