@@ -111,34 +111,38 @@ fn includes(var: &str, default: impl FnOnce() -> Vec<PathBuf>) -> Vec<PathBuf> {
 const CUDA_PREAMBLE: &str =
     "#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda_runtime_api.h>\n";
 
-fn cuda13() -> Header {
+/// A CUDA release's headers, in `includes`.
+fn cuda(name: &'static str, includes: Vec<PathBuf>) -> Header {
     Header {
-        name: "CUDA 13",
+        name,
         prefix: "cuda",
         api: "cuda_runtime.api",
-        includes: includes("DEVMM_CUDA13_INCLUDE", || {
-            vec![site_packages().join("triton/backends/nvidia/include")]
-        }),
+        includes,
         preamble: CUDA_PREAMBLE,
         device_prop: "cudaDeviceProp",
     }
 }
 
+fn cuda13() -> Header {
+    cuda(
+        "CUDA 13",
+        includes("DEVMM_CUDA13_INCLUDE", || {
+            vec![site_packages().join("triton/backends/nvidia/include")]
+        }),
+    )
+}
+
 fn cuda12() -> Header {
-    Header {
-        name: "CUDA 12",
-        prefix: "cuda",
-        api: "cuda_runtime.api",
-        includes: includes("DEVMM_CUDA12_INCLUDE", || {
-            let root = workspace().join(".venv/cuda-12/nvidia");
+    let root = workspace().join(".venv/cuda-12/nvidia");
+    cuda(
+        "CUDA 12",
+        includes("DEVMM_CUDA12_INCLUDE", || {
             vec![
                 root.join("cuda_runtime/include"),
                 root.join("cuda_nvcc/include"),
             ]
         }),
-        preamble: CUDA_PREAMBLE,
-        device_prop: "cudaDeviceProp",
-    }
+    )
 }
 
 fn hip7() -> Header {
