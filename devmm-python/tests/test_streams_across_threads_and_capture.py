@@ -122,6 +122,7 @@ CAPTURE = textwrap.dedent(
     rt = devmm.runtime_for(gpu)
     producer, consumer = rt.create_stream(gpu), rt.create_stream(gpu)
     t = devmm.empty((64,), "uint8", device=gpu, stream=producer)
+    before = devmm.DeviceBuffer(64, device=gpu, stream=consumer)
     assert begin(consumer.handle, 0) == 0  # a global-mode capture
 
     # A hand-off into the capturing stream: ordered, and the capture goes on.
@@ -136,12 +137,22 @@ CAPTURE = textwrap.dedent(
             raise AssertionError(what + " on a capturing stream was not refused")
 
     refused("synchronize", consumer.synchronize)
+    # A graph's temporaries: allocated on the capturing stream (allocation
+    # nodes) and freed within the capture (their free nodes), explicitly or
+    # when dropped. Memory from before the capture is not the graph's.
+    temporary = devmm.DeviceBuffer(64, device=gpu, stream=consumer)
+    temporary.free()
+    assert temporary.closed
+    devmm.DeviceBuffer(64, device=gpu, stream=consumer)  # dropped at once
+    refused("a free of memory from before the capture", before.free)
+    assert not before.closed
     for mr in (mrs.{pinned_mr}(), mrs.{managed_mr}()):
         # The capturing stream, as a stream of the resource's device.
         on_device = rt.wrap_stream(mr.device, consumer.handle)
         refused(repr(mr), lambda: devmm.DeviceBuffer(64, mr=mr, stream=on_device))
     assert end_capture(consumer) == 0, "the capture was broken"
     del capsule
+    before.free()
     consumer.synchronize()
     print("ok")
     """

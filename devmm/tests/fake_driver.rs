@@ -950,6 +950,58 @@ fn stream_capture_follows_the_programming_guides_rules() {
         assert_eq!((api.free)(relaxed), 0);
         assert_eq!(capture.end(stream), 0);
 
+        // A stream-ordered allocation in a capture is an allocation node: a free in the same
+        // capture is its free node. A free node of memory the graph did not allocate (made
+        // before the capture, or by another capture) is refused and invalidates the capture.
+        let ordered = |on: Handle| {
+            let mut ptr = ptr::null_mut();
+            // SAFETY: `ptr` is valid for a write.
+            let status = unsafe { (api.malloc_async)(&mut ptr, 64, on) };
+            assert_eq!(status, 0, "{prefix}: an ordered allocation");
+            ptr
+        };
+        let before = ordered(stream);
+        assert_eq!((api.stream_synchronize)(stream), 0);
+        assert_eq!((capture.begin)(stream, 0), 0);
+        let node = ordered(stream);
+        assert_eq!(
+            (api.free_async)(node, stream),
+            0,
+            "{prefix}: its own free node"
+        );
+        assert_eq!(
+            capture.end(stream),
+            0,
+            "{prefix}: a graph that frees what it allocates"
+        );
+        assert_eq!(
+            (api.free_async)(node, stream),
+            1,
+            "{prefix}: the graph's block now"
+        );
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!(
+            (api.free_async)(before, stream),
+            900,
+            "{prefix}: not the graph's"
+        );
+        assert_eq!(capture.end(stream), 901);
+        assert_eq!((capture.begin)(stream, 0), 0);
+        let kept = ordered(stream);
+        assert_eq!(capture.end(stream), 0);
+        assert_eq!((capture.begin)(stream, 0), 0);
+        assert_eq!(
+            (api.free_async)(kept, stream),
+            900,
+            "{prefix}: another capture's"
+        );
+        assert_eq!(capture.end(stream), 901);
+        // Not freed by its graph, it is freed outside, after the graph ran.
+        for block in [before, kept] {
+            assert_eq!((api.free_async)(block, stream), 0, "{prefix}");
+        }
+        assert_eq!((api.stream_synchronize)(stream), 0);
+
         // The legacy stream cannot be used while a blocking stream captures; beside a
         // non-blocking one it can.
         assert_eq!((capture.begin)(stream, 0), 0);

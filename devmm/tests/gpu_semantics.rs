@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use devmm::dlpack::ffi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 use devmm::dlpack::{DlpackFlavor, DlpackRequest};
-use devmm::mrs::cuda::CudaRuntimeMemoryResource;
+use devmm::mrs::cuda::{CudaAsyncMemoryResource, CudaRuntimeMemoryResource, PoolOptions};
 use devmm::runtime::cuda::CudaRuntime;
 use devmm::{
     DType, Device, DeviceBuffer, DeviceRuntime, DeviceType, EmptyOptions, Error, MemoryResource,
@@ -873,6 +873,63 @@ fn the_legacy_stream_during_a_blocking_streams_capture_is_refused_and_keeps_the_
         "the refused calls broke the capture"
     );
     kept.free(&legacy).unwrap();
+}
+
+/// A graph's temporaries: memory a stream-ordered resource allocates on a
+/// capturing stream is an allocation node of the graph, and its free on
+/// that stream within the same capture is the graph's free node (so the
+/// graph frees what it allocates and can be launched again). Memory from
+/// before the capture or from another capture is still refused, before the
+/// driver call that would invalidate the capture; freed after the capture,
+/// such memory goes back as usual. For the default resource and for one
+/// over a pool of its own.
+#[test]
+fn a_graph_allocation_freed_in_its_own_capture_becomes_its_free_node() {
+    let f = OnDriver::new();
+    let capture = Capturing::open(&f.rt);
+    let gpu = Device::cuda(0);
+    let resources: [Arc<dyn MemoryResource>; 2] = [
+        f.rt.default_resource(gpu).unwrap(),
+        Arc::new(
+            CudaAsyncMemoryResource::with_runtime(&f.rt, gpu, PoolOptions::default()).unwrap(),
+        ),
+    ];
+    for mr in resources {
+        assert!(mr.stream_ordered(), "{mr:?}");
+        let stream = f.rt.create_stream(gpu).unwrap();
+        let live = f.live_allocations();
+        let before = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+        capture.begin(&stream);
+        let temporary = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+        temporary.free(&stream).unwrap();
+        // Dropped without a free, a temporary is freed on its own stream.
+        drop(DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap());
+        let err = before.free(&stream).unwrap_err();
+        let Error::FreeFailed { ref source, .. } = err else {
+            panic!("{mr:?}: expected the free's failure, got {err:?}");
+        };
+        assert!(is_capture_refusal(source), "{mr:?}: {err:?}");
+        let kept = DeviceBuffer::new(64, Arc::clone(&mr), &stream).unwrap();
+        assert_eq!(
+            capture.end(&stream),
+            0,
+            "{mr:?}: the frees broke the capture"
+        );
+        capture.begin(&stream);
+        let err = kept.free(&stream).unwrap_err();
+        assert!(err.to_string().contains("capturing"), "{mr:?}: {err:?}");
+        assert_eq!(capture.end(&stream), 0, "{mr:?}: another capture's block");
+        before.free(&stream).unwrap();
+        stream.synchronize().unwrap();
+        // The first graph was never launched, so on a GPU no memory stands
+        // behind `kept` and the driver refuses to free it: it is left.
+        std::mem::forget(kept);
+        assert_eq!(
+            f.live_allocations(),
+            live.map(|n| n + 1),
+            "{mr:?}: a temporary or `before` was kept"
+        );
+    }
 }
 
 /// Two streams capturing two graphs cannot be ordered one after the other:

@@ -122,9 +122,8 @@ impl Tensor {
         };
         stream.check_usable_here("a tensor copy")?;
         if stream.is_capturing()? {
-            // Refused before anything is allocated: the result would be a
-            // graph allocation nothing frees, since devmm refuses frees
-            // during a capture, and the copy would be refused midway.
+            // Refused before anything is allocated: the copy would be
+            // refused midway, leaving its result's graph allocation behind.
             return Err(Error::StreamCapture {
                 device: stream.device(),
                 operation: format!("copying a tensor from {from} to {device}"),

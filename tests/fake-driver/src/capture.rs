@@ -14,6 +14,11 @@
 //!   (`*Malloc`, the pinned and managed allocators, `*Free`, `*FreeHost`, `*Memcpy`) fail with
 //!   `StreamCaptureUnsupported`; using the legacy stream while a blocking stream of its device
 //!   is capturing fails with `StreamCaptureImplicit`;
+//! - a stream-ordered allocation on a capturing stream is an allocation node of the capture's
+//!   graph (device memory only: a pool of pinned host memory refuses), and a stream-ordered
+//!   free there is a free node, which may free only an allocation node of the same capture
+//!   (`cudaGraphAddMemFreeNode`: "an address that was not returned by an allocation node" is
+//!   invalid); the block is then the graph's;
 //! - a failure of these invalidates the capture: its streams' later use fails with
 //!   `StreamCaptureInvalidated`, and `*StreamEndCapture` ends it with that error and no graph.
 

@@ -64,6 +64,9 @@ pub(crate) struct Allocation {
     /// A block of an IPC-capable pool, mapped from the pool's file (see `crate::ipc`), rather
     /// than from the host allocator.
     pub(crate) shared: Option<Mapping>,
+    /// The capture whose graph allocated the block (a `*MallocAsync` on a capturing stream:
+    /// an allocation node); only a free in that same capture may become its free node.
+    pub(crate) graph: Option<u64>,
 }
 
 /// What `*MemPrefetchAsync` and `*MemAdvise` last set on a managed block. The fake keeps them
@@ -136,6 +139,7 @@ impl Memory {
                 pool: None,
                 advice: Advice::default(),
                 shared: None,
+                graph: None,
             },
         );
         Ok(ptr.as_ptr().cast())
@@ -164,6 +168,7 @@ impl Memory {
                 pool,
                 advice: Advice::default(),
                 shared: Some(mapping),
+                graph: None,
             },
         );
         Ok(ptr.as_ptr().cast())
@@ -178,6 +183,13 @@ impl Memory {
     pub(crate) fn set_pool(&mut self, ptr: *mut c_void, pool: usize) {
         if let Some(allocation) = self.live.get_mut(&(ptr as usize)) {
             allocation.pool = Some(pool);
+        }
+    }
+
+    /// Records that the live block at `ptr` is an allocation node of the capture `capture`.
+    pub(crate) fn set_graph(&mut self, ptr: *mut c_void, capture: u64) {
+        if let Some(allocation) = self.live.get_mut(&(ptr as usize)) {
+            allocation.graph = Some(capture);
         }
     }
 

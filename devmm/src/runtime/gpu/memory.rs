@@ -17,6 +17,7 @@ use crate::resource::{MemoryInfo, MemoryResource, resource_chain};
 use crate::runtime::driver::Driver;
 use crate::stream::Stream;
 
+use super::graph_blocks::GraphBlocks;
 use super::owned_pool::OwnedPool;
 use super::result::memory::Allocator;
 use super::{GpuRuntime, Platform, PlatformResources, device, result};
@@ -105,6 +106,9 @@ pub struct GpuMemory<P: Platform, K: Kind> {
     /// Managed memory on a device without concurrent managed access: the
     /// host touches it only while the device is idle.
     host_waits_for_device: bool,
+    /// Blocks allocated on a capturing stream (allocation nodes of its
+    /// graph), which a free within the same capture may free.
+    graph_blocks: GraphBlocks,
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
@@ -161,6 +165,7 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             kind: PhantomData,
             host_pool: None,
             host_waits_for_device: false,
+            graph_blocks: GraphBlocks::default(),
         })
     }
 
@@ -185,6 +190,21 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             && P::DEVICE_TYPES.contains(&on.ty())
             && on.index() == self.device.index()
             && stream.is_usable_here()
+    }
+
+    /// Whether a free of `ptr` on `stream`, which is capturing, is the
+    /// free node of a block its own capture allocated: a stream of this
+    /// device whose capture (`*StreamGetCaptureInfo`'s id) allocated it.
+    fn freed_by_its_graph(&self, ptr: DevicePtr, stream: &Stream) -> Result<bool> {
+        let Some(allocated_in) = self.graph_blocks.capture_of(ptr.addr()) else {
+            return Ok(false);
+        };
+        if stream.device() != self.device {
+            return Ok(false);
+        }
+        let _active = device::activate(&self.driver, self.device)?;
+        let capture = result::stream::capture_id(&self.driver, self.device, stream.handle())?;
+        Ok(capture == Some(allocated_in))
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
@@ -449,10 +469,21 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                 reason: result::stream::LEGACY_BOUND.into(),
             });
         }
+        // On a capturing stream the allocation is a node of the capture's
+        // graph: remembered with the capture, whose own free of it is then
+        // let through (the graph's temporaries). The legacy stream never
+        // captures, and a host pool's blocks were refused above.
+        let capture = match ordered && !host_pool && !result::stream::is_legacy::<P>(handle) {
+            true => result::stream::capture_id(&self.driver, self.device, handle)?,
+            false => None,
+        };
         let ptr = match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
             Ok(ptr) => DevicePtr::from_host_ptr(ptr),
             Err((call, status)) => return Err(self.out_of_memory(nbytes, call, status)),
         };
+        if let Some(capture) = capture {
+            self.graph_blocks.insert(ptr.addr(), capture);
+        }
         if host_pool && !ordered {
             // Allocated on the default stream for a stream this runtime
             // cannot order on (the host's): the block is the host's once
@@ -488,15 +519,17 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             // the parent's: it is left to it, with no driver call.
             return Ok(());
         }
-        if stream.is_capturing()? {
-            // A free recorded into the graph would run at every launch, and
-            // a synchronous free fails and invalidates the capture.
+        if stream.is_capturing()? && !self.freed_by_its_graph(ptr, stream)? {
+            // A free recorded into the graph would run at every launch (the
+            // driver refuses a free node for memory the graph did not
+            // allocate), and a synchronous free fails and invalidates the
+            // capture.
             return Err(Error::StreamCapture {
                 device: stream.device(),
                 operation: format!("freeing {nbytes} bytes of {self:?}"),
-                reason: "the memory was not allocated by the graph and its work may still read \
-                         it; free it after the capture ends, or on a stream that is not \
-                         capturing"
+                reason: "the memory was not allocated within this capture, so the graph cannot \
+                         free it and its work may still read it; free it after the capture \
+                         ends, or on a stream that is not capturing"
                     .into(),
             });
         }
@@ -531,7 +564,9 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                 handle,
                 self.device,
             )
-        }
+        }?;
+        self.graph_blocks.remove(ptr.addr());
+        Ok(())
     }
 
     fn device(&self) -> Device {

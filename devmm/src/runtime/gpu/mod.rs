@@ -9,6 +9,7 @@
 
 pub(crate) mod calls;
 pub(crate) mod device;
+mod graph_blocks;
 mod ipc;
 mod managed;
 pub(crate) mod memory;

@@ -63,6 +63,7 @@ pub unsafe fn malloc(
                 Some(device),
                 shareable,
             )
+            .map(drop)
         })
 }
 
@@ -83,11 +84,24 @@ pub unsafe fn malloc_async(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
-            let device = stream::resolve(state, platform, stream)?.device;
-            if !state.devices.pools_supported(device)? {
+            let target = stream::resolve(state, platform, stream)?;
+            if !state.devices.pools_supported(target.device)? {
                 return Err(Fault::NotSupported);
             }
-            allocate(state, args, out, Kind::Device, size, Some(device), None)
+            let capture = graph_allocation(state, target.key)?;
+            let block = allocate(
+                state,
+                args,
+                out,
+                Kind::Device,
+                size,
+                Some(target.device),
+                None,
+            )?;
+            if let Some(capture) = capture {
+                state.memory.set_graph(block, capture);
+            }
+            Ok(())
         })
 }
 
@@ -114,7 +128,7 @@ pub unsafe fn malloc_host(
             if flags & !platform.host_alloc_flags != 0 {
                 return Err(Fault::InvalidValue);
             }
-            allocate(state, args, out, Kind::Host, size, None, None)
+            allocate(state, args, out, Kind::Host, size, None, None).map(drop)
         })
 }
 
@@ -142,7 +156,7 @@ pub unsafe fn malloc_managed(
                 return Err(Fault::InvalidValue);
             }
             let device = state.devices.current_with_context()?;
-            allocate(state, args, out, Kind::Managed, size, Some(device), None)
+            allocate(state, args, out, Kind::Managed, size, Some(device), None).map(drop)
         })
 }
 
@@ -185,8 +199,11 @@ fn free_synchronously(
 /// The free of `allocation` was reached: a pool's block gives its bytes back to the pool, and
 /// the block is poisoned.
 fn retire(allocation: Allocation) {
-    let mut state = state::lock();
-    let state = &mut *state;
+    retire_in(&mut state::lock(), allocation);
+}
+
+/// [`retire`] with the state's lock held.
+fn retire_in(state: &mut State, allocation: Allocation) {
     if let Some(pool) = allocation.pool {
         let size = u64::try_from(allocation.size()).unwrap_or(u64::MAX);
         state.pools.give_back(pool, &mut state.devices, size);
@@ -207,11 +224,22 @@ pub fn free_async(
         .run(|state, _| {
             let target = stream::resolve(state, platform, stream)?;
             if state.captures.status(target.key) != crate::capture::STATUS_NONE {
-                // A free node of a graph frees only memory the graph allocated.
+                // A free node of a graph frees only memory the graph allocated: an allocation
+                // node of the same capture. The block is the graph's from then on (freed at
+                // every launch), so it leaves the table now.
                 let key = target.key;
-                return Err(state
-                    .captures
-                    .refuse_on(key, crate::capture::CaptureFault::Unsupported));
+                let capture = state.captures.id(key);
+                let graphs = state.memory.find(ptr, 1).map(|a| a.graph);
+                if ptr.is_null() || capture.is_none() || graphs != Some(capture) {
+                    return Err(state
+                        .captures
+                        .refuse_on(key, crate::capture::CaptureFault::Unsupported));
+                }
+                state.captures.capture_work(key)?;
+                if let Some(allocation) = release(state, ptr, DEVICE_KINDS)? {
+                    retire_in(state, allocation);
+                }
+                return Ok(());
             }
             // A host pool's blocks are pinned host memory, freed like any pool's block.
             let kinds = if from_host_pool(state, ptr) {
@@ -313,6 +341,19 @@ pub unsafe fn memcpy_async(
         })
 }
 
+/// The capture a stream-ordered allocation on `key` becomes an allocation node of, counted as
+/// captured work (refused when that capture was invalidated); `None` outside a capture.
+pub(crate) fn graph_allocation(
+    state: &mut State,
+    key: crate::capture::StreamKey,
+) -> Result<Option<u64>, Fault> {
+    let capture = state.captures.id(key);
+    if capture.is_some() {
+        state.captures.capture_work(key)?;
+    }
+    Ok(capture)
+}
+
 fn allocate(
     state: &mut State,
     args: &mut Args,
@@ -321,13 +362,13 @@ fn allocate(
     size: usize,
     device: Option<c_int>,
     shareable: Option<&str>,
-) -> Result<(), Fault> {
+) -> Result<*mut c_void, Fault> {
     if let Some(device) = device {
         args.note("device", device);
     }
     if size == 0 {
         out.set(ptr::null_mut());
-        return Ok(());
+        return Ok(ptr::null_mut());
     }
     if let Some(device) = device {
         state.devices.reserve(device, size)?;
@@ -344,7 +385,7 @@ fn allocate(
         Ok(block) => {
             out.set(block);
             args.note_hex("ptr", block as usize);
-            Ok(())
+            Ok(block)
         }
         Err(fault) => {
             if let Some(device) = device {

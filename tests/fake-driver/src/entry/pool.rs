@@ -243,10 +243,16 @@ pub unsafe fn malloc_from_pool_async(
         .run(|state, args| {
             // SAFETY: this function's contract.
             let out = unsafe { Out::new(ptr) }?;
-            stream::resolve(state, platform, stream)?;
+            let target = stream::resolve(state, platform, stream)?;
             let state = &mut *state;
             let found = state.pools.get_mut(pool as usize)?;
             let (device, host) = (found.device, found.host);
+            if host && state.captures.id(target.key).is_some() {
+                // A graph's allocation nodes hold device memory only.
+                return Err(state
+                    .captures
+                    .refuse_on(target.key, crate::capture::CaptureFault::Unsupported));
+            }
             args.note("device", device);
             // The reference: imported pools make no new allocations.
             if matches!(found.link, Some(Link::Importer(_))) {
@@ -256,6 +262,7 @@ pub unsafe fn malloc_from_pool_async(
                 out.set(std::ptr::null_mut());
                 return Ok(());
             }
+            let capture = super::memory::graph_allocation(state, target.key)?;
             let bytes = u64::try_from(size).map_err(|_| Fault::OutOfMemory)?;
             state.pools.take(pool as usize, &mut state.devices, bytes)?;
             let placed = match &mut state.pools.get_mut(pool as usize)?.link {
@@ -270,6 +277,9 @@ pub unsafe fn malloc_from_pool_async(
             match placed {
                 Ok(block) => {
                     state.memory.set_pool(block, pool as usize);
+                    if let Some(capture) = capture {
+                        state.memory.set_graph(block, capture);
+                    }
                     out.set(block);
                     args.note_hex("ptr", block as usize);
                     Ok(())

@@ -1,0 +1,72 @@
+//! The blocks a stream-ordered resource allocated on a capturing stream:
+//! each is an allocation node of the capture's graph, and only a free
+//! within that same capture may become its free node (the driver refuses a
+//! free node for "an address that was not returned by an allocation node"
+//! and invalidates the capture). Kept by address with the capture's id, so
+//! a graph's temporaries can be freed inside it, as CUDA graphs expect,
+//! while memory from before the capture is still refused.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A resource's graph allocations that are not freed yet.
+#[derive(Debug, Default)]
+pub(super) struct GraphBlocks {
+    /// How many blocks `by_address` holds, read without the lock: a free
+    /// on a resource that never allocated during a capture pays one load.
+    count: AtomicUsize,
+    by_address: Mutex<HashMap<usize, u64>>,
+}
+
+impl GraphBlocks {
+    fn blocks(&self) -> std::sync::MutexGuard<'_, HashMap<usize, u64>> {
+        // The map holds plain integers: a panic elsewhere leaves it whole.
+        self.by_address.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the block at `addr` as an allocation node of `capture`.
+    pub(super) fn insert(&self, addr: usize, capture: u64) {
+        let mut blocks = self.blocks();
+        blocks.insert(addr, capture);
+        self.count.store(blocks.len(), Ordering::Relaxed);
+    }
+
+    /// The capture whose graph allocated the block at `addr`, if one did.
+    pub(super) fn capture_of(&self, addr: usize) -> Option<u64> {
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.blocks().get(&addr).copied()
+    }
+
+    /// Forgets the block at `addr`, freed (by its graph or after it).
+    pub(super) fn remove(&self, addr: usize) {
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut blocks = self.blocks();
+        blocks.remove(&addr);
+        self.count.store(blocks.len(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GraphBlocks;
+
+    #[test]
+    fn a_block_is_known_with_its_capture_until_it_is_freed() {
+        let blocks = GraphBlocks::default();
+        assert_eq!(blocks.capture_of(0x1000), None);
+        blocks.insert(0x1000, 7);
+        blocks.insert(0x2000, 8);
+        assert_eq!(blocks.capture_of(0x1000), Some(7));
+        assert_eq!(blocks.capture_of(0x2000), Some(8));
+        assert_eq!(blocks.capture_of(0x3000), None);
+        blocks.remove(0x1000);
+        assert_eq!(blocks.capture_of(0x1000), None);
+        blocks.remove(0x2000);
+        assert_eq!(blocks.capture_of(0x2000), None);
+    }
+}
