@@ -7,10 +7,12 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Weak};
 
 use devmm::{LogRecord, LogValue};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
@@ -74,7 +76,35 @@ fn registered_logger<'py>(py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny
     (owner.strong_count() > 0).then(|| logger.bind(py).clone())
 }
 
-fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyResult<()> {
+/// A record and its target, as the subscriber saw it.
+type Made = (&'static str, Level, LogRecord);
+
+/// Emits `records` in order, the GIL held where no framework lock is; a
+/// record kept while a framework's lock was held (`deferred`) says so in
+/// its `deferred` attribute, as its time is the time it was emitted.
+fn emit_all(py: Python<'_>, records: impl IntoIterator<Item = (Made, bool)>) {
+    if finalizing(py) {
+        return;
+    }
+    for ((target, level, record), deferred) in records {
+        if let Err(err) = emit(py, target, &level, &record, deferred) {
+            // A broken handler must not turn an allocation into a failure;
+            // an interrupt (Ctrl-C in a handler) must still reach the
+            // program, so the calling binding raises it.
+            if let Some(err) = crate::error::defer_interrupt(py, err) {
+                err.write_unraisable(py, None);
+            }
+        }
+    }
+}
+
+fn emit(
+    py: Python<'_>,
+    target: &str,
+    level: &Level,
+    record: &LogRecord,
+    deferred: bool,
+) -> PyResult<()> {
     let name = record.logger_name(target);
     let logger = match registered_logger(py, &name) {
         Some(logger) => logger,
@@ -90,6 +120,9 @@ fn emit(py: Python<'_>, target: &str, level: &Level, record: &LogRecord) -> PyRe
             LogValue::Int(n) => extra.set_item(name, n)?,
             LogValue::Text(t) => extra.set_item(name, t)?,
         }
+    }
+    if deferred {
+        extra.set_item("deferred", true)?;
     }
     let kwargs = PyDict::new(py);
     kwargs.set_item("extra", extra)?;
@@ -122,19 +155,7 @@ impl Subscriber for PythonLogging {
             return;
         }
         crate::gil::attach(|py| {
-            if finalizing(py) {
-                return;
-            }
-            for (target, level, record) in Deferred::take().into_iter().chain([record]) {
-                if let Err(err) = emit(py, target, &level, &record) {
-                    // A broken handler must not turn an allocation into a
-                    // failure; an interrupt (Ctrl-C in a handler) must still
-                    // reach the program, so the calling binding raises it.
-                    if let Some(err) = crate::error::defer_interrupt(py, err) {
-                        err.write_unraisable(py, None);
-                    }
-                }
-            }
+            emit_all(py, Deferred::marked().chain([(record, false)]));
         });
     }
 
@@ -145,13 +166,15 @@ impl Subscriber for PythonLogging {
 
 /// Records made where the thread must not wait for the GIL
 /// ([`crate::gil::under_framework_lock`]: inside PyTorch's allocator lock),
-/// in order; the next record made where it may wait emits them first. At
+/// in order; the interpreter's main thread emits them soon after
+/// ([`schedule_flush`]), or the next record made where the thread may wait
+/// emits them first, whichever comes first. At
 /// most [`Deferred::LIMIT`] wait: past it a record below `WARN` makes room
 /// by dropping the oldest such record, or is dropped itself; a warning or
 /// an error is kept over them, and only a dropped one of those is counted
 /// in the warning that says so.
 struct Deferred {
-    records: Vec<(&'static str, Level, LogRecord)>,
+    records: Vec<Made>,
     dropped: u64,
 }
 
@@ -168,7 +191,12 @@ impl Deferred {
         DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn keep(record: (&'static str, Level, LogRecord)) {
+    fn keep(record: Made) {
+        Self::push(record);
+        schedule_flush();
+    }
+
+    fn push(record: Made) {
         // tracing orders levels by verbosity: `> WARN` is INFO and below.
         let minor = |level: &Level| *level > Level::WARN;
         let mut deferred = Self::lock();
@@ -188,9 +216,14 @@ impl Deferred {
         deferred.records.push(record);
     }
 
+    /// [`take`](Self::take)'s records, each marked deferred.
+    fn marked() -> impl Iterator<Item = (Made, bool)> {
+        Self::take().into_iter().map(|made| (made, true))
+    }
+
     /// The records kept so far, oldest first, then the warning for any
     /// dropped.
-    fn take() -> Vec<(&'static str, Level, LogRecord)> {
+    fn take() -> Vec<Made> {
         let mut deferred = Self::lock();
         let mut records = std::mem::take(&mut deferred.records);
         let dropped = std::mem::take(&mut deferred.dropped);
@@ -208,6 +241,47 @@ impl Deferred {
         }
         records
     }
+}
+
+/// Whether a flush of the deferred records is scheduled and has not run.
+static FLUSH_SCHEDULED: AtomicBool = AtomicBool::new(false);
+
+/// Asks the interpreter to emit the deferred records soon
+/// (`Py_AddPendingCall`: its main thread runs [`flush_deferred`] between
+/// two bytecodes, holding the GIL and no framework lock). The call needs
+/// no thread state and waits for no GIL, so it may be made inside
+/// PyTorch's lock. Once scheduled, later records ride on the same flush.
+fn schedule_flush() {
+    if FLUSH_SCHEDULED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: Py_IsInitialized may be called at any time. CPython documents
+    // Py_AddPendingCall as callable from any thread without a thread
+    // state; `flush_deferred` lives as long as the process (the extension
+    // is never unloaded) and ignores its argument.
+    let scheduled = unsafe {
+        ffi::Py_IsInitialized() != 0
+            && ffi::Py_AddPendingCall(Some(flush_deferred), std::ptr::null_mut()) == 0
+    };
+    if !scheduled {
+        // Finalising, or the interpreter's queue is full: the next record
+        // made where the GIL may be taken emits them.
+        FLUSH_SCHEDULED.store(false, Ordering::Release);
+    }
+}
+
+/// The pending call [`schedule_flush`] asks for. It always succeeds: a
+/// handler's failure is reported as unraisable, not raised into whatever
+/// code the main thread was running.
+extern "C" fn flush_deferred(_: *mut c_void) -> c_int {
+    FLUSH_SCHEDULED.store(false, Ordering::Release);
+    // Nothing may unwind into the interpreter's loop.
+    let _ = std::panic::catch_unwind(|| {
+        crate::gil::attach(|py| {
+            emit_all(py, Deferred::marked());
+        })
+    });
+    0
 }
 
 /// `sys.is_finalizing`, kept from the start: while the interpreter
@@ -260,11 +334,11 @@ mod tests {
         let limit = Deferred::LIMIT;
         Deferred::take();
         for n in 0..limit {
-            Deferred::keep(record(Level::DEBUG, n));
+            Deferred::push(record(Level::DEBUG, n));
         }
         // Room is made from the oldest minor records, for anything.
-        Deferred::keep(record(Level::ERROR, limit));
-        Deferred::keep(record(Level::DEBUG, limit + 1));
+        Deferred::push(record(Level::ERROR, limit));
+        Deferred::push(record(Level::DEBUG, limit + 1));
         let kept = Deferred::take();
         assert_eq!(
             kept.len(),
@@ -279,10 +353,10 @@ mod tests {
         );
         // Full of errors: a minor record goes unnoticed, an error is counted.
         for n in 0..limit {
-            Deferred::keep(record(Level::ERROR, n));
+            Deferred::push(record(Level::ERROR, n));
         }
-        Deferred::keep(record(Level::DEBUG, limit));
-        Deferred::keep(record(Level::WARN, limit + 1));
+        Deferred::push(record(Level::DEBUG, limit));
+        Deferred::push(record(Level::WARN, limit + 1));
         let kept = Deferred::take();
         assert_eq!(kept.len(), limit + 1);
         let (_, level, warning) = &kept[limit];

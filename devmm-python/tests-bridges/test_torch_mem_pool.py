@@ -155,9 +155,10 @@ def test_a_pool_waits_for_no_gil_inside_pytorchs_allocator_lock() -> None:
     mutex held, which a thread holding the GIL may wait for (to free a
     tensor): an entry point that then waited for the GIL would deadlock.
     ctypes releases the GIL around the call, as PyTorch's bindings do around
-    an operator: the failure's log record waits for the next record made
-    where the GIL may be taken, and a chain that runs Python code is
-    refused."""
+    an operator: the failure's log record waits, marked ``deferred``, until
+    the interpreter's main thread emits it between two bytecodes (or the
+    next record made where the GIL may be taken does), and a chain that
+    runs Python code is refused."""
     out = run(
         """
         import logging, threading
@@ -168,10 +169,12 @@ def test_a_pool_waits_for_no_gil_inside_pytorchs_allocator_lock() -> None:
         class Seen(logging.Handler):
             def emit(self, record):
                 # Whether the thread inside the entry point took the GIL for it
-                # (another thread, holding no lock of PyTorch's, may emit
-                # records kept so far).
+                # (a record it kept is emitted later, marked deferred, by the
+                # main thread between bytecodes or by a thread holding no lock
+                # of PyTorch's).
+                deferred = getattr(record, "deferred", False)
                 caller = inside and threading.get_ident() == threading.main_thread().ident
-                seen.append((caller, record.getMessage()))
+                seen.append((caller and not deferred, deferred, record.getMessage()))
         logging.getLogger("devmm").addHandler(Seen())
         logging.getLogger("devmm").setLevel(logging.DEBUG)
 
@@ -196,20 +199,27 @@ def test_a_pool_waits_for_no_gil_inside_pytorchs_allocator_lock() -> None:
         assert with_gil(1 << 61, 0, None) is None
         pool_free(4096, 64, 0, None)  # never handed out: an error, logged
         inside = False
-        # The next record made where the GIL may be taken brings them out
-        # first, in order.
+        # The main thread emits them between bytecodes, with no devmm call.
+        for _ in range(1000):
+            if len(seen) >= 3:
+                break
+        assert [deferred for _, deferred, _ in seen] == [True] * 3, seen
+        # Kept again, the next record made where the GIL may be taken brings
+        # them out first, in order, if the main thread has not yet.
+        assert pool_malloc(1 << 62, 0, None) is None
         logged = devmm.LoggingAdaptor(devmm.mrs.cpu.MallocMemoryResource())
         devmm.DeviceBuffer(64, mr=logged).free()
-        assert not any(caller for caller, _ in seen), seen
-        messages = [message for _, message in seen]
+        assert not any(caller for caller, _, _ in seen), seen
+        messages = [message for _, _, message in seen]
         failed = [m for m in messages if m.startswith("PyTorch")]
-        assert len(failed) == 3, messages
+        assert len(failed) == 4, messages
         # A refusal PyTorch recovers from is a debug note, not an error.
         assert failed[0].startswith("PyTorch pool allocation refused"), messages
         assert failed[1].startswith("PyTorch pool allocation refused"), messages
         assert "2305843009213693952 bytes" in failed[1], messages
         assert failed[2].startswith("PyTorch free failed"), messages
-        assert messages.index(failed[2]) < messages.index(
+        assert failed[3].startswith("PyTorch pool allocation refused"), messages
+        assert messages.index(failed[3]) < messages.index(
             next(m for m in messages if m.startswith("allocate"))
         ), messages
         """
