@@ -7,12 +7,10 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, Once, Weak};
 
 use devmm::{LogRecord, LogValue};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
@@ -166,7 +164,7 @@ impl Subscriber for PythonLogging {
 
 /// Records made where the thread must not wait for the GIL
 /// ([`crate::gil::under_framework_lock`]: inside PyTorch's allocator lock),
-/// in order; the interpreter's main thread emits them soon after
+/// in order; a thread of devmm's own emits them soon after
 /// ([`schedule_flush`]), or the next record made where the thread may wait
 /// emits them first, whichever comes first. At
 /// most [`Deferred::LIMIT`] wait: past it a record below `WARN` makes room
@@ -243,45 +241,48 @@ impl Deferred {
     }
 }
 
-/// Whether a flush of the deferred records is scheduled and has not run.
-static FLUSH_SCHEDULED: AtomicBool = AtomicBool::new(false);
+/// Whether records wait for the flushing thread, and its wake-up.
+static PENDING: Mutex<bool> = Mutex::new(false);
+static WAKE: Condvar = Condvar::new();
 
-/// Asks the interpreter to emit the deferred records soon
-/// (`Py_AddPendingCall`: its main thread runs [`flush_deferred`] between
-/// two bytecodes, holding the GIL and no framework lock). The call needs
-/// no thread state and waits for no GIL, so it may be made inside
-/// PyTorch's lock. Once scheduled, later records ride on the same flush.
+/// Wakes the thread that emits the deferred records ([`flush_forever`]),
+/// starting it the first time. Waking it takes only a plain mutex, never
+/// the GIL, so it may be done inside PyTorch's lock; the thread then
+/// takes the GIL holding no lock of PyTorch's, like any other thread, so
+/// a handler's own locks are taken in their usual order (code run between
+/// the main thread's bytecodes could deadlock on a lock the interrupted
+/// code holds, as a signal handler can).
 fn schedule_flush() {
-    if FLUSH_SCHEDULED.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    // SAFETY: Py_IsInitialized may be called at any time. CPython documents
-    // Py_AddPendingCall as callable from any thread without a thread
-    // state; `flush_deferred` lives as long as the process (the extension
-    // is never unloaded) and ignores its argument.
-    let scheduled = unsafe {
-        ffi::Py_IsInitialized() != 0
-            && ffi::Py_AddPendingCall(Some(flush_deferred), std::ptr::null_mut()) == 0
-    };
-    if !scheduled {
-        // Finalising, or the interpreter's queue is full: the next record
-        // made where the GIL may be taken emits them.
-        FLUSH_SCHEDULED.store(false, Ordering::Release);
-    }
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("devmm-log-flush".into())
+            .spawn(flush_forever);
+        if let Err(error) = spawned {
+            // Records then wait for the next record made outside the lock.
+            eprintln!("devmm: no thread to emit log records kept inside PyTorch's lock: {error}");
+        }
+    });
+    *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    WAKE.notify_one();
 }
 
-/// The pending call [`schedule_flush`] asks for. It always succeeds: a
-/// handler's failure is reported as unraisable, not raised into whatever
-/// code the main thread was running.
-extern "C" fn flush_deferred(_: *mut c_void) -> c_int {
-    FLUSH_SCHEDULED.store(false, Ordering::Release);
-    // Nothing may unwind into the interpreter's loop.
-    let _ = std::panic::catch_unwind(|| {
-        crate::gil::attach(|py| {
-            emit_all(py, Deferred::marked());
-        })
-    });
-    0
+/// The flushing thread: emits the records kept so far each time it is
+/// woken, until the interpreter is gone. It holds no lock while it waits
+/// for the GIL.
+fn flush_forever() {
+    loop {
+        {
+            let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+            while !*pending {
+                pending = WAKE.wait(pending).unwrap_or_else(|e| e.into_inner());
+            }
+            *pending = false;
+        }
+        if crate::gil::attach(|py| emit_all(py, Deferred::marked())).is_none() {
+            return;
+        }
+    }
 }
 
 /// `sys.is_finalizing`, kept from the start: while the interpreter

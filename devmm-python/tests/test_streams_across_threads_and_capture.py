@@ -140,10 +140,13 @@ CAPTURE = textwrap.dedent(
     # A graph's temporaries: allocated on the capturing stream (allocation
     # nodes) and freed within the capture (their free nodes), explicitly or
     # when dropped. Memory from before the capture is not the graph's.
+    fake.fake_live_allocations.restype = ctypes.c_uint64
+    live = fake.fake_live_allocations()
     temporary = devmm.DeviceBuffer(64, device=gpu, stream=consumer)
     temporary.free()
     assert temporary.closed
     devmm.DeviceBuffer(64, device=gpu, stream=consumer)  # dropped at once
+    assert fake.fake_live_allocations() == live, "a temporary was not freed by its graph"
     refused("a free of memory from before the capture", before.free)
     assert not before.closed
     for mr in (mrs.{pinned_mr}(), mrs.{managed_mr}()):

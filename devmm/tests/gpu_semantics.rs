@@ -879,10 +879,12 @@ fn the_legacy_stream_during_a_blocking_streams_capture_is_refused_and_keeps_the_
 /// capturing stream is an allocation node of the graph, and its free on
 /// that stream within the same capture is the graph's free node (so the
 /// graph frees what it allocates and can be launched again). Memory from
-/// before the capture or from another capture is still refused, before the
-/// driver call that would invalidate the capture; freed after the capture,
-/// such memory goes back as usual. For the default resource and for one
-/// over a pool of its own.
+/// before the capture (for which the driver refuses a free node and
+/// invalidates the capture) or from another capture's graph (whose free
+/// node here would run at every launch of this graph) is still refused,
+/// before any driver call; memory from before goes back as usual once the
+/// capture ends. For the default resource and for one over a pool of its
+/// own.
 #[test]
 fn a_graph_allocation_freed_in_its_own_capture_becomes_its_free_node() {
     let f = OnDriver::new();
@@ -917,12 +919,17 @@ fn a_graph_allocation_freed_in_its_own_capture_becomes_its_free_node() {
         );
         capture.begin(&stream);
         let err = kept.free(&stream).unwrap_err();
-        assert!(err.to_string().contains("capturing"), "{mr:?}: {err:?}");
+        assert!(
+            err.to_string()
+                .contains("another capture's graph allocation"),
+            "{mr:?}: {err:?}"
+        );
         assert_eq!(capture.end(&stream), 0, "{mr:?}: another capture's block");
         before.free(&stream).unwrap();
         stream.synchronize().unwrap();
-        // The first graph was never launched, so on a GPU no memory stands
-        // behind `kept` and the driver refuses to free it: it is left.
+        // Its graph never ran, so on a GPU no memory stands behind `kept`
+        // yet (a graph's allocation outlives the graph only once launched):
+        // it is left, not freed.
         std::mem::forget(kept);
         assert_eq!(
             f.live_allocations(),

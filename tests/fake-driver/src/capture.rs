@@ -16,9 +16,9 @@
 //!   is capturing fails with `StreamCaptureImplicit`;
 //! - a stream-ordered allocation on a capturing stream is an allocation node of the capture's
 //!   graph (device memory only: a pool of pinned host memory refuses), and a stream-ordered
-//!   free there is a free node, which may free only an allocation node of the same capture
-//!   (`cudaGraphAddMemFreeNode`: "an address that was not returned by an allocation node" is
-//!   invalid); the block is then the graph's;
+//!   free there is a free node, which may free only what an allocation node returned, of
+//!   this graph or another (`cudaGraphAddMemFreeNode`: "an address that was not returned by
+//!   an allocation node" is invalid); the block is then the graph's;
 //! - a failure of these invalidates the capture: its streams' later use fails with
 //!   `StreamCaptureInvalidated`, and `*StreamEndCapture` ends it with that error and no graph.
 

@@ -7,8 +7,8 @@
 //! while memory from before the capture is still refused.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A resource's graph allocations that are not freed yet.
 #[derive(Debug, Default)]
@@ -16,18 +16,24 @@ pub(super) struct GraphBlocks {
     /// How many blocks `by_address` holds, read without the lock: a free
     /// on a resource that never allocated during a capture pays one load.
     count: AtomicUsize,
-    by_address: Mutex<HashMap<usize, u64>>,
+    /// Read on every free while blocks are kept (one whose graph never ran
+    /// may stay for good), written only for graph blocks.
+    by_address: RwLock<HashMap<usize, u64>>,
 }
 
 impl GraphBlocks {
-    fn blocks(&self) -> std::sync::MutexGuard<'_, HashMap<usize, u64>> {
-        // The map holds plain integers: a panic elsewhere leaves it whole.
-        self.by_address.lock().unwrap_or_else(|e| e.into_inner())
+    // The map holds plain integers: a panic elsewhere leaves it whole.
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<usize, u64>> {
+        self.by_address.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<usize, u64>> {
+        self.by_address.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records the block at `addr` as an allocation node of `capture`.
     pub(super) fn insert(&self, addr: usize, capture: u64) {
-        let mut blocks = self.blocks();
+        let mut blocks = self.write();
         blocks.insert(addr, capture);
         self.count.store(blocks.len(), Ordering::Relaxed);
     }
@@ -37,17 +43,19 @@ impl GraphBlocks {
         if self.count.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.blocks().get(&addr).copied()
+        self.read().get(&addr).copied()
     }
 
-    /// Forgets the block at `addr`, freed (by its graph or after it).
-    pub(super) fn remove(&self, addr: usize) {
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let mut blocks = self.blocks();
-        blocks.remove(&addr);
+    /// Forgets the block at `addr` as it is freed (by its graph or after
+    /// it), before the free: once freed, the address may be handed out
+    /// again, and recorded again, at once. Returns its capture, to
+    /// [`insert`](Self::insert) back should the free fail.
+    pub(super) fn remove(&self, addr: usize) -> Option<u64> {
+        self.capture_of(addr)?;
+        let mut blocks = self.write();
+        let capture = blocks.remove(&addr);
         self.count.store(blocks.len(), Ordering::Relaxed);
+        capture
     }
 }
 
@@ -64,9 +72,10 @@ mod tests {
         assert_eq!(blocks.capture_of(0x1000), Some(7));
         assert_eq!(blocks.capture_of(0x2000), Some(8));
         assert_eq!(blocks.capture_of(0x3000), None);
-        blocks.remove(0x1000);
+        assert_eq!(blocks.remove(0x1000), Some(7));
         assert_eq!(blocks.capture_of(0x1000), None);
-        blocks.remove(0x2000);
+        assert_eq!(blocks.remove(0x1000), None);
+        assert_eq!(blocks.remove(0x2000), Some(8));
         assert_eq!(blocks.capture_of(0x2000), None);
     }
 }

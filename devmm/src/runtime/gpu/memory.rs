@@ -111,6 +111,16 @@ pub struct GpuMemory<P: Platform, K: Kind> {
     graph_blocks: GraphBlocks,
 }
 
+/// Whose graph allocated a block freed on a capturing stream.
+enum GraphFree {
+    /// The capture's own: the free is the graph's free node.
+    Own,
+    /// No graph's: memory from before the capture.
+    Outside,
+    /// Another capture's graph (or one this stream's device cannot tell).
+    OtherGraph,
+}
+
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
     /// Which resource this is. Out of a pool of its own, it is the pool
     /// resource's allocator: its misuses and errors name that resource.
@@ -192,19 +202,23 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
             && stream.is_usable_here()
     }
 
-    /// Whether a free of `ptr` on `stream`, which is capturing, is the
-    /// free node of a block its own capture allocated: a stream of this
-    /// device whose capture (`*StreamGetCaptureInfo`'s id) allocated it.
-    fn freed_by_its_graph(&self, ptr: DevicePtr, stream: &Stream) -> Result<bool> {
+    /// Whose graph allocated `ptr`, for a free of it on `stream`, which is
+    /// capturing: the free node of a block its own capture allocated is
+    /// asked on a stream of this device in that capture
+    /// (`*StreamGetCaptureInfo`'s id).
+    fn graph_free(&self, ptr: DevicePtr, stream: &Stream) -> Result<GraphFree> {
         let Some(allocated_in) = self.graph_blocks.capture_of(ptr.addr()) else {
-            return Ok(false);
+            return Ok(GraphFree::Outside);
         };
         if stream.device() != self.device {
-            return Ok(false);
+            return Ok(GraphFree::OtherGraph);
         }
         let _active = device::activate(&self.driver, self.device)?;
         let capture = result::stream::capture_id(&self.driver, self.device, stream.handle())?;
-        Ok(capture == Some(allocated_in))
+        Ok(match capture == Some(allocated_in) {
+            true => GraphFree::Own,
+            false => GraphFree::OtherGraph,
+        })
     }
 
     fn out_of_memory(&self, nbytes: usize, call: &'static str, status: i32) -> Error {
@@ -519,19 +533,32 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             // the parent's: it is left to it, with no driver call.
             return Ok(());
         }
-        if stream.is_capturing()? && !self.freed_by_its_graph(ptr, stream)? {
-            // A free recorded into the graph would run at every launch (the
-            // driver refuses a free node for memory the graph did not
-            // allocate), and a synchronous free fails and invalidates the
-            // capture.
-            return Err(Error::StreamCapture {
-                device: stream.device(),
-                operation: format!("freeing {nbytes} bytes of {self:?}"),
-                reason: "the memory was not allocated within this capture, so the graph cannot \
-                         free it and its work may still read it; free it after the capture \
-                         ends, or on a stream that is not capturing"
-                    .into(),
-            });
+        if stream.is_capturing()? {
+            let reason = match self.graph_free(ptr, stream)? {
+                GraphFree::Own => None,
+                // The driver refuses a free node for memory no graph
+                // allocated, and invalidates the capture; a synchronous free
+                // fails and invalidates it too.
+                GraphFree::Outside => Some(
+                    "the memory was not allocated by a graph, so a graph cannot free it, and work \
+                     queued before the capture may still read it; free it after the capture \
+                     ends, or on a stream that is not capturing",
+                ),
+                // A free node here would free it at every launch of this
+                // graph, whether or not its own graph ran before.
+                GraphFree::OtherGraph => Some(
+                    "the memory is another capture's graph allocation, which devmm frees only \
+                     within its own capture or once that graph ran; free it there, or after \
+                     the capture ends on a stream that is not capturing",
+                ),
+            };
+            if let Some(reason) = reason {
+                return Err(Error::StreamCapture {
+                    device: stream.device(),
+                    operation: format!("freeing {nbytes} bytes of {self:?}"),
+                    reason: reason.into(),
+                });
+            }
         }
         let handle = if !self.stream_ordered() {
             0
@@ -554,9 +581,10 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
             0
         };
         let _active = device::activate(&self.driver, self.device)?;
+        let graph = self.graph_blocks.remove(ptr.addr());
         // SAFETY: the caller guarantees `ptr` came from `allocate` on this
         // resource (hence from `self.allocator`) and is freed once.
-        unsafe {
+        let freed = unsafe {
             result::memory::free(
                 &self.driver,
                 self.allocator,
@@ -564,9 +592,11 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                 handle,
                 self.device,
             )
-        }?;
-        self.graph_blocks.remove(ptr.addr());
-        Ok(())
+        };
+        if let (Err(_), Some(capture)) = (&freed, graph) {
+            self.graph_blocks.insert(ptr.addr(), capture);
+        }
+        freed
     }
 
     fn device(&self) -> Device {

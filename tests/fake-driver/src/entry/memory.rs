@@ -224,13 +224,12 @@ pub fn free_async(
         .run(|state, _| {
             let target = stream::resolve(state, platform, stream)?;
             if state.captures.status(target.key) != crate::capture::STATUS_NONE {
-                // A free node of a graph frees only memory the graph allocated: an allocation
-                // node of the same capture. The block is the graph's from then on (freed at
-                // every launch), so it leaves the table now.
+                // A free node frees only memory an allocation node returned: of this capture's
+                // graph, or of another graph (freed when this one runs, once that one has).
+                // The block is this graph's from then on, so it leaves the table now.
                 let key = target.key;
-                let capture = state.captures.id(key);
                 let graphs = state.memory.find(ptr, 1).map(|a| a.graph);
-                if ptr.is_null() || capture.is_none() || graphs != Some(capture) {
+                if ptr.is_null() || !matches!(graphs, Some(Some(_))) {
                     return Err(state
                         .captures
                         .refuse_on(key, crate::capture::CaptureFault::Unsupported));
