@@ -7,8 +7,8 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, Once, Weak};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, Weak};
 
 use devmm::{LogRecord, LogValue};
 use pyo3::prelude::*;
@@ -77,7 +77,7 @@ fn registered_logger<'py>(py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny
 /// A record and its target, as the subscriber saw it.
 type Made = (&'static str, Level, LogRecord);
 
-/// Emits `records` in order, the GIL held where no framework lock is; a
+/// Emits `records` in order, with the GIL held where no framework lock is; a
 /// record kept while a framework's lock was held (`deferred`) says so in
 /// its `deferred` attribute, as its time is the time it was emitted.
 fn emit_all(py: Python<'_>, records: impl IntoIterator<Item = (Made, bool)>) {
@@ -166,7 +166,9 @@ impl Subscriber for PythonLogging {
 /// ([`crate::gil::under_framework_lock`]: inside PyTorch's allocator lock),
 /// in order; a thread of devmm's own emits them soon after
 /// ([`schedule_flush`]), or the next record made where the thread may wait
-/// emits them first, whichever comes first. At
+/// emits them first, whichever comes first (a record made meanwhile on
+/// another thread may come out between them: handlers hand the GIL over
+/// around I/O). At
 /// most [`Deferred::LIMIT`] wait: past it a record below `WARN` makes room
 /// by dropping the oldest such record, or is dropped itself; a warning or
 /// an error is kept over them, and only a dropped one of those is counted
@@ -245,31 +247,44 @@ impl Deferred {
 static PENDING: Mutex<bool> = Mutex::new(false);
 static WAKE: Condvar = Condvar::new();
 
+/// The process that started the flushing thread (0: none yet). A child
+/// forked from it has no such thread, and its copy of `PENDING` may have
+/// been locked by that thread at the fork: a child leaves both alone.
+static FLUSHER_PID: AtomicU32 = AtomicU32::new(0);
+
 /// Wakes the thread that emits the deferred records ([`flush_forever`]),
 /// starting it the first time. Waking it takes only a plain mutex, never
 /// the GIL, so it may be done inside PyTorch's lock; the thread then
 /// takes the GIL holding no lock of PyTorch's, like any other thread, so
 /// a handler's own locks are taken in their usual order (code run between
 /// the main thread's bytecodes could deadlock on a lock the interrupted
-/// code holds, as a signal handler can).
+/// code holds, as a signal handler can). In a forked child, and if the
+/// thread cannot start, records wait for the next record made where the
+/// GIL may be taken.
 fn schedule_flush() {
-    static STARTED: Once = Once::new();
-    STARTED.call_once(|| {
-        let spawned = std::thread::Builder::new()
-            .name("devmm-log-flush".into())
-            .spawn(flush_forever);
-        if let Err(error) = spawned {
-            // Records then wait for the next record made outside the lock.
-            eprintln!("devmm: no thread to emit log records kept inside PyTorch's lock: {error}");
+    let pid = std::process::id();
+    match FLUSHER_PID.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            let spawned = std::thread::Builder::new()
+                .name("devmm-log-flush".into())
+                .spawn(flush_forever);
+            if let Err(error) = spawned {
+                eprintln!(
+                    "devmm: no thread to emit log records kept inside PyTorch's lock: {error}"
+                );
+                return;
+            }
         }
-    });
+        Err(started) if started != pid => return,
+        Err(_) => {}
+    }
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = true;
     WAKE.notify_one();
 }
 
 /// The flushing thread: emits the records kept so far each time it is
 /// woken, until the interpreter is gone. It holds no lock while it waits
-/// for the GIL.
+/// for the GIL or runs a handler.
 fn flush_forever() {
     loop {
         {
@@ -279,7 +294,15 @@ fn flush_forever() {
             }
             *pending = false;
         }
-        if crate::gil::attach(|py| emit_all(py, Deferred::marked())).is_none() {
+        let emitted = crate::gil::attach(|py| {
+            emit_all(py, Deferred::marked());
+            // No binding call on this thread will raise an interrupt a
+            // handler kept for it (`defer_interrupt`): reported here.
+            if let Some(interrupt) = crate::error::take_deferred_interrupt() {
+                interrupt.write_unraisable(py, None);
+            }
+        });
+        if emitted.is_none() {
             return;
         }
     }

@@ -91,7 +91,7 @@ pub(crate) unsafe extern "C-unwind" fn devmm_torch_malloc(
 /// would skip both). The caching allocator calls it with its lock held,
 /// which a thread holding the GIL may wait for, so nothing here waits for
 /// the GIL (`gil::under_framework_lock`): no out-of-memory hook runs, and
-/// a log record waits for the next one made where the GIL can be taken.
+/// a log record is kept for a thread that may take the GIL to emit.
 ///
 /// # Safety
 ///

@@ -202,7 +202,7 @@ def test_a_pool_waits_for_no_gil_inside_pytorchs_allocator_lock() -> None:
         while len(seen) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [deferred for _, deferred, _ in seen] == [True] * 3, seen
-        # Kept again, it comes out by itself again, before any later record.
+        # Kept again, it comes out by itself again.
         assert pool_malloc(1 << 62, 0, None) is None
         while len(seen) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -861,6 +861,16 @@ fn the_legacy_stream_during_a_blocking_streams_capture_is_refused_and_keeps_the_
         panic!("expected the free's failure, got {err:?}");
     };
     assert!(is_capture_refusal(source), "{err:?}");
+    // The capture's own graph allocation is refused there too, for the
+    // same reason (not asked about: the driver would answer an error).
+    let node = DeviceBuffer::new(64, Arc::clone(&mr), &blocking).unwrap();
+    let err = node.free(&legacy).unwrap_err();
+    let Error::FreeFailed { ref source, .. } = err else {
+        panic!("expected the free's failure, got {err:?}");
+    };
+    assert!(is_capture_refusal(source), "{err:?}");
+    assert!(err.to_string().contains("legacy default stream"), "{err}");
+    node.free(&blocking).unwrap();
     // Ordering the capturing stream after the legacy one, or the other way,
     // would record or wait on the legacy stream: refused too.
     let err = blocking.wait(&legacy).unwrap_err();

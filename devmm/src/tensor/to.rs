@@ -123,7 +123,7 @@ impl Tensor {
         stream.check_usable_here("a tensor copy")?;
         if stream.is_capturing()? {
             // Refused before anything is allocated: the copy would be
-            // refused midway, leaving its result's graph allocation behind.
+            // refused midway, after allocating its result in the graph.
             return Err(Error::StreamCapture {
                 device: stream.device(),
                 operation: format!("copying a tensor from {from} to {device}"),

@@ -186,6 +186,11 @@ impl Memory {
         }
     }
 
+    /// The capture whose allocation node made the live block starting exactly at `ptr`.
+    pub(crate) fn graph_of(&self, ptr: *const c_void) -> Option<u64> {
+        self.live.get(&(ptr as usize))?.graph
+    }
+
     /// Records that the live block at `ptr` is an allocation node of the capture `capture`.
     pub(crate) fn set_graph(&mut self, ptr: *mut c_void, capture: u64) {
         if let Some(allocation) = self.live.get_mut(&(ptr as usize)) {

@@ -34,8 +34,9 @@ PyTorch calls a pool's entry points with its allocator lock held, which a
 thread holding the GIL may wait for: nothing devmm does there waits for the
 GIL. A chain that runs Python code (a resource written in Python, a
 ``FailureCallbackAdaptor``) is refused by :func:`mem_pool`, and a log record
-made there is emitted with the next devmm record made where the GIL may be
-taken."""
+made there is kept and emitted soon after by a thread of devmm's own (or
+first by the next devmm record made where the GIL may be taken), with a
+``deferred`` attribute set to ``True``."""
 
 from __future__ import annotations
 

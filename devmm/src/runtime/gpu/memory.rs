@@ -117,8 +117,12 @@ enum GraphFree {
     Own,
     /// No graph's: memory from before the capture.
     Outside,
-    /// Another capture's graph (or one this stream's device cannot tell).
+    /// Another capture's graph.
     OtherGraph,
+    /// A graph's, freed on a stream of another device.
+    OtherDevice,
+    /// Any, freed on the legacy stream while a blocking stream captures.
+    Legacy,
 }
 
 impl<P: Platform, K: Kind> GpuMemory<P, K> {
@@ -207,11 +211,16 @@ impl<P: Platform, K: Kind> GpuMemory<P, K> {
     /// asked on a stream of this device in that capture
     /// (`*StreamGetCaptureInfo`'s id).
     fn graph_free(&self, ptr: DevicePtr, stream: &Stream) -> Result<GraphFree> {
+        if result::stream::is_legacy::<P>(stream.handle()) {
+            // Capturing means a blocking stream's capture binds it: asked
+            // for its capture, the driver would answer an error.
+            return Ok(GraphFree::Legacy);
+        }
         let Some(allocated_in) = self.graph_blocks.capture_of(ptr.addr()) else {
             return Ok(GraphFree::Outside);
         };
         if stream.device() != self.device {
-            return Ok(GraphFree::OtherGraph);
+            return Ok(GraphFree::OtherDevice);
         }
         let _active = device::activate(&self.driver, self.device)?;
         let capture = result::stream::capture_id(&self.driver, self.device, stream.handle())?;
@@ -551,6 +560,12 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
                      within its own capture or once that graph ran; free it there, or after \
                      the capture ends on a stream that is not capturing",
                 ),
+                GraphFree::OtherDevice => Some(
+                    "the memory is a graph allocation of another device, which devmm lets \
+                     its graph free only on a stream of that device; free it on one of that \
+                     device's streams in the same capture",
+                ),
+                GraphFree::Legacy => Some(result::stream::LEGACY_BOUND),
             };
             if let Some(reason) = reason {
                 return Err(Error::StreamCapture {

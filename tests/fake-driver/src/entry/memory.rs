@@ -228,8 +228,7 @@ pub fn free_async(
                 // graph, or of another graph (freed when this one runs, once that one has).
                 // The block is this graph's from then on, so it leaves the table now.
                 let key = target.key;
-                let graphs = state.memory.find(ptr, 1).map(|a| a.graph);
-                if ptr.is_null() || !matches!(graphs, Some(Some(_))) {
+                if state.memory.graph_of(ptr).is_none() {
                     return Err(state
                         .captures
                         .refuse_on(key, crate::capture::CaptureFault::Unsupported));
