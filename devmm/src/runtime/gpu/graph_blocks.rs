@@ -1,10 +1,11 @@
 //! The blocks a stream-ordered resource allocated on a capturing stream:
 //! each is an allocation node of the capture's graph, and only a free
-//! within that same capture may become its free node (the driver refuses a
-//! free node for "an address that was not returned by an allocation node"
-//! and invalidates the capture). Kept by address with the capture's id, so
-//! a graph's temporaries can be freed inside it, as CUDA graphs expect,
-//! while memory from before the capture is still refused.
+//! within that same capture becomes its free node here (the driver refuses
+//! a free node for "an address that was not returned by an allocation
+//! node" and invalidates the capture; a free node for another graph's
+//! block would free it at every launch of this one). Kept by address with
+//! the capture's id, so a graph's temporaries can be freed inside it, as
+//! CUDA graphs expect, while other memory is still refused.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
