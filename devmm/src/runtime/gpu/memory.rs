@@ -479,26 +479,29 @@ impl<P: Platform, K: Kind> MemoryResource for GpuMemory<P, K> {
         }
         let _active = device::activate(&self.driver, self.device)?;
         let handle = if ordered { stream.handle() } else { 0 };
-        // The one query an ordered allocation on the legacy stream pays,
-        // with the device already active: a blocking stream's capture
-        // forbids that stream, and the driver would invalidate the capture.
-        if ordered
-            && result::stream::is_legacy::<P>(handle)
-            && result::stream::is_capturing(&self.driver, self.device, handle)?
-        {
-            return Err(Error::StreamCapture {
-                device: stream.device(),
-                operation: format!("allocating {nbytes} bytes from {self:?}"),
-                reason: result::stream::LEGACY_BOUND.into(),
-            });
-        }
-        // On a capturing stream the allocation is a node of the capture's
-        // graph: remembered with the capture, whose own free of it is then
-        // let through (the graph's temporaries). The legacy stream never
-        // captures, and a host pool's blocks were refused above.
-        let capture = match ordered && !host_pool && !result::stream::is_legacy::<P>(handle) {
-            true => result::stream::capture_id(&self.driver, self.device, handle)?,
-            false => None,
+        // One query per ordered device allocation, with the device already
+        // active (a host pool's blocks were refused on a capturing stream
+        // above). On the legacy stream: whether a blocking stream's capture
+        // binds it, which the driver would invalidate. On any other: the
+        // capture it belongs to, whose graph makes the allocation a node of
+        // it, remembered so that the capture's own free of it is let through
+        // (the graph's temporaries).
+        let capture = match (
+            ordered && !host_pool,
+            result::stream::is_legacy::<P>(handle),
+        ) {
+            (false, _) => None,
+            (true, true) => {
+                if result::stream::is_capturing(&self.driver, self.device, handle)? {
+                    return Err(Error::StreamCapture {
+                        device: stream.device(),
+                        operation: format!("allocating {nbytes} bytes from {self:?}"),
+                        reason: result::stream::LEGACY_BOUND.into(),
+                    });
+                }
+                None
+            }
+            (true, false) => result::stream::capture_id(&self.driver, self.device, handle)?,
         };
         let ptr = match result::memory::allocate(&self.driver, self.allocator, nbytes, handle) {
             Ok(ptr) => DevicePtr::from_host_ptr(ptr),
