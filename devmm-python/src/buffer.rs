@@ -784,6 +784,19 @@ pub(crate) fn free(
     maybe_detached(py, buffer.device(), || buffer.free(&stream)).py()
 }
 
+/// Waits until the stream of `buffer`, just allocated, has reached its
+/// allocation, so the host may write it at once (the Numba bridge's pinned
+/// arrays): the core's `wait_for_allocation`, a no-op for a resource that
+/// is not stream-ordered.
+#[pyfunction]
+pub(crate) fn wait_for_allocation(py: Python<'_>, buffer: &PyDeviceBuffer) -> PyResult<()> {
+    let buffer = &buffer.buffer;
+    maybe_detached(py, buffer.device(), || {
+        devmm::wait_for_allocation(&**buffer.resource(), buffer.stream())
+    })
+    .py()
+}
+
 /// The stream an operation on `buffer` runs on: the named one (checked
 /// against its device), or the buffer's own.
 fn own_or_named(

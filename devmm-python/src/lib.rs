@@ -229,6 +229,7 @@ fn _devmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copies::copy_ptr_to_host, m)?)?;
     m.add_function(wrap_pyfunction!(copies::copy_device_to_ptr, m)?)?;
     m.add_function(wrap_pyfunction!(copies::foreign_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer::wait_for_allocation, m)?)?;
 
     m.add_class::<testing::PyRecordingMemoryResource>()?;
     m.add_class::<testing::PyRecordedCalls>()?;

@@ -638,6 +638,7 @@ PINNED_SCRIPT = textwrap.dedent(
     import ctypes
     import devmm
     import devmm.mrs.{module} as mrs
+    from devmm._devmm import wait_for_allocation
 
     # The fake reports this runtime version from now on (before devmm loads it).
     fake = ctypes.CDLL({library!r})
@@ -663,6 +664,13 @@ PINNED_SCRIPT = textwrap.dedent(
             arr = np.empty(64, np.uint8)
         assert fake.fake_call_count(b"cudaStreamSynchronize") > synchronized, "NumPy got the block unordered"
         del arr
+        # The same rule, the core's, for a buffer the host writes at once
+        # (the Numba bridge's pinned arrays).
+        fresh = devmm.DeviceBuffer(64, mr=pinned)
+        synchronized = fake.fake_call_count(b"cudaStreamSynchronize")
+        wait_for_allocation(fresh)
+        assert fake.fake_call_count(b"cudaStreamSynchronize") == synchronized + 1, "the buffer was not waited for"
+        fresh.free()
         stream.synchronize()
         # The freed block stays pinned across the synchronize, until trimmed.
         kept = pinned.pool_statistics()
@@ -681,6 +689,12 @@ PINNED_SCRIPT = textwrap.dedent(
         except ValueError as e:
             assert "has no pool of its own" in str(e), e
         prefix = b"cuda" if "{module}" == "cuda" else b"hip"
+        # Blocks no queued work touches: nothing to wait for.
+        fresh = devmm.DeviceBuffer(64, mr=pinned)
+        synchronized = fake.fake_call_count(prefix + b"StreamSynchronize")
+        wait_for_allocation(fresh)
+        assert fake.fake_call_count(prefix + b"StreamSynchronize") == synchronized, "waited without a stream-ordered pool"
+        fresh.free()
         pool_calls = [prefix + b"MemPoolTrimTo", prefix + b"MemPoolSetAttribute"]
         before = [fake.fake_call_count(name) for name in pool_calls]
         pinned.reset_pool_high_water()

@@ -77,7 +77,7 @@ pub use registry::{
 };
 pub use resource::{
     MemoryInfo, MemoryResource, callback_of_chain, check_alignment, check_dereferenceable,
-    device_for, pool_of_chain, resource_chain,
+    device_for, pool_of_chain, resource_chain, wait_for_allocation,
 };
 pub use runtime::{
     ActivationGuard, DeviceRuntime, RuntimeRegistration, RuntimeSelector, available_runtimes,

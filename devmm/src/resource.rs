@@ -262,6 +262,32 @@ pub fn check_dereferenceable(mr: &dyn MemoryResource, operation: &'static str) -
     })
 }
 
+/// Waits until `stream` has reached a block `mr` just allocated on it, so
+/// the host may write the block at once (NumPy's allocator, Numba's pinned
+/// arrays): a stream-ordered resource hands out blocks freed on the stream
+/// that work queued before the allocation (a copy from the last array
+/// there) may still read. A resource that is not stream-ordered serves
+/// blocks no queued work touches, and this returns at once without a
+/// driver call.
+///
+/// ```
+/// use devmm::{wait_for_allocation, MallocMemoryResource, MemoryResource, Stream};
+/// let mr = MallocMemoryResource::new();
+/// let stream = Stream::cpu();
+/// let ptr = mr.allocate(64, &stream)?;
+/// wait_for_allocation(&mr, &stream)?; // not stream-ordered: nothing to wait for
+/// // SAFETY: allocated above with the same size and stream, freed once.
+/// unsafe { mr.deallocate(ptr, 64, &stream)? };
+/// # Ok::<(), devmm::Error>(())
+/// ```
+pub fn wait_for_allocation(mr: &dyn MemoryResource, stream: &Stream) -> Result<()> {
+    if mr.stream_ordered() {
+        stream.synchronize()
+    } else {
+        Ok(())
+    }
+}
+
 /// The device memory from `resource` lives on, checked against the device
 /// `asked` for alongside it (`None`: whatever the resource's is): the one
 /// rule for a device and a resource named together, as buffer

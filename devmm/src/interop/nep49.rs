@@ -221,16 +221,11 @@ impl Context {
         // devmm's own entry points do.
         let allocate = || {
             let ptr = crate::observe_allocation(|| self.mr.allocate(nbytes, &self.stream))?;
-            if self.mr.stream_ordered() {
-                // NumPy writes the block as soon as it has it, so its
-                // stream must have reached the allocation: a stream-ordered
-                // pool hands out blocks freed on it that queued work (a
-                // copy from the last array there) may still read.
-                if let Err(error) = self.stream.synchronize() {
-                    // SAFETY: allocated just above, never handed out, freed once.
-                    let _ = unsafe { self.mr.deallocate(ptr, nbytes, &self.stream) };
-                    return Err(error);
-                }
+            // NumPy writes the block as soon as it has it.
+            if let Err(error) = crate::wait_for_allocation(&*self.mr, &self.stream) {
+                // SAFETY: allocated just above, never handed out, freed once.
+                let _ = unsafe { self.mr.deallocate(ptr, nbytes, &self.stream) };
+                return Err(error);
             }
             Ok(ptr)
         };

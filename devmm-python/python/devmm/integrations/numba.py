@@ -37,6 +37,7 @@ from .._devmm import (
     TrackingAdaptor,
     get_current_memory_resource,
     runtime_for,
+    wait_for_allocation,
 )
 from ._installer import Installer
 from ._support import library_streams
@@ -287,12 +288,8 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            if self._pinned.stream_ordered:
-                # Numba's host code writes the block at once, so its stream
-                # must have reached the allocation: a stream-ordered host
-                # pool hands out blocks freed on it that queued copies may
-                # still read.
-                buffer.stream.synchronize()
+            # Numba's host code writes the block at once.
+            wait_for_allocation(buffer)
             # The address as an int, as Numba's own memhostalloc passes it:
             # NumPy reads it through Numba's buffer protocol, which takes
             # only an int (a ctypes pointer crashes the process there).
