@@ -14,7 +14,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyString, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyString, PyTuple, PyType};
 
 use crate::error::{protocol_error, to_py_err, IntoPyResult, Protocol};
 use crate::expected::type_name;
@@ -143,16 +143,25 @@ pub(crate) fn import(
         }
         return take_capsule(capsule, None, None);
     }
-    let (ty, id): (i32, i32) = call_method(obj, intern!(py, "__dlpack_device__"), &[], None)
-        .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{} is not a DLPack producer (no __dlpack_device__); pass an object with \
-                 __dlpack__ and __dlpack_device__, or a DLPack capsule",
-                type_name(obj)
-            ))
-        })?
-        .extract()?;
-    let device = devmm::Device::from_dlpack(ty, id).py()?;
+    // Some only for a NumPy array (of a subclass too).
+    let ndarray = ndarray_type(py).filter(|ndarray| is_array(obj, ndarray));
+    let device = if ndarray.is_some_and(|ndarray| obj.get_type().is(ndarray)) {
+        // NumPy's own ndarray (not a subclass, which may override the
+        // method) always answers (kDLCPU, 0): the call is skipped, as
+        // NumPy's `from_dlpack` skips it by naming the CPU.
+        devmm::Device::CPU
+    } else {
+        let (ty, id): (i32, i32) = call_method(obj, intern!(py, "__dlpack_device__"), &[], None)
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{} is not a DLPack producer (no __dlpack_device__); pass an object with \
+                     __dlpack__ and __dlpack_device__, or a DLPack capsule",
+                    type_name(obj)
+                ))
+            })?
+            .extract()?;
+        devmm::Device::from_dlpack(ty, id).py()?
+    };
     let ours = resolve_stream(stream, device)?;
     let value = devmm::dlpack::consumer_stream_value(&ours).into_pyobject(py)?;
     let dlpack = intern!(py, "__dlpack__");
@@ -169,7 +178,34 @@ pub(crate) fn import(
     let capsule = made
         .cast_into::<PyCapsule>()
         .map_err(|_| PyTypeError::new_err("__dlpack__ returned something other than a capsule"))?;
-    take_capsule(&capsule, Some(&ours), viewed_export(obj))
+    let viewed = ndarray.and_then(|ndarray| viewed_export(obj, ndarray));
+    take_capsule(&capsule, Some(&ours), viewed)
+}
+
+/// NumPy's `ndarray` type, once NumPy is imported (no array exists
+/// before): looked up in `sys.modules` until then, and kept after, so an
+/// import of any other producer asks NumPy nothing.
+fn ndarray_type(py: Python<'_>) -> Option<&Bound<'_, PyType>> {
+    static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    NDARRAY
+        .get_or_try_init(py, || {
+            // SAFETY: a borrowed reference to the interpreter's module
+            // dict, which lives as long as the interpreter.
+            let modules =
+                unsafe { Bound::from_borrowed_ptr_or_err(py, ffi::PyImport_GetModuleDict()) }?;
+            let numpy = modules
+                .cast_into::<PyDict>()?
+                .get_item(intern!(py, "numpy"))?;
+            let numpy = numpy.ok_or_else(|| PyTypeError::new_err("NumPy is not imported"))?;
+            PyResult::Ok(
+                numpy
+                    .getattr(intern!(py, "ndarray"))?
+                    .cast_into::<PyType>()?
+                    .unbind(),
+            )
+        })
+        .ok()
+        .map(|ndarray| ndarray.bind(py))
 }
 
 /// The names of `__dlpack__`'s keywords (`stream`, `max_version`) and the
@@ -231,15 +267,35 @@ fn call_method<'py>(
     }
 }
 
+/// Whether `obj` is an array of `ndarray`'s type or a subclass. Unlike
+/// `isinstance`, it asks no `__class__` of an object of another type.
+fn is_array(obj: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
+    // SAFETY: two live objects; PyType_IsSubtype reads the MRO and sets no
+    // exception.
+    unsafe { ffi::PyType_IsSubtype(ffi::Py_TYPE(obj.as_ptr()), ndarray.as_type_ptr()) != 0 }
+}
+
 /// The managed struct NumPy keeps in the `base` of an array it imported
-/// with `np.from_dlpack` (and of every view of one), which the core
-/// recognises when it is a devmm export: devmm then imports that export's
-/// buffer instead of NumPy's export of the array, so a chain of
-/// `np.from_dlpack(devmm.from_dlpack(x))` never nests (its release
-/// recursed through NumPy's deleters, one native frame per link, until
-/// the stack overflowed). `None` for any other object.
-fn viewed_export(obj: &Bound<'_, PyAny>) -> Option<(*mut c_void, DlpackFlavor)> {
-    let base = obj.getattr(intern!(obj.py(), "base")).ok()?;
+/// with `np.from_dlpack`, which the core recognises when it is a devmm
+/// export: devmm then imports that export's buffer instead of NumPy's
+/// export of the array, so a chain of `np.from_dlpack(devmm.from_dlpack(x))`
+/// never nests (its release recursed through NumPy's deleters, one native
+/// frame per link, until the stack overflowed). A view of such an array
+/// (a slice, `.view(Sub)`, a reshape) has that array as its `base`, so
+/// the walk goes down arrays to the capsule. `None` for any other array.
+/// Only NumPy arrays are asked (`ndarray`, NumPy's type): no other
+/// producer keeps NumPy's capsule, and a producer without a `base` would
+/// cost a Python exception per import.
+fn viewed_export(
+    obj: &Bound<'_, PyAny>,
+    ndarray: &Bound<'_, PyType>,
+) -> Option<(*mut c_void, DlpackFlavor)> {
+    let name = intern!(obj.py(), "base");
+    let mut base = obj.getattr(name).ok()?;
+    // An array's base chain ends (NumPy sets it once, at construction).
+    while is_array(&base, ndarray) {
+        base = base.getattr(name).ok()?;
+    }
     let capsule = base.cast::<PyCapsule>().ok()?;
     [
         (c"numpy_dltensor_versioned", DlpackFlavor::Versioned),
@@ -289,7 +345,8 @@ fn take_capsule(
     }
     // SAFETY: the capsule was unconsumed and is now marked used, so the
     // managed tensor is ours alone; the core deletes it exactly once. The
-    // viewed struct lives in the producer's `base`, which the caller holds.
+    // viewed struct lives in the capsule at the end of the producer's `base`
+    // chain (read-only, each link held by the one before), which the caller holds.
     let imported = unsafe {
         match (viewed, stream) {
             (Some((origin, origin_flavor)), stream) => {

@@ -453,16 +453,21 @@ def test_torch_complex32_is_named_in_its_refusal() -> None:
         "devmm.from_dlpack(x)",
         "devmm.from_dlpack(x.__dlpack__(max_version=(1, 1)))",
         "devmm.from_dlpack(x.buffer)",
+        "np.from_dlpack(devmm.from_dlpack(x)).view(Sub)",
     ],
 )
 def test_a_long_chain_of_imports_and_exports_releases_without_recursing(step: str) -> None:
-    # Each devmm import of a devmm export (or of a NumPy view of one) takes
-    # the original memory: no chain of deleters forms, at any depth.
+    # Each devmm import of a devmm export (or of a NumPy view of one, of a
+    # subclass too) takes the original memory: no chain of deleters forms,
+    # at any depth.
     run_isolated(
         f"""
         import gc
         import numpy as np
         import devmm
+
+        class Sub(np.ndarray):
+            pass
 
         first = np.arange(6, dtype=np.uint8)
         x = devmm.from_dlpack(first) if "buffer" in {step!r} else first
@@ -500,6 +505,51 @@ def test_a_chain_through_other_producers_releases_iteratively(step: str) -> None
         del x
         gc.collect()
         assert devmm.foreign_memory()["live_count"] == 0, devmm.foreign_memory()
+        print("ok")
+        """
+    )
+
+
+def test_a_numpy_subclass_is_asked_for_its_device() -> None:
+    # NumPy's own ndarray is always on the CPU, so its import skips the
+    # question; a subclass may answer otherwise and is asked.
+    class Asked(np.ndarray):
+        asked = 0
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            type(self).asked += 1
+            return super().__dlpack_device__()
+
+    t = devmm.from_dlpack(np.arange(3, dtype=np.int32).view(Asked))
+    assert Asked.asked == 1
+    assert t.device == devmm.Device.from_string("cpu") and t.shape == (3,)
+    assert devmm.from_dlpack(np.arange(3)).device == devmm.Device.from_string("cpu")
+
+
+def test_imports_before_numpy_is_imported_and_after() -> None:
+    # devmm learns NumPy's array type once NumPy is imported: imports
+    # before it work, and after it a NumPy view of a devmm export is still
+    # taken as that export's buffer.
+    run_isolated(
+        """
+        import sys
+        import weakref
+        import devmm
+
+        t = devmm.from_dlpack(devmm.empty((4,), "uint8"))
+        assert "numpy" not in sys.modules and t.shape == (4,)
+        import numpy as np
+
+        x = devmm.empty((4,), "uint8")
+        for view in (lambda a: a, lambda a: a[1:], lambda a: a.reshape(2, 2)[1:]):
+            array = view(np.from_dlpack(x))
+            again = devmm.from_dlpack(array)
+            # It views x's buffer and lets NumPy's array go at once, where
+            # it held NumPy's export of the array, which holds the array.
+            gone = weakref.ref(array)
+            del array
+            assert gone() is None, "the import holds NumPy's array"
+            assert x.buffer.ptr <= again.buffer.ptr < x.buffer.ptr + 4
         print("ok")
         """
     )
