@@ -452,7 +452,7 @@ unsafe fn describe(t: &DLTensor) -> Result<Described> {
         }
         strides
     };
-    let layout = Layout::new(&shape, &strides, dtype, 1)?;
+    let layout = Layout::from_dims(shape, strides, dtype, 1)?;
     let byte_offset = usize::try_from(t.byte_offset)
         .map_err(|_| refusal(format!("DLPack byte_offset {} overflows", t.byte_offset)))?;
     let data = DevicePtr::from_addr(t.data as usize);
@@ -507,11 +507,16 @@ pub(super) unsafe fn header(t: &DLTensor) -> Result<Header> {
             "the DLPack tensor has {ndim} dimensions but a null shape"
         )));
     }
-    let shape: Dims = (0..ndim)
+    // A loop, not a collect of results: an import makes this list each
+    // time, and the adapters cost it about a hundred instructions more.
+    let mut shape = Dims::with_capacity(ndim);
+    for i in 0..ndim {
         // SAFETY: `shape` holds `ndim` values (caller's contract, null checked).
-        .map(|i| unsafe { *t.shape.add(i) })
-        .map(|v| usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative"))))
-        .collect::<Result<_>>()?;
+        let v = unsafe { *t.shape.add(i) };
+        let extent =
+            usize::try_from(v).map_err(|_| refusal(format!("DLPack extent {v} is negative")))?;
+        shape.push(extent);
+    }
     if device.ty() == DeviceType::Cpu && dev_id != 0 {
         return Err(refusal(format!(
             "DLPack cpu device id {dev_id}: host memory has device id 0"

@@ -199,6 +199,22 @@ impl Layout {
         dtype: DType,
         base_alignment: usize,
     ) -> Result<Layout> {
+        Layout::from_dims(
+            SmallVec::from_slice(shape),
+            SmallVec::from_slice(strides),
+            dtype,
+            base_alignment,
+        )
+    }
+
+    /// [`new`](Layout::new) over lists the caller built (a DLPack import
+    /// reads them from the producer), kept rather than copied.
+    pub(crate) fn from_dims(
+        shape: Dims,
+        strides: Dims,
+        dtype: DType,
+        base_alignment: usize,
+    ) -> Result<Layout> {
         if shape.len() != strides.len() {
             return Err(Error::layout(format!(
                 "rank mismatch: shape has {} dimensions but strides has {}; give one stride per dimension",
@@ -213,18 +229,18 @@ impl Layout {
         }
         // Row-major strides, what nearly every producer sends, are in order
         // and cannot overlap: the sort and the overlap walk are skipped.
-        let row_major = is_row_major(shape, strides);
+        let row_major = is_row_major(&shape, &strides);
         let permutation = if row_major {
             (0..shape.len()).collect()
         } else {
-            order_by_stride(shape, strides)
+            order_by_stride(&shape, &strides)
         };
         let itemsize = element_size(dtype)?;
         let layout = Layout {
-            shape: SmallVec::from_slice(shape),
-            strides: SmallVec::from_slice(strides),
+            required_nbytes: rule::required_nbytes(&shape, &strides, itemsize, base_alignment)?,
+            shape,
+            strides,
             itemsize,
-            required_nbytes: rule::required_nbytes(shape, strides, itemsize, base_alignment)?,
             permutation,
             base_alignment,
             policy: None,
