@@ -789,11 +789,12 @@ pub(crate) fn empty_like(
 /// Imports any DLPack producer (an object with `__dlpack__` and
 /// `__dlpack_device__`, or an unconsumed DLPack capsule) as a devmm
 /// `Tensor`, zero-copy, through the DLPack 1.3 C exchange API when the
-/// producer's type publishes one (`__dlpack_c_exchange_api__`). The tensor owns the producer's export and releases
-/// it exactly once; its memory counts as foreign (`foreign_memory()`).
-/// A devmm export, or a NumPy array `np.from_dlpack` made from one, is let
-/// go at once: the tensor views the devmm buffer that owns the memory, so
-/// round trips never nest. Memory lent read-only refuses devmm's writes.
+/// producer's type publishes one (`__dlpack_c_exchange_api__`). The
+/// tensor owns the producer's export and releases it exactly once; its
+/// memory counts as foreign (`foreign_memory()`). A devmm export, or a
+/// NumPy array `np.from_dlpack` made from one (or a view of that array),
+/// is let go at once: the tensor views the devmm buffer that owns the
+/// memory, so round trips never nest. Memory lent read-only refuses devmm's writes.
 /// `stream` is where the data is used next (the device's default when
 /// `None`); the producer orders its work before it.
 ///
