@@ -13,6 +13,7 @@ use crate::count::{Count, Nbytes, Size};
 use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::error::IntoPyResult;
+use crate::gil::DetachedDrop;
 use crate::ipc::{PyIpcDescriptor, PyIpcMemHandle};
 use crate::registry;
 use crate::resource::{bridge_of, PyMemoryResource, PythonRef};
@@ -57,7 +58,8 @@ use crate::stream::{maybe_detached, resolve_stream, stream_object, KeptStreamArg
 /// ```
 #[pyclass(frozen, weakref, name = "DeviceBuffer", module = "devmm")]
 pub(crate) struct PyDeviceBuffer {
-    pub(crate) buffer: Arc<devmm::DeviceBuffer>,
+    /// Released without the GIL on a GPU ([`DetachedDrop`]).
+    pub(crate) buffer: DetachedDrop<Arc<devmm::DeviceBuffer>>,
     pub(crate) mr: Py<PyMemoryResource>,
     /// The `stream` object: the one the buffer was allocated on when one
     /// was passed, else made on first access; the same object every time.
@@ -81,7 +83,7 @@ impl PyDeviceBuffer {
         stream: Option<Py<PyAny>>,
     ) -> Self {
         PyDeviceBuffer {
-            buffer,
+            buffer: buffer.into(),
             mr,
             stream: stream.map_or_else(OnceLock::new, OnceLock::from),
             bridge: None,

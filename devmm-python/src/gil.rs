@@ -222,3 +222,62 @@ impl Drop for HangOnForcedUnwind {
         }
     }
 }
+
+/// A handle to memory (a tensor, a buffer) that a Python object owns,
+/// released, when the object goes, without the GIL where the memory is a
+/// GPU runtime's: releasing the last handle may wait for the device (a
+/// synchronous `cudaFree`, an import's wait for its stream before the
+/// producer's deleter), and the work it waits for may need the GIL (a
+/// host callback, the thread that lets that work run), as an explicit
+/// `free()`, which waits detached, already allows for.
+pub(crate) struct DetachedDrop<T: OnDevice>(std::mem::ManuallyDrop<T>);
+
+/// What [`DetachedDrop`] needs of a handle: the device of its memory.
+pub(crate) trait OnDevice: Send {
+    fn device(&self) -> devmm::Device;
+}
+
+impl OnDevice for devmm::Tensor {
+    fn device(&self) -> devmm::Device {
+        devmm::Tensor::device(self)
+    }
+}
+
+impl OnDevice for std::sync::Arc<devmm::DeviceBuffer> {
+    fn device(&self) -> devmm::Device {
+        devmm::DeviceBuffer::device(self)
+    }
+}
+
+impl<T: OnDevice> From<T> for DetachedDrop<T> {
+    fn from(handle: T) -> Self {
+        DetachedDrop(std::mem::ManuallyDrop::new(handle))
+    }
+}
+
+impl<T: OnDevice> std::ops::Deref for DetachedDrop<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: OnDevice> Drop for DetachedDrop<T> {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and never used again: the wrapper is
+        // being dropped.
+        let handle = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
+        if handle.device().ty() == devmm::DeviceType::Cpu {
+            // Host memory has no queued work: nothing to wait for.
+            return drop(handle);
+        }
+        let mut handle = Some(handle);
+        attach(|py| {
+            let handle = handle.take();
+            detach(py, move || drop(handle));
+        });
+        // Still here only when there is no interpreter to detach from.
+        drop(handle);
+    }
+}

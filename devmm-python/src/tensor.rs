@@ -15,6 +15,7 @@ use crate::device::{DeviceArg, PyDevice};
 use crate::dlpack::{DlpackCopy, DlpackDevice, DlpackStream, DlpackVersion};
 use crate::dtype::{DTypeArg, PyDType};
 use crate::error::IntoPyResult;
+use crate::gil::DetachedDrop;
 use crate::layout::{PyDeviceOptimal, PyLayout, PyLayoutPolicy, ShapeArg};
 use crate::resource::{bridge_of, object_of, PyMemoryResource, PythonRef};
 use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, StreamArg};
@@ -48,7 +49,8 @@ use crate::stream::{maybe_detached, resolve_stream, KeptStreamArg, StreamArg};
 /// ```
 #[pyclass(frozen, weakref, name = "Tensor", module = "devmm")]
 pub(crate) struct PyTensor {
-    pub(crate) tensor: devmm::Tensor,
+    /// Released without the GIL on a GPU ([`DetachedDrop`]).
+    pub(crate) tensor: DetachedDrop<devmm::Tensor>,
     /// The layout's provenance (`None` for a hand-built layout).
     policy: Option<Py<PyAny>>,
     /// The resource object; `None` for an import, whose buffer's foreign
@@ -85,7 +87,7 @@ impl PyTensor {
     /// the core's foreign-memory resource, and it has no policy object.
     pub(crate) fn imported(tensor: devmm::Tensor) -> PyTensor {
         PyTensor {
-            tensor,
+            tensor: tensor.into(),
             policy: None,
             mr: None,
             buffer: OnceLock::new(),
@@ -119,7 +121,7 @@ impl PyTensor {
         let policy = policy.unwrap_or_else(|| self.policy.as_ref().map(|p| p.clone_ref(py)));
         Ok(PyTensor {
             mr: Some(object_of(py, copy.buffer().resource())?),
-            tensor: copy,
+            tensor: copy.into(),
             policy,
             buffer: OnceLock::new(),
             stream,
@@ -215,9 +217,9 @@ impl PyTensor {
                 .py()?;
         Ok(PyTensor {
             tensor: if read_only {
-                tensor.to_read_only()
+                tensor.to_read_only().into()
             } else {
-                tensor
+                tensor.into()
             },
             policy: layout.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: Some(owner.mr.clone_ref(py)),
@@ -362,7 +364,7 @@ impl PyTensor {
     /// ```
     fn to_read_only(&self, py: Python<'_>) -> PyResult<PyTensor> {
         Ok(PyTensor {
-            tensor: self.tensor.to_read_only(),
+            tensor: self.tensor.to_read_only().into(),
             policy: self.policy.as_ref().map(|p| p.clone_ref(py)),
             mr: Some(self.mr(py)?),
             buffer: OnceLock::new(),
@@ -605,7 +607,7 @@ impl Request {
             None => (object_of(py, tensor.buffer().resource())?, None),
         };
         Ok(PyTensor {
-            tensor,
+            tensor: tensor.into(),
             policy,
             mr: Some(mr),
             buffer: OnceLock::new(),

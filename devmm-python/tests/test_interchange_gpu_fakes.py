@@ -326,3 +326,69 @@ def test_an_exchange_export_orders_the_tensors_stream_before_the_current_work_st
     queued makes the current work stream wait for it first."""
     p = PLATFORMS[platform]
     _run(p, EXCHANGE_ORDERING.format(device=p["device"]), fake_library)
+
+
+RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
+    """
+    import ctypes, faulthandler, gc, importlib, sys, threading, time
+    import devmm
+
+    # A release that waits holding the GIL never lets the releaser run.
+    faulthandler.dump_traceback_later(30, exit=True)
+    fake = ctypes.CDLL(sys.argv[1])
+    gpu = devmm.Device.from_string("{device}:0")
+    rt = devmm.runtime_for(gpu)
+    mrs = importlib.import_module("devmm.mrs.{module}")
+    # The synchronous allocator: its free waits for all queued work.
+    synchronous = mrs.{runtime}(gpu, async_alloc=False)
+    stream = rt.create_stream(gpu)
+    source = devmm.DeviceBuffer.to_device(bytes(64), device=gpu)
+    exported = devmm.empty((64,), "uint8", device=gpu, layout=devmm.RowMajor())
+    made = {{
+        "a DeviceBuffer (cudaFree)": lambda: devmm.DeviceBuffer(64, mr=synchronous),
+        "a Tensor (cudaFree)": lambda: devmm.empty((64,), "uint8", mr=synchronous, layout=devmm.RowMajor()),
+        # Its release waits for its stream before the producer's deleter.
+        "an import": lambda: devmm.from_dlpack(exported, stream=stream),
+    }}
+    dropping = threading.Event()
+
+    def release():
+        # Python code, so it runs only while the release lets the GIL go.
+        dropping.wait()
+        time.sleep(0.05)
+        fake.fake_release_work()
+
+    for name, make in made.items():
+        obj = make()
+        address = obj.ptr if isinstance(obj, devmm.DeviceBuffer) else obj.data_ptr
+        # A copy into the memory, held until another thread lets it run.
+        fake.fake_hold_work(1)
+        devmm.copy_device_to_ptr(source.ptr, address, 64, stream=stream)
+        fake.fake_hold_work(0)
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        dropping.set()
+        del obj  # the last handle: its release waits for the held copy
+        gc.collect()
+        releaser.join()
+        dropping.clear()
+        stream.synchronize()
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_a_dropped_handle_waits_for_the_device_without_the_gil(
+    platform: str, fake_library: Callable[[str], str]
+) -> None:
+    """Dropping the last handle to GPU memory may wait for the device (a
+    synchronous free, an import's release before its producer's deleter);
+    it waits without the GIL, as an explicit `free()` does, so the thread
+    that lets the work run (or a host callback the stream runs) is not shut
+    out."""
+    p = PLATFORMS[platform]
+    runtime = "CudaRuntimeMemoryResource" if platform == "cuda" else "HipRuntimeMemoryResource"
+    module = "cuda" if platform == "cuda" else "rocm"
+    script = RELEASE_WITHOUT_THE_GIL.format(device=p["device"], module=module, runtime=runtime)
+    _run(p, script, fake_library)
