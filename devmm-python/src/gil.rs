@@ -224,38 +224,42 @@ impl Drop for HangOnForcedUnwind {
 }
 
 /// A handle to memory (a tensor, a buffer) that a Python object owns,
-/// released, when the object goes, without the GIL where the memory is a
-/// GPU runtime's: releasing the last handle may wait for the device (a
-/// synchronous `cudaFree`, an import's wait for its stream before the
-/// producer's deleter), and the work it waits for may need the GIL (a
-/// host callback, the thread that lets that work run), as an explicit
-/// `free()`, which waits detached, already allows for.
-pub(crate) struct DetachedDrop<T: OnDevice>(std::mem::ManuallyDrop<T>);
+/// dropped, when the object goes, without the GIL where its release may
+/// wait for the device (`DeviceBuffer::release_may_wait`: a synchronous
+/// `cudaFree`, an import's wait for its stream before the producer's
+/// deleter): the work it waits for may need the GIL (a host callback, the
+/// thread that lets that work run), as an explicit `free()`, which waits
+/// detached, already allows for. Which handle is the last can change
+/// under a check (an export released on another thread), so every such
+/// handle is dropped detached; a stream-ordered free only queues, and
+/// host memory has nothing queued, so those keep the GIL.
+pub(crate) struct DetachedDrop<T: HoldsMemory>(std::mem::ManuallyDrop<T>);
 
-/// What [`DetachedDrop`] needs of a handle: the device of its memory.
-pub(crate) trait OnDevice: Send {
-    fn device(&self) -> devmm::Device;
+/// What [`DetachedDrop`] asks of a handle.
+pub(crate) trait HoldsMemory: Send {
+    /// Whether releasing the memory may wait for the device.
+    fn release_may_wait(&self) -> bool;
 }
 
-impl OnDevice for devmm::Tensor {
-    fn device(&self) -> devmm::Device {
-        devmm::Tensor::device(self)
+impl HoldsMemory for devmm::Tensor {
+    fn release_may_wait(&self) -> bool {
+        self.buffer().release_may_wait()
     }
 }
 
-impl OnDevice for std::sync::Arc<devmm::DeviceBuffer> {
-    fn device(&self) -> devmm::Device {
-        devmm::DeviceBuffer::device(self)
+impl HoldsMemory for std::sync::Arc<devmm::DeviceBuffer> {
+    fn release_may_wait(&self) -> bool {
+        devmm::DeviceBuffer::release_may_wait(self)
     }
 }
 
-impl<T: OnDevice> From<T> for DetachedDrop<T> {
+impl<T: HoldsMemory> From<T> for DetachedDrop<T> {
     fn from(handle: T) -> Self {
         DetachedDrop(std::mem::ManuallyDrop::new(handle))
     }
 }
 
-impl<T: OnDevice> std::ops::Deref for DetachedDrop<T> {
+impl<T: HoldsMemory> std::ops::Deref for DetachedDrop<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -263,21 +267,24 @@ impl<T: OnDevice> std::ops::Deref for DetachedDrop<T> {
     }
 }
 
-impl<T: OnDevice> Drop for DetachedDrop<T> {
+impl<T: HoldsMemory> Drop for DetachedDrop<T> {
     fn drop(&mut self) {
         // SAFETY: taken once, here, and never used again: the wrapper is
         // being dropped.
         let handle = unsafe { std::mem::ManuallyDrop::take(&mut self.0) };
-        if handle.device().ty() == devmm::DeviceType::Cpu {
-            // Host memory has no queued work: nothing to wait for.
-            return drop(handle);
+        // Kept: nothing to wait for; no GIL to let go (a drop on a thread
+        // without it); or the interpreter finalising, when no other thread
+        // can take the GIL and a Python resource's free still needs it held.
+        if !handle.release_may_wait() || !holds_gil() || !initialized() {
+            drop(handle);
+            return;
         }
         let mut handle = Some(handle);
         attach(|py| {
             let handle = handle.take();
             detach(py, move || drop(handle));
         });
-        // Still here only when there is no interpreter to detach from.
+        // Still here only when there was no interpreter to attach to.
         drop(handle);
     }
 }

@@ -178,8 +178,10 @@ pub(crate) fn import(
     let capsule = made
         .cast_into::<PyCapsule>()
         .map_err(|_| PyTypeError::new_err("__dlpack__ returned something other than a capsule"))?;
+    // The base's capsule is held until the import is done with its struct.
     let viewed = ndarray.and_then(|ndarray| viewed_export(obj, ndarray));
-    take_capsule(&capsule, Some(&ours), viewed)
+    let origin = viewed.as_ref().map(|(_, raw, flavor)| (*raw, *flavor));
+    take_capsule(&capsule, Some(&ours), origin)
 }
 
 /// NumPy's `ndarray` type, once NumPy is imported (no array exists
@@ -189,20 +191,20 @@ fn ndarray_type(py: Python<'_>) -> Option<&Bound<'_, PyType>> {
     static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     NDARRAY
         .get_or_try_init(py, || {
-            // SAFETY: a borrowed reference to the interpreter's module
-            // dict, which lives as long as the interpreter.
-            let modules =
-                unsafe { Bound::from_borrowed_ptr_or_err(py, ffi::PyImport_GetModuleDict()) }?;
-            let numpy = modules
-                .cast_into::<PyDict>()?
-                .get_item(intern!(py, "numpy"))?;
-            let numpy = numpy.ok_or_else(|| PyTypeError::new_err("NumPy is not imported"))?;
-            PyResult::Ok(
-                numpy
-                    .getattr(intern!(py, "ndarray"))?
-                    .cast_into::<PyType>()?
-                    .unbind(),
-            )
+            // SAFETY: an interned str; the result is a new reference, or
+            // NULL (not imported, or no module dict late in finalisation,
+            // with an exception set), which `from_owned_ptr_or_opt` takes.
+            let numpy = unsafe {
+                Bound::from_owned_ptr_or_opt(py, PyImport_GetModule(intern!(py, "numpy").as_ptr()))
+            };
+            let Some(numpy) = numpy else {
+                // Clears the error NULL may have set: "not yet" is no error.
+                drop(PyErr::take(py));
+                return Err(());
+            };
+            // Any failure (a module still importing) is asked again next time.
+            let ndarray = numpy.getattr(intern!(py, "ndarray")).map_err(drop)?;
+            Ok(ndarray.cast_into::<PyType>().map_err(drop)?.unbind())
         })
         .ok()
         .map(|ndarray| ndarray.bind(py))
@@ -221,6 +223,11 @@ fn keywords(py: Python<'_>) -> PyResult<(&Bound<'_, PyTuple>, &Bound<'_, PyAny>)
         PyResult::Ok((names.unbind(), max_version.unbind()))
     })?;
     Ok((names.bind(py), max_version.bind(py)))
+}
+
+// In the limited API since 3.7, but left out of pyo3's abi3 bindings.
+extern "C" {
+    fn PyImport_GetModule(name: *mut ffi::PyObject) -> *mut ffi::PyObject;
 }
 
 // `PyObject_VectorcallMethod` is in the stable ABI from Python 3.12, so
@@ -270,9 +277,7 @@ fn call_method<'py>(
 /// Whether `obj` is an array of `ndarray`'s type or a subclass. Unlike
 /// `isinstance`, it asks no `__class__` of an object of another type.
 fn is_array(obj: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
-    // SAFETY: two live objects; PyType_IsSubtype reads the MRO and sets no
-    // exception.
-    unsafe { ffi::PyType_IsSubtype(ffi::Py_TYPE(obj.as_ptr()), ndarray.as_type_ptr()) != 0 }
+    obj.get_type().is_subclass(ndarray).unwrap_or(false)
 }
 
 /// The managed struct NumPy keeps in the `base` of an array it imported
@@ -285,19 +290,26 @@ fn is_array(obj: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
 /// the walk goes down arrays to the capsule. `None` for any other array.
 /// Only NumPy arrays are asked (`ndarray`, NumPy's type): no other
 /// producer keeps NumPy's capsule, and a producer without a `base` would
-/// cost a Python exception per import.
-fn viewed_export(
-    obj: &Bound<'_, PyAny>,
-    ndarray: &Bound<'_, PyType>,
-) -> Option<(*mut c_void, DlpackFlavor)> {
+/// cost a Python exception per import. The capsule comes with the struct:
+/// the caller holds it while the core reads the struct, since a subclass's
+/// `base` may be any object, a temporary one included.
+fn viewed_export<'py>(
+    obj: &Bound<'py, PyAny>,
+    ndarray: &Bound<'py, PyType>,
+) -> Option<(Bound<'py, PyCapsule>, *mut c_void, DlpackFlavor)> {
+    // NumPy collapses views onto the array that owns the capsule, so one
+    // step is the most its own arrays take; a subclass's `base` may loop.
+    const MOST_STEPS: usize = 8;
     let name = intern!(obj.py(), "base");
     let mut base = obj.getattr(name).ok()?;
-    // An array's base chain ends (NumPy sets it once, at construction).
-    while is_array(&base, ndarray) {
+    for _ in 0..MOST_STEPS {
+        if !is_array(&base, ndarray) {
+            break;
+        }
         base = base.getattr(name).ok()?;
     }
-    let capsule = base.cast::<PyCapsule>().ok()?;
-    [
+    let capsule = base.cast_into::<PyCapsule>().ok()?;
+    let (raw, flavor) = [
         (c"numpy_dltensor_versioned", DlpackFlavor::Versioned),
         (c"numpy_dltensor", DlpackFlavor::Legacy),
     ]
@@ -313,7 +325,8 @@ fn viewed_export(
                 )
             })
         }
-    })
+    })?;
+    Some((capsule, raw, flavor))
 }
 
 /// Takes ownership of an unconsumed capsule: renames it `used_...` so its
@@ -345,8 +358,7 @@ fn take_capsule(
     }
     // SAFETY: the capsule was unconsumed and is now marked used, so the
     // managed tensor is ours alone; the core deletes it exactly once. The
-    // viewed struct lives in the capsule at the end of the producer's `base`
-    // chain (read-only, each link held by the one before), which the caller holds.
+    // viewed struct lives in a capsule the caller holds.
     let imported = unsafe {
         match (viewed, stream) {
             (Some((origin, origin_flavor)), stream) => {

@@ -536,7 +536,19 @@ def test_imports_before_numpy_is_imported_and_after() -> None:
         import weakref
         import devmm
 
-        t = devmm.from_dlpack(devmm.empty((4,), "uint8"))
+        class Protocol:
+            # Only the protocol's methods (a devmm tensor itself would be
+            # taken through its C exchange API, not through __dlpack__).
+            def __init__(self, t):
+                self.t = t
+
+            def __dlpack__(self, **kwargs):
+                return self.t.__dlpack__(**kwargs)
+
+            def __dlpack_device__(self):
+                return self.t.__dlpack_device__()
+
+        t = devmm.from_dlpack(Protocol(devmm.empty((4,), "uint8")))
         assert "numpy" not in sys.modules and t.shape == (4,)
         import numpy as np
 

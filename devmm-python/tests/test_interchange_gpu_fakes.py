@@ -343,19 +343,17 @@ RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
     synchronous = mrs.{runtime}(gpu, async_alloc=False)
     stream = rt.create_stream(gpu)
     source = devmm.DeviceBuffer.to_device(bytes(64), device=gpu)
-    exported = devmm.empty((64,), "uint8", device=gpu, layout=devmm.RowMajor())
     made = {{
-        "a DeviceBuffer (cudaFree)": lambda: devmm.DeviceBuffer(64, mr=synchronous),
-        "a Tensor (cudaFree)": lambda: devmm.empty((64,), "uint8", mr=synchronous, layout=devmm.RowMajor()),
-        # Its release waits for its stream before the producer's deleter.
-        "an import": lambda: devmm.from_dlpack(exported, stream=stream),
+        "a DeviceBuffer": lambda: devmm.DeviceBuffer(64, mr=synchronous),
+        "a Tensor": lambda: devmm.empty((64,), "uint8", mr=synchronous, layout=devmm.RowMajor()),
     }}
-    dropping = threading.Event()
+    free = b"{free}"
 
-    def release():
-        # Python code, so it runs only while the release lets the GIL go.
-        dropping.wait()
-        time.sleep(0.05)
+    def release(before):
+        # Python code, so it runs only while the release lets the GIL go:
+        # once the free has begun (and waits for the held copy).
+        while fake.fake_call_count(free) == before:
+            time.sleep(0.001)
         fake.fake_release_work()
 
     for name, make in made.items():
@@ -365,13 +363,11 @@ RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
         fake.fake_hold_work(1)
         devmm.copy_device_to_ptr(source.ptr, address, 64, stream=stream)
         fake.fake_hold_work(0)
-        releaser = threading.Thread(target=release)
+        releaser = threading.Thread(target=release, args=(fake.fake_call_count(free),))
         releaser.start()
-        dropping.set()
-        del obj  # the last handle: its release waits for the held copy
+        del obj  # the last handle: its free waits for the held copy
         gc.collect()
         releaser.join()
-        dropping.clear()
         stream.synchronize()
     print("ok")
     """
@@ -382,13 +378,16 @@ RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
 def test_a_dropped_handle_waits_for_the_device_without_the_gil(
     platform: str, fake_library: Callable[[str], str]
 ) -> None:
-    """Dropping the last handle to GPU memory may wait for the device (a
-    synchronous free, an import's release before its producer's deleter);
-    it waits without the GIL, as an explicit `free()` does, so the thread
-    that lets the work run (or a host callback the stream runs) is not shut
-    out."""
+    """Dropping the last handle to GPU memory may wait for the device (here
+    a synchronous free, which waits for all queued work); it waits without
+    the GIL, as an explicit `free()` does, so the thread that lets the work
+    run (or a host callback the stream runs) is not shut out."""
     p = PLATFORMS[platform]
-    runtime = "CudaRuntimeMemoryResource" if platform == "cuda" else "HipRuntimeMemoryResource"
-    module = "cuda" if platform == "cuda" else "rocm"
-    script = RELEASE_WITHOUT_THE_GIL.format(device=p["device"], module=module, runtime=runtime)
+    cuda = platform == "cuda"
+    script = RELEASE_WITHOUT_THE_GIL.format(
+        device=p["device"],
+        module="cuda" if cuda else "rocm",
+        runtime="CudaRuntimeMemoryResource" if cuda else "HipRuntimeMemoryResource",
+        free="cudaFree" if cuda else "hipFree",
+    )
     _run(p, script, fake_library)

@@ -223,6 +223,24 @@ impl DeviceBuffer {
         self.resource.device()
     }
 
+    /// Whether releasing the memory may block the calling thread until the
+    /// device has run queued work: memory a GPU runtime serves through a
+    /// resource that is not stream-ordered (a synchronous `cudaFree` or
+    /// `cudaFreeHost` waits for the device; a foreign owner's release waits
+    /// for the buffer's stream first). A stream-ordered resource's free
+    /// only queues the release, and host memory has no queued work. A
+    /// caller holding a lock that the work may need (the Python binding,
+    /// the GIL) lets it go around such a release.
+    ///
+    /// ```
+    /// let buf = devmm::DeviceBuffer::on_device(64, devmm::Device::CPU)?;
+    /// assert!(!buf.release_may_wait());
+    /// # Ok::<(), devmm::Error>(())
+    /// ```
+    pub fn release_may_wait(&self) -> bool {
+        self.device().ty() != crate::DeviceType::Cpu && !self.resource.stream_ordered()
+    }
+
     /// The stream the buffer was allocated on.
     pub fn stream(&self) -> &Stream {
         &self.stream

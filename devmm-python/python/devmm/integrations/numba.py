@@ -288,7 +288,9 @@ def _make_plugin_class(numba_cuda: Any) -> type:
             if self._pinned is None:
                 self._pinned = importlib.import_module("devmm.mrs.cuda").CudaPinnedMemoryResource()
             buffer = DeviceBuffer(size, mr=self._pinned)
-            # Numba's host code writes the block at once.
+            # Numba's host code writes the block at once, and a block from a
+            # stream-ordered pool may still be read by work queued before it
+            # (devmm::wait_for_allocation says when it waits).
             wait_for_allocation(buffer)
             # The address as an int, as Numba's own memhostalloc passes it:
             # NumPy reads it through Numba's buffer protocol, which takes
