@@ -181,8 +181,12 @@ def instructions(setup: str, statement: str, calls: int) -> int:
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out",
              sys.executable, __file__, "--child", setup, statement, str(calls)],
             check=True, capture_output=True,
-            # One BLAS thread: NumPy's spinning pool would add noise.
-            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+            # One BLAS thread: NumPy's spinning pool would add noise. One
+            # hash seed: the two runs' start-ups, which the difference is
+            # meant to cancel, then hash (and probe) alike; with a random
+            # seed each, they differed by enough to move a per-call figure
+            # by a hundred instructions from one run to the next.
+            env=dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0"),
         )
         summary = re.search(r"^summary: (\d+)", Path(f"{out}/cg.out").read_text(), re.M)
     assert summary, "callgrind wrote no summary"
