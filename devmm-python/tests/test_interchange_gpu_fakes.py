@@ -369,6 +369,30 @@ RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
         gc.collect()
         releaser.join()
         stream.synchronize()
+
+    # A stream-ordered free waits too when the buffer's stream is another
+    # thread's per-thread default stream: for the whole device, so for the
+    # copy held on `stream` too.
+    ordered = mrs.{runtime}(gpu, async_alloc=True)
+    held = {{}}
+
+    def make_elsewhere():
+        held["buffer"] = devmm.DeviceBuffer(64, mr=ordered, stream=devmm.PER_THREAD_DEFAULT)
+
+    maker = threading.Thread(target=make_elsewhere)
+    maker.start()
+    maker.join()
+    assert ordered.stream_ordered
+    target = devmm.DeviceBuffer(64, device=gpu)
+    fake.fake_hold_work(1)
+    devmm.copy_device_to_ptr(source.ptr, target.ptr, 64, stream=stream)
+    fake.fake_hold_work(0)
+    free = b"{device_synchronize}"
+    releaser = threading.Thread(target=release, args=(fake.fake_call_count(free),))
+    releaser.start()
+    held.clear()  # the last handle, dropped on another thread than its stream's
+    gc.collect()
+    releaser.join()
     print("ok")
     """
 )
@@ -378,10 +402,12 @@ RELEASE_WITHOUT_THE_GIL = textwrap.dedent(
 def test_a_dropped_handle_waits_for_the_device_without_the_gil(
     platform: str, fake_library: Callable[[str], str]
 ) -> None:
-    """Dropping the last handle to GPU memory may wait for the device (here
-    a synchronous free, which waits for all queued work); it waits without
-    the GIL, as an explicit `free()` does, so the thread that lets the work
-    run (or a host callback the stream runs) is not shut out."""
+    """Dropping the last handle to GPU memory may wait for the device (a
+    synchronous free, which waits for all queued work; a stream-ordered
+    free of a buffer on another thread's per-thread stream, which waits for
+    the whole device); it waits without the GIL, as an explicit `free()`
+    does, so the thread that lets the work run (or a host callback the
+    stream runs) is not shut out."""
     p = PLATFORMS[platform]
     cuda = platform == "cuda"
     script = RELEASE_WITHOUT_THE_GIL.format(
@@ -389,5 +415,6 @@ def test_a_dropped_handle_waits_for_the_device_without_the_gil(
         module="cuda" if cuda else "rocm",
         runtime="CudaRuntimeMemoryResource" if cuda else "HipRuntimeMemoryResource",
         free="cudaFree" if cuda else "hipFree",
+        device_synchronize="cudaDeviceSynchronize" if cuda else "hipDeviceSynchronize",
     )
     _run(p, script, fake_library)

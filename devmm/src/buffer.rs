@@ -223,14 +223,21 @@ impl DeviceBuffer {
         self.resource.device()
     }
 
-    /// Whether releasing the memory may block the calling thread until the
-    /// device has run queued work: memory a GPU runtime serves through a
-    /// resource that is not stream-ordered (a synchronous `cudaFree` or
-    /// `cudaFreeHost` waits for the device; a foreign owner's release waits
-    /// for the buffer's stream first). A stream-ordered resource's free
-    /// only queues the release, and host memory has no queued work. A
-    /// caller holding a lock that the work may need (the Python binding,
-    /// the GIL) lets it go around such a release.
+    /// Whether releasing the memory here, on the buffer's own stream, may
+    /// block the calling thread until the device has run queued work. Host
+    /// memory has no queued work. Memory a GPU runtime serves may:
+    /// - through a resource that is not stream-ordered (a synchronous
+    ///   `cudaFree` or `cudaFreeHost` waits for the device; a foreign
+    ///   owner's release waits for the buffer's stream first);
+    /// - through a stream-ordered one whose free cannot be queued on the
+    ///   buffer's stream from this thread: another thread's per-thread
+    ///   default stream (the whole device is waited for), or a stream of
+    ///   another device (that stream is).
+    ///
+    /// Otherwise a stream-ordered free only queues. "May": a caller holding
+    /// a lock that the work may need (the Python binding, the GIL) lets it
+    /// go around such a release, and letting it go needlessly costs only
+    /// time.
     ///
     /// ```
     /// let buf = devmm::DeviceBuffer::on_device(64, devmm::Device::CPU)?;
@@ -238,7 +245,11 @@ impl DeviceBuffer {
     /// # Ok::<(), devmm::Error>(())
     /// ```
     pub fn release_may_wait(&self) -> bool {
-        self.device().ty() != crate::DeviceType::Cpu && !self.resource.stream_ordered()
+        let device = self.device();
+        device.ty() != crate::DeviceType::Cpu
+            && (!self.resource.stream_ordered()
+                || !self.stream.is_usable_here()
+                || self.stream.device() != device)
     }
 
     /// The stream the buffer was allocated on.
