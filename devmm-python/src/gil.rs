@@ -227,12 +227,13 @@ impl Drop for HangOnForcedUnwind {
 /// dropped, when the object goes, without the GIL where its release may
 /// wait for the device (`DeviceBuffer::release_may_wait`: a synchronous
 /// `cudaFree`, an import's wait for its stream before the producer's
-/// deleter): the work it waits for may need the GIL (a host callback, the
+/// deleter, a stream-ordered free that cannot be queued from this
+/// thread): the work it waits for may need the GIL (a host callback, the
 /// thread that lets that work run), as an explicit `free()`, which waits
 /// detached, already allows for. Which handle is the last can change
 /// under a check (an export released on another thread), so every such
-/// handle is dropped detached; a stream-ordered free only queues, and
-/// host memory has nothing queued, so those keep the GIL.
+/// handle is dropped detached; a release that only queues, and host
+/// memory, which has nothing queued, keep the GIL.
 pub(crate) struct DetachedDrop<T: HoldsMemory>(std::mem::ManuallyDrop<T>);
 
 /// What [`DetachedDrop`] asks of a handle.
